@@ -1,0 +1,1 @@
+//! ptxforge attribute macros.

@@ -1,0 +1,11 @@
+//! ptxforge runtime: the PTX IR, the typed builder templates are written in, the architecture
+//! model, the validator, the emitter, the kernel templates and the launch layer (metadata,
+//! `Backend` trait, CPU and CUDA backends).
+
+pub mod arch;
+pub mod dtype;
+pub mod launch;
+pub mod templates;
+
+pub use arch::{Arch, PtxVersion};
+pub use dtype::DType;

@@ -1,0 +1,1 @@
+//! The moe kernel family.

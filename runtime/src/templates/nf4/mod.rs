@@ -1,0 +1,1 @@
+//! The nf4 kernel family.

@@ -1,0 +1,1 @@
+//! ptxforge-sim: a PTX interpreter with sanitizer checks and counters.
