@@ -5,7 +5,13 @@
 pub mod arch;
 pub mod dtype;
 pub mod launch;
+pub mod matrix;
+pub mod samples;
 pub mod templates;
 
 pub use arch::{Arch, PtxVersion};
 pub use dtype::DType;
+pub mod builder;
+pub mod emit;
+pub mod ir;
+pub mod validate;

@@ -1,0 +1,525 @@
+//! Small builder-made kernels covering every builder feature the families use: per-type vector
+//! add, saxpy, warp-shuffle and shared-memory reductions, an atomic histogram, a tiled GEMM, a
+//! row softmax, ballots, dynamic shared memory and float conversions. They are part of the ptxas
+//! matrix and run in the interpreter against plain-Rust references, so they test the builder,
+//! validator and emitter end to end.
+
+use crate::arch::Arch;
+use crate::builder::{Float, KernelBuilder, ModuleBuilder, Scalar, BF16, F16, F32, F64, U32};
+use crate::ir::{AtomOp, CmpOp, MathFn, Precision, Rounding, VoteMode};
+use crate::validate::ValidationErrors;
+
+/// Threads per block of the block-level samples.
+pub const BLOCK: u32 = 256;
+/// Tile edge of the tiled GEMM (a `TILE × TILE` block computes a `TILE × TILE` output tile).
+pub const GEMM_TILE: u32 = 16;
+/// Bins of the histogram sample.
+pub const HISTOGRAM_BINS: u32 = 64;
+
+/// One sample: its entry name and how to build it.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    pub name: &'static str,
+    pub build: fn(Arch) -> KernelBuilder,
+}
+
+/// Every sample kernel.
+pub const SAMPLES: &[Sample] = &[
+    Sample {
+        name: "vec_add_f16",
+        build: |a| vec_add::<F16>("vec_add_f16", a),
+    },
+    Sample {
+        name: "vec_add_bf16",
+        build: |a| vec_add::<BF16>("vec_add_bf16", a),
+    },
+    Sample {
+        name: "vec_add_f32",
+        build: |a| vec_add::<F32>("vec_add_f32", a),
+    },
+    Sample {
+        name: "vec_add_f64",
+        build: |a| vec_add::<F64>("vec_add_f64", a),
+    },
+    Sample {
+        name: "saxpy_f32",
+        build: saxpy,
+    },
+    Sample {
+        name: "warp_reduce_sum_f32",
+        build: warp_reduce_sum,
+    },
+    Sample {
+        name: "block_reduce_sum_f32",
+        build: block_reduce_sum,
+    },
+    Sample {
+        name: "histogram_u32",
+        build: histogram,
+    },
+    Sample {
+        name: "gemm_tiled_f32",
+        build: gemm_tiled,
+    },
+    Sample {
+        name: "softmax_row_f32",
+        build: softmax_row,
+    },
+    Sample {
+        name: "ballot_count_positive_f32",
+        build: ballot_count_positive,
+    },
+    Sample {
+        name: "reverse_dynamic_smem_u32",
+        build: reverse_dynamic_smem,
+    },
+    Sample {
+        name: "convert_f32_to_bf16",
+        build: |a| convert_from_f32::<BF16>("convert_f32_to_bf16", a),
+    },
+    Sample {
+        name: "convert_f32_to_f16",
+        build: |a| convert_from_f32::<F16>("convert_f32_to_f16", a),
+    },
+    Sample {
+        name: "rsqrt_norm_f64",
+        build: rsqrt_norm_f64,
+    },
+];
+
+/// A module holding one sample, for `arch`.
+pub fn sample_module(sample: &Sample, arch: Arch) -> Result<String, ValidationErrors> {
+    ModuleBuilder::new(arch).kernel((sample.build)(arch)).emit()
+}
+
+/// A module holding every sample, for `arch`.
+pub fn all_samples_module(arch: Arch) -> Result<String, ValidationErrors> {
+    let mut m = ModuleBuilder::new(arch);
+    for s in SAMPLES {
+        m.push((s.build)(arch));
+    }
+    m.emit()
+}
+
+/// `c[i] = a[i] + b[i]` for `i < n`, computed in f32 for the half types.
+fn vec_add<T: Float>(name: &str, arch: Arch) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name, arch);
+    let (a, b, c) = (
+        k.param_ptr::<T>("a"),
+        k.param_ptr::<T>("b"),
+        k.param_ptr::<T>("c"),
+    );
+    let n = k.param::<U32>("n");
+    let (a, b, c) = (k.global_ptr(a), k.global_ptr(b), k.global_ptr(c));
+    let n = k.load_param(n);
+    let i = k.global_index_x();
+    let in_bounds = k.setp_lt(i, n);
+    k.if_then(in_bounds, |k| {
+        let x: crate::builder::Reg<T> = {
+            let addr = k.elem_addr(a, i);
+            k.ld_global_nc(addr, 0)
+        };
+        let y: crate::builder::Reg<T> = {
+            let addr = k.elem_addr(b, i);
+            k.ld_global_nc(addr, 0)
+        };
+        let sum = if T::TYPE.is_half() {
+            let (xf, yf) = (k.to_f32(x), k.to_f32(y));
+            let s = k.add(xf, yf);
+            k.from_f32::<T>(s)
+        } else {
+            k.add(x, y)
+        };
+        let addr = k.elem_addr(c, i);
+        k.st_global(addr, 0, sum);
+    });
+    k
+}
+
+/// `y[i] = alpha · x[i] + y[i]`.
+fn saxpy(arch: Arch) -> KernelBuilder {
+    let mut k = KernelBuilder::new("saxpy_f32", arch);
+    let (x, y) = (k.param_ptr::<F32>("x"), k.param_ptr::<F32>("y"));
+    let (alpha, n) = (k.param::<F32>("alpha"), k.param::<U32>("n"));
+    let (x, y) = (k.global_ptr(x), k.global_ptr(y));
+    let (alpha, n) = (k.load_param(alpha), k.load_param(n));
+    let i = k.global_index_x();
+    let in_bounds = k.setp_lt(i, n);
+    k.if_then(in_bounds, |k| {
+        let xa = k.elem_addr(x, i);
+        let ya = k.elem_addr(y, i);
+        let xv = k.ld_global_nc::<F32>(xa, 0);
+        let yv = k.ld_global::<F32>(ya, 0);
+        let r = k.fma(alpha, xv, yv);
+        k.st_global(ya, 0, r);
+    });
+    k
+}
+
+/// One warp per 32 elements: `out[w] = Σ x[32w .. 32w+32]` by butterfly shuffles.
+/// Elements past `n` count as zero.
+fn warp_reduce_sum(arch: Arch) -> KernelBuilder {
+    let mut k = KernelBuilder::new("warp_reduce_sum_f32", arch);
+    let (x, out) = (k.param_ptr::<F32>("x"), k.param_ptr::<F32>("out"));
+    let n = k.param::<U32>("n");
+    let (x, out) = (k.global_ptr(x), k.global_ptr(out));
+    let n = k.load_param(n);
+    let i = k.global_index_x();
+    let v = k.var::<F32>(0.0f32);
+    let in_bounds = k.setp_lt(i, n);
+    k.if_then(in_bounds, |k| {
+        let addr = k.elem_addr(x, i);
+        let loaded = k.ld_global_nc::<F32>(addr, 0);
+        k.assign(v, loaded);
+    });
+    let total = k.warp_sum_f32(v);
+    let lane = k.laneid();
+    let warp = k.shr(i, 5u32);
+    let is_lane0 = k.setp(CmpOp::Eq, lane, 0u32);
+    let first_in_bounds = k.setp_lt(i, n);
+    let writes = k.and_pred(is_lane0, first_in_bounds);
+    k.if_then(writes, |k| {
+        let addr = k.elem_addr(out, warp);
+        k.st_global(addr, 0, total);
+    });
+    k
+}
+
+/// One block of `BLOCK` threads per `BLOCK` elements: tree reduction in shared memory.
+/// `out[block] = Σ x[block·BLOCK ..]`.
+fn block_reduce_sum(arch: Arch) -> KernelBuilder {
+    let mut k = KernelBuilder::new("block_reduce_sum_f32", arch);
+    k.require_block([BLOCK, 1, 1]);
+    let (x, out) = (k.param_ptr::<F32>("x"), k.param_ptr::<F32>("out"));
+    let n = k.param::<U32>("n");
+    let (x, out) = (k.global_ptr(x), k.global_ptr(out));
+    let n = k.load_param(n);
+    let partial = k.shared_array::<F32>("partial", BLOCK);
+    let tid = k.tid_x();
+    let i = k.global_index_x();
+    k.comment("load one element per thread (zero past n)");
+    let v = k.var::<F32>(0.0f32);
+    let in_bounds = k.setp_lt(i, n);
+    k.if_then(in_bounds, |k| {
+        let addr = k.elem_addr(x, i);
+        let loaded = k.ld_global_nc::<F32>(addr, 0);
+        k.assign(v, loaded);
+    });
+    let slot = k.shared_elem(partial, tid);
+    k.st_shared(slot, 0, v);
+    k.bar_sync();
+    k.comment("tree reduction: halve the active threads each step");
+    let mut stride = BLOCK / 2;
+    while stride > 0 {
+        let active = k.setp_lt(tid, stride);
+        k.if_then(active, |k| {
+            let mine = k.ld_shared::<F32>(slot, 0);
+            let other = k.ld_shared::<F32>(slot, (stride * 4) as i32);
+            let s = k.add(mine, other);
+            k.st_shared(slot, 0, s);
+        });
+        k.bar_sync();
+        stride /= 2;
+    }
+    let is_first = k.setp(CmpOp::Eq, tid, 0u32);
+    k.if_then(is_first, |k| {
+        let total = k.ld_shared::<F32>(slot, 0);
+        let block = k.ctaid_x();
+        let addr = k.elem_addr(out, block);
+        k.st_global(addr, 0, total);
+    });
+    k
+}
+
+/// `bins[v % HISTOGRAM_BINS] += 1` for each input value: per-block shared histogram with
+/// shared atomics, merged into global bins with `red.global.add`.
+fn histogram(arch: Arch) -> KernelBuilder {
+    let mut k = KernelBuilder::new("histogram_u32", arch);
+    k.require_block([BLOCK, 1, 1]);
+    let (values, bins) = (k.param_ptr::<U32>("values"), k.param_ptr::<U32>("bins"));
+    let n = k.param::<U32>("n");
+    let (values, bins) = (k.global_ptr(values), k.global_ptr(bins));
+    let n = k.load_param(n);
+    let local = k.shared_array::<U32>("local_bins", HISTOGRAM_BINS);
+    let tid = k.tid_x();
+    k.comment("zero the block's bins");
+    let zeroes = k.setp_lt(tid, HISTOGRAM_BINS);
+    k.if_then(zeroes, |k| {
+        let slot = k.shared_elem(local, tid);
+        k.st_shared(slot, 0, 0u32);
+    });
+    k.bar_sync();
+    k.comment("count with shared atomics");
+    let i = k.global_index_x();
+    let in_bounds = k.setp_lt(i, n);
+    k.if_then(in_bounds, |k| {
+        let addr = k.elem_addr(values, i);
+        let v = k.ld_global_nc::<U32>(addr, 0);
+        let bin = k.rem(v, HISTOGRAM_BINS);
+        let slot = k.shared_elem(local, bin);
+        k.red_shared::<U32>(AtomOp::Add, slot, 1u32);
+    });
+    k.bar_sync();
+    k.comment("merge into the global bins");
+    k.if_then(zeroes, |k| {
+        let slot = k.shared_elem(local, tid);
+        let count = k.ld_shared::<U32>(slot, 0);
+        let addr = k.elem_addr(bins, tid);
+        k.red_global::<U32>(AtomOp::Add, addr, count);
+    });
+    k
+}
+
+/// `C[M, N] = A[M, K] · B[K, N]`, row-major, f32. Block (TILE, TILE) computes one output tile,
+/// staging TILE × TILE tiles of A and B in shared memory; out-of-range elements load as zero.
+fn gemm_tiled(arch: Arch) -> KernelBuilder {
+    let t = GEMM_TILE;
+    let mut k = KernelBuilder::new("gemm_tiled_f32", arch);
+    k.require_block([t, t, 1]);
+    let (a, b, c) = (
+        k.param_ptr::<F32>("a"),
+        k.param_ptr::<F32>("b"),
+        k.param_ptr::<F32>("c"),
+    );
+    let (m, n, kk) = (
+        k.param::<U32>("m"),
+        k.param::<U32>("n"),
+        k.param::<U32>("k"),
+    );
+    let (a, b, c) = (k.global_ptr(a), k.global_ptr(b), k.global_ptr(c));
+    let (m, n, kk) = (k.load_param(m), k.load_param(n), k.load_param(kk));
+    let tile_a = k.shared_array::<F32>("tile_a", t * t);
+    let tile_b = k.shared_array::<F32>("tile_b", t * t);
+    let (tx, ty) = (k.tid_x(), k.tid_y());
+    let (bx, by) = (k.ctaid_x(), k.ctaid_y());
+    let row = k.mad_lo(by, t, ty);
+    let col = k.mad_lo(bx, t, tx);
+    let acc = k.var::<F32>(0.0f32);
+    let my_slot = k.mad_lo(ty, t, tx);
+    let a_slot = k.shared_elem(tile_a, my_slot);
+    let b_slot = k.shared_elem(tile_b, my_slot);
+    let row_ok = k.setp_lt(row, m);
+    let col_ok = k.setp_lt(col, n);
+    k.for_range(0u32, kk, t, |k, k0| {
+        k.comment("stage one tile of A and B (zero outside the matrices)");
+        let a_col = k.add(k0, tx);
+        let a_col_ok = k.setp_lt(a_col, kk);
+        let a_ok = k.and_pred(row_ok, a_col_ok);
+        let a_val = k.var::<F32>(0.0f32);
+        k.if_then(a_ok, |k| {
+            let idx = k.mad_lo(row, kk, a_col);
+            let addr = k.elem_addr(a, idx);
+            let v = k.ld_global_nc::<F32>(addr, 0);
+            k.assign(a_val, v);
+        });
+        k.st_shared(a_slot, 0, a_val);
+        let b_row = k.add(k0, ty);
+        let b_row_ok = k.setp_lt(b_row, kk);
+        let b_ok = k.and_pred(b_row_ok, col_ok);
+        let b_val = k.var::<F32>(0.0f32);
+        k.if_then(b_ok, |k| {
+            let idx = k.mad_lo(b_row, n, col);
+            let addr = k.elem_addr(b, idx);
+            let v = k.ld_global_nc::<F32>(addr, 0);
+            k.assign(b_val, v);
+        });
+        k.st_shared(b_slot, 0, b_val);
+        k.bar_sync();
+        k.comment("multiply the staged tiles");
+        let a_row_base = k.mul_lo(ty, t);
+        let a_row_addr = k.shared_elem(tile_a, a_row_base);
+        let b_col_addr = k.shared_elem(tile_b, tx);
+        for kk_i in 0..t {
+            let av = k.ld_shared::<F32>(a_row_addr, (kk_i * 4) as i32);
+            let bv = k.ld_shared::<F32>(b_col_addr, (kk_i * t * 4) as i32);
+            k.fma_into(acc, av, bv, acc);
+        }
+        k.bar_sync();
+    });
+    let ok = k.and_pred(row_ok, col_ok);
+    k.if_then(ok, |k| {
+        let idx = k.mad_lo(row, n, col);
+        let addr = k.elem_addr(c, idx);
+        k.st_global(addr, 0, acc);
+    });
+    k
+}
+
+/// Row softmax of `x [rows, cols]`: one warp per row, max-subtracted, `exp` via `ex2.approx`.
+fn softmax_row(arch: Arch) -> KernelBuilder {
+    let mut k = KernelBuilder::new("softmax_row_f32", arch);
+    k.require_block([32, 1, 1]);
+    let (x, y) = (k.param_ptr::<F32>("x"), k.param_ptr::<F32>("y"));
+    let cols = k.param::<U32>("cols");
+    let (x, y) = (k.global_ptr(x), k.global_ptr(y));
+    let cols = k.load_param(cols);
+    let lane = k.tid_x();
+    let row = k.ctaid_x();
+    let row_start = k.mul_lo(row, cols);
+    let xr = k.offset_ptr(x, row_start);
+    let yr = k.offset_ptr(y, row_start);
+    k.comment("row maximum");
+    let m = k.var::<F32>(f32::NEG_INFINITY);
+    k.for_range(lane, cols, 32u32, |k, j| {
+        let addr = k.elem_addr(xr, j);
+        let v = k.ld_global_nc::<F32>(addr, 0);
+        k.max_into(m, m, v);
+    });
+    let m = k.warp_max_f32(m);
+    k.comment("sum of exponentials");
+    let s = k.var::<F32>(0.0f32);
+    k.for_range(lane, cols, 32u32, |k, j| {
+        let addr = k.elem_addr(xr, j);
+        let v = k.ld_global_nc::<F32>(addr, 0);
+        let d = k.sub(v, m);
+        let e = k.exp_approx(d);
+        k.add_into(s, s, e);
+    });
+    let s = k.warp_sum_f32(s);
+    let inv = k.math(MathFn::Rcp, s, Precision::Rounded(Rounding::Rn));
+    k.comment("normalise");
+    k.for_range(lane, cols, 32u32, |k, j| {
+        let addr = k.elem_addr(xr, j);
+        let v = k.ld_global_nc::<F32>(addr, 0);
+        let d = k.sub(v, m);
+        let e = k.exp_approx(d);
+        let p = k.mul(e, inv);
+        let out = k.elem_addr(yr, j);
+        k.st_global(out, 0, p);
+    });
+    k
+}
+
+/// Per warp: `counts[warp] = #{lanes with x > 0}` via `vote.sync.ballot` and `popc`; also
+/// `all_positive[warp] = 1` when every lane's value is positive (`vote.sync.all`).
+fn ballot_count_positive(arch: Arch) -> KernelBuilder {
+    let mut k = KernelBuilder::new("ballot_count_positive_f32", arch);
+    let (x, counts, all) = (
+        k.param_ptr::<F32>("x"),
+        k.param_ptr::<U32>("counts"),
+        k.param_ptr::<U32>("all_positive"),
+    );
+    let (x, counts, all) = (k.global_ptr(x), k.global_ptr(counts), k.global_ptr(all));
+    let i = k.global_index_x();
+    let addr = k.elem_addr(x, i);
+    let v = k.ld_global_nc::<F32>(addr, 0);
+    let positive = k.setp(CmpOp::Gt, v, 0.0f32);
+    let mask = k.ballot(positive);
+    let count = k.popc(mask);
+    let every = k.vote(VoteMode::All, positive);
+    let every_u32 = k.selp(1u32, 0u32, every);
+    let lane = k.laneid();
+    let is_lane0 = k.setp(CmpOp::Eq, lane, 0u32);
+    k.if_then(is_lane0, |k| {
+        let warp = k.shr(i, 5u32);
+        let ca = k.elem_addr(counts, warp);
+        k.st_global(ca, 0, count);
+        let aa = k.elem_addr(all, warp);
+        k.st_global(aa, 0, every_u32);
+    });
+    k
+}
+
+/// Reverses each block's `ntid.x` elements through dynamic shared memory:
+/// `y[b·B + t] = x[b·B + (B − 1 − t)]`. Launch with `ntid.x · 4` bytes of dynamic shared memory.
+fn reverse_dynamic_smem(arch: Arch) -> KernelBuilder {
+    let mut k = KernelBuilder::new("reverse_dynamic_smem_u32", arch);
+    k.max_block([1024, 1, 1]);
+    let (x, y) = (k.param_ptr::<U32>("x"), k.param_ptr::<U32>("y"));
+    let (x, y) = (k.global_ptr(x), k.global_ptr(y));
+    let buf = k.dynamic_shared::<U32>(4 * 1024);
+    let tid = k.tid_x();
+    let ntid = k.ntid_x();
+    let i = k.global_index_x();
+    let addr = k.elem_addr(x, i);
+    let v = k.ld_global_nc::<U32>(addr, 0);
+    let slot = k.shared_elem(buf, tid);
+    k.st_shared(slot, 0, v);
+    k.bar_sync();
+    let last = k.sub(ntid, 1u32);
+    let mirror = k.sub(last, tid);
+    let mirror_slot = k.shared_elem(buf, mirror);
+    let w = k.ld_shared::<U32>(mirror_slot, 0);
+    let out = k.elem_addr(y, i);
+    k.st_global(out, 0, w);
+    k
+}
+
+/// `y[i] = D(x[i])`, f32 narrowed with round-to-nearest-even (software path for bf16 before
+/// sm_80), then widened back into `z[i]` as f32.
+fn convert_from_f32<D: Float>(name: &str, arch: Arch) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name, arch);
+    let (x, y, z) = (
+        k.param_ptr::<F32>("x"),
+        k.param_ptr::<D>("y"),
+        k.param_ptr::<F32>("z"),
+    );
+    let n = k.param::<U32>("n");
+    let (x, y, z) = (k.global_ptr(x), k.global_ptr(y), k.global_ptr(z));
+    let n = k.load_param(n);
+    let i = k.global_index_x();
+    let in_bounds = k.setp_lt(i, n);
+    k.if_then(in_bounds, |k| {
+        let xa = k.elem_addr(x, i);
+        let v = k.ld_global_nc::<F32>(xa, 0);
+        let narrow = k.from_f32::<D>(v);
+        let ya = k.elem_addr(y, i);
+        k.st_global(ya, 0, narrow);
+        let wide = k.to_f32(narrow);
+        let za = k.elem_addr(z, i);
+        k.st_global(za, 0, wide);
+    });
+    k
+}
+
+/// `y[i] = x[i] / sqrt(x[i]·x[i] + 1)` in f64 with IEEE-rounded `sqrt` and `div`.
+fn rsqrt_norm_f64(arch: Arch) -> KernelBuilder {
+    let mut k = KernelBuilder::new("rsqrt_norm_f64", arch);
+    let (x, y) = (k.param_ptr::<F64>("x"), k.param_ptr::<F64>("y"));
+    let n = k.param::<U32>("n");
+    let (x, y) = (k.global_ptr(x), k.global_ptr(y));
+    let n = k.load_param(n);
+    let i = k.global_index_x();
+    let in_bounds = k.setp_lt(i, n);
+    k.if_then(in_bounds, |k| {
+        let xa = k.elem_addr(x, i);
+        let v = k.ld_global_nc::<F64>(xa, 0);
+        let sq = k.fma(v, v, 1.0f64);
+        let root = k.math(MathFn::Sqrt, sq, Precision::Rounded(Rounding::Rn));
+        let r = k.div(v, root, Precision::Rounded(Rounding::Rn));
+        let ya = k.elem_addr(y, i);
+        k.st_global(ya, 0, r);
+    });
+    k
+}
+
+/// Element type of a sample buffer, for tests that drive samples generically.
+pub fn scalar_name<T: Scalar>() -> &'static str {
+    T::TYPE.name()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_sample_validates_on_every_arch() {
+        for arch in Arch::ALL {
+            for s in SAMPLES {
+                if let Err(e) = sample_module(s, arch) {
+                    panic!("{} on {arch}: {e}", s.name);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn emission_is_deterministic() {
+        for arch in [Arch::Sm70, Arch::Sm90] {
+            assert_eq!(
+                all_samples_module(arch).unwrap(),
+                all_samples_module(arch).unwrap()
+            );
+        }
+    }
+}
