@@ -6,6 +6,7 @@ pub mod arch;
 pub mod dtype;
 pub mod launch;
 pub mod matrix;
+pub mod ptxas;
 pub mod samples;
 pub mod templates;
 

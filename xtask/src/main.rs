@@ -1,1 +1,104 @@
-fn main() {}
+//! Project tasks: `cargo xtask test`, `cargo xtask emit --out DIR`.
+
+mod ptxas_install;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("test") => test(&args[1..]),
+        Some("emit") => emit(&args[1..]),
+        _ => Err(USAGE.to_string()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+const USAGE: &str = "usage: cargo xtask <command>
+  test            install ptxas if needed, then fmt check, clippy, the whole test suite (ptxas required)
+  emit --out DIR  write every kernel of the test matrix as DIR/<family>/<name>.<arch>.ptx";
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
+}
+
+fn run(cmd: &mut Command) -> Result<(), String> {
+    eprintln!("xtask: running {cmd:?}");
+    let status = cmd
+        .status()
+        .map_err(|e| format!("could not start {cmd:?}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{cmd:?} failed with {status}"))
+    }
+}
+
+fn cargo() -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.current_dir(workspace_root());
+    c
+}
+
+fn test(extra: &[String]) -> Result<(), String> {
+    let root = workspace_root();
+    let ptxas = ptxas_install::ensure(&root)?;
+    eprintln!("xtask: using ptxas at {}", ptxas.display());
+    let report = root.join("target").join("ptxas-report.txt");
+    let _ = std::fs::remove_file(&report);
+    let with_env = |mut c: Command| {
+        c.env("PTXAS", &ptxas)
+            .env("PTXFORGE_REQUIRE_PTXAS", "1")
+            .env("PTXFORGE_PTXAS_REPORT", &report);
+        c
+    };
+    run(cargo().args(["fmt", "--all", "--", "--check"]))?;
+    run(with_env(cargo()).args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
+    run(with_env(cargo()).args(["test", "--workspace"]).args(extra))?;
+    match std::fs::read_to_string(&report) {
+        Ok(text) => eprintln!(
+            "xtask: {}",
+            text.lines().next().unwrap_or("ptxas report empty")
+        ),
+        Err(_) => return Err("the ptxas matrix test did not write its report".into()),
+    }
+    Ok(())
+}
+
+fn emit(args: &[String]) -> Result<(), String> {
+    let out = match args {
+        [flag, dir] if flag == "--out" => PathBuf::from(dir),
+        _ => return Err(format!("emit needs --out DIR\n{USAGE}")),
+    };
+    let entries = ptxforge_runtime::matrix::matrix().map_err(|e| e.to_string())?;
+    for e in &entries {
+        let path = out.join(e.path());
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|err| format!("{}: {err}", dir.display()))?;
+        }
+        std::fs::write(&path, &e.ptx).map_err(|err| format!("{}: {err}", path.display()))?;
+    }
+    eprintln!(
+        "xtask: wrote {} PTX modules under {}",
+        entries.len(),
+        out.display()
+    );
+    Ok(())
+}
