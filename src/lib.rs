@@ -2,7 +2,6 @@
 //! attribute and get, at compile time and without a CUDA toolkit, a validated `const` PTX string
 //! and typed launch wrappers for the CPU interpreter backend and (feature `cuda`) real GPUs.
 
-pub use ptxforge_macros::*;
 pub use ptxforge_runtime as runtime;
 pub use ptxforge_sim as sim;
 

@@ -134,8 +134,7 @@ fn number_before(line: &str, marker: &str) -> u32 {
         .filter(|head| head.len() < line.len())
         .and_then(|head| {
             head.split(|c: char| !c.is_ascii_digit())
-                .filter(|s| !s.is_empty())
-                .last()
+                .rfind(|s| !s.is_empty())
         })
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)

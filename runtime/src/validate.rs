@@ -336,18 +336,13 @@ impl KernelCheck<'_> {
             (Slot::Dst(ty) | Slot::SrcReg(ty), Operand::Reg(r)) => self.check_reg(*r, ty),
             (Slot::Src(ty) | Slot::MovSrc(ty), Operand::Reg(r)) => self.check_reg(*r, ty),
             (Slot::Src(ty) | Slot::MovSrc(ty), Operand::Imm(imm)) => check_imm(op, ty, *imm),
-            (Slot::MovSrc(ty), Operand::Special(_))
-                if matches!(ty, Type::U32 | Type::B32 | Type::S32) =>
-            {
-                Ok(())
-            }
-            (Slot::MovSrc(ty), Operand::SharedAddr(s)) if matches!(ty, Type::U32 | Type::B32) => {
-                self.kernel
-                    .shared
-                    .get(s.0 as usize)
-                    .map(|_| ())
-                    .ok_or_else(|| format!("shared id {} does not exist", s.0))
-            }
+            (Slot::MovSrc(Type::U32 | Type::B32 | Type::S32), Operand::Special(_)) => Ok(()),
+            (Slot::MovSrc(Type::U32 | Type::B32), Operand::SharedAddr(s)) => self
+                .kernel
+                .shared
+                .get(s.0 as usize)
+                .map(|_| ())
+                .ok_or_else(|| format!("shared id {} does not exist", s.0)),
             (Slot::DstVec(ty, n) | Slot::SrcVec(ty, n), Operand::Vec(regs)) => {
                 if regs.len() != n {
                     return Err(format!(
