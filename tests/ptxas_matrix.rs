@@ -71,7 +71,7 @@ fn every_matrix_kernel_assembles_without_warnings_or_spills() {
         failures.join("\n")
     );
     let mut results = results.into_inner().unwrap();
-    results.sort_by(|a, b| a.0.path().cmp(&b.0.path()));
+    results.sort_by_key(|(entry, _)| entry.path());
     let kernels: usize = results.iter().map(|(_, r)| r.entries.len()).sum();
     let mut summary = format!(
         "ptxas: assembled {} modules ({kernels} kernel×target pairs), 0 errors, 0 warnings, 0 spills\n",
