@@ -1,1 +1,9 @@
-//! The moe kernel family.
+//! The MoE kernel family: token routing (gating, permute), expert FFNs and unpermute.
+//!
+//! This module owns the configuration ([`MoeConfig`]), its validation and the run-time capacity
+//! computation, and the host reference implementation ([`reference`]) the kernels are tested
+//! against.
+
+mod config;
+
+pub use config::{Ffn, MoeConfig, MoeRunShape, MoeShapeError, UnknownFfn};

@@ -1,1 +1,9 @@
-//! The nf4 kernel family.
+//! The NF4 kernel family: GEMMs with bitsandbytes-compatible 4-bit NormalFloat weights.
+//!
+//! This module owns the configuration ([`Nf4Config`]), the storage format and its host
+//! quantise/dequantise helpers ([`format`]) and the host reference GEMMs ([`reference`]).
+
+mod config;
+pub mod format;
+
+pub use config::{Nf4Config, Nf4ShapeError};
