@@ -5,5 +5,10 @@
 
 mod config;
 pub mod format;
+pub mod reference;
 
 pub use config::{Nf4Config, Nf4ShapeError};
+pub use format::{
+    dequantize, dequantize_absmax, quantize, quantize_absmax, Nf4DoubleQuant, Nf4FormatError,
+    Nf4Weights, QuantizedAbsmax, NF4_CODE,
+};
