@@ -67,3 +67,73 @@ mod tests {
         assert!((0..1000).all(|_| a.below(5) < 5));
     }
 }
+
+/// A host float type kernels store (f16, bf16, f32, f64), for converting test data to and from
+/// the `f64` the references compute in.
+pub trait HostFloat: Copy {
+    fn to_f64(self) -> f64;
+    /// Rounds to nearest even.
+    fn from_f64(x: f64) -> Self;
+}
+
+impl HostFloat for f64 {
+    fn to_f64(self) -> f64 {
+        self
+    }
+    fn from_f64(x: f64) -> Self {
+        x
+    }
+}
+
+impl HostFloat for f32 {
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
+    fn from_f64(x: f64) -> Self {
+        x as f32
+    }
+}
+
+impl HostFloat for half::f16 {
+    fn to_f64(self) -> f64 {
+        half::f16::to_f64(self)
+    }
+    fn from_f64(x: f64) -> Self {
+        half::f16::from_f64(x)
+    }
+}
+
+impl HostFloat for half::bf16 {
+    fn to_f64(self) -> f64 {
+        half::bf16::to_f64(self)
+    }
+    fn from_f64(x: f64) -> Self {
+        half::bf16::from_f64(x)
+    }
+}
+
+/// Widens a slice to f64.
+pub fn to_f64<T: HostFloat>(xs: &[T]) -> Vec<f64> {
+    xs.iter().map(|x| x.to_f64()).collect()
+}
+
+/// Rounds a slice of f64 to `T`.
+pub fn from_f64<T: HostFloat>(xs: &[f64]) -> Vec<T> {
+    xs.iter().map(|&x| T::from_f64(x)).collect()
+}
+
+/// Largest `|a − b| / (atol + rtol · |b|)`; ≤ 1 means every element is within tolerance.
+pub fn max_scaled_error(a: &[f64], b: &[f64], atol: f64, rtol: f64) -> f64 {
+    assert_eq!(a.len(), b.len(), "length mismatch");
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| {
+            let e = (x - y).abs() / (atol + rtol * y.abs());
+            if e.is_nan() {
+                f64::INFINITY
+            } else {
+                e
+            }
+        })
+        .fold(0.0, f64::max)
+}

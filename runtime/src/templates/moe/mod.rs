@@ -5,5 +5,6 @@
 //! against.
 
 mod config;
+pub mod reference;
 
 pub use config::{Ffn, MoeConfig, MoeRunShape, MoeShapeError, UnknownFfn};
