@@ -49,25 +49,6 @@ impl SplitMix64 {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn deterministic_and_in_range() {
-        let mut a = SplitMix64::new(7);
-        let mut b = SplitMix64::new(7);
-        for _ in 0..100 {
-            assert_eq!(a.next_u64(), b.next_u64());
-        }
-        // Reference value of SplitMix64 with seed 0.
-        assert_eq!(SplitMix64::new(0).next_u64(), 0xE220_A839_7B1D_CDAF);
-        let v = a.vec_f32(1000, -2.0, 3.0);
-        assert!(v.iter().all(|x| (-2.0..3.0).contains(x)));
-        assert!((0..1000).all(|_| a.below(5) < 5));
-    }
-}
-
 /// A host float type kernels store (f16, bf16, f32, f64), for converting test data to and from
 /// the `f64` the references compute in.
 pub trait HostFloat: Copy {
@@ -136,4 +117,23 @@ pub fn max_scaled_error(a: &[f64], b: &[f64], atol: f64, rtol: f64) -> f64 {
             }
         })
         .fold(0.0, f64::max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deterministic_and_in_range() {
+        let mut a = SplitMix64::new(7);
+        let mut b = SplitMix64::new(7);
+        for _ in 0..100 {
+            assert_eq!(a.next_u64(), b.next_u64());
+        }
+        // Reference value of SplitMix64 with seed 0.
+        assert_eq!(SplitMix64::new(0).next_u64(), 0xE220_A839_7B1D_CDAF);
+        let v = a.vec_f32(1000, -2.0, 3.0);
+        assert!(v.iter().all(|x| (-2.0..3.0).contains(x)));
+        assert!((0..1000).all(|_| a.below(5) < 5));
+    }
 }
