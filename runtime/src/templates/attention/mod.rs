@@ -5,6 +5,7 @@
 //! ([`reference`]).
 
 mod config;
+pub mod reference;
 
 pub use config::{
     AttentionConfig, AttentionShape, AttentionShapeError, AttentionTiles, SharedMemoryKind,
