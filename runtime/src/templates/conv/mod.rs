@@ -5,6 +5,7 @@
 //! ([`ConvShape`], [`ConvDims`], [`output_len`]) and the host references ([`reference`]).
 
 mod config;
+pub mod reference;
 mod shapes;
 
 pub use config::{Conv2dConfig, DirectTile};
