@@ -2,7 +2,7 @@
 //!
 //! This module owns the configuration ([`AttentionConfig`]) with its tile defaults and
 //! shared-memory footprint, the run-time shape ([`AttentionShape`]) and the host reference
-//! ([`reference`]).
+//! ([`mod@reference`]).
 
 mod config;
 pub mod reference;

@@ -1,7 +1,7 @@
 //! The NF4 kernel family: GEMMs with bitsandbytes-compatible 4-bit NormalFloat weights.
 //!
 //! This module owns the configuration ([`Nf4Config`]), the storage format and its host
-//! quantise/dequantise helpers ([`format`]) and the host reference GEMMs ([`reference`]).
+//! quantise/dequantise helpers ([`mod@format`]) and the host reference GEMMs ([`mod@reference`]).
 
 mod config;
 pub mod format;
