@@ -1,0 +1,539 @@
+//! The attention configuration (`#[attention_kernel(..)]` arguments), tile defaults, the
+//! shared-memory footprint and its validation rules.
+
+use crate::arch::Arch;
+use crate::dtype::DType;
+use crate::templates::ConfigErrors;
+
+/// Configuration of one FlashAttention-2-style forward kernel: `#[attention_kernel(head_dim =
+/// 128, causal = true, dtype = bf16, arch = sm_80)]`.
+///
+/// `block_m`/`block_n` of 0 (the default) mean "choose": see [`AttentionConfig::resolved`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AttentionConfig {
+    /// Head dimension `D`: 32, 64, 96, 128 or 256. Required.
+    pub head_dim: u32,
+    /// Query rows per block tile: 0 (auto) or 16, 32, 64, 128.
+    pub block_m: u32,
+    /// Key/value rows per inner-loop tile: 0 (auto) or 16, 32, 64, 128.
+    pub block_n: u32,
+    /// Causal mask, aligned to the bottom-right when `Sq ≠ Skv`. Default false.
+    pub causal: bool,
+    /// Element type of Q, K, V and O: f16, bf16, f32 or f64 on every arch (bf16 converted in
+    /// software before sm_80); LSE is always f32. Default f32.
+    pub dtype: DType,
+    /// Target architecture. Default sm_80.
+    pub arch: Arch,
+}
+
+/// Where a kernel's shared memory lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SharedMemoryKind {
+    /// `.shared` declared in the PTX: at most `arch.max_static_shared_bytes()` (48 KiB).
+    Static,
+    /// `.extern .shared`, sized at launch with the opt-in: at most
+    /// `arch.max_dynamic_shared_bytes()`.
+    Dynamic,
+}
+
+/// The resolved tiling of an attention kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AttentionTiles {
+    pub block_m: u32,
+    pub block_n: u32,
+    /// Threads per block: one per query row of the tile, at least one warp
+    /// (`max(block_m, warp_size)`).
+    pub threads: u32,
+    /// Shared memory per block, [`AttentionConfig::shared_bytes_for`].
+    pub shared_bytes: u32,
+    /// Static when `shared_bytes ≤ 48 KiB`, dynamic otherwise.
+    pub shared_kind: SharedMemoryKind,
+}
+
+/// A run-time attention shape the kernels cannot handle.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AttentionShapeError {
+    #[error("`{name}` = 0: every attention dimension must be at least 1")]
+    ZeroDim { name: &'static str },
+    #[error("heads_q = {heads_q} is not a multiple of heads_kv = {heads_kv}")]
+    HeadsNotMultiple { heads_q: u32, heads_kv: u32 },
+    #[error(
+        "tensor `{tensor}` would have {elements} elements, more than the u32 index limit {limit}",
+        limit = u32::MAX
+    )]
+    TooLarge {
+        tensor: &'static str,
+        elements: u128,
+    },
+}
+
+/// Run-time sizes of one attention launch.
+///
+/// Layouts: `Q, O [batch, heads_q, seq_q, D]`, `K, V [batch, heads_kv, seq_kv, D]`,
+/// `LSE [batch, heads_q, seq_q]`, row-major. Query head `h` reads kv head
+/// `h / (heads_q / heads_kv)` (GQA; MHA when equal, MQA when `heads_kv = 1`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AttentionShape {
+    pub batch: u32,
+    pub heads_q: u32,
+    pub heads_kv: u32,
+    pub seq_q: u32,
+    pub seq_kv: u32,
+}
+
+impl AttentionShape {
+    /// Checks the shape for `head_dim`: no zero dimension, `heads_q % heads_kv == 0`, and each
+    /// tensor's element count within the kernels' u32 element indices (byte addresses are u64).
+    pub fn validate(&self, head_dim: u32) -> Result<(), AttentionShapeError> {
+        for (name, v) in [
+            ("batch", self.batch),
+            ("heads_q", self.heads_q),
+            ("heads_kv", self.heads_kv),
+            ("seq_q", self.seq_q),
+            ("seq_kv", self.seq_kv),
+            ("head_dim", head_dim),
+        ] {
+            if v == 0 {
+                return Err(AttentionShapeError::ZeroDim { name });
+            }
+        }
+        if self.heads_q % self.heads_kv != 0 {
+            return Err(AttentionShapeError::HeadsNotMultiple {
+                heads_q: self.heads_q,
+                heads_kv: self.heads_kv,
+            });
+        }
+        let d = u128::from(head_dim);
+        let b = u128::from(self.batch);
+        for (tensor, elements) in [
+            (
+                "q",
+                b * u128::from(self.heads_q) * u128::from(self.seq_q) * d,
+            ),
+            (
+                "k",
+                b * u128::from(self.heads_kv) * u128::from(self.seq_kv) * d,
+            ),
+        ] {
+            if elements > u128::from(u32::MAX) {
+                return Err(AttentionShapeError::TooLarge { tensor, elements });
+            }
+        }
+        Ok(())
+    }
+
+    /// Query heads per kv head, `heads_q / heads_kv`.
+    pub const fn group_size(&self) -> u32 {
+        self.heads_q / self.heads_kv
+    }
+
+    /// The kv head query head `h` reads.
+    pub const fn kv_head(&self, h: u32) -> u32 {
+        h / self.group_size()
+    }
+
+    /// Elements of Q and of O.
+    pub const fn q_len(&self, head_dim: u32) -> usize {
+        self.batch as usize * self.heads_q as usize * self.seq_q as usize * head_dim as usize
+    }
+
+    /// Elements of K and of V.
+    pub const fn kv_len(&self, head_dim: u32) -> usize {
+        self.batch as usize * self.heads_kv as usize * self.seq_kv as usize * head_dim as usize
+    }
+
+    /// Elements of LSE.
+    pub const fn lse_len(&self) -> usize {
+        self.batch as usize * self.heads_q as usize * self.seq_q as usize
+    }
+}
+
+impl AttentionConfig {
+    /// Every macro argument name.
+    pub const FIELDS: &'static [&'static str] =
+        &["head_dim", "block_m", "block_n", "causal", "dtype", "arch"];
+    /// Arguments without a default.
+    pub const REQUIRED: &'static [&'static str] = &["head_dim"];
+    /// Accepted head dimensions.
+    pub const HEAD_DIMS: [u32; 5] = [32, 64, 96, 128, 256];
+    /// Accepted explicit tile sizes (0 = auto).
+    pub const BLOCKS: [u32; 4] = [16, 32, 64, 128];
+    /// Tile pairs `(block_m, block_n)` the defaults are picked from, in order of preference.
+    pub const DEFAULT_TILE_CANDIDATES: [(u32, u32); 5] =
+        [(64, 64), (64, 32), (32, 32), (32, 16), (16, 16)];
+
+    pub const DEFAULT_CAUSAL: bool = false;
+    pub const DEFAULT_DTYPE: DType = DType::F32;
+    pub const DEFAULT_ARCH: Arch = Arch::Sm80;
+
+    /// The required value, every other field at its default (tiles auto).
+    pub const fn new(head_dim: u32) -> Self {
+        Self {
+            head_dim,
+            block_m: 0,
+            block_n: 0,
+            causal: Self::DEFAULT_CAUSAL,
+            dtype: Self::DEFAULT_DTYPE,
+            arch: Self::DEFAULT_ARCH,
+        }
+    }
+
+    /// The default softmax scale `1/√D`.
+    pub fn default_scale(&self) -> f64 {
+        1.0 / f64::from(self.head_dim).sqrt()
+    }
+
+    /// Shared memory of one block, in bytes, for tiles `block_m × block_n`:
+    ///
+    /// ```text
+    /// (block_m + 2 · block_n) · D · size(dtype)      Q tile, K tile, V tile (storage type)
+    ///   + block_m · block_n · size(acc)             S/P tile (acc = f64 for f64, else f32)
+    /// ```
+    ///
+    /// The kernel must allocate exactly this (kernel authors: keep the two in sync). Computed in
+    /// u64; saturates at `u32::MAX`.
+    pub fn shared_bytes_for(&self, block_m: u32, block_n: u32) -> u32 {
+        let elem = u64::from(self.dtype.size_bytes());
+        let acc: u64 = if self.dtype == DType::F64 { 8 } else { 4 };
+        let (m, n, d) = (
+            u64::from(block_m),
+            u64::from(block_n),
+            u64::from(self.head_dim),
+        );
+        let bytes = (m + 2 * n) * d * elem + m * n * acc;
+        u32::try_from(bytes).unwrap_or(u32::MAX)
+    }
+
+    /// The default tiles for this head_dim, dtype and arch: the first of
+    /// [`Self::DEFAULT_TILE_CANDIDATES`] whose footprint fits static shared memory (48 KiB), else
+    /// the first that fits the arch's dynamic maximum, else the smallest (which `validate`
+    /// rejects).
+    pub fn default_tiles(&self) -> (u32, u32) {
+        let fits = |limit: u32| {
+            Self::DEFAULT_TILE_CANDIDATES
+                .into_iter()
+                .find(|&(m, n)| self.shared_bytes_for(m, n) <= limit)
+        };
+        fits(self.arch.max_static_shared_bytes())
+            .or_else(|| fits(self.arch.max_dynamic_shared_bytes()))
+            .unwrap_or((16, 16))
+    }
+
+    /// This config with `block_m`/`block_n` of 0 replaced by the defaults. When only one of the
+    /// two is given, the other comes from the first candidate with that value that fits (or the
+    /// given value is paired with the default of the other).
+    pub fn resolved(&self) -> Self {
+        let (dm, dn) = self.default_tiles();
+        let pick = |m: u32, n: u32| -> (u32, u32) {
+            match (m, n) {
+                (0, 0) => (dm, dn),
+                (0, n) => {
+                    let m = [64, 32, 16]
+                        .into_iter()
+                        .find(|&m| self.shared_fits(m, n))
+                        .unwrap_or(16);
+                    (m, n)
+                }
+                (m, 0) => {
+                    let n = [64, 32, 16]
+                        .into_iter()
+                        .find(|&n| self.shared_fits(m, n))
+                        .unwrap_or(16);
+                    (m, n)
+                }
+                (m, n) => (m, n),
+            }
+        };
+        let (block_m, block_n) = pick(self.block_m, self.block_n);
+        Self {
+            block_m,
+            block_n,
+            ..*self
+        }
+    }
+
+    fn shared_fits(&self, m: u32, n: u32) -> bool {
+        self.shared_bytes_for(m, n) <= self.arch.max_static_shared_bytes()
+    }
+
+    /// The resolved tiling: tile sizes, threads and shared memory (and whether it must be
+    /// dynamic).
+    pub fn tiles(&self) -> AttentionTiles {
+        let r = self.resolved();
+        let shared_bytes = r.shared_bytes_for(r.block_m, r.block_n);
+        AttentionTiles {
+            block_m: r.block_m,
+            block_n: r.block_n,
+            threads: r.block_m.max(self.arch.warp_size()),
+            shared_bytes,
+            shared_kind: if shared_bytes <= self.arch.max_static_shared_bytes() {
+                SharedMemoryKind::Static
+            } else {
+                SharedMemoryKind::Dynamic
+            },
+        }
+    }
+
+    /// Checks every rule; returns all violations, each tagged with the argument(s) at fault.
+    pub fn validate(&self) -> Result<(), ConfigErrors> {
+        let mut errs = ConfigErrors::default();
+        let head_dim_ok = Self::HEAD_DIMS.contains(&self.head_dim);
+        if !head_dim_ok {
+            errs.push(
+                &["head_dim"],
+                format!(
+                    "head_dim = {} is not one of 32, 64, 96, 128, 256",
+                    self.head_dim
+                ),
+            );
+        }
+        let mut blocks_ok = true;
+        for (name, v) in [("block_m", self.block_m), ("block_n", self.block_n)] {
+            if v != 0 && !Self::BLOCKS.contains(&v) {
+                blocks_ok = false;
+                errs.push(
+                    &[name],
+                    format!("{name} = {v} is not one of 16, 32, 64, 128 (or 0 for automatic)"),
+                );
+            }
+        }
+        // dtype: f16, bf16 (software conversion before sm_80), f32 and f64 are all supported
+        // on every arch, so there is no dtype rule.
+        if head_dim_ok && blocks_ok {
+            let t = self.tiles();
+            let max_threads = self.arch.max_threads_per_block();
+            if t.threads > max_threads {
+                errs.push(
+                    &["block_m", "arch"],
+                    format!(
+                        "block_m = {} needs {} threads per block, more than {}'s {max_threads}",
+                        t.block_m, t.threads, self.arch
+                    ),
+                );
+            }
+            let max_dyn = self.arch.max_dynamic_shared_bytes();
+            if t.shared_bytes > max_dyn {
+                let fields: &[&'static str] = match (self.block_m, self.block_n) {
+                    (0, 0) => &["head_dim", "dtype", "arch"],
+                    (_, 0) => &["block_m", "head_dim", "dtype", "arch"],
+                    _ => &["block_n", "block_m", "head_dim", "dtype", "arch"],
+                };
+                errs.push(
+                    fields,
+                    format!(
+                        "tiles block_m = {}, block_n = {} with head_dim = {} and dtype = {} need \
+                         {} bytes of shared memory, more than {}'s dynamic maximum {max_dyn}",
+                        t.block_m, t.block_n, self.head_dim, self.dtype, t.shared_bytes, self.arch
+                    ),
+                );
+            }
+        }
+        errs.into_result()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn footprint_formula() {
+        let cfg = AttentionConfig::new(64);
+        // (64 + 128) · 64 · 4 + 64 · 64 · 4
+        assert_eq!(cfg.shared_bytes_for(64, 64), 49152 + 16384);
+        let f16 = AttentionConfig {
+            dtype: DType::F16,
+            ..cfg
+        };
+        assert_eq!(f16.shared_bytes_for(64, 64), 24576 + 16384);
+        let f64 = AttentionConfig {
+            dtype: DType::F64,
+            ..cfg
+        };
+        assert_eq!(f64.shared_bytes_for(16, 16), 48 * 64 * 8 + 256 * 8);
+    }
+
+    #[test]
+    fn defaults_fit_static_when_possible() {
+        for d in AttentionConfig::HEAD_DIMS {
+            for dtype in [DType::F16, DType::BF16, DType::F32] {
+                let t = AttentionConfig {
+                    dtype,
+                    ..AttentionConfig::new(d)
+                }
+                .tiles();
+                if d == 256 && dtype == DType::F32 {
+                    // Even 16 × 16 tiles need 50176 bytes.
+                    assert_eq!(t.shared_kind, SharedMemoryKind::Dynamic);
+                    assert_eq!((t.block_m, t.block_n), (64, 32)); // 139264 ≤ sm_80's 166912
+                } else {
+                    assert_eq!(t.shared_kind, SharedMemoryKind::Static, "d={d} {dtype}");
+                    assert!(t.shared_bytes <= 48 * 1024);
+                }
+            }
+        }
+        let f16 = AttentionConfig {
+            dtype: DType::F16,
+            ..AttentionConfig::new(64)
+        };
+        assert_eq!((f16.tiles().block_m, f16.tiles().block_n), (64, 64));
+    }
+
+    #[test]
+    fn f64_head_dim_256_needs_dynamic_or_fails() {
+        let mut cfg = AttentionConfig {
+            dtype: DType::F64,
+            ..AttentionConfig::new(256)
+        };
+        cfg.arch = Arch::Sm80;
+        let t = cfg.tiles();
+        assert_eq!(t.shared_kind, SharedMemoryKind::Dynamic);
+        assert_eq!(cfg.validate(), Ok(()));
+        cfg.arch = Arch::Sm75;
+        let err = cfg.validate().unwrap_err();
+        assert_eq!(err.0.len(), 1);
+        assert_eq!(err.0[0].fields, vec!["head_dim", "dtype", "arch"]);
+        assert!(err.0[0].message.contains("sm_75"), "{}", err.0[0].message);
+    }
+
+    #[test]
+    fn explicit_tiles_blame_block_n_first() {
+        let cfg = AttentionConfig {
+            block_m: 128,
+            block_n: 128,
+            ..AttentionConfig::new(256)
+        };
+        let err = cfg.validate().unwrap_err();
+        assert_eq!(err.0[0].fields[0], "block_n");
+        let half_auto = AttentionConfig {
+            block_m: 32,
+            ..AttentionConfig::new(128)
+        };
+        let r = half_auto.resolved();
+        assert_eq!(r.block_m, 32);
+        assert!(r.block_n > 0);
+        assert_eq!(half_auto.validate(), Ok(()));
+    }
+
+    #[test]
+    fn rejects_bad_values_together() {
+        let cfg = AttentionConfig {
+            block_m: 48,
+            block_n: 8,
+            ..AttentionConfig::new(80)
+        };
+        let err = cfg.validate().unwrap_err();
+        let fields: Vec<_> = err.0.iter().map(|e| e.fields.clone()).collect();
+        assert_eq!(
+            fields,
+            vec![vec!["head_dim"], vec!["block_m"], vec!["block_n"]]
+        );
+        assert_eq!(
+            err.0[0].message,
+            "head_dim = 80 is not one of 32, 64, 96, 128, 256"
+        );
+    }
+
+    #[test]
+    fn shape_validation() {
+        let s = AttentionShape {
+            batch: 2,
+            heads_q: 8,
+            heads_kv: 2,
+            seq_q: 5,
+            seq_kv: 7,
+        };
+        assert_eq!(s.validate(64), Ok(()));
+        assert_eq!(s.kv_head(5), 1);
+        assert_eq!(s.q_len(64), 2 * 8 * 5 * 64);
+        assert_eq!(s.kv_len(64), 2 * 2 * 7 * 64);
+        assert_eq!(s.lse_len(), 80);
+        assert_eq!(
+            AttentionShape { heads_kv: 3, ..s }.validate(64),
+            Err(AttentionShapeError::HeadsNotMultiple {
+                heads_q: 8,
+                heads_kv: 3
+            })
+        );
+        assert_eq!(
+            AttentionShape { seq_kv: 0, ..s }.validate(64),
+            Err(AttentionShapeError::ZeroDim { name: "seq_kv" })
+        );
+        let big = AttentionShape {
+            batch: 64,
+            seq_q: 1 << 20,
+            ..s
+        };
+        assert!(matches!(
+            big.validate(128),
+            Err(AttentionShapeError::TooLarge { tensor: "q", .. })
+        ));
+    }
+}
+
+/// Largest grid `y`/`z` extent.
+const MAX_GRID_YZ: u32 = 65535;
+
+impl AttentionConfig {
+    /// Launch geometry for `shape`: one block per `block_m` query rows of one (batch, head):
+    /// grid `(ceil(seq_q / block_m), heads_q, batch)`, block `(threads, 1, 1)`, and the dynamic
+    /// shared memory to request (0 when the footprint fits static shared memory).
+    pub fn launch_config(
+        &self,
+        shape: &AttentionShape,
+    ) -> Result<crate::launch::LaunchConfig, crate::launch::LaunchError> {
+        use crate::launch::{Dim3, LaunchConfig, LaunchError};
+        shape
+            .validate(self.head_dim)
+            .map_err(|e| LaunchError::InvalidDim {
+                name: "shape",
+                value: 0,
+                reason: e.to_string(),
+            })?;
+        for (name, v) in [("heads_q", shape.heads_q), ("batch", shape.batch)] {
+            if v > MAX_GRID_YZ {
+                return Err(LaunchError::InvalidDim {
+                    name,
+                    value: u64::from(v),
+                    reason: format!("exceeds the grid limit {MAX_GRID_YZ}"),
+                });
+            }
+        }
+        let t = self.tiles();
+        Ok(LaunchConfig {
+            grid: Dim3::new(shape.seq_q.div_ceil(t.block_m), shape.heads_q, shape.batch),
+            block: Dim3::x(t.threads),
+            dynamic_shared_bytes: match t.shared_kind {
+                SharedMemoryKind::Static => 0,
+                SharedMemoryKind::Dynamic => t.shared_bytes,
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod launch_tests {
+    use super::*;
+
+    #[test]
+    fn grid_covers_every_query_row() {
+        let cfg = AttentionConfig {
+            dtype: DType::F16,
+            ..AttentionConfig::new(64)
+        };
+        let s = AttentionShape {
+            batch: 3,
+            heads_q: 8,
+            heads_kv: 8,
+            seq_q: 130,
+            seq_kv: 130,
+        };
+        let lc = cfg.launch_config(&s).unwrap();
+        assert_eq!(lc.grid, crate::launch::Dim3::new(3, 8, 3)); // ceil(130 / 64)
+        assert_eq!(lc.block.x, 64);
+        assert_eq!(lc.dynamic_shared_bytes, 0);
+        assert!(cfg
+            .launch_config(&AttentionShape { batch: 70000, ..s })
+            .is_err());
+    }
+}
