@@ -70,7 +70,7 @@ impl<'a> KernelPrinter<'a> {
     fn print(&self, out: &mut String) {
         let k = self.kernel;
         let _ = write!(out, ".visible .entry {}(", k.name);
-        for (i, Param { name, ty }) in k.params.iter().enumerate() {
+        for (i, Param { name, ty, .. }) in k.params.iter().enumerate() {
             let sep = if i + 1 == k.params.len() { "" } else { "," };
             let _ = write!(out, "\n\t.param .{ty} {name}{sep}");
         }

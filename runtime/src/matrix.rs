@@ -3,7 +3,7 @@
 
 use crate::arch::Arch;
 use crate::samples::{sample_module, SAMPLES};
-use crate::validate::ValidationErrors;
+use crate::templates::{KernelFamily, TemplateError};
 
 /// One kernel of the matrix for one target.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,14 +24,14 @@ impl MatrixEntry {
 }
 
 /// A matrix kernel that failed to build.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{family}/{name} for {arch}: {source}")]
 pub struct MatrixError {
     pub family: &'static str,
     pub name: String,
     pub arch: Arch,
     #[source]
-    pub source: ValidationErrors,
+    pub source: TemplateError,
 }
 
 /// Builds the whole matrix.
@@ -39,11 +39,11 @@ pub fn matrix() -> Result<Vec<MatrixEntry>, MatrixError> {
     let mut out = Vec::new();
     for arch in Arch::ALL {
         for s in SAMPLES {
-            let ptx = sample_module(s, arch).map_err(|source| MatrixError {
+            let ptx = sample_module(s, arch).map_err(|e| MatrixError {
                 family: "samples",
                 name: s.name.to_string(),
                 arch,
-                source,
+                source: e.into(),
             })?;
             out.push(MatrixEntry {
                 family: "samples",
@@ -53,5 +53,29 @@ pub fn matrix() -> Result<Vec<MatrixEntry>, MatrixError> {
             });
         }
     }
+    // Each family adds its representative configurations here.
     Ok(out)
+}
+
+/// Compiles each configuration of a family into the matrix.
+#[allow(dead_code)]
+fn add_family<F: KernelFamily>(
+    out: &mut Vec<MatrixEntry>,
+    configs: impl IntoIterator<Item = F>,
+) -> Result<(), MatrixError> {
+    for cfg in configs {
+        let compiled = cfg.compile().map_err(|source| MatrixError {
+            family: F::FAMILY,
+            name: cfg.matrix_name(),
+            arch: cfg.arch(),
+            source,
+        })?;
+        out.push(MatrixEntry {
+            family: F::FAMILY,
+            name: cfg.matrix_name(),
+            arch: cfg.arch(),
+            ptx: compiled.ptx,
+        });
+    }
+    Ok(())
 }

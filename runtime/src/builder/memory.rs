@@ -42,11 +42,12 @@ impl<T: Scalar> SharedArr<T> {
 pub const DYNAMIC_SHARED_NAME: &str = "ptxforge_dynamic_smem";
 
 impl KernelBuilder {
-    fn add_param(&mut self, name: &str, ty: Type) -> ParamId {
+    fn add_param(&mut self, name: &str, ty: Type, pointee: Option<Type>) -> ParamId {
         let id = ParamId(self.kernel.params.len() as u32);
         self.kernel.params.push(Param {
             name: name.to_string(),
             ty,
+            pointee,
         });
         id
     }
@@ -54,7 +55,7 @@ impl KernelBuilder {
     /// A scalar parameter.
     pub fn param<T: Scalar>(&mut self, name: &str) -> ParamHandle<T> {
         ParamHandle {
-            id: self.add_param(name, T::MOVE_TYPE),
+            id: self.add_param(name, T::MOVE_TYPE, None),
             _t: PhantomData,
         }
     }
@@ -62,7 +63,7 @@ impl KernelBuilder {
     /// A pointer parameter (`.param .u64`) to `T` elements in global memory.
     pub fn param_ptr<T: Scalar>(&mut self, name: &str) -> ParamHandle<GlobalPtr<T>> {
         ParamHandle {
-            id: self.add_param(name, Type::U64),
+            id: self.add_param(name, Type::U64, Some(T::TYPE)),
             _t: PhantomData,
         }
     }

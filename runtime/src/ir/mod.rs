@@ -134,6 +134,8 @@ pub enum Stmt {
 pub struct Param {
     pub name: String,
     pub ty: Type,
+    /// For pointer parameters (`.u64` global addresses): the element type pointed at.
+    pub pointee: Option<Type>,
 }
 
 /// A label's name stem (printed as `$L_<stem>_<id>`).

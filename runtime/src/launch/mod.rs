@@ -164,11 +164,13 @@ pub trait Backend {
     ) -> Result<(), LaunchError>;
     /// Copies a buffer back to the host.
     fn download<T: Element>(&self, buf: &DeviceBuffer<Self, T>) -> Result<Vec<T>, LaunchError>;
-    /// Runs entry `entry` of the module `ptx` (a `'static` const, loaded once per backend).
+    /// Runs entry `entry` of the module `ptx`. Backends parse or load each distinct module once
+    /// and reuse it. Launch wrappers pass the macro's `const` PTX here: no code is generated at
+    /// launch time.
     fn launch(
         &self,
-        ptx: &'static str,
-        entry: &KernelEntry,
+        ptx: &str,
+        entry: &str,
         config: LaunchConfig,
         args: &[KernelArg<'_, Self>],
     ) -> Result<(), LaunchError>;

@@ -11,3 +11,6 @@ pub mod testing;
 
 mod config_error;
 pub use config_error::{ConfigError, ConfigErrors};
+
+mod family;
+pub use family::{scalar_kind, CompiledFamily, EntryInfo, KernelFamily, TemplateError};
