@@ -85,6 +85,10 @@ pub const SAMPLES: &[Sample] = &[
         name: "rsqrt_norm_f64",
         build: rsqrt_norm_f64,
     },
+    Sample {
+        name: "exp_f64",
+        build: exp_f64,
+    },
 ];
 
 /// A module holding one sample, for `arch`.
@@ -489,6 +493,25 @@ fn rsqrt_norm_f64(arch: Arch) -> KernelBuilder {
         let r = k.div(v, root, Precision::Rounded(Rounding::Rn));
         let ya = k.elem_addr(y, i);
         k.st_global(ya, 0, r);
+    });
+    k
+}
+
+/// `y[i] = e^x[i]` in f64 (software exponential, see `KernelBuilder::exp_f64`).
+fn exp_f64(arch: Arch) -> KernelBuilder {
+    let mut k = KernelBuilder::new("exp_f64", arch);
+    let (x, y) = (k.param_ptr::<F64>("x"), k.param_ptr::<F64>("y"));
+    let n = k.param::<U32>("n");
+    let (x, y) = (k.global_ptr(x), k.global_ptr(y));
+    let n = k.load_param(n);
+    let i = k.global_index_x();
+    let in_bounds = k.setp_lt(i, n);
+    k.if_then(in_bounds, |k| {
+        let xa = k.elem_addr(x, i);
+        let v = k.ld_global_nc::<F64>(xa, 0);
+        let e = k.exp_f64(v);
+        let ya = k.elem_addr(y, i);
+        k.st_global(ya, 0, e);
     });
     k
 }

@@ -1,6 +1,6 @@
 //! Arithmetic, comparison, conversion and warp-collective instructions of the builder.
 
-use super::types::{Float, Int, Pred, Reg, Scalar, Val, BF16, F32, U16, U32, U64};
+use super::types::{Float, Int, Pred, Reg, Scalar, Val, BF16, F32, F64, S32, S64, U16, U32, U64};
 use super::KernelBuilder;
 use crate::ir::{
     BinOp, CmpOp, CvtRounding, Imm, MathFn, MulMode, Op, Operand, Precision, Rounding, ShflMode,
@@ -337,6 +337,72 @@ impl KernelBuilder {
         self.ex2_approx(scaled)
     }
 
+    /// `e^a` in f64 to within a few ulp (there is no `ex2.approx.f64`): `a = n·ln2 + r` with
+    /// `n = round(a·log2 e)` and a two-part `ln2`, a degree-13 Taylor polynomial for `e^r` on
+    /// |r| ≤ ln2/2, then scaling by `2^n` built from exponent bits in two halves so that
+    /// subnormal results are right. Returns exactly 0 below −745.2 (incl. −∞) and clamps above
+    /// 709.78 (the result overflows to +∞ there as it should).
+    pub fn exp_f64(&mut self, a: impl Into<Val<F64>>) -> Reg<F64> {
+        let ln2_hi = f64::from_bits(0x3fe6_2e42_fee0_0000);
+        let ln2_lo = f64::from_bits(0x3dea_39ef_3579_3c76);
+        let a = match a.into() {
+            Val::Reg(r) => r,
+            imm => self.var::<F64>(imm),
+        };
+        let clamped_hi = self.min(a, 709.79f64);
+        let x = self.max(clamped_hi, -745.2f64);
+        let t = self.mul(x, std::f64::consts::LOG2_E);
+        let n = self.cvt::<F64, F64>(t, Some(CvtRounding::Integral(Rounding::Rn)));
+        let neg_n = self.neg(n);
+        let r_hi = self.fma(neg_n, ln2_hi, x);
+        let r = self.fma(neg_n, ln2_lo, r_hi);
+        // Horner: Σ r^i / i!, i = 0..=13.
+        let mut factorial = 1.0f64;
+        let coefficients: Vec<f64> = (0..=13)
+            .map(|i| {
+                if i > 0 {
+                    factorial *= f64::from(i);
+                }
+                1.0 / factorial
+            })
+            .collect();
+        let mut p = self.var::<F64>(coefficients[13]);
+        for c in coefficients[..13].iter().rev() {
+            p = self.fma(p, r, *c);
+        }
+        let n_int = self.cvt::<S32, F64>(n, Some(CvtRounding::Integral(Rounding::Rz)));
+        let half = self.shr(n_int, 1u32);
+        let rest = self.sub(n_int, half);
+        let s1 = self.pow2_f64(half);
+        let s2 = self.pow2_f64(rest);
+        let scaled = self.mul(p, s1);
+        let result = self.mul(scaled, s2);
+        let underflow = self.setp(CmpOp::Lt, a, -745.2f64);
+        self.selp(0.0f64, result, underflow)
+    }
+
+    /// `2^e` as an f64 for −1022 ≤ e ≤ 1023, from exponent bits.
+    fn pow2_f64(&mut self, e: Reg<S32>) -> Reg<F64> {
+        let biased = self.add(e, 1023i32);
+        let wide = self.cvt::<S64, S32>(biased, None);
+        let bits = self.shl(wide, 52u32);
+        let d = self.reg::<F64>();
+        self.push(
+            Op::Mov(Type::B64),
+            vec![Operand::Reg(d.id), Operand::Reg(bits.id)],
+        );
+        d
+    }
+
+    /// `e^a` in the compute type: `ex2.approx` for f32, [`KernelBuilder::exp_f64`] for f64.
+    pub fn exp<T: Float>(&mut self, a: Reg<T>) -> Reg<T> {
+        match T::TYPE {
+            Type::F64 => self.exp_f64(a.retype::<F64>()).retype(),
+            Type::F32 => self.exp_approx(a.retype::<F32>()).retype(),
+            other => panic!("exp on .{other}: convert half types to f32 first"),
+        }
+    }
+
     // ---- comparisons and selection ----------------------------------------------------
 
     /// `setp.cmp.type p, a, b`.
@@ -510,7 +576,7 @@ impl KernelBuilder {
     pub fn zero<T: Float>(&mut self) -> Reg<T> {
         match T::TYPE {
             Type::F32 => self.var::<F32>(0.0f32).retype(),
-            Type::F64 => self.var::<crate::builder::F64>(0.0f64).retype(),
+            Type::F64 => self.var::<F64>(0.0f64).retype(),
             _ => self.half_const::<T>(0.0),
         }
     }
