@@ -54,25 +54,68 @@ pub struct Conv2dConfig {
     pub arch: Arch,
 }
 
-/// The direct kernel's block tiling: each block computes an `out_h × out_w` tile of one output
-/// channel plane, one thread per output, staging the input patch it needs (one input channel at
-/// a time) in shared memory.
+/// The direct kernel's block tiling: each block computes an `out_h × out_w` tile of
+/// `out_channels` output channels of one image, one thread per output pixel (each thread keeps
+/// `out_channels` accumulators). Per input channel of the group it stages the input patch the
+/// tile needs, and those output channels' weights, in shared memory, so every staged input value
+/// is reused across the kernel window (by neighbouring threads) and across the output channels.
+///
+/// Shared layout (elements of the accumulation type: f32 for f16/bf16/f32, f64 for f64):
+/// `in_h` rows of `pitch` elements, then `out_channels · kernel_h · kernel_w` weights. Within a
+/// row, input column `s` (`0 ≤ s < in_w`) is stored *de-interleaved by the horizontal stride*
+/// at `(s mod stride_w) · segment + s / stride_w`, so the 16 threads of a half-warp read 16
+/// consecutive elements for every tap whatever the stride; `pitch` is chosen so that the two
+/// rows a warp reads (`tid.y` and `tid.y + 1`) fall into different banks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DirectTile {
     /// Output rows per block tile ([`Conv2dConfig::DIRECT_TILE`]).
     pub out_h: u32,
     /// Output columns per block tile.
     pub out_w: u32,
+    /// Output channels per block, `min(out_channels / groups, DIRECT_MAX_OUT_CHANNELS)`.
+    pub out_channels: u32,
     /// Input rows staged: `(out_h − 1) · stride_h + dilation_h · (kernel_h − 1) + 1`.
     pub in_h: u32,
     /// Input columns staged: `(out_w − 1) · stride_w + dilation_w · (kernel_w − 1) + 1`.
     pub in_w: u32,
+    /// Length of one de-interleaved column segment, `ceil(in_w / stride_w)`.
+    pub segment: u32,
+    /// Shared row pitch in elements (`≥ stride_w · segment`).
+    pub pitch: u32,
+    /// Element offset of the staged weights, `in_h · pitch` rounded up to a multiple of 4.
+    pub weight_offset: u32,
     /// Threads per block, `out_h · out_w`.
     pub threads: u32,
-    /// `in_h · in_w · size(dtype)` bytes (saturating at `u32::MAX`).
+    /// Bytes of one shared element (4, or 8 for f64).
+    pub elem_bytes: u32,
+    /// `(weight_offset + out_channels · kernel_h · kernel_w) · elem_bytes` (saturating at
+    /// `u32::MAX`).
     pub shared_bytes: u32,
     /// Static when ≤ 48 KiB, dynamic otherwise.
     pub shared_kind: SharedMemoryKind,
+}
+
+/// The tiling of the GEMM entries (`conv2d_gemm` over the im2col matrix, and the implicit
+/// `conv2d_1x1`): per group, `Y_g [Og, N·OH·OW] = W_g [Og, K] · B_g [K, N·OH·OW]` with
+/// `K = (in_channels / groups) · kernel_h · kernel_w`. A `(16, 16)` block computes a
+/// `block_m × block_n` tile, each thread `rows_per_thread × 4` outputs at rows
+/// `tid.y + 16 i` and columns `tid.x + 16 j`, staging `block_k`-deep slices of both operands in
+/// shared memory (A transposed, pitch `block_m + 2`, so both the staging stores and the reads
+/// are bank-conflict free).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct GemmTile {
+    /// Output channels per tile: 16, 32 or 64 (the smallest covering `out_channels / groups`).
+    pub block_m: u32,
+    /// Output columns (pixels over the batch) per tile.
+    pub block_n: u32,
+    /// Reduction depth per shared-memory stage.
+    pub block_k: u32,
+    /// `block_m / 16`.
+    pub rows_per_thread: u32,
+    /// Shared pitch of the transposed A tile, `block_m + 2`.
+    pub a_pitch: u32,
+    /// `block_k · (a_pitch + block_n) · elem_bytes`.
+    pub shared_bytes: u32,
 }
 
 impl Conv2dConfig {
@@ -93,6 +136,8 @@ impl Conv2dConfig {
     pub const REQUIRED: &'static [&'static str] = &["in_channels", "out_channels", "kernel"];
     /// Output tile edge of the direct kernel (16 × 16 outputs, 256 threads per block).
     pub const DIRECT_TILE: u32 = 16;
+    /// Most output channels one direct-kernel block computes (accumulators per thread).
+    pub const DIRECT_MAX_OUT_CHANNELS: u32 = 8;
 
     pub const DEFAULT_DTYPE: DType = DType::F32;
     pub const DEFAULT_ARCH: Arch = Arch::Sm80;
@@ -197,26 +242,68 @@ impl Conv2dConfig {
         )
     }
 
+    /// Bytes of the type the kernels accumulate (and stage in shared memory) in: f32 for the
+    /// 16- and 32-bit types, f64 for f64.
+    pub const fn accumulator_bytes(&self) -> u32 {
+        if self.dtype.accumulates_in_f32() {
+            4
+        } else {
+            8
+        }
+    }
+
     /// The direct kernel's tiling (see [`DirectTile`]).
     pub fn direct_tile(&self) -> DirectTile {
         let t = Self::DIRECT_TILE;
         let (eh, ew) = self.dilated_extent();
         let in_h = u64::from(t - 1) * u64::from(self.stride_h) + eh;
         let in_w = u64::from(t - 1) * u64::from(self.stride_w) + ew;
-        let bytes = in_h * in_w * u64::from(self.dtype.size_bytes());
-        let shared_bytes = u32::try_from(bytes).unwrap_or(u32::MAX);
+        let stride_w = u64::from(self.stride_w.max(1));
+        let segment = in_w.div_ceil(stride_w);
+        let elem_bytes = self.accumulator_bytes();
+        let pitch = direct_pitch(segment * stride_w, self.stride_h, elem_bytes / 4);
+        let weight_offset = (in_h * pitch).next_multiple_of(4);
+        let out_channels = self.out_per_group().clamp(1, Self::DIRECT_MAX_OUT_CHANNELS);
+        let weights = u64::from(out_channels) * u64::from(self.kernel_h) * u64::from(self.kernel_w);
+        let bytes = (weight_offset + weights) * u64::from(elem_bytes);
+        let sat = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+        let shared_bytes = sat(bytes);
         DirectTile {
             out_h: t,
             out_w: t,
-            in_h: u32::try_from(in_h).unwrap_or(u32::MAX),
-            in_w: u32::try_from(in_w).unwrap_or(u32::MAX),
+            out_channels,
+            in_h: sat(in_h),
+            in_w: sat(in_w),
+            segment: sat(segment),
+            pitch: sat(pitch),
+            weight_offset: sat(weight_offset),
             threads: t * t,
+            elem_bytes,
             shared_bytes,
             shared_kind: if shared_bytes <= self.arch.max_static_shared_bytes() {
                 SharedMemoryKind::Static
             } else {
                 SharedMemoryKind::Dynamic
             },
+        }
+    }
+
+    /// The GEMM entries' tiling (see [`GemmTile`]).
+    pub fn gemm_tile(&self) -> GemmTile {
+        let block_m = match self.out_per_group() {
+            0..=16 => 16,
+            17..=32 => 32,
+            _ => 64,
+        };
+        let (block_n, block_k) = (64, 16);
+        let a_pitch = block_m + 2;
+        GemmTile {
+            block_m,
+            block_n,
+            block_k,
+            rows_per_thread: block_m / 16,
+            a_pitch,
+            shared_bytes: block_k * (a_pitch + block_n) * self.accumulator_bytes(),
         }
     }
 
@@ -305,9 +392,21 @@ impl Conv2dConfig {
                     errs.push(
                         &["dilation", "kernel", "stride", "dtype", "arch"],
                         format!(
-                            "the direct kernel's input tile {} × {} of {} needs {} bytes of shared \
-                             memory, more than {}'s dynamic maximum {max_dyn}",
-                            tile.in_h, tile.in_w, self.dtype, tile.shared_bytes, self.arch
+                            "the direct kernel's input tile {} × {} and {} × {} × {} weights \
+                             (staged in {}) need {} bytes of shared memory, more than {}'s \
+                             dynamic maximum {max_dyn}",
+                            tile.in_h,
+                            tile.in_w,
+                            tile.out_channels,
+                            self.kernel_h,
+                            self.kernel_w,
+                            if self.accumulator_bytes() == 4 {
+                                "f32"
+                            } else {
+                                "f64"
+                            },
+                            tile.shared_bytes,
+                            self.arch
                         ),
                     );
                 }
@@ -315,6 +414,29 @@ impl Conv2dConfig {
         }
         errs.into_result()
     }
+}
+
+/// The shared row pitch (≥ `min_pitch`, elements of `words` 4-byte words) of the direct
+/// kernel's input tile with the fewest shared-memory wavefronts for its tap reads: a warp is
+/// two rows of 16 threads that read 16 consecutive elements each, `stride_h` staged rows apart.
+/// Ties go to the smallest pitch.
+fn direct_pitch(min_pitch: u64, stride_h: u32, words: u32) -> u64 {
+    (min_pitch..min_pitch + 32)
+        .min_by_key(|&pitch| {
+            let mut per_bank: [Vec<u64>; 32] = Default::default();
+            for lane in 0..32u64 {
+                let element = (lane / 16) * u64::from(stride_h) * pitch + lane % 16;
+                for w in 0..u64::from(words) {
+                    let word = element * u64::from(words) + w;
+                    let bank = &mut per_bank[(word % 32) as usize];
+                    if !bank.contains(&word) {
+                        bank.push(word);
+                    }
+                }
+            }
+            (per_bank.iter().map(Vec::len).max().unwrap_or(0), pitch)
+        })
+        .unwrap_or(min_pitch)
 }
 
 const fn extent(kernel: u32, dilation: u32) -> u64 {
@@ -391,8 +513,20 @@ mod tests {
         let cfg = Conv2dConfig::new(8, 8, 3);
         let t = cfg.direct_tile();
         assert_eq!((t.in_h, t.in_w, t.threads), (18, 18, 256));
-        assert_eq!(t.shared_bytes, 18 * 18 * 4);
+        // Two rows a warp reads are 48 elements apart: 16 mod 32 banks, no conflict.
+        assert_eq!((t.segment, t.pitch, t.out_channels), (18, 48, 8));
+        assert_eq!(t.shared_bytes, (18 * 48 + 8 * 9) * 4);
         assert_eq!(t.shared_kind, SharedMemoryKind::Static);
+        // Stride 2: 33 columns in segments of 17; rows 2 apart need pitch ≡ 8 (mod 16).
+        let strided = cfg.with_stride(2, 2).direct_tile();
+        assert_eq!((strided.in_w, strided.segment, strided.pitch), (33, 17, 40));
+        // f64 stages f64.
+        let f64_tile = Conv2dConfig {
+            dtype: DType::F64,
+            ..cfg
+        }
+        .direct_tile();
+        assert_eq!(f64_tile.elem_bytes, 8);
         let dilated = cfg.with_dilation(64, 64); // 15 + 129 = 144
         assert_eq!(dilated.direct_tile().shared_kind, SharedMemoryKind::Dynamic);
         assert_eq!(dilated.validate(), Ok(()));
@@ -404,6 +538,15 @@ mod tests {
             fields_of(&huge),
             vec![vec!["dilation", "kernel", "stride", "dtype", "arch"]]
         );
+    }
+
+    #[test]
+    fn gemm_tile_follows_the_group_width() {
+        let t = Conv2dConfig::new(8, 8, 3).gemm_tile();
+        assert_eq!((t.block_m, t.rows_per_thread, t.a_pitch), (16, 1, 18));
+        let t = Conv2dConfig::new(64, 128, 1).with_groups(2).gemm_tile();
+        assert_eq!((t.block_m, t.block_n, t.block_k), (64, 64, 16));
+        assert_eq!(t.shared_bytes, 16 * (66 + 64) * 4);
     }
 
     #[test]

@@ -2,11 +2,18 @@
 //! backward-filter, all with groups, stride, padding and dilation.
 //!
 //! This module owns the configuration ([`Conv2dConfig`]), run-time shapes and output sizes
-//! ([`ConvShape`], [`ConvDims`], [`output_len`]) and the host references ([`mod@reference`]).
+//! ([`ConvShape`], [`ConvDims`], [`output_len`]), the host references ([`mod@reference`]),
+//! the kernels ([`mod@kernels`]: `impl KernelFamily for Conv2dConfig`) and the host launch
+//! functions ([`mod@launch`]).
 
 mod config;
+mod geometry;
+pub mod kernels;
+pub mod launch;
 pub mod reference;
 mod shapes;
 
-pub use config::{Conv2dConfig, DirectTile};
+pub use config::{Conv2dConfig, DirectTile, GemmTile};
+pub use geometry::{INDEX_LIMIT, MAX_GRID_X, MAX_GRID_YZ};
+pub use kernels::matrix_configs;
 pub use shapes::{output_len, ConvDims, ConvError, ConvShape};

@@ -1,0 +1,271 @@
+//! Launch geometry of every conv2d entry (grid, block, dynamic shared memory) and the run-time
+//! index checks: what the host launch functions ([`mod@super::launch`]) compute before
+//! launching, kept next to the tilings ([`DirectTile`](super::DirectTile),
+//! [`GemmTile`](super::GemmTile)) the kernels are built with.
+
+use super::config::Conv2dConfig;
+use super::kernels::{BLOCK_1D, WARPS_PER_BLOCK};
+use super::shapes::ConvDims;
+use crate::launch::{Dim3, LaunchConfig, LaunchError};
+use crate::templates::attention::SharedMemoryKind;
+
+/// The largest `gridDim.y` / `gridDim.z`.
+pub const MAX_GRID_YZ: u32 = 65535;
+/// The largest `gridDim.x`.
+pub const MAX_GRID_X: u32 = i32::MAX as u32;
+/// Every run-time element count and padded position stays at most this (the kernels index in
+/// u32; keeping below 2^31 leaves room for the last partial block and loop increments).
+pub const INDEX_LIMIT: u64 = i32::MAX as u64;
+
+fn grid_dim(name: &'static str, value: u64, max: u32) -> Result<u32, LaunchError> {
+    if value > u64::from(max) {
+        return Err(LaunchError::InvalidDim {
+            name,
+            value,
+            reason: format!("exceeds the grid limit {max}"),
+        });
+    }
+    Ok(value as u32)
+}
+
+impl Conv2dConfig {
+    /// The index checks of one launch: every tensor (input, output, weight, and the im2col
+    /// matrix when `im2col`) has at most [`INDEX_LIMIT`] elements, and on each axis the
+    /// largest position any kernel forms, `(out + 16)·stride + extent + padding + input`, is at
+    /// most [`INDEX_LIMIT`] (so padding taps wrap to values `≥ input`, never onto real rows).
+    pub fn check_index_range(&self, dims: &ConvDims, im2col: bool) -> Result<(), LaunchError> {
+        let mut tensors = vec![
+            ("x", dims.input_len(self) as u64),
+            ("y", dims.output_len(self) as u64),
+            ("w", self.weight_elements()),
+        ];
+        if im2col {
+            tensors.push(("cols", dims.im2col_len(self) as u64));
+        }
+        for (name, elements) in tensors {
+            if elements > INDEX_LIMIT {
+                return Err(LaunchError::InvalidDim {
+                    name,
+                    value: elements,
+                    reason: format!(
+                        "elements exceed the kernels' index limit {INDEX_LIMIT} (2^31 − 1)"
+                    ),
+                });
+            }
+        }
+        let (eh, ew) = self.dilated_extent();
+        let axes = [
+            (
+                "height",
+                dims.in_h,
+                dims.out_h,
+                self.stride_h,
+                self.padding_h,
+                eh,
+            ),
+            (
+                "width",
+                dims.in_w,
+                dims.out_w,
+                self.stride_w,
+                self.padding_w,
+                ew,
+            ),
+        ];
+        for (name, input, out, stride, padding, extent) in axes {
+            let reach = (u64::from(out) + u64::from(Self::DIRECT_TILE)) * u64::from(stride)
+                + extent
+                + u64::from(padding)
+                + u64::from(input);
+            if reach > INDEX_LIMIT {
+                return Err(LaunchError::InvalidDim {
+                    name,
+                    value: u64::from(input),
+                    reason: format!(
+                        "positions up to {reach} ((out + 16)·stride + extent + padding + input) \
+                         exceed the kernels' index limit {INDEX_LIMIT}"
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// `conv2d_direct`: block `(16, 16)`; grid `(ceil(OW/16), ceil(OH/16) · channel_blocks,
+    /// N)` with `channel_blocks = groups · ceil(Og / OCB)` (see [`DirectTile`](super::DirectTile));
+    /// dynamic shared memory = the tile's bytes when it does not fit static shared memory.
+    pub fn direct_launch_config(&self, dims: &ConvDims) -> Result<LaunchConfig, LaunchError> {
+        let tile = self.direct_tile();
+        let channel_blocks =
+            u64::from(self.groups) * u64::from(self.out_per_group().div_ceil(tile.out_channels));
+        let tiles_h = u64::from(dims.out_h.div_ceil(tile.out_h));
+        let tiles_w = u64::from(dims.out_w.div_ceil(tile.out_w));
+        Ok(LaunchConfig {
+            grid: Dim3::new(
+                grid_dim("output column tiles", tiles_w, MAX_GRID_X)?,
+                grid_dim(
+                    "output row tiles × channel blocks",
+                    tiles_h * channel_blocks,
+                    MAX_GRID_YZ,
+                )?,
+                grid_dim("batch", u64::from(dims.batch), MAX_GRID_YZ)?,
+            ),
+            block: Dim3::new(tile.out_w, tile.out_h, 1),
+            dynamic_shared_bytes: match tile.shared_kind {
+                SharedMemoryKind::Static => 0,
+                SharedMemoryKind::Dynamic => tile.shared_bytes,
+            },
+        })
+    }
+
+    /// `conv2d_im2col`: block 256; grid `(ceil(N·OH·OW / 256), min(C_in·KH·KW, 65535))` (rows
+    /// past the grid are walked in steps of `gridDim.y`).
+    pub fn im2col_launch_config(&self, dims: &ConvDims) -> Result<LaunchConfig, LaunchError> {
+        let columns = u64::from(dims.batch) * dims.out_pixels() as u64;
+        let rows = u64::from(self.in_channels) * u64::from(self.kernel_h * self.kernel_w);
+        Ok(LaunchConfig {
+            grid: Dim3::new(
+                grid_dim("im2col column blocks", columns.div_ceil(256), MAX_GRID_X)?,
+                rows.min(u64::from(MAX_GRID_YZ)) as u32,
+                1,
+            ),
+            block: Dim3::x(BLOCK_1D),
+            dynamic_shared_bytes: 0,
+        })
+    }
+
+    /// `conv2d_gemm` and `conv2d_1x1`: block `(16, 16)`; grid `(ceil(N·OH·OW / block_n),
+    /// ceil(Og / block_m), groups)` (see [`GemmTile`](super::GemmTile)).
+    pub fn gemm_launch_config(&self, dims: &ConvDims) -> Result<LaunchConfig, LaunchError> {
+        let tile = self.gemm_tile();
+        let columns = u64::from(dims.batch) * dims.out_pixels() as u64;
+        Ok(LaunchConfig {
+            grid: Dim3::new(
+                grid_dim(
+                    "GEMM column tiles",
+                    columns.div_ceil(u64::from(tile.block_n)),
+                    MAX_GRID_X,
+                )?,
+                grid_dim(
+                    "GEMM row tiles",
+                    u64::from(self.out_per_group().div_ceil(tile.block_m)),
+                    MAX_GRID_YZ,
+                )?,
+                grid_dim("groups", u64::from(self.groups), MAX_GRID_YZ)?,
+            ),
+            block: Dim3::new(16, 16, 1),
+            dynamic_shared_bytes: 0,
+        })
+    }
+
+    /// `conv2d_bwd_data`: block 256; grid `(ceil(H·W / 256), min(N·C_in, 65535))` (planes past
+    /// the grid are walked in steps of `gridDim.y`).
+    pub fn backward_data_launch_config(
+        &self,
+        dims: &ConvDims,
+    ) -> Result<LaunchConfig, LaunchError> {
+        let pixels = u64::from(dims.in_h) * u64::from(dims.in_w);
+        let planes = u64::from(dims.batch) * u64::from(self.in_channels);
+        Ok(LaunchConfig {
+            grid: Dim3::new(
+                grid_dim("input pixel blocks", pixels.div_ceil(256), MAX_GRID_X)?,
+                planes.min(u64::from(MAX_GRID_YZ)) as u32,
+                1,
+            ),
+            block: Dim3::x(BLOCK_1D),
+            dynamic_shared_bytes: 0,
+        })
+    }
+
+    /// `conv2d_bwd_filter`: block 256 (8 warps, one weight element each); grid
+    /// `ceil(C_out·Cg·KH·KW / 8)`.
+    pub fn backward_filter_launch_config(&self) -> Result<LaunchConfig, LaunchError> {
+        let blocks = self.weight_elements().div_ceil(u64::from(WARPS_PER_BLOCK));
+        Ok(LaunchConfig {
+            grid: Dim3::x(grid_dim("weight blocks", blocks, MAX_GRID_X)?),
+            block: Dim3::x(BLOCK_1D),
+            dynamic_shared_bytes: 0,
+        })
+    }
+
+    /// `conv2d_bwd_bias`: block 256 (8 warps, one output channel each); grid `ceil(C_out / 8)`.
+    pub fn backward_bias_launch_config(&self) -> LaunchConfig {
+        LaunchConfig {
+            grid: Dim3::x(self.out_channels.div_ceil(WARPS_PER_BLOCK)),
+            block: Dim3::x(BLOCK_1D),
+            dynamic_shared_bytes: 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::templates::conv::ConvShape;
+
+    fn dims(cfg: &Conv2dConfig, batch: u32, height: u32, width: u32) -> ConvDims {
+        cfg.check_shape(
+            &ConvShape {
+                batch,
+                height,
+                width,
+            },
+            true,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn direct_grid_covers_the_output() {
+        let cfg = Conv2dConfig::new(3, 5, 3).with_padding(1, 1);
+        let d = dims(&cfg, 2, 33, 17);
+        let lc = cfg.direct_launch_config(&d).unwrap();
+        // 2 column tiles; 3 row tiles × 1 channel block (5 ≤ 8 channels per block); batch 2.
+        assert_eq!(lc.grid, Dim3::new(2, 3, 2));
+        assert_eq!(lc.block, Dim3::new(16, 16, 1));
+        assert_eq!(lc.dynamic_shared_bytes, 0);
+        let grouped = Conv2dConfig::new(4, 20, 3).with_groups(2); // Og = 10: 2 blocks of 8
+        let lc = grouped
+            .direct_launch_config(&dims(&grouped, 1, 20, 20))
+            .unwrap();
+        assert_eq!(lc.grid, Dim3::new(2, 2 * 2 * 2, 1));
+    }
+
+    #[test]
+    fn other_grids() {
+        let cfg = Conv2dConfig::new(4, 40, 3).with_groups(2);
+        let d = dims(&cfg, 3, 10, 9); // out 8 × 7, 168 columns
+        assert_eq!(
+            cfg.im2col_launch_config(&d).unwrap().grid,
+            Dim3::new(1, 36, 1)
+        );
+        // Og = 20 → block_m 32.
+        assert_eq!(cfg.gemm_launch_config(&d).unwrap().grid, Dim3::new(3, 1, 2));
+        assert_eq!(
+            cfg.backward_data_launch_config(&d).unwrap().grid,
+            Dim3::new(1, 12, 1)
+        );
+        assert_eq!(
+            cfg.backward_filter_launch_config().unwrap().grid,
+            Dim3::x((40 * 2 * 9u32).div_ceil(8))
+        );
+        assert_eq!(cfg.backward_bias_launch_config().grid, Dim3::x(5));
+    }
+
+    #[test]
+    fn index_limits_are_typed_errors() {
+        // out_h = 4 + 2·720e6, positions reach ≈ 3·720e6 > 2^31.
+        let cfg = Conv2dConfig::new(1, 1, 1).with_padding(720_000_000, 0);
+        let d = dims(&cfg, 1, 4, 1);
+        assert!(matches!(
+            cfg.check_index_range(&d, false),
+            Err(LaunchError::InvalidDim { name: "height", .. })
+        ));
+        let cfg = Conv2dConfig::new(64, 64, 1);
+        let d = dims(&cfg, 512, 256, 256); // 2^31 elements
+        assert!(matches!(
+            cfg.check_index_range(&d, false),
+            Err(LaunchError::InvalidDim { name: "x", .. })
+        ));
+    }
+}

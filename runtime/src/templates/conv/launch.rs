@@ -1,0 +1,326 @@
+//! Host launch functions of the conv2d family, generic over the [`Backend`].
+//!
+//! Each function takes the configuration the module was compiled from, the device, the
+//! module's PTX text (the macro's `const PTX`; nothing is generated at launch time), the
+//! run-time shape and typed buffers, and launches the entries in order. Before anything runs
+//! it checks, returning typed [`LaunchError`]s:
+//!
+//! - the buffers' element type `T` against the config's dtype (`half::f16`, `half::bf16`,
+//!   `f32`, `f64`): [`LaunchError::ArgumentType`] naming the entry and parameter index;
+//! - the shape: zero-sized dimensions, an input smaller than the dilated kernel, tensors past
+//!   the index limit, positions past the index range ([`LaunchError::InvalidDim`]; see
+//!   [`Conv2dConfig::check_index_range`]);
+//! - every buffer length ([`LaunchError::BufferLength`]); a bias passed to a config without
+//!   bias is reported as `bias` expected 0 elements, a missing one as 0 elements given;
+//! - the grid limits ([`LaunchError::InvalidDim`]).
+//!
+//! Layouts: `x [N, C_in, H, W]`, `w [C_out, C_in/groups, KH, KW]`, `bias [C_out]`,
+//! `y [N, C_out, OH, OW]`, `cols [C_in·KH·KW, N·OH·OW]`; all row-major. Outputs are written
+//! completely (every element), inputs never.
+
+use super::config::Conv2dConfig;
+use super::kernels::{
+    fast_div_constants, ENTRY_1X1, ENTRY_BWD_BIAS, ENTRY_BWD_DATA, ENTRY_BWD_FILTER, ENTRY_DIRECT,
+    ENTRY_GEMM, ENTRY_IM2COL,
+};
+use super::shapes::{ConvDims, ConvError, ConvShape};
+use crate::dtype::DType;
+use crate::launch::{
+    Backend, DeviceBuffer, Element, KernelArg, LaunchConfig, LaunchError, ParamKind, ScalarKind,
+};
+
+/// The scalar kind of a dtype's host element.
+const fn kind_of(dtype: DType) -> ScalarKind {
+    match dtype {
+        DType::F16 => ScalarKind::F16,
+        DType::BF16 => ScalarKind::BF16,
+        DType::F32 => ScalarKind::F32,
+        DType::F64 => ScalarKind::F64,
+    }
+}
+
+/// A [`ConvError`] as a launch error (`InvalidDim` naming the dimension or tensor).
+fn shape_error(e: ConvError) -> LaunchError {
+    let reason = e.to_string();
+    match e {
+        ConvError::ZeroDim { name } => LaunchError::InvalidDim {
+            name,
+            value: 0,
+            reason,
+        },
+        ConvError::InputTooSmall { axis, input, .. } => LaunchError::InvalidDim {
+            name: axis,
+            value: u64::from(input),
+            reason,
+        },
+        ConvError::TooLarge { tensor, elements } => LaunchError::InvalidDim {
+            name: tensor,
+            value: u64::try_from(elements).unwrap_or(u64::MAX),
+            reason,
+        },
+    }
+}
+
+/// The checked shape of one call and the scalar arguments every entry ends with.
+struct Prepared {
+    dims: ConvDims,
+    scalars: [u32; 11],
+}
+
+impl Prepared {
+    /// Validates the config, the element type (`entry`'s first parameter) and the shape.
+    fn new<T: Element>(
+        cfg: &Conv2dConfig,
+        entry: &'static str,
+        shape: &ConvShape,
+        im2col: bool,
+    ) -> Result<Self, LaunchError> {
+        if let Err(errors) = cfg.validate() {
+            return Err(LaunchError::InvalidDim {
+                name: errors.0.first().map_or("config", |e| e.fields[0]),
+                value: 0,
+                reason: format!("invalid configuration: {errors}"),
+            });
+        }
+        let kind = kind_of(cfg.dtype);
+        if T::KIND != kind {
+            return Err(LaunchError::ArgumentType {
+                entry,
+                index: 0,
+                expected: ParamKind::Pointer(kind),
+            });
+        }
+        let dims = cfg.check_shape(shape, im2col).map_err(shape_error)?;
+        cfg.check_index_range(&dims, im2col)?;
+        let (ow_magic, ow_shift) = fast_div_constants(dims.out_w);
+        let (ohw_magic, ohw_shift) = fast_div_constants(dims.out_h * dims.out_w);
+        let (w_magic, w_shift) = fast_div_constants(dims.in_w);
+        Ok(Self {
+            dims,
+            scalars: [
+                dims.batch, dims.in_h, dims.in_w, dims.out_h, dims.out_w, ow_magic, ow_shift,
+                ohw_magic, ohw_shift, w_magic, w_shift,
+            ],
+        })
+    }
+
+    /// Launches `entry` with `buffers` followed by the shape scalars.
+    fn launch<B: Backend>(
+        &self,
+        dev: &B,
+        ptx: &str,
+        entry: &str,
+        config: LaunchConfig,
+        buffers: Vec<KernelArg<'_, B>>,
+    ) -> Result<(), LaunchError> {
+        let mut args = buffers;
+        args.extend(self.scalars.iter().map(|&v| KernelArg::U32(v)));
+        dev.launch(ptx, entry, config, &args)
+    }
+}
+
+fn check_len<B: Backend, T: Element>(
+    name: &'static str,
+    expected: usize,
+    buf: &DeviceBuffer<B, T>,
+) -> Result<(), LaunchError> {
+    if buf.len() == expected {
+        Ok(())
+    } else {
+        Err(LaunchError::BufferLength {
+            name,
+            expected,
+            actual: buf.len(),
+        })
+    }
+}
+
+/// A bias buffer must be given exactly when the config has a bias, with `C_out` elements.
+fn check_bias<B: Backend, T: Element>(
+    cfg: &Conv2dConfig,
+    name: &'static str,
+    bias: Option<&DeviceBuffer<B, T>>,
+) -> Result<(), LaunchError> {
+    let expected = if cfg.bias {
+        cfg.out_channels as usize
+    } else {
+        0
+    };
+    let actual = bias.map_or(0, DeviceBuffer::len);
+    if cfg.bias != bias.is_some() || actual != expected {
+        return Err(LaunchError::BufferLength {
+            name,
+            expected,
+            actual,
+        });
+    }
+    Ok(())
+}
+
+/// Forward with the direct kernel (`conv2d_direct`): `y = conv(x, w) (+ bias)`.
+/// `bias` must be `Some` exactly when `cfg.bias`. Returns the checked dimensions.
+#[allow(clippy::too_many_arguments)]
+pub fn forward_direct<B: Backend, T: Element>(
+    cfg: &Conv2dConfig,
+    dev: &B,
+    ptx: &str,
+    shape: &ConvShape,
+    x: &DeviceBuffer<B, T>,
+    w: &DeviceBuffer<B, T>,
+    bias: Option<&DeviceBuffer<B, T>>,
+    y: &mut DeviceBuffer<B, T>,
+) -> Result<ConvDims, LaunchError> {
+    let prep = Prepared::new::<T>(cfg, ENTRY_DIRECT, shape, false)?;
+    let d = prep.dims;
+    check_len("x", d.input_len(cfg), x)?;
+    check_len("w", ConvDims::weight_len(cfg), w)?;
+    check_bias(cfg, "bias", bias)?;
+    check_len("y", d.output_len(cfg), y)?;
+    let config = cfg.direct_launch_config(&d)?;
+    let mut args = vec![KernelArg::buffer(x), KernelArg::buffer(w)];
+    args.extend(bias.map(KernelArg::buffer));
+    args.push(KernelArg::buffer(&*y));
+    prep.launch(dev, ptx, ENTRY_DIRECT, config, args)?;
+    Ok(d)
+}
+
+/// Forward through im2col + GEMM: `conv2d_im2col` fills `cols [C_in·KH·KW, N·OH·OW]` (every
+/// element), then `conv2d_gemm` computes `y = W_g · cols_g (+ bias)` per group.
+#[allow(clippy::too_many_arguments)]
+pub fn forward_im2col<B: Backend, T: Element>(
+    cfg: &Conv2dConfig,
+    dev: &B,
+    ptx: &str,
+    shape: &ConvShape,
+    x: &DeviceBuffer<B, T>,
+    w: &DeviceBuffer<B, T>,
+    bias: Option<&DeviceBuffer<B, T>>,
+    cols: &mut DeviceBuffer<B, T>,
+    y: &mut DeviceBuffer<B, T>,
+) -> Result<ConvDims, LaunchError> {
+    let prep = Prepared::new::<T>(cfg, ENTRY_IM2COL, shape, true)?;
+    let d = prep.dims;
+    check_len("x", d.input_len(cfg), x)?;
+    check_len("w", ConvDims::weight_len(cfg), w)?;
+    check_bias(cfg, "bias", bias)?;
+    check_len("cols", d.im2col_len(cfg), cols)?;
+    check_len("y", d.output_len(cfg), y)?;
+    let unfold = cfg.im2col_launch_config(&d)?;
+    let multiply = cfg.gemm_launch_config(&d)?;
+    prep.launch(
+        dev,
+        ptx,
+        ENTRY_IM2COL,
+        unfold,
+        vec![KernelArg::buffer(x), KernelArg::buffer(&*cols)],
+    )?;
+    let mut args = vec![KernelArg::buffer(w), KernelArg::buffer(&*cols)];
+    args.extend(bias.map(KernelArg::buffer));
+    args.push(KernelArg::buffer(&*y));
+    prep.launch(dev, ptx, ENTRY_GEMM, multiply, args)?;
+    Ok(d)
+}
+
+/// Forward of a 1 × 1 kernel (any stride, padding, groups) as an implicit GEMM
+/// (`conv2d_1x1`). A config whose kernel is not 1 × 1 is [`LaunchError::InvalidDim`] `kernel`
+/// (its module has no `conv2d_1x1` entry).
+#[allow(clippy::too_many_arguments)]
+pub fn forward_1x1<B: Backend, T: Element>(
+    cfg: &Conv2dConfig,
+    dev: &B,
+    ptx: &str,
+    shape: &ConvShape,
+    x: &DeviceBuffer<B, T>,
+    w: &DeviceBuffer<B, T>,
+    bias: Option<&DeviceBuffer<B, T>>,
+    y: &mut DeviceBuffer<B, T>,
+) -> Result<ConvDims, LaunchError> {
+    if !cfg.has_pointwise() {
+        return Err(LaunchError::InvalidDim {
+            name: "kernel",
+            value: u64::from(cfg.kernel_h.max(cfg.kernel_w)),
+            reason: format!(
+                "conv2d_1x1 needs a 1 × 1 kernel, the config has {} × {}",
+                cfg.kernel_h, cfg.kernel_w
+            ),
+        });
+    }
+    let prep = Prepared::new::<T>(cfg, ENTRY_1X1, shape, false)?;
+    let d = prep.dims;
+    check_len("x", d.input_len(cfg), x)?;
+    check_len("w", ConvDims::weight_len(cfg), w)?;
+    check_bias(cfg, "bias", bias)?;
+    check_len("y", d.output_len(cfg), y)?;
+    let config = cfg.gemm_launch_config(&d)?;
+    let mut args = vec![KernelArg::buffer(w), KernelArg::buffer(x)];
+    args.extend(bias.map(KernelArg::buffer));
+    args.push(KernelArg::buffer(&*y));
+    prep.launch(dev, ptx, ENTRY_1X1, config, args)?;
+    Ok(d)
+}
+
+/// Backward-data (`conv2d_bwd_data`): `dx = conv_transpose(gy, w)`, the adjoint of the
+/// bias-free forward. `shape` is the *input* shape.
+pub fn backward_data<B: Backend, T: Element>(
+    cfg: &Conv2dConfig,
+    dev: &B,
+    ptx: &str,
+    shape: &ConvShape,
+    gy: &DeviceBuffer<B, T>,
+    w: &DeviceBuffer<B, T>,
+    dx: &mut DeviceBuffer<B, T>,
+) -> Result<ConvDims, LaunchError> {
+    let prep = Prepared::new::<T>(cfg, ENTRY_BWD_DATA, shape, false)?;
+    let d = prep.dims;
+    check_len("gy", d.output_len(cfg), gy)?;
+    check_len("w", ConvDims::weight_len(cfg), w)?;
+    check_len("dx", d.input_len(cfg), dx)?;
+    let config = cfg.backward_data_launch_config(&d)?;
+    let args = vec![
+        KernelArg::buffer(gy),
+        KernelArg::buffer(w),
+        KernelArg::buffer(&*dx),
+    ];
+    prep.launch(dev, ptx, ENTRY_BWD_DATA, config, args)?;
+    Ok(d)
+}
+
+/// Backward-filter (`conv2d_bwd_filter`, then `conv2d_bwd_bias` when the config has a bias):
+/// `dw[oc, ci, kh, kw] = Σ_{n, oh, ow} gy · x` and `db[oc] = Σ_{n, oh, ow} gy`, each summed in
+/// a fixed order (deterministic). `db` must be `Some` exactly when `cfg.bias`.
+#[allow(clippy::too_many_arguments)]
+pub fn backward_filter<B: Backend, T: Element>(
+    cfg: &Conv2dConfig,
+    dev: &B,
+    ptx: &str,
+    shape: &ConvShape,
+    x: &DeviceBuffer<B, T>,
+    gy: &DeviceBuffer<B, T>,
+    dw: &mut DeviceBuffer<B, T>,
+    db: Option<&mut DeviceBuffer<B, T>>,
+) -> Result<ConvDims, LaunchError> {
+    let prep = Prepared::new::<T>(cfg, ENTRY_BWD_FILTER, shape, false)?;
+    let d = prep.dims;
+    check_len("x", d.input_len(cfg), x)?;
+    check_len("gy", d.output_len(cfg), gy)?;
+    check_len("dw", ConvDims::weight_len(cfg), dw)?;
+    check_bias(cfg, "db", db.as_deref())?;
+    let filter = cfg.backward_filter_launch_config()?;
+    let args = vec![
+        KernelArg::buffer(x),
+        KernelArg::buffer(gy),
+        KernelArg::buffer(&*dw),
+    ];
+    prep.launch(dev, ptx, ENTRY_BWD_FILTER, filter, args)?;
+    if let Some(db) = db {
+        let args = vec![KernelArg::buffer(gy), KernelArg::buffer(&*db)];
+        prep.launch(
+            dev,
+            ptx,
+            ENTRY_BWD_BIAS,
+            cfg.backward_bias_launch_config(),
+            args,
+        )?;
+    }
+    Ok(d)
+}
