@@ -15,4 +15,9 @@ pub mod prelude {
 #[doc(hidden)]
 pub mod __private {
     pub use ptxforge_runtime;
+    pub use ptxforge_runtime::templates::attention::AttentionConfig;
+    pub use ptxforge_runtime::templates::conv::Conv2dConfig;
+    pub use ptxforge_runtime::templates::moe::{Ffn, MoeConfig};
+    pub use ptxforge_runtime::templates::nf4::Nf4Config;
+    pub use ptxforge_runtime::{Arch, DType};
 }
