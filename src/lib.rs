@@ -8,6 +8,7 @@ pub use ptxforge_sim as sim;
 
 /// What most users need in scope.
 pub mod prelude {
+    pub use ptxforge_macros::{attention_kernel, conv2d_kernel, moe_kernel, nf4_gemm};
     pub use ptxforge_runtime::{Arch, DType};
 }
 

@@ -22,7 +22,7 @@ pub(crate) fn check<F: Family>(args: &F::Args, config: &F::Config) -> syn::Resul
         .iter()
         .chain(&F::extra_rules(config))
     {
-        errors.push(locate(rule, F::argument_of, |key| F::span_of(args, key)));
+        errors.push(locate(rule, F::argument_of, |key| F::written(args, key)));
     }
     errors.finish()
 }
@@ -34,7 +34,7 @@ pub(crate) fn check<F: Family>(args: &F::Args, config: &F::Config) -> syn::Resul
 pub(crate) fn locate(
     rule: &ConfigError,
     argument_of: impl Fn(&str) -> Option<&'static str>,
-    span_of: impl Fn(&str) -> Option<SpanRange>,
+    written: impl Fn(&str) -> Option<(SpanRange, String)>,
 ) -> syn::Error {
     let mut named: Vec<&'static str> = Vec::new();
     for field in &rule.fields {
@@ -44,21 +44,23 @@ pub(crate) fn locate(
             }
         }
     }
-    let written: Vec<(&'static str, SpanRange)> = named
+    let given: Vec<(&'static str, SpanRange, String)> = named
         .iter()
-        .filter_map(|&arg| span_of(arg).map(|span| (arg, span)))
+        .filter_map(|&arg| written(arg).map(|(span, text)| (arg, span, text)))
         .collect();
-    match written.split_first() {
-        Some((&(_, primary), others)) => {
+    match given.split_first() {
+        Some(((_, primary, _), others)) => {
             let unmentioned: Vec<String> = others
                 .iter()
-                .filter(|(arg, _)| !mentions(&rule.message, arg))
-                .map(|(arg, _)| format!("`{arg}`"))
+                .filter(|(arg, _, text)| {
+                    !mentions(&rule.message, arg) && !mentions(&rule.message, text)
+                })
+                .map(|(arg, _, text)| format!("`{arg} = {text}`"))
                 .collect();
             let message = if unmentioned.is_empty() {
                 rule.message.clone()
             } else {
-                format!("{} (with {})", rule.message, unmentioned.join(", "))
+                format!("{} (given {})", rule.message, unmentioned.join(", "))
             };
             primary.error(message)
         }
@@ -78,11 +80,15 @@ pub(crate) fn locate(
     }
 }
 
-/// Whether `message` names `arg` as a whole word (`k` is not mentioned by `block`).
-fn mentions(message: &str, arg: &str) -> bool {
-    message
-        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-        .any(|word| word == arg)
+/// Whether `message` contains `word` as a whole word (`k` is not mentioned by `block`).
+fn mentions(message: &str, word: &str) -> bool {
+    let is_word_char = |c: char| c.is_alphanumeric() || c == '_';
+    !word.is_empty()
+        && message.match_indices(word).any(|(at, _)| {
+            let before = message[..at].chars().next_back();
+            let after = message[at + word.len()..].chars().next();
+            !before.is_some_and(is_word_char) && !after.is_some_and(is_word_char)
+        })
 }
 
 #[cfg(test)]
@@ -109,7 +115,7 @@ mod tests {
     {
         let args: F::Args = parsed(src);
         let error = locate(&ConfigError::new(fields, message), F::argument_of, |k| {
-            F::span_of(&args, k)
+            F::written(&args, k)
         });
         (error.to_string(), underlined(src, &error))
     }
@@ -140,7 +146,10 @@ mod tests {
         let src = "experts = 8, top_k = 2, hidden = 1, expert_dim = 1, arch = sm_70";
         let (message, under) =
             locate_in::<Moe>(src, &["experts", "arch", "top_k"], "too many experts = 8");
-        assert_eq!(message, "too many experts = 8 (with `arch`, `top_k`)");
+        assert_eq!(
+            message,
+            "too many experts = 8 (given `arch = sm_70`, `top_k = 2`)"
+        );
         assert_eq!(under, ["experts = 8"]);
     }
 
@@ -177,5 +186,8 @@ mod tests {
         assert!(mentions("k = 7 is odd", "k"));
         assert!(!mentions("block = 48", "k"));
         assert!(mentions("n · k = 4", "n"));
+        assert!(mentions("more than sm_75's maximum", "sm_75"));
+        assert!(!mentions("more than sm_75's maximum", "sm_7"));
+        assert!(!mentions("anything", ""));
     }
 }

@@ -41,7 +41,9 @@ pub(crate) fn expand<F: Family>(attr: TokenStream, item: TokenStream) -> TokenSt
             config,
             krate: &krate,
         }),
-        (item, _, _, Err(errors)) => generate::fail_soft::<F>(item, errors, &krate),
+        (item, _, config, Err(errors)) => {
+            generate::fail_soft::<F>(item, errors, &krate, config.as_ref())
+        }
         // Every way to lack a config (missing key, bad value) records an error.
         (item, _, _, Ok(())) => generate::fail_soft::<F>(
             item,
@@ -50,6 +52,7 @@ pub(crate) fn expand<F: Family>(attr: TokenStream, item: TokenStream) -> TokenSt
                 "internal error: no configuration and no error; please report this",
             ),
             &krate,
+            None,
         ),
     }
 }

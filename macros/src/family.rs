@@ -34,8 +34,11 @@ pub(crate) trait Family {
     /// The configuration, defaults filled in; `None` when a required argument is missing.
     fn config(args: &Self::Args) -> Option<Self::Config>;
 
-    /// Where the user wrote argument `key`, if they did.
-    fn span_of(args: &Self::Args, key: &str) -> Option<SpanRange>;
+    /// A configuration for stubs when the arguments do not give one: required values 0.
+    fn placeholder() -> Self::Config;
+
+    /// Where the user wrote argument `key` and its value as written, if they did.
+    fn written(args: &Self::Args, key: &str) -> Option<(SpanRange, String)>;
 
     /// The argument a name in a [`ConfigError`] refers to (a config field or an argument).
     fn argument_of(name: &str) -> Option<&'static str> {
@@ -80,8 +83,12 @@ impl Family for Moe {
         args.config()
     }
 
-    fn span_of(args: &MoeArgs, key: &str) -> Option<SpanRange> {
-        args.span_of(key)
+    fn placeholder() -> MoeConfig {
+        MoeConfig::new(0, 0, 0, 0)
+    }
+
+    fn written(args: &MoeArgs, key: &str) -> Option<(SpanRange, String)> {
+        args.written(key)
     }
 
     fn runtime_rules(config: &MoeConfig) -> Vec<ConfigError> {
@@ -131,8 +138,12 @@ impl Family for Nf4 {
         args.config()
     }
 
-    fn span_of(args: &Nf4Args, key: &str) -> Option<SpanRange> {
-        args.span_of(key)
+    fn placeholder() -> Nf4Config {
+        Nf4Config::new(0, 0)
+    }
+
+    fn written(args: &Nf4Args, key: &str) -> Option<(SpanRange, String)> {
+        args.written(key)
     }
 
     fn runtime_rules(config: &Nf4Config) -> Vec<ConfigError> {
@@ -176,8 +187,12 @@ impl Family for Attention {
         args.config()
     }
 
-    fn span_of(args: &AttentionArgs, key: &str) -> Option<SpanRange> {
-        args.span_of(key)
+    fn placeholder() -> AttentionConfig {
+        AttentionConfig::new(0)
+    }
+
+    fn written(args: &AttentionArgs, key: &str) -> Option<(SpanRange, String)> {
+        args.written(key)
     }
 
     fn runtime_rules(config: &AttentionConfig) -> Vec<ConfigError> {
@@ -225,8 +240,12 @@ impl Family for Conv2d {
         args.config()
     }
 
-    fn span_of(args: &ConvArgs, key: &str) -> Option<SpanRange> {
-        args.span_of(key)
+    fn placeholder() -> Conv2dConfig {
+        Conv2dConfig::new(0, 0, 0)
+    }
+
+    fn written(args: &ConvArgs, key: &str) -> Option<(SpanRange, String)> {
+        args.written(key)
     }
 
     fn argument_of(name: &str) -> Option<&'static str> {

@@ -10,31 +10,33 @@ use crate::family::Family;
 
 /// `pub const CONFIG: …Config = …Config { field: value, … };`
 pub(crate) fn emit<F: Family>(cx: &Kernel<'_, F>) -> TokenStream {
-    let ty = config_type::<F>(cx.krate);
-    let fields = F::literal_fields(cx.config, cx.krate)
+    let doc = docs::config_const(cx);
+    config_const::<F>(cx.config, cx.krate, &doc)
+}
+
+/// `CONFIG` for a configuration that did not check: the same type and a value that is no use
+/// (the arguments as far as they parsed, else the placeholder), so code reading it compiles
+/// while the attribute's errors are fixed. A panicking `const` would add an error at every use.
+pub(crate) fn stub<F: Family>(krate: &Path, config: Option<&F::Config>) -> TokenStream {
+    let placeholder = F::placeholder();
+    let doc = format!(
+        " Unavailable: this kernel's `#[{}]` configuration has errors.",
+        F::KEYS.attr
+    );
+    config_const::<F>(config.unwrap_or(&placeholder), krate, &doc)
+}
+
+fn config_const<F: Family>(config: &F::Config, krate: &Path, doc: &str) -> TokenStream {
+    let ty = config_type::<F>(krate);
+    let fields = F::literal_fields(config, krate)
         .into_iter()
         .map(|(name, value)| {
             let name = format_ident!("{name}");
             quote!(#name: #value)
         });
-    let doc = docs::config_const(cx);
     quote! {
         #[doc = #doc]
         pub const CONFIG: #ty = #ty { #(#fields,)* };
-    }
-}
-
-/// `CONFIG` with the right type for a configuration that did not check: evaluating it (only
-/// reachable once the compile errors are fixed, which replaces it) panics.
-pub(crate) fn stub<F: Family>(krate: &Path) -> TokenStream {
-    let ty = config_type::<F>(krate);
-    let message = format!(
-        "invalid #[{}] configuration: see the compile errors on the attribute",
-        F::KEYS.attr
-    );
-    quote! {
-        /// Unavailable: the kernel's configuration has errors.
-        pub const CONFIG: #ty = ::core::panic!(#message);
     }
 }
 

@@ -40,7 +40,7 @@ pub(crate) fn struct_section<F: Family>(cx: &Kernel<'_, F>) -> Vec<Attribute> {
         " |---|---|".to_owned(),
     ];
     for (key, value) in F::describe(cx.config) {
-        let default = if F::span_of(cx.args, key).is_some() {
+        let default = if F::written(cx.args, key).is_some() {
             ""
         } else {
             " (default)"

@@ -9,7 +9,7 @@
 //!
 //! | section | full form | stub form |
 //! |---|---|---|
-//! | [`config`] | `pub const CONFIG: …Config = …Config { … };` | `CONFIG` that panics if evaluated |
+//! | [`config`] | `pub const CONFIG: …Config = …Config { … };` | the same with placeholder values |
 //!
 //! The next phase adds, as further sections taking the same [`Kernel`] context: `pub const PTX:
 //! &'static str` (the template's emitted module), one `KernelEntry` const per entry, and the
@@ -56,6 +56,7 @@ pub(crate) fn fail_soft<F: Family>(
     item: Result<ItemStruct, NotAKernelItem>,
     errors: syn::Error,
     krate: &Path,
+    config: Option<&F::Config>,
 ) -> TokenStream {
     let (tokens, self_ty) = match item {
         Ok(item) => {
@@ -66,7 +67,7 @@ pub(crate) fn fail_soft<F: Family>(
     };
     let errors = errors.into_compile_error();
     let stubs = self_ty.map(|ident| {
-        let sections = [config::stub::<F>(krate)];
+        let sections = [config::stub::<F>(krate, config)];
         quote! {
             impl #ident {
                 #(#sections)*

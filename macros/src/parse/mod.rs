@@ -32,10 +32,15 @@ macro_rules! family_args {
             #[cfg(test)]
             pub(crate) const KEYS: &'static [&'static str] = &[$(stringify!($field)),*];
 
-            /// Where the user wrote `key = value`, if they did.
-            pub(crate) fn span_of(&self, key: &str) -> Option<$crate::parse::value::SpanRange> {
+            /// Where the user wrote `key = value` and the value as written, if they did.
+            pub(crate) fn written(
+                &self,
+                key: &str,
+            ) -> Option<($crate::parse::value::SpanRange, String)> {
                 match key {
-                    $(stringify!($field) => self.$field.as_ref().map(|arg| arg.whole),)*
+                    $(stringify!($field) => {
+                        self.$field.as_ref().map(|arg| (arg.whole, arg.text.clone()))
+                    })*
                     _ => None,
                 }
             }

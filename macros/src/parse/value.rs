@@ -58,6 +58,8 @@ pub(crate) struct Arg<T> {
     pub value: T,
     /// The whole `key = value` (just the key for a bare `causal`).
     pub whole: SpanRange,
+    /// The value as written (`sm_75`, `(3, 3)`), to quote in messages.
+    pub text: String,
 }
 
 /// A kind of argument value.
@@ -84,12 +86,14 @@ impl<T: Value> FromMeta for Arg<T> {
                 Ok(Arg {
                     value,
                     whole: SpanRange::of(nv),
+                    text: source_text(&nv.value),
                 })
             }
             Meta::Path(path) => match T::from_bare_key() {
                 Some(value) => Ok(Arg {
                     value,
                     whole: SpanRange::of(path),
+                    text: String::new(),
                 }),
                 None => Err(Error::custom(format!(
                     "`{key}` needs a value: expected `{key} = {}` ({})",
@@ -98,13 +102,18 @@ impl<T: Value> FromMeta for Arg<T> {
                 ))
                 .with_span(path)),
             },
-            Meta::List(list) => Err(error_at(
-                list.delimiter.span().join(),
-                format!(
-                    "expected `{key} = {}`, found `{key}(…)`: write the value after `=`",
+            Meta::List(list) => {
+                let inside = list.tokens.to_string();
+                let value = if inside.is_empty() {
                     T::EXAMPLE
-                ),
-            )),
+                } else {
+                    &inside
+                };
+                Err(error_at(
+                    list.delimiter.span().join(),
+                    format!("expected `{key} = {value}`, found `{key}({inside})`"),
+                ))
+            }
         }
     }
 }
@@ -134,9 +143,24 @@ fn peel(expr: &Expr) -> &Expr {
     }
 }
 
+/// The value as the user wrote it, near enough: `-1` rather than the token printer's `- 1`.
+pub(crate) fn source_text(expr: &Expr) -> String {
+    match peel(expr) {
+        Expr::Unary(u) if matches!(u.op, UnOp::Neg(_)) => format!("-{}", source_text(&u.expr)),
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(int), ..
+        }) => int.to_string(),
+        Expr::Lit(ExprLit {
+            lit: Lit::Float(float),
+            ..
+        }) => float.to_string(),
+        other => other.to_token_stream().to_string(),
+    }
+}
+
 /// How the user's value reads in a message: "string literal `\"8\"`".
 fn describe(expr: &Expr) -> String {
-    let mut text = expr.to_token_stream().to_string();
+    let mut text = source_text(expr);
     if text.chars().count() > 40 {
         text = text.chars().take(37).collect::<String>() + "...";
     }
@@ -168,17 +192,21 @@ fn wrong_kind<T: Value>(expr: &Expr) -> Error {
     .with_span(expr)
 }
 
+fn negative(expr: &Expr) -> Error {
+    Error::custom(format!(
+        "expected a non-negative integer, found `{}`",
+        source_text(expr)
+    ))
+    .with_span(expr)
+}
+
 /// An integer literal's digits, or a typed error for anything else.
 fn integer_digits<T: Value>(expr: &Expr) -> Result<&syn::LitInt> {
     match peel(expr) {
         Expr::Lit(ExprLit {
             lit: Lit::Int(int), ..
         }) => Ok(int),
-        Expr::Unary(unary) if matches!(unary.op, UnOp::Neg(_)) => Err(Error::custom(format!(
-            "expected a non-negative integer, found `{}`",
-            expr.to_token_stream()
-        ))
-        .with_span(expr)),
+        Expr::Unary(unary) if matches!(unary.op, UnOp::Neg(_)) => Err(negative(expr)),
         Expr::Lit(ExprLit {
             lit: Lit::Str(s), ..
         }) if s.value().trim().parse::<u128>().is_ok() => Err(Error::custom(format!(
@@ -206,6 +234,10 @@ macro_rules! unsigned_value {
 
             fn parse_value(expr: &Expr) -> Result<Self> {
                 let int = integer_digits::<Self>(expr)?;
+                // syn reads `-8` in an attribute as one negative literal.
+                if int.base10_digits().starts_with('-') {
+                    return Err(negative(expr));
+                }
                 int.base10_digits()
                     .parse::<$ty>()
                     .map_err(|_| {
@@ -316,6 +348,18 @@ pub(crate) fn parse_name<T: FromStr>(
     names: &[&'static str],
     aliases: &[(&str, &'static str)],
 ) -> Result<T> {
+    parse_name_with(expr, what, names, aliases, true)
+}
+
+/// [`parse_name`], optionally without edit-distance guesses (for names such as `sm_100` where
+/// one digit apart means a different thing, not a typo).
+fn parse_name_with<T: FromStr>(
+    expr: &Expr,
+    what: &str,
+    names: &[&'static str],
+    aliases: &[(&str, &'static str)],
+    guess: bool,
+) -> Result<T> {
     let expected_names = names.join(", ");
     let Some((name, span)) = name_of(expr) else {
         return Err(Error::custom(format!(
@@ -329,7 +373,13 @@ pub(crate) fn parse_name<T: FromStr>(
             .iter()
             .find(|(alias, _)| alias.eq_ignore_ascii_case(&name))
             .map(|(_, canonical)| format!("did you mean `{canonical}`? "));
-        let hint = alias.unwrap_or_else(|| suggest::hint(&name, names.iter().copied()));
+        let hint = alias.unwrap_or_else(|| {
+            if guess {
+                suggest::hint(&name, names.iter().copied())
+            } else {
+                String::new()
+            }
+        });
         error_at(
             span,
             format!("unknown {what} `{name}`; {hint}expected one of: {expected_names}"),
@@ -383,7 +433,7 @@ impl Value for Arch {
             ("a100", "sm_80"),
             ("h100", "sm_90"),
         ];
-        parse_name(expr, "architecture", &Arch::NAMES, ALIASES)
+        parse_name_with(expr, "architecture", &Arch::NAMES, ALIASES, false)
     }
 }
 
@@ -479,10 +529,12 @@ mod tests {
             parse::<u64>(parse_quote!(999999999999999999999999999999999999999999)).unwrap_err();
         assert!(huge.contains("too large"), "{huge}");
         let negative = parse::<u32>(parse_quote!(-8)).unwrap_err();
-        assert!(
-            negative.contains("non-negative") && negative.contains("- 8"),
-            "{negative}"
-        );
+        assert_eq!(negative, "expected a non-negative integer, found `-8`");
+        // In attribute position syn reads `-8` as one literal.
+        let nv: syn::MetaNameValue = syn::parse_str("experts = -8").unwrap();
+        assert!(matches!(nv.value, Expr::Lit(_)));
+        let negative = parse::<u32>(nv.value).unwrap_err();
+        assert_eq!(negative, "expected a non-negative integer, found `-8`");
         let quoted = parse::<u32>(parse_quote!("8")).unwrap_err();
         assert!(quoted.contains("without quotes"), "{quoted}");
         let float = parse::<u32>(parse_quote!(8.0)).unwrap_err();
@@ -551,6 +603,8 @@ mod tests {
         assert_eq!(parse::<Arch>(parse_quote!(86)), Ok(Arch::Sm86));
         let old = parse::<Arch>(parse_quote!(sm_61)).unwrap_err();
         assert!(old.starts_with("unknown architecture `sm_61`") && old.contains("sm_90a"));
+        let newer = parse::<Arch>(parse_quote!("sm_100")).unwrap_err();
+        assert!(!newer.contains("did you mean"), "{newer}");
         let nick = parse::<Arch>(parse_quote!(hopper)).unwrap_err();
         assert!(nick.contains("did you mean `sm_90`?"), "{nick}");
     }
