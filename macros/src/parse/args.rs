@@ -46,7 +46,8 @@ pub(crate) fn sort_out(attr: TokenStream, keys: Keys, errors: &mut Accumulator) 
     let mut seen: Vec<(String, String)> = Vec::new();
     // Required keys an unknown key probably misspells: reported once, as the misspelling.
     let mut suggested: Vec<&'static str> = Vec::new();
-    for item in split(attr, errors) {
+    let (pieces, attempted) = split(attr, errors);
+    for item in pieces {
         let meta = match item {
             NestedMeta::Meta(meta) => meta,
             NestedMeta::Lit(lit) => {
@@ -90,7 +91,7 @@ pub(crate) fn sort_out(attr: TokenStream, keys: Keys, errors: &mut Accumulator) 
         .required
         .iter()
         .copied()
-        .filter(|k| !seen.iter().any(|(s, _)| s == k))
+        .filter(|k| !seen.iter().any(|(s, _)| s == k) && !attempted.iter().any(|a| a == k))
         .collect();
     list.complete = missing.is_empty();
     let unexplained: Vec<String> = missing
@@ -126,8 +127,9 @@ fn unknown_key(key: &str, meta: &Meta, keys: Keys) -> Error {
 }
 
 /// Splits the attribute's tokens at top-level commas and parses each piece as one item; a piece
-/// that does not parse is reported and skipped. A trailing comma is fine.
-pub(crate) fn split(attr: TokenStream, errors: &mut Accumulator) -> Vec<NestedMeta> {
+/// that does not parse is reported and skipped, and its leading key, if any, is returned too (so
+/// `head_dim 64` is not also reported as a missing `head_dim`). A trailing comma is fine.
+pub(crate) fn split(attr: TokenStream, errors: &mut Accumulator) -> (Vec<NestedMeta>, Vec<String>) {
     let mut pieces: Vec<(Vec<TokenTree>, Option<Span>)> = vec![(Vec::new(), None)];
     for token in attr {
         match &token {
@@ -145,6 +147,7 @@ pub(crate) fn split(attr: TokenStream, errors: &mut Accumulator) -> Vec<NestedMe
         }
     }
     let mut items = Vec::new();
+    let mut attempted = Vec::new();
     for (tokens, comma) in pieces {
         if tokens.is_empty() {
             // An empty piece before a comma: `a = 1,, b = 2` or a leading comma.
@@ -153,11 +156,19 @@ pub(crate) fn split(attr: TokenStream, errors: &mut Accumulator) -> Vec<NestedMe
             }
             continue;
         }
-        if let Some(item) = errors.handle(parse_piece(tokens)) {
-            items.push(item);
+        let key = match &tokens[0] {
+            TokenTree::Ident(ident) => Some(ident.to_string()),
+            _ => None,
+        };
+        match parse_piece(tokens) {
+            Ok(item) => items.push(item),
+            Err(error) => {
+                errors.push(error);
+                attempted.extend(key);
+            }
         }
     }
-    items
+    (items, attempted)
 }
 
 fn parse_piece(tokens: Vec<TokenTree>) -> darling::Result<NestedMeta> {
@@ -287,7 +298,7 @@ mod tests {
                 "expected an argument name, found `=`",
                 "expected `,` between arguments",
                 "expected `key = value`, found literal `7`",
-                "#[moe_kernel] is missing required arguments `experts`, `top_k`",
+                // `experts` and `top_k` were attempted: no "missing" error on top.
             ]
         );
         assert_eq!(keys_of(&list), ["dtype"]);

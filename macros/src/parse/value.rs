@@ -185,11 +185,57 @@ fn describe(expr: &Expr) -> String {
 
 fn wrong_kind<T: Value>(expr: &Expr) -> Error {
     Error::custom(format!(
-        "expected {}, found {}",
+        "expected {}, found {}{}",
         T::EXPECTED,
-        describe(expr)
+        describe(expr),
+        unquote_hint::<T>(expr)
     ))
     .with_span(expr)
+}
+
+/// `: write `1.25` without quotes` when the string's content would be a valid value.
+fn unquote_hint<T: Value>(expr: &Expr) -> String {
+    let Expr::Lit(ExprLit {
+        lit: Lit::Str(s), ..
+    }) = peel(expr)
+    else {
+        return String::new();
+    };
+    let content = s.value();
+    match syn::parse_str::<Expr>(&content) {
+        Ok(inner)
+            if !matches!(
+                &inner,
+                Expr::Lit(ExprLit {
+                    lit: Lit::Str(_),
+                    ..
+                })
+            ) =>
+        {
+            if T::parse_value(&inner).is_ok() {
+                format!(": write `{}` without quotes", content.trim())
+            } else {
+                String::new()
+            }
+        }
+        _ => String::new(),
+    }
+}
+
+const INTEGER_SUFFIXES: &[&str] = &[
+    "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize",
+];
+
+/// Rejects literal suffixes that are not a type (`3x3` lexes as `3` with suffix `x3`).
+fn check_suffix(suffix: &str, allowed: &[&str], lit: &dyn syn::spanned::Spanned) -> Result<()> {
+    if suffix.is_empty() || allowed.contains(&suffix) {
+        Ok(())
+    } else {
+        Err(error_at(
+            lit.span(),
+            format!("unexpected suffix `{suffix}` on a number"),
+        ))
+    }
 }
 
 fn negative(expr: &Expr) -> Error {
@@ -207,15 +253,6 @@ fn integer_digits<T: Value>(expr: &Expr) -> Result<&syn::LitInt> {
             lit: Lit::Int(int), ..
         }) => Ok(int),
         Expr::Unary(unary) if matches!(unary.op, UnOp::Neg(_)) => Err(negative(expr)),
-        Expr::Lit(ExprLit {
-            lit: Lit::Str(s), ..
-        }) if s.value().trim().parse::<u128>().is_ok() => Err(Error::custom(format!(
-            "expected {}, found string literal `{}`: write `{}` without quotes",
-            T::EXPECTED,
-            s.to_token_stream(),
-            s.value().trim()
-        ))
-        .with_span(expr)),
         Expr::Path(p) if p.path.get_ident().is_some() => Err(Error::custom(format!(
             "expected {}, found `{}`: the configuration must be written as literals",
             T::EXPECTED,
@@ -238,6 +275,7 @@ macro_rules! unsigned_value {
                 if int.base10_digits().starts_with('-') {
                     return Err(negative(expr));
                 }
+                check_suffix(int.suffix(), INTEGER_SUFFIXES, int)?;
                 int.base10_digits()
                     .parse::<$ty>()
                     .map_err(|_| {
@@ -267,8 +305,14 @@ macro_rules! float_value {
                     other => (false, other),
                 };
                 let digits = match inner {
-                    Expr::Lit(ExprLit { lit: Lit::Float(f), .. }) => f.base10_digits(),
-                    Expr::Lit(ExprLit { lit: Lit::Int(i), .. }) => i.base10_digits(),
+                    Expr::Lit(ExprLit { lit: Lit::Float(f), .. }) => {
+                        check_suffix(f.suffix(), &["f32", "f64"], f)?;
+                        f.base10_digits()
+                    }
+                    Expr::Lit(ExprLit { lit: Lit::Int(i), .. }) => {
+                        check_suffix(i.suffix(), &["f32", "f64"], i)?;
+                        i.base10_digits()
+                    }
                     _ => return Err(wrong_kind::<Self>(expr)),
                 };
                 let magnitude = digits
@@ -305,14 +349,6 @@ impl Value for bool {
             Expr::Lit(ExprLit {
                 lit: Lit::Bool(b), ..
             }) => Ok(b.value),
-            Expr::Lit(ExprLit {
-                lit: Lit::Str(s), ..
-            }) if matches!(s.value().as_str(), "true" | "false") => Err(Error::custom(format!(
-                "expected `true` or `false`, found string literal `{}`: write `{}` without quotes",
-                s.to_token_stream(),
-                s.value()
-            ))
-            .with_span(expr)),
             _ => Err(wrong_kind::<Self>(expr)),
         }
     }
@@ -452,12 +488,43 @@ impl Value for Size2 {
         let elems: Vec<&Expr> = match peel(expr) {
             Expr::Tuple(t) => t.elems.iter().collect(),
             Expr::Array(a) => a.elems.iter().collect(),
+            // `3x3` lexes as the integer 3 with suffix `x3`.
+            Expr::Lit(ExprLit {
+                lit: Lit::Int(int), ..
+            }) if int.suffix().starts_with(['x', 'X'])
+                && int.suffix()[1..].parse::<u32>().is_ok() =>
+            {
+                return Err(Error::custom(format!(
+                    "expected {}, found `{int}`: write `({}, {})`",
+                    Self::EXPECTED,
+                    int.base10_digits(),
+                    &int.suffix()[1..]
+                ))
+                .with_span(expr));
+            }
             Expr::Lit(ExprLit {
                 lit: Lit::Int(_), ..
             })
             | Expr::Unary(_) => {
                 let n = u32::parse_value(expr)?;
                 return Ok(Size2 { h: n, w: n });
+            }
+            Expr::Lit(ExprLit {
+                lit: Lit::Str(s), ..
+            }) => {
+                let text = s.value();
+                let pair = text.split_once(['x', 'X', '×']).and_then(|(h, w)| {
+                    Some((h.trim().parse::<u32>().ok()?, w.trim().parse::<u32>().ok()?))
+                });
+                return Err(match pair {
+                    Some((h, w)) => Error::custom(format!(
+                        "expected {}, found string literal `{}`: write `({h}, {w})`",
+                        Self::EXPECTED,
+                        s.to_token_stream()
+                    ))
+                    .with_span(expr),
+                    None => wrong_kind::<Self>(expr),
+                });
             }
             _ => return Err(wrong_kind::<Self>(expr)),
         };
@@ -492,17 +559,29 @@ impl Value for CratePath {
         match peel(expr) {
             Expr::Lit(ExprLit {
                 lit: Lit::Str(s), ..
-            }) => s.parse::<syn::Path>().map(CratePath).map_err(|_| {
-                Error::custom(format!(
-                    "`crate` must name a path such as `::ptxforge`, found `{}`",
-                    s.to_token_stream()
-                ))
-                .with_span(s)
-            }),
-            Expr::Path(p) if p.qself.is_none() => Ok(CratePath(p.path.clone())),
+            }) => s
+                .parse::<syn::Path>()
+                .ok()
+                .filter(is_plain_path)
+                .map(CratePath)
+                .ok_or_else(|| {
+                    Error::custom(format!(
+                        "`crate` must name a path such as `::ptxforge`, found `{}`",
+                        s.to_token_stream()
+                    ))
+                    .with_span(s)
+                }),
+            Expr::Path(p) if p.qself.is_none() && is_plain_path(&p.path) => {
+                Ok(CratePath(p.path.clone()))
+            }
             _ => Err(wrong_kind::<Self>(expr)),
         }
     }
+}
+
+/// A module path without generic arguments (`::a::b`), usable as a prefix of type paths.
+fn is_plain_path(path: &syn::Path) -> bool {
+    path.segments.iter().all(|s| s.arguments.is_none())
 }
 
 #[cfg(test)]
@@ -558,9 +637,10 @@ mod tests {
             .unwrap_err()
             .contains("rounds to 0"));
         assert_eq!(parse::<f32>(parse_quote!(0.0)), Ok(0.0));
-        assert!(parse::<f64>(parse_quote!("1.25"))
-            .unwrap_err()
-            .contains("expected a number"));
+        assert_eq!(
+            parse::<f64>(parse_quote!("1.25")).unwrap_err(),
+            "expected a number, found string literal `\"1.25\"`: write `1.25` without quotes"
+        );
         assert!(parse::<f64>(parse_quote!(true)).is_err());
     }
 
@@ -625,7 +705,18 @@ mod tests {
         assert_eq!(three, "expected a pair `(height, width)`, found 3 elements");
         let inner = parse::<Size2>(parse_quote!((3, -1))).unwrap_err();
         assert!(inner.contains("non-negative"), "{inner}");
-        assert!(parse::<Size2>(parse_quote!("3x3")).is_err());
+        let text = parse::<Size2>(parse_quote!("3x5")).unwrap_err();
+        assert!(text.ends_with("write `(3, 5)`"), "{text}");
+        let unquoted = parse::<Size2>(parse_quote!(3x5)).unwrap_err();
+        assert!(
+            unquoted.ends_with("found `3x5`: write `(3, 5)`"),
+            "{unquoted}"
+        );
+        let suffix = parse::<Size2>(parse_quote!(3px)).unwrap_err();
+        assert_eq!(suffix, "unexpected suffix `px` on a number");
+        assert_eq!(parse::<u32>(parse_quote!(8u32)), Ok(8));
+        assert_eq!(parse::<f32>(parse_quote!(1.5f32)), Ok(1.5));
+        assert!(parse::<f32>(parse_quote!(1.5u8)).is_err());
     }
 
     #[test]
@@ -635,6 +726,7 @@ mod tests {
         let CratePath(p) = parse::<CratePath>(parse_quote!(ptxforge)).unwrap();
         assert_eq!(path_text(&p), "ptxforge");
         assert!(parse::<CratePath>(parse_quote!("not a path")).is_err());
+        assert!(parse::<CratePath>(parse_quote!("a::b<c>")).is_err());
     }
 
     #[test]
