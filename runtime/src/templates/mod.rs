@@ -6,6 +6,8 @@ pub mod attention;
 pub mod conv;
 pub mod moe;
 pub mod nf4;
+#[doc(hidden)]
+pub mod testing;
 
 mod config_error;
 pub use config_error::{ConfigError, ConfigErrors};

@@ -470,3 +470,70 @@ mod tests {
         ));
     }
 }
+
+/// Largest grid `y`/`z` extent.
+const MAX_GRID_YZ: u32 = 65535;
+
+impl AttentionConfig {
+    /// Launch geometry for `shape`: one block per `block_m` query rows of one (batch, head):
+    /// grid `(ceil(seq_q / block_m), heads_q, batch)`, block `(threads, 1, 1)`, and the dynamic
+    /// shared memory to request (0 when the footprint fits static shared memory).
+    pub fn launch_config(
+        &self,
+        shape: &AttentionShape,
+    ) -> Result<crate::launch::LaunchConfig, crate::launch::LaunchError> {
+        use crate::launch::{Dim3, LaunchConfig, LaunchError};
+        shape
+            .validate(self.head_dim)
+            .map_err(|e| LaunchError::InvalidDim {
+                name: "shape",
+                value: 0,
+                reason: e.to_string(),
+            })?;
+        for (name, v) in [("heads_q", shape.heads_q), ("batch", shape.batch)] {
+            if v > MAX_GRID_YZ {
+                return Err(LaunchError::InvalidDim {
+                    name,
+                    value: u64::from(v),
+                    reason: format!("exceeds the grid limit {MAX_GRID_YZ}"),
+                });
+            }
+        }
+        let t = self.tiles();
+        Ok(LaunchConfig {
+            grid: Dim3::new(shape.seq_q.div_ceil(t.block_m), shape.heads_q, shape.batch),
+            block: Dim3::x(t.threads),
+            dynamic_shared_bytes: match t.shared_kind {
+                SharedMemoryKind::Static => 0,
+                SharedMemoryKind::Dynamic => t.shared_bytes,
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod launch_tests {
+    use super::*;
+
+    #[test]
+    fn grid_covers_every_query_row() {
+        let cfg = AttentionConfig {
+            dtype: DType::F16,
+            ..AttentionConfig::new(64)
+        };
+        let s = AttentionShape {
+            batch: 3,
+            heads_q: 8,
+            heads_kv: 8,
+            seq_q: 130,
+            seq_kv: 130,
+        };
+        let lc = cfg.launch_config(&s).unwrap();
+        assert_eq!(lc.grid, crate::launch::Dim3::new(3, 8, 3)); // ceil(130 / 64)
+        assert_eq!(lc.block.x, 64);
+        assert_eq!(lc.dynamic_shared_bytes, 0);
+        assert!(cfg
+            .launch_config(&AttentionShape { batch: 70000, ..s })
+            .is_err());
+    }
+}

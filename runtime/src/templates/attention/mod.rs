@@ -2,9 +2,10 @@
 //!
 //! This module owns the configuration ([`AttentionConfig`]) with its tile defaults and
 //! shared-memory footprint, the run-time shape ([`AttentionShape`]) and the host reference
-//! ([`reference`]).
+//! ([`mod@reference`]).
 
 mod config;
+pub mod reference;
 
 pub use config::{
     AttentionConfig, AttentionShape, AttentionShapeError, AttentionTiles, SharedMemoryKind,

@@ -2,9 +2,10 @@
 //! backward-filter, all with groups, stride, padding and dilation.
 //!
 //! This module owns the configuration ([`Conv2dConfig`]), run-time shapes and output sizes
-//! ([`ConvShape`], [`ConvDims`], [`output_len`]) and the host references ([`reference`]).
+//! ([`ConvShape`], [`ConvDims`], [`output_len`]) and the host references ([`mod@reference`]).
 
 mod config;
+pub mod reference;
 mod shapes;
 
 pub use config::{Conv2dConfig, DirectTile};

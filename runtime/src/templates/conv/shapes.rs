@@ -274,3 +274,67 @@ mod tests {
         ));
     }
 }
+
+impl Conv2dConfig {
+    /// Launch geometry of the direct kernel for `dims`: one block per 16 × 16 output tile of one
+    /// (image, output channel) plane: grid `(ceil(out_w/16) · ceil(out_h/16), out_channels,
+    /// batch)`, block `(16, 16, 1)`, and the dynamic shared memory to request (0 when the input
+    /// tile fits static shared memory).
+    pub fn direct_launch_config(
+        &self,
+        dims: &ConvDims,
+    ) -> Result<crate::launch::LaunchConfig, crate::launch::LaunchError> {
+        use crate::launch::{Dim3, LaunchConfig, LaunchError};
+        use crate::templates::attention::SharedMemoryKind;
+        const MAX_GRID_YZ: u32 = 65535;
+        for (name, v) in [("out_channels", self.out_channels), ("batch", dims.batch)] {
+            if v > MAX_GRID_YZ {
+                return Err(LaunchError::InvalidDim {
+                    name,
+                    value: u64::from(v),
+                    reason: format!("exceeds the grid limit {MAX_GRID_YZ}"),
+                });
+            }
+        }
+        let tile = self.direct_tile();
+        let tiles =
+            u64::from(dims.out_w.div_ceil(tile.out_w)) * u64::from(dims.out_h.div_ceil(tile.out_h));
+        let grid_x = u32::try_from(tiles).map_err(|_| LaunchError::InvalidDim {
+            name: "output tiles",
+            value: tiles,
+            reason: "exceeds the grid limit 2^32 − 1".into(),
+        })?;
+        Ok(LaunchConfig {
+            grid: Dim3::new(grid_x, self.out_channels, dims.batch),
+            block: Dim3::new(tile.out_w, tile.out_h, 1),
+            dynamic_shared_bytes: match tile.shared_kind {
+                SharedMemoryKind::Static => 0,
+                SharedMemoryKind::Dynamic => tile.shared_bytes,
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod launch_tests {
+    use super::*;
+
+    #[test]
+    fn direct_grid_covers_the_output() {
+        let cfg = Conv2dConfig::new(3, 5, 3).with_padding(1, 1);
+        let dims = cfg
+            .check_shape(
+                &ConvShape {
+                    batch: 2,
+                    height: 33,
+                    width: 17,
+                },
+                false,
+            )
+            .unwrap();
+        let lc = cfg.direct_launch_config(&dims).unwrap();
+        assert_eq!(lc.grid, crate::launch::Dim3::new(2 * 3, 5, 2));
+        assert_eq!(lc.block, crate::launch::Dim3::new(16, 16, 1));
+        assert_eq!(lc.dynamic_shared_bytes, 0);
+    }
+}
