@@ -394,6 +394,44 @@ mod tests {
         );
     }
 
+    /// The field names of a config from its `Debug` form, `Name { a: 1, b: 2 }`.
+    fn debug_fields(config: &impl std::fmt::Debug) -> Vec<String> {
+        let text = format!("{config:?}");
+        let inner = text
+            .split_once('{')
+            .and_then(|(_, rest)| rest.rsplit_once('}'))
+            .map(|(inner, _)| inner)
+            .unwrap();
+        inner
+            .split(", ")
+            .map(|field| field.split(':').next().unwrap().trim().to_owned())
+            .collect()
+    }
+
+    fn literal_names<F: Family>(config: &F::Config) -> Vec<String> {
+        F::literal_fields(config, &syn::parse_quote!(::ptxforge))
+            .into_iter()
+            .map(|(name, _)| name.to_owned())
+            .collect()
+    }
+
+    /// A field added to a runtime config must be added to its literal (and, if it is an
+    /// argument, to the parser): the generated struct literal would not compile otherwise.
+    #[test]
+    fn literals_name_every_config_field_in_order() {
+        let moe = MoeConfig::new(8, 2, 64, 64);
+        assert_eq!(literal_names::<Moe>(&moe), debug_fields(&moe));
+        let nf4 = Nf4Config::new(64, 64);
+        assert_eq!(literal_names::<Nf4>(&nf4), debug_fields(&nf4));
+        let attention = AttentionConfig::new(64);
+        assert_eq!(
+            literal_names::<Attention>(&attention),
+            debug_fields(&attention)
+        );
+        let conv = Conv2dConfig::new(3, 8, 3);
+        assert_eq!(literal_names::<Conv2d>(&conv), debug_fields(&conv));
+    }
+
     #[test]
     fn float_literals_never_panic() {
         assert_eq!(lit_f32(1.25).to_string(), "1.25f32");

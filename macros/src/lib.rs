@@ -3,8 +3,8 @@
 //!
 //! Each checks its configuration at compile time (every error at the offending token, all at
 //! once) and adds the checked configuration, and in the next phase the kernel's PTX and typed
-//! launch wrappers, to the struct. The pipeline ([`expand`]) is parse ([`parse`]) → check
-//! ([`check`]) → generate ([`generate`]); the entry points below only hand tokens to it.
+//! launch wrappers, to the struct. The pipeline (`expand`) is parse (`parse/`) → check
+//! (`check.rs`) → generate (`generate/`); the entry points below only hand tokens to it.
 
 mod check;
 mod errors;

@@ -11,11 +11,17 @@
 //! |---|---|---|
 //! | [`config`] | `pub const CONFIG: …Config = …Config { … };` | the same with placeholder values |
 //!
-//! The next phase adds, as further sections taking the same [`Kernel`] context: `pub const PTX:
-//! &'static str` (the template's emitted module), one `KernelEntry` const per entry, and the
-//! launch wrappers (`forward<B: Backend>(…)`, `backward_*`), whose stubs keep the real
-//! signatures with `unreachable!()`-free bodies that return a `LaunchError`. Each is one module
-//! here with an `emit` and a `stub` function, listed in [`kernel`] and [`fail_soft`].
+//! The next phase adds further sections on the same [`Kernel`] context, each a module here with
+//! an `emit` and a `stub` function, listed in [`kernel`] and [`fail_soft`]:
+//!
+//! | section | full form | stub form |
+//! |---|---|---|
+//! | `ptx` | `pub const PTX: &'static str = "…";` (the template's emitted module) | `""` |
+//! | `entries` | one `pub const GATING: KernelEntry = …;` per entry | same names, empty params |
+//! | `wrappers` | `pub fn forward<B: Backend>(&self, dev: &B, …) -> Result<…, LaunchError>`, `backward_*` | same signatures, bodies returning a `LaunchError` |
+//!
+//! A template that fails to build or validate for a checked configuration is a ptxforge bug, not
+//! a user error: `ptx::emit` would turn it into one `compile_error!` saying so, plus the stubs.
 //!
 //! Generated code names only `#krate::__private::…` (`::ptxforge` unless `crate = "…"`).
 

@@ -3,6 +3,7 @@ use quote::quote;
 
 use crate::expand::expand;
 use crate::family::{Attention, Conv2d, Family, Moe, Nf4};
+use crate::tests::{tokens, underlined};
 
 fn expand_str<F: Family>(attr: TokenStream, item: TokenStream) -> String {
     expand::<F>(attr, item).to_string()
@@ -140,4 +141,79 @@ fn non_struct_items_fail_soft() {
         ),
     );
     assert!(text.contains("impl Proj"), "{text}");
+}
+
+/// Every error of `#[F(attr)] struct K;` with the text it underlines.
+fn errors_of<F: Family>(attr: &str) -> Vec<(String, String)> {
+    let analysis = crate::expand::analyse::<F>(
+        tokens(attr),
+        quote!(
+            struct K;
+        ),
+    );
+    match analysis.errors.finish() {
+        Ok(()) => Vec::new(),
+        Err(error) => {
+            let under = underlined(attr, &error);
+            error
+                .into_iter()
+                .map(|e| e.to_string())
+                .zip(under)
+                .map(|(message, under)| (under, message))
+                .collect()
+        }
+    }
+}
+
+#[test]
+fn parse_errors_underline_the_offending_token() {
+    let errors = errors_of::<Moe>(
+        "expers = 8, experts = 8, top_k = 2.5, hidden = 64, expert_dim = 64, dtype = bf17, \
+         hidden = 128, arch = \"sm_61\", ffn(swiglu)",
+    );
+    let under: Vec<&str> = errors.iter().map(|(u, _)| u.as_str()).collect();
+    assert_eq!(
+        under,
+        [
+            "expers",       // unknown key: the key
+            "hidden = 128", // duplicate: the second occurrence
+            "2.5",          // wrong type: the value
+            "bf17",
+            "\"sm_61\"",
+            "(swiglu)", // list form: the parenthesised part
+        ],
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn rule_errors_underline_the_whole_argument() {
+    let errors = errors_of::<Conv2d>(
+        "in_channels = 6, out_channels = 8, kernel = (3, 0), groups = 4, stride = 2",
+    );
+    assert_eq!(
+        errors,
+        [
+            (
+                "kernel = (3, 0)".to_owned(),
+                "kernel width = 0: must be at least 1".to_owned()
+            ),
+            (
+                "groups = 4".to_owned(),
+                "groups = 4 does not divide in_channels = 6".to_owned()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn valid_arguments_have_no_errors() {
+    assert_eq!(
+        errors_of::<Attention>("head_dim = 128, causal, dtype = \"bf16\""),
+        []
+    );
+    assert_eq!(
+        errors_of::<Nf4>("n = 64, k = 64, block = 32, double_quant = true,"),
+        []
+    );
 }
