@@ -54,6 +54,7 @@
 //! - Integer division by zero gives all ones (quotient) and the dividend (remainder).
 
 pub mod checks;
+pub mod cli;
 pub mod counters;
 pub mod decode;
 pub mod device;

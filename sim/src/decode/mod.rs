@@ -8,7 +8,7 @@ mod instr;
 use std::collections::HashMap;
 
 use crate::error::SimError;
-use crate::parse::ast::{self, Operand, Space, Stmt};
+use crate::parse::ast::{self, Space, Stmt};
 use crate::sem::cvt::CvtSpec;
 use crate::sem::int::F4;
 use crate::sem::{Cmp, F1, F2, F3};
