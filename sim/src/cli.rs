@@ -60,7 +60,10 @@ fn dims(s: &str) -> Result<[u32; 3], String> {
         return Err(format!("bad dimensions `{s}`"));
     }
     for (i, p) in parts.iter().enumerate() {
-        d[i] = p.trim().parse().map_err(|_| format!("bad dimension `{p}` in `{s}`"))?;
+        d[i] = p
+            .trim()
+            .parse()
+            .map_err(|_| format!("bad dimension `{p}` in `{s}`"))?;
     }
     Ok(d)
 }
@@ -68,10 +71,11 @@ fn dims(s: &str) -> Result<[u32; 3], String> {
 /// Parses a buffer/element type name (`u32`, `f16`, ...).
 pub fn parse_ty(s: &str) -> Result<Ty, String> {
     match s {
-        "u8" | "u16" | "u32" | "u64" | "s32" | "s64" | "f16" | "bf16" | "f32" | "f64" | "s8" | "s16" => {
-            Ty::parse(s).ok_or_else(|| format!("unknown type `{s}`"))
-        }
-        _ => Err(format!("unknown type `{s}` (expected u8 u16 u32 u64 s32 s64 f16 bf16 f32 f64)")),
+        "u8" | "u16" | "u32" | "u64" | "s32" | "s64" | "f16" | "bf16" | "f32" | "f64" | "s8"
+        | "s16" => Ty::parse(s).ok_or_else(|| format!("unknown type `{s}`")),
+        _ => Err(format!(
+            "unknown type `{s}` (expected u8 u16 u32 u64 s32 s64 f16 bf16 f32 f64)"
+        )),
     }
 }
 
@@ -81,18 +85,29 @@ fn count(s: &str) -> Result<usize, String> {
 
 /// Parses `SOURCE` of `--buf`.
 pub fn parse_source(s: &str) -> Result<Source, String> {
-    let (kind, rest) = s.split_once(':').ok_or_else(|| format!("bad buffer source `{s}`"))?;
+    let (kind, rest) = s
+        .split_once(':')
+        .ok_or_else(|| format!("bad buffer source `{s}`"))?;
     Ok(match kind {
         "file" => Source::File(rest.to_string()),
         "zeros" => Source::Zeros(count(rest)?),
         "iota" => Source::Iota(count(rest)?),
         "uninit" => Source::Uninit(count(rest)?),
         "rand" => {
-            let (n, seed) = rest.split_once(':').ok_or_else(|| format!("`rand:N:SEED` expected, got `{s}`"))?;
-            Source::Rand(count(n)?, seed.parse().map_err(|_| format!("bad seed `{seed}`"))?)
+            let (n, seed) = rest
+                .split_once(':')
+                .ok_or_else(|| format!("`rand:N:SEED` expected, got `{s}`"))?;
+            Source::Rand(
+                count(n)?,
+                seed.parse().map_err(|_| format!("bad seed `{seed}`"))?,
+            )
         }
         "list" => Source::List(expand_list(rest)),
-        _ => return Err(format!("unknown buffer source `{kind}` (file, zeros, iota, uninit, rand, list)")),
+        _ => {
+            return Err(format!(
+                "unknown buffer source `{kind}` (file, zeros, iota, uninit, rand, list)"
+            ))
+        }
     })
 }
 
@@ -117,7 +132,11 @@ fn parse_int(s: &str) -> Option<i128> {
         Some(t) => (true, t),
         None => (false, s),
     };
-    let v = if let Some(h) = t.strip_prefix("0x") { i128::from_str_radix(h, 16).ok()? } else { t.parse::<i128>().ok()? };
+    let v = if let Some(h) = t.strip_prefix("0x") {
+        i128::from_str_radix(h, 16).ok()?
+    } else {
+        t.parse::<i128>().ok()?
+    };
     Some(if neg { -v } else { v })
 }
 
@@ -147,7 +166,8 @@ pub fn value_bits(ty: Ty, s: &str) -> Result<u64, String> {
     }
     let v = parse_int(s).ok_or_else(err)?;
     let bits = ty.bits();
-    let (lo, hi) = if ty.is_signed() { (-(1i128 << (bits - 1)), (1i128 << bits) - 1) } else { (-(1i128 << (bits - 1)), (1i128 << bits) - 1) };
+    // Accept both the signed and the unsigned spelling of a value of this width.
+    let (lo, hi) = (-(1i128 << (bits - 1)), (1i128 << bits) - 1);
     if v < lo || v > hi {
         return Err(format!("{ty:?} value `{s}` out of range"));
     }
@@ -205,7 +225,9 @@ pub fn source_bytes(ty: Ty, src: &Source) -> Result<(Option<Vec<u8>>, usize), St
 
 /// Parses a scalar `--arg TYPE:VALUE`.
 pub fn parse_scalar(s: &str) -> Result<Arg, String> {
-    let (t, v) = s.split_once(':').ok_or_else(|| format!("bad argument `{s}`"))?;
+    let (t, v) = s
+        .split_once(':')
+        .ok_or_else(|| format!("bad argument `{s}`"))?;
     let ty = parse_ty(t)?;
     let bits = value_bits(ty, v)?;
     Ok(match ty {
@@ -226,8 +248,18 @@ fn kind_off(options: &mut Options, k: &str) -> Result<(), String> {
         "initcheck" => options.initcheck = false,
         "racecheck" => options.racecheck = false,
         "synccheck" => options.synccheck = false,
-        "all" => *options = Options { fuel: options.fuel, shuffle_blocks: options.shuffle_blocks, ..Options::unchecked() },
-        _ => return Err(format!("unknown check `{k}` (memcheck, initcheck, racecheck, synccheck, all)")),
+        "all" => {
+            *options = Options {
+                fuel: options.fuel,
+                shuffle_blocks: options.shuffle_blocks,
+                ..Options::unchecked()
+            }
+        }
+        _ => {
+            return Err(format!(
+                "unknown check `{k}` (memcheck, initcheck, racecheck, synccheck, all)"
+            ))
+        }
     }
     Ok(())
 }
@@ -249,7 +281,11 @@ pub fn parse_run(args: &[String]) -> Result<RunSpec, String> {
     };
     let (mut have_grid, mut have_block) = (false, false);
     while let Some(flag) = it.next() {
-        let mut val = || it.next().cloned().ok_or_else(|| format!("`{flag}` needs a value"));
+        let mut val = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("`{flag}` needs a value"))
+        };
         match flag.as_str() {
             "--entry" => spec.entry = val()?,
             "--grid" => {
@@ -263,9 +299,17 @@ pub fn parse_run(args: &[String]) -> Result<RunSpec, String> {
             "--smem" => spec.smem = val()?.parse().map_err(|_| "bad --smem".to_string())?,
             "--buf" => {
                 let v = val()?;
-                let (name, rest) = v.split_once('=').ok_or_else(|| format!("`--buf NAME=TYPE:SOURCE` expected, got `{v}`"))?;
-                let (ty, src) = rest.split_once(':').ok_or_else(|| format!("`--buf NAME=TYPE:SOURCE` expected, got `{v}`"))?;
-                spec.bufs.push(BufSpec { name: name.to_string(), ty: parse_ty(ty)?, source: parse_source(src)? });
+                let (name, rest) = v
+                    .split_once('=')
+                    .ok_or_else(|| format!("`--buf NAME=TYPE:SOURCE` expected, got `{v}`"))?;
+                let (ty, src) = rest
+                    .split_once(':')
+                    .ok_or_else(|| format!("`--buf NAME=TYPE:SOURCE` expected, got `{v}`"))?;
+                spec.bufs.push(BufSpec {
+                    name: name.to_string(),
+                    ty: parse_ty(ty)?,
+                    source: parse_source(src)?,
+                });
             }
             "--arg" => {
                 let v = val()?;
@@ -277,11 +321,19 @@ pub fn parse_run(args: &[String]) -> Result<RunSpec, String> {
             }
             "--dump" => {
                 let v = val()?;
-                let (n, p) = v.split_once('=').ok_or_else(|| format!("`--dump NAME=PATH` expected, got `{v}`"))?;
+                let (n, p) = v
+                    .split_once('=')
+                    .ok_or_else(|| format!("`--dump NAME=PATH` expected, got `{v}`"))?;
                 spec.dumps.push((n.to_string(), p.to_string()));
             }
             "--no-check" => kind_off(&mut spec.options, &val()?)?,
-            "--shuffle-blocks" => spec.options.shuffle_blocks = Some(val()?.parse().map_err(|_| "bad --shuffle-blocks seed".to_string())?),
+            "--shuffle-blocks" => {
+                spec.options.shuffle_blocks = Some(
+                    val()?
+                        .parse()
+                        .map_err(|_| "bad --shuffle-blocks seed".to_string())?,
+                )
+            }
             "--fuel" => spec.options.fuel = val()?.parse().map_err(|_| "bad --fuel".to_string())?,
             other => return Err(format!("unknown option `{other}`")),
         }
@@ -295,7 +347,9 @@ pub fn parse_run(args: &[String]) -> Result<RunSpec, String> {
     for a in &spec.args {
         if let ArgSpec::Buffer(n) = a {
             if !spec.bufs.iter().any(|b| &b.name == n) {
-                return Err(format!("--arg `{n}` names no --buf (scalars are written TYPE:VALUE)"));
+                return Err(format!(
+                    "--arg `{n}` names no --buf (scalars are written TYPE:VALUE)"
+                ));
             }
         }
     }
@@ -344,11 +398,28 @@ pub fn run_source(text: &str, spec: &RunSpec) -> Result<RunOutcome, RunError> {
         .iter()
         .map(|a| match a {
             ArgSpec::Scalar(s) => Ok(*s),
-            ArgSpec::Buffer(n) => buffers.get(n).map(|b| Arg::Buffer(b.0)).ok_or_else(|| RunError::Usage(format!("unknown buffer `{n}`"))),
+            ArgSpec::Buffer(n) => buffers
+                .get(n)
+                .map(|b| Arg::Buffer(b.0))
+                .ok_or_else(|| RunError::Usage(format!("unknown buffer `{n}`"))),
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let report = device.launch(&module, &spec.entry, spec.grid, spec.block, spec.smem, &args, &spec.options).map_err(RunError::Sim)?;
-    Ok(RunOutcome { report, device, buffers })
+    let report = device
+        .launch(
+            &module,
+            &spec.entry,
+            spec.grid,
+            spec.block,
+            spec.smem,
+            &args,
+            &spec.options,
+        )
+        .map_err(RunError::Sim)?;
+    Ok(RunOutcome {
+        report,
+        device,
+        buffers,
+    })
 }
 
 /// `ptxforge-sim` main: returns the exit code (0 clean, 1 findings, 2 usage/parse/unsupported).

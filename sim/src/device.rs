@@ -33,7 +33,12 @@ impl Module {
             .filter(|f| f.is_entry)
             .map(|f| decode::decode_entry(&ast, f, &const_syms))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Module { entries, consts, target: ast.target, version: ast.version })
+        Ok(Module {
+            entries,
+            consts,
+            target: ast.target,
+            version: ast.version,
+        })
     }
 
     /// Names of the module's entries, in source order.
@@ -97,7 +102,20 @@ macro_rules! scalar {
         }
     )*};
 }
-scalar!(u8, u16, u32, u64, i8, i16, i32, i64, f32, f64, half::f16, half::bf16);
+scalar!(
+    u8,
+    u16,
+    u32,
+    u64,
+    i8,
+    i16,
+    i32,
+    i64,
+    f32,
+    f64,
+    half::f16,
+    half::bf16
+);
 
 fn to_bytes<T: Scalar>(data: &[T]) -> Vec<u8> {
     let mut out = Vec::with_capacity(data.len() * T::SIZE);
@@ -178,7 +196,13 @@ impl Default for Options {
 impl Options {
     /// Every check off (counters still run): for throughput and plain execution.
     pub fn unchecked() -> Self {
-        Options { memcheck: false, initcheck: false, racecheck: false, synccheck: false, ..Options::default() }
+        Options {
+            memcheck: false,
+            initcheck: false,
+            racecheck: false,
+            synccheck: false,
+            ..Options::default()
+        }
     }
 }
 
@@ -225,7 +249,11 @@ impl Device {
     }
 
     fn buf(&self, id: BufferId) -> Result<&crate::memory::Buffer, SimError> {
-        self.mem.buffers.get(id.0 as usize).filter(|b| b.live).ok_or(SimError::BadBuffer(id.0))
+        self.mem
+            .buffers
+            .get(id.0 as usize)
+            .filter(|b| b.live)
+            .ok_or(SimError::BadBuffer(id.0))
     }
 
     /// Overwrites the start of a buffer with `data` (which must fit).
@@ -233,7 +261,10 @@ impl Device {
         let bytes = to_bytes(data);
         let len = self.buf(id)?.data.len();
         if bytes.len() > len {
-            return Err(SimError::BufferSize { id: id.0, message: format!("writing {} bytes into a {len}-byte buffer", bytes.len()) });
+            return Err(SimError::BufferSize {
+                id: id.0,
+                message: format!("writing {} bytes into a {len}-byte buffer", bytes.len()),
+            });
         }
         let b = &mut self.mem.buffers[id.0 as usize];
         b.data[..bytes.len()].copy_from_slice(&bytes);
@@ -247,7 +278,11 @@ impl Device {
         if b.data.len() % T::SIZE != 0 {
             return Err(SimError::BufferSize {
                 id: id.0,
-                message: format!("{} bytes is not a whole number of {}-byte elements", b.data.len(), T::SIZE),
+                message: format!(
+                    "{} bytes is not a whole number of {}-byte elements",
+                    b.data.len(),
+                    T::SIZE
+                ),
             });
         }
         Ok(b.data.chunks_exact(T::SIZE).map(T::read_le).collect())
@@ -284,13 +319,22 @@ impl Device {
         args: &[Arg],
         options: &Options,
     ) -> Result<LaunchReport, SimError> {
-        let prog = module.entry(entry).ok_or_else(|| SimError::UnknownEntry { name: entry.to_string(), available: module.entries().join(", ") })?;
+        let prog = module.entry(entry).ok_or_else(|| SimError::UnknownEntry {
+            name: entry.to_string(),
+            available: module.entries().join(", "),
+        })?;
         check_dims(prog, grid, block)?;
         let params = self.param_buffer(prog, args)?;
         let dynamic = u64::from(dynamic_smem);
-        let smem_bytes = if dynamic > 0 { prog.dynamic_smem_offset + dynamic } else { prog.static_smem };
+        let smem_bytes = if dynamic > 0 {
+            prog.dynamic_smem_offset + dynamic
+        } else {
+            prog.static_smem
+        };
         if smem_bytes > MAX_SHARED_BYTES {
-            return Err(SimError::BadLaunch(format!("{smem_bytes} bytes of shared memory per block exceeds {MAX_SHARED_BYTES}")));
+            return Err(SimError::BadLaunch(format!(
+                "{smem_bytes} bytes of shared memory per block exceeds {MAX_SHARED_BYTES}"
+            )));
         }
         let nblocks = grid.iter().map(|&g| u64::from(g)).product::<u64>();
         let mut order: Vec<u32> = (0..nblocks as u32).collect();
@@ -317,21 +361,37 @@ impl Device {
         };
         let engine = Engine::new(&spec, &mut self.mem);
         let (counters, findings, dropped) = engine.run();
-        Ok(LaunchReport { findings, counters, findings_dropped: dropped })
+        Ok(LaunchReport {
+            findings,
+            counters,
+            findings_dropped: dropped,
+        })
     }
 
     fn param_buffer(&self, prog: &Program, args: &[Arg]) -> Result<Vec<u8>, SimError> {
         if args.len() != prog.params.len() {
-            return Err(SimError::ArgCount { entry: prog.name.clone(), expected: prog.params.len(), given: args.len() });
+            return Err(SimError::ArgCount {
+                entry: prog.name.clone(),
+                expected: prog.params.len(),
+                given: args.len(),
+            });
         }
         let mut buf = vec![0u8; prog.param_size as usize];
         for (i, (arg, p)) in args.iter().zip(&prog.params).enumerate() {
-            let mismatch = |message: String| SimError::ArgType { index: i, param: p.name.clone(), message };
+            let mismatch = |message: String| SimError::ArgType {
+                index: i,
+                param: p.name.clone(),
+                message,
+            };
             let (bits, size, is_float): (u64, u64, Option<bool>) = match *arg {
                 Arg::Buffer(id) => {
                     let addr = self.address(id)?;
                     if p.size != 8 || p.ty.is_float() {
-                        return Err(mismatch(format!("a buffer address needs a 64-bit integer parameter, `{}` is .{}", p.name, ty_name(p))));
+                        return Err(mismatch(format!(
+                            "a buffer address needs a 64-bit integer parameter, `{}` is .{}",
+                            p.name,
+                            ty_name(p)
+                        )));
                     }
                     (addr, 8, Some(false))
                 }
@@ -345,11 +405,20 @@ impl Device {
                 Arg::F64(v) => (v.to_bits(), 8, Some(true)),
             };
             if size != p.size {
-                return Err(mismatch(format!("{} ({size} bytes) passed for a {}-byte .{} parameter", arg.describe(), p.size, ty_name(p))));
+                return Err(mismatch(format!(
+                    "{} ({size} bytes) passed for a {}-byte .{} parameter",
+                    arg.describe(),
+                    p.size,
+                    ty_name(p)
+                )));
             }
             let typed = !p.is_array && !matches!(p.ty, Ty::B8 | Ty::B16 | Ty::B32 | Ty::B64);
             if typed && is_float.is_some_and(|f| f != p.ty.is_float()) {
-                return Err(mismatch(format!("{} passed for a .{} parameter", arg.describe(), ty_name(p))));
+                return Err(mismatch(format!(
+                    "{} passed for a .{} parameter",
+                    arg.describe(),
+                    ty_name(p)
+                )));
             }
             let off = p.offset as usize;
             buf[off..off + size as usize].copy_from_slice(&bits.to_le_bytes()[..size as usize]);
@@ -364,27 +433,41 @@ fn ty_name(p: &ParamInfo) -> String {
 
 fn check_dims(prog: &Program, grid: [u32; 3], block: [u32; 3]) -> Result<(), SimError> {
     if grid.contains(&0) || block.contains(&0) {
-        return Err(SimError::BadLaunch(format!("grid {grid:?} and block {block:?} must be non-zero")));
+        return Err(SimError::BadLaunch(format!(
+            "grid {grid:?} and block {block:?} must be non-zero"
+        )));
     }
     let threads = block.iter().map(|&b| u64::from(b)).product::<u64>();
     if threads > 1024 || block[2] > 64 {
-        return Err(SimError::BadLaunch(format!("block {block:?} has {threads} threads (max 1024, z ≤ 64)")));
+        return Err(SimError::BadLaunch(format!(
+            "block {block:?} has {threads} threads (max 1024, z ≤ 64)"
+        )));
     }
     if grid[1] > 65535 || grid[2] > 65535 || grid[0] > i32::MAX as u32 {
-        return Err(SimError::BadLaunch(format!("grid {grid:?} exceeds the device limits")));
+        return Err(SimError::BadLaunch(format!(
+            "grid {grid:?} exceeds the device limits"
+        )));
     }
     let blocks = grid.iter().map(|&g| u64::from(g)).product::<u64>();
     if blocks > u64::from(u32::MAX) {
-        return Err(SimError::BadLaunch(format!("grid {grid:?} has too many blocks")));
+        return Err(SimError::BadLaunch(format!(
+            "grid {grid:?} has too many blocks"
+        )));
     }
     if let Some(req) = prog.perf.reqntid {
         if req.iter().product::<u32>() != threads as u32 || (req != block && req[1..] != [1, 1]) {
-            return Err(SimError::BadLaunch(format!("entry `{}` requires block {req:?} (.reqntid), got {block:?}", prog.name)));
+            return Err(SimError::BadLaunch(format!(
+                "entry `{}` requires block {req:?} (.reqntid), got {block:?}",
+                prog.name
+            )));
         }
     }
     if let Some(max) = prog.perf.maxntid {
         if threads > u64::from(max.iter().product::<u32>()) {
-            return Err(SimError::BadLaunch(format!("block {block:?} exceeds .maxntid {max:?} of `{}`", prog.name)));
+            return Err(SimError::BadLaunch(format!(
+                "block {block:?} exceeds .maxntid {max:?} of `{}`",
+                prog.name
+            )));
         }
     }
     Ok(())

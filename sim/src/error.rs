@@ -12,16 +12,28 @@ pub enum SimError {
     /// The PTX is valid but uses an instruction (or modifier combination) the interpreter does not
     /// implement.
     #[error("unsupported instruction at line {line}: `{opcode}`{}", if detail.is_empty() { String::new() } else { format!(" ({detail})") })]
-    Unsupported { line: usize, opcode: String, detail: String },
+    Unsupported {
+        line: usize,
+        opcode: String,
+        detail: String,
+    },
     /// The module has no `.entry` of that name.
     #[error("no entry named `{name}` in the module (entries: {available})")]
     UnknownEntry { name: String, available: String },
     /// The number of launch arguments differs from the entry's parameter count.
     #[error("entry `{entry}` takes {expected} parameters, {given} arguments were given")]
-    ArgCount { entry: String, expected: usize, given: usize },
+    ArgCount {
+        entry: String,
+        expected: usize,
+        given: usize,
+    },
     /// A launch argument does not fit the declared parameter.
     #[error("argument {index} (`{param}`): {message}")]
-    ArgType { index: usize, param: String, message: String },
+    ArgType {
+        index: usize,
+        param: String,
+        message: String,
+    },
     /// A buffer id that was never allocated or was already freed.
     #[error("buffer {0} does not exist or was freed")]
     BadBuffer(u32),

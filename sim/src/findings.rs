@@ -105,7 +105,10 @@ pub struct Findings {
 
 impl Findings {
     pub fn new(cap: usize) -> Self {
-        Findings { cap, ..Findings::default() }
+        Findings {
+            cap,
+            ..Findings::default()
+        }
     }
 
     pub fn push(&mut self, f: Finding) {

@@ -64,7 +64,12 @@ fn finding(f: &Finding) -> String {
 pub fn report_json(r: &LaunchReport) -> String {
     let findings: Vec<String> = r.findings.iter().map(finding).collect();
     let c = &r.counters;
-    let mut instr: Vec<String> = c.instructions.fields().iter().map(|(k, v)| format!("{}:{v}", esc(k))).collect();
+    let mut instr: Vec<String> = c
+        .instructions
+        .fields()
+        .iter()
+        .map(|(k, v)| format!("{}:{v}", esc(k)))
+        .collect();
     instr.push(format!("\"total\":{}", c.instructions.total()));
     format!(
         "{{\"findings\":[{}],\"findings_dropped\":{},\"counters\":{{\"instructions\":{{{}}},\"global_load_requests\":{},\"global_load_sectors\":{},\"global_load_bytes\":{},\"global_load_efficiency\":{},\"global_store_requests\":{},\"global_store_sectors\":{},\"global_store_bytes\":{},\"global_store_efficiency\":{},\"shared_requests\":{},\"shared_wavefronts\":{},\"shared_wavefronts_per_request\":{},\"barriers\":{},\"barrier_releases\":{}}}}}",

@@ -63,7 +63,12 @@ impl GlobalMem {
         let base = self.next;
         let span = (bytes as u64).div_ceil(256) * 256;
         self.next = base + span + BUFFER_GAP;
-        let mut b = Buffer { base, data: vec![0; bytes], init: vec![0; bytes.div_ceil(64)], live: true };
+        let mut b = Buffer {
+            base,
+            data: vec![0; bytes],
+            init: vec![0; bytes.div_ceil(64)],
+            live: true,
+        };
         if init {
             b.mark_all_init();
         }
@@ -139,8 +144,12 @@ pub fn read_bytes(mem: &[u8], off: u64, size: usize) -> Option<u64> {
 /// Writes `size` (≤ 8) little-endian bytes at `off`; `false` when out of range.
 #[inline]
 pub fn write_bytes(mem: &mut [u8], off: u64, size: usize, val: u64) -> bool {
-    let Ok(off) = usize::try_from(off) else { return false };
-    let Some(end) = off.checked_add(size) else { return false };
+    let Ok(off) = usize::try_from(off) else {
+        return false;
+    };
+    let Some(end) = off.checked_add(size) else {
+        return false;
+    };
     match mem.get_mut(off..end) {
         Some(dst) => {
             dst.copy_from_slice(&val.to_le_bytes()[..size]);

@@ -25,7 +25,9 @@ pub fn ptx_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 fn header(text: &str, key: &str) -> Vec<String> {
-    text.lines().filter_map(|l| l.trim().strip_prefix(key).map(|v| v.trim().to_string())).collect()
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix(key).map(|v| v.trim().to_string()))
+        .collect()
 }
 
 fn split_args(s: &str) -> Vec<String> {
@@ -49,7 +51,9 @@ fn values_match(ty: Ty, got: u64, want: &str) -> bool {
 fn run_case(path: &Path) -> Result<Vec<ptxforge_sim::Finding>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
     let case = header(&text, "// case:");
-    let [case] = case.as_slice() else { return Err("needs exactly one `// case:` line".into()) };
+    let [case] = case.as_slice() else {
+        return Err("needs exactly one `// case:` line".into());
+    };
     let mut args = vec![path.display().to_string()];
     args.extend(split_args(case));
     let spec = cli::parse_run(&args)?;
@@ -76,12 +80,20 @@ fn run_case(path: &Path) -> Result<Vec<ptxforge_sim::Finding>, String> {
             })
             .collect();
         if got.len() < want.len() {
-            errors.push(format!("{name}: buffer has {} elements, expected {}", got.len(), want.len()));
+            errors.push(format!(
+                "{name}: buffer has {} elements, expected {}",
+                got.len(),
+                want.len()
+            ));
             continue;
         }
         for (i, w) in want.iter().enumerate() {
             if !values_match(ty, got[i], w) {
-                errors.push(format!("{name}[{i}] = 0x{:x}, expected {w} (0x{:x})", got[i], cli::value_bits(ty, w).unwrap_or(0)));
+                errors.push(format!(
+                    "{name}[{i}] = 0x{:x}, expected {w} (0x{:x})",
+                    got[i],
+                    cli::value_bits(ty, w).unwrap_or(0)
+                ));
                 if errors.len() > 8 {
                     break;
                 }
@@ -103,11 +115,21 @@ fn valid_corpus_kernels_compute_expected_outputs_cleanly() {
     for f in &files {
         match run_case(f) {
             Ok(findings) if findings.is_empty() => {}
-            Ok(findings) => failures.push(format!("{}: unexpected findings: {:#?}", f.display(), findings)),
+            Ok(findings) => failures.push(format!(
+                "{}: unexpected findings: {:#?}",
+                f.display(),
+                findings
+            )),
             Err(e) => failures.push(format!("{}: {e}", f.display())),
         }
     }
-    assert!(failures.is_empty(), "{} of {} kernels failed:\n  {}", failures.len(), files.len(), failures.join("\n  "));
+    assert!(
+        failures.is_empty(),
+        "{} of {} kernels failed:\n  {}",
+        failures.len(),
+        files.len(),
+        failures.join("\n  ")
+    );
     assert!(files.len() >= 40, "corpus has only {} kernels", files.len());
 }
 
@@ -124,12 +146,19 @@ fn buggy_kernels_are_caught_by_the_right_check() {
             Ok(findings) => {
                 for k in &kinds {
                     if !findings.iter().any(|x| x.kind.name() == k) {
-                        failures.push(format!("{}: expected a {k} finding, got {:?}", f.display(), findings.iter().map(|x| x.kind).collect::<Vec<_>>()));
+                        failures.push(format!(
+                            "{}: expected a {k} finding, got {:?}",
+                            f.display(),
+                            findings.iter().map(|x| x.kind).collect::<Vec<_>>()
+                        ));
                     }
                 }
                 for m in &msgs {
                     if !findings.iter().any(|x| x.message.contains(m.as_str())) {
-                        failures.push(format!("{}: no finding message contains `{m}`: {findings:#?}", f.display()));
+                        failures.push(format!(
+                            "{}: no finding message contains `{m}`: {findings:#?}",
+                            f.display()
+                        ));
                     }
                 }
                 if kinds.is_empty() {
@@ -138,7 +167,12 @@ fn buggy_kernels_are_caught_by_the_right_check() {
                 // Findings must never be of an unrelated kind.
                 for x in &findings {
                     if !kinds.iter().any(|k| k == x.kind.name()) {
-                        failures.push(format!("{}: unexpected extra finding {:?}: {}", f.display(), x.kind, x.message));
+                        failures.push(format!(
+                            "{}: unexpected extra finding {:?}: {}",
+                            f.display(),
+                            x.kind,
+                            x.message
+                        ));
                     }
                 }
             }

@@ -83,21 +83,53 @@ impl RaceDetector {
 
     /// Records an access of `size` bytes at shared offset `off` by linear thread `thread`; returns
     /// the first conflicting earlier access.
-    pub fn access(&mut self, thread: u32, pc: u32, off: u64, size: u64, kind: AccessKind) -> Option<Conflict> {
+    pub fn access(
+        &mut self,
+        thread: u32,
+        pc: u32,
+        off: u64,
+        size: u64,
+        kind: AccessKind,
+    ) -> Option<Conflict> {
         let atomic = kind == AccessKind::Atomic;
         let writes = kind != AccessKind::Read;
-        let wgen = self.warp_gen.get((thread / 32) as usize).copied().unwrap_or(0);
-        let new = Rec { thread: thread + 1, pc, epoch: self.epoch, wgen, atomic };
+        let wgen = self
+            .warp_gen
+            .get((thread / 32) as usize)
+            .copied()
+            .unwrap_or(0);
+        let new = Rec {
+            thread: thread + 1,
+            pc,
+            epoch: self.epoch,
+            wgen,
+            atomic,
+        };
         let mut found = None;
         for byte in off..off + size {
-            let Some(s) = self.shadow.get(byte as usize).copied() else { continue };
+            let Some(s) = self.shadow.get(byte as usize).copied() else {
+                continue;
+            };
             if found.is_none() {
-                let wk = if s.write.atomic { AccessKind::Atomic } else { AccessKind::Write };
-                let cands = [(s.write, wk), (s.read1, AccessKind::Read), (s.read2, AccessKind::Read)];
+                let wk = if s.write.atomic {
+                    AccessKind::Atomic
+                } else {
+                    AccessKind::Write
+                };
+                let cands = [
+                    (s.write, wk),
+                    (s.read1, AccessKind::Read),
+                    (s.read2, AccessKind::Read),
+                ];
                 let n = if writes { 3 } else { 1 };
                 for &(r, k) in &cands[..n] {
                     if self.conflicts(&r, thread, atomic) {
-                        found = Some(Conflict { thread: r.thread - 1, pc: r.pc, kind: k, offset: byte });
+                        found = Some(Conflict {
+                            thread: r.thread - 1,
+                            pc: r.pc,
+                            kind: k,
+                            offset: byte,
+                        });
                         break;
                     }
                 }

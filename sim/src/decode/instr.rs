@@ -30,7 +30,9 @@ struct Mods<'a> {
 
 impl<'a> Mods<'a> {
     fn new(list: &'a [String]) -> Self {
-        Mods { items: list.iter().map(|s| (s.as_str(), false)).collect() }
+        Mods {
+            items: list.iter().map(|s| (s.as_str(), false)).collect(),
+        }
     }
 
     fn take(&mut self, m: &str) -> bool {
@@ -84,8 +86,25 @@ impl<'a> Mods<'a> {
             if !it.1
                 && (matches!(
                     it.0,
-                    "ca" | "cg" | "cs" | "lu" | "cv" | "wb" | "wt" | "nc" | "volatile" | "relaxed" | "acquire" | "release"
-                        | "acq_rel" | "sc" | "weak" | "mmio" | "cta" | "gpu" | "sys" | "cluster"
+                    "ca" | "cg"
+                        | "cs"
+                        | "lu"
+                        | "cv"
+                        | "wb"
+                        | "wt"
+                        | "nc"
+                        | "volatile"
+                        | "relaxed"
+                        | "acquire"
+                        | "release"
+                        | "acq_rel"
+                        | "sc"
+                        | "weak"
+                        | "mmio"
+                        | "cta"
+                        | "gpu"
+                        | "sys"
+                        | "cluster"
                 ) || it.0.starts_with("L1::")
                     || it.0.starts_with("L2::"))
             {
@@ -99,17 +118,27 @@ impl<'a> Mods<'a> {
         if left.is_empty() {
             Ok(())
         } else {
-            Err(unsupported(ins, format!("modifier(s) .{} not supported here", left.join(" ."))))
+            Err(unsupported(
+                ins,
+                format!("modifier(s) .{} not supported here", left.join(" .")),
+            ))
         }
     }
 }
 
 fn unsupported(ins: &Instr, detail: impl Into<String>) -> SimError {
-    SimError::Unsupported { line: ins.line, opcode: ins.full_opcode(), detail: detail.into() }
+    SimError::Unsupported {
+        line: ins.line,
+        opcode: ins.full_opcode(),
+        detail: detail.into(),
+    }
 }
 
 fn bad(ins: &Instr, message: impl Into<String>) -> SimError {
-    SimError::Parse { line: ins.line, message: format!("`{}`: {}", ins.full_opcode(), message.into()) }
+    SimError::Parse {
+        line: ins.line,
+        message: format!("`{}`: {}", ins.full_opcode(), message.into()),
+    }
 }
 
 /// Raw bits of a literal used with an instruction of type `ty`.
@@ -246,12 +275,17 @@ impl Ctx {
                     return Ok(Src::Imm(s.addr));
                 }
                 if self.globals.contains(n) {
-                    return Err(unsupported(ins, format!("module-scope .global variable `{n}`")));
+                    return Err(unsupported(
+                        ins,
+                        format!("module-scope .global variable `{n}`"),
+                    ));
                 }
                 Err(bad(ins, format!("unknown register or symbol `{n}`")))
             }
             Operand::Sink => Err(bad(ins, "`_` used as a source")),
-            lit => imm_bits(lit, ty).map(Src::Imm).ok_or_else(|| bad(ins, "expected a register or immediate operand")),
+            lit => imm_bits(lit, ty)
+                .map(Src::Imm)
+                .ok_or_else(|| bad(ins, "expected a register or immediate operand")),
         }
     }
 
@@ -259,7 +293,9 @@ impl Ctx {
         match op {
             Operand::Name(n) => match self.regs.get(n) {
                 Some(&(r, _)) => Ok(r),
-                None if special(n).is_some() => Err(bad(ins, format!("special register `{n}` is read-only"))),
+                None if special(n).is_some() => {
+                    Err(bad(ins, format!("special register `{n}` is read-only")))
+                }
                 None => Err(bad(ins, format!("unknown register `{n}`"))),
             },
             Operand::Sink => Ok(self.sink),
@@ -279,25 +315,52 @@ impl Ctx {
             return Err(bad(ins, "expected an address operand `[..]`"));
         };
         match base {
-            None => Ok((Addr { base: Src::Imm(0), offset: *offset }, None)),
+            None => Ok((
+                Addr {
+                    base: Src::Imm(0),
+                    offset: *offset,
+                },
+                None,
+            )),
             Some(n) => {
                 if let Some(&(r, _)) = self.regs.get(n) {
-                    return Ok((Addr { base: Src::Reg(r), offset: *offset }, None));
+                    return Ok((
+                        Addr {
+                            base: Src::Reg(r),
+                            offset: *offset,
+                        },
+                        None,
+                    ));
                 }
                 if let Some(s) = self.syms.get(n) {
-                    return Ok((Addr { base: Src::Imm(s.addr), offset: *offset }, Some(s.space)));
+                    return Ok((
+                        Addr {
+                            base: Src::Imm(s.addr),
+                            offset: *offset,
+                        },
+                        Some(s.space),
+                    ));
                 }
                 if self.globals.contains(n) {
-                    return Err(unsupported(ins, format!("module-scope .global variable `{n}`")));
+                    return Err(unsupported(
+                        ins,
+                        format!("module-scope .global variable `{n}`"),
+                    ));
                 }
-                Err(bad(ins, format!("unknown register or symbol `{n}` in address")))
+                Err(bad(
+                    ins,
+                    format!("unknown register or symbol `{n}` in address"),
+                ))
             }
         }
     }
 
     fn operands<'b>(&self, ins: &'b Instr, n: usize) -> R<&'b [Operand]> {
         if ins.operands.len() != n {
-            return Err(bad(ins, format!("expected {n} operands, found {}", ins.operands.len())));
+            return Err(bad(
+                ins,
+                format!("expected {n} operands, found {}", ins.operands.len()),
+            ));
         }
         Ok(&ins.operands)
     }
@@ -320,7 +383,12 @@ impl Ctx {
             },
         };
         let (op, class) = self.decode_op(ins)?;
-        Ok(Inst { op, guard, class, line: ins.line as u32 })
+        Ok(Inst {
+            op,
+            guard,
+            class,
+            line: ins.line as u32,
+        })
     }
 
     fn decode_op(&self, ins: &Instr) -> R<(Op, Class)> {
@@ -332,27 +400,55 @@ impl Ctx {
                 let o = self.operands(ins, 2)?;
                 (self.mov(ins, ty, &o[0], &o[1])?, Class::Movement)
             }
-            "add" | "sub" | "mul" | "div" | "rem" | "min" | "max" | "copysign" => self.arith2(ins, &mut m)?,
+            "add" | "sub" | "mul" | "div" | "rem" | "min" | "max" | "copysign" => {
+                self.arith2(ins, &mut m)?
+            }
             "mad" | "fma" => self.arith3(ins, &mut m)?,
             "abs" | "neg" => self.unary_arith(ins, &mut m)?,
-            "sqrt" | "rcp" | "rsqrt" | "ex2" | "lg2" | "sin" | "cos" | "tanh" => self.special_fn(ins, &mut m)?,
+            "sqrt" | "rcp" | "rsqrt" | "ex2" | "lg2" | "sin" | "cos" | "tanh" => {
+                self.special_fn(ins, &mut m)?
+            }
             "and" | "or" | "xor" | "shl" | "shr" => {
                 let ty = self.one_type(ins, &mut m)?;
                 let o = self.operands(ins, 3)?;
                 let name = ins.opcode.as_str();
-                let f = if ty == Ty::Pred { int::pred_binary(name) } else { int::binary(name, ty) };
+                let f = if ty == Ty::Pred {
+                    int::pred_binary(name)
+                } else {
+                    int::binary(name, ty)
+                };
                 let f = f.ok_or_else(|| unsupported(ins, "type"))?;
-                let bty = if matches!(name, "shl" | "shr") { Ty::U32 } else { ty };
-                let op = Op::Alu2 { f, d: self.dst(ins, &o[0])?, a: self.src(ins, &o[1], ty)?, b: self.src(ins, &o[2], bty)? };
+                let bty = if matches!(name, "shl" | "shr") {
+                    Ty::U32
+                } else {
+                    ty
+                };
+                let op = Op::Alu2 {
+                    f,
+                    d: self.dst(ins, &o[0])?,
+                    a: self.src(ins, &o[1], ty)?,
+                    b: self.src(ins, &o[2], bty)?,
+                };
                 (op, Class::IntArith)
             }
             "not" | "cnot" | "popc" | "clz" | "brev" | "bfind" => {
                 let ty = self.one_type(ins, &mut m)?;
                 let o = self.operands(ins, 2)?;
                 let name = ins.opcode.as_str();
-                let f = if ty == Ty::Pred { int::pred_unary(name) } else { int::unary(name, ty) };
+                let f = if ty == Ty::Pred {
+                    int::pred_unary(name)
+                } else {
+                    int::unary(name, ty)
+                };
                 let f = f.ok_or_else(|| unsupported(ins, "type"))?;
-                (Op::Alu1 { f, d: self.dst(ins, &o[0])?, a: self.src(ins, &o[1], ty)? }, Class::IntArith)
+                (
+                    Op::Alu1 {
+                        f,
+                        d: self.dst(ins, &o[0])?,
+                        a: self.src(ins, &o[1], ty)?,
+                    },
+                    Class::IntArith,
+                )
             }
             "bfe" => {
                 let ty = self.one_type(ins, &mut m)?;
@@ -425,7 +521,14 @@ impl Ctx {
                     (Some("local"), false, _) => from_local,
                     _ => return Err(unsupported(ins, "cvta for this state space")),
                 };
-                (Op::Alu1 { f, d: self.dst(ins, &o[0])?, a: self.src(ins, &o[1], ty)? }, Class::IntArith)
+                (
+                    Op::Alu1 {
+                        f,
+                        d: self.dst(ins, &o[0])?,
+                        a: self.src(ins, &o[1], ty)?,
+                    },
+                    Class::IntArith,
+                )
             }
             "ld" | "ldu" => self.ld(ins, &mut m)?,
             "st" => self.st(ins, &mut m)?,
@@ -433,8 +536,13 @@ impl Ctx {
             "bra" => {
                 m.take("uni");
                 let o = self.operands(ins, 1)?;
-                let Operand::Name(l) = &o[0] else { return Err(bad(ins, "expected a label")) };
-                let target = *self.labels.get(l).ok_or_else(|| bad(ins, format!("unknown label `{l}`")))?;
+                let Operand::Name(l) = &o[0] else {
+                    return Err(bad(ins, "expected a label"));
+                };
+                let target = *self
+                    .labels
+                    .get(l)
+                    .ok_or_else(|| bad(ins, format!("unknown label `{l}`")))?;
                 (Op::Bra { target }, Class::Control)
             }
             "bar" | "barrier" => self.barrier(ins, &mut m)?,
@@ -487,12 +595,26 @@ impl Ctx {
                     Operand::Not(p) => (self.src(ins, p, Ty::Pred)?, true),
                     p => (self.src(ins, p, Ty::Pred)?, false),
                 };
-                (Op::Vote { mode, d: self.dst(ins, &o[0])?, a, neg, mask }, Class::WarpCollective)
+                (
+                    Op::Vote {
+                        mode,
+                        d: self.dst(ins, &o[0])?,
+                        a,
+                        neg,
+                        mask,
+                    },
+                    Class::WarpCollective,
+                )
             }
             "activemask" => {
                 let _ = self.one_type(ins, &mut m)?;
                 let o = self.operands(ins, 1)?;
-                (Op::ActiveMask { d: self.dst(ins, &o[0])? }, Class::WarpCollective)
+                (
+                    Op::ActiveMask {
+                        d: self.dst(ins, &o[0])?,
+                    },
+                    Class::WarpCollective,
+                )
             }
             "membar" | "fence" => {
                 for it in &mut m.items {
@@ -524,7 +646,12 @@ impl Ctx {
                 return Err(bad(ins, "unpack needs 2 or 4 destinations"));
             }
             let regs = ds.iter().map(|x| self.dst(ins, x)).collect::<R<Vec<_>>>()?;
-            return Ok(Op::Unpack { ds: arr4(&regs, self.sink), n: n as u8, ew: (ty.bits() / n as u32) as u8, a: self.src(ins, a, ty)? });
+            return Ok(Op::Unpack {
+                ds: arr4(&regs, self.sink),
+                n: n as u8,
+                ew: (ty.bits() / n as u32) as u8,
+                a: self.src(ins, a, ty)?,
+            });
         }
         if let Operand::Vector(parts) = a {
             let n = parts.len();
@@ -538,10 +665,21 @@ impl Ctx {
                 32 => Ty::B32,
                 _ => Ty::B64,
             };
-            let srcs = parts.iter().map(|x| self.src(ins, x, ety)).collect::<R<Vec<_>>>()?;
-            return Ok(Op::Pack { d: self.dst(ins, d)?, parts: arr4(&srcs, Src::Imm(0)), n: n as u8, ew: ew as u8 });
+            let srcs = parts
+                .iter()
+                .map(|x| self.src(ins, x, ety))
+                .collect::<R<Vec<_>>>()?;
+            return Ok(Op::Pack {
+                d: self.dst(ins, d)?,
+                parts: arr4(&srcs, Src::Imm(0)),
+                n: n as u8,
+                ew: ew as u8,
+            });
         }
-        Ok(Op::Mov { d: self.dst(ins, d)?, a: self.src(ins, a, ty)? })
+        Ok(Op::Mov {
+            d: self.dst(ins, d)?,
+            a: self.src(ins, a, ty)?,
+        })
     }
 
     fn fflags(m: &mut Mods<'_>) -> FFlags {
@@ -567,7 +705,10 @@ impl Ctx {
                 (n, _, true) => format!("{n}.sat"),
                 (n, _, false) => n.to_string(),
             };
-            (int::binary(&key, ty).ok_or_else(|| unsupported(ins, "type"))?, Class::IntArith)
+            (
+                int::binary(&key, ty).ok_or_else(|| unsupported(ins, "type"))?,
+                Class::IntArith,
+            )
         } else {
             let fl = Self::fflags(m);
             let _ = approx;
@@ -581,15 +722,31 @@ impl Ctx {
                 }
                 _ => None,
             };
-            let class = if ty.bits() == 16 || matches!(ty, Ty::F16x2 | Ty::Bf16x2) { Class::HalfArith } else { Class::FloatArith };
-            let class = if name == "div" && ty == Ty::F32 && approx { Class::Special } else { class };
+            let class = if ty.bits() == 16 || matches!(ty, Ty::F16x2 | Ty::Bf16x2) {
+                Class::HalfArith
+            } else {
+                Class::FloatArith
+            };
+            let class = if name == "div" && ty == Ty::F32 && approx {
+                Class::Special
+            } else {
+                class
+            };
             (f.ok_or_else(|| unsupported(ins, "type"))?, class)
         };
         let (aty, bty) = match (name, mode) {
             ("mul", Some("wide")) => (ty, ty),
             _ => (ty, ty),
         };
-        Ok((Op::Alu2 { f, d: self.dst(ins, &o[0])?, a: self.src(ins, &o[1], aty)?, b: self.src(ins, &o[2], bty)? }, class))
+        Ok((
+            Op::Alu2 {
+                f,
+                d: self.dst(ins, &o[0])?,
+                a: self.src(ins, &o[1], aty)?,
+                b: self.src(ins, &o[2], bty)?,
+            },
+            class,
+        ))
     }
 
     fn arith3(&self, ins: &Instr, m: &mut Mods<'_>) -> R<(Op, Class)> {
@@ -607,10 +764,15 @@ impl Ctx {
                     _ => Ty::S64,
                 };
             }
-            (int::ternary(&key, ty).ok_or_else(|| unsupported(ins, "type"))?, Class::IntArith)
+            (
+                int::ternary(&key, ty).ok_or_else(|| unsupported(ins, "type"))?,
+                Class::IntArith,
+            )
         } else {
             let fl = Self::fflags(m);
-            m.take("relu").then_some(()).map_or(Ok(()), |_| Err(unsupported(ins, ".relu")))?;
+            m.take("relu")
+                .then_some(())
+                .map_or(Ok(()), |_| Err(unsupported(ins, ".relu")))?;
             match ty {
                 Ty::F32 => (float::fma32_fn(fl), Class::FloatArith),
                 Ty::F64 => (float::fma64_fn(fl), Class::FloatArith),
@@ -651,7 +813,14 @@ impl Ctx {
             }
         };
         let f = f.ok_or_else(|| unsupported(ins, "type"))?;
-        Ok((Op::Alu1 { f, d: self.dst(ins, &o[0])?, a: self.src(ins, &o[1], ty)? }, class))
+        Ok((
+            Op::Alu1 {
+                f,
+                d: self.dst(ins, &o[0])?,
+                a: self.src(ins, &o[1], ty)?,
+            },
+            class,
+        ))
     }
 
     fn special_fn(&self, ins: &Instr, m: &mut Mods<'_>) -> R<(Op, Class)> {
@@ -671,13 +840,27 @@ impl Ctx {
             _ => None,
         };
         let f = f.ok_or_else(|| unsupported(ins, "type"))?;
-        let class = if approx { Class::Special } else { Class::FloatArith };
-        Ok((Op::Alu1 { f, d: self.dst(ins, &o[0])?, a: self.src(ins, &o[1], ty)? }, class))
+        let class = if approx {
+            Class::Special
+        } else {
+            Class::FloatArith
+        };
+        Ok((
+            Op::Alu1 {
+                f,
+                d: self.dst(ins, &o[0])?,
+                a: self.src(ins, &o[1], ty)?,
+            },
+            class,
+        ))
     }
 
     fn setp(&self, ins: &Instr, m: &mut Mods<'_>) -> R<(Op, Class)> {
         let cmp = m
-            .take_any(&["eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs", "equ", "neu", "ltu", "leu", "gtu", "geu", "num", "nan"])
+            .take_any(&[
+                "eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs", "equ", "neu", "ltu",
+                "leu", "gtu", "geu", "num", "nan",
+            ])
             .ok_or_else(|| bad(ins, "missing comparison operator"))?;
         let comb = match m.take_any(&["and", "or", "xor"]) {
             None => 0,
@@ -712,8 +895,21 @@ impl Ctx {
         } else {
             (Src::Imm(0), false)
         };
-        let op = Op::Setp { f, comb, d, q, a: self.src(ins, &o[1], ty)?, b: self.src(ins, &o[2], ty)?, c, c_neg };
-        let class = if ty.is_float() { Class::FloatArith } else { Class::IntArith };
+        let op = Op::Setp {
+            f,
+            comb,
+            d,
+            q,
+            a: self.src(ins, &o[1], ty)?,
+            b: self.src(ins, &o[2], ty)?,
+            c,
+            c_neg,
+        };
+        let class = if ty.is_float() {
+            Class::FloatArith
+        } else {
+            Class::IntArith
+        };
         Ok((op, class))
     }
 
@@ -724,7 +920,9 @@ impl Ctx {
         let sat = m.take("sat");
         let relu = m.take("relu");
         let types = m.types();
-        let [dst, src] = types.as_slice() else { return Err(bad(ins, "cvt needs a destination and a source type")) };
+        let [dst, src] = types.as_slice() else {
+            return Err(bad(ins, "cvt needs a destination and a source type"));
+        };
         let (dst, src) = (*dst, *src);
         if irnd.is_some() && frnd.is_some() {
             return Err(bad(ins, "both integer and float rounding given"));
@@ -732,7 +930,11 @@ impl Ctx {
         let spec = |dst: Ty| CvtSpec {
             dst,
             src,
-            rnd: irnd.or(frnd).unwrap_or(if dst.is_int() && src.is_float() { Rnd::Rz } else { Rnd::Rn }),
+            rnd: irnd.or(frnd).unwrap_or(if dst.is_int() && src.is_float() {
+                Rnd::Rz
+            } else {
+                Rnd::Rn
+            }),
             integral: irnd.is_some(),
             sat,
             ftz,
@@ -741,29 +943,46 @@ impl Ctx {
         if matches!(dst, Ty::F16x2 | Ty::Bf16x2) {
             let o = self.operands(ins, 3)?;
             let s = spec(if dst == Ty::F16x2 { Ty::F16 } else { Ty::Bf16 });
-            let op = Op::CvtPack { spec: s, d: self.dst(ins, &o[0])?, a: self.src(ins, &o[1], src)?, b: self.src(ins, &o[2], src)? };
+            let op = Op::CvtPack {
+                spec: s,
+                d: self.dst(ins, &o[0])?,
+                a: self.src(ins, &o[1], src)?,
+                b: self.src(ins, &o[2], src)?,
+            };
             return Ok((op, Class::Conversion));
         }
-        let ok = |t: Ty| !matches!(t, Ty::Pred | Ty::B128 | Ty::F16x2 | Ty::Bf16x2) && !matches!(t, Ty::B8 | Ty::B16 | Ty::B32 | Ty::B64);
+        let ok = |t: Ty| {
+            !matches!(t, Ty::Pred | Ty::B128 | Ty::F16x2 | Ty::Bf16x2)
+                && !matches!(t, Ty::B8 | Ty::B16 | Ty::B32 | Ty::B64)
+        };
         if !ok(dst) || !ok(src) {
             return Err(unsupported(ins, "conversion between these types"));
         }
         let o = self.operands(ins, 2)?;
-        Ok((Op::Cvt { spec: spec(dst), d: self.dst(ins, &o[0])?, a: self.src(ins, &o[1], src)? }, Class::Conversion))
+        Ok((
+            Op::Cvt {
+                spec: spec(dst),
+                d: self.dst(ins, &o[0])?,
+                a: self.src(ins, &o[1], src)?,
+            },
+            Class::Conversion,
+        ))
     }
 
     fn mem_space(&self, m: &mut Mods<'_>) -> Option<MemSpace> {
-        Some(match m.take_any(&["global", "shared", "local", "param", "const"]) {
-            Some("global") => MemSpace::Global,
-            Some("shared") => {
-                m.take("cta");
-                MemSpace::Shared
-            }
-            Some("local") => MemSpace::Local,
-            Some("param") => MemSpace::Param,
-            Some("const") => MemSpace::Const,
-            _ => MemSpace::Generic,
-        })
+        Some(
+            match m.take_any(&["global", "shared", "local", "param", "const"]) {
+                Some("global") => MemSpace::Global,
+                Some("shared") => {
+                    m.take("cta");
+                    MemSpace::Shared
+                }
+                Some("local") => MemSpace::Local,
+                Some("param") => MemSpace::Param,
+                Some("const") => MemSpace::Const,
+                _ => MemSpace::Generic,
+            },
+        )
     }
 
     fn class_of(space: MemSpace) -> Class {
@@ -812,11 +1031,27 @@ impl Ctx {
             return Err(bad(ins, format!("expected {n} destination(s)")));
         }
         let regs = ds.iter().map(|x| self.dst(ins, x)).collect::<R<Vec<_>>>()?;
-        let dbits = ds.iter().find_map(|x| self.reg_ty(x)).map_or(64, Ty::bits).max(ty.bits());
-        let dmask = if dbits >= 64 { u64::MAX } else { (1u64 << dbits) - 1 };
+        let dbits = ds
+            .iter()
+            .find_map(|x| self.reg_ty(x))
+            .map_or(64, Ty::bits)
+            .max(ty.bits());
+        let dmask = if dbits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << dbits) - 1
+        };
         let (addr, sym) = self.addr(ins, &o[1])?;
         let space = Self::space_for(space, sym);
-        let op = Op::Ld { space, d: arr4(&regs, self.sink), n, size: ty.bytes() as u8, sign: ty.is_signed(), dmask, addr };
+        let op = Op::Ld {
+            space,
+            d: arr4(&regs, self.sink),
+            n,
+            size: ty.bytes() as u8,
+            sign: ty.is_signed(),
+            dmask,
+            addr,
+        };
         Ok((op, Self::class_of(space)))
     }
 
@@ -836,13 +1071,22 @@ impl Ctx {
         if ss.len() != n as usize {
             return Err(bad(ins, format!("expected {n} source(s)")));
         }
-        let srcs = ss.iter().map(|x| self.src(ins, x, ty)).collect::<R<Vec<_>>>()?;
+        let srcs = ss
+            .iter()
+            .map(|x| self.src(ins, x, ty))
+            .collect::<R<Vec<_>>>()?;
         let (addr, sym) = self.addr(ins, &o[0])?;
         let space = Self::space_for(space, sym);
         if space == MemSpace::Param || space == MemSpace::Const {
             return Err(unsupported(ins, "stores to .param/.const space"));
         }
-        let op = Op::St { space, s: arr4(&srcs, Src::Imm(0)), n, size: ty.bytes() as u8, addr };
+        let op = Op::St {
+            space,
+            s: arr4(&srcs, Src::Imm(0)),
+            n,
+            size: ty.bytes() as u8,
+            addr,
+        };
         Ok((op, Self::class_of(space)))
     }
 
@@ -851,22 +1095,40 @@ impl Ctx {
         let space = self.mem_space(m).unwrap_or(MemSpace::Generic);
         m.ignore_memory_hints();
         let opname = m
-            .take_any(&["add", "min", "max", "inc", "dec", "cas", "exch", "and", "or", "xor"])
+            .take_any(&[
+                "add", "min", "max", "inc", "dec", "cas", "exch", "and", "or", "xor",
+            ])
             .ok_or_else(|| bad(ins, "missing atomic operation"))?;
         m.take("noftz");
         let ty = self.one_type(ins, m)?;
-        if !matches!(space, MemSpace::Global | MemSpace::Shared | MemSpace::Generic) {
+        if !matches!(
+            space,
+            MemSpace::Global | MemSpace::Shared | MemSpace::Generic
+        ) {
             return Err(unsupported(ins, "atomics outside global/shared memory"));
         }
         let f = match (opname, ty) {
-            ("add", Ty::F32) => AtomFn::Bin(float::binary32("add", FFlags { ftz: true, ..FFlags::default() }).unwrap_or(exch)),
-            ("add", Ty::F64) => AtomFn::Bin(float::binary64("add", FFlags::default()).unwrap_or(exch)),
+            ("add", Ty::F32) => AtomFn::Bin(
+                float::binary32(
+                    "add",
+                    FFlags {
+                        ftz: true,
+                        ..FFlags::default()
+                    },
+                )
+                .unwrap_or(exch),
+            ),
+            ("add", Ty::F64) => {
+                AtomFn::Bin(float::binary64("add", FFlags::default()).unwrap_or(exch))
+            }
             ("add", Ty::F16 | Ty::Bf16 | Ty::F16x2 | Ty::Bf16x2) => {
                 let bf = matches!(ty, Ty::Bf16 | Ty::Bf16x2);
                 let packed = matches!(ty, Ty::F16x2 | Ty::Bf16x2);
                 AtomFn::Bin(half::binary("add", bf, packed, false, false).unwrap_or(exch))
             }
-            ("min" | "max", Ty::F32) => AtomFn::Bin(float::binary32(opname, FFlags::default()).unwrap_or(exch)),
+            ("min" | "max", Ty::F32) => {
+                AtomFn::Bin(float::binary32(opname, FFlags::default()).unwrap_or(exch))
+            }
             ("exch", t) if t.bits() == 32 || t.bits() == 64 => AtomFn::Bin(exch),
             ("cas", t) if t.bits() == 32 => AtomFn::Tern(cas32),
             ("cas", t) if t.bits() == 64 => AtomFn::Tern(cas64),
@@ -883,23 +1145,53 @@ impl Ctx {
             _ => return Err(unsupported(ins, "atomic operation on this type")),
         };
         let o = &ins.operands;
-        let (d, rest) = if is_red { (self.sink, &o[..]) } else { (self.dst(ins, o.first().ok_or_else(|| bad(ins, "missing operands"))?)?, o.get(1..).unwrap_or(&[])) };
+        let (d, rest) = if is_red {
+            (self.sink, &o[..])
+        } else {
+            (
+                self.dst(ins, o.first().ok_or_else(|| bad(ins, "missing operands"))?)?,
+                o.get(1..).unwrap_or(&[]),
+            )
+        };
         let need = if opname == "cas" { 3 } else { 2 };
         if rest.len() != need {
-            return Err(bad(ins, format!("expected {} operands", need + usize::from(!is_red))));
+            return Err(bad(
+                ins,
+                format!("expected {} operands", need + usize::from(!is_red)),
+            ));
         }
         let (addr, sym) = self.addr(ins, &rest[0])?;
         let space = Self::space_for(space, sym);
         let b = self.src(ins, &rest[1], ty)?;
-        let c = if need == 3 { self.src(ins, &rest[2], ty)? } else { Src::Imm(0) };
-        Ok((Op::Atom { space, f, size: ty.bytes() as u8, d, addr, b, c }, Class::Atomic))
+        let c = if need == 3 {
+            self.src(ins, &rest[2], ty)?
+        } else {
+            Src::Imm(0)
+        };
+        Ok((
+            Op::Atom {
+                space,
+                f,
+                size: ty.bytes() as u8,
+                d,
+                addr,
+                b,
+                c,
+            },
+            Class::Atomic,
+        ))
     }
 
     fn barrier(&self, ins: &Instr, m: &mut Mods<'_>) -> R<(Op, Class)> {
         if m.take("warp") {
             m.take("sync");
             let o = self.operands(ins, 1)?;
-            return Ok((Op::WarpSync { mask: self.src(ins, &o[0], Ty::B32)? }, Class::WarpCollective));
+            return Ok((
+                Op::WarpSync {
+                    mask: self.src(ins, &o[0], Ty::B32)?,
+                },
+                Class::WarpCollective,
+            ));
         }
         m.take("cta");
         m.take("aligned");
@@ -918,7 +1210,11 @@ impl Ctx {
             return Err(bad(ins, "bar.arrive requires a thread count"));
         }
         let id = self.src(ins, &o[0], Ty::U32)?;
-        let count = if o.len() == 2 { Some(self.src(ins, &o[1], Ty::U32)?) } else { None };
+        let count = if o.len() == 2 {
+            Some(self.src(ins, &o[1], Ty::U32)?)
+        } else {
+            None
+        };
         Ok((Op::Bar { arrive, id, count }, Class::Barrier))
     }
 }

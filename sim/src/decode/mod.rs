@@ -94,29 +94,133 @@ pub enum AtomFn {
 /// A decoded operation.
 #[derive(Debug, Clone)]
 pub enum Op {
-    Mov { d: u32, a: Src },
-    Alu1 { f: F1, d: u32, a: Src },
-    Alu2 { f: F2, d: u32, a: Src, b: Src },
-    Alu3 { f: F3, d: u32, a: Src, b: Src, c: Src },
-    Alu4 { f: F4, d: u32, a: Src, b: Src, c: Src, e: Src },
+    Mov {
+        d: u32,
+        a: Src,
+    },
+    Alu1 {
+        f: F1,
+        d: u32,
+        a: Src,
+    },
+    Alu2 {
+        f: F2,
+        d: u32,
+        a: Src,
+        b: Src,
+    },
+    Alu3 {
+        f: F3,
+        d: u32,
+        a: Src,
+        b: Src,
+        c: Src,
+    },
+    Alu4 {
+        f: F4,
+        d: u32,
+        a: Src,
+        b: Src,
+        c: Src,
+        e: Src,
+    },
     /// `setp`: `d = comb(cmp(a, b), c)`, `q = comb(!cmp(a, b), c)`; comb 0 = none, 1 and, 2 or, 3 xor.
-    Setp { f: Cmp, comb: u8, d: u32, q: u32, a: Src, b: Src, c: Src, c_neg: bool },
-    Selp { d: u32, a: Src, b: Src, p: Src },
-    Cvt { spec: CvtSpec, d: u32, a: Src },
+    Setp {
+        f: Cmp,
+        comb: u8,
+        d: u32,
+        q: u32,
+        a: Src,
+        b: Src,
+        c: Src,
+        c_neg: bool,
+    },
+    Selp {
+        d: u32,
+        a: Src,
+        b: Src,
+        p: Src,
+    },
+    Cvt {
+        spec: CvtSpec,
+        d: u32,
+        a: Src,
+    },
     /// `cvt.rn.f16x2.f32 d, a, b`: `a` to the upper half, `b` to the lower.
-    CvtPack { spec: CvtSpec, d: u32, a: Src, b: Src },
+    CvtPack {
+        spec: CvtSpec,
+        d: u32,
+        a: Src,
+        b: Src,
+    },
     /// `mov.bN d, {a, b, ..}`: element `i` at bits `i*ew`.
-    Pack { d: u32, parts: [Src; 4], n: u8, ew: u8 },
-    Unpack { ds: [u32; 4], n: u8, ew: u8, a: Src },
-    Ld { space: MemSpace, d: [u32; 4], n: u8, size: u8, sign: bool, dmask: u64, addr: Addr },
-    St { space: MemSpace, s: [Src; 4], n: u8, size: u8, addr: Addr },
-    Atom { space: MemSpace, f: AtomFn, size: u8, d: u32, addr: Addr, b: Src, c: Src },
-    Bra { target: u32 },
-    Bar { arrive: bool, id: Src, count: Option<Src> },
-    Shfl { mode: ShflMode, d: u32, p: u32, a: Src, b: Src, c: Src, mask: Src },
-    Vote { mode: VoteMode, d: u32, a: Src, neg: bool, mask: Src },
-    WarpSync { mask: Src },
-    ActiveMask { d: u32 },
+    Pack {
+        d: u32,
+        parts: [Src; 4],
+        n: u8,
+        ew: u8,
+    },
+    Unpack {
+        ds: [u32; 4],
+        n: u8,
+        ew: u8,
+        a: Src,
+    },
+    Ld {
+        space: MemSpace,
+        d: [u32; 4],
+        n: u8,
+        size: u8,
+        sign: bool,
+        dmask: u64,
+        addr: Addr,
+    },
+    St {
+        space: MemSpace,
+        s: [Src; 4],
+        n: u8,
+        size: u8,
+        addr: Addr,
+    },
+    Atom {
+        space: MemSpace,
+        f: AtomFn,
+        size: u8,
+        d: u32,
+        addr: Addr,
+        b: Src,
+        c: Src,
+    },
+    Bra {
+        target: u32,
+    },
+    Bar {
+        arrive: bool,
+        id: Src,
+        count: Option<Src>,
+    },
+    Shfl {
+        mode: ShflMode,
+        d: u32,
+        p: u32,
+        a: Src,
+        b: Src,
+        c: Src,
+        mask: Src,
+    },
+    Vote {
+        mode: VoteMode,
+        d: u32,
+        a: Src,
+        neg: bool,
+        mask: Src,
+    },
+    WarpSync {
+        mask: Src,
+    },
+    ActiveMask {
+        d: u32,
+    },
     Exit,
     Trap,
     Nop,
@@ -202,7 +306,10 @@ pub fn layout_consts(vars: &[ast::VarDecl]) -> Result<(HashMap<String, u64>, Vec
         let off = align_up(bytes.len() as u64, v.alignment());
         let size = v.size();
         if size > 64 * 1024 {
-            return Err(SimError::Parse { line: v.line, message: format!("`.const {}` is larger than 64 KiB", v.name) });
+            return Err(SimError::Parse {
+                line: v.line,
+                message: format!("`.const {}` is larger than 64 KiB", v.name),
+            });
         }
         bytes.resize(off as usize, 0);
         let elem = v.ty.bytes() as usize;
@@ -224,7 +331,11 @@ pub fn layout_consts(vars: &[ast::VarDecl]) -> Result<(HashMap<String, u64>, Vec
 }
 
 /// Decodes one function of the module.
-pub fn decode_entry(module: &ast::Module, f: &ast::Function, consts: &HashMap<String, u64>) -> Result<Program, SimError> {
+pub fn decode_entry(
+    module: &ast::Module,
+    f: &ast::Function,
+    consts: &HashMap<String, u64>,
+) -> Result<Program, SimError> {
     let mut cx = instr::Ctx::default();
     // Parameters.
     let mut params = Vec::new();
@@ -232,19 +343,40 @@ pub fn decode_entry(module: &ast::Module, f: &ast::Function, consts: &HashMap<St
     for p in &f.params {
         let align = u64::from(p.align.unwrap_or(p.ty.bytes())).max(1);
         off = align_up(off, align);
-        cx.syms.insert(p.name.clone(), Sym { space: Space::Param, addr: off });
-        params.push(ParamInfo { name: p.name.clone(), ty: p.ty, size: p.size(), offset: off, is_array: p.array.is_some() });
+        cx.syms.insert(
+            p.name.clone(),
+            Sym {
+                space: Space::Param,
+                addr: off,
+            },
+        );
+        params.push(ParamInfo {
+            name: p.name.clone(),
+            ty: p.ty,
+            size: p.size(),
+            offset: off,
+            is_array: p.array.is_some(),
+        });
         off += p.size();
     }
     let param_size = off;
     for (name, addr) in consts {
-        cx.syms.insert(name.clone(), Sym { space: Space::Const, addr: *addr });
+        cx.syms.insert(
+            name.clone(),
+            Sym {
+                space: Space::Const,
+                addr: *addr,
+            },
+        );
     }
     // Shared memory: module-scope then function-scope static arrays, then the dynamic window.
     let mut smem = 0u64;
     let mut dyn_align = 16u64;
     let mut externs = Vec::new();
-    let fn_vars = f.body.iter().filter_map(|s| if let Stmt::Var(v) = s { Some(v) } else { None });
+    let fn_vars = f
+        .body
+        .iter()
+        .filter_map(|s| if let Stmt::Var(v) = s { Some(v) } else { None });
     let mut local = 0u64;
     for v in module.vars.iter().chain(fn_vars) {
         match v.space {
@@ -254,12 +386,24 @@ pub fn decode_entry(module: &ast::Module, f: &ast::Function, consts: &HashMap<St
             }
             Space::Shared => {
                 smem = align_up(smem, v.alignment());
-                cx.syms.insert(v.name.clone(), Sym { space: Space::Shared, addr: smem });
+                cx.syms.insert(
+                    v.name.clone(),
+                    Sym {
+                        space: Space::Shared,
+                        addr: smem,
+                    },
+                );
                 smem += v.size();
             }
             Space::Local => {
                 local = align_up(local, v.alignment());
-                cx.syms.insert(v.name.clone(), Sym { space: Space::Local, addr: local });
+                cx.syms.insert(
+                    v.name.clone(),
+                    Sym {
+                        space: Space::Local,
+                        addr: local,
+                    },
+                );
                 local += v.size();
             }
             Space::Const => {}
@@ -271,7 +415,13 @@ pub fn decode_entry(module: &ast::Module, f: &ast::Function, consts: &HashMap<St
     }
     let dynamic_smem_offset = align_up(smem, dyn_align);
     for name in externs {
-        cx.syms.insert(name, Sym { space: Space::Shared, addr: dynamic_smem_offset });
+        cx.syms.insert(
+            name,
+            Sym {
+                space: Space::Shared,
+                addr: dynamic_smem_offset,
+            },
+        );
     }
     // Registers and labels.
     let mut pc = 0u32;
@@ -288,13 +438,19 @@ pub fn decode_entry(module: &ast::Module, f: &ast::Function, consts: &HashMap<St
                         None => cx.add_reg(name.clone(), *ty),
                     }
                     if cx.regs.len() > 1 << 20 {
-                        return Err(SimError::Parse { line: *line, message: "too many registers".into() });
+                        return Err(SimError::Parse {
+                            line: *line,
+                            message: "too many registers".into(),
+                        });
                     }
                 }
             }
             Stmt::Label { name, line } => {
                 if cx.labels.insert(name.clone(), pc).is_some() {
-                    return Err(SimError::Parse { line: *line, message: format!("duplicate label `{name}`") });
+                    return Err(SimError::Parse {
+                        line: *line,
+                        message: format!("duplicate label `{name}`"),
+                    });
                 }
             }
             Stmt::Instr(_) => pc += 1,
@@ -309,7 +465,12 @@ pub fn decode_entry(module: &ast::Module, f: &ast::Function, consts: &HashMap<St
         }
     }
     // Falling off the end of the body exits.
-    insts.push(Inst { op: Op::Exit, guard: None, class: Class::Control, line: f.line as u32 });
+    insts.push(Inst {
+        op: Op::Exit,
+        guard: None,
+        class: Class::Control,
+        line: f.line as u32,
+    });
     Ok(Program {
         name: f.name.clone(),
         insts,

@@ -8,7 +8,15 @@ use crate::decode::{Inst, Op, ShflMode, VoteMode};
 use crate::findings::FindingKind;
 
 impl<'a> Engine<'a> {
-    pub(super) fn collective(&mut self, bc: &mut BlockCtx, w: &mut Warp, inst: &Inst, pc: u32, group: u32, exec: u32) -> Flow {
+    pub(super) fn collective(
+        &mut self,
+        bc: &mut BlockCtx,
+        w: &mut Warp,
+        inst: &Inst,
+        pc: u32,
+        group: u32,
+        exec: u32,
+    ) -> Flow {
         let mask_src = match inst.op {
             Op::Shfl { mask, .. } | Op::Vote { mask, .. } | Op::WarpSync { mask } => mask,
             _ => return Flow::Next,
@@ -72,7 +80,9 @@ impl<'a> Engine<'a> {
     /// The warp can run nothing else: lanes parked at a collective wait for lanes that will never
     /// come. Report and run them with the lanes that did arrive.
     pub(super) fn force_collective(&mut self, bc: &mut BlockCtx, w: &mut Warp) {
-        let Some(pc) = lanes(w.parked).map(|l| w.pc[l]).min() else { return };
+        let Some(pc) = lanes(w.parked).map(|l| w.pc[l]).min() else {
+            return;
+        };
         let mut here = 0u32;
         for l in lanes(w.parked) {
             if w.pc[l] == pc {
@@ -87,15 +97,25 @@ impl<'a> Engine<'a> {
                 .next()
                 .map(|l| {
                     if w.at_bar & (1 << l) != 0 {
-                        format!("lane {l} waits at a barrier (line {})", self.line_of(w.pc[l].saturating_sub(1)))
+                        format!(
+                            "lane {l} waits at a barrier (line {})",
+                            self.line_of(w.pc[l].saturating_sub(1))
+                        )
                     } else if w.parked & (1 << l) != 0 {
-                        format!("lane {l} waits at another warp-synchronous instruction (line {})", self.line_of(w.pc[l]))
+                        format!(
+                            "lane {l} waits at another warp-synchronous instruction (line {})",
+                            self.line_of(w.pc[l])
+                        )
                     } else {
                         format!("lane {l} exited")
                     }
                 })
                 .unwrap_or_default();
-            let kind = if self.spec.checks.synccheck { FindingKind::WarpSyncMask } else { FindingKind::Deadlock };
+            let kind = if self.spec.checks.synccheck {
+                FindingKind::WarpSyncMask
+            } else {
+                FindingKind::Deadlock
+            };
             self.report(
                 bc,
                 w,
@@ -122,7 +142,15 @@ impl<'a> Engine<'a> {
             return;
         }
         match inst.op {
-            Op::Shfl { mode, d, p, a, b, c, .. } => {
+            Op::Shfl {
+                mode,
+                d,
+                p,
+                a,
+                b,
+                c,
+                ..
+            } => {
                 let mut src = [0u64; WARP];
                 for (l, s) in src.iter_mut().enumerate() {
                     if w.present & (1 << l) != 0 {
@@ -155,7 +183,9 @@ impl<'a> Engine<'a> {
                     w.regs[p as usize * WARP + l] = u64::from(out[l].1);
                 }
             }
-            Op::Vote { mode, d, a, neg, .. } => {
+            Op::Vote {
+                mode, d, a, neg, ..
+            } => {
                 let mut ballot = 0u32;
                 for l in lanes(lanes_mask) {
                     if (self.rd(bc, w, a, l) & 1 != 0) != neg {

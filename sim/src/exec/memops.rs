@@ -22,7 +22,14 @@ enum Region {
 }
 
 impl<'a> Engine<'a> {
-    pub(super) fn memory_op(&mut self, bc: &mut BlockCtx, w: &mut Warp, inst: &Inst, pc: u32, exec: u32) {
+    pub(super) fn memory_op(
+        &mut self,
+        bc: &mut BlockCtx,
+        w: &mut Warp,
+        inst: &Inst,
+        pc: u32,
+        exec: u32,
+    ) {
         let mut gaddrs: [u64; WARP] = [0; WARP];
         let mut saddrs: [u64; WARP] = [0; WARP];
         let (mut ng, mut ns) = (0usize, 0usize);
@@ -40,7 +47,9 @@ impl<'a> Engine<'a> {
                 _ => return,
             };
             let a = self.effective(bc, w, addr, l);
-            let Some(region) = self.resolve(bc, w, l, pc, space, a, bytes, kind) else { continue };
+            let Some(region) = self.resolve(bc, w, l, pc, space, a, bytes, kind) else {
+                continue;
+            };
             match region {
                 Region::Global(..) => {
                     gaddrs[ng] = a;
@@ -53,15 +62,27 @@ impl<'a> Engine<'a> {
                 _ => {}
             }
             match inst.op {
-                Op::Ld { d, n, size, sign, dmask, .. } => {
-                    for i in 0..n as usize {
+                Op::Ld {
+                    d,
+                    n,
+                    size,
+                    sign,
+                    dmask,
+                    ..
+                } => {
+                    for (i, dst) in d.iter().take(n as usize).enumerate() {
                         let off = i as u64 * u64::from(size);
                         let v = self.load(bc, w, l, region, off, size as usize);
-                        w.regs[d[i] as usize * WARP + l] = extend(v, u32::from(size) * 8, sign) & dmask;
+                        w.regs[*dst as usize * WARP + l] =
+                            extend(v, u32::from(size) * 8, sign) & dmask;
                     }
                     if let Region::Global(b, o) = region {
-                        if self.spec.checks.initcheck && !self.global.buffers[b].is_init(o, bytes as usize) {
-                            let first = (0..bytes as usize).find(|&i| !self.global.buffers[b].is_init(o + i, 1)).unwrap_or(0);
+                        if self.spec.checks.initcheck
+                            && !self.global.buffers[b].is_init(o, bytes as usize)
+                        {
+                            let first = (0..bytes as usize)
+                                .find(|&i| !self.global.buffers[b].is_init(o + i, 1))
+                                .unwrap_or(0);
                             self.report(
                                 bc,
                                 w,
@@ -77,14 +98,34 @@ impl<'a> Engine<'a> {
                 Op::St { s, n, size, .. } => {
                     for (i, src) in s.iter().take(n as usize).enumerate() {
                         let v = self.rd(bc, w, *src, l);
-                        self.store(bc, w, l, region, i as u64 * u64::from(size), size as usize, v);
+                        self.store(
+                            bc,
+                            w,
+                            l,
+                            region,
+                            i as u64 * u64::from(size),
+                            size as usize,
+                            v,
+                        );
                     }
                 }
-                Op::Atom { f, size, d, b, c, .. } => {
+                Op::Atom {
+                    f, size, d, b, c, ..
+                } => {
                     let old = self.load(bc, w, l, region, 0, size as usize);
                     if let Region::Global(bi, o) = region {
-                        if self.spec.checks.initcheck && !self.global.buffers[bi].is_init(o, size as usize) {
-                            self.report(bc, w, l, pc, FindingKind::Uninitialized, format!("atomic on uninitialised bytes at 0x{a:x}"), Some(a));
+                        if self.spec.checks.initcheck
+                            && !self.global.buffers[bi].is_init(o, size as usize)
+                        {
+                            self.report(
+                                bc,
+                                w,
+                                l,
+                                pc,
+                                FindingKind::Uninitialized,
+                                format!("atomic on uninitialised bytes at 0x{a:x}"),
+                                Some(a),
+                            );
                         }
                     }
                     let (bv, cv) = (self.rd(bc, w, b, l), self.rd(bc, w, c, l));
@@ -118,16 +159,31 @@ impl<'a> Engine<'a> {
     }
 
     fn effective(&self, bc: &BlockCtx, w: &Warp, addr: Addr, l: usize) -> u64 {
-        self.rd(bc, w, addr.base, l).wrapping_add(addr.offset as u64)
+        self.rd(bc, w, addr.base, l)
+            .wrapping_add(addr.offset as u64)
     }
 
     /// Checks one lane's access and locates it; `None` when the lane faulted.
     #[allow(clippy::too_many_arguments)]
-    fn resolve(&mut self, bc: &mut BlockCtx, w: &mut Warp, l: usize, pc: u32, space: MemSpace, a: u64, bytes: u64, kind: AccessKind) -> Option<Region> {
+    fn resolve(
+        &mut self,
+        bc: &mut BlockCtx,
+        w: &mut Warp,
+        l: usize,
+        pc: u32,
+        space: MemSpace,
+        a: u64,
+        bytes: u64,
+        kind: AccessKind,
+    ) -> Option<Region> {
         let memcheck = self.spec.checks.memcheck;
         let space = match space {
-            MemSpace::Generic if (SHARED_WINDOW..SHARED_WINDOW + WINDOW_SIZE).contains(&a) => MemSpace::Shared,
-            MemSpace::Generic if (LOCAL_WINDOW..LOCAL_WINDOW + WINDOW_SIZE).contains(&a) => MemSpace::Local,
+            MemSpace::Generic if (SHARED_WINDOW..SHARED_WINDOW + WINDOW_SIZE).contains(&a) => {
+                MemSpace::Shared
+            }
+            MemSpace::Generic if (LOCAL_WINDOW..LOCAL_WINDOW + WINDOW_SIZE).contains(&a) => {
+                MemSpace::Local
+            }
             MemSpace::Generic => MemSpace::Global,
             s => s,
         };
@@ -143,7 +199,11 @@ impl<'a> Engine<'a> {
                 l,
                 pc,
                 FindingKind::Misaligned,
-                format!("{} of {bytes} bytes at {} address 0x{a:x} is not {bytes}-byte aligned", kind.name(), space_name(space)),
+                format!(
+                    "{} of {bytes} bytes at {} address 0x{a:x} is not {bytes}-byte aligned",
+                    kind.name(),
+                    space_name(space)
+                ),
                 Some(a),
             );
             self.fault_lane(bc, w, l);
@@ -156,7 +216,15 @@ impl<'a> Engine<'a> {
                     if !memcheck {
                         return Some(Region::Dropped);
                     }
-                    self.report(bc, w, l, pc, FindingKind::OutOfBounds, format!("global {}: {}", kind.name(), fault.message), Some(a));
+                    self.report(
+                        bc,
+                        w,
+                        l,
+                        pc,
+                        FindingKind::OutOfBounds,
+                        format!("global {}: {}", kind.name(), fault.message),
+                        Some(a),
+                    );
                     self.fault_lane(bc, w, l);
                     return None;
                 }
@@ -194,7 +262,8 @@ impl<'a> Engine<'a> {
                 let line = self.line_of(pc);
                 let other_line = self.line_of(c.pc);
                 let me = self.thread_of(w.index, l);
-                let other = self.thread_of(c.thread / WARP as u32, (c.thread % WARP as u32) as usize);
+                let other =
+                    self.thread_of(c.thread / WARP as u32, (c.thread % WARP as u32) as usize);
                 let message = format!(
                     "shared {} at offset 0x{:x} by thread {me:?} (line {line}) conflicts with {} by thread {other:?} (line {other_line}) with no barrier in between",
                     kind.name(),
@@ -209,7 +278,14 @@ impl<'a> Engine<'a> {
                     thread: me,
                     block: bc.ctaid,
                     address: Some(c.offset),
-                    other: Some(Access { kind: c.kind, pc: c.pc as usize, line: other_line, thread: other, block: bc.ctaid, address: c.offset }),
+                    other: Some(Access {
+                        kind: c.kind,
+                        pc: c.pc as usize,
+                        line: other_line,
+                        thread: other,
+                        block: bc.ctaid,
+                        address: c.offset,
+                    }),
                     access: Some(kind),
                     count: 1,
                 });
@@ -233,7 +309,16 @@ impl<'a> Engine<'a> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn store(&mut self, bc: &mut BlockCtx, w: &mut Warp, l: usize, r: Region, off: u64, size: usize, v: u64) {
+    fn store(
+        &mut self,
+        bc: &mut BlockCtx,
+        w: &mut Warp,
+        l: usize,
+        r: Region,
+        off: u64,
+        size: usize,
+        v: u64,
+    ) {
         match r {
             Region::Global(b, o) => {
                 self.global.write(b, o + off as usize, size, v);

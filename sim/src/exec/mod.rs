@@ -194,7 +194,10 @@ impl<'a> Engine<'a> {
                     self.release(&mut bc, &mut warps);
                 }
             }
-            if warps.iter().all(|w| w.running == 0 && w.at_bar == 0 && w.parked == 0) {
+            if warps
+                .iter()
+                .all(|w| w.running == 0 && w.at_bar == 0 && w.parked == 0)
+            {
                 break;
             }
             if !progress && !self.resolve_deadlock(&mut bc, &mut warps) {
@@ -294,7 +297,11 @@ impl<'a> Engine<'a> {
     }
 
     pub fn line_of(&self, pc: u32) -> usize {
-        self.spec.prog.insts.get(pc as usize).map_or(0, |i| i.line as usize)
+        self.spec
+            .prog
+            .insts
+            .get(pc as usize)
+            .map_or(0, |i| i.line as usize)
     }
 
     /// Stops lane `l` after a fault.
@@ -309,7 +316,16 @@ impl<'a> Engine<'a> {
 
     /// Records a finding located at lane `l` of `w`.
     #[allow(clippy::too_many_arguments)]
-    pub fn report(&mut self, bc: &BlockCtx, w: &Warp, l: usize, pc: u32, kind: FindingKind, message: String, address: Option<u64>) {
+    pub fn report(
+        &mut self,
+        bc: &BlockCtx,
+        w: &Warp,
+        l: usize,
+        pc: u32,
+        kind: FindingKind,
+        message: String,
+        address: Option<u64>,
+    ) {
         let line = self.line_of(pc);
         let thread = self.thread_of(w.index, l);
         self.findings.push(Finding {
@@ -397,30 +413,54 @@ impl<'a> Engine<'a> {
                     }
                 } else {
                     for l in lanes(exec) {
-                        w.regs[d as usize * WARP + l] = f(self.rd(bc, w, a, l), self.rd(bc, w, b, l));
+                        w.regs[d as usize * WARP + l] =
+                            f(self.rd(bc, w, a, l), self.rd(bc, w, b, l));
                     }
                 }
             }
             Op::Alu3 { f, d, a, b, c } => {
                 if let (Src::Reg(ra), Src::Reg(rb), Src::Reg(rc)) = (a, b, c) {
-                    let (ra, rb, rc, rd) = (ra as usize * WARP, rb as usize * WARP, rc as usize * WARP, d as usize * WARP);
+                    let (ra, rb, rc, rd) = (
+                        ra as usize * WARP,
+                        rb as usize * WARP,
+                        rc as usize * WARP,
+                        d as usize * WARP,
+                    );
                     for l in lanes(exec) {
                         w.regs[rd + l] = f(w.regs[ra + l], w.regs[rb + l], w.regs[rc + l]);
                     }
                 } else {
                     for l in lanes(exec) {
-                        let v = f(self.rd(bc, w, a, l), self.rd(bc, w, b, l), self.rd(bc, w, c, l));
+                        let v = f(
+                            self.rd(bc, w, a, l),
+                            self.rd(bc, w, b, l),
+                            self.rd(bc, w, c, l),
+                        );
                         w.regs[d as usize * WARP + l] = v;
                     }
                 }
             }
             Op::Alu4 { f, d, a, b, c, e } => {
                 for l in lanes(exec) {
-                    let v = f(self.rd(bc, w, a, l), self.rd(bc, w, b, l), self.rd(bc, w, c, l), self.rd(bc, w, e, l));
+                    let v = f(
+                        self.rd(bc, w, a, l),
+                        self.rd(bc, w, b, l),
+                        self.rd(bc, w, c, l),
+                        self.rd(bc, w, e, l),
+                    );
                     w.regs[d as usize * WARP + l] = v;
                 }
             }
-            Op::Setp { f, comb, d, q, a, b, c, c_neg } => {
+            Op::Setp {
+                f,
+                comb,
+                d,
+                q,
+                a,
+                b,
+                c,
+                c_neg,
+            } => {
                 for l in lanes(exec) {
                     let t = f(self.rd(bc, w, a, l), self.rd(bc, w, b, l));
                     let cv = (self.rd(bc, w, c, l) & 1 != 0) != c_neg;
@@ -436,7 +476,11 @@ impl<'a> Engine<'a> {
             }
             Op::Selp { d, a, b, p } => {
                 for l in lanes(exec) {
-                    let v = if self.rd(bc, w, p, l) & 1 != 0 { self.rd(bc, w, a, l) } else { self.rd(bc, w, b, l) };
+                    let v = if self.rd(bc, w, p, l) & 1 != 0 {
+                        self.rd(bc, w, a, l)
+                    } else {
+                        self.rd(bc, w, b, l)
+                    };
                     w.regs[d as usize * WARP + l] = v;
                 }
             }
@@ -471,7 +515,9 @@ impl<'a> Engine<'a> {
                     }
                 }
             }
-            Op::Ld { .. } | Op::St { .. } | Op::Atom { .. } => self.memory_op(bc, w, inst, pc, exec),
+            Op::Ld { .. } | Op::St { .. } | Op::Atom { .. } => {
+                self.memory_op(bc, w, inst, pc, exec)
+            }
             Op::Bra { target } => {
                 if exec == group {
                     return Flow::Jump(target);
@@ -503,7 +549,15 @@ impl<'a> Engine<'a> {
             }
             Op::Trap => {
                 if let Some(l) = lanes(exec).next() {
-                    self.report(bc, w, l, pc, FindingKind::Trap, "trap executed".into(), None);
+                    self.report(
+                        bc,
+                        w,
+                        l,
+                        pc,
+                        FindingKind::Trap,
+                        "trap executed".into(),
+                        None,
+                    );
                 }
                 for l in lanes(exec) {
                     self.fault_lane(bc, w, l);
@@ -515,7 +569,16 @@ impl<'a> Engine<'a> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn barrier(&mut self, bc: &mut BlockCtx, w: &mut Warp, pc: u32, exec: u32, arrive: bool, id: Src, count: Option<Src>) {
+    fn barrier(
+        &mut self,
+        bc: &mut BlockCtx,
+        w: &mut Warp,
+        pc: u32,
+        exec: u32,
+        arrive: bool,
+        id: Src,
+        count: Option<Src>,
+    ) {
         let first = exec.trailing_zeros() as usize;
         let id = (self.rd(bc, w, id, first) & 15) as usize;
         let expected = match count {
@@ -556,7 +619,8 @@ impl<'a> Engine<'a> {
             if let Some((pc2, t2)) = bar.mixed {
                 if self.spec.checks.synccheck && !bc.faulted {
                     let (l1, l2) = (self.line_of(bar.first_pc), self.line_of(pc2));
-                    let t1 = self.thread_of(bar.first_thread / 32, (bar.first_thread % 32) as usize);
+                    let t1 =
+                        self.thread_of(bar.first_thread / 32, (bar.first_thread % 32) as usize);
                     let t2c = self.thread_of(t2 / 32, (t2 % 32) as usize);
                     self.findings.push(Finding {
                         kind: FindingKind::DivergentBarrier,
@@ -618,7 +682,9 @@ impl<'a> Engine<'a> {
                 first_exit.get_or_insert((w.index, l));
             }
         }
-        let Some((ww, wl)) = first_wait else { return false };
+        let Some((ww, wl)) = first_wait else {
+            return false;
+        };
         let id = warps[ww as usize].bar_id[wl] as usize;
         let bar = bc.bars[id];
         let line = self.line_of(bar.first_pc);
@@ -626,7 +692,9 @@ impl<'a> Engine<'a> {
         if !bc.faulted {
             let single = ids.count_ones() == 1;
             let (kind, message) = if single && exited > 0 {
-                let ex = first_exit.map(|(w, l)| self.thread_of(w, l)).unwrap_or_default();
+                let ex = first_exit
+                    .map(|(w, l)| self.thread_of(w, l))
+                    .unwrap_or_default();
                 (
                     FindingKind::ExitBeforeBarrier,
                     format!(
@@ -637,7 +705,10 @@ impl<'a> Engine<'a> {
             } else if single {
                 (
                     FindingKind::DivergentBarrier,
-                    format!("barrier {id} (line {line}) expects {} threads but only {} arrive", bar.expected, bar.arrived),
+                    format!(
+                        "barrier {id} (line {line}) expects {} threads but only {} arrive",
+                        bar.expected, bar.arrived
+                    ),
                 )
             } else {
                 (

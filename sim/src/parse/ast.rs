@@ -82,9 +82,16 @@ pub struct Function {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Stmt {
     /// `.reg .ty names;` each name with an optional `<N>` range count.
-    Reg { ty: Ty, names: Vec<(String, Option<u32>)>, line: usize },
+    Reg {
+        ty: Ty,
+        names: Vec<(String, Option<u32>)>,
+        line: usize,
+    },
     Var(VarDecl),
-    Label { name: String, line: usize },
+    Label {
+        name: String,
+        line: usize,
+    },
     Instr(Instr),
 }
 
@@ -121,7 +128,10 @@ pub enum Operand {
     F32Bits(u32),
     F64Bits(u64),
     /// `[base+offset]`; `base` is `None` for an absolute address.
-    Addr { base: Option<String>, offset: i64 },
+    Addr {
+        base: Option<String>,
+        offset: i64,
+    },
     /// `{a, b, ...}` (or a parenthesised list).
     Vector(Vec<Operand>),
     /// `d|p`

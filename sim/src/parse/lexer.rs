@@ -36,7 +36,10 @@ fn is_ident_cont(c: u8) -> bool {
 }
 
 fn err(line: usize, message: impl Into<String>) -> SimError {
-    SimError::Parse { line, message: message.into() }
+    SimError::Parse {
+        line,
+        message: message.into(),
+    }
 }
 
 /// Splits `text` into tokens.
@@ -94,7 +97,10 @@ pub fn lex(text: &str) -> Result<Vec<Token>, SimError> {
             }
             let s = String::from_utf8_lossy(&b[start..i]).into_owned();
             i += 1;
-            out.push(Token { tok: Tok::Str(s), line });
+            out.push(Token {
+                tok: Tok::Str(s),
+                line,
+            });
             continue;
         }
         if c == b'.' && b.get(i + 1).is_some_and(|&n| is_ident_cont(n)) {
@@ -110,7 +116,10 @@ pub fn lex(text: &str) -> Result<Vec<Token>, SimError> {
                 }
             }
             let s = String::from_utf8_lossy(&b[start..i]).into_owned();
-            out.push(Token { tok: Tok::Dot(s), line });
+            out.push(Token {
+                tok: Tok::Dot(s),
+                line,
+            });
             continue;
         }
         if is_ident_start(c) {
@@ -120,7 +129,10 @@ pub fn lex(text: &str) -> Result<Vec<Token>, SimError> {
                 i += 1;
             }
             let s = String::from_utf8_lossy(&b[start..i]).into_owned();
-            out.push(Token { tok: Tok::Ident(s), line });
+            out.push(Token {
+                tok: Tok::Ident(s),
+                line,
+            });
             continue;
         }
         if c.is_ascii_digit() {
@@ -140,11 +152,17 @@ pub fn lex(text: &str) -> Result<Vec<Token>, SimError> {
                 }
             }
             let s = std::str::from_utf8(&b[start..i]).map_err(|_| err(line, "bad number"))?;
-            out.push(Token { tok: number(s).ok_or_else(|| err(line, format!("malformed number `{s}`")))?, line });
+            out.push(Token {
+                tok: number(s).ok_or_else(|| err(line, format!("malformed number `{s}`")))?,
+                line,
+            });
             continue;
         }
         if b",;:{}[]()<>+-@!|=".contains(&c) {
-            out.push(Token { tok: Tok::Punct(c as char), line });
+            out.push(Token {
+                tok: Tok::Punct(c as char),
+                line,
+            });
             i += 1;
             continue;
         }
@@ -191,7 +209,10 @@ mod tests {
     #[test]
     fn numbers() {
         assert_eq!(number("0f3F800000"), Some(Tok::F32Bits(0x3F80_0000)));
-        assert_eq!(number("0d3FF0000000000000"), Some(Tok::F64Bits(0x3FF0_0000_0000_0000)));
+        assert_eq!(
+            number("0d3FF0000000000000"),
+            Some(Tok::F64Bits(0x3FF0_0000_0000_0000))
+        );
         assert_eq!(number("0xff"), Some(Tok::Int(255)));
         assert_eq!(number("0xFFFFFFFFU"), Some(Tok::Int(0xFFFF_FFFF)));
         assert_eq!(number("010"), Some(Tok::Int(8)));

@@ -41,7 +41,10 @@ impl Parser {
     }
 
     fn err<T>(&self, message: impl Into<String>) -> PResult<T> {
-        Err(SimError::Parse { line: self.line(), message: message.into() })
+        Err(SimError::Parse {
+            line: self.line(),
+            message: message.into(),
+        })
     }
 
     fn next(&mut self) -> PResult<Tok> {
@@ -136,12 +139,17 @@ impl Parser {
     }
 
     fn module(&mut self) -> PResult<Module> {
-        let mut m = Module { address_size: 64, ..Module::default() };
+        let mut m = Module {
+            address_size: 64,
+            ..Module::default()
+        };
         while self.peek().is_some() {
             let line = self.line();
             let Some(d) = self.dot().map(str::to_owned) else {
                 let found = self.describe();
-                return self.err(format!("expected a directive at module scope, found {found}"));
+                return self.err(format!(
+                    "expected a directive at module scope, found {found}"
+                ));
             };
             self.pos += 1;
             match d.as_str() {
@@ -214,11 +222,15 @@ impl Parser {
                 "extern" | "visible" => {}
                 t => match Ty::parse(t) {
                     Some(t) => ty = Some(t),
-                    None => return self.err(format!("unknown type or qualifier `.{t}` in declaration")),
+                    None => {
+                        return self.err(format!("unknown type or qualifier `.{t}` in declaration"))
+                    }
                 },
             }
         }
-        let Some(ty) = ty else { return self.err("declaration without a type") };
+        let Some(ty) = ty else {
+            return self.err("declaration without a type");
+        };
         let name = self.ident()?;
         let mut array = None;
         while self.eat_punct('[') {
@@ -244,7 +256,17 @@ impl Parser {
             }
         }
         self.expect_punct(';')?;
-        Ok(VarDecl { space, is_extern: false, align, ty, vec, name, array, init, line })
+        Ok(VarDecl {
+            space,
+            is_extern: false,
+            align,
+            ty,
+            vec,
+            name,
+            array,
+            init,
+            line,
+        })
     }
 
     fn function(&mut self, is_entry: bool, line: usize) -> PResult<Function> {
@@ -253,7 +275,11 @@ impl Parser {
             self.param_list()?;
         }
         let name = self.ident()?;
-        let params = if self.is_punct('(') { self.param_list()? } else { Vec::new() };
+        let params = if self.is_punct('(') {
+            self.param_list()?
+        } else {
+            Vec::new()
+        };
         let mut perf = Perf::default();
         while let Some(d) = self.dot().map(str::to_owned) {
             self.pos += 1;
@@ -269,17 +295,35 @@ impl Parser {
                     self.next()?;
                     self.expect_punct(';')?;
                 }
-                other => return self.err(format!("unexpected directive `.{other}` before the function body")),
+                other => {
+                    return self.err(format!(
+                        "unexpected directive `.{other}` before the function body"
+                    ))
+                }
             }
         }
         let mut body = Vec::new();
         if self.eat_punct(';') {
             // A prototype without a body.
-            return Ok(Function { name, is_entry, params, perf, body, line });
+            return Ok(Function {
+                name,
+                is_entry,
+                params,
+                perf,
+                body,
+                line,
+            });
         }
         self.expect_punct('{')?;
         self.block(&mut body)?;
-        Ok(Function { name, is_entry, params, perf, body, line })
+        Ok(Function {
+            name,
+            is_entry,
+            params,
+            perf,
+            body,
+            line,
+        })
     }
 
     fn dims(&mut self) -> PResult<[u32; 3]> {
@@ -319,14 +363,22 @@ impl Parser {
                     },
                 }
             }
-            let Some(ty) = ty else { return self.err("parameter without a type") };
+            let Some(ty) = ty else {
+                return self.err("parameter without a type");
+            };
             let name = self.ident()?;
             let mut array = None;
             if self.eat_punct('[') {
                 array = Some(self.int()?);
                 self.expect_punct(']')?;
             }
-            params.push(ParamDecl { name, ty, align, array, line });
+            params.push(ParamDecl {
+                name,
+                ty,
+                align,
+                array,
+                line,
+            });
             if self.eat_punct(')') {
                 return Ok(params);
             }
@@ -369,7 +421,11 @@ impl Parser {
                             self.next()?;
                             self.expect_punct(';')?;
                         }
-                        other => return self.err(format!("unsupported directive `.{other}` in a function body")),
+                        other => {
+                            return self.err(format!(
+                                "unsupported directive `.{other}` in a function body"
+                            ))
+                        }
                     }
                 }
                 Some(Tok::Ident(name)) if self.peek_at(1) == Some(&Tok::Punct(':')) => {
@@ -377,7 +433,9 @@ impl Parser {
                     self.pos += 2;
                     body.push(Stmt::Label { name, line });
                 }
-                Some(Tok::Ident(_)) | Some(Tok::Punct('@')) => body.push(Stmt::Instr(self.instr()?)),
+                Some(Tok::Ident(_)) | Some(Tok::Punct('@')) => {
+                    body.push(Stmt::Instr(self.instr()?))
+                }
                 Some(_) => {
                     let found = self.describe();
                     return self.err(format!("expected an instruction, found {found}"));
@@ -402,7 +460,9 @@ impl Parser {
                 None => return self.err(format!("unknown register type `.{d}`")),
             }
         }
-        let Some(ty) = ty else { return self.err("`.reg` without a type") };
+        let Some(ty) = ty else {
+            return self.err("`.reg` without a type");
+        };
         let mut names = Vec::new();
         loop {
             let name = self.ident()?;
@@ -441,11 +501,19 @@ impl Parser {
                 }
                 if !self.eat_punct(',') {
                     let found = self.describe();
-                    return self.err(format!("expected `,` or `;` after an operand of `{opcode}`, found {found}"));
+                    return self.err(format!(
+                        "expected `,` or `;` after an operand of `{opcode}`, found {found}"
+                    ));
                 }
             }
         }
-        Ok(Instr { line, pred, opcode, mods, operands })
+        Ok(Instr {
+            line,
+            pred,
+            opcode,
+            mods,
+            operands,
+        })
     }
 
     fn operand(&mut self) -> PResult<Operand> {
@@ -465,9 +533,8 @@ impl Parser {
                 let mut offset: i64 = 0;
                 if let Some(Tok::Ident(_)) = self.peek() {
                     base = Some(self.ident()?);
-                    if self.eat_punct('+') {
-                        offset = self.int()? as i64;
-                    } else if self.is_punct('-') {
+                    // `+imm`, `+-imm` and `-imm` (the sign is read by `int`).
+                    if self.eat_punct('+') || self.is_punct('-') {
                         offset = self.int()? as i64;
                     }
                 } else {
@@ -604,11 +671,23 @@ $L__BB0_1:
         let instrs: Vec<_> = f
             .body
             .iter()
-            .filter_map(|s| if let Stmt::Instr(i) = s { Some(i) } else { None })
+            .filter_map(|s| {
+                if let Stmt::Instr(i) = s {
+                    Some(i)
+                } else {
+                    None
+                }
+            })
             .collect();
         assert_eq!(instrs[0].operands[1], Operand::Name("%tid.x".into()));
         assert_eq!(instrs[1].pred, Some(("%p1".into(), true)));
-        assert_eq!(instrs[3].operands[0], Operand::Addr { base: Some("%rd1".into()), offset: -8 });
+        assert_eq!(
+            instrs[3].operands[0],
+            Operand::Addr {
+                base: Some("%rd1".into()),
+                offset: -8
+            }
+        );
         assert!(matches!(instrs[4].operands[0], Operand::Pair(..)));
         assert_eq!(instrs[4].operands[4], Operand::Int(u64::MAX));
     }

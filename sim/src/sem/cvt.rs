@@ -86,7 +86,11 @@ pub fn convert(s: &CvtSpec, a: u64) -> u64 {
     let dst_mask = s.dst.mask();
     if s.src.is_int() {
         let v = extend(a, s.src.bits(), s.src.is_signed()) as i64;
-        let v: i128 = if s.src.is_signed() { i128::from(v) } else { i128::from(v as u64) };
+        let v: i128 = if s.src.is_signed() {
+            i128::from(v)
+        } else {
+            i128::from(v as u64)
+        };
         if s.dst.is_int() {
             let v = if s.sat {
                 let (lo, hi) = int_range(s.dst);
@@ -139,7 +143,11 @@ pub fn convert(s: &CvtSpec, a: u64) -> u64 {
             _ => 0x7fff,
         };
     }
-    let mut y = if s.integral { round_integral(x, s.rnd) } else { x };
+    let mut y = if s.integral {
+        round_integral(x, s.rnd)
+    } else {
+        x
+    };
     if s.sat {
         y = y.clamp(0.0, 1.0);
         if y == 0.0 {
@@ -157,7 +165,15 @@ mod tests {
     use super::*;
 
     fn spec(dst: Ty, src: Ty, rnd: Rnd, integral: bool) -> CvtSpec {
-        CvtSpec { dst, src, rnd, integral, sat: false, ftz: false, relu: false }
+        CvtSpec {
+            dst,
+            src,
+            rnd,
+            integral,
+            sat: false,
+            ftz: false,
+            relu: false,
+        }
     }
     fn f(x: f32) -> u64 {
         u64::from(x.to_bits())

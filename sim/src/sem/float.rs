@@ -129,7 +129,11 @@ fn sub32<const R: u8, const FTZ: bool, const SAT: bool>(a: u64, b: u64) -> u64 {
 
 fn mul32<const R: u8, const FTZ: bool, const SAT: bool>(a: u64, b: u64) -> u64 {
     let (x, y) = (rd32::<FTZ>(a), rd32::<FTZ>(b));
-    let r = if R == 0 { x * y } else { round32(f64::from(x) * f64::from(y), 0, R) };
+    let r = if R == 0 {
+        x * y
+    } else {
+        round32(f64::from(x) * f64::from(y), 0, R)
+    };
     wr32::<FTZ, SAT>(r)
 }
 
@@ -152,7 +156,11 @@ fn div32<const R: u8, const FTZ: bool, const SAT: bool>(a: u64, b: u64) -> u64 {
     } else {
         let (xd, yd) = (f64::from(x), f64::from(y));
         let q = xd / yd;
-        let resid = if q.is_finite() && yd != 0.0 { sign_of((-q).mul_add(yd, xd)) * sign_of(yd) } else { 0 };
+        let resid = if q.is_finite() && yd != 0.0 {
+            sign_of((-q).mul_add(yd, xd)) * sign_of(yd)
+        } else {
+            0
+        };
         round32(q, resid, R)
     };
     wr32::<FTZ, SAT>(r)
@@ -165,7 +173,11 @@ fn sqrt32<const R: u8, const FTZ: bool, const SAT: bool>(a: u64) -> u64 {
     } else {
         let xd = f64::from(x);
         let s = xd.sqrt();
-        let resid = if s.is_finite() && s > 0.0 { sign_of((-s).mul_add(s, xd)) } else { 0 };
+        let resid = if s.is_finite() && s > 0.0 {
+            sign_of((-s).mul_add(s, xd))
+        } else {
+            0
+        };
         round32(s, resid, R)
     };
     wr32::<FTZ, SAT>(r)
@@ -242,7 +254,11 @@ fn copysign32(a: u64, b: u64) -> u64 {
 fn add64<const R: u8, const FTZ: bool, const SAT: bool>(a: u64, b: u64) -> u64 {
     let (x, y) = (rd64(a), rd64(b));
     let s = x + y;
-    wr64::<SAT>(if R == 0 { s } else { dir64(s, two_sum_err(x, y, s), R) })
+    wr64::<SAT>(if R == 0 {
+        s
+    } else {
+        dir64(s, two_sum_err(x, y, s), R)
+    })
 }
 
 fn sub64<const R: u8, const FTZ: bool, const SAT: bool>(a: u64, b: u64) -> u64 {
@@ -252,7 +268,11 @@ fn sub64<const R: u8, const FTZ: bool, const SAT: bool>(a: u64, b: u64) -> u64 {
 fn mul64<const R: u8, const FTZ: bool, const SAT: bool>(a: u64, b: u64) -> u64 {
     let (x, y) = (rd64(a), rd64(b));
     let p = x * y;
-    wr64::<SAT>(if R == 0 { p } else { dir64(p, sign_of(x.mul_add(y, -p)), R) })
+    wr64::<SAT>(if R == 0 {
+        p
+    } else {
+        dir64(p, sign_of(x.mul_add(y, -p)), R)
+    })
 }
 
 fn fma64<const R: u8, const FTZ: bool, const SAT: bool>(a: u64, b: u64, c: u64) -> u64 {
@@ -279,7 +299,11 @@ fn div64<const R: u8, const FTZ: bool, const SAT: bool>(a: u64, b: u64) -> u64 {
     if R == 0 {
         return wr64::<SAT>(q);
     }
-    let resid = if q.is_finite() && y != 0.0 { sign_of((-q).mul_add(y, x)) * sign_of(y) } else { 0 };
+    let resid = if q.is_finite() && y != 0.0 {
+        sign_of((-q).mul_add(y, x)) * sign_of(y)
+    } else {
+        0
+    };
     wr64::<SAT>(dir64(q, resid, R))
 }
 
@@ -289,7 +313,11 @@ fn sqrt64<const R: u8, const FTZ: bool, const SAT: bool>(a: u64) -> u64 {
     if R == 0 {
         return wr64::<SAT>(s);
     }
-    let resid = if s.is_finite() && s > 0.0 { sign_of((-s).mul_add(s, x)) } else { 0 };
+    let resid = if s.is_finite() && s > 0.0 {
+        sign_of((-s).mul_add(s, x))
+    } else {
+        0
+    };
     wr64::<SAT>(dir64(s, resid, R))
 }
 
@@ -504,12 +532,22 @@ macro_rules! inst_cmp {
 
 pub fn compare32(op: &str, ftz: bool) -> Option<Cmp> {
     let c = cmp_code(op)?;
-    Some(inst_cmp!(cmp32, c, ftz, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]))
+    Some(inst_cmp!(
+        cmp32,
+        c,
+        ftz,
+        [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
+    ))
 }
 
 pub fn compare64(op: &str) -> Option<Cmp> {
     let c = cmp_code(op)?;
-    Some(inst_cmp!(cmp64, c, false, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]))
+    Some(inst_cmp!(
+        cmp64,
+        c,
+        false,
+        [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
+    ))
 }
 
 #[cfg(test)]
@@ -528,23 +566,61 @@ mod tests {
         let one = f(1.0);
         let tiny = f(2f32.powi(-30));
         let rn = binary32("add", FFlags::default()).unwrap();
-        let rp = binary32("add", FFlags { rnd: 3, ..FFlags::default() }).unwrap();
-        let rz = binary32("add", FFlags { rnd: 1, ..FFlags::default() }).unwrap();
+        let rp = binary32(
+            "add",
+            FFlags {
+                rnd: 3,
+                ..FFlags::default()
+            },
+        )
+        .unwrap();
+        let rz = binary32(
+            "add",
+            FFlags {
+                rnd: 1,
+                ..FFlags::default()
+            },
+        )
+        .unwrap();
         assert_eq!(g(rn(one, tiny)), 1.0);
         assert_eq!(g(rp(one, tiny)), 1.0 + f32::EPSILON);
         assert_eq!(g(rz(f(-1.0), f(-(2f32.powi(-30))))), -1.0);
         // Directed rounding where the f64 sum itself is inexact.
         let big = f(2f32.powi(100));
-        let rm = binary32("sub", FFlags { rnd: 2, ..FFlags::default() }).unwrap();
-        assert_eq!(g(rm(big, f(2f32.powi(-100)))), 2f32.powi(100) * (1.0 - f32::EPSILON / 2.0));
+        let rm = binary32(
+            "sub",
+            FFlags {
+                rnd: 2,
+                ..FFlags::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            g(rm(big, f(2f32.powi(-100)))),
+            2f32.powi(100) * (1.0 - f32::EPSILON / 2.0)
+        );
     }
 
     #[test]
     fn ftz_and_sat() {
         let sub = f(1e-40);
-        let mul_ftz = binary32("mul", FFlags { ftz: true, ..FFlags::default() }).unwrap();
+        let mul_ftz = binary32(
+            "mul",
+            FFlags {
+                ftz: true,
+                ..FFlags::default()
+            },
+        )
+        .unwrap();
         assert_eq!(mul_ftz(sub, f(1.0)), 0);
-        let add_sat = binary32("add", FFlags { sat: true, ..FFlags::default() }).unwrap();
+        let add_sat = binary32(
+            "add",
+            FFlags {
+                sat: true,
+                ..FFlags::default()
+            },
+        )
+        .unwrap();
         assert_eq!(g(add_sat(f(0.75), f(0.5))), 1.0);
         assert_eq!(g(add_sat(f(-0.75), f(0.5))), 0.0);
         assert_eq!(add_sat(f(f32::NAN), f(0.5)), 0);
@@ -553,7 +629,14 @@ mod tests {
     #[test]
     fn min_max_nan() {
         let min = binary32("min", FFlags::default()).unwrap();
-        let min_nan = binary32("min", FFlags { nan: true, ..FFlags::default() }).unwrap();
+        let min_nan = binary32(
+            "min",
+            FFlags {
+                nan: true,
+                ..FFlags::default()
+            },
+        )
+        .unwrap();
         assert_eq!(g(min(f(f32::NAN), f(2.0))), 2.0);
         assert_eq!(min(f(f32::NAN), f(f32::NAN)), u64::from(NAN32));
         assert_eq!(min_nan(f(f32::NAN), f(2.0)), u64::from(NAN32));
@@ -566,7 +649,17 @@ mod tests {
     fn nan_compares() {
         let nan = f(f32::NAN);
         let one = f(1.0);
-        for (op, expect) in [("eq", false), ("ne", false), ("lt", false), ("ge", false), ("equ", true), ("neu", true), ("ltu", true), ("num", false), ("nan", true)] {
+        for (op, expect) in [
+            ("eq", false),
+            ("ne", false),
+            ("lt", false),
+            ("ge", false),
+            ("equ", true),
+            ("neu", true),
+            ("ltu", true),
+            ("num", false),
+            ("nan", true),
+        ] {
             assert_eq!(compare32(op, false).unwrap()(nan, one), expect, "{op}");
         }
         assert!(compare32("ne", false).unwrap()(f(2.0), one));
@@ -575,8 +668,22 @@ mod tests {
 
     #[test]
     fn f64_directed() {
-        let rp = binary64("div", FFlags { rnd: 3, ..FFlags::default() }).unwrap();
-        let rm = binary64("div", FFlags { rnd: 2, ..FFlags::default() }).unwrap();
+        let rp = binary64(
+            "div",
+            FFlags {
+                rnd: 3,
+                ..FFlags::default()
+            },
+        )
+        .unwrap();
+        let rm = binary64(
+            "div",
+            FFlags {
+                rnd: 2,
+                ..FFlags::default()
+            },
+        )
+        .unwrap();
         let one = 1.0f64.to_bits();
         let three = 3.0f64.to_bits();
         assert!(f64::from_bits(rp(one, three)) > f64::from_bits(rm(one, three)));

@@ -81,7 +81,11 @@ fn minmax<const BF: bool, const FTZ: bool, const NAN: bool>(a: u64, b: u64, is_m
         (true, false) => pick(y),
         (false, true) => pick(x),
         _ => {
-            let take_x = if x == y { is_min == x.is_sign_negative() } else { (x < y) == is_min };
+            let take_x = if x == y {
+                is_min == x.is_sign_negative()
+            } else {
+                (x < y) == is_min
+            };
             pick(if take_x { x } else { y })
         }
     }
@@ -111,13 +115,15 @@ macro_rules! x2 {
     };
     ($name:ident, $f:ident, 2) => {
         fn $name<const BF: bool, const FTZ: bool, const SAT: bool>(a: u64, b: u64) -> u64 {
-            $f::<BF, FTZ, SAT>(a & 0xffff, b & 0xffff) | ($f::<BF, FTZ, SAT>((a >> 16) & 0xffff, (b >> 16) & 0xffff) << 16)
+            $f::<BF, FTZ, SAT>(a & 0xffff, b & 0xffff)
+                | ($f::<BF, FTZ, SAT>((a >> 16) & 0xffff, (b >> 16) & 0xffff) << 16)
         }
     };
     ($name:ident, $f:ident, 3) => {
         fn $name<const BF: bool, const FTZ: bool, const SAT: bool>(a: u64, b: u64, c: u64) -> u64 {
             $f::<BF, FTZ, SAT>(a & 0xffff, b & 0xffff, c & 0xffff)
-                | ($f::<BF, FTZ, SAT>((a >> 16) & 0xffff, (b >> 16) & 0xffff, (c >> 16) & 0xffff) << 16)
+                | ($f::<BF, FTZ, SAT>((a >> 16) & 0xffff, (b >> 16) & 0xffff, (c >> 16) & 0xffff)
+                    << 16)
         }
     };
 }
@@ -218,7 +224,10 @@ mod tests {
         let fma = fma_fn(false, false, false, false);
         assert_eq!(fma(h(2.0), h(3.0), h(-1.0)), h(5.0));
         let add2 = binary("add", false, true, false, false).unwrap();
-        assert_eq!(add2(h(1.0) | (h(2.0) << 16), h(0.5) | (h(0.25) << 16)), h(1.5) | (h(2.25) << 16));
+        assert_eq!(
+            add2(h(1.0) | (h(2.0) << 16), h(0.5) | (h(0.25) << 16)),
+            h(1.5) | (h(2.25) << 16)
+        );
     }
 
     #[test]

@@ -113,7 +113,9 @@ fn mul_lo<T: Int>(a: u64, b: u64) -> u64 {
     T::from_bits(a).wmul(T::from_bits(b)).to_bits()
 }
 fn mul_hi<T: Int>(a: u64, b: u64) -> u64 {
-    let p = T::from_bits(a).as_i128().wrapping_mul(T::from_bits(b).as_i128());
+    let p = T::from_bits(a)
+        .as_i128()
+        .wrapping_mul(T::from_bits(b).as_i128());
     T::from_i128(p >> T::BITS).to_bits()
 }
 /// Full product, written at twice the width.
@@ -129,7 +131,10 @@ fn wide_mask<T: Int>() -> u64 {
     }
 }
 fn mad_lo<T: Int>(a: u64, b: u64, c: u64) -> u64 {
-    T::from_bits(a).wmul(T::from_bits(b)).wadd(T::from_bits(c)).to_bits()
+    T::from_bits(a)
+        .wmul(T::from_bits(b))
+        .wadd(T::from_bits(c))
+        .to_bits()
 }
 fn mad_hi<T: Int>(a: u64, b: u64, c: u64) -> u64 {
     let hi = T::from_bits(mul_hi::<T>(a, b));
@@ -207,7 +212,11 @@ fn brev<T: Int>(a: u64) -> u64 {
 /// `bfind`: position of the most significant non-sign bit, 0xffffffff if none.
 fn bfind<T: Int>(a: u64) -> u64 {
     let v = T::from_bits(a).to_bits();
-    let v = if T::SIGNED && (v >> (T::BITS - 1)) & 1 == 1 { !v & (u64::MAX >> (64 - T::BITS)) } else { v };
+    let v = if T::SIGNED && (v >> (T::BITS - 1)) & 1 == 1 {
+        !v & (u64::MAX >> (64 - T::BITS))
+    } else {
+        v
+    };
     if v == 0 {
         0xFFFF_FFFF
     } else {
@@ -219,10 +228,18 @@ fn bfe<T: Int>(a: u64, b: u64, c: u64) -> u64 {
     let pos = (b & 0xff) as u32;
     let len = (c & 0xff) as u32;
     let v = T::from_bits(a).to_bits();
-    let sbit = if !T::SIGNED || len == 0 { 0 } else { (v >> (pos + len - 1).min(msb)) & 1 };
+    let sbit = if !T::SIGNED || len == 0 {
+        0
+    } else {
+        (v >> (pos + len - 1).min(msb)) & 1
+    };
     let mut d = 0u64;
     for i in 0..=msb {
-        let bit = if i < len && pos + i <= msb { (v >> (pos + i)) & 1 } else { sbit };
+        let bit = if i < len && pos + i <= msb {
+            (v >> (pos + i)) & 1
+        } else {
+            sbit
+        };
         d |= bit << i;
     }
     d
@@ -261,9 +278,14 @@ pub fn prmt(a: u64, b: u64, c: u64, mode: u8) -> u64 {
     }
     let s = c & 3;
     let sel: [u64; 4] = match mode {
-        1 => [s, s + 1, s + 2, s + 3],                    // f4e
-        2 => [s, s.wrapping_sub(1) & 7, s.wrapping_sub(2) & 7, s.wrapping_sub(3) & 7], // b4e
-        3 => [s, s, s, s],                                // rc8
+        1 => [s, s + 1, s + 2, s + 3], // f4e
+        2 => [
+            s,
+            s.wrapping_sub(1) & 7,
+            s.wrapping_sub(2) & 7,
+            s.wrapping_sub(3) & 7,
+        ], // b4e
+        3 => [s, s, s, s],             // rc8
         4 => [[0, 1, 2, 3], [1, 1, 2, 3], [2, 2, 2, 3], [3, 3, 3, 3]][s as usize], // ecl
         5 => [[0, 0, 0, 0], [0, 1, 1, 1], [0, 1, 2, 2], [0, 1, 2, 3]][s as usize], // ecr
         _ => {
@@ -453,6 +475,17 @@ pub fn compare(op: &str, ty: Ty) -> Option<Cmp> {
     }
 }
 
+/// Four-operand semantic function (`bfi`).
+pub type F4 = fn(u64, u64, u64, u64) -> u64;
+
+pub fn bfi_fn(ty: Ty) -> Option<F4> {
+    match ty {
+        Ty::B32 | Ty::U32 | Ty::S32 => Some(bfi::<u32>),
+        Ty::B64 | Ty::U64 | Ty::S64 => Some(bfi::<u64>),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -468,15 +501,24 @@ mod tests {
         assert_eq!(b("add.sat", Ty::S32)(0x7fff_ffff, 1), 0x7fff_ffff);
         assert_eq!(b("mul.hi", Ty::U32)(0xffff_ffff, 0xffff_ffff), 0xffff_fffe);
         assert_eq!(b("mul.hi", Ty::S32)((-2i32) as u32 as u64, 3), 0xffff_ffff);
-        assert_eq!(b("mul.wide", Ty::S32)((-2i32) as u32 as u64, 3), (-6i64) as u64);
+        assert_eq!(
+            b("mul.wide", Ty::S32)((-2i32) as u32 as u64, 3),
+            (-6i64) as u64
+        );
         assert_eq!(b("mul.wide", Ty::U32)(0xffff_ffff, 2), 0x1_ffff_fffe);
         assert_eq!(b("mul.hi", Ty::U64)(u64::MAX, u64::MAX), u64::MAX - 1);
     }
 
     #[test]
     fn division() {
-        assert_eq!(b("div", Ty::S32)((-7i32) as u32 as u64, 2), (-3i32) as u32 as u64);
-        assert_eq!(b("rem", Ty::S32)((-7i32) as u32 as u64, 2), (-1i32) as u32 as u64);
+        assert_eq!(
+            b("div", Ty::S32)((-7i32) as u32 as u64, 2),
+            (-3i32) as u32 as u64
+        );
+        assert_eq!(
+            b("rem", Ty::S32)((-7i32) as u32 as u64, 2),
+            (-1i32) as u32 as u64
+        );
         assert_eq!(b("div", Ty::U32)(7, 0), 0xffff_ffff);
         assert_eq!(b("rem", Ty::U32)(7, 0), 7);
         assert_eq!(b("div", Ty::S32)(0x8000_0000, 0xffff_ffff), 0x8000_0000);
@@ -517,16 +559,5 @@ mod tests {
         let lo = compare("lo", Ty::S32).unwrap();
         assert!(lt_s(0xffff_ffff, 0));
         assert!(!lo(0xffff_ffff, 0));
-    }
-}
-
-/// Four-operand semantic function (`bfi`).
-pub type F4 = fn(u64, u64, u64, u64) -> u64;
-
-pub fn bfi_fn(ty: Ty) -> Option<F4> {
-    match ty {
-        Ty::B32 | Ty::U32 | Ty::S32 => Some(bfi::<u32>),
-        Ty::B64 | Ty::U64 | Ty::S64 => Some(bfi::<u64>),
-        _ => None,
     }
 }

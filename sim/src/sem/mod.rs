@@ -85,13 +85,25 @@ impl Fmt {
 
     /// Decodes `bits` of this format into an (exact) f64.
     pub fn to_f64(self, bits: u64) -> f64 {
-        let sign = if bits & self.sign_bit() != 0 { -1.0 } else { 1.0 };
+        let sign = if bits & self.sign_bit() != 0 {
+            -1.0
+        } else {
+            1.0
+        };
         let e = ((bits >> self.mant) & ((1 << self.exp) - 1)) as i32;
         let m = bits & ((1u64 << self.mant) - 1);
         if e == (1 << self.exp) - 1 {
-            return if m == 0 { sign * f64::INFINITY } else { f64::NAN };
+            return if m == 0 {
+                sign * f64::INFINITY
+            } else {
+                f64::NAN
+            };
         }
-        let (mant, exp) = if e == 0 { (m as f64, 1 - self.bias()) } else { ((m | (1 << self.mant)) as f64, e - self.bias()) };
+        let (mant, exp) = if e == 0 {
+            (m as f64, 1 - self.bias())
+        } else {
+            ((m | (1 << self.mant)) as f64, e - self.bias())
+        };
         sign * mant * 2f64.powi(exp - self.mant as i32)
     }
 }
@@ -122,12 +134,20 @@ pub fn round_to(x: f64, resid: i8, fmt: Fmt, mode: Rnd) -> u64 {
     // |x| = m * 2^e with m a 53-bit integer.
     let bits = x.abs().to_bits();
     let be = ((bits >> 52) & 0x7ff) as i32;
-    let (m, e) = if be == 0 { (bits & ((1 << 52) - 1), -1074) } else { ((bits & ((1 << 52) - 1)) | (1 << 52), be - 1075) };
+    let (m, e) = if be == 0 {
+        (bits & ((1 << 52) - 1), -1074)
+    } else {
+        ((bits & ((1 << 52) - 1)) | (1 << 52), be - 1075)
+    };
     let lz = m.leading_zeros() as i32 - 11;
     let (m, e) = (m << lz, e - lz);
     let top = e + 52; // exponent of the leading bit
     let emin = 1 - fmt.bias();
-    let q_exp = if top < emin { emin - fmt.mant as i32 } else { top - fmt.mant as i32 };
+    let q_exp = if top < emin {
+        emin - fmt.mant as i32
+    } else {
+        top - fmt.mant as i32
+    };
     let shift = q_exp - e; // > 0 for every format narrower than f64
     let (mut q, r, half) = if shift > 60 {
         (0u64, 1u64, 2u64)
@@ -154,7 +174,11 @@ pub fn round_to(x: f64, resid: i8, fmt: Fmt, mode: Rnd) -> u64 {
             Rnd::Rm => neg,
             Rnd::Rp => !neg,
         };
-        return if to_inf { sign | fmt.inf_bits() } else { sign | (fmt.inf_bits() - 1) };
+        return if to_inf {
+            sign | fmt.inf_bits()
+        } else {
+            sign | (fmt.inf_bits() - 1)
+        };
     }
     sign | encode_exact(v, fmt)
 }
@@ -220,8 +244,23 @@ mod tests {
 
     #[test]
     fn round_to_f32_matches_native_rn() {
-        for &x in &[1.0f64, 1.0 + 1e-9, 3.4e38, 3.5e38, 1e-40, -1e-45, 0.1, -0.3, 65504.0, 1e300] {
-            assert_eq!(round_to(x, 0, F32, Rnd::Rn), u64::from((x as f32).to_bits()), "{x}");
+        for &x in &[
+            1.0f64,
+            1.0 + 1e-9,
+            3.4e38,
+            3.5e38,
+            1e-40,
+            -1e-45,
+            0.1,
+            -0.3,
+            65504.0,
+            1e300,
+        ] {
+            assert_eq!(
+                round_to(x, 0, F32, Rnd::Rn),
+                u64::from((x as f32).to_bits()),
+                "{x}"
+            );
         }
     }
 
@@ -229,10 +268,19 @@ mod tests {
     fn directed_rounding() {
         let x = 1.0 + 2f64.powi(-30);
         assert_eq!(f32::from_bits(round_to(x, 0, F32, Rnd::Rz) as u32), 1.0);
-        assert_eq!(f32::from_bits(round_to(x, 0, F32, Rnd::Rp) as u32), 1.0 + f32::EPSILON);
-        assert_eq!(f32::from_bits(round_to(-x, 0, F32, Rnd::Rm) as u32), -1.0 - f32::EPSILON);
+        assert_eq!(
+            f32::from_bits(round_to(x, 0, F32, Rnd::Rp) as u32),
+            1.0 + f32::EPSILON
+        );
+        assert_eq!(
+            f32::from_bits(round_to(-x, 0, F32, Rnd::Rm) as u32),
+            -1.0 - f32::EPSILON
+        );
         // Exact 1.0 with a negative residual: just below one.
-        assert_eq!(f32::from_bits(round_to(1.0, -1, F32, Rnd::Rz) as u32), 1.0 - f32::EPSILON / 2.0);
+        assert_eq!(
+            f32::from_bits(round_to(1.0, -1, F32, Rnd::Rz) as u32),
+            1.0 - f32::EPSILON / 2.0
+        );
         assert_eq!(f32::from_bits(round_to(1.0, -1, F32, Rnd::Rn) as u32), 1.0);
         // Overflow: rz gives the largest finite.
         assert_eq!(round_to(1e39, 0, F32, Rnd::Rz) as u32, f32::MAX.to_bits());
@@ -244,7 +292,10 @@ mod tests {
         assert_eq!(round_to(65520.0, 0, F16, Rnd::Rn), 0x7C00); // rounds to inf
         assert_eq!(round_to(65519.0, 0, F16, Rnd::Rn), 0x7BFF);
         assert_eq!(round_to(1.0 + 2f64.powi(-11), 0, F16, Rnd::Rn), 0x3C00); // tie to even
-        assert_eq!(round_to(1.0 + 3.0 * 2f64.powi(-11), 0, F16, Rnd::Rn), 0x3C02);
+        assert_eq!(
+            round_to(1.0 + 3.0 * 2f64.powi(-11), 0, F16, Rnd::Rn),
+            0x3C02
+        );
         assert_eq!(round_to(2f64.powi(-24), 0, F16, Rnd::Rn), 0x0001);
         assert_eq!(round_to(1.0 + 2f64.powi(-8), 0, BF16, Rnd::Rn), 0x3F80); // tie to even
         assert_eq!(round_to(f64::NAN, 0, BF16, Rnd::Rn), 0x7FFF);
