@@ -90,10 +90,34 @@ fn configs() -> Vec<(&'static str, Options)> {
     let off = Options::unchecked();
     vec![
         ("all checks off", off.clone()),
-        ("memcheck only", Options { memcheck: true, ..off.clone() }),
-        ("initcheck only", Options { initcheck: true, ..off.clone() }),
-        ("racecheck only", Options { racecheck: true, ..off.clone() }),
-        ("synccheck only", Options { synccheck: true, ..off.clone() }),
+        (
+            "memcheck only",
+            Options {
+                memcheck: true,
+                ..off.clone()
+            },
+        ),
+        (
+            "initcheck only",
+            Options {
+                initcheck: true,
+                ..off.clone()
+            },
+        ),
+        (
+            "racecheck only",
+            Options {
+                racecheck: true,
+                ..off.clone()
+            },
+        ),
+        (
+            "synccheck only",
+            Options {
+                synccheck: true,
+                ..off.clone()
+            },
+        ),
         ("all checks on", Options::default()),
     ]
 }
@@ -106,13 +130,23 @@ fn bench(name: &str, text: &str, entry: &str, blocks: u32, iters: u32) {
         let n = blocks as usize * 256;
         let input = d.upload(&vec![1.0f32; n]);
         let out = d.alloc(n * 4);
-        let args = if entry == "fma_loop" { vec![Arg::Buffer(out), Arg::U32(iters)] } else { vec![Arg::Buffer(input), Arg::Buffer(out), Arg::U32(iters)] };
+        let args = if entry == "fma_loop" {
+            vec![Arg::Buffer(out), Arg::U32(iters)]
+        } else {
+            vec![Arg::Buffer(input), Arg::Buffer(out), Arg::U32(iters)]
+        };
         let t = Instant::now();
-        let r = d.launch(&m, entry, [blocks, 1, 1], [256, 1, 1], 0, &args, &opts).expect("launch");
+        let r = d
+            .launch(&m, entry, [blocks, 1, 1], [256, 1, 1], 0, &args, &opts)
+            .expect("launch");
         let dt = t.elapsed().as_secs_f64();
         let instrs = r.counters.instructions.total();
         assert!(r.is_clean(), "{:?}", r.findings);
-        println!("  {label:<16} {:>12} thread-instructions in {dt:>7.3} s = {:>7.1} M thread-instr/s", instrs, instrs as f64 / dt / 1e6);
+        println!(
+            "  {label:<16} {:>12} thread-instructions in {dt:>7.3} s = {:>7.1} M thread-instr/s",
+            instrs,
+            instrs as f64 / dt / 1e6
+        );
     }
 }
 

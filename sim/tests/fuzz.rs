@@ -99,3 +99,23 @@ fn every_corpus_kernel_survives_arbitrary_arguments() {
         try_run(&text);
     }
 }
+
+#[test]
+fn hostile_inputs_are_errors_not_crashes() {
+    let deep = format!(
+        ".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{}",
+        "{".repeat(100_000)
+    );
+    assert!(Module::parse(&deep).is_err());
+    let deep_operand = format!(
+        ".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{{\n mov.b32 %r1, {};\n}}\n",
+        "{".repeat(100_000)
+    );
+    assert!(Module::parse(&deep_operand).is_err());
+    let many_regs = ".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n .reg .b32 %r<4000000000>;\n ret;\n}\n";
+    assert!(Module::parse(many_regs).is_err());
+    let big_local = ".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n .local .b8 x[1099511627776];\n ret;\n}\n";
+    assert!(Module::parse(big_local).is_err());
+    assert!(Module::parse("\u{1F600}").is_err());
+    assert!(Module::parse("").unwrap().entries().is_empty());
+}

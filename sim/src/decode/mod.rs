@@ -293,6 +293,13 @@ struct Sym {
     addr: u64,
 }
 
+/// Registers per thread the decoder accepts (far above any real kernel).
+const MAX_REGS: usize = 1 << 16;
+/// Local memory per thread the decoder accepts.
+const MAX_LOCAL_BYTES: u64 = 512 * 1024;
+/// Static shared memory the decoder accepts (launches enforce the device limit).
+const MAX_STATIC_SMEM: u64 = 1 << 20;
+
 fn align_up(x: u64, a: u64) -> u64 {
     let a = a.max(1);
     x.div_ceil(a) * a
@@ -413,6 +420,12 @@ pub fn decode_entry(
             Space::Param => {}
         }
     }
+    if local > MAX_LOCAL_BYTES || smem > MAX_STATIC_SMEM {
+        return Err(SimError::Parse {
+            line: f.line,
+            message: format!("`{}` declares {local} bytes of local and {smem} bytes of static shared memory per thread/block (too large)", f.name),
+        });
+    }
     let dynamic_smem_offset = align_up(smem, dyn_align);
     for name in externs {
         cx.syms.insert(
@@ -430,6 +443,12 @@ pub fn decode_entry(
             Stmt::Reg { ty, names, line } => {
                 for (name, count) in names {
                     match count {
+                        Some(n) if *n as usize > MAX_REGS => {
+                            return Err(SimError::Parse {
+                                line: *line,
+                                message: format!("`{name}<{n}>`: too many registers"),
+                            });
+                        }
                         Some(n) => {
                             for i in 0..*n {
                                 cx.add_reg(format!("{name}{i}"), *ty);
@@ -437,7 +456,7 @@ pub fn decode_entry(
                         }
                         None => cx.add_reg(name.clone(), *ty),
                     }
-                    if cx.regs.len() > 1 << 20 {
+                    if cx.regs.len() > MAX_REGS {
                         return Err(SimError::Parse {
                             line: *line,
                             message: "too many registers".into(),

@@ -13,14 +13,22 @@ use lexer::{Tok, Token};
 /// Parses PTX text into a module syntax tree.
 pub fn parse(text: &str) -> Result<ast::Module, SimError> {
     let toks = lexer::lex(text)?;
-    let mut p = Parser { toks, pos: 0 };
+    let mut p = Parser {
+        toks,
+        pos: 0,
+        depth: 0,
+    };
     p.module()
 }
 
 struct Parser {
     toks: Vec<Token>,
     pos: usize,
+    /// Nesting of `{}` scopes and vector operands, bounded so hostile input cannot overflow the stack.
+    depth: u32,
 }
+
+const MAX_DEPTH: u32 = 64;
 
 type PResult<T> = Result<T, SimError>;
 
@@ -398,7 +406,9 @@ impl Parser {
                 }
                 Some(Tok::Punct('{')) => {
                     self.pos += 1;
+                    self.enter()?;
                     self.block(body)?;
+                    self.depth -= 1;
                 }
                 Some(Tok::Punct(';')) => self.pos += 1,
                 Some(Tok::Dot(d)) => {
@@ -545,23 +555,46 @@ impl Parser {
             }
             Some(Tok::Punct(open @ ('{' | '('))) => {
                 self.pos += 1;
-                let close = if open == '{' { '}' } else { ')' };
-                let mut items = Vec::new();
-                if self.eat_punct(close) {
-                    return Ok(Operand::Vector(items));
-                }
-                loop {
-                    items.push(self.operand()?);
-                    if self.eat_punct(close) {
-                        return Ok(Operand::Vector(items));
-                    }
-                    self.expect_punct(',')?;
-                }
+                self.enter()?;
+                let v = self.vector(if open == '{' { '}' } else { ')' });
+                self.depth -= 1;
+                v
             }
             Some(Tok::Punct('!')) => {
                 self.pos += 1;
-                Ok(Operand::Not(Box::new(self.simple_operand()?)))
+                self.enter()?;
+                let v = self.simple_operand().map(|o| Operand::Not(Box::new(o)));
+                self.depth -= 1;
+                v
             }
+            _ => self.scalar_operand(),
+        }
+    }
+
+    fn enter(&mut self) -> PResult<()> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return self.err("nesting too deep");
+        }
+        Ok(())
+    }
+
+    fn vector(&mut self, close: char) -> PResult<Operand> {
+        let mut items = Vec::new();
+        if self.eat_punct(close) {
+            return Ok(Operand::Vector(items));
+        }
+        loop {
+            items.push(self.operand()?);
+            if self.eat_punct(close) {
+                return Ok(Operand::Vector(items));
+            }
+            self.expect_punct(',')?;
+        }
+    }
+
+    fn scalar_operand(&mut self) -> PResult<Operand> {
+        match self.peek().cloned() {
             Some(Tok::Punct('-')) => {
                 self.pos += 1;
                 match self.next()? {
