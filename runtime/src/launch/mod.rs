@@ -7,6 +7,11 @@ use std::marker::PhantomData;
 mod element;
 pub use element::{Element, ScalarKind};
 
+#[cfg(feature = "sim")]
+mod sim;
+#[cfg(feature = "sim")]
+pub use sim::{LaunchRecord, SimBackend, SimBuffer};
+
 #[cfg(feature = "cuda")]
 mod cuda;
 #[cfg(feature = "cuda")]

@@ -57,7 +57,10 @@ impl SimBackend {
 
     /// A backend with explicit interpreter options (e.g. checks off for throughput runs).
     pub fn with_options(options: Options) -> Self {
-        Self { state: Mutex::new(State::default()), options }
+        Self {
+            state: Mutex::new(State::default()),
+            options,
+        }
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -91,11 +94,13 @@ impl Backend for SimBackend {
     type RawBuffer = SimBuffer;
 
     fn alloc<T: Element>(&self, len: usize) -> Result<DeviceBuffer<Self, T>, LaunchError> {
-        let bytes = len.checked_mul(T::KIND.size_bytes()).ok_or_else(|| LaunchError::InvalidDim {
-            name: "len",
-            value: len as u64,
-            reason: "byte size overflows usize".into(),
-        })?;
+        let bytes =
+            len.checked_mul(T::KIND.size_bytes())
+                .ok_or_else(|| LaunchError::InvalidDim {
+                    name: "len",
+                    value: len as u64,
+                    reason: "byte size overflows usize".into(),
+                })?;
         let id = self.state().device.alloc(bytes);
         Ok(DeviceBuffer::from_raw(SimBuffer { id, bytes }, len))
     }
@@ -104,21 +109,46 @@ impl Backend for SimBackend {
         let mut bytes = Vec::with_capacity(std::mem::size_of_val(data));
         data.iter().for_each(|x| x.write_le(&mut bytes));
         let id = self.state().device.upload::<u8>(&bytes);
-        Ok(DeviceBuffer::from_raw(SimBuffer { id, bytes: bytes.len() }, data.len()))
+        Ok(DeviceBuffer::from_raw(
+            SimBuffer {
+                id,
+                bytes: bytes.len(),
+            },
+            data.len(),
+        ))
     }
 
-    fn write<T: Element>(&self, buf: &mut DeviceBuffer<Self, T>, data: &[T]) -> Result<(), LaunchError> {
+    fn write<T: Element>(
+        &self,
+        buf: &mut DeviceBuffer<Self, T>,
+        data: &[T],
+    ) -> Result<(), LaunchError> {
         if data.len() != buf.len() {
-            return Err(LaunchError::BufferLength { name: "data", expected: buf.len(), actual: data.len() });
+            return Err(LaunchError::BufferLength {
+                name: "data",
+                expected: buf.len(),
+                actual: data.len(),
+            });
         }
         let mut bytes = Vec::with_capacity(buf.raw().bytes);
         data.iter().for_each(|x| x.write_le(&mut bytes));
-        self.state().device.write::<u8>(buf.raw().id, &bytes).map_err(sim_error)
+        self.state()
+            .device
+            .write::<u8>(buf.raw().id, &bytes)
+            .map_err(sim_error)
     }
 
     fn download<T: Element>(&self, buf: &DeviceBuffer<Self, T>) -> Result<Vec<T>, LaunchError> {
-        let bytes = self.state().device.download::<u8>(buf.raw().id).map_err(sim_error)?;
-        Ok(bytes.chunks_exact(T::KIND.size_bytes()).take(buf.len()).map(T::read_le).collect())
+        let bytes = self
+            .state()
+            .device
+            .download::<u8>(buf.raw().id)
+            .map_err(sim_error)?;
+        Ok(bytes
+            .chunks_exact(T::KIND.size_bytes())
+            .take(buf.len())
+            .map(T::read_le)
+            .collect())
     }
 
     fn launch(
@@ -152,9 +182,21 @@ impl Backend for SimBackend {
         let dims = |d: super::Dim3| [d.x, d.y, d.z];
         let report = state
             .device
-            .launch(&module, entry, dims(config.grid), dims(config.block), config.dynamic_shared_bytes, &args, &self.options)
+            .launch(
+                &module,
+                entry,
+                dims(config.grid),
+                dims(config.block),
+                config.dynamic_shared_bytes,
+                &args,
+                &self.options,
+            )
             .map_err(sim_error)?;
-        state.log.push(LaunchRecord { entry: entry.to_string(), config, counters: report.counters });
+        state.log.push(LaunchRecord {
+            entry: entry.to_string(),
+            config,
+            counters: report.counters,
+        });
         if report.findings.is_empty() {
             return Ok(());
         }
@@ -168,12 +210,17 @@ impl Backend for SimBackend {
                 f.line,
                 f.thread,
                 f.block,
-                f.address.map(|a| format!(", address {a:#x}")).unwrap_or_default()
+                f.address
+                    .map(|a| format!(", address {a:#x}"))
+                    .unwrap_or_default()
             );
         }
         if report.findings.len() > 5 {
             let _ = write!(text, "\n  … and {} more", report.findings.len() - 5);
         }
-        Err(LaunchError::Findings { entry: entry.to_string(), report: text })
+        Err(LaunchError::Findings {
+            entry: entry.to_string(),
+            report: text,
+        })
     }
 }
