@@ -444,12 +444,12 @@ fn conversions_round_to_nearest_even_on_every_path() {
         0.0,
         -0.0,
         1.0,
-        1.00390625,
-        1.01171875,
+        f32::from_bits(0x3f80_8000), // 1 + 2^-8: a bf16 tie, rounds down to even
+        f32::from_bits(0x3f81_8000), // a bf16 tie that rounds up to even
         65504.0,
         65520.0,
         1e-8,
-        -3.14159,
+        -2.718,
         f32::INFINITY,
         f32::NEG_INFINITY,
         f32::NAN,
