@@ -85,7 +85,7 @@ impl Prepared {
         let kind = kind_of(cfg.dtype);
         if T::KIND != kind {
             return Err(LaunchError::ArgumentType {
-                entry,
+                entry: entry.to_string(),
                 index: 0,
                 expected: ParamKind::Pointer(kind),
             });

@@ -1,0 +1,599 @@
+//! conv2d kernels in the interpreter (every sanitizer check on: a finding fails the launch and
+//! the test) against the f64 host references, for every dtype, over the issue's shapes and
+//! seeded random ones; plus the adjoint identity of backward-data, determinism of
+//! backward-filter, and the launch functions' typed errors on bad input.
+//!
+//! Tolerances, as `max |got − want| / max |want|` over a tensor (the reference sees the same
+//! rounded inputs the kernels do): f32 ≤ 1e-5, f16 ≤ 2e-3, bf16 ≤ 2e-2 (f32 accumulation, one
+//! rounding of the output), f64 ≤ 1e-12. The adjoint identity `⟨conv(x), g⟩ = ⟨x,
+//! bwd_data(g)⟩` is checked with kernel outputs on both sides, to the same tolerance relative
+//! to `Σ|y·g| + Σ|x·dx|`.
+
+#![cfg(feature = "sim")]
+
+use half::{bf16, f16};
+use ptxforge_runtime::dtype::DType;
+use ptxforge_runtime::launch::{Backend, DeviceBuffer, Element, LaunchError, SimBackend};
+use ptxforge_runtime::templates::conv::launch::{
+    backward_data, backward_filter, forward_1x1, forward_direct, forward_im2col,
+};
+use ptxforge_runtime::templates::conv::{reference, Conv2dConfig, ConvDims, ConvShape};
+use ptxforge_runtime::templates::testing::{from_f64, to_f64, HostFloat, SplitMix64};
+use ptxforge_runtime::templates::KernelFamily;
+use ptxforge_runtime::Arch;
+
+/// One problem of the table.
+#[derive(Debug, Clone, Copy)]
+struct Case {
+    name: &'static str,
+    cfg: Conv2dConfig,
+    shape: ConvShape,
+}
+
+const fn shape(batch: u32, height: u32, width: u32) -> ConvShape {
+    ConvShape {
+        batch,
+        height,
+        width,
+    }
+}
+
+/// The issue's shapes, with small channel counts and images (odd sizes, batch 1 and 3).
+fn issue_cases() -> Vec<Case> {
+    let c = Conv2dConfig::new;
+    vec![
+        Case {
+            name: "resnet 3x3 s1 p1 + bias",
+            cfg: c(4, 6, 3).with_padding(1, 1).with_bias(true),
+            shape: shape(1, 7, 9),
+        },
+        Case {
+            name: "3x3 s2 p1, batch 3",
+            cfg: c(3, 5, 3).with_stride(2, 2).with_padding(1, 1),
+            shape: shape(3, 9, 8),
+        },
+        Case {
+            name: "1x1 s2, groups 2 + bias",
+            cfg: c(4, 6, 1).with_stride(2, 2).with_groups(2).with_bias(true),
+            shape: shape(1, 7, 7),
+        },
+        Case {
+            name: "1x1 s1 p1 (padding honoured)",
+            cfg: c(3, 2, 1).with_padding(1, 1),
+            shape: shape(3, 3, 5),
+        },
+        Case {
+            name: "7x7 s2 p3 stem",
+            cfg: c(3, 4, 7).with_stride(2, 2).with_padding(3, 3),
+            shape: shape(1, 19, 21),
+        },
+        Case {
+            name: "depthwise 3x3 (multiplier 2) + bias, batch 3",
+            cfg: c(4, 8, 3).with_groups(4).with_padding(1, 1).with_bias(true),
+            shape: shape(3, 6, 5),
+        },
+        Case {
+            name: "groups 4",
+            cfg: c(8, 12, 3).with_groups(4).with_padding(1, 1),
+            shape: shape(1, 5, 7),
+        },
+        Case {
+            name: "dilation 2",
+            cfg: c(3, 4, 3).with_dilation(2, 2).with_padding(2, 2),
+            shape: shape(1, 9, 11),
+        },
+        Case {
+            name: "several direct tiles, 10 channels (two channel blocks)",
+            cfg: c(2, 10, 3).with_padding(1, 1),
+            shape: shape(1, 18, 33),
+        },
+        Case {
+            name: "rectangular 2x5 kernel, stride (3, 2), groups 2",
+            cfg: c(4, 6, 2)
+                .with_kernel(2, 5)
+                .with_stride(3, 2)
+                .with_groups(2),
+            shape: shape(2, 11, 12),
+        },
+        Case {
+            name: "output 1x1, batch 1",
+            cfg: c(2, 3, 3),
+            shape: shape(1, 3, 3),
+        },
+    ]
+}
+
+/// Seeded random configurations and shapes (every input at least the dilated kernel).
+fn fuzz_cases(seed: u64, count: usize) -> Vec<Case> {
+    let mut rng = SplitMix64::new(seed);
+    let mut pick = |lo: u32, hi: u32| lo + rng.below(u64::from(hi - lo + 1)) as u32;
+    (0..count)
+        .map(|_| {
+            let groups = pick(1, 3);
+            let cfg = Conv2dConfig::new(groups * pick(1, 3), groups * pick(1, 3), 1)
+                .with_kernel(pick(1, 4), pick(1, 4))
+                .with_stride(pick(1, 3), pick(1, 3))
+                .with_padding(pick(0, 2), pick(0, 2))
+                .with_dilation(pick(1, 2), pick(1, 2))
+                .with_groups(groups)
+                .with_bias(pick(0, 1) == 1);
+            let (eh, ew) = cfg.dilated_extent();
+            let height = (eh as u32).saturating_sub(2 * cfg.padding_h).max(1) + pick(0, 9);
+            let width = (ew as u32).saturating_sub(2 * cfg.padding_w).max(1) + pick(0, 9);
+            Case {
+                name: "fuzz",
+                cfg,
+                shape: shape(pick(1, 2), height, width),
+            }
+        })
+        .collect()
+}
+
+/// Tolerance of a dtype (module doc).
+fn tolerance(dtype: DType) -> f64 {
+    match dtype {
+        DType::F32 => 1e-5,
+        DType::F16 => 2e-3,
+        DType::BF16 => 2e-2,
+        DType::F64 => 1e-12,
+    }
+}
+
+fn assert_close(what: &str, got: &[f64], want: &[f64], tol: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-30);
+    let (i, err) = got
+        .iter()
+        .zip(want)
+        .map(|(g, w)| {
+            if g.is_nan() {
+                f64::INFINITY
+            } else {
+                (g - w).abs()
+            }
+        })
+        .enumerate()
+        .fold(
+            (0, 0.0),
+            |best, (i, e)| if e > best.1 { (i, e) } else { best },
+        );
+    assert!(
+        err / scale <= tol,
+        "{what}: element {i}: got {}, want {} (error {:e} relative to max {scale}, tolerance {tol:e})",
+        got[i],
+        want[i],
+        err / scale
+    );
+}
+
+fn dot(a: &[f64], b: &[f64]) -> (f64, f64) {
+    a.iter()
+        .zip(b)
+        .fold((0.0, 0.0), |(s, m), (x, y)| (s + x * y, m + (x * y).abs()))
+}
+
+/// Rounded random data: the device copy and the f64 values the reference sees.
+struct Data<T: Element> {
+    host: Vec<f64>,
+    dev: DeviceBuffer<SimBackend, T>,
+}
+
+fn random<T: HostFloat + Element>(dev: &SimBackend, rng: &mut SplitMix64, len: usize) -> Data<T> {
+    let rounded: Vec<T> = from_f64(&rng.vec_f64(len, -1.0, 1.0));
+    Data {
+        host: to_f64(&rounded),
+        dev: dev.upload(&rounded).expect("upload"),
+    }
+}
+
+fn download<T: HostFloat + Element>(
+    dev: &SimBackend,
+    buf: &DeviceBuffer<SimBackend, T>,
+) -> Vec<f64> {
+    to_f64(&dev.download(buf).expect("download"))
+}
+
+fn must<T>(what: &str, r: Result<T, LaunchError>) -> T {
+    r.unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+/// Every path of one case in one dtype on one arch against the references.
+fn run_case<T: HostFloat + Element>(case: &Case, dtype: DType, arch: Arch, seed: u64) {
+    let cfg = Conv2dConfig {
+        dtype,
+        arch,
+        ..case.cfg
+    };
+    let label = format!(
+        "{} [{}] {dtype} {arch} {:?}",
+        case.name,
+        cfg.matrix_name(),
+        case.shape
+    );
+    let ptx = cfg.compile().unwrap_or_else(|e| panic!("{label}: {e}")).ptx;
+    let tol = tolerance(dtype);
+    let dev = SimBackend::new();
+    let mut rng = SplitMix64::new(seed);
+    let s = &case.shape;
+    let dims = cfg.check_shape(s, true).expect("valid shape");
+    let x = random::<T>(&dev, &mut rng, dims.input_len(&cfg));
+    let w = random::<T>(&dev, &mut rng, ConvDims::weight_len(&cfg));
+    let b = random::<T>(&dev, &mut rng, cfg.out_channels as usize);
+    let gy = random::<T>(&dev, &mut rng, dims.output_len(&cfg));
+    let bias = cfg.bias.then_some(&b.dev);
+    let host_bias = cfg.bias.then_some(b.host.as_slice());
+    let want_y = reference::forward(&cfg, s, &x.host, &w.host, host_bias).expect("reference");
+
+    let mut y = dev.alloc::<T>(dims.output_len(&cfg)).expect("alloc");
+    must(
+        &label,
+        forward_direct(&cfg, &dev, &ptx, s, &x.dev, &w.dev, bias, &mut y),
+    );
+    assert_close(
+        &format!("{label}: direct"),
+        &download(&dev, &y),
+        &want_y,
+        tol,
+    );
+
+    let mut cols = dev.alloc::<T>(dims.im2col_len(&cfg)).expect("alloc");
+    let mut y2 = dev.alloc::<T>(dims.output_len(&cfg)).expect("alloc");
+    must(
+        &label,
+        forward_im2col(
+            &cfg, &dev, &ptx, s, &x.dev, &w.dev, bias, &mut cols, &mut y2,
+        ),
+    );
+    let want_cols = reference::im2col(&cfg, s, &x.host).expect("reference");
+    assert_eq!(
+        download(&dev, &cols),
+        want_cols,
+        "{label}: im2col is an exact copy"
+    );
+    assert_close(
+        &format!("{label}: im2col + gemm"),
+        &download(&dev, &y2),
+        &want_y,
+        tol,
+    );
+
+    if cfg.has_pointwise() {
+        let mut y3 = dev.alloc::<T>(dims.output_len(&cfg)).expect("alloc");
+        must(
+            &label,
+            forward_1x1(&cfg, &dev, &ptx, s, &x.dev, &w.dev, bias, &mut y3),
+        );
+        assert_close(&format!("{label}: 1x1"), &download(&dev, &y3), &want_y, tol);
+    }
+
+    let mut dx = dev.alloc::<T>(dims.input_len(&cfg)).expect("alloc");
+    must(
+        &label,
+        backward_data(&cfg, &dev, &ptx, s, &gy.dev, &w.dev, &mut dx),
+    );
+    let got_dx = download(&dev, &dx);
+    let want_dx = reference::backward_data(&cfg, s, &gy.host, &w.host).expect("reference");
+    assert_close(&format!("{label}: backward-data"), &got_dx, &want_dx, tol);
+
+    let mut dw = dev.alloc::<T>(ConvDims::weight_len(&cfg)).expect("alloc");
+    let mut db = dev.alloc::<T>(cfg.out_channels as usize).expect("alloc");
+    must(
+        &label,
+        backward_filter(
+            &cfg,
+            &dev,
+            &ptx,
+            s,
+            &x.dev,
+            &gy.dev,
+            &mut dw,
+            cfg.bias.then_some(&mut db),
+        ),
+    );
+    let (want_dw, want_db) =
+        reference::backward_filter(&cfg, s, &x.host, &gy.host).expect("reference");
+    assert_close(
+        &format!("{label}: backward-filter dw"),
+        &download(&dev, &dw),
+        &want_dw,
+        tol,
+    );
+    if let Some(want_db) = want_db {
+        assert_close(
+            &format!("{label}: backward-filter db"),
+            &download(&dev, &db),
+            &want_db,
+            tol,
+        );
+    }
+
+    // Adjoint identity with kernel outputs on both sides (bias-free forward).
+    let plain = Conv2dConfig { bias: false, ..cfg };
+    let plain_ptx = plain.compile().expect("compiles").ptx;
+    let mut y0 = dev.alloc::<T>(dims.output_len(&cfg)).expect("alloc");
+    must(
+        &label,
+        forward_direct(&plain, &dev, &plain_ptx, s, &x.dev, &w.dev, None, &mut y0),
+    );
+    let (l, l_mag) = dot(&download(&dev, &y0), &gy.host);
+    let (r, r_mag) = dot(&x.host, &got_dx);
+    assert!(
+        (l - r).abs() <= tol * (l_mag + r_mag).max(1e-30),
+        "{label}: adjoint ⟨conv(x), g⟩ = {l} vs ⟨x, bwd_data(g)⟩ = {r}"
+    );
+}
+
+fn run_all_dtypes(cases: &[Case], seed: u64) {
+    const ARCHS: [Arch; 3] = [Arch::Sm70, Arch::Sm80, Arch::Sm90];
+    for (i, case) in cases.iter().enumerate() {
+        let arch = ARCHS[i % ARCHS.len()];
+        let seed = seed + i as u64;
+        run_case::<f32>(case, DType::F32, arch, seed);
+        run_case::<f64>(case, DType::F64, arch, seed);
+        run_case::<f16>(case, DType::F16, arch, seed);
+        run_case::<bf16>(case, DType::BF16, ARCHS[(i + 1) % ARCHS.len()], seed);
+    }
+}
+
+#[test]
+fn issue_shapes_every_dtype() {
+    run_all_dtypes(&issue_cases(), 100);
+}
+
+#[test]
+fn fuzzed_shapes_every_dtype() {
+    run_all_dtypes(&fuzz_cases(2024, 8), 200);
+}
+
+#[test]
+fn backward_filter_is_deterministic_under_block_shuffling() {
+    let cfg = Conv2dConfig::new(4, 6, 3)
+        .with_padding(1, 1)
+        .with_groups(2)
+        .with_bias(true);
+    let ptx = cfg.compile().expect("compiles").ptx;
+    let s = shape(3, 9, 7);
+    let dims = cfg.check_shape(&s, false).expect("valid");
+    let mut results = Vec::new();
+    for shuffle in [None, Some(1), Some(2)] {
+        let dev = SimBackend::with_options(ptxforge_sim::Options {
+            shuffle_blocks: shuffle,
+            ..ptxforge_sim::Options::default()
+        });
+        let mut rng = SplitMix64::new(5);
+        let x = random::<f32>(&dev, &mut rng, dims.input_len(&cfg));
+        let gy = random::<f32>(&dev, &mut rng, dims.output_len(&cfg));
+        let mut dw = dev.alloc::<f32>(ConvDims::weight_len(&cfg)).expect("alloc");
+        let mut db = dev.alloc::<f32>(6).expect("alloc");
+        must(
+            "bwd",
+            backward_filter(
+                &cfg,
+                &dev,
+                &ptx,
+                &s,
+                &x.dev,
+                &gy.dev,
+                &mut dw,
+                Some(&mut db),
+            ),
+        );
+        let bits = |v: Vec<f32>| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        results.push((
+            bits(dev.download(&dw).unwrap()),
+            bits(dev.download(&db).unwrap()),
+        ));
+    }
+    assert!(
+        results.windows(2).all(|w| w[0] == w[1]),
+        "bitwise identical results"
+    );
+}
+
+/// The interpreter's memory counters for the main operand loads of a ResNet-like layer.
+#[test]
+fn coalescing_and_bank_conflicts() {
+    let cfg = Conv2dConfig::new(8, 8, 3).with_padding(1, 1);
+    let ptx = cfg.compile().expect("compiles").ptx;
+    let s = shape(1, 32, 32);
+    let dims = cfg.check_shape(&s, true).expect("valid");
+    let dev = SimBackend::new();
+    let mut rng = SplitMix64::new(9);
+    let x = random::<f32>(&dev, &mut rng, dims.input_len(&cfg));
+    let w = random::<f32>(&dev, &mut rng, ConvDims::weight_len(&cfg));
+    let gy = random::<f32>(&dev, &mut rng, dims.output_len(&cfg));
+    let mut y = dev.alloc::<f32>(dims.output_len(&cfg)).unwrap();
+    let mut cols = dev.alloc::<f32>(dims.im2col_len(&cfg)).unwrap();
+    let mut dx = dev.alloc::<f32>(dims.input_len(&cfg)).unwrap();
+    let mut dw = dev.alloc::<f32>(ConvDims::weight_len(&cfg)).unwrap();
+    must(
+        "direct",
+        forward_direct(&cfg, &dev, &ptx, &s, &x.dev, &w.dev, None, &mut y),
+    );
+    must(
+        "im2col",
+        forward_im2col(
+            &cfg, &dev, &ptx, &s, &x.dev, &w.dev, None, &mut cols, &mut y,
+        ),
+    );
+    must(
+        "bwd data",
+        backward_data(&cfg, &dev, &ptx, &s, &gy.dev, &w.dev, &mut dx),
+    );
+    must(
+        "bwd filter",
+        backward_filter(&cfg, &dev, &ptx, &s, &x.dev, &gy.dev, &mut dw, None),
+    );
+    for record in dev.take_launch_log() {
+        let c = &record.counters;
+        eprintln!(
+            "{:<18} load efficiency {:.3}, store efficiency {:.3}, shared wavefronts/request {:.3} \
+             ({} requests), instructions {}",
+            record.entry,
+            c.global_load_efficiency(),
+            c.global_store_efficiency(),
+            c.shared_wavefronts_per_request(),
+            c.shared_requests,
+            c.instructions.total()
+        );
+        if record.entry == "conv2d_direct" || record.entry == "conv2d_gemm" {
+            assert!(
+                c.shared_wavefronts_per_request() <= 1.05,
+                "{}: shared memory bank conflicts",
+                record.entry
+            );
+        }
+    }
+}
+
+// ---- bad input --------------------------------------------------------------------------
+
+struct BadInput {
+    cfg: Conv2dConfig,
+    ptx: String,
+    dev: SimBackend,
+}
+
+impl BadInput {
+    fn new(cfg: Conv2dConfig) -> Self {
+        Self {
+            ptx: cfg.compile().expect("compiles").ptx,
+            cfg,
+            dev: SimBackend::new(),
+        }
+    }
+
+    fn buf<T: Element + Default>(&self, len: usize) -> DeviceBuffer<SimBackend, T> {
+        self.dev.upload(&vec![T::default(); len]).expect("upload")
+    }
+
+    fn direct<T: Element + Default>(
+        &self,
+        s: ConvShape,
+        lens: [usize; 4],
+        bias: bool,
+    ) -> Result<ConvDims, LaunchError> {
+        let (x, w, b) = (
+            self.buf::<T>(lens[0]),
+            self.buf::<T>(lens[1]),
+            self.buf::<T>(lens[2]),
+        );
+        let mut y = self.buf::<T>(lens[3]);
+        forward_direct(
+            &self.cfg,
+            &self.dev,
+            &self.ptx,
+            &s,
+            &x,
+            &w,
+            bias.then_some(&b),
+            &mut y,
+        )
+    }
+}
+
+#[test]
+fn bad_input_is_a_typed_error_before_launch() {
+    let cfg = Conv2dConfig::new(2, 3, 3).with_bias(true);
+    let t = BadInput::new(cfg);
+    let s = shape(1, 5, 5); // out 3 × 3
+    let ok = [50, 54, 3, 27];
+    assert!(t.direct::<f32>(s, ok, true).is_ok());
+    // Mismatched lengths.
+    for (i, name) in ["x", "w", "bias", "y"].into_iter().enumerate() {
+        let mut lens = ok;
+        lens[i] += 1;
+        assert!(
+            matches!(t.direct::<f32>(s, lens, true), Err(LaunchError::BufferLength { name: n, .. }) if n == name),
+            "{name}"
+        );
+    }
+    // Bias presence must match the config.
+    assert!(matches!(
+        t.direct::<f32>(s, ok, false),
+        Err(LaunchError::BufferLength {
+            name: "bias",
+            expected: 3,
+            actual: 0
+        })
+    ));
+    // Element type against the dtype.
+    assert!(matches!(
+        t.direct::<f64>(s, ok, true),
+        Err(LaunchError::ArgumentType { index: 0, .. })
+    ));
+    // Zero-sized dimensions.
+    for (zero, name) in [
+        (shape(0, 5, 5), "batch"),
+        (shape(1, 0, 5), "height"),
+        (shape(1, 5, 0), "width"),
+    ] {
+        assert!(
+            matches!(t.direct::<f32>(zero, ok, true), Err(LaunchError::InvalidDim { name: n, value: 0, .. }) if n == name),
+            "{name}"
+        );
+    }
+    // Input smaller than the (dilated) kernel.
+    assert!(matches!(
+        t.direct::<f32>(shape(1, 2, 5), ok, true),
+        Err(LaunchError::InvalidDim {
+            name: "height",
+            value: 2,
+            ..
+        })
+    ));
+    let dilated = BadInput::new(Conv2dConfig::new(1, 1, 3).with_dilation(1, 3));
+    assert!(matches!(
+        dilated.direct::<f32>(shape(1, 9, 6), [54, 9, 0, 0], false),
+        Err(LaunchError::InvalidDim {
+            name: "width",
+            value: 6,
+            ..
+        })
+    ));
+    // Index overflow: tensors past the 32-bit index range.
+    assert!(matches!(
+        t.direct::<f32>(shape(60_000, 200, 200), ok, true),
+        Err(LaunchError::InvalidDim { name: "input", .. })
+    ));
+    assert!(matches!(
+        t.direct::<f32>(shape(30_000, 200, 200), ok, true),
+        Err(LaunchError::InvalidDim { name: "x", .. })
+    ));
+    // Grid limits.
+    let pointwise = BadInput::new(Conv2dConfig::new(1, 1, 1));
+    let n = 70_000;
+    assert!(matches!(
+        pointwise.direct::<f32>(shape(n, 1, 1), [n as usize, 1, 0, n as usize], false),
+        Err(LaunchError::InvalidDim { name: "batch", .. })
+    ));
+    // The 1×1 entry exists only for 1×1 kernels.
+    let (x, w) = (t.buf::<f32>(50), t.buf::<f32>(54));
+    let mut y = t.buf::<f32>(27);
+    assert!(matches!(
+        forward_1x1(&cfg, &t.dev, &t.ptx, &s, &x, &w, None, &mut y),
+        Err(LaunchError::InvalidDim { name: "kernel", .. })
+    ));
+    // Backward functions check their buffers too.
+    let gy = t.buf::<f32>(27);
+    let mut dx = t.buf::<f32>(49);
+    assert!(matches!(
+        backward_data(&cfg, &t.dev, &t.ptx, &s, &gy, &w, &mut dx),
+        Err(LaunchError::BufferLength {
+            name: "dx",
+            expected: 50,
+            actual: 49
+        })
+    ));
+    let mut dw = t.buf::<f32>(54);
+    assert!(matches!(
+        backward_filter(&cfg, &t.dev, &t.ptx, &s, &x, &gy, &mut dw, None),
+        Err(LaunchError::BufferLength {
+            name: "db",
+            expected: 3,
+            actual: 0
+        })
+    ));
+    // Nothing ran for any of the rejected calls.
+    assert_eq!(t.dev.take_launch_log().len(), 1);
+}
