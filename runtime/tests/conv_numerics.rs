@@ -100,7 +100,31 @@ fn issue_cases() -> Vec<Case> {
             cfg: c(2, 3, 3),
             shape: shape(1, 3, 3),
         },
+        Case {
+            name: "9x9 window (looped kernel rows)",
+            cfg: c(2, 3, 9).with_padding(1, 2).with_bias(true),
+            shape: shape(1, 10, 11),
+        },
+        Case {
+            name: "1x70 window, stride 2 (looped kernel columns)",
+            cfg: c(1, 2, 1).with_kernel(1, 70).with_stride(1, 2),
+            shape: shape(1, 2, 75),
+        },
+        Case {
+            name: "dilation 50: input tile in dynamic shared memory",
+            cfg: c(1, 2, 3).with_dilation(50, 50),
+            shape: shape(1, 102, 101),
+        },
     ]
+}
+
+#[test]
+fn the_dynamic_shared_memory_case_is_dynamic() {
+    let case = issue_cases().pop().expect("cases");
+    assert_eq!(
+        case.cfg.direct_tile().shared_kind,
+        ptxforge_runtime::templates::attention::SharedMemoryKind::Dynamic
+    );
 }
 
 /// Seeded random configurations and shapes (every input at least the dilated kernel).
