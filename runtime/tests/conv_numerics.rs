@@ -414,58 +414,73 @@ fn backward_filter_is_deterministic_under_block_shuffling() {
     );
 }
 
-/// The interpreter's memory counters for the main operand loads of a ResNet-like layer.
+/// The interpreter's memory counters for the main operand loads of ResNet-like layers (f32:
+/// the direct and GEMM kernels' shared-memory reads must be free of bank conflicts).
 #[test]
 fn coalescing_and_bank_conflicts() {
-    let cfg = Conv2dConfig::new(8, 8, 3).with_padding(1, 1);
-    let ptx = cfg.compile().expect("compiles").ptx;
-    let s = shape(1, 32, 32);
-    let dims = cfg.check_shape(&s, true).expect("valid");
-    let dev = SimBackend::new();
-    let mut rng = SplitMix64::new(9);
-    let x = random::<f32>(&dev, &mut rng, dims.input_len(&cfg));
-    let w = random::<f32>(&dev, &mut rng, ConvDims::weight_len(&cfg));
-    let gy = random::<f32>(&dev, &mut rng, dims.output_len(&cfg));
-    let mut y = dev.alloc::<f32>(dims.output_len(&cfg)).unwrap();
-    let mut cols = dev.alloc::<f32>(dims.im2col_len(&cfg)).unwrap();
-    let mut dx = dev.alloc::<f32>(dims.input_len(&cfg)).unwrap();
-    let mut dw = dev.alloc::<f32>(ConvDims::weight_len(&cfg)).unwrap();
-    must(
-        "direct",
-        forward_direct(&cfg, &dev, &ptx, &s, &x.dev, &w.dev, None, &mut y),
-    );
-    must(
-        "im2col",
-        forward_im2col(
-            &cfg, &dev, &ptx, &s, &x.dev, &w.dev, None, &mut cols, &mut y,
+    let layers = [
+        ("3x3 s1 p1", Conv2dConfig::new(8, 8, 3).with_padding(1, 1)),
+        (
+            "7x7 s2 p3",
+            Conv2dConfig::new(3, 8, 7)
+                .with_stride(2, 2)
+                .with_padding(3, 3),
         ),
-    );
-    must(
-        "bwd data",
-        backward_data(&cfg, &dev, &ptx, &s, &gy.dev, &w.dev, &mut dx),
-    );
-    must(
-        "bwd filter",
-        backward_filter(&cfg, &dev, &ptx, &s, &x.dev, &gy.dev, &mut dw, None),
-    );
-    for record in dev.take_launch_log() {
-        let c = &record.counters;
-        eprintln!(
-            "{:<18} load efficiency {:.3}, store efficiency {:.3}, shared wavefronts/request {:.3} \
-             ({} requests), instructions {}",
-            record.entry,
-            c.global_load_efficiency(),
-            c.global_store_efficiency(),
-            c.shared_wavefronts_per_request(),
-            c.shared_requests,
-            c.instructions.total()
+        (
+            "depthwise 3x3",
+            Conv2dConfig::new(8, 8, 3).with_groups(8).with_padding(1, 1),
+        ),
+    ];
+    for (name, cfg) in layers {
+        let ptx = cfg.compile().expect("compiles").ptx;
+        let s = shape(1, 32, 32);
+        let dims = cfg.check_shape(&s, true).expect("valid");
+        let dev = SimBackend::new();
+        let mut rng = SplitMix64::new(9);
+        let x = random::<f32>(&dev, &mut rng, dims.input_len(&cfg));
+        let w = random::<f32>(&dev, &mut rng, ConvDims::weight_len(&cfg));
+        let gy = random::<f32>(&dev, &mut rng, dims.output_len(&cfg));
+        let mut y = dev.alloc::<f32>(dims.output_len(&cfg)).unwrap();
+        let mut cols = dev.alloc::<f32>(dims.im2col_len(&cfg)).unwrap();
+        let mut dx = dev.alloc::<f32>(dims.input_len(&cfg)).unwrap();
+        let mut dw = dev.alloc::<f32>(ConvDims::weight_len(&cfg)).unwrap();
+        must(
+            "direct",
+            forward_direct(&cfg, &dev, &ptx, &s, &x.dev, &w.dev, None, &mut y),
         );
-        if record.entry == "conv2d_direct" || record.entry == "conv2d_gemm" {
-            assert!(
-                c.shared_wavefronts_per_request() <= 1.05,
-                "{}: shared memory bank conflicts",
-                record.entry
+        must(
+            "im2col",
+            forward_im2col(
+                &cfg, &dev, &ptx, &s, &x.dev, &w.dev, None, &mut cols, &mut y,
+            ),
+        );
+        must(
+            "bwd data",
+            backward_data(&cfg, &dev, &ptx, &s, &gy.dev, &w.dev, &mut dx),
+        );
+        must(
+            "bwd filter",
+            backward_filter(&cfg, &dev, &ptx, &s, &x.dev, &gy.dev, &mut dw, None),
+        );
+        for record in dev.take_launch_log() {
+            let c = &record.counters;
+            eprintln!(
+                "{name:<14} {:<18} load efficiency {:.3}, store efficiency {:.3}, shared \
+                 wavefronts/request {:.3} ({} requests), instructions {}",
+                record.entry,
+                c.global_load_efficiency(),
+                c.global_store_efficiency(),
+                c.shared_wavefronts_per_request(),
+                c.shared_requests,
+                c.instructions.total()
             );
+            if record.entry == "conv2d_direct" || record.entry == "conv2d_gemm" {
+                assert!(
+                    c.shared_wavefronts_per_request() <= 1.1,
+                    "{name}: {}: shared memory bank conflicts",
+                    record.entry
+                );
+            }
         }
     }
 }
