@@ -541,6 +541,20 @@ mod tests {
     }
 
     #[test]
+    fn shared_memory_message_names_the_staged_tile() {
+        let cfg = Conv2dConfig {
+            arch: Arch::Sm75,
+            ..Conv2dConfig::new(8, 8, 3).with_dilation(100, 100)
+        };
+        let err = cfg.validate().unwrap_err();
+        assert_eq!(
+            err.0[0].message,
+            "the direct kernel's input tile 216 × 216 and 8 × 3 × 3 weights (staged in f32) \
+             need 207648 bytes of shared memory, more than sm_75's dynamic maximum 65536"
+        );
+    }
+
+    #[test]
     fn gemm_tile_follows_the_group_width() {
         let t = Conv2dConfig::new(8, 8, 3).gemm_tile();
         assert_eq!((t.block_m, t.rows_per_thread, t.a_pitch), (16, 1, 18));
