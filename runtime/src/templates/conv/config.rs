@@ -216,20 +216,26 @@ impl Conv2dConfig {
         Self::FIELDS.iter().copied().find(|f| *f == arg)
     }
 
-    /// Input channels per group.
+    /// Input channels per group (0 when `groups = 0`, which `validate` rejects).
     pub const fn in_per_group(&self) -> u32 {
-        self.in_channels / self.groups
+        match self.in_channels.checked_div(self.groups) {
+            Some(v) => v,
+            None => 0,
+        }
     }
 
-    /// Output channels per group.
+    /// Output channels per group (0 when `groups = 0`, which `validate` rejects).
     pub const fn out_per_group(&self) -> u32 {
-        self.out_channels / self.groups
+        match self.out_channels.checked_div(self.groups) {
+            Some(v) => v,
+            None => 0,
+        }
     }
 
     /// Weight elements `out_channels · in_channels/groups · kernel_h · kernel_w` (u64).
     pub const fn weight_elements(&self) -> u64 {
         self.out_channels as u64
-            * (self.in_channels / if self.groups == 0 { 1 } else { self.groups }) as u64
+            * self.in_per_group() as u64
             * self.kernel_h as u64
             * self.kernel_w as u64
     }
