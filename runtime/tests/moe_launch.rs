@@ -141,7 +141,10 @@ fn swiglu(i: &Inputs) -> ExpertWeights<'_, Recorder, bf16> {
     }
 }
 
-fn dims(config: LaunchConfig) -> ([u32; 3], [u32; 3]) {
+/// Grid and block of a launch.
+type Dims = ([u32; 3], [u32; 3]);
+
+fn dims(config: LaunchConfig) -> Dims {
     let (g, b) = (config.grid, config.block);
     ([g.x, g.y, g.z], [b.x, b.y, b.z])
 }
@@ -188,7 +191,7 @@ fn forward_launches_every_phase_in_order_with_its_grid() {
     assert_eq!(stats.capacity, 32); // ceil(1.25 · 100 · 2 / 8)
     assert_eq!(stats.counts.len(), 8);
     let launches = dev.launches.borrow();
-    let seen: Vec<(&str, ([u32; 3], [u32; 3]))> = launches
+    let seen: Vec<(&str, Dims)> = launches
         .iter()
         .map(|l| (l.entry.as_str(), dims(l.config)))
         .collect();
