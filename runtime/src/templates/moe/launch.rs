@@ -9,7 +9,8 @@
 //!
 //! Element types: activations, weights, routing weights and outputs are `T` = the config's
 //! dtype (`half::f16`, `half::bf16`, `f32`, `f64`), checked at run time against `cfg.dtype`
-//! (a mismatch is [`LaunchError::ArgumentType`]); expert indices, slots, token ids and counts
+//! (a mismatch is [`LaunchError::ArgumentType`]; weights of the other FFN kind are
+//! [`LaunchError::Shape`]); expert indices, slots, token ids and counts
 //! are `u32`. Routing weights are stored in the dtype (computed in f32, or f64 for f64).
 //!
 //! Shapes (`T` tokens, `E` experts, `K = top_k`, `H = hidden`, `F = expert_dim`,
@@ -305,7 +306,7 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
             Ok(())
         } else {
             Err(LaunchError::ArgumentType {
-                entry,
+                entry: entry.to_string(),
                 index,
                 expected: ParamKind::Pointer(kind),
             })
@@ -489,16 +490,7 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
                     ],
                 )
             }
-            (Ffn::Linear, ExpertWeights::Swiglu { .. }) => Err(LaunchError::ArgumentCount {
-                entry: EXPERT_LINEAR,
-                expected: 1,
-                actual: 3,
-            }),
-            (Ffn::Swiglu, ExpertWeights::Linear { .. }) => Err(LaunchError::ArgumentCount {
-                entry: EXPERT_SWIGLU_UP,
-                expected: 3,
-                actual: 1,
-            }),
+            (ffn, _) => Err(ffn_mismatch(ffn)),
         }
     }
 
@@ -628,25 +620,23 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
                     }
                 }
             }
-            (Ffn::Linear, ExpertWeights::Swiglu { .. }) => {
-                return Err(LaunchError::ArgumentCount {
-                    entry: EXPERT_LINEAR,
-                    expected: 1,
-                    actual: 3,
-                })
-            }
-            (Ffn::Swiglu, ExpertWeights::Linear { .. }) => {
-                return Err(LaunchError::ArgumentCount {
-                    entry: EXPERT_SWIGLU_UP,
-                    expected: 3,
-                    actual: 1,
-                })
-            }
+            (ffn, _) => return Err(ffn_mismatch(ffn)),
         }
         let width = cfg.out_width() as usize;
         check_len("expert_out", &ws.expert_out, self.slots() * width)?;
         check_len("out", out, self.tokens() as usize * width)
     }
+}
+
+/// Expert weights of the other FFN kind than the configuration's.
+fn ffn_mismatch(configured: Ffn) -> LaunchError {
+    let given = match configured {
+        Ffn::Linear => Ffn::Swiglu,
+        Ffn::Swiglu => Ffn::Linear,
+    };
+    LaunchError::Shape(format!(
+        "expert weights are for ffn = {given}, the configuration says ffn = {configured}"
+    ))
 }
 
 /// The value of a configuration field for error reports (0 for non-integer fields).
