@@ -82,6 +82,7 @@ pub fn jobs() -> Vec<MatrixJob> {
     }
     // Each family adds its representative configurations here.
     add_family(&mut out, crate::templates::conv::matrix_configs());
+    add_family(&mut out, crate::templates::moe::matrix_configs());
     out
 }
 
