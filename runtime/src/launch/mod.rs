@@ -7,6 +7,16 @@ use std::marker::PhantomData;
 mod element;
 pub use element::{Element, ScalarKind};
 
+#[cfg(feature = "sim")]
+mod sim;
+#[cfg(feature = "sim")]
+pub use sim::{LaunchRecord, SimBackend, SimBuffer};
+
+#[cfg(feature = "cuda")]
+mod cuda;
+#[cfg(feature = "cuda")]
+pub use cuda::CudaBackend;
+
 /// A 3-D extent (grid or block).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Dim3 {
@@ -83,18 +93,22 @@ pub enum LaunchError {
     },
     #[error("kernel `{entry}` expects {expected} arguments, got {actual}")]
     ArgumentCount {
-        entry: &'static str,
+        entry: String,
         expected: usize,
         actual: usize,
     },
     #[error("argument {index} of kernel `{entry}` should be {expected:?}")]
     ArgumentType {
-        entry: &'static str,
+        entry: String,
         index: usize,
         expected: ParamKind,
     },
     #[error("the sanitizer found problems in kernel `{entry}`: {report}")]
-    Findings { entry: &'static str, report: String },
+    Findings { entry: String, report: String },
+    #[error("invalid shape: {0}")]
+    Shape(String),
+    #[error("the kernel module could not be built: {0}")]
+    Build(String),
     #[error("backend error: {0}")]
     Backend(String),
 }
