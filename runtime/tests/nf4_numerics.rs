@@ -412,7 +412,7 @@ fn bad_inputs_are_rejected_before_launch() {
     let q = quantize(&vec![0.5; 640], 64).unwrap();
     let w = DeviceWeights::upload(&dev, &q).unwrap();
     let a = dev.upload(&vec![1.0f32; 2 * 64]).unwrap();
-    let mut c = dev.upload(&vec![0.0f32; 2 * 10]).unwrap();
+    let mut c = dev.upload(&[0.0f32; 2 * 10]).unwrap();
     // Wrong activation length, m = 0, and a dtype other than the config's.
     let err = nf4_launch::forward(&cfg, &dev, &ptx, 3, &a, &w, &mut c).unwrap_err();
     assert!(
@@ -439,7 +439,7 @@ fn bad_inputs_are_rejected_before_launch() {
         "{err}"
     );
     let a16 = dev.upload(&vec![f16::ONE; 128]).unwrap();
-    let mut c16 = dev.upload(&vec![f16::ZERO; 20]).unwrap();
+    let mut c16 = dev.upload(&[f16::ZERO; 20]).unwrap();
     let err = nf4_launch::forward(&cfg, &dev, &ptx, 2, &a16, &w, &mut c16).unwrap_err();
     assert!(
         matches!(err, LaunchError::ArgumentType { index: 0, .. }),

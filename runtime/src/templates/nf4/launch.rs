@@ -11,7 +11,7 @@
 //!
 //! Errors (all typed, all before any launch):
 //! - a `T` that is not `cfg.dtype` → [`LaunchError::ArgumentType`] for the activation argument;
-//! - an invalid configuration → [`LaunchError::InvalidDim`] named `config`;
+//! - an invalid configuration → [`LaunchError::Shape`] listing every violated rule;
 //! - `m = 0`, `m · k` or `m · n` beyond the u32 index range, or more row tiles than `grid.y`
 //!   allows → [`LaunchError::InvalidDim`] named `m`;
 //! - weights whose absmax form does not match `cfg.double_quant` → [`LaunchError::ArgumentCount`]
@@ -233,16 +233,13 @@ fn check_common<B: Backend, T: Nf4Activation>(
 ) -> Result<(), LaunchError> {
     if T::DTYPE != cfg.dtype {
         return Err(LaunchError::ArgumentType {
-            entry,
+            entry: entry.to_string(),
             index: 0,
             expected: ParamKind::Pointer(cfg_element_kind(cfg.dtype)),
         });
     }
-    cfg.validate().map_err(|errs| LaunchError::InvalidDim {
-        name: "config",
-        value: 0,
-        reason: errs.to_string(),
-    })?;
+    cfg.validate()
+        .map_err(|errs| LaunchError::Shape(format!("invalid nf4 configuration: {errs}")))?;
     cfg.check_m(m).map_err(|e| LaunchError::InvalidDim {
         name: "m",
         value: u64::from(m),
@@ -274,7 +271,7 @@ fn check_weights<B: Backend>(
             check_len("absmax_scale", cfg.absmax_blocks(), scale.len())
         }
         (absmax, _) => Err(LaunchError::ArgumentCount {
-            entry,
+            entry: entry.to_string(),
             expected: if cfg.double_quant { 7 } else { 5 },
             actual: match absmax {
                 DeviceAbsmax::Plain(_) => 5,
