@@ -317,26 +317,6 @@ fn store_output<T: Float>(k: &mut KernelBuilder, ptr: GlobalPtr<T>, index: Reg<U
     k.st_global(addr, 0, out);
 }
 
-/// The two halves of a 32-bit word of packed 16-bit activations, widened to f32: element at
-/// the lower address (low 16 bits) first. bf16 widens by moving bits (exact on every arch).
-fn unpack_halves<T: Float>(k: &mut KernelBuilder, word: Reg<U32>) -> [Reg<F32>; 2] {
-    match T::TYPE {
-        Type::BF16 => {
-            let lo = k.shl(word, 16u32);
-            let hi = k.and(word, 0xFFFF_0000u32);
-            [k.bitcast_f32(lo), k.bitcast_f32(hi)]
-        }
-        _ => {
-            let lo = k.cvt::<U16, U32>(word, None);
-            let hi_bits = k.shr(word, 16u32);
-            let hi = k.cvt::<U16, U32>(hi_bits, None);
-            let lo: Reg<T> = lo.retype();
-            let hi: Reg<T> = hi.retype();
-            [k.to_f32(lo), k.to_f32(hi)]
-        }
-    }
-}
-
 /// `p && q` for a pair of unsigned bounds checks `a < a_end && b < b_end`.
 fn both_below(
     k: &mut KernelBuilder,
