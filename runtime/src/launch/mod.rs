@@ -64,16 +64,19 @@ pub struct ParamInfo {
     pub kind: ParamKind,
 }
 
-/// Compile-time metadata of one kernel entry in a module's PTX.
+/// Compile-time metadata of one kernel entry in a module's PTX (the macros emit one `const`
+/// per entry; it mirrors `templates::EntryInfo`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct KernelEntry {
     /// The `.entry` name.
     pub name: &'static str,
     pub params: &'static [ParamInfo],
-    /// Threads per block the kernel is written for (`.reqntid` when exact).
-    pub block: Dim3,
+    /// The exact block shape the kernel requires (`.reqntid`), when it has one.
+    pub required_block: Option<Dim3>,
     /// Static shared memory in bytes.
     pub static_shared_bytes: u32,
+    /// The most dynamic shared memory the entry is launched with.
+    pub max_dynamic_shared_bytes: u32,
 }
 
 /// A launch failed before, during or after running.
