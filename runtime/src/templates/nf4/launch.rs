@@ -328,3 +328,232 @@ fn entry_args<'a, B: Backend, T: Element>(
     args.push(KernelArg::U32(m));
     args
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use super::*;
+    use crate::templates::nf4::format::{quantize, Nf4DoubleQuant};
+
+    /// A backend that only records launches (buffers are their lengths).
+    #[derive(Debug, Default)]
+    struct Recorder {
+        launches: RefCell<Vec<(String, LaunchConfig, usize)>>,
+    }
+
+    impl Backend for Recorder {
+        type RawBuffer = usize;
+        fn alloc<T: Element>(&self, len: usize) -> Result<DeviceBuffer<Self, T>, LaunchError> {
+            Ok(DeviceBuffer::from_raw(len, len))
+        }
+        fn upload<T: Element>(&self, data: &[T]) -> Result<DeviceBuffer<Self, T>, LaunchError> {
+            self.alloc(data.len())
+        }
+        fn write<T: Element>(
+            &self,
+            _: &mut DeviceBuffer<Self, T>,
+            _: &[T],
+        ) -> Result<(), LaunchError> {
+            Ok(())
+        }
+        fn download<T: Element>(&self, _: &DeviceBuffer<Self, T>) -> Result<Vec<T>, LaunchError> {
+            Err(LaunchError::Backend("recorder keeps no data".into()))
+        }
+        fn launch(
+            &self,
+            _ptx: &str,
+            entry: &str,
+            config: LaunchConfig,
+            args: &[KernelArg<'_, Self>],
+        ) -> Result<(), LaunchError> {
+            self.launches
+                .borrow_mut()
+                .push((entry.to_string(), config, args.len()));
+            Ok(())
+        }
+    }
+
+    fn setup(cfg: &Nf4Config) -> (Recorder, DeviceWeights<Recorder>) {
+        let dev = Recorder::default();
+        let q = quantize(&vec![0.25; (cfg.n * cfg.k) as usize], cfg.block as usize).unwrap();
+        let w = if cfg.double_quant {
+            DeviceWeights::upload_double_quant(&dev, &Nf4DoubleQuant::new(&q)).unwrap()
+        } else {
+            DeviceWeights::upload(&dev, &q).unwrap()
+        };
+        (dev, w)
+    }
+
+    #[test]
+    fn picks_the_entry_and_geometry() {
+        let cfg = Nf4Config::new(70, 130);
+        let (dev, w) = setup(&cfg);
+        for m in [1, 8, 9, 130] {
+            let a = dev.alloc::<f32>((m * 130) as usize).unwrap();
+            let mut c = dev.alloc::<f32>((m * 70) as usize).unwrap();
+            forward(&cfg, &dev, "", m, &a, &w, &mut c).unwrap();
+            let mut g_a = dev.alloc::<f32>((m * 130) as usize).unwrap();
+            backward_input(&cfg, &dev, "", m, &c, &w, &mut g_a).unwrap();
+        }
+        let log = dev.launches.borrow();
+        let grid = |i: usize| log[i].1.grid;
+        assert_eq!(log[0].0, GEMV_ENTRY);
+        assert_eq!(grid(0), Dim3::x(9)); // ceil(70 / 8)
+        assert_eq!(log[1].0, BACKWARD_INPUT_ENTRY);
+        assert_eq!(grid(1), Dim3::new(3, 1, 1)); // ceil(130 / 64), ceil(1 / 64)
+        assert_eq!(log[2].0, GEMV_ENTRY);
+        assert_eq!(log[4].0, GEMM_ENTRY);
+        assert_eq!(grid(4), Dim3::new(2, 1, 1));
+        assert_eq!(grid(6), Dim3::new(2, 3, 1)); // m = 130
+        assert!(log
+            .iter()
+            .all(|l| l.1.block == Dim3::x(THREADS) && l.2 == 5));
+    }
+
+    #[test]
+    fn every_bad_input_is_a_typed_error_before_launch() {
+        let cfg = Nf4Config {
+            double_quant: true,
+            ..Nf4Config::new(10, 64)
+        };
+        let (dev, w) = setup(&cfg);
+        let a = dev.alloc::<f32>(2 * 64).unwrap();
+        let mut c = dev.alloc::<f32>(2 * 10).unwrap();
+        let err = |r: Result<(), LaunchError>| r.unwrap_err();
+        // Lengths of every buffer.
+        let short_a = dev.alloc::<f32>(2 * 64 - 1).unwrap();
+        assert!(matches!(
+            err(forward(&cfg, &dev, "", 2, &short_a, &w, &mut c)),
+            LaunchError::BufferLength {
+                name: "a",
+                expected: 128,
+                actual: 127
+            }
+        ));
+        let mut long_c = dev.alloc::<f32>(21).unwrap();
+        assert!(matches!(
+            err(forward_tiled(&cfg, &dev, "", 2, &a, &w, &mut long_c)),
+            LaunchError::BufferLength { name: "c", .. }
+        ));
+        for (name, bad) in [
+            (
+                "packed",
+                DeviceWeights {
+                    packed: dev.alloc(319).unwrap(),
+                    absmax: DeviceAbsmax::DoubleQuant {
+                        codes: dev.alloc(10).unwrap(),
+                        scale: dev.alloc(1).unwrap(),
+                        offset: 0.0,
+                    },
+                },
+            ),
+            (
+                "absmax_codes",
+                DeviceWeights {
+                    packed: dev.alloc(320).unwrap(),
+                    absmax: DeviceAbsmax::DoubleQuant {
+                        codes: dev.alloc(11).unwrap(),
+                        scale: dev.alloc(1).unwrap(),
+                        offset: 0.0,
+                    },
+                },
+            ),
+            (
+                "absmax_scale",
+                DeviceWeights {
+                    packed: dev.alloc(320).unwrap(),
+                    absmax: DeviceAbsmax::DoubleQuant {
+                        codes: dev.alloc(10).unwrap(),
+                        scale: dev.alloc(2).unwrap(),
+                        offset: 0.0,
+                    },
+                },
+            ),
+        ] {
+            match err(forward(&cfg, &dev, "", 2, &a, &bad, &mut c)) {
+                LaunchError::BufferLength { name: got, .. } => assert_eq!(got, name),
+                other => panic!("{name}: {other}"),
+            }
+        }
+        let plain = DeviceWeights {
+            packed: dev.alloc(320).unwrap(),
+            absmax: DeviceAbsmax::Plain(dev.alloc(10).unwrap()),
+        };
+        assert!(matches!(
+            err(forward(&cfg, &dev, "", 2, &a, &plain, &mut c)),
+            LaunchError::ArgumentCount {
+                expected: 7,
+                actual: 5,
+                ..
+            }
+        ));
+        let single = Nf4Config {
+            double_quant: false,
+            ..cfg
+        };
+        let short_absmax = DeviceWeights {
+            packed: dev.alloc(320).unwrap(),
+            absmax: DeviceAbsmax::Plain(dev.alloc(9).unwrap()),
+        };
+        assert!(matches!(
+            err(forward(&single, &dev, "", 2, &a, &short_absmax, &mut c)),
+            LaunchError::BufferLength {
+                name: "absmax",
+                expected: 10,
+                actual: 9
+            }
+        ));
+        // m = 0, m beyond the GEMV, m · k past u32, more row tiles than grid.y.
+        assert!(matches!(
+            err(backward_input(
+                &cfg,
+                &dev,
+                "",
+                0,
+                &c,
+                &w,
+                &mut dev.alloc(0).unwrap()
+            )),
+            LaunchError::InvalidDim {
+                name: "m",
+                value: 0,
+                ..
+            }
+        ));
+        assert!(matches!(
+            err(forward_gemv(&cfg, &dev, "", 9, &a, &w, &mut c)),
+            LaunchError::InvalidDim {
+                name: "m",
+                value: 9,
+                ..
+            }
+        ));
+        let huge = 1u32 << 27; // · k = 2^33
+        assert!(matches!(
+            err(forward(&cfg, &dev, "", huge, &a, &w, &mut c)),
+            LaunchError::InvalidDim { name: "m", .. }
+        ));
+        let thin = Nf4Config { n: 2, k: 2, ..cfg };
+        let (thin_dev, thin_w) = setup(&thin);
+        let rows = 65536 * TILE_M;
+        assert!(matches!(
+            err(forward(&thin, &thin_dev, "", rows, &a, &thin_w, &mut c)),
+            LaunchError::InvalidDim { name: "m", value, .. } if value == u64::from(rows)
+        ));
+        // Element type other than the config's dtype, and an invalid configuration.
+        let a16 = dev.alloc::<half::f16>(128).unwrap();
+        let mut c16 = dev.alloc::<half::f16>(20).unwrap();
+        assert!(matches!(
+            err(forward(&cfg, &dev, "", 2, &a16, &w, &mut c16)),
+            LaunchError::ArgumentType { index: 0, .. }
+        ));
+        let odd = Nf4Config { k: 63, ..cfg };
+        assert!(matches!(
+            err(forward(&odd, &dev, "", 2, &a, &w, &mut c)),
+            LaunchError::Shape(_)
+        ));
+        assert!(dev.launches.borrow().is_empty(), "nothing may launch");
+        assert!(thin_dev.launches.borrow().is_empty(), "nothing may launch");
+    }
+}
