@@ -175,10 +175,10 @@ fn accumulate_window<T: Float>(
     let aligned_end = k.and(end, !(CHUNK_BYTES - 1));
     let body_end = k.max(aligned_end, head_end);
     k.comment("head: bytes before the first 16-byte boundary");
-    byte_pair(k, e, r, window_elem, start, head_end);
+    byte_pair(k, cfg, e, r, window_elem, start, head_end);
     body_chunk(k, cfg, e, r, window_elem, head_end, body_end);
     k.comment("tail: bytes after the last 16-byte boundary");
-    byte_pair(k, e, r, window_elem, body_end, end);
+    byte_pair(k, cfg, e, r, window_elem, body_end, end);
 }
 
 /// Body: lane `l` takes the chunk at byte `b = start + 16l` when `b < end` (a window holds at
@@ -254,6 +254,7 @@ fn chunk_slots(
 /// columns share a padding group.
 fn byte_pair<T: Float>(
     k: &mut KernelBuilder,
+    cfg: &Nf4Config,
     e: &Entry<T>,
     r: &Row,
     window_elem: Reg<U32>,
@@ -274,8 +275,7 @@ fn byte_pair<T: Float>(
         let col = k.sub(elem, window_elem);
         let index = padded(k, col);
         let slot = k.shared_elem(r.a_tile, index);
-        let m = e.m;
-        for_each_activation_row_reg(k, m, |k, i| {
+        for_each_activation_row(k, cfg, e.m, |k, i, _| {
             let word = (i as u32 * A_ROW_WORDS) as i32;
             let a0 = k.ld_shared::<F32>(slot, 4 * word);
             let a1 = k.ld_shared::<F32>(slot, 4 * word + 4);
@@ -300,19 +300,6 @@ fn for_each_activation_row(
         };
         let present = k.setp(CmpOp::Gt, m, i);
         k.if_then(present, |k| body(k, i as usize, row_offset));
-    }
-}
-
-/// Runs `body(i)` under `if m > i` for each activation row `i < GEMV_MAX_M` (rows staged in
-/// shared memory: no global offset involved).
-fn for_each_activation_row_reg(
-    k: &mut KernelBuilder,
-    m: Reg<U32>,
-    mut body: impl FnMut(&mut KernelBuilder, usize),
-) {
-    for i in 0..GEMV_MAX_M {
-        let present = k.setp(CmpOp::Gt, m, i);
-        k.if_then(present, |k| body(k, i as usize));
     }
 }
 
