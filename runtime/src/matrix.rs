@@ -83,6 +83,7 @@ pub fn jobs() -> Vec<MatrixJob> {
     // Each family adds its representative configurations here.
     add_family(&mut out, crate::templates::conv::matrix_configs());
     add_family(&mut out, crate::templates::moe::matrix_configs());
+    add_family(&mut out, crate::templates::nf4::matrix_configs());
     out
 }
 

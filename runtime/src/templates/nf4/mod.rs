@@ -1,10 +1,14 @@
 //! The NF4 kernel family: GEMMs with bitsandbytes-compatible 4-bit NormalFloat weights.
 //!
 //! This module owns the configuration ([`Nf4Config`]), the storage format and its host
-//! quantise/dequantise helpers ([`mod@format`]) and the host reference GEMMs ([`mod@reference`]).
+//! quantise/dequantise helpers ([`mod@format`]), the host reference GEMMs ([`mod@reference`]),
+//! the kernels ([`mod@kernels`]: forward GEMV and tiled GEMM, backward-input GEMM) and their
+//! host launch code ([`mod@launch`]).
 
 mod config;
 pub mod format;
+pub mod kernels;
+pub mod launch;
 pub mod reference;
 
 pub use config::{Nf4Config, Nf4ShapeError};
@@ -12,3 +16,4 @@ pub use format::{
     dequantize, dequantize_absmax, quantize, quantize_absmax, Nf4DoubleQuant, Nf4FormatError,
     Nf4Weights, QuantizedAbsmax, NF4_CODE,
 };
+pub use kernels::matrix_configs;

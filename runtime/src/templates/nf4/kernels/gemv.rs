@@ -1,0 +1,330 @@
+//! Forward GEMV for few activation rows (`m ≤ GEMV_MAX_M`): `C[i, j] = Σ_l A[i, l] · Ŵ[j, l]`.
+//!
+//! Bandwidth-bound: every weight byte is read once, with 16-byte loads. A block of 8 warps owns
+//! 8 weight rows (one per warp) and walks `k` in windows of [`WINDOW`] = 1024 columns:
+//!
+//! 1. **stage** (whole block): `A[0..m, window]` → shared memory as f32, coalesced (a warp reads
+//!    32 consecutive activations per request), stored padded by one word per 32 columns
+//!    ([`padded`]) so the per-lane reads below hit 32 distinct banks;
+//! 2. **accumulate** (each warp, its row `j`): the row's packed bytes inside the window are split
+//!    into a 16-byte aligned body and, when `k % 32 ≠ 0`, a head and a tail of at most 15 bytes.
+//!    Body: lane `l` loads chunk `l` (`ld.global.nc.v4.u32`, 32 codes; the warp reads up to 512
+//!    contiguous bytes in one request). A chunk's first element index is a multiple of 32, so
+//!    its 32 weights lie in one quantisation block: one absmax per chunk. Head and tail: one byte
+//!    (two weights, one block) per lane. Each lane keeps one f32 accumulator per activation row.
+//!
+//! Finally the warp sums each accumulator with butterfly shuffles (fixed order: deterministic) and
+//! lane 0 rounds and stores `C[i, j]`. Barriers sit only in block-uniform code: warps without a
+//! row (`j ≥ n`) still stage and synchronise.
+
+use super::{
+    absmax_at, dequant, entry_prologue, load_activation, load_byte, nibble, store_output, Entry,
+    GEMV_ENTRY, GEMV_MAX_M, GEMV_ROWS_PER_BLOCK, THREADS,
+};
+use crate::builder::{Float, KernelBuilder, Pred, Reg, SharedArr, F32, U32};
+use crate::ir::CmpOp;
+use crate::templates::nf4::Nf4Config;
+
+/// Columns of `A` staged per window.
+pub const WINDOW: u32 = 1024;
+/// Words per staged activation row: the window plus one padding word per 32 columns.
+pub const A_ROW_WORDS: u32 = WINDOW + WINDOW / 32;
+/// Packed bytes per lane per body chunk (one `v4.u32`).
+const CHUNK_BYTES: u32 = 16;
+/// Codes per body chunk.
+const CHUNK_CODES: u32 = 32;
+
+/// Per-warp state shared by the phases.
+struct Row {
+    /// The weight row `j` of this warp.
+    row: Reg<U32>,
+    /// `j · k`: element index of the row's first weight.
+    row_elem: Reg<U32>,
+    lane: Reg<U32>,
+    a_tile: SharedArr<F32>,
+    /// One accumulator per activation row `i < GEMV_MAX_M`.
+    acc: [Reg<F32>; GEMV_MAX_M as usize],
+}
+
+/// Builds the `nf4_gemv` entry. Grid: `ceil(n / 8)` blocks of 256 threads; 33 KiB of static
+/// shared memory, no dynamic shared memory.
+pub(super) fn build<T: Float>(cfg: &Nf4Config) -> KernelBuilder {
+    let mut k = KernelBuilder::new(GEMV_ENTRY, cfg.arch);
+    k.require_block([THREADS, 1, 1]);
+    let e = entry_prologue::<T>(&mut k, cfg, "a", "c");
+    let a_tile = k.shared_array::<F32>("a_window", GEMV_MAX_M * A_ROW_WORDS);
+    let tid = k.tid_x();
+    let warp = k.shr(tid, 5u32);
+    let lane = k.and(tid, 31u32);
+    let block = k.ctaid_x();
+    let row = k.mad_lo(block, GEMV_ROWS_PER_BLOCK, warp);
+    let row_ok = k.setp_lt(row, cfg.n);
+    // Only read under `row_ok`, where it cannot wrap.
+    let row_elem = k.mul_lo(row, cfg.k);
+    let acc = std::array::from_fn(|_| k.var::<F32>(0.0f32));
+    let r = Row {
+        row,
+        row_elem,
+        lane,
+        a_tile,
+        acc,
+    };
+    k.for_range(0u32, cfg.k, WINDOW, |k, col0| {
+        stage_window(k, cfg, &e, a_tile, tid, col0);
+        k.bar_sync();
+        // Warp-uniform: whole warps skip.
+        k.if_then(row_ok, |k| accumulate_window(k, cfg, &e, &r, col0));
+        k.bar_sync();
+    });
+    reduce_and_store(&mut k, cfg, &e, &r, row_ok);
+    k
+}
+
+/// The shared-memory word of window column `c`: `c + c / 32`.
+fn padded(k: &mut KernelBuilder, c: Reg<U32>) -> Reg<U32> {
+    let group = k.shr(c, 5u32);
+    k.add(c, group)
+}
+
+/// `a_window[i][padded(t)] = A[i, col0 + t]` for `i < m`, `t < WINDOW` (0 past `k`).
+///
+/// Thread `tid` loads element `tid + 256s − δ` of the window, where `δ = (i·k) mod 32` makes
+/// every warp request start on a 128-byte (f32) / 64-byte (half) boundary of `A` (`col0` is a
+/// multiple of 32, so `δ` is a compile-time constant per row); threads before the window start
+/// skip. Aligned rows (`δ = 0`) use immediate shared offsets.
+fn stage_window<T: Float>(
+    k: &mut KernelBuilder,
+    cfg: &Nf4Config,
+    e: &Entry<T>,
+    a_tile: SharedArr<F32>,
+    tid: Reg<U32>,
+    col0: Reg<U32>,
+) {
+    k.comment("stage the activation window A[0..m, col0 .. col0 + 1024] as f32");
+    let slot_index = padded(k, tid);
+    let slot = k.shared_elem(a_tile, slot_index);
+    let first_col = k.add(col0, tid);
+    let next = k.add(col0, WINDOW);
+    let col_end = k.min(next, cfg.k);
+    for_each_activation_row(k, cfg, e.m, |k, i, row_offset| {
+        let delta = row_offset % 32;
+        let row_words = i as u32 * A_ROW_WORDS;
+        if delta == 0 {
+            for s in 0..WINDOW / THREADS {
+                let col = k.add(first_col, s * THREADS);
+                let inside = k.setp_lt(col, cfg.k);
+                let value = k.var::<F32>(0.0f32);
+                k.if_then(inside, |k| {
+                    let index = k.add(col, row_offset);
+                    let v = load_activation(k, e.input, index);
+                    k.assign(value, v);
+                });
+                let word = row_words + s * (THREADS + THREADS / 32);
+                k.st_shared(slot, 4 * word as i32, value);
+            }
+            return;
+        }
+        for s in 0..=WINDOW / THREADS {
+            let shifted = k.add(tid, s * THREADS);
+            let after_start = k.setp_ge(shifted, delta);
+            k.if_then(after_start, |k| {
+                let rel = k.sub(shifted, delta);
+                let col = k.add(col0, rel);
+                let in_window = k.setp_lt(rel, WINDOW);
+                let value = k.var::<F32>(0.0f32);
+                let inside = k.setp_lt(col, col_end);
+                k.if_then(inside, |k| {
+                    let index = k.add(col, row_offset);
+                    let v = load_activation(k, e.input, index);
+                    k.assign(value, v);
+                });
+                k.if_then(in_window, |k| {
+                    let word = padded(k, rel);
+                    let slot = k.shared_elem(a_tile, word);
+                    k.st_shared(slot, 4 * row_words as i32, value);
+                });
+            });
+        }
+    });
+}
+
+/// Splits the row's bytes inside the window into head / 16-byte body / tail:
+/// `start = (j·k + col0) / 2`, `end = (j·k + min(col0 + 1024, k)) / 2`,
+/// `head_end = min(align16(start), end)`, `body_end = max(floor16(end), head_end)`.
+fn accumulate_window<T: Float>(
+    k: &mut KernelBuilder,
+    cfg: &Nf4Config,
+    e: &Entry<T>,
+    r: &Row,
+    col0: Reg<U32>,
+) {
+    let window_elem = k.add(r.row_elem, col0);
+    let next = k.add(col0, WINDOW);
+    let col_end = k.min(next, cfg.k);
+    let end_elem = k.add(r.row_elem, col_end);
+    let start = k.shr(window_elem, 1u32);
+    let end = k.shr(end_elem, 1u32);
+    if cfg.k % CHUNK_CODES == 0 {
+        // Every row, hence every window, starts 16-byte aligned: the whole window is body.
+        body_chunk(k, cfg, e, r, window_elem, start, end);
+        return;
+    }
+    let rounded_up = k.add(start, CHUNK_BYTES - 1);
+    let aligned_start = k.and(rounded_up, !(CHUNK_BYTES - 1));
+    let head_end = k.min(aligned_start, end);
+    let aligned_end = k.and(end, !(CHUNK_BYTES - 1));
+    let body_end = k.max(aligned_end, head_end);
+    k.comment("head: bytes before the first 16-byte boundary");
+    byte_pair(k, cfg, e, r, window_elem, start, head_end);
+    body_chunk(k, cfg, e, r, window_elem, head_end, body_end);
+    k.comment("tail: bytes after the last 16-byte boundary");
+    byte_pair(k, cfg, e, r, window_elem, body_end, end);
+}
+
+/// Body: lane `l` takes the chunk at byte `b = start + 16l` when `b < end` (a window holds at
+/// most 32 chunks): `acc[i] += Σ_t A[i, c + t] · NF4_CODE[code_t] · absmax`, `c` its first
+/// column.
+fn body_chunk<T: Float>(
+    k: &mut KernelBuilder,
+    cfg: &Nf4Config,
+    e: &Entry<T>,
+    r: &Row,
+    window_elem: Reg<U32>,
+    start: Reg<U32>,
+    end: Reg<U32>,
+) {
+    k.comment("body: one 16-byte chunk of packed codes per lane");
+    let byte = k.mad_lo(r.lane, CHUNK_BYTES, start);
+    let has_chunk = k.setp_lt(byte, end);
+    k.if_then(has_chunk, |k| {
+        let addr = k.elem_addr(e.weights.packed, byte);
+        let words = k.ld_global_v4::<U32>(addr, 0, true);
+        let elem0 = k.shl(byte, 1u32);
+        let absmax = absmax_at(k, &e.weights, elem0);
+        // Byte q of a little-endian word holds element 2q in its high nibble.
+        let mut w = Vec::with_capacity(CHUNK_CODES as usize);
+        for word in words {
+            for q in 0..4 {
+                for shift in [8 * q + 4, 8 * q] {
+                    let code = nibble(k, word, shift);
+                    w.push(dequant(k, &e.weights, code, absmax));
+                }
+            }
+        }
+        let slots = chunk_slots(k, cfg, r, window_elem, elem0);
+        for_each_activation_row(k, cfg, e.m, |k, i, _| {
+            for (t, (wv, slot)) in w.iter().zip(&slots).enumerate() {
+                let word = i as u32 * A_ROW_WORDS + t as u32;
+                let a = k.ld_shared::<F32>(*slot, 4 * word as i32);
+                k.fma_into(r.acc[i], a, *wv, r.acc[i]);
+            }
+        });
+    });
+}
+
+/// Shared addresses to read window columns `c .. c + 32` from (with immediate offset `t`):
+/// `padded(c + t) = padded(c) + t + [t ≥ 32 − c mod 32]`. `c mod 32` is the same in every lane of
+/// the warp, and 0 when `k % 32 = 0` (one base for all `t`).
+fn chunk_slots(
+    k: &mut KernelBuilder,
+    cfg: &Nf4Config,
+    r: &Row,
+    window_elem: Reg<U32>,
+    elem0: Reg<U32>,
+) -> Vec<Reg<U32>> {
+    let col = k.sub(elem0, window_elem);
+    let index = padded(k, col);
+    let base = k.shared_elem(r.a_tile, index);
+    if cfg.k % CHUNK_CODES == 0 {
+        return vec![base; CHUNK_CODES as usize];
+    }
+    let next_group = k.add(base, 4u32);
+    let misalign = k.and(col, CHUNK_CODES - 1);
+    let crossing = k.sub(CHUNK_CODES, misalign);
+    (0..CHUNK_CODES)
+        .map(|t| {
+            let past = k.setp(CmpOp::Le, crossing, t);
+            k.selp(next_group, base, past)
+        })
+        .collect()
+}
+
+/// Head or tail: lane `l` takes byte `b = start + l` when `b < end` (at most 15 bytes): two
+/// weights, both in one block (elements `2b`, `2b + 1` never straddle an even boundary), whose
+/// columns share a padding group.
+fn byte_pair<T: Float>(
+    k: &mut KernelBuilder,
+    cfg: &Nf4Config,
+    e: &Entry<T>,
+    r: &Row,
+    window_elem: Reg<U32>,
+    start: Reg<U32>,
+    end: Reg<U32>,
+) {
+    let byte = k.add(start, r.lane);
+    let has_byte = k.setp_lt(byte, end);
+    k.if_then(has_byte, |k| {
+        let addr = k.elem_addr(e.weights.packed, byte);
+        let packed = load_byte(k, addr);
+        let elem = k.shl(byte, 1u32);
+        let absmax = absmax_at(k, &e.weights, elem);
+        let hi = nibble(k, packed, 4);
+        let lo = nibble(k, packed, 0);
+        let w_even = dequant(k, &e.weights, hi, absmax);
+        let w_odd = dequant(k, &e.weights, lo, absmax);
+        let col = k.sub(elem, window_elem);
+        let index = padded(k, col);
+        let slot = k.shared_elem(r.a_tile, index);
+        for_each_activation_row(k, cfg, e.m, |k, i, _| {
+            let word = (i as u32 * A_ROW_WORDS) as i32;
+            let a0 = k.ld_shared::<F32>(slot, 4 * word);
+            let a1 = k.ld_shared::<F32>(slot, 4 * word + 4);
+            k.fma_into(r.acc[i], a0, w_even, r.acc[i]);
+            k.fma_into(r.acc[i], a1, w_odd, r.acc[i]);
+        });
+    });
+}
+
+/// Runs `body(i, i·k)` under `if m > i` for each activation row `i < GEMV_MAX_M` (the test is
+/// uniform over the grid). Rows whose offset `i·k` does not fit u32 cannot be below a valid `m`
+/// and are not generated.
+fn for_each_activation_row(
+    k: &mut KernelBuilder,
+    cfg: &Nf4Config,
+    m: Reg<U32>,
+    mut body: impl FnMut(&mut KernelBuilder, usize, u32),
+) {
+    for i in 0..GEMV_MAX_M {
+        let Some(row_offset) = i.checked_mul(cfg.k) else {
+            break;
+        };
+        let present = k.setp(CmpOp::Gt, m, i);
+        k.if_then(present, |k| body(k, i as usize, row_offset));
+    }
+}
+
+/// `C[i, j] = warp_sum(acc[i])`, written by lane 0 for `i < m` (rounded to the output type).
+fn reduce_and_store<T: Float>(
+    k: &mut KernelBuilder,
+    cfg: &Nf4Config,
+    e: &Entry<T>,
+    r: &Row,
+    row_ok: Pred,
+) {
+    k.comment("warp reduction of each activation row's partial sums");
+    let lane0 = k.setp(CmpOp::Eq, r.lane, 0u32);
+    let writer = k.and_pred(lane0, row_ok);
+    for i in 0..GEMV_MAX_M {
+        let Some(out_offset) = i.checked_mul(cfg.n) else {
+            break;
+        };
+        let present = k.setp(CmpOp::Gt, e.m, i);
+        k.if_then(present, |k| {
+            let total = k.warp_sum_f32(r.acc[i as usize]);
+            k.if_then(writer, |k| {
+                let index = k.add(r.row, out_offset);
+                store_output(k, e.output, index, total);
+            });
+        });
+    }
+}

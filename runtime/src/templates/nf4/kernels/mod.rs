@@ -1,0 +1,363 @@
+//! The NF4 kernels: entry builders, the pieces they share, and the [`KernelFamily`]
+//! implementation that compiles one [`Nf4Config`] into one PTX module.
+//!
+//! Entries (every one in the same module, parameters in this order):
+//!
+//! | entry | computes | parameters |
+//! |---|---|---|
+//! | [`GEMV_ENTRY`] | `C = A · Ŵᵀ`, `m ≤` [`GEMV_MAX_M`] | `a, packed, <absmax>, c, m` |
+//! | [`GEMM_ENTRY`] | `C = A · Ŵᵀ`, any `m` | `a, packed, <absmax>, c, m` |
+//! | [`BACKWARD_INPUT_ENTRY`] | `G_A = G_C · Ŵ` | `g_c, packed, <absmax>, g_a, m` |
+//!
+//! `<absmax>` is `absmax` (`f32 [absmax_len]`) or, with `double_quant`, `absmax_codes`
+//! (`u8 [absmax_len]`), `absmax_scale` (`f32 [absmax_blocks]`) and `absmax_offset` (`f32`).
+//! Activations and outputs have the config's dtype; every product is accumulated in f32 and the
+//! result rounded once to the output type (round to nearest even).
+//!
+//! Dequantisation is the host's, bit for bit: `ŵ = NF4_CODE[code] · absmax` (one `mul.rn.f32`),
+//! with `absmax = fma(code8 − 128, scale, offset)` under double quantisation. The 16 code values
+//! live in a 64-byte shared table (16 words in 16 banks, so any warp-wide lookup is one wavefront).
+
+mod backward;
+mod gemm;
+mod gemv;
+
+use crate::arch::Arch;
+use crate::builder::{
+    Float, GlobalPtr, Int, KernelBuilder, ModuleBuilder, ParamHandle, Reg, Scalar, SharedArr, BF16,
+    F16, F32, U16, U32,
+};
+use crate::dtype::DType;
+use crate::ir::{CmpOp, CvtRounding, Rounding, Type};
+use crate::templates::{CompiledFamily, KernelFamily, TemplateError};
+
+use super::format::{ABSMAX_BLOCK, NF4_CODE};
+use super::Nf4Config;
+
+/// Entry name of the small-`m` forward GEMV.
+pub const GEMV_ENTRY: &str = "nf4_gemv";
+/// Entry name of the tiled forward GEMM.
+pub const GEMM_ENTRY: &str = "nf4_gemm";
+/// Entry name of the backward-input GEMM.
+pub const BACKWARD_INPUT_ENTRY: &str = "nf4_backward_input";
+
+/// Threads per block of every entry (8 warps).
+pub const THREADS: u32 = 256;
+/// Warps per block.
+pub const WARPS: u32 = THREADS / 32;
+/// Largest `m` the GEMV entry handles (it keeps one accumulator per activation row).
+pub const GEMV_MAX_M: u32 = 8;
+/// Output rows (`W` rows) per GEMV block: one per warp.
+pub const GEMV_ROWS_PER_BLOCK: u32 = WARPS;
+/// Output tile of the tiled GEMMs: `TILE_M × TILE_N` (forward) or `TILE_M × TILE_N` columns of
+/// `K` (backward) per block.
+pub const TILE_M: u32 = 64;
+pub const TILE_N: u32 = 64;
+
+/// An unsigned byte: the element type of packed codes and double-quantised absmax codes. Loaded
+/// into 16-bit registers (`ld.global.u8 %h`), as nvcc does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct U8;
+
+impl Scalar for U8 {
+    const TYPE: Type = Type::U8;
+    const MOVE_TYPE: Type = Type::U8;
+}
+
+impl Int for U8 {}
+
+impl KernelFamily for Nf4Config {
+    const FAMILY: &'static str = "nf4";
+
+    fn compile(&self) -> Result<CompiledFamily, TemplateError> {
+        self.validate()?;
+        let mut module = ModuleBuilder::new(self.arch);
+        match self.dtype {
+            DType::F16 => push_entries::<F16>(&mut module, self),
+            DType::BF16 => push_entries::<BF16>(&mut module, self),
+            // `validate` rejected every other dtype.
+            _ => push_entries::<F32>(&mut module, self),
+        }
+        Ok(CompiledFamily::from_module(&module.build()?))
+    }
+
+    fn matrix_name(&self) -> String {
+        format!(
+            "nf4_{}_n{}_k{}_b{}{}",
+            self.dtype,
+            self.n,
+            self.k,
+            self.block,
+            if self.double_quant { "_dq" } else { "" }
+        )
+    }
+
+    fn arch(&self) -> Arch {
+        self.arch
+    }
+}
+
+fn push_entries<T: Float>(module: &mut ModuleBuilder, cfg: &Nf4Config) {
+    module.push(gemv::build::<T>(cfg));
+    module.push(gemm::build::<T>(cfg));
+    module.push(backward::build::<T>(cfg));
+}
+
+/// The emit-matrix configurations: each activation dtype × three shapes × every target.
+///
+/// The shapes cover an aligned LLM projection (`k % 32 = 0`, the pure 16-byte GEMV path), a
+/// ragged one (`k % 32 ≠ 0`: byte-wise row heads and tails, blocks spanning rows, a ragged last
+/// block) with double quantisation, and the largest block size.
+pub fn matrix_configs() -> Vec<Nf4Config> {
+    let shapes = [
+        (4096, 4096, 64, false),
+        (1000, 1002, 128, true),
+        (11008, 4096, 256, true),
+    ];
+    let mut out = Vec::new();
+    for dtype in [DType::F16, DType::BF16, DType::F32] {
+        for (n, k, block, double_quant) in shapes {
+            for arch in Arch::ALL {
+                out.push(Nf4Config {
+                    n,
+                    k,
+                    block,
+                    double_quant,
+                    dtype,
+                    arch,
+                });
+            }
+        }
+    }
+    out
+}
+
+// ---- shared pieces ------------------------------------------------------------------------
+
+/// The absmax parameters of an entry, as declared.
+enum AbsmaxParams {
+    Plain(ParamHandle<GlobalPtr<F32>>),
+    Double {
+        codes: ParamHandle<GlobalPtr<U8>>,
+        scale: ParamHandle<GlobalPtr<F32>>,
+        offset: ParamHandle<F32>,
+    },
+}
+
+/// Where a block's absmax comes from, once the parameters are loaded.
+#[derive(Clone, Copy)]
+enum AbsmaxSource {
+    Plain(GlobalPtr<F32>),
+    Double {
+        codes: GlobalPtr<U8>,
+        scale: GlobalPtr<F32>,
+        offset: Reg<F32>,
+    },
+}
+
+/// The quantised weight as a kernel sees it: packed codes, absmax, the shared code table and
+/// the compile-time shape.
+#[derive(Clone, Copy)]
+struct Weights {
+    packed: GlobalPtr<U8>,
+    absmax: AbsmaxSource,
+    codebook: SharedArr<F32>,
+    /// `log2(block)`: blocks are powers of two, so `element / block` is a shift.
+    block_shift: u32,
+}
+
+/// Declared parameters of one entry: `input, packed, <absmax>, output, m`.
+struct EntryParams<T: Scalar> {
+    input: ParamHandle<GlobalPtr<T>>,
+    packed: ParamHandle<GlobalPtr<U8>>,
+    absmax: AbsmaxParams,
+    output: ParamHandle<GlobalPtr<T>>,
+    m: ParamHandle<U32>,
+}
+
+/// Loaded parameters of one entry.
+struct Entry<T: Scalar> {
+    input: GlobalPtr<T>,
+    weights: Weights,
+    output: GlobalPtr<T>,
+    m: Reg<U32>,
+}
+
+/// Declares `input, packed, <absmax>, output, m` in that order, then loads them and writes the
+/// NF4 code table to shared memory (followed by a barrier, so every later phase may read it).
+fn entry_prologue<T: Scalar>(
+    k: &mut KernelBuilder,
+    cfg: &Nf4Config,
+    input: &str,
+    output: &str,
+) -> Entry<T> {
+    let params = EntryParams {
+        input: k.param_ptr::<T>(input),
+        packed: k.param_ptr::<U8>("packed"),
+        absmax: if cfg.double_quant {
+            AbsmaxParams::Double {
+                codes: k.param_ptr::<U8>("absmax_codes"),
+                scale: k.param_ptr::<F32>("absmax_scale"),
+                offset: k.param::<F32>("absmax_offset"),
+            }
+        } else {
+            AbsmaxParams::Plain(k.param_ptr::<F32>("absmax"))
+        },
+        output: k.param_ptr::<T>(output),
+        m: k.param::<U32>("m"),
+    };
+    let absmax = match params.absmax {
+        AbsmaxParams::Plain(p) => AbsmaxSource::Plain(k.global_ptr(p)),
+        AbsmaxParams::Double {
+            codes,
+            scale,
+            offset,
+        } => AbsmaxSource::Double {
+            codes: k.global_ptr(codes),
+            scale: k.global_ptr(scale),
+            offset: k.load_param(offset),
+        },
+    };
+    let codebook = k.shared_array::<F32>("nf4_code", 16);
+    let entry = Entry {
+        input: k.global_ptr(params.input),
+        weights: Weights {
+            packed: k.global_ptr(params.packed),
+            absmax,
+            codebook,
+            block_shift: cfg.block.trailing_zeros(),
+        },
+        output: k.global_ptr(params.output),
+        m: k.load_param(params.m),
+    };
+    write_codebook(k, codebook);
+    k.bar_sync();
+    entry
+}
+
+/// `codebook[i] = NF4_CODE[i]` for i in 0..16, written by thread 0 (the caller synchronises).
+fn write_codebook(k: &mut KernelBuilder, codebook: SharedArr<F32>) {
+    k.comment("NF4 code table -> shared memory");
+    let tid = k.tid_x();
+    let first = k.setp(CmpOp::Eq, tid, 0u32);
+    k.if_then(first, |k| {
+        let base = k.shared_base(codebook);
+        for (i, &v) in NF4_CODE.iter().enumerate() {
+            k.st_shared(base, 4 * i as i32, v);
+        }
+    });
+}
+
+/// The absmax of quantisation block `block_index`:
+/// `absmax[b]`, or `fma(codes[b] − 128, scale[b / 256], offset)` under double quantisation
+/// (exactly [`super::format::dequantize_absmax`]).
+fn absmax_of(k: &mut KernelBuilder, w: &Weights, block_index: Reg<U32>) -> Reg<F32> {
+    match w.absmax {
+        AbsmaxSource::Plain(absmax) => {
+            let addr = k.elem_addr(absmax, block_index);
+            k.ld_global_nc::<F32>(addr, 0)
+        }
+        AbsmaxSource::Double {
+            codes,
+            scale,
+            offset,
+        } => {
+            let code_addr = k.elem_addr(codes, block_index);
+            let code = load_byte(k, code_addr);
+            let code = k.cvt::<F32, U32>(code, Some(CvtRounding::Float(Rounding::Rn)));
+            let centred = k.sub(code, 128.0f32);
+            let group = k.shr(block_index, ABSMAX_BLOCK.trailing_zeros());
+            let scale_addr = k.elem_addr(scale, group);
+            let step = k.ld_global_nc::<F32>(scale_addr, 0);
+            k.fma(centred, step, offset)
+        }
+    }
+}
+
+/// `ld.global.nc.u8` widened to u32.
+fn load_byte(k: &mut KernelBuilder, addr: Reg<crate::builder::U64>) -> Reg<U32> {
+    let byte = k.ld_global_nc::<U8>(addr, 0);
+    k.cvt::<U32, U16>(byte.retype(), None)
+}
+
+/// The absmax of the block holding weight element `element` (`element / block`).
+fn absmax_at(k: &mut KernelBuilder, w: &Weights, element: Reg<U32>) -> Reg<F32> {
+    let block_index = k.shr(element, w.block_shift);
+    absmax_of(k, w, block_index)
+}
+
+/// `ŵ = NF4_CODE[code] · absmax` (the code table read from shared memory).
+fn dequant(k: &mut KernelBuilder, w: &Weights, code: Reg<U32>, absmax: Reg<F32>) -> Reg<F32> {
+    let slot = k.shared_elem(w.codebook, code);
+    let value = k.ld_shared::<F32>(slot, 0);
+    k.mul(value, absmax)
+}
+
+/// Bits `shift .. shift + 4` of `word`: one 4-bit code.
+fn nibble(k: &mut KernelBuilder, word: Reg<U32>, shift: u32) -> Reg<U32> {
+    let shifted = if shift == 0 { word } else { k.shr(word, shift) };
+    k.and(shifted, 0xFu32)
+}
+
+/// Loads element `index` of an activation tensor and widens it to f32.
+fn load_activation<T: Float>(
+    k: &mut KernelBuilder,
+    ptr: GlobalPtr<T>,
+    index: Reg<U32>,
+) -> Reg<F32> {
+    let addr = k.elem_addr(ptr, index);
+    let v = k.ld_global_nc::<T>(addr, 0);
+    k.to_f32(v)
+}
+
+/// Rounds an f32 result to the output type (nearest even) and stores it at `index`.
+fn store_output<T: Float>(k: &mut KernelBuilder, ptr: GlobalPtr<T>, index: Reg<U32>, v: Reg<F32>) {
+    let addr = k.elem_addr(ptr, index);
+    let out = k.from_f32::<T>(v);
+    k.st_global(addr, 0, out);
+}
+
+/// `p && q` for a pair of unsigned bounds checks `a < a_end && b < b_end`.
+fn both_below(
+    k: &mut KernelBuilder,
+    a: Reg<U32>,
+    a_end: impl Into<crate::builder::Val<U32>>,
+    b: Reg<U32>,
+    b_end: impl Into<crate::builder::Val<U32>>,
+) -> crate::builder::Pred {
+    let pa = k.setp_lt(a, a_end);
+    let pb = k.setp_lt(b, b_end);
+    k.and_pred(pa, pb)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_matrix_config_compiles() {
+        // One arch per dtype/shape keeps the unit test quick; the ptxas matrix covers the rest.
+        for cfg in matrix_configs()
+            .into_iter()
+            .filter(|c| c.arch == Arch::Sm70 || c.arch == Arch::Sm90)
+        {
+            let compiled = cfg
+                .compile()
+                .unwrap_or_else(|e| panic!("{}: {e}", cfg.matrix_name()));
+            for name in [GEMV_ENTRY, GEMM_ENTRY, BACKWARD_INPUT_ENTRY] {
+                let entry = compiled.entry(name).expect("entry present");
+                assert_eq!(entry.required_block, Some([THREADS, 1, 1]));
+                let expected_params = if cfg.double_quant { 7 } else { 5 };
+                assert_eq!(entry.params.len(), expected_params, "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn compile_is_deterministic_and_rejects_bad_configs() {
+        let cfg = Nf4Config::new(100, 66);
+        assert_eq!(cfg.compile().unwrap().ptx, cfg.compile().unwrap().ptx);
+        let bad = Nf4Config { block: 48, ..cfg };
+        assert!(matches!(bad.compile(), Err(TemplateError::Config(_))));
+    }
+}

@@ -1,0 +1,559 @@
+//! Host launch code for the NF4 entries, generic over the [`Backend`].
+//!
+//! Every function takes the configuration the PTX was compiled from, the device, the PTX text
+//! (the macro's `const PTX`; nothing is generated here) and typed buffers, checks every length
+//! and dimension against the configuration **before** launching, computes the grid, and
+//! launches. The activation element type is a generic `T: Nf4Activation` (`half::f16`,
+//! `half::bf16` or `f32`) that must match `cfg.dtype`.
+//!
+//! Buffers must be allocated by the backend (16-byte aligned: the GEMV entry reads packed
+//! weights and, for `k % 32 = 0`, activations with 16-byte loads).
+//!
+//! Errors (all typed, all before any launch):
+//! - a `T` that is not `cfg.dtype` → [`LaunchError::ArgumentType`] for the activation argument;
+//! - an invalid configuration → [`LaunchError::Shape`] listing every violated rule;
+//! - `m = 0`, `m · k` or `m · n` beyond the u32 index range, or more row tiles than `grid.y`
+//!   allows → [`LaunchError::InvalidDim`] named `m`;
+//! - weights whose absmax form does not match `cfg.double_quant` → [`LaunchError::ArgumentCount`]
+//!   (the entries of the two forms take 5 and 7 arguments);
+//! - any buffer of the wrong length → [`LaunchError::BufferLength`] naming it.
+
+use half::{bf16, f16};
+
+use super::format::{Nf4DoubleQuant, Nf4Weights};
+use super::kernels::{
+    BACKWARD_INPUT_ENTRY, GEMM_ENTRY, GEMV_ENTRY, GEMV_MAX_M, GEMV_ROWS_PER_BLOCK, THREADS, TILE_M,
+    TILE_N,
+};
+use super::Nf4Config;
+use crate::dtype::DType;
+use crate::launch::{
+    Backend, DeviceBuffer, Dim3, Element, KernelArg, LaunchConfig, LaunchError, ParamKind,
+};
+
+/// The largest `grid.y` a launch may use.
+const MAX_GRID_Y: u32 = 65535;
+
+/// Activation element types of the NF4 kernels (sealed: f16, bf16, f32).
+pub trait Nf4Activation: Element + private::Sealed {
+    /// The configuration dtype this type stores.
+    const DTYPE: DType;
+}
+
+mod private {
+    pub trait Sealed {}
+    impl Sealed for half::f16 {}
+    impl Sealed for half::bf16 {}
+    impl Sealed for f32 {}
+}
+
+impl Nf4Activation for f16 {
+    const DTYPE: DType = DType::F16;
+}
+
+impl Nf4Activation for bf16 {
+    const DTYPE: DType = DType::BF16;
+}
+
+impl Nf4Activation for f32 {
+    const DTYPE: DType = DType::F32;
+}
+
+/// The absmax of a quantised weight on the device.
+#[derive(Debug)]
+pub enum DeviceAbsmax<B: Backend> {
+    /// One f32 per quantisation block (`double_quant = false`).
+    Plain(DeviceBuffer<B, f32>),
+    /// Double-quantised (`double_quant = true`): one code per block, one scale per 256 blocks,
+    /// and the common offset (see [`super::format::quantize_absmax`]).
+    DoubleQuant {
+        codes: DeviceBuffer<B, u8>,
+        scale: DeviceBuffer<B, f32>,
+        offset: f32,
+    },
+}
+
+/// A quantised weight `W [n, k]` on the device.
+#[derive(Debug)]
+pub struct DeviceWeights<B: Backend> {
+    /// `ceil(n · k / 2)` bytes of packed codes.
+    pub packed: DeviceBuffer<B, u8>,
+    pub absmax: DeviceAbsmax<B>,
+}
+
+impl<B: Backend> DeviceWeights<B> {
+    /// Uploads single-level NF4 weights.
+    pub fn upload(dev: &B, w: &Nf4Weights) -> Result<Self, LaunchError> {
+        Ok(Self {
+            packed: dev.upload(&w.packed)?,
+            absmax: DeviceAbsmax::Plain(dev.upload(&w.absmax)?),
+        })
+    }
+
+    /// Uploads NF4 weights with double-quantised absmax.
+    pub fn upload_double_quant(dev: &B, w: &Nf4DoubleQuant) -> Result<Self, LaunchError> {
+        Ok(Self {
+            packed: dev.upload(&w.packed)?,
+            absmax: DeviceAbsmax::DoubleQuant {
+                codes: dev.upload(&w.absmax.codes)?,
+                scale: dev.upload(&w.absmax.scale)?,
+                offset: w.absmax.offset,
+            },
+        })
+    }
+}
+
+/// The forward entry [`forward`] uses for `m` rows: the GEMV for `m ≤ 8`, the tiled GEMM above.
+pub const fn forward_entry(m: u32) -> &'static str {
+    if m <= GEMV_MAX_M {
+        GEMV_ENTRY
+    } else {
+        GEMM_ENTRY
+    }
+}
+
+/// Launch geometry of `nf4_gemv`: `ceil(n / 8)` blocks of 256 threads (a warp per weight row).
+pub fn gemv_launch_config(cfg: &Nf4Config) -> LaunchConfig {
+    LaunchConfig {
+        grid: Dim3::x(cfg.n.div_ceil(GEMV_ROWS_PER_BLOCK)),
+        block: Dim3::x(THREADS),
+        dynamic_shared_bytes: 0,
+    }
+}
+
+/// Launch geometry of `nf4_gemm`: `(ceil(n / 64), ceil(m / 64))` blocks of 256 threads.
+pub fn gemm_launch_config(cfg: &Nf4Config, m: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid: Dim3::new(cfg.n.div_ceil(TILE_N), m.div_ceil(TILE_M), 1),
+        block: Dim3::x(THREADS),
+        dynamic_shared_bytes: 0,
+    }
+}
+
+/// Launch geometry of `nf4_backward_input`: `(ceil(k / 64), ceil(m / 64))` blocks of 256
+/// threads.
+pub fn backward_input_launch_config(cfg: &Nf4Config, m: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid: Dim3::new(cfg.k.div_ceil(TILE_N), m.div_ceil(TILE_M), 1),
+        block: Dim3::x(THREADS),
+        dynamic_shared_bytes: 0,
+    }
+}
+
+/// Forward `C [m, n] = A [m, k] · dequant(W)ᵀ`, through the GEMV entry for `m ≤ 8` and the tiled
+/// entry otherwise ([`forward_entry`]). `c` is overwritten; `a` and the weights are only read.
+pub fn forward<B: Backend, T: Nf4Activation>(
+    cfg: &Nf4Config,
+    dev: &B,
+    ptx: &str,
+    m: u32,
+    a: &DeviceBuffer<B, T>,
+    weights: &DeviceWeights<B>,
+    c: &mut DeviceBuffer<B, T>,
+) -> Result<(), LaunchError> {
+    if m <= GEMV_MAX_M {
+        forward_gemv(cfg, dev, ptx, m, a, weights, c)
+    } else {
+        forward_tiled(cfg, dev, ptx, m, a, weights, c)
+    }
+}
+
+/// Forward through the GEMV entry (`1 ≤ m ≤ 8`).
+pub fn forward_gemv<B: Backend, T: Nf4Activation>(
+    cfg: &Nf4Config,
+    dev: &B,
+    ptx: &str,
+    m: u32,
+    a: &DeviceBuffer<B, T>,
+    weights: &DeviceWeights<B>,
+    c: &mut DeviceBuffer<B, T>,
+) -> Result<(), LaunchError> {
+    check_common::<B, T>(cfg, GEMV_ENTRY, m, weights)?;
+    if m > GEMV_MAX_M {
+        return Err(LaunchError::InvalidDim {
+            name: "m",
+            value: u64::from(m),
+            reason: format!("the GEMV entry handles at most {GEMV_MAX_M} rows"),
+        });
+    }
+    check_len("a", u64::from(m) * u64::from(cfg.k), a.len())?;
+    check_len("c", u64::from(m) * u64::from(cfg.n), c.len())?;
+    let args = entry_args(a, weights, c, m);
+    dev.launch(ptx, GEMV_ENTRY, gemv_launch_config(cfg), &args)
+}
+
+/// Forward through the tiled entry (any `m ≥ 1`; [`forward`] picks it for `m > 8`).
+pub fn forward_tiled<B: Backend, T: Nf4Activation>(
+    cfg: &Nf4Config,
+    dev: &B,
+    ptx: &str,
+    m: u32,
+    a: &DeviceBuffer<B, T>,
+    weights: &DeviceWeights<B>,
+    c: &mut DeviceBuffer<B, T>,
+) -> Result<(), LaunchError> {
+    check_common::<B, T>(cfg, GEMM_ENTRY, m, weights)?;
+    check_row_tiles(m)?;
+    check_len("a", u64::from(m) * u64::from(cfg.k), a.len())?;
+    check_len("c", u64::from(m) * u64::from(cfg.n), c.len())?;
+    let args = entry_args(a, weights, c, m);
+    dev.launch(ptx, GEMM_ENTRY, gemm_launch_config(cfg, m), &args)
+}
+
+/// Backward with respect to the input: `G_A [m, k] = G_C [m, n] · dequant(W)`. `g_a` is
+/// overwritten; `g_c` and the weights are only read.
+pub fn backward_input<B: Backend, T: Nf4Activation>(
+    cfg: &Nf4Config,
+    dev: &B,
+    ptx: &str,
+    m: u32,
+    g_c: &DeviceBuffer<B, T>,
+    weights: &DeviceWeights<B>,
+    g_a: &mut DeviceBuffer<B, T>,
+) -> Result<(), LaunchError> {
+    check_common::<B, T>(cfg, BACKWARD_INPUT_ENTRY, m, weights)?;
+    check_row_tiles(m)?;
+    check_len("g_c", u64::from(m) * u64::from(cfg.n), g_c.len())?;
+    check_len("g_a", u64::from(m) * u64::from(cfg.k), g_a.len())?;
+    let args = entry_args(g_c, weights, g_a, m);
+    dev.launch(
+        ptx,
+        BACKWARD_INPUT_ENTRY,
+        backward_input_launch_config(cfg, m),
+        &args,
+    )
+}
+
+/// Checks shared by every entry: dtype, configuration, `m`, and the weight buffers.
+fn check_common<B: Backend, T: Nf4Activation>(
+    cfg: &Nf4Config,
+    entry: &'static str,
+    m: u32,
+    weights: &DeviceWeights<B>,
+) -> Result<(), LaunchError> {
+    if T::DTYPE != cfg.dtype {
+        return Err(LaunchError::ArgumentType {
+            entry: entry.to_string(),
+            index: 0,
+            expected: ParamKind::Pointer(cfg_element_kind(cfg.dtype)),
+        });
+    }
+    cfg.validate()
+        .map_err(|errs| LaunchError::Shape(format!("invalid nf4 configuration: {errs}")))?;
+    cfg.check_m(m).map_err(|e| LaunchError::InvalidDim {
+        name: "m",
+        value: u64::from(m),
+        reason: e.to_string(),
+    })?;
+    check_weights(cfg, entry, weights)
+}
+
+fn cfg_element_kind(dtype: DType) -> crate::launch::ScalarKind {
+    use crate::launch::ScalarKind;
+    match dtype {
+        DType::F16 => ScalarKind::F16,
+        DType::BF16 => ScalarKind::BF16,
+        DType::F32 => ScalarKind::F32,
+        DType::F64 => ScalarKind::F64,
+    }
+}
+
+fn check_weights<B: Backend>(
+    cfg: &Nf4Config,
+    entry: &'static str,
+    w: &DeviceWeights<B>,
+) -> Result<(), LaunchError> {
+    check_len("packed", cfg.packed_len(), w.packed.len())?;
+    match (&w.absmax, cfg.double_quant) {
+        (DeviceAbsmax::Plain(absmax), false) => check_len("absmax", cfg.absmax_len(), absmax.len()),
+        (DeviceAbsmax::DoubleQuant { codes, scale, .. }, true) => {
+            check_len("absmax_codes", cfg.absmax_len(), codes.len())?;
+            check_len("absmax_scale", cfg.absmax_blocks(), scale.len())
+        }
+        (absmax, _) => Err(LaunchError::ArgumentCount {
+            entry: entry.to_string(),
+            expected: if cfg.double_quant { 7 } else { 5 },
+            actual: match absmax {
+                DeviceAbsmax::Plain(_) => 5,
+                DeviceAbsmax::DoubleQuant { .. } => 7,
+            },
+        }),
+    }
+}
+
+fn check_len(name: &'static str, expected: u64, actual: usize) -> Result<(), LaunchError> {
+    if u64::try_from(actual).is_ok_and(|a| a == expected) {
+        return Ok(());
+    }
+    Err(LaunchError::BufferLength {
+        name,
+        expected: usize::try_from(expected).unwrap_or(usize::MAX),
+        actual,
+    })
+}
+
+fn check_row_tiles(m: u32) -> Result<(), LaunchError> {
+    let tiles = m.div_ceil(TILE_M);
+    if tiles > MAX_GRID_Y {
+        return Err(LaunchError::InvalidDim {
+            name: "m",
+            value: u64::from(m),
+            reason: format!("{tiles} row tiles of {TILE_M} exceed the grid.y limit {MAX_GRID_Y}"),
+        });
+    }
+    Ok(())
+}
+
+/// `input, packed, <absmax>, output, m` in the entries' parameter order.
+fn entry_args<'a, B: Backend, T: Element>(
+    input: &'a DeviceBuffer<B, T>,
+    w: &'a DeviceWeights<B>,
+    output: &'a DeviceBuffer<B, T>,
+    m: u32,
+) -> Vec<KernelArg<'a, B>> {
+    let mut args = vec![KernelArg::buffer(input), KernelArg::buffer(&w.packed)];
+    match &w.absmax {
+        DeviceAbsmax::Plain(absmax) => args.push(KernelArg::buffer(absmax)),
+        DeviceAbsmax::DoubleQuant {
+            codes,
+            scale,
+            offset,
+        } => {
+            args.push(KernelArg::buffer(codes));
+            args.push(KernelArg::buffer(scale));
+            args.push(KernelArg::F32(*offset));
+        }
+    }
+    args.push(KernelArg::buffer(output));
+    args.push(KernelArg::U32(m));
+    args
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use super::*;
+    use crate::templates::nf4::format::{quantize, Nf4DoubleQuant};
+
+    /// A backend that only records launches (buffers are their lengths).
+    #[derive(Debug, Default)]
+    struct Recorder {
+        launches: RefCell<Vec<(String, LaunchConfig, usize)>>,
+    }
+
+    impl Backend for Recorder {
+        type RawBuffer = usize;
+        fn alloc<T: Element>(&self, len: usize) -> Result<DeviceBuffer<Self, T>, LaunchError> {
+            Ok(DeviceBuffer::from_raw(len, len))
+        }
+        fn upload<T: Element>(&self, data: &[T]) -> Result<DeviceBuffer<Self, T>, LaunchError> {
+            self.alloc(data.len())
+        }
+        fn write<T: Element>(
+            &self,
+            _: &mut DeviceBuffer<Self, T>,
+            _: &[T],
+        ) -> Result<(), LaunchError> {
+            Ok(())
+        }
+        fn download<T: Element>(&self, _: &DeviceBuffer<Self, T>) -> Result<Vec<T>, LaunchError> {
+            Err(LaunchError::Backend("recorder keeps no data".into()))
+        }
+        fn launch(
+            &self,
+            _ptx: &str,
+            entry: &str,
+            config: LaunchConfig,
+            args: &[KernelArg<'_, Self>],
+        ) -> Result<(), LaunchError> {
+            self.launches
+                .borrow_mut()
+                .push((entry.to_string(), config, args.len()));
+            Ok(())
+        }
+    }
+
+    fn setup(cfg: &Nf4Config) -> (Recorder, DeviceWeights<Recorder>) {
+        let dev = Recorder::default();
+        let q = quantize(&vec![0.25; (cfg.n * cfg.k) as usize], cfg.block as usize).unwrap();
+        let w = if cfg.double_quant {
+            DeviceWeights::upload_double_quant(&dev, &Nf4DoubleQuant::new(&q)).unwrap()
+        } else {
+            DeviceWeights::upload(&dev, &q).unwrap()
+        };
+        (dev, w)
+    }
+
+    #[test]
+    fn picks_the_entry_and_geometry() {
+        let cfg = Nf4Config::new(70, 130);
+        let (dev, w) = setup(&cfg);
+        for m in [1, 8, 9, 130] {
+            let a = dev.alloc::<f32>((m * 130) as usize).unwrap();
+            let mut c = dev.alloc::<f32>((m * 70) as usize).unwrap();
+            forward(&cfg, &dev, "", m, &a, &w, &mut c).unwrap();
+            let mut g_a = dev.alloc::<f32>((m * 130) as usize).unwrap();
+            backward_input(&cfg, &dev, "", m, &c, &w, &mut g_a).unwrap();
+        }
+        let log = dev.launches.borrow();
+        let grid = |i: usize| log[i].1.grid;
+        assert_eq!(log[0].0, GEMV_ENTRY);
+        assert_eq!(grid(0), Dim3::x(9)); // ceil(70 / 8)
+        assert_eq!(log[1].0, BACKWARD_INPUT_ENTRY);
+        assert_eq!(grid(1), Dim3::new(3, 1, 1)); // ceil(130 / 64), ceil(1 / 64)
+        assert_eq!(log[2].0, GEMV_ENTRY);
+        assert_eq!(log[4].0, GEMM_ENTRY);
+        assert_eq!(grid(4), Dim3::new(2, 1, 1));
+        assert_eq!(grid(6), Dim3::new(2, 3, 1)); // m = 130
+        assert!(log
+            .iter()
+            .all(|l| l.1.block == Dim3::x(THREADS) && l.2 == 5));
+    }
+
+    #[test]
+    fn every_bad_input_is_a_typed_error_before_launch() {
+        let cfg = Nf4Config {
+            double_quant: true,
+            ..Nf4Config::new(10, 64)
+        };
+        let (dev, w) = setup(&cfg);
+        let a = dev.alloc::<f32>(2 * 64).unwrap();
+        let mut c = dev.alloc::<f32>(2 * 10).unwrap();
+        let err = |r: Result<(), LaunchError>| r.unwrap_err();
+        // Lengths of every buffer.
+        let short_a = dev.alloc::<f32>(2 * 64 - 1).unwrap();
+        assert!(matches!(
+            err(forward(&cfg, &dev, "", 2, &short_a, &w, &mut c)),
+            LaunchError::BufferLength {
+                name: "a",
+                expected: 128,
+                actual: 127
+            }
+        ));
+        let mut long_c = dev.alloc::<f32>(21).unwrap();
+        assert!(matches!(
+            err(forward_tiled(&cfg, &dev, "", 2, &a, &w, &mut long_c)),
+            LaunchError::BufferLength { name: "c", .. }
+        ));
+        for (name, bad) in [
+            (
+                "packed",
+                DeviceWeights {
+                    packed: dev.alloc(319).unwrap(),
+                    absmax: DeviceAbsmax::DoubleQuant {
+                        codes: dev.alloc(10).unwrap(),
+                        scale: dev.alloc(1).unwrap(),
+                        offset: 0.0,
+                    },
+                },
+            ),
+            (
+                "absmax_codes",
+                DeviceWeights {
+                    packed: dev.alloc(320).unwrap(),
+                    absmax: DeviceAbsmax::DoubleQuant {
+                        codes: dev.alloc(11).unwrap(),
+                        scale: dev.alloc(1).unwrap(),
+                        offset: 0.0,
+                    },
+                },
+            ),
+            (
+                "absmax_scale",
+                DeviceWeights {
+                    packed: dev.alloc(320).unwrap(),
+                    absmax: DeviceAbsmax::DoubleQuant {
+                        codes: dev.alloc(10).unwrap(),
+                        scale: dev.alloc(2).unwrap(),
+                        offset: 0.0,
+                    },
+                },
+            ),
+        ] {
+            match err(forward(&cfg, &dev, "", 2, &a, &bad, &mut c)) {
+                LaunchError::BufferLength { name: got, .. } => assert_eq!(got, name),
+                other => panic!("{name}: {other}"),
+            }
+        }
+        let plain = DeviceWeights {
+            packed: dev.alloc(320).unwrap(),
+            absmax: DeviceAbsmax::Plain(dev.alloc(10).unwrap()),
+        };
+        assert!(matches!(
+            err(forward(&cfg, &dev, "", 2, &a, &plain, &mut c)),
+            LaunchError::ArgumentCount {
+                expected: 7,
+                actual: 5,
+                ..
+            }
+        ));
+        let single = Nf4Config {
+            double_quant: false,
+            ..cfg
+        };
+        let short_absmax = DeviceWeights {
+            packed: dev.alloc(320).unwrap(),
+            absmax: DeviceAbsmax::Plain(dev.alloc(9).unwrap()),
+        };
+        assert!(matches!(
+            err(forward(&single, &dev, "", 2, &a, &short_absmax, &mut c)),
+            LaunchError::BufferLength {
+                name: "absmax",
+                expected: 10,
+                actual: 9
+            }
+        ));
+        // m = 0, m beyond the GEMV, m · k past u32, more row tiles than grid.y.
+        assert!(matches!(
+            err(backward_input(
+                &cfg,
+                &dev,
+                "",
+                0,
+                &c,
+                &w,
+                &mut dev.alloc(0).unwrap()
+            )),
+            LaunchError::InvalidDim {
+                name: "m",
+                value: 0,
+                ..
+            }
+        ));
+        assert!(matches!(
+            err(forward_gemv(&cfg, &dev, "", 9, &a, &w, &mut c)),
+            LaunchError::InvalidDim {
+                name: "m",
+                value: 9,
+                ..
+            }
+        ));
+        let huge = 1u32 << 27; // · k = 2^33
+        assert!(matches!(
+            err(forward(&cfg, &dev, "", huge, &a, &w, &mut c)),
+            LaunchError::InvalidDim { name: "m", .. }
+        ));
+        let thin = Nf4Config { n: 2, k: 2, ..cfg };
+        let (thin_dev, thin_w) = setup(&thin);
+        let rows = 65536 * TILE_M;
+        assert!(matches!(
+            err(forward(&thin, &thin_dev, "", rows, &a, &thin_w, &mut c)),
+            LaunchError::InvalidDim { name: "m", value, .. } if value == u64::from(rows)
+        ));
+        // Element type other than the config's dtype, and an invalid configuration.
+        let a16 = dev.alloc::<half::f16>(128).unwrap();
+        let mut c16 = dev.alloc::<half::f16>(20).unwrap();
+        assert!(matches!(
+            err(forward(&cfg, &dev, "", 2, &a16, &w, &mut c16)),
+            LaunchError::ArgumentType { index: 0, .. }
+        ));
+        let odd = Nf4Config { k: 63, ..cfg };
+        assert!(matches!(
+            err(forward(&odd, &dev, "", 2, &a, &w, &mut c)),
+            LaunchError::Shape(_)
+        ));
+        assert!(dev.launches.borrow().is_empty(), "nothing may launch");
+        assert!(thin_dev.launches.borrow().is_empty(), "nothing may launch");
+    }
+}

@@ -1,0 +1,536 @@
+//! NF4 kernels vs the host reference, in the interpreter with every sanitizer check on (a
+//! finding fails the launch and so the test).
+//!
+//! Reference: the activations are rounded to the kernel dtype first, then widened back to f32 and
+//! fed to `nf4::reference::{forward, backward_input}` (dequantise, naive f32 matmul). Tolerance
+//! per output element, with `S = Σ |a · ŵ|` over its reduction:
+//!
+//! | dtype | bound |
+//! |---|---|
+//! | f32 | `1e-5 · S + 1e-6` (summation order and fma only) |
+//! | f16 | `2e-3 · S + 1e-6` (plus one rounding of the result to f16, 2⁻¹¹ relative) |
+//! | bf16 | `2e-2 · S + 1e-6` (plus one rounding of the result to bf16, 2⁻⁸ relative) |
+//!
+//! Shapes cover `m ∈ {1, 3, 8, 33, 128}`, `n` and `k` that are not multiples of any tile (8 rows
+//! per GEMV block, 64 × 64 output tiles, 32-wide reduction slices, 16-byte packed chunks), rows
+//! whose packed start is not 16-byte aligned, quantisation blocks spanning rows and a ragged last
+//! block, every block size, double quantisation on and off, and every dtype.
+#![cfg(feature = "sim")]
+
+use half::{bf16, f16};
+use ptxforge_runtime::launch::{Backend, DeviceBuffer, LaunchError, SimBackend};
+use ptxforge_runtime::templates::nf4::launch::{self as nf4_launch, DeviceWeights, Nf4Activation};
+use ptxforge_runtime::templates::nf4::{
+    quantize, reference, Nf4Config, Nf4DoubleQuant, Nf4Weights,
+};
+use ptxforge_runtime::templates::testing::{HostFloat, SplitMix64};
+use ptxforge_runtime::templates::KernelFamily;
+use ptxforge_runtime::DType;
+
+/// Which kernel a case runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Path {
+    /// `launch::forward` (GEMV for m ≤ 8, tiled above).
+    Forward,
+    /// `launch::forward_tiled`, whatever `m`.
+    ForwardTiled,
+    Backward,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Case {
+    m: u32,
+    n: u32,
+    k: u32,
+    block: u32,
+    double_quant: bool,
+    dtype: DType,
+    seed: u64,
+}
+
+impl Case {
+    fn config(&self) -> Nf4Config {
+        Nf4Config {
+            block: self.block,
+            double_quant: self.double_quant,
+            dtype: self.dtype,
+            ..Nf4Config::new(self.n, self.k)
+        }
+    }
+}
+
+/// A quantised weight on the host: what the kernels read, and its single-level equivalent
+/// (absmax reconstructed exactly as the kernels do) for the reference.
+struct HostWeights {
+    reference: Nf4Weights,
+    double_quant: Option<Nf4DoubleQuant>,
+}
+
+fn host_weights(case: &Case, rng: &mut SplitMix64) -> HostWeights {
+    let len = (case.n * case.k) as usize;
+    // Varying magnitudes per region so absmax differ between blocks.
+    let mut w = rng.vec_f32(len, -1.0, 1.0);
+    for (i, x) in w.iter_mut().enumerate() {
+        *x *= 0.25 + ((i / case.block as usize) % 7) as f32 * 0.5;
+    }
+    let q = quantize(&w, case.block as usize).unwrap();
+    if case.double_quant {
+        let dq = Nf4DoubleQuant::new(&q);
+        HostWeights {
+            reference: dq.to_weights().unwrap(),
+            double_quant: Some(dq),
+        }
+    } else {
+        HostWeights {
+            reference: q,
+            double_quant: None,
+        }
+    }
+}
+
+fn upload_weights(dev: &SimBackend, w: &HostWeights) -> DeviceWeights<SimBackend> {
+    match &w.double_quant {
+        Some(dq) => DeviceWeights::upload_double_quant(dev, dq).unwrap(),
+        None => DeviceWeights::upload(dev, &w.reference).unwrap(),
+    }
+}
+
+/// `Σ_l |x[i, l] · ŵ[j, l]|`-style magnitudes for the tolerance, in f64.
+fn magnitudes(path: Path, x: &[f32], m: usize, wd: &[f32], n: usize, k: usize) -> Vec<f64> {
+    match path {
+        Path::Forward | Path::ForwardTiled => {
+            let mut s = vec![0.0f64; m * n];
+            for i in 0..m {
+                for j in 0..n {
+                    s[i * n + j] = (0..k)
+                        .map(|l| (f64::from(x[i * k + l]) * f64::from(wd[j * k + l])).abs())
+                        .sum();
+                }
+            }
+            s
+        }
+        Path::Backward => {
+            let mut s = vec![0.0f64; m * k];
+            for i in 0..m {
+                for l in 0..k {
+                    s[i * k + l] = (0..n)
+                        .map(|j| (f64::from(x[i * n + j]) * f64::from(wd[j * k + l])).abs())
+                        .sum();
+                }
+            }
+            s
+        }
+    }
+}
+
+fn tolerance(dtype: DType) -> f64 {
+    match dtype {
+        DType::F32 => 1e-5,
+        DType::F16 => 2e-3,
+        _ => 2e-2,
+    }
+}
+
+/// Runs one case on a fresh device and checks it against the reference.
+fn run_case<T: Nf4Activation + HostFloat>(case: Case, path: Path) {
+    assert_eq!(T::DTYPE, case.dtype);
+    let cfg = case.config();
+    let compiled = cfg.compile().unwrap();
+    let dev = SimBackend::new();
+    let mut rng = SplitMix64::new(case.seed);
+    let weights = host_weights(&case, &mut rng);
+    let (m, n, k) = (case.m as usize, case.n as usize, case.k as usize);
+    let (in_len, out_len) = match path {
+        Path::Backward => (m * n, m * k),
+        _ => (m * k, m * n),
+    };
+    let x: Vec<T> = rng
+        .vec_f64(in_len, -1.0, 1.0)
+        .into_iter()
+        .map(T::from_f64)
+        .collect();
+    let x32: Vec<f32> = x.iter().map(|v| v.to_f64() as f32).collect();
+    let x_dev = dev.upload(&x).unwrap();
+    let w_dev = upload_weights(&dev, &weights);
+    // Poison the output so a missed store shows up as a mismatch.
+    let mut out_dev = dev.upload(&vec![T::from_f64(1e4); out_len]).unwrap();
+    let launched = match path {
+        Path::Forward => nf4_launch::forward(
+            &cfg,
+            &dev,
+            &compiled.ptx,
+            case.m,
+            &x_dev,
+            &w_dev,
+            &mut out_dev,
+        ),
+        Path::ForwardTiled => nf4_launch::forward_tiled(
+            &cfg,
+            &dev,
+            &compiled.ptx,
+            case.m,
+            &x_dev,
+            &w_dev,
+            &mut out_dev,
+        ),
+        Path::Backward => nf4_launch::backward_input(
+            &cfg,
+            &dev,
+            &compiled.ptx,
+            case.m,
+            &x_dev,
+            &w_dev,
+            &mut out_dev,
+        ),
+    };
+    launched.unwrap_or_else(|e| panic!("{case:?} {path:?}: {e}"));
+    let got = dev.download(&out_dev).unwrap();
+    let expected = match path {
+        Path::Backward => reference::backward_input(&x32, m, &weights.reference, n, k),
+        _ => reference::forward(&x32, m, &weights.reference, n, k),
+    }
+    .unwrap();
+    let wd = ptxforge_runtime::templates::nf4::dequantize(&weights.reference).unwrap();
+    let scale = magnitudes(path, &x32, m, &wd, n, k);
+    let tol = tolerance(case.dtype);
+    for (idx, ((g, e), s)) in got.iter().zip(&expected).zip(&scale).enumerate() {
+        let err = (g.to_f64() - f64::from(*e)).abs();
+        assert!(
+            err <= tol * s + 1e-6,
+            "{case:?} {path:?}: element {idx}: got {}, expected {e} (|err| {err:e}, bound {:e})",
+            g.to_f64(),
+            tol * s + 1e-6
+        );
+    }
+    // The kernels never write their inputs.
+    assert_eq!(bits(&dev.download(&x_dev).unwrap()), bits(&x));
+}
+
+fn bits<T: HostFloat>(v: &[T]) -> Vec<u64> {
+    v.iter().map(|x| x.to_f64().to_bits()).collect()
+}
+
+fn run(case: Case, path: Path) {
+    match case.dtype {
+        DType::F16 => run_case::<f16>(case, path),
+        DType::BF16 => run_case::<bf16>(case, path),
+        DType::F32 => run_case::<f32>(case, path),
+        DType::F64 => unreachable!("nf4 has no f64 activations"),
+    }
+}
+
+const DTYPES: [DType; 3] = [DType::F16, DType::BF16, DType::F32];
+const BLOCKS: [u32; 4] = [32, 64, 128, 256];
+
+/// Shapes rotated through the block × dq × dtype grid: ragged `k` (row starts at every
+/// alignment, blocks spanning rows), aligned `k`, `n` not a multiple of 8 or 64, and tiny ones.
+const SHAPES: [(u32, u32); 6] = [(13, 70), (9, 96), (70, 34), (3, 2), (17, 258), (66, 40)];
+
+#[test]
+fn forward_gemv_every_dtype_block_and_double_quant() {
+    let mut seed = 100;
+    for (di, dtype) in DTYPES.into_iter().enumerate() {
+        for (bi, block) in BLOCKS.into_iter().enumerate() {
+            for double_quant in [false, true] {
+                let (n, k) = SHAPES[(di + bi * 2 + usize::from(double_quant)) % SHAPES.len()];
+                for m in [1, 3, 8] {
+                    seed += 1;
+                    let case = Case {
+                        m,
+                        n,
+                        k,
+                        block,
+                        double_quant,
+                        dtype,
+                        seed,
+                    };
+                    run(case, Path::Forward);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn forward_tiled_every_dtype_block_and_double_quant() {
+    let mut seed = 200;
+    for (di, dtype) in DTYPES.into_iter().enumerate() {
+        for (bi, block) in BLOCKS.into_iter().enumerate() {
+            for double_quant in [false, true] {
+                let (n, k) = SHAPES[(di * 3 + bi + usize::from(double_quant)) % SHAPES.len()];
+                seed += 1;
+                let m = if seed % 2 == 0 { 33 } else { 9 };
+                run(
+                    Case {
+                        m,
+                        n,
+                        k,
+                        block,
+                        double_quant,
+                        dtype,
+                        seed,
+                    },
+                    Path::Forward,
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn backward_input_every_dtype_block_and_double_quant() {
+    let mut seed = 300;
+    for (di, dtype) in DTYPES.into_iter().enumerate() {
+        for (bi, block) in BLOCKS.into_iter().enumerate() {
+            for double_quant in [false, true] {
+                let (n, k) = SHAPES[(di + bi + usize::from(double_quant) * 3) % SHAPES.len()];
+                seed += 1;
+                let m = [1, 3, 8, 33][(seed % 4) as usize];
+                run(
+                    Case {
+                        m,
+                        n,
+                        k,
+                        block,
+                        double_quant,
+                        dtype,
+                        seed,
+                    },
+                    Path::Backward,
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_m_of_the_issue_on_tile_edges() {
+    // n = 65, k = 130: one past a 64-tile in n, two 64-tiles + 2 in k (and k % 32 = 2).
+    for (i, dtype) in DTYPES.into_iter().enumerate() {
+        for m in [1, 3, 8, 33, 128] {
+            let case = Case {
+                m,
+                n: 65,
+                k: 130,
+                block: 64,
+                double_quant: i == 1,
+                dtype,
+                seed: 400 + u64::from(m),
+            };
+            run(case, Path::Forward);
+            run(case, Path::Backward);
+        }
+    }
+}
+
+#[test]
+fn tiled_forward_with_small_m_and_gemv_agree() {
+    for m in [1, 5, 8] {
+        let case = Case {
+            m,
+            n: 19,
+            k: 100,
+            block: 32,
+            double_quant: false,
+            dtype: DType::F32,
+            seed: 500 + u64::from(m),
+        };
+        run(case, Path::ForwardTiled);
+        run(case, Path::Forward);
+    }
+}
+
+#[test]
+fn seeded_fuzz() {
+    let mut rng = SplitMix64::new(0x4E46_3400);
+    for i in 0..12 {
+        let dtype = DTYPES[rng.below(3) as usize];
+        let block = BLOCKS[rng.below(4) as usize];
+        let n = 1 + rng.below(80) as u32;
+        let k = 2 * (1 + rng.below(100) as u32);
+        let m = if i % 2 == 0 {
+            1 + rng.below(8) as u32
+        } else {
+            9 + rng.below(70) as u32
+        };
+        let case = Case {
+            m,
+            n,
+            k,
+            block,
+            double_quant: rng.below(2) == 1,
+            dtype,
+            seed: 600 + i,
+        };
+        run(case, Path::Forward);
+        run(case, Path::Backward);
+    }
+}
+
+#[test]
+fn results_are_deterministic() {
+    let case = Case {
+        m: 40,
+        n: 70,
+        k: 66,
+        block: 64,
+        double_quant: true,
+        dtype: DType::F32,
+        seed: 700,
+    };
+    let cfg = case.config();
+    let ptx = cfg.compile().unwrap().ptx;
+    let mut rng = SplitMix64::new(case.seed);
+    let w = host_weights(&case, &mut rng);
+    let a = rng.vec_f32((case.m * case.k) as usize, -1.0, 1.0);
+    let outputs: Vec<Vec<u32>> = (0..2)
+        .map(|_| {
+            let dev = SimBackend::new();
+            let a_dev = dev.upload(&a).unwrap();
+            let w_dev = upload_weights(&dev, &w);
+            let mut c: DeviceBuffer<SimBackend, f32> =
+                dev.upload(&vec![0.0; (case.m * case.n) as usize]).unwrap();
+            nf4_launch::forward(&cfg, &dev, &ptx, case.m, &a_dev, &w_dev, &mut c).unwrap();
+            dev.download(&c)
+                .unwrap()
+                .iter()
+                .map(|x| x.to_bits())
+                .collect()
+        })
+        .collect();
+    assert_eq!(outputs[0], outputs[1]);
+}
+
+#[test]
+fn bad_inputs_are_rejected_before_launch() {
+    let cfg = Nf4Config {
+        double_quant: false,
+        ..Nf4Config::new(10, 64)
+    };
+    let ptx = cfg.compile().unwrap().ptx;
+    let dev = SimBackend::new();
+    let q = quantize(&vec![0.5; 640], 64).unwrap();
+    let w = DeviceWeights::upload(&dev, &q).unwrap();
+    let a = dev.upload(&vec![1.0f32; 2 * 64]).unwrap();
+    let mut c = dev.upload(&[0.0f32; 2 * 10]).unwrap();
+    // Wrong activation length, m = 0, and a dtype other than the config's.
+    let err = nf4_launch::forward(&cfg, &dev, &ptx, 3, &a, &w, &mut c).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LaunchError::BufferLength {
+                name: "a",
+                expected: 192,
+                actual: 128
+            }
+        ),
+        "{err}"
+    );
+    let err = nf4_launch::forward(&cfg, &dev, &ptx, 0, &a, &w, &mut c).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LaunchError::InvalidDim {
+                name: "m",
+                value: 0,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let a16 = dev.upload(&vec![f16::ONE; 128]).unwrap();
+    let mut c16 = dev.upload(&[f16::ZERO; 20]).unwrap();
+    let err = nf4_launch::forward(&cfg, &dev, &ptx, 2, &a16, &w, &mut c16).unwrap_err();
+    assert!(
+        matches!(err, LaunchError::ArgumentType { index: 0, .. }),
+        "{err}"
+    );
+    // Double-quantised weights for a single-level config.
+    let wdq = DeviceWeights::upload_double_quant(&dev, &Nf4DoubleQuant::new(&q)).unwrap();
+    let mut g_a = dev.upload(&vec![0.0f32; 2 * 64]).unwrap();
+    let err = nf4_launch::backward_input(&cfg, &dev, &ptx, 2, &c, &wdq, &mut g_a).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LaunchError::ArgumentCount {
+                expected: 5,
+                actual: 7,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // The valid call still works afterwards.
+    nf4_launch::forward(&cfg, &dev, &ptx, 2, &a, &w, &mut c).unwrap();
+}
+
+/// With one-hot activations every output is a single dequantised weight (`1 · ŵ` plus exact
+/// zeros), so the kernels' dequantisation, including the double-quantised absmax
+/// `fma(q − 128, scale, offset)`, must equal the host's bit for bit, on every path.
+#[test]
+fn dequantisation_matches_the_host_bit_for_bit() {
+    for (block, double_quant, n, k) in [(32, true, 11, 70), (64, true, 9, 96), (256, false, 5, 34)]
+    {
+        let case = Case {
+            m: 1,
+            n,
+            k,
+            block,
+            double_quant,
+            dtype: DType::F32,
+            seed: 800 + u64::from(k),
+        };
+        let cfg = case.config();
+        let ptx = cfg.compile().unwrap().ptx;
+        let dev = SimBackend::new();
+        let mut rng = SplitMix64::new(case.seed);
+        let w = host_weights(&case, &mut rng);
+        let w_dev = upload_weights(&dev, &w);
+        let wd = ptxforge_runtime::templates::nf4::dequantize(&w.reference).unwrap();
+        let (nu, ku) = (n as usize, k as usize);
+        // Forward, GEMV (8 one-hot rows at a time) and tiled (all k one-hot rows): C[i, j] = Ŵ[j, l_i].
+        for (cols, tiled) in [
+            ((0..ku).step_by(ku.div_ceil(8)).collect::<Vec<_>>(), false),
+            ((0..ku).collect(), true),
+        ] {
+            let m = cols.len();
+            let mut a = vec![0.0f32; m * ku];
+            for (i, &l) in cols.iter().enumerate() {
+                a[i * ku + l] = 1.0;
+            }
+            let a_dev = dev.upload(&a).unwrap();
+            let mut c = dev.upload(&vec![0.0f32; m * nu]).unwrap();
+            let run = if tiled {
+                nf4_launch::forward_tiled
+            } else {
+                nf4_launch::forward_gemv
+            };
+            run(&cfg, &dev, &ptx, m as u32, &a_dev, &w_dev, &mut c).unwrap();
+            let got = dev.download(&c).unwrap();
+            for (i, &l) in cols.iter().enumerate() {
+                for j in 0..nu {
+                    assert_eq!(
+                        got[i * nu + j].to_bits(),
+                        wd[j * ku + l].to_bits(),
+                        "{case:?} tiled={tiled} C[{i}, {j}]"
+                    );
+                }
+            }
+        }
+        // Backward: G_C one-hot at row j → G_A[j, l] = Ŵ[j, l].
+        let mut g_c = vec![0.0f32; nu * nu];
+        for j in 0..nu {
+            g_c[j * nu + j] = 1.0;
+        }
+        let g_dev = dev.upload(&g_c).unwrap();
+        let mut g_a = dev.upload(&vec![0.0f32; nu * ku]).unwrap();
+        nf4_launch::backward_input(&cfg, &dev, &ptx, n, &g_dev, &w_dev, &mut g_a).unwrap();
+        let got = dev.download(&g_a).unwrap();
+        let expect: Vec<u32> = wd.iter().map(|x| x.to_bits()).collect();
+        assert_eq!(
+            got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            expect,
+            "{case:?} backward"
+        );
+    }
+}
