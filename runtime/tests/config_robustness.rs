@@ -27,11 +27,29 @@ fn dtype(rng: &mut SplitMix64) -> DType {
 #[test]
 fn validate_never_panics() {
     let mut rng = SplitMix64::new(0x5eed);
-    let factors = [0.0f32, -1.0, 1e-30, 0.5, 1.25, 1e30, f32::NAN, f32::INFINITY];
+    let factors = [
+        0.0f32,
+        -1.0,
+        1e-30,
+        0.5,
+        1.25,
+        1e30,
+        f32::NAN,
+        f32::INFINITY,
+    ];
     for _ in 0..CASES {
-        let mut moe = MoeConfig::new(pick(&mut rng), pick(&mut rng), pick(&mut rng), pick(&mut rng));
+        let mut moe = MoeConfig::new(
+            pick(&mut rng),
+            pick(&mut rng),
+            pick(&mut rng),
+            pick(&mut rng),
+        );
         moe.capacity_factor = factors[rng.below(factors.len() as u64) as usize];
-        moe.ffn = if rng.below(2) == 0 { Ffn::Linear } else { Ffn::Swiglu };
+        moe.ffn = if rng.below(2) == 0 {
+            Ffn::Linear
+        } else {
+            Ffn::Swiglu
+        };
         moe.dtype = dtype(&mut rng);
         moe.arch = arch(&mut rng);
         let _ = moe.validate();

@@ -232,12 +232,18 @@ impl Conv2dConfig {
         }
     }
 
-    /// Weight elements `out_channels · in_channels/groups · kernel_h · kernel_w` (u64).
+    /// Weight elements `out_channels · in_channels/groups · kernel_h · kernel_w` (u64,
+    /// saturating: any count that large fails validation).
     pub const fn weight_elements(&self) -> u64 {
-        self.out_channels as u64
-            * self.in_per_group() as u64
-            * self.kernel_h as u64
-            * self.kernel_w as u64
+        let w = self.out_channels as u128
+            * self.in_per_group() as u128
+            * self.kernel_h as u128
+            * self.kernel_w as u128;
+        if w > u64::MAX as u128 {
+            u64::MAX
+        } else {
+            w as u64
+        }
     }
 
     /// Dilated kernel extent `dilation · (kernel − 1) + 1` per axis (height, width), in u64.
@@ -258,20 +264,36 @@ impl Conv2dConfig {
         }
     }
 
-    /// The direct kernel's tiling (see [`DirectTile`]).
+    /// The direct kernel's tiling (see [`DirectTile`]). Sizes saturate rather than wrap, so an
+    /// absurd configuration shows up as too much shared memory.
     pub fn direct_tile(&self) -> DirectTile {
         let t = Self::DIRECT_TILE;
         let (eh, ew) = self.dilated_extent();
-        let in_h = u64::from(t - 1) * u64::from(self.stride_h) + eh;
-        let in_w = u64::from(t - 1) * u64::from(self.stride_w) + ew;
+        let in_h = u64::from(t - 1)
+            .saturating_mul(u64::from(self.stride_h))
+            .saturating_add(eh);
+        let in_w = u64::from(t - 1)
+            .saturating_mul(u64::from(self.stride_w))
+            .saturating_add(ew);
         let stride_w = u64::from(self.stride_w.max(1));
         let segment = in_w.div_ceil(stride_w);
         let elem_bytes = self.accumulator_bytes();
-        let pitch = direct_pitch(segment * stride_w, self.stride_h, elem_bytes / 4);
-        let weight_offset = (in_h * pitch).next_multiple_of(4);
+        let pitch = direct_pitch(
+            segment.saturating_mul(stride_w),
+            self.stride_h,
+            elem_bytes / 4,
+        );
+        let weight_offset = in_h
+            .saturating_mul(pitch)
+            .checked_next_multiple_of(4)
+            .unwrap_or(u64::MAX);
         let out_channels = self.out_per_group().clamp(1, Self::DIRECT_MAX_OUT_CHANNELS);
-        let weights = u64::from(out_channels) * u64::from(self.kernel_h) * u64::from(self.kernel_w);
-        let bytes = (weight_offset + weights) * u64::from(elem_bytes);
+        let weights = u64::from(out_channels)
+            .saturating_mul(u64::from(self.kernel_h))
+            .saturating_mul(u64::from(self.kernel_w));
+        let bytes = weight_offset
+            .saturating_add(weights)
+            .saturating_mul(u64::from(elem_bytes));
         let sat = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
         let shared_bytes = sat(bytes);
         DirectTile {
@@ -426,14 +448,19 @@ impl Conv2dConfig {
 /// kernel's input tile with the fewest shared-memory wavefronts for its tap reads: a warp is
 /// two rows of 16 threads that read 16 consecutive elements each, `stride_h` staged rows apart.
 /// Ties go to the smallest pitch.
+///
+/// Banks depend on word indices modulo 32 only, so wrapping arithmetic gives exact banks even
+/// for the absurd sizes `validate` is about to reject.
 fn direct_pitch(min_pitch: u64, stride_h: u32, words: u32) -> u64 {
-    (min_pitch..min_pitch + 32)
+    (min_pitch..min_pitch.saturating_add(32))
         .min_by_key(|&pitch| {
             let mut per_bank: [Vec<u64>; 32] = Default::default();
             for lane in 0..32u64 {
-                let element = (lane / 16) * u64::from(stride_h) * pitch + lane % 16;
+                let element = ((lane / 16) * u64::from(stride_h))
+                    .wrapping_mul(pitch)
+                    .wrapping_add(lane % 16);
                 for w in 0..u64::from(words) {
-                    let word = element * u64::from(words) + w;
+                    let word = element.wrapping_mul(u64::from(words)).wrapping_add(w);
                     let bank = &mut per_bank[(word % 32) as usize];
                     if !bank.contains(&word) {
                         bank.push(word);

@@ -218,8 +218,9 @@ impl MoeConfig {
             );
         }
         // Weight tensors: E · F · H elements each, indexed in u32.
-        let weight = u64::from(self.experts) * u64::from(self.expert_dim) * u64::from(self.hidden);
-        if weight > u64::from(u32::MAX) {
+        let weight =
+            u128::from(self.experts) * u128::from(self.expert_dim) * u128::from(self.hidden);
+        if weight > u128::from(u32::MAX) {
             errs.push(
                 &["expert_dim", "hidden", "experts"],
                 format!(
