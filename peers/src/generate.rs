@@ -145,7 +145,7 @@ fn err_string<E: std::fmt::Display>(e: E) -> String {
 pub fn all() -> Vec<PeerKernel> {
     let mut out = Vec::new();
     let moe = moe_template();
-    let moe_kernels: [(Case, &str, String, Result<String, String>); 4] = [
+    let moe_kernels = [
         (
             Case::MoeGating,
             "MoETemplate::generate_topk_gating",
@@ -184,13 +184,7 @@ pub fn all() -> Vec<PeerKernel> {
 
     let conv3 = conv_template(3, 1);
     let conv1 = conv_template(1, 0);
-    let conv_kernels: [(
-        Case,
-        &str,
-        &ConvolutionTemplate,
-        &str,
-        Result<String, String>,
-    ); 5] = [
+    let conv_kernels = [
         (
             Case::ConvIm2col,
             "ConvolutionTemplate::generate_im2col_kernel",
