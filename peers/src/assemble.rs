@@ -69,6 +69,8 @@ pub fn check(ptxas_path: Option<&PathBuf>, ptx: &str) -> String {
 
 /// Drops the scratch file path from a ptxas message (`ptxas /tmp/…/x.ptx, line 3; error : …`).
 fn strip_path(line: &str) -> String {
+    let line = line.split_whitespace().collect::<Vec<_>>().join(" ");
+    let line = line.as_str();
     match (line.find("line "), line.find(".ptx")) {
         (Some(l), Some(p)) if p < l => format!("ptxas {}", &line[l..]),
         _ => line.to_string(),

@@ -286,3 +286,75 @@ fn entry_name(ptx: &Result<String, String>) -> Option<String> {
         .collect();
     (!name.is_empty()).then_some(name)
 }
+
+/// One generator call of the assembly survey: the same MoE and conv generators for every float
+/// type they accept (only the f32 ones are run; this records which of the others assemble).
+#[derive(Debug, Clone)]
+pub struct SurveyItem {
+    pub generator: String,
+    pub dtype: &'static str,
+    pub ptx: Result<String, String>,
+}
+
+/// The MoE and conv generators of oxicuda-ptx for f16, f32 and f64, at the benchmark shapes.
+pub fn survey() -> Vec<SurveyItem> {
+    let mut out = Vec::new();
+    for (dtype, ty) in [
+        ("f16", PtxType::F16),
+        ("f32", PtxType::F32),
+        ("f64", PtxType::F64),
+    ] {
+        let moe = MoETemplate {
+            float_type: ty,
+            ..moe_template()
+        };
+        let conv3 = ConvolutionTemplate {
+            float_type: ty,
+            ..conv_template(3, 1)
+        };
+        let conv1 = ConvolutionTemplate {
+            float_type: ty,
+            ..conv_template(1, 0)
+        };
+        let calls = [
+            (
+                "MoETemplate::generate_topk_gating",
+                moe.generate_topk_gating(),
+            ),
+            ("MoETemplate::generate_permute", moe.generate_permute()),
+            (
+                "MoETemplate::generate_expert_gemm",
+                moe.generate_expert_gemm(),
+            ),
+            ("MoETemplate::generate_unpermute", moe.generate_unpermute()),
+            (
+                "ConvolutionTemplate::generate_im2col_kernel",
+                conv3.generate_im2col_kernel(),
+            ),
+            (
+                "ConvolutionTemplate::generate_direct_conv_kernel",
+                conv3.generate_direct_conv_kernel(),
+            ),
+            (
+                "ConvolutionTemplate::generate_1x1_conv_kernel",
+                conv1.generate_1x1_conv_kernel(),
+            ),
+            (
+                "ConvolutionTemplate::generate_backward_data_kernel",
+                conv3.generate_backward_data_kernel(),
+            ),
+            (
+                "ConvolutionTemplate::generate_backward_filter_kernel",
+                conv3.generate_backward_filter_kernel(),
+            ),
+        ];
+        for (generator, ptx) in calls {
+            out.push(SurveyItem {
+                generator: generator.to_string(),
+                dtype,
+                ptx: ptx.map_err(err_string),
+            });
+        }
+    }
+    out
+}

@@ -83,9 +83,14 @@ fn summarize_findings(report: &LaunchReport) -> String {
 
 fn verdict_cell(v: &Verdict) -> String {
     match v {
-        Verdict::Match { worst, tolerance } => {
-            format!("yes ({tolerance}; worst {worst:.2} of allowance)")
-        }
+        Verdict::Match {
+            worst: Some(worst),
+            tolerance,
+        } => format!("yes ({tolerance}; worst {worst:.2} of allowance)"),
+        Verdict::Match {
+            worst: None,
+            tolerance,
+        } => format!("yes ({tolerance})"),
         Verdict::Mismatch(why) => format!("no: {why}"),
         Verdict::SemanticsUnknown(why) => format!("semantics unknown: {why}"),
     }
@@ -209,4 +214,35 @@ pub fn peer_rows() -> Vec<PeerRow> {
         .iter()
         .flat_map(|k| rows(k, ptxas.as_ref()))
         .collect()
+}
+
+/// The assembly survey as a Markdown table: every oxicuda-ptx MoE and conv generator for f16,
+/// f32 and f64, with whether ptxas (sm_80) assembles it and whether the interpreter parses it.
+/// Only the f32 kernels are run (the main table).
+pub fn survey_markdown() -> String {
+    let ptxas = assemble::locate();
+    let mut out = String::from(
+        "| generator (oxicuda-ptx 0.5.5) | dtype | assembles (ptxas sm_80)? | interpreter parses? |\n\
+         |---|---|---|---|\n",
+    );
+    for item in generate::survey() {
+        let (asm, parses) = match &item.ptx {
+            Err(e) => ("–".to_string(), format!("generator failed: {e}")),
+            Ok(ptx) => (
+                assemble::check(ptxas.as_ref(), ptx),
+                match Module::parse(ptx) {
+                    Ok(_) => "yes".to_string(),
+                    Err(e) => format!("no: {e}"),
+                },
+            ),
+        };
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            item.generator,
+            item.dtype,
+            report::cell(&asm),
+            report::cell(&parses)
+        ));
+    }
+    out
 }

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use ptxforge_peers::{assemble, generate, peer_rows, to_markdown};
+use ptxforge_peers::{assemble, generate, peer_rows, survey_markdown, to_markdown};
 
 struct Cli {
     out: Option<PathBuf>,
@@ -94,7 +94,13 @@ fn main() -> ExitCode {
         }
     }
     let rows = peer_rows();
-    let text = format!("{}{}", header(), to_markdown(&rows));
+    let text = format!(
+        "{}{}\n### Assembly survey: the same oxicuda-ptx generators for other float types\n\n\
+         Generated at the same shapes; not run (the f32 kernels above are).\n\n{}",
+        header(),
+        to_markdown(&rows),
+        survey_markdown()
+    );
     print!("{text}");
     if let Some(out) = &cli.out {
         if let Err(e) = std::fs::write(out, &text) {

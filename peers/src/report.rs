@@ -29,7 +29,7 @@ pub struct PeerRow {
     pub note: String,
 }
 
-fn cell(s: &str) -> String {
+pub(crate) fn cell(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 

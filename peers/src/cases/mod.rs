@@ -12,8 +12,12 @@ use crate::generate::Case;
 /// Whether a peer kernel's output matches the host reference.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
-    /// Every element within tolerance; `worst` is the largest error ÷ its allowed error (≤ 1).
-    Match { worst: f64, tolerance: String },
+    /// Every element within tolerance; `worst` is the largest error ÷ its allowed error (≤ 1),
+    /// `None` for structural comparisons (sets, exact indices).
+    Match {
+        worst: Option<f64>,
+        tolerance: String,
+    },
     /// Some elements outside tolerance, or a structural difference.
     Mismatch(String),
     /// The kernel's semantics could not be determined, so no claim is made.
@@ -168,7 +172,7 @@ impl Tolerance {
         }
         if bad == 0 {
             Verdict::Match {
-                worst,
+                worst: Some(worst),
                 tolerance: self.describe(),
             }
         } else {

@@ -116,7 +116,13 @@ pub fn gating(module: &Module, entry: &str) -> Result<Outcome, HarnessError> {
             rtol: 0.0,
             atol: 1e-5,
         };
-        tol.verdict("weights", &got_w, &d.gating.weights, &d.gating.weights)
+        match tol.verdict("weights", &got_w, &d.gating.weights, &d.gating.weights) {
+            Verdict::Match { worst, tolerance } => Verdict::Match {
+                worst,
+                tolerance: format!("indices exact, weights {tolerance}"),
+            },
+            other => other,
+        }
     };
     let mut observations = Vec::new();
     let clobbered = logits_after
@@ -191,7 +197,7 @@ pub fn permute(module: &Module, entry: &str) -> Result<Outcome, HarnessError> {
     }
     let verdict = if problems.is_empty() {
         Verdict::Match {
-            worst: 0.0,
+            worst: None,
             tolerance: format!(
                 "bins equal as sets; counts = routed; {} pairs over capacity {c} dropped \
                  (which ones depends on atomic order)",
@@ -293,7 +299,7 @@ pub fn expert_gemm(module: &Module, entry: &str) -> Result<Outcome, HarnessError
     let lost = kept_pairs - (d.tokens - holds[k]);
     let verdict = if lost == 0 && holds[k] == 0 {
         Verdict::Match {
-            worst,
+            worst: Some(worst),
             tolerance: format!("every row = its expert's result, {}", tol.describe()),
         }
     } else {

@@ -92,6 +92,26 @@ fn args(
     vec![a, first, second, c, Arg::U32(m), Arg::U32(n), Arg::U32(k)]
 }
 
+/// The scalar kernels give every thread of a `tile × tile` block one output and clamp rows
+/// beyond `M` to `M − 1`: those threads run the whole dot product and skip only the store.
+fn idle_threads(tiling: Tiling, launch: &Launch<'_>, outputs: u64) -> Vec<String> {
+    let threads: u64 = launch
+        .grid
+        .iter()
+        .chain(&launch.block)
+        .map(|&d| u64::from(d))
+        .product();
+    if tiling != Tiling::Scalar || threads <= outputs {
+        return Vec::new();
+    }
+    vec![format!(
+        "{} of {threads} threads ({:.0}%) compute a clamped duplicate (rows ≥ M or columns \
+         past the edge) and discard it",
+        threads - outputs,
+        100.0 * (threads - outputs) as f64 / threads as f64
+    )]
+}
+
 /// Forward `C [M, N] = A [M, K] · Ŵᵀ`: grid `(⌈N / tile⌉, ⌈M / tile⌉)`.
 pub fn forward(
     module: &Module,
@@ -135,7 +155,7 @@ pub fn forward(
         verdict: Tolerance::F32_SUM.verdict("C", &got, &widen(&want), &scale),
         report,
         outputs: u64::from(m * n),
-        observations: Vec::new(),
+        observations: idle_threads(tiling, &launch, u64::from(m * n)),
         launch: launch.describe(),
     })
 }
@@ -183,7 +203,7 @@ pub fn transposed(
         verdict: Tolerance::F32_SUM.verdict("G_A", &got, &widen(&want), &scale),
         report,
         outputs: u64::from(m * k),
-        observations: Vec::new(),
+        observations: idle_threads(tiling, &launch, u64::from(m * k)),
         launch: launch.describe(),
     })
 }
