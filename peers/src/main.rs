@@ -54,7 +54,10 @@ fn header() -> String {
          the interpreter's: dynamic thread-instructions per output element (the denominator \
          after ÷), global load/store efficiency (bytes requested ÷ 32-byte sectors moved), \
          shared-memory wavefronts per request (1.00 = no bank conflicts); – = the kernel did \
-         not run or issued no such request. The interpreter computes `.approx` functions in \
+         not run or issued no such request. An efficiency above 100% means lanes of a warp \
+         read the same address (a broadcast: bytes are counted per lane, sectors once), as \
+         with nvprof's `gld_efficiency`. Launch geometry (the generators fix no block size \
+         unless stated) is in the note column. The interpreter computes `.approx` functions in \
          f64 (more accurate than hardware), so a match here does not bound hardware error.\n\n\
          Tolerance for sums: `|err| ≤ 1e-5·Σ|terms| + 1e-6` per element (ptxforge's f32 \
          contract); \"worst\" is the largest error as a fraction of its allowance.\n\n",
