@@ -171,8 +171,9 @@ impl Tolerance {
             }
         }
         if bad == 0 {
+            let exact = self.rtol == 0.0 && self.atol == 0.0;
             Verdict::Match {
-                worst: Some(worst),
+                worst: (!exact).then_some(worst),
                 tolerance: self.describe(),
             }
         } else {
