@@ -54,11 +54,11 @@ pub fn matrix() -> Result<Vec<MatrixEntry>, MatrixError> {
         }
     }
     // Each family adds its representative configurations here.
+    add_family(&mut out, crate::templates::attention::matrix_configs())?;
     Ok(out)
 }
 
 /// Compiles each configuration of a family into the matrix.
-#[allow(dead_code)]
 fn add_family<F: KernelFamily>(
     out: &mut Vec<MatrixEntry>,
     configs: impl IntoIterator<Item = F>,
