@@ -52,6 +52,10 @@ fn attention_kernels_assemble_without_warnings_or_spills() {
     if !only_matrix {
         configs.extend(edge_configs());
     }
+    // ATTN_PTXAS_FILTER=<substring> assembles only the matching configurations.
+    if let Ok(filter) = std::env::var("ATTN_PTXAS_FILTER") {
+        configs.retain(|c| format!("{}.{}", c.matrix_name(), c.arch).contains(&filter));
+    }
     let scratch = std::env::temp_dir().join(format!("ptxforge-attn-{}", std::process::id()));
     let mut failures = Vec::new();
     for cfg in configs {

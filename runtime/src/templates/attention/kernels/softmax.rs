@@ -13,10 +13,11 @@ use crate::ir::CmpOp;
 /// ```
 ///
 /// Keys are taken `G` at a time. Each of the row's `G` threads forms the partial dot products
-/// of its column slice with all `G` keys of the group (reading `Ks[key, col(c)]`: the row's
+/// of its column slice with the `G` keys of the group (reading `Ks[key, col(c)]`: the row's
 /// threads read consecutive words, the warp's rows read the same words, so each shared request
-/// is conflict-free), then [`reduce_scatter`] adds the partials so that thread `g` ends with the
-/// full score of key `t·G + g`. `visible_limit = visible_end(row) − kv0 − g`.
+/// is conflict-free), and [`reduce_scatter`] adds the partials across the row's threads so that
+/// thread `g` ends with the full score of key `t·G + g`.
+/// `visible_limit = visible_end(row) − kv0 − g`.
 pub(super) fn score_tile<T: Float, A: Float>(
     k: &mut KernelBuilder,
     plan: &Plan,
@@ -29,10 +30,9 @@ pub(super) fn score_tile<T: Float, A: Float>(
     let g = plan.group();
     (0..plan.tiles.block_n / g)
         .map(|t| {
-            let partials: Vec<Reg<A>> = (0..g)
-                .map(|j| dot_slice::<T, A>(k, plan, q, k_thread, t * g + j))
-                .collect();
-            let score = reduce_scatter(k, partials, &place.keeps_upper);
+            let score = reduce_scatter(k, plan, &place.keeps_upper, 1, 0, &mut |k, j| {
+                dot_slice::<T, A>(k, plan, q, k_thread, t * g + j)
+            });
             let visible = k.setp(CmpOp::Gt, visible_limit, (t * g) as i32);
             k.selp(score, acc_imm::<A>(f64::NEG_INFINITY), visible)
         })
@@ -64,32 +64,43 @@ fn dot_slice<T: Float, A: Float>(
     sum.expect("every thread owns at least one column")
 }
 
-/// Recursive-halving reduce-scatter over the `G` threads of a row: thread `g` starts with `G`
-/// partial values `v[0..G]` (one per key) and ends with `Σ_{threads} v[g]`.
+/// Recursive-halving reduce-scatter over the `G` threads of a row: thread `g` holds partial
+/// values `v[0..G]` (one per key, made by `partial(j)`) and ends with `Σ_{threads} v[g]`.
 ///
-/// At the step for bit `h` (`G/2, …, 1`) a thread with `g & h` set keeps the upper half
-/// (`v[i + h]`) and sends the lower one to its partner `g ^ h`, which does the opposite; each
-/// adds what it receives to what it keeps. `G − 1` shuffles per `G` keys instead of `log2 G`
-/// per key for a butterfly all-reduce. The order of additions is fixed, so results are
-/// deterministic.
+/// At the step for bit `h` (`G/2, …, 1`) a thread with `g & h` set keeps the upper value of
+/// each pair `(v[i], v[i + h])` and sends the lower one to its partner `g ^ h`, which does the
+/// opposite; each adds what it receives to what it keeps:
+///
+/// ```text
+/// F(G, i) = v[i];   F(h, i) = keep_h(F(2h, i), F(2h, i+h)) + shfl_xor(send_h(…), h)
+/// result  = F(1, 0)
+/// ```
+///
+/// `G − 1` shuffles per `G` keys instead of `log2 G` per key for a butterfly all-reduce. `F` is
+/// evaluated depth first, so at most `log2 G + 1` partial values are live at a time (not
+/// `G`). The order of additions is fixed, so results are deterministic.
 fn reduce_scatter<A: Float>(
     k: &mut KernelBuilder,
-    mut values: Vec<Reg<A>>,
+    plan: &Plan,
     keeps_upper: &[(u32, Pred)],
+    h: u32,
+    i: u32,
+    partial: &mut dyn FnMut(&mut KernelBuilder, u32) -> Reg<A>,
 ) -> Reg<A> {
-    for &(h, upper) in keeps_upper {
-        let h = h as usize;
-        values = (0..h)
-            .map(|i| {
-                let (low, high) = (values[i], values[i + h]);
-                let send = k.selp(low, high, upper);
-                let keep = k.selp(high, low, upper);
-                let received = k.shfl_xor_wide(send, h as u32);
-                k.add(keep, received)
-            })
-            .collect();
+    if h == plan.group() {
+        return partial(k, i);
     }
-    values[0]
+    let low = reduce_scatter(k, plan, keeps_upper, 2 * h, i, partial);
+    let high = reduce_scatter(k, plan, keeps_upper, 2 * h, i + h, partial);
+    let upper = keeps_upper
+        .iter()
+        .find(|(bit, _)| *bit == h)
+        .map(|&(_, p)| p)
+        .expect("a predicate per bit of G");
+    let send = k.selp(low, high, upper);
+    let keep = k.selp(high, low, upper);
+    let received = k.shfl_xor_wide(send, h);
+    k.add(keep, received)
 }
 
 /// `op` over the `G` threads of a row (butterfly: every thread gets the result, bitwise equal
