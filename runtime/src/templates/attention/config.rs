@@ -64,13 +64,6 @@ pub struct AttentionTiles {
     pub shared_kind: SharedMemoryKind,
 }
 
-impl AttentionTiles {
-    /// Bytes of one K (or V) tile in shared memory: `block_n · D · size(dtype)`.
-    pub const fn kv_tile_bytes(&self, head_dim: u32, elem_bytes: u32) -> u32 {
-        self.block_n * head_dim * elem_bytes
-    }
-}
-
 /// A run-time attention shape the kernels cannot handle.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AttentionShapeError {
@@ -230,7 +223,8 @@ impl AttentionConfig {
         }
     }
 
-    /// Elements per vector access of a thread's columns (16 bytes for f32/f64, 8 for halves).
+    /// Elements per vector access of a thread's columns: 4 (16 bytes of f32 in shared memory;
+    /// 8 bytes of f16/bf16, 16 of f32 in global memory), 2 for f64 (16 bytes).
     pub const fn vector_elems(&self) -> u32 {
         match self.dtype {
             DType::F64 => 2,
@@ -247,14 +241,13 @@ impl AttentionConfig {
     /// Shared memory of one block, in bytes, for tiles `block_m × block_n`:
     ///
     /// ```text
-    /// 2 · block_n · D · size(dtype)            K tile and V tile (storage type)
-    ///   + block_m · p_row_stride · size(acc)   P tile (acc = f64 for f64, else f32)
+    /// (2 · block_n · D + block_m · p_row_stride) · size(acc)   K, V and P tiles
     /// ```
     ///
-    /// Q and O live in registers. This is exactly what the kernel allocates. Computed in u64;
-    /// saturates at `u32::MAX`.
+    /// with `acc` = f64 for f64, else f32: K and V are converted to the accumulator type once,
+    /// when the tile is staged, instead of once per reading thread. Q and O live in registers.
+    /// This is exactly what the kernel allocates. Computed in u64; saturates at `u32::MAX`.
     pub fn shared_bytes_for(&self, block_m: u32, block_n: u32) -> u32 {
-        let elem = u64::from(self.dtype.size_bytes());
         let acc = u64::from(self.acc_bytes());
         let (m, n, d) = (
             u64::from(block_m),
@@ -262,7 +255,7 @@ impl AttentionConfig {
             u64::from(self.head_dim),
         );
         let stride = u64::from(self.p_row_stride_for(block_n));
-        let bytes = 2 * n * d * elem + m * stride * acc;
+        let bytes = (2 * n * d + m * stride) * acc;
         u32::try_from(bytes).unwrap_or(u32::MAX)
     }
 
@@ -442,11 +435,12 @@ mod tests {
         assert_eq!(cfg.threads_per_row_for(64), 4);
         assert_eq!(cfg.p_row_stride_for(64), 68);
         assert_eq!(cfg.shared_bytes_for(64, 64), 32768 + 17408);
+        // Half types stage K and V as f32.
         let f16 = AttentionConfig {
             dtype: DType::F16,
             ..cfg
         };
-        assert_eq!(f16.shared_bytes_for(64, 64), 16384 + 17408);
+        assert_eq!(f16.shared_bytes_for(64, 64), 32768 + 17408);
         let f64 = AttentionConfig {
             dtype: DType::F64,
             ..cfg
@@ -497,7 +491,7 @@ mod tests {
         assert_eq!((f32_256.block_m, f32_256.block_n), (16, 16));
         let f16 = AttentionConfig {
             dtype: DType::F16,
-            ..AttentionConfig::new(64)
+            ..AttentionConfig::new(32)
         };
         assert_eq!((f16.tiles().block_m, f16.tiles().block_n), (64, 64));
     }

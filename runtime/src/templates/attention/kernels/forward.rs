@@ -42,7 +42,7 @@ pub(super) fn forward_kernel<T: Float, A: Float>(cfg: &AttentionConfig) -> Kerne
     let state = RowState::<A>::new(&mut k, &plan);
 
     k.comment("per-thread shared addresses: its columns of Ks/Vs, its row (and entries) of P");
-    let first_col_bytes = k.mul_lo(place.lane_in_row, plan.tiles.vector * plan.elem_bytes);
+    let first_col_bytes = k.mul_lo(place.lane_in_row, plan.shared_vector_bytes());
     let k_thread = k.add(smem.k, first_col_bytes);
     let v_thread = k.add(smem.v, first_col_bytes);
     let p_row = k.mad_lo(
@@ -51,7 +51,7 @@ pub(super) fn forward_kernel<T: Float, A: Float>(cfg: &AttentionConfig) -> Kerne
         smem.p,
     );
     let p_own = k.mad_lo(place.lane_in_row, plan.acc_bytes, p_row);
-    let lane = copy_lane(&mut k, &place);
+    let lane = copy_lane(&mut k, &plan, &place);
     let visible_end = row_visible_end(&mut k, &plan, &place, params.seq_q, params.seq_kv);
     let g_signed = k.cvt::<S32, _>(place.lane_in_row, None);
     let visible_end = k.sub(visible_end, g_signed);
@@ -60,14 +60,14 @@ pub(super) fn forward_kernel<T: Float, A: Float>(cfg: &AttentionConfig) -> Kerne
     let block_n = plan.tiles.block_n;
     k.for_range(0u32, tiles, 1u32, |k, tile| {
         let kv0 = k.mul_lo(tile, block_n);
-        load_kv_tile(k, &plan, &lane, &heads, &smem, kv0, params.seq_kv);
+        load_kv_tile::<T, A>(k, &plan, &lane, &heads, &smem, kv0, params.seq_kv);
         k.bar_sync();
         let kv0_signed = k.cvt::<S32, _>(kv0, None);
         let visible_limit = k.sub(visible_end, kv0_signed);
         let scores = score_tile::<T, A>(k, &plan, &q, k_thread, &place, visible_limit);
         online_softmax_update(k, &plan, &state, &scores, p_own);
         k.bar_sync();
-        accumulate_pv::<T, A>(k, &plan, &state, p_row, v_thread);
+        accumulate_pv::<A>(k, &plan, &state, p_row, v_thread);
         k.bar_sync();
     });
     store_output(&mut k, &plan, &params, &place, &heads, &state);

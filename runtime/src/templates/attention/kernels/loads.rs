@@ -1,7 +1,7 @@
 //! Moving Q into registers and K/V tiles into shared memory.
 
 use super::ext::{acc_imm, AttentionBuilderExt};
-use super::plan::{HeadOffsets, Params, Plan, SharedTiles, ThreadPlace, COPY_CHUNK_BYTES};
+use super::plan::{HeadOffsets, Params, Plan, SharedTiles, ThreadPlace};
 use crate::builder::{Float, KernelBuilder, Reg, U32, U64};
 
 /// This thread's slice of its query row, pre-scaled for the exponential:
@@ -65,37 +65,40 @@ pub(super) fn row_address<T: Float>(
     k.elem_addr(base, index)
 }
 
-/// Per-thread addresses of the cooperative K/V copy, fixed for the whole kernel.
+/// Per-thread offsets of the cooperative K/V copy, fixed for the whole kernel: each step a
+/// thread moves one vector (`vector` elements) of the tile.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct CopyLane {
     pub tid: Reg<U32>,
-    /// `tid · 16` as a u64 byte offset into a global tile.
+    /// `tid · vector · size(T)`: byte offset into a global tile.
     pub global_offset: Reg<U64>,
-    /// `tid · 16` as a shared byte offset.
+    /// `tid · vector · size(acc)` (16 bytes per thread): byte offset into a shared tile.
     pub shared_offset: Reg<U32>,
 }
 
-pub(super) fn copy_lane(k: &mut KernelBuilder, place: &ThreadPlace) -> CopyLane {
+pub(super) fn copy_lane(k: &mut KernelBuilder, plan: &Plan, place: &ThreadPlace) -> CopyLane {
     CopyLane {
         tid: place.tid,
-        global_offset: k.mul_wide(place.tid, COPY_CHUNK_BYTES),
-        shared_offset: k.mul_lo(place.tid, COPY_CHUNK_BYTES),
+        global_offset: k.mul_wide(place.tid, plan.global_vector_bytes()),
+        shared_offset: k.mul_lo(place.tid, plan.shared_vector_bytes()),
     }
 }
 
-/// Copies the K and V rows `kv0 .. kv0 + block_n` of this kv head into shared memory:
+/// Stages the K and V rows `kv0 .. kv0 + block_n` of this kv head in shared memory, converted
+/// to the accumulator type:
 ///
 /// ```text
-/// Ks[j, :] = K[b, kv, kv0 + j, :],  Vs[j, :] = V[b, kv, kv0 + j, :]   for j < rows_valid
-/// Ks[j, :] = Vs[j, :] = 0                                              otherwise
+/// Ks[j, :] = acc(K[b, kv, kv0 + j, :]),  Vs[j, :] = acc(V[b, kv, kv0 + j, :])   j < rows_valid
+/// Ks[j, :] = Vs[j, :] = 0                                                        otherwise
 /// ```
 ///
 /// A tile is one contiguous run of `block_n · D` elements in global memory, so the block copies
-/// it as 16-byte chunks, chunk `tid + i · threads` in step `i`: consecutive threads read
-/// consecutive 16-byte chunks (fully coalesced) and write consecutive shared addresses
-/// (conflict-free). Rows past `Skv` are zero-filled so that `0 · V` stays 0 and no
+/// it vector by vector, vector `tid + i · threads` in step `i`: consecutive threads read
+/// consecutive 8- or 16-byte vectors (fully coalesced) and write consecutive 16-byte shared
+/// vectors (conflict-free). Converting here, once per element and block, keeps conversions out
+/// of the inner loops. Rows past `Skv` are zero-filled so that `0 · V` stays 0 and no
 /// uninitialised shared memory is ever read.
-pub(super) fn load_kv_tile(
+pub(super) fn load_kv_tile<T: Float, A: Float>(
     k: &mut KernelBuilder,
     plan: &Plan,
     lane: &CopyLane,
@@ -104,12 +107,12 @@ pub(super) fn load_kv_tile(
     kv0: Reg<U32>,
     seq_kv: Reg<U32>,
 ) {
-    k.comment("K and V tiles to shared memory (zero past Skv)");
+    k.comment("K and V tiles to shared memory, as the accumulator type (zero past Skv)");
+    let vector = plan.tiles.vector;
     let rest = k.sub(seq_kv, kv0);
     let rows_valid = k.min(rest, plan.tiles.block_n);
-    let chunks_per_row = plan.row_bytes() / COPY_CHUNK_BYTES;
-    let valid_chunks = k.mul_lo(rows_valid, chunks_per_row);
-    let tile_offset = k.mul_wide(kv0, plan.row_bytes());
+    let valid_vectors = k.mul_lo(rows_valid, plan.head_dim / vector);
+    let tile_offset = k.mul_wide(kv0, plan.global_row_bytes());
     let k_tile = k.add(heads.k_head, tile_offset);
     let v_tile = k.add(heads.v_head, tile_offset);
     let k_src = k.add(k_tile, lane.global_offset);
@@ -117,29 +120,37 @@ pub(super) fn load_kv_tile(
     let k_dst = k.add(smem.k, lane.shared_offset);
     let v_dst = k.add(smem.v, lane.shared_offset);
     let threads = plan.tiles.threads;
-    let total_chunks = plan.kv_tile_bytes() / COPY_CHUNK_BYTES;
-    for step in 0..total_chunks.div_ceil(threads) {
+    let total_vectors = plan.tiles.block_n * plan.head_dim / vector;
+    for step in 0..total_vectors.div_ceil(threads) {
         let first = step * threads;
-        let offset = (first * COPY_CHUNK_BYTES) as i32;
-        let chunk = k.add(lane.tid, first);
-        let valid = k.setp_lt(chunk, valid_chunks);
+        let global_offset = (first * plan.global_vector_bytes()) as i32;
+        let shared_offset = (first * plan.shared_vector_bytes()) as i32;
+        let index = k.add(lane.tid, first);
+        let valid = k.setp_lt(index, valid_vectors);
         let copy = |k: &mut KernelBuilder| {
             for (src, dst) in [(k_src, k_dst), (v_src, v_dst)] {
-                let words: Vec<Reg<U32>> = (0..4).map(|_| k.var::<U32>(0u32)).collect();
-                let words_in = words.clone();
+                let values: Vec<Reg<A>> = (0..vector)
+                    .map(|_| {
+                        let r = k.reg::<A>();
+                        k.assign(r, acc_imm::<A>(0.0));
+                        r
+                    })
+                    .collect();
+                let values_in = values.clone();
                 k.if_then(valid, |k| {
-                    let loaded = k.ld_global_nc_n::<U32>(src, offset, 4);
-                    for (w, x) in words_in.iter().zip(loaded) {
-                        k.assign(*w, x);
+                    let raw = k.ld_global_nc_n::<T>(src, global_offset, vector as usize);
+                    for (dst, x) in values_in.iter().zip(raw) {
+                        let wide = k.widen::<T, A>(x);
+                        k.assign(*dst, wide);
                     }
                 });
-                k.st_shared_n(dst, offset, &words);
+                k.st_shared_n(dst, shared_offset, &values);
             }
         };
-        if first + threads <= total_chunks {
+        if first + threads <= total_vectors {
             copy(k);
         } else {
-            let in_tile = k.setp_lt(chunk, total_chunks);
+            let in_tile = k.setp_lt(index, total_vectors);
             k.if_then(in_tile, copy);
         }
     }

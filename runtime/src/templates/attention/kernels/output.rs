@@ -13,7 +13,7 @@ use crate::ir::{CmpOp, CvtRounding, MathFn, Precision, Rounding, Type};
 /// `p_row_stride ≡ G (mod 32)` words apart, so distinct banks); `Vs[j, col(c)]` is read like
 /// `Ks` in the score phase (the row's threads read consecutive words, the warp's rows the same
 /// ones). Keys past `Skv` or masked have `P = 0` and zero-filled `V`.
-pub(super) fn accumulate_pv<T: Float, A: Float>(
+pub(super) fn accumulate_pv<A: Float>(
     k: &mut KernelBuilder,
     plan: &Plan,
     state: &RowState<A>,
@@ -25,10 +25,9 @@ pub(super) fn accumulate_pv<T: Float, A: Float>(
     for j in 0..plan.tiles.block_n {
         let p = k.ld_shared_n::<A>(p_row, (j * plan.acc_bytes) as i32, 1)[0];
         for c in 0..plan.chunks() {
-            let offset = (j * plan.row_bytes() + plan.chunk_col(c) * plan.elem_bytes) as i32;
-            let raw = k.ld_shared_n::<T>(v_thread, offset, vector as usize);
-            for (e, x) in raw.into_iter().enumerate() {
-                let vx = k.widen::<T, A>(x);
+            let offset = (j * plan.shared_row_bytes() + plan.chunk_col(c) * plan.acc_bytes) as i32;
+            let vs = k.ld_shared_n::<A>(v_thread, offset, vector as usize);
+            for (e, vx) in vs.into_iter().enumerate() {
                 let o = state.acc[(c * vector) as usize + e];
                 k.fma_into(o, p, vx, o);
             }

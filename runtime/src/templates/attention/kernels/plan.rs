@@ -5,18 +5,15 @@ use crate::builder::{Float, GlobalPtr, KernelBuilder, Pred, Reg, Scalar, F32, S3
 use crate::ir::CmpOp;
 use crate::templates::attention::config::{AttentionConfig, AttentionTiles, SharedMemoryKind};
 
-/// Bytes moved by one thread per step of the cooperative K/V tile copy.
-pub(super) const COPY_CHUNK_BYTES: u32 = 16;
-
 /// Everything about the kernel's shape that is fixed at build time.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Plan {
     pub head_dim: u32,
     pub causal: bool,
     pub tiles: AttentionTiles,
-    /// Bytes of one Q/K/V/O element.
+    /// Bytes of one Q/K/V/O element in global memory.
     pub elem_bytes: u32,
-    /// Bytes of one accumulator (score, probability, O) element.
+    /// Bytes of one accumulator element (scores, P, O, and K/V staged in shared memory).
     pub acc_bytes: u32,
 }
 
@@ -47,14 +44,29 @@ impl Plan {
         c * self.group() * self.tiles.vector
     }
 
-    /// Bytes of one row of Q/K/V/O.
-    pub fn row_bytes(&self) -> u32 {
+    /// Bytes of one row of Q/K/V/O in global memory.
+    pub fn global_row_bytes(&self) -> u32 {
         self.head_dim * self.elem_bytes
+    }
+
+    /// Bytes of one row of the K or V tile in shared memory (accumulator type).
+    pub fn shared_row_bytes(&self) -> u32 {
+        self.head_dim * self.acc_bytes
     }
 
     /// Bytes of one K or V tile in shared memory.
     pub fn kv_tile_bytes(&self) -> u32 {
-        self.tiles.block_n * self.row_bytes()
+        self.tiles.block_n * self.shared_row_bytes()
+    }
+
+    /// Bytes of one vector of a thread's columns in global memory.
+    pub fn global_vector_bytes(&self) -> u32 {
+        self.tiles.vector * self.elem_bytes
+    }
+
+    /// Bytes of one vector of a thread's columns in shared memory (always 16).
+    pub fn shared_vector_bytes(&self) -> u32 {
+        self.tiles.vector * self.acc_bytes
     }
 
     /// Bytes of the P tile.
@@ -119,8 +131,8 @@ pub(super) struct SharedTiles {
     pub p: Reg<U32>,
 }
 
-/// Allocates `K [block_n, D]`, `V [block_n, D]` (storage type) and `P [block_m, p_row_stride]`
-/// (accumulator type): three static arrays, or one dynamic array carved in that order when the
+/// Allocates `K [block_n, D]`, `V [block_n, D]` and `P [block_m, p_row_stride]`, all in the
+/// accumulator type: three static arrays, or one dynamic array carved in that order when the
 /// total exceeds static shared memory.
 pub(super) fn allocate_shared(k: &mut KernelBuilder, plan: &Plan) -> SharedTiles {
     let kv = plan.kv_tile_bytes();

@@ -31,7 +31,7 @@ pub(super) fn score_tile<T: Float, A: Float>(
     (0..plan.tiles.block_n / g)
         .map(|t| {
             let score = reduce_scatter(k, plan, &place.keeps_upper, 1, 0, &mut |k, j| {
-                dot_slice::<T, A>(k, plan, q, k_thread, t * g + j)
+                dot_slice::<A>(k, plan, q, k_thread, t * g + j)
             });
             let visible = k.setp(CmpOp::Gt, visible_limit, (t * g) as i32);
             k.selp(score, acc_imm::<A>(f64::NEG_INFINITY), visible)
@@ -40,7 +40,7 @@ pub(super) fn score_tile<T: Float, A: Float>(
 }
 
 /// `Σ_{d ∈ this thread's columns} q̃[d] · Ks[key, d]`.
-fn dot_slice<T: Float, A: Float>(
+fn dot_slice<A: Float>(
     k: &mut KernelBuilder,
     plan: &Plan,
     q: &[Reg<A>],
@@ -50,10 +50,9 @@ fn dot_slice<T: Float, A: Float>(
     let vector = plan.tiles.vector;
     let mut sum: Option<Reg<A>> = None;
     for c in 0..plan.chunks() {
-        let offset = (key * plan.row_bytes() + plan.chunk_col(c) * plan.elem_bytes) as i32;
-        let raw = k.ld_shared_n::<T>(k_thread, offset, vector as usize);
-        for (e, x) in raw.into_iter().enumerate() {
-            let kx = k.widen::<T, A>(x);
+        let offset = (key * plan.shared_row_bytes() + plan.chunk_col(c) * plan.acc_bytes) as i32;
+        let kv = k.ld_shared_n::<A>(k_thread, offset, vector as usize);
+        for (e, kx) in kv.into_iter().enumerate() {
             let qx = q[(c * vector) as usize + e];
             sum = Some(match sum {
                 None => k.mul(qx, kx),
