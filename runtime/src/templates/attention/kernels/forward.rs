@@ -64,7 +64,7 @@ pub(super) fn forward_kernel<T: Float, A: Float>(cfg: &AttentionConfig) -> Kerne
         k.bar_sync();
         let kv0_signed = k.cvt::<S32, _>(kv0, None);
         let visible_limit = k.sub(visible_end, kv0_signed);
-        let scores = score_tile::<T, A>(k, &plan, &q, k_thread, &place, visible_limit);
+        let scores = score_tile::<A>(k, &plan, &q, k_thread, &place, visible_limit);
         online_softmax_update(k, &plan, &state, &scores, p_own);
         k.bar_sync();
         accumulate_pv::<A>(k, &plan, &state, p_row, v_thread);

@@ -18,7 +18,7 @@ use crate::ir::CmpOp;
 /// is conflict-free), and [`reduce_scatter`] adds the partials across the row's threads so that
 /// thread `g` ends with the full score of key `t·G + g`.
 /// `visible_limit = visible_end(row) − kv0 − g`.
-pub(super) fn score_tile<T: Float, A: Float>(
+pub(super) fn score_tile<A: Float>(
     k: &mut KernelBuilder,
     plan: &Plan,
     q: &[Reg<A>],
