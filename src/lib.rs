@@ -7,6 +7,7 @@ pub use ptxforge_sim as sim;
 
 /// What most users need in scope.
 pub mod prelude {
+    pub use ptxforge_macros::{attention_kernel, conv2d_kernel, moe_kernel, nf4_gemm};
     pub use ptxforge_runtime::{Arch, DType};
 }
 
@@ -14,4 +15,9 @@ pub mod prelude {
 #[doc(hidden)]
 pub mod __private {
     pub use ptxforge_runtime;
+    pub use ptxforge_runtime::templates::attention::AttentionConfig;
+    pub use ptxforge_runtime::templates::conv::Conv2dConfig;
+    pub use ptxforge_runtime::templates::moe::{Ffn, MoeConfig};
+    pub use ptxforge_runtime::templates::nf4::Nf4Config;
+    pub use ptxforge_runtime::{Arch, DType};
 }

@@ -1,5 +1,6 @@
 //! The emit matrix: every kernel the project can produce for its test matrix, each as its own
-//! PTX module per target. `cargo xtask emit` writes it and the ptxas harness assembles it.
+//! PTX module per target. `cargo xtask emit` writes it, the ptxas harness assembles it and
+//! `cargo xtask bench` times its code generation.
 
 use crate::arch::Arch;
 use crate::samples::{sample_module, SAMPLES};
@@ -34,48 +35,72 @@ pub struct MatrixError {
     pub source: TemplateError,
 }
 
-/// Builds the whole matrix.
-pub fn matrix() -> Result<Vec<MatrixEntry>, MatrixError> {
+/// A matrix kernel not yet built: what it is and how to build it (so benchmarks can time it).
+pub struct MatrixJob {
+    pub family: &'static str,
+    pub name: String,
+    pub arch: Arch,
+    pub build: Box<dyn Fn() -> Result<String, TemplateError> + Send + Sync>,
+}
+
+impl std::fmt::Debug for MatrixJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MatrixJob({}/{}.{})", self.family, self.name, self.arch)
+    }
+}
+
+impl MatrixJob {
+    /// Builds the job's PTX.
+    pub fn run(&self) -> Result<MatrixEntry, MatrixError> {
+        let ptx = (self.build)().map_err(|source| MatrixError {
+            family: self.family,
+            name: self.name.clone(),
+            arch: self.arch,
+            source,
+        })?;
+        Ok(MatrixEntry {
+            family: self.family,
+            name: self.name.clone(),
+            arch: self.arch,
+            ptx,
+        })
+    }
+}
+
+/// Every job of the matrix.
+pub fn jobs() -> Vec<MatrixJob> {
     let mut out = Vec::new();
     for arch in Arch::ALL {
         for s in SAMPLES {
-            let ptx = sample_module(s, arch).map_err(|e| MatrixError {
+            out.push(MatrixJob {
                 family: "samples",
                 name: s.name.to_string(),
                 arch,
-                source: e.into(),
-            })?;
-            out.push(MatrixEntry {
-                family: "samples",
-                name: s.name.to_string(),
-                arch,
-                ptx,
+                build: Box::new(move || sample_module(s, arch).map_err(TemplateError::from)),
             });
         }
     }
     // Each family adds its representative configurations here.
-    add_family(&mut out, crate::templates::attention::matrix_configs())?;
-    Ok(out)
+    add_family(&mut out, crate::templates::attention::matrix_configs());
+    out
 }
 
-/// Compiles each configuration of a family into the matrix.
-fn add_family<F: KernelFamily>(
-    out: &mut Vec<MatrixEntry>,
+/// Builds the whole matrix.
+pub fn matrix() -> Result<Vec<MatrixEntry>, MatrixError> {
+    jobs().iter().map(MatrixJob::run).collect()
+}
+
+/// Adds one job per configuration of a family.
+fn add_family<F: KernelFamily + Send + Sync + 'static>(
+    out: &mut Vec<MatrixJob>,
     configs: impl IntoIterator<Item = F>,
-) -> Result<(), MatrixError> {
+) {
     for cfg in configs {
-        let compiled = cfg.compile().map_err(|source| MatrixError {
+        out.push(MatrixJob {
             family: F::FAMILY,
             name: cfg.matrix_name(),
             arch: cfg.arch(),
-            source,
-        })?;
-        out.push(MatrixEntry {
-            family: F::FAMILY,
-            name: cfg.matrix_name(),
-            arch: cfg.arch(),
-            ptx: compiled.ptx,
+            build: Box::new(move || cfg.compile().map(|c| c.ptx)),
         });
     }
-    Ok(())
 }

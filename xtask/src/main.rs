@@ -1,5 +1,6 @@
 //! Project tasks: `cargo xtask test`, `cargo xtask emit --out DIR`.
 
+mod bench;
 mod ptxas_install;
 
 use std::path::{Path, PathBuf};
@@ -10,6 +11,8 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("test") => test(&args[1..]),
         Some("emit") => emit(&args[1..]),
+        Some("bench") => bench(&args[1..]),
+        Some("bench-optimised") => bench_optimised(&args[1..]),
         _ => Err(USAGE.to_string()),
     };
     match result {
@@ -23,7 +26,8 @@ fn main() -> ExitCode {
 
 const USAGE: &str = "usage: cargo xtask <command>
   test            install ptxas if needed, then fmt check, clippy, the whole test suite (ptxas required)
-  emit --out DIR  write every kernel of the test matrix as DIR/<family>/<name>.<arch>.ptx";
+  emit --out DIR  write every kernel of the test matrix as DIR/<family>/<name>.<arch>.ptx
+  bench [--out F] measure code generation, ptxas resources, interpreter counters and throughput; write F (BENCHMARKS.md)";
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -72,6 +76,17 @@ fn test(extra: &[String]) -> Result<(), String> {
         "warnings",
     ]))?;
     run(with_env(cargo()).args(["test", "--workspace"]).args(extra))?;
+    // The CUDA backend must keep building without a CUDA installation (it loads the driver at run time).
+    run(cargo().args([
+        "clippy",
+        "--package",
+        "ptxforge-runtime",
+        "--features",
+        "cuda",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
     match std::fs::read_to_string(&report) {
         Ok(text) => eprintln!(
             "xtask: {}",
@@ -79,6 +94,36 @@ fn test(extra: &[String]) -> Result<(), String> {
         ),
         Err(_) => return Err("the ptxas matrix test did not write its report".into()),
     }
+    Ok(())
+}
+
+/// Re-runs itself optimised, so code-generation times are those of an optimised build (macro
+/// expansion runs optimised code too, `[profile.dev.build-override]`).
+fn bench(args: &[String]) -> Result<(), String> {
+    run(cargo()
+        .args([
+            "run",
+            "--quiet",
+            "--release",
+            "--package",
+            "xtask",
+            "--",
+            "bench-optimised",
+        ])
+        .args(args))
+}
+
+fn bench_optimised(args: &[String]) -> Result<(), String> {
+    let root = workspace_root();
+    let out = match args {
+        [] => root.join("BENCHMARKS.md"),
+        [flag, file] if flag == "--out" => PathBuf::from(file),
+        _ => return Err(format!("bench takes [--out FILE]\n{USAGE}")),
+    };
+    let ptxas = ptxas_install::ensure(&root)?;
+    let md = bench::bench(&root, &ptxas)?;
+    std::fs::write(&out, md).map_err(|e| format!("{}: {e}", out.display()))?;
+    eprintln!("xtask: wrote {}", out.display());
     Ok(())
 }
 

@@ -7,6 +7,16 @@ use std::marker::PhantomData;
 mod element;
 pub use element::{Element, ScalarKind};
 
+#[cfg(feature = "sim")]
+mod sim;
+#[cfg(feature = "sim")]
+pub use sim::{LaunchRecord, SimBackend, SimBuffer};
+
+#[cfg(feature = "cuda")]
+mod cuda;
+#[cfg(feature = "cuda")]
+pub use cuda::CudaBackend;
+
 /// A 3-D extent (grid or block).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Dim3 {
@@ -54,16 +64,19 @@ pub struct ParamInfo {
     pub kind: ParamKind,
 }
 
-/// Compile-time metadata of one kernel entry in a module's PTX.
+/// Compile-time metadata of one kernel entry in a module's PTX (the macros emit one `const`
+/// per entry; it mirrors `templates::EntryInfo`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct KernelEntry {
     /// The `.entry` name.
     pub name: &'static str,
     pub params: &'static [ParamInfo],
-    /// Threads per block the kernel is written for (`.reqntid` when exact).
-    pub block: Dim3,
+    /// The exact block shape the kernel requires (`.reqntid`), when it has one.
+    pub required_block: Option<Dim3>,
     /// Static shared memory in bytes.
     pub static_shared_bytes: u32,
+    /// The most dynamic shared memory the entry is launched with.
+    pub max_dynamic_shared_bytes: u32,
 }
 
 /// A launch failed before, during or after running.
@@ -83,18 +96,22 @@ pub enum LaunchError {
     },
     #[error("kernel `{entry}` expects {expected} arguments, got {actual}")]
     ArgumentCount {
-        entry: &'static str,
+        entry: String,
         expected: usize,
         actual: usize,
     },
     #[error("argument {index} of kernel `{entry}` should be {expected:?}")]
     ArgumentType {
-        entry: &'static str,
+        entry: String,
         index: usize,
         expected: ParamKind,
     },
     #[error("the sanitizer found problems in kernel `{entry}`: {report}")]
-    Findings { entry: &'static str, report: String },
+    Findings { entry: String, report: String },
+    #[error("invalid shape: {0}")]
+    Shape(String),
+    #[error("the kernel module could not be built: {0}")]
+    Build(String),
     #[error("backend error: {0}")]
     Backend(String),
 }

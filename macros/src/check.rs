@@ -1,0 +1,193 @@
+//! Check: the rules that look at more than one argument, reported at the arguments they name.
+//!
+//! The rules live with the configurations in the runtime (`validate()`, shared with run-time
+//! users of the configs); each violation names the argument(s) at fault, most responsible first.
+//! This module runs them and points each at the first of those arguments the user wrote, so
+//! `top_k = 9 exceeds experts = 8` underlines `top_k = 9`. A rule only the macro can state goes
+//! in [`Family::extra_rules`]; there are none so far (the runtime covers every rule of this
+//! phase).
+
+use proc_macro2::Span;
+
+use ptxforge_runtime::templates::ConfigError;
+
+use crate::errors::Errors;
+use crate::family::Family;
+use crate::parse::value::SpanRange;
+
+/// Every rule `config` violates, each at its argument's span.
+pub(crate) fn check<F: Family>(args: &F::Args, config: &F::Config) -> syn::Result<()> {
+    let mut errors = Errors::default();
+    for rule in F::runtime_rules(config)
+        .iter()
+        .chain(&F::extra_rules(config))
+    {
+        errors.push(locate(rule, F::argument_of, |key| F::written(args, key)));
+    }
+    errors.finish()
+}
+
+/// The error for one violated rule: at the first named argument the user wrote (the whole
+/// `key = value`), mentioning the other written ones the message does not already name. When
+/// only defaults are involved there is no token to point at, so it goes on the attribute and says
+/// which defaults.
+pub(crate) fn locate(
+    rule: &ConfigError,
+    argument_of: impl Fn(&str) -> Option<&'static str>,
+    written: impl Fn(&str) -> Option<(SpanRange, String)>,
+) -> syn::Error {
+    let mut named: Vec<&'static str> = Vec::new();
+    for field in &rule.fields {
+        if let Some(arg) = argument_of(field) {
+            if !named.contains(&arg) {
+                named.push(arg);
+            }
+        }
+    }
+    let given: Vec<(&'static str, SpanRange, String)> = named
+        .iter()
+        .filter_map(|&arg| written(arg).map(|(span, text)| (arg, span, text)))
+        .collect();
+    match given.split_first() {
+        Some(((_, primary, _), others)) => {
+            let unmentioned: Vec<String> = others
+                .iter()
+                .filter(|(arg, _, text)| {
+                    !mentions(&rule.message, arg) && !mentions(&rule.message, text)
+                })
+                .map(|(arg, _, text)| format!("`{arg} = {text}`"))
+                .collect();
+            let message = if unmentioned.is_empty() {
+                rule.message.clone()
+            } else {
+                format!("{} (given {})", rule.message, unmentioned.join(", "))
+            };
+            primary.error(message)
+        }
+        None => {
+            let defaults: Vec<String> = named.iter().map(|arg| format!("`{arg}`")).collect();
+            let message = if defaults.is_empty() {
+                rule.message.clone()
+            } else {
+                format!(
+                    "{} (from the default {})",
+                    rule.message,
+                    defaults.join(", ")
+                )
+            };
+            syn::Error::new(Span::call_site(), message)
+        }
+    }
+}
+
+/// Whether `message` contains `word` as a whole word (`k` is not mentioned by `block`).
+fn mentions(message: &str, word: &str) -> bool {
+    let is_word_char = |c: char| c.is_alphanumeric() || c == '_';
+    !word.is_empty()
+        && message.match_indices(word).any(|(at, _)| {
+            let before = message[..at].chars().next_back();
+            let after = message[at + word.len()..].chars().next();
+            !before.is_some_and(is_word_char) && !after.is_some_and(is_word_char)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use darling::ast::NestedMeta;
+    use darling::FromMeta;
+
+    use crate::family::{Conv2d, Moe};
+    use crate::parse::moe::MoeArgs;
+    use crate::tests::{tokens, underlined};
+
+    fn parsed<A: FromMeta>(src: &str) -> A {
+        A::from_list(&NestedMeta::parse_meta_list(tokens(src)).unwrap()).unwrap()
+    }
+
+    fn locate_in<F: Family>(
+        src: &str,
+        fields: &[&'static str],
+        message: &str,
+    ) -> (String, Vec<String>)
+    where
+        F::Args: FromMeta,
+    {
+        let args: F::Args = parsed(src);
+        let error = locate(&ConfigError::new(fields, message), F::argument_of, |k| {
+            F::written(&args, k)
+        });
+        (error.to_string(), underlined(src, &error))
+    }
+
+    #[test]
+    fn points_at_the_whole_first_written_argument() {
+        let src = "experts = 8, top_k = 9, hidden = 1, expert_dim = 1";
+        let (message, under) =
+            locate_in::<Moe>(src, &["top_k", "experts"], "top_k = 9 exceeds experts = 8");
+        assert_eq!(message, "top_k = 9 exceeds experts = 8");
+        assert_eq!(under, ["top_k = 9"]);
+    }
+
+    #[test]
+    fn skips_defaults_to_a_written_argument() {
+        let src = "experts = 2000, top_k = 1, hidden = 1, expert_dim = 1";
+        let (message, under) = locate_in::<Moe>(
+            src,
+            &["arch", "experts"],
+            "experts = 2000 exceeds the maximum",
+        );
+        assert_eq!(message, "experts = 2000 exceeds the maximum");
+        assert_eq!(under, ["experts = 2000"]);
+    }
+
+    #[test]
+    fn mentions_other_written_arguments_the_message_omits() {
+        let src = "experts = 8, top_k = 2, hidden = 1, expert_dim = 1, arch = sm_70";
+        let (message, under) =
+            locate_in::<Moe>(src, &["experts", "arch", "top_k"], "too many experts = 8");
+        assert_eq!(
+            message,
+            "too many experts = 8 (given `arch = sm_70`, `top_k = 2`)"
+        );
+        assert_eq!(under, ["experts = 8"]);
+    }
+
+    #[test]
+    fn only_defaults_go_on_the_attribute() {
+        let src = "experts = 8, top_k = 2, hidden = 1, expert_dim = 1";
+        let (message, _) = locate_in::<Moe>(src, &["arch"], "needs 2048 threads");
+        assert_eq!(message, "needs 2048 threads (from the default `arch`)");
+    }
+
+    #[test]
+    fn config_fields_map_to_their_argument() {
+        let src = "in_channels = 4, out_channels = 4, kernel = (3, 0)";
+        let (message, under) =
+            locate_in::<Conv2d>(src, &["kernel_w"], "kernel width = 0: must be at least 1");
+        assert_eq!(message, "kernel width = 0: must be at least 1");
+        assert_eq!(under, ["kernel = (3, 0)"]);
+    }
+
+    #[test]
+    fn check_reports_every_rule_at_its_argument() {
+        let src = "experts = 0, top_k = 0, hidden = 0, expert_dim = 0";
+        let args: MoeArgs = parsed(src);
+        let config = args.config().unwrap();
+        let error = check::<Moe>(&args, &config).unwrap_err();
+        assert_eq!(
+            underlined(src, &error),
+            ["experts = 0", "top_k = 0", "hidden = 0", "expert_dim = 0"]
+        );
+    }
+
+    #[test]
+    fn whole_word_mentions() {
+        assert!(mentions("k = 7 is odd", "k"));
+        assert!(!mentions("block = 48", "k"));
+        assert!(mentions("n · k = 4", "n"));
+        assert!(mentions("more than sm_75's maximum", "sm_75"));
+        assert!(!mentions("more than sm_75's maximum", "sm_7"));
+        assert!(!mentions("anything", ""));
+    }
+}

@@ -1,0 +1,87 @@
+//! The pipeline every attribute runs: parse → check → generate, collecting every error on the
+//! way and failing soft.
+
+use darling::FromMeta;
+use proc_macro2::{Span, TokenStream};
+use syn::{ItemStruct, Path};
+
+use crate::check;
+use crate::errors::Errors;
+use crate::family::Family;
+use crate::generate::{self, Kernel};
+use crate::parse::item::NotAKernelItem;
+use crate::parse::{args, item};
+
+/// Expands `#[<family>(attr)] item`.
+pub(crate) fn expand<F: Family>(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let Analysis {
+        item,
+        args,
+        config,
+        krate,
+        errors,
+    } = analyse::<F>(attr, item);
+    match (item, &args, &config, errors.finish()) {
+        (Ok(item), Some(args), Some(config), Ok(())) => generate::kernel::<F>(&Kernel {
+            item: &item,
+            args,
+            config,
+            krate: &krate,
+        }),
+        (item, _, config, Err(errors)) => {
+            generate::fail_soft::<F>(item, errors, &krate, config.as_ref())
+        }
+        // Unreachable: every way to lack a configuration (missing key, bad value) records an
+        // error. Still fail soft rather than panic.
+        (item, _, _, Ok(())) => {
+            let error = syn::Error::new(
+                Span::call_site(),
+                "internal error: no configuration and no error; please report this",
+            );
+            generate::fail_soft::<F>(item, error, &krate, None)
+        }
+    }
+}
+
+/// What parse and check made of one attribute.
+pub(crate) struct Analysis<F: Family> {
+    pub item: Result<ItemStruct, NotAKernelItem>,
+    pub args: Option<F::Args>,
+    /// The configuration, when every required argument has a value (it may break rules).
+    pub config: Option<F::Config>,
+    pub krate: Path,
+    /// Everything wrong, in source order within each stage.
+    pub errors: Errors,
+}
+
+/// Parse and check `#[<family>(attr)] item`.
+pub(crate) fn analyse<F: Family>(attr: TokenStream, item: TokenStream) -> Analysis<F> {
+    let mut errors = Errors::default();
+
+    // Parse: what the attribute is on, then its arguments (keys, then values).
+    let item = item::kernel_struct(item, F::KEYS.attr);
+    if let Err(not_a_kernel) = &item {
+        errors.push(not_a_kernel.error.clone());
+    }
+    let mut parse_errors = darling::Error::accumulator();
+    let list = args::sort_out(attr, F::KEYS, &mut parse_errors);
+    let args = parse_errors.handle(F::Args::from_list(&list.items));
+    errors.handle(parse_errors.finish());
+    let krate = list
+        .krate
+        .map_or_else(generate::default_crate, |arg| arg.value.0);
+
+    // Check: the rules across arguments, once every argument has a value.
+    let config = args.as_ref().and_then(F::config);
+    if let (Some(args), Some(config)) = (&args, &config) {
+        errors.handle(check::check::<F>(args, config));
+    }
+
+    Analysis {
+        item,
+        args,
+        config,
+        krate,
+        errors,
+    }
+}

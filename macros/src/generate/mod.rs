@@ -1,0 +1,93 @@
+//! Generate: a checked configuration → the tokens that replace the annotated struct. Nothing
+//! here reports a user error; every user error was found by parse or check.
+//!
+//! The struct is re-emitted (with a rustdoc section describing the configuration) followed by an
+//! impl block assembled from *sections*. Each section has a full form, built from the checked
+//! configuration, and a stub form with the same names and types, emitted beside the
+//! `compile_error!`s when anything failed so that code using the kernel still type-checks and
+//! one typo does not light up every call site:
+//!
+//! | section | full form | stub form |
+//! |---|---|---|
+//! | [`config`] | `pub const CONFIG: …Config = …Config { … };` | the same with placeholder values |
+//!
+//! The next phase adds further sections on the same [`Kernel`] context, each a module here with
+//! an `emit` and a `stub` function, listed in [`kernel`] and [`fail_soft`]:
+//!
+//! | section | full form | stub form |
+//! |---|---|---|
+//! | `ptx` | `pub const PTX: &'static str = "…";` (the template's emitted module) | `""` |
+//! | `entries` | one `pub const GATING: KernelEntry = …;` per entry | same names, empty params |
+//! | `wrappers` | `pub fn forward<B: Backend>(&self, dev: &B, …) -> Result<…, LaunchError>`, `backward_*` | same signatures, bodies returning a `LaunchError` |
+//!
+//! A template that fails to build or validate for a checked configuration is a ptxforge bug, not
+//! a user error: `ptx::emit` would turn it into one `compile_error!` saying so, plus the stubs.
+//!
+//! Generated code names only `#krate::__private::…` (`::ptxforge` unless `crate = "…"`).
+
+pub(crate) mod config;
+pub(crate) mod docs;
+
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::{ItemStruct, Path};
+
+use crate::family::Family;
+use crate::parse::item::NotAKernelItem;
+
+/// Everything the full forms are generated from.
+pub(crate) struct Kernel<'a, F: Family> {
+    pub item: &'a ItemStruct,
+    pub args: &'a F::Args,
+    pub config: &'a F::Config,
+    pub krate: &'a Path,
+}
+
+/// The struct, documented, and its impl block.
+pub(crate) fn kernel<F: Family>(cx: &Kernel<'_, F>) -> TokenStream {
+    let mut item = cx.item.clone();
+    item.attrs.extend(docs::struct_section(cx));
+    let ident = &item.ident;
+    let sections = [config::emit(cx)];
+    quote! {
+        #item
+        impl #ident {
+            #(#sections)*
+        }
+    }
+}
+
+/// The item as written, the errors, and stub sections on the item's type when it has one.
+pub(crate) fn fail_soft<F: Family>(
+    item: Result<ItemStruct, NotAKernelItem>,
+    errors: syn::Error,
+    krate: &Path,
+    config: Option<&F::Config>,
+) -> TokenStream {
+    let (tokens, self_ty) = match item {
+        Ok(item) => {
+            let ident = item.ident.clone();
+            (quote!(#item), Some(ident))
+        }
+        Err(not_a_kernel) => (not_a_kernel.tokens, not_a_kernel.self_ty),
+    };
+    let errors = errors.into_compile_error();
+    let stubs = self_ty.map(|ident| {
+        let sections = [config::stub::<F>(krate, config)];
+        quote! {
+            impl #ident {
+                #(#sections)*
+            }
+        }
+    });
+    quote! {
+        #tokens
+        #errors
+        #stubs
+    }
+}
+
+/// `::ptxforge`, the facade crate as users depend on it.
+pub(crate) fn default_crate() -> Path {
+    syn::parse_quote!(::ptxforge)
+}

@@ -1,0 +1,226 @@
+//! The CPU backend: runs kernels in the `ptxforge-sim` interpreter with every check on.
+//!
+//! Each distinct PTX module is parsed and decoded once and cached by content. A launch whose
+//! kernel trips a check (out of bounds, uninitialised read, shared-memory race, divergent
+//! barrier, …) fails with [`LaunchError::Findings`]. The interpreter counters of every launch
+//! are kept until [`SimBackend::take_launch_log`].
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use ptxforge_sim::{Arg, BufferId, Counters, Device, Module, Options};
+
+use super::{Backend, DeviceBuffer, Element, KernelArg, LaunchConfig, LaunchError};
+
+/// A buffer in the interpreter's device memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SimBuffer {
+    id: BufferId,
+    bytes: usize,
+}
+
+/// What one launch did, for counters and benchmarks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LaunchRecord {
+    pub entry: String,
+    pub config: LaunchConfig,
+    pub counters: Counters,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    device: Device,
+    modules: HashMap<u64, Arc<Module>>,
+    log: Vec<LaunchRecord>,
+}
+
+/// The interpreter backend: always available, deterministic, checks on.
+#[derive(Debug)]
+pub struct SimBackend {
+    state: Mutex<State>,
+    options: Options,
+}
+
+impl Default for SimBackend {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SimBackend {
+    /// A backend with every check on (memcheck, initcheck, racecheck, synccheck, fuel).
+    pub fn new() -> Self {
+        Self::with_options(Options::default())
+    }
+
+    /// A backend with explicit interpreter options (e.g. checks off for throughput runs).
+    pub fn with_options(options: Options) -> Self {
+        Self {
+            state: Mutex::new(State::default()),
+            options,
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the interpreter state half-updated in a
+        // way later launches depend on, so a poisoned lock is still usable.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The launches since the last call (entry, configuration, interpreter counters).
+    pub fn take_launch_log(&self) -> Vec<LaunchRecord> {
+        std::mem::take(&mut self.state().log)
+    }
+
+    /// How many distinct PTX modules have been parsed (each is parsed once).
+    pub fn cached_modules(&self) -> usize {
+        self.state().modules.len()
+    }
+}
+
+fn sim_error(e: ptxforge_sim::SimError) -> LaunchError {
+    LaunchError::Backend(e.to_string())
+}
+
+fn content_key(ptx: &str) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    ptx.hash(&mut h);
+    h.finish()
+}
+
+impl Backend for SimBackend {
+    type RawBuffer = SimBuffer;
+
+    fn alloc<T: Element>(&self, len: usize) -> Result<DeviceBuffer<Self, T>, LaunchError> {
+        let bytes =
+            len.checked_mul(T::KIND.size_bytes())
+                .ok_or_else(|| LaunchError::InvalidDim {
+                    name: "len",
+                    value: len as u64,
+                    reason: "byte size overflows usize".into(),
+                })?;
+        let id = self.state().device.alloc(bytes);
+        Ok(DeviceBuffer::from_raw(SimBuffer { id, bytes }, len))
+    }
+
+    fn upload<T: Element>(&self, data: &[T]) -> Result<DeviceBuffer<Self, T>, LaunchError> {
+        let mut bytes = Vec::with_capacity(std::mem::size_of_val(data));
+        data.iter().for_each(|x| x.write_le(&mut bytes));
+        let id = self.state().device.upload::<u8>(&bytes);
+        Ok(DeviceBuffer::from_raw(
+            SimBuffer {
+                id,
+                bytes: bytes.len(),
+            },
+            data.len(),
+        ))
+    }
+
+    fn write<T: Element>(
+        &self,
+        buf: &mut DeviceBuffer<Self, T>,
+        data: &[T],
+    ) -> Result<(), LaunchError> {
+        if data.len() != buf.len() {
+            return Err(LaunchError::BufferLength {
+                name: "data",
+                expected: buf.len(),
+                actual: data.len(),
+            });
+        }
+        let mut bytes = Vec::with_capacity(buf.raw().bytes);
+        data.iter().for_each(|x| x.write_le(&mut bytes));
+        self.state()
+            .device
+            .write::<u8>(buf.raw().id, &bytes)
+            .map_err(sim_error)
+    }
+
+    fn download<T: Element>(&self, buf: &DeviceBuffer<Self, T>) -> Result<Vec<T>, LaunchError> {
+        let bytes = self
+            .state()
+            .device
+            .download::<u8>(buf.raw().id)
+            .map_err(sim_error)?;
+        Ok(bytes
+            .chunks_exact(T::KIND.size_bytes())
+            .take(buf.len())
+            .map(T::read_le)
+            .collect())
+    }
+
+    fn launch(
+        &self,
+        ptx: &str,
+        entry: &str,
+        config: LaunchConfig,
+        args: &[KernelArg<'_, Self>],
+    ) -> Result<(), LaunchError> {
+        let args: Vec<Arg> = args
+            .iter()
+            .map(|a| match a {
+                KernelArg::Buffer(b) => Arg::Buffer(b.id),
+                KernelArg::U32(v) => Arg::U32(*v),
+                KernelArg::S32(v) => Arg::S32(*v),
+                KernelArg::U64(v) => Arg::U64(*v),
+                KernelArg::F32(v) => Arg::F32(*v),
+                KernelArg::F64(v) => Arg::F64(*v),
+            })
+            .collect();
+        let mut state = self.state();
+        let key = content_key(ptx);
+        let module = match state.modules.get(&key) {
+            Some(m) => Arc::clone(m),
+            None => {
+                let m = Arc::new(Module::parse(ptx).map_err(sim_error)?);
+                state.modules.insert(key, Arc::clone(&m));
+                m
+            }
+        };
+        let dims = |d: super::Dim3| [d.x, d.y, d.z];
+        let report = state
+            .device
+            .launch(
+                &module,
+                entry,
+                dims(config.grid),
+                dims(config.block),
+                config.dynamic_shared_bytes,
+                &args,
+                &self.options,
+            )
+            .map_err(sim_error)?;
+        state.log.push(LaunchRecord {
+            entry: entry.to_string(),
+            config,
+            counters: report.counters,
+        });
+        if report.findings.is_empty() {
+            return Ok(());
+        }
+        let mut text = String::new();
+        for f in report.findings.iter().take(5) {
+            let _ = write!(
+                text,
+                "\n  {}: {} (line {}, thread {:?}, block {:?}{})",
+                f.kind.name(),
+                f.message,
+                f.line,
+                f.thread,
+                f.block,
+                f.address
+                    .map(|a| format!(", address {a:#x}"))
+                    .unwrap_or_default()
+            );
+        }
+        if report.findings.len() > 5 {
+            let _ = write!(text, "\n  … and {} more", report.findings.len() - 5);
+        }
+        Err(LaunchError::Findings {
+            entry: entry.to_string(),
+            report: text,
+        })
+    }
+}

@@ -1,0 +1,658 @@
+//! Every sample kernel runs in the interpreter (all checks on) and matches a plain-Rust
+//! reference, on the oldest target (software bf16) and on sm_90 (hardware conversions).
+
+#![cfg(feature = "sim")]
+
+use half::{bf16, f16};
+use ptxforge_runtime::launch::{Backend, Dim3, KernelArg, LaunchConfig, SimBackend};
+use ptxforge_runtime::samples::{sample_module, Sample, BLOCK, GEMM_TILE, HISTOGRAM_BINS, SAMPLES};
+use ptxforge_runtime::templates::testing::SplitMix64;
+use ptxforge_runtime::Arch;
+
+const ARCHS: [Arch; 2] = [Arch::Sm70, Arch::Sm90];
+
+fn sample(name: &str) -> &'static Sample {
+    SAMPLES
+        .iter()
+        .find(|s| s.name == name)
+        .expect("sample exists")
+}
+
+fn launch(
+    dev: &SimBackend,
+    name: &str,
+    arch: Arch,
+    grid: Dim3,
+    block: Dim3,
+    smem: u32,
+    args: &[KernelArg<'_, SimBackend>],
+) {
+    let ptx = sample_module(sample(name), arch).expect("sample builds");
+    let cfg = LaunchConfig {
+        grid,
+        block,
+        dynamic_shared_bytes: smem,
+    };
+    dev.launch(&ptx, name, cfg, args)
+        .unwrap_or_else(|e| panic!("{name} on {arch}: {e}"));
+}
+
+fn blocks_for(n: u32, block: u32) -> Dim3 {
+    Dim3::x(n.div_ceil(block).max(1))
+}
+
+fn assert_close(name: &str, got: &[f64], want: &[f64], tol: f64) {
+    assert_eq!(got.len(), want.len(), "{name}: length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let err = (g - w).abs() / w.abs().max(1.0);
+        assert!(
+            err <= tol,
+            "{name}[{i}]: got {g}, want {w} (error {err:e} > {tol:e})"
+        );
+    }
+}
+
+#[test]
+fn vec_add_every_type() {
+    let mut rng = SplitMix64::new(1);
+    for arch in ARCHS {
+        for n in [1u32, 31, 257, 1000] {
+            let a: Vec<f32> = (0..n).map(|_| rng.uniform(-4.0, 4.0) as f32).collect();
+            let b: Vec<f32> = (0..n).map(|_| rng.uniform(-4.0, 4.0) as f32).collect();
+            let dev = SimBackend::new();
+            let (grid, block) = (blocks_for(n, 128), Dim3::x(128));
+            // f32
+            let (da, db, dc) = (
+                dev.upload(&a).unwrap(),
+                dev.upload(&b).unwrap(),
+                dev.alloc::<f32>(n as usize).unwrap(),
+            );
+            let args = [
+                KernelArg::buffer(&da),
+                KernelArg::buffer(&db),
+                KernelArg::buffer(&dc),
+                KernelArg::U32(n),
+            ];
+            launch(&dev, "vec_add_f32", arch, grid, block, 0, &args);
+            let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
+            assert_eq!(dev.download(&dc).unwrap(), want, "vec_add_f32 is exact");
+            // f64
+            let (a64, b64): (Vec<f64>, Vec<f64>) = (
+                a.iter().map(|&x| f64::from(x) / 3.0).collect(),
+                b.iter().map(|&x| f64::from(x) / 7.0).collect(),
+            );
+            let (da, db, dc) = (
+                dev.upload(&a64).unwrap(),
+                dev.upload(&b64).unwrap(),
+                dev.alloc::<f64>(n as usize).unwrap(),
+            );
+            let args = [
+                KernelArg::buffer(&da),
+                KernelArg::buffer(&db),
+                KernelArg::buffer(&dc),
+                KernelArg::U32(n),
+            ];
+            launch(&dev, "vec_add_f64", arch, grid, block, 0, &args);
+            let want: Vec<f64> = a64.iter().zip(&b64).map(|(x, y)| x + y).collect();
+            assert_eq!(dev.download(&dc).unwrap(), want, "vec_add_f64 is exact");
+            // f16: computed in f32, rounded once to nearest even.
+            let (a16, b16): (Vec<f16>, Vec<f16>) = (
+                a.iter().map(|&x| f16::from_f32(x)).collect(),
+                b.iter().map(|&x| f16::from_f32(x)).collect(),
+            );
+            let (da, db, dc) = (
+                dev.upload(&a16).unwrap(),
+                dev.upload(&b16).unwrap(),
+                dev.alloc::<f16>(n as usize).unwrap(),
+            );
+            let args = [
+                KernelArg::buffer(&da),
+                KernelArg::buffer(&db),
+                KernelArg::buffer(&dc),
+                KernelArg::U32(n),
+            ];
+            launch(&dev, "vec_add_f16", arch, grid, block, 0, &args);
+            let want: Vec<f16> = a16
+                .iter()
+                .zip(&b16)
+                .map(|(x, y)| f16::from_f32(x.to_f32() + y.to_f32()))
+                .collect();
+            assert_eq!(
+                dev.download(&dc).unwrap(),
+                want,
+                "vec_add_f16 rounds like the host"
+            );
+            // bf16
+            let (ab, bb): (Vec<bf16>, Vec<bf16>) = (
+                a.iter().map(|&x| bf16::from_f32(x)).collect(),
+                b.iter().map(|&x| bf16::from_f32(x)).collect(),
+            );
+            let (da, db, dc) = (
+                dev.upload(&ab).unwrap(),
+                dev.upload(&bb).unwrap(),
+                dev.alloc::<bf16>(n as usize).unwrap(),
+            );
+            let args = [
+                KernelArg::buffer(&da),
+                KernelArg::buffer(&db),
+                KernelArg::buffer(&dc),
+                KernelArg::U32(n),
+            ];
+            launch(&dev, "vec_add_bf16", arch, grid, block, 0, &args);
+            let want: Vec<bf16> = ab
+                .iter()
+                .zip(&bb)
+                .map(|(x, y)| bf16::from_f32(x.to_f32() + y.to_f32()))
+                .collect();
+            assert_eq!(
+                dev.download(&dc).unwrap(),
+                want,
+                "vec_add_bf16 on {arch} rounds like the host"
+            );
+        }
+    }
+}
+
+#[test]
+fn saxpy_is_one_fma() {
+    let mut rng = SplitMix64::new(2);
+    let n = 300u32;
+    let x: Vec<f32> = (0..n).map(|_| rng.uniform(-1.0, 1.0) as f32).collect();
+    let y: Vec<f32> = (0..n).map(|_| rng.uniform(-1.0, 1.0) as f32).collect();
+    for arch in ARCHS {
+        let dev = SimBackend::new();
+        let (dx, dy) = (dev.upload(&x).unwrap(), dev.upload(&y).unwrap());
+        let args = [
+            KernelArg::buffer(&dx),
+            KernelArg::buffer(&dy),
+            KernelArg::F32(0.75),
+            KernelArg::U32(n),
+        ];
+        launch(
+            &dev,
+            "saxpy_f32",
+            arch,
+            blocks_for(n, 64),
+            Dim3::x(64),
+            0,
+            &args,
+        );
+        let want: Vec<f32> = x
+            .iter()
+            .zip(&y)
+            .map(|(a, b)| 0.75f32.mul_add(*a, *b))
+            .collect();
+        assert_eq!(dev.download(&dy).unwrap(), want);
+    }
+}
+
+#[test]
+fn reductions_match_the_host_sum() {
+    let mut rng = SplitMix64::new(3);
+    for n in [1u32, 100, 1000] {
+        let x: Vec<f32> = (0..n).map(|_| rng.uniform(-1.0, 1.0) as f32).collect();
+        let dev = SimBackend::new();
+        let dx = dev.upload(&x).unwrap();
+        // Warp reduction: one sum per 32 elements.
+        let warps = n.div_ceil(32);
+        let out = dev.alloc::<f32>(warps as usize).unwrap();
+        let args = [
+            KernelArg::buffer(&dx),
+            KernelArg::buffer(&out),
+            KernelArg::U32(n),
+        ];
+        launch(
+            &dev,
+            "warp_reduce_sum_f32",
+            Arch::Sm80,
+            blocks_for(n, 64),
+            Dim3::x(64),
+            0,
+            &args,
+        );
+        let got: Vec<f64> = dev
+            .download(&out)
+            .unwrap()
+            .into_iter()
+            .map(f64::from)
+            .collect();
+        let want: Vec<f64> = x
+            .chunks(32)
+            .map(|c| c.iter().map(|&v| f64::from(v)).sum())
+            .collect();
+        assert_close("warp_reduce_sum_f32", &got, &want, 1e-5);
+        // Block reduction: one sum per BLOCK elements.
+        let blocks = n.div_ceil(BLOCK);
+        let out = dev.alloc::<f32>(blocks as usize).unwrap();
+        let args = [
+            KernelArg::buffer(&dx),
+            KernelArg::buffer(&out),
+            KernelArg::U32(n),
+        ];
+        launch(
+            &dev,
+            "block_reduce_sum_f32",
+            Arch::Sm80,
+            Dim3::x(blocks),
+            Dim3::x(BLOCK),
+            0,
+            &args,
+        );
+        let got: Vec<f64> = dev
+            .download(&out)
+            .unwrap()
+            .into_iter()
+            .map(f64::from)
+            .collect();
+        let want: Vec<f64> = x
+            .chunks(BLOCK as usize)
+            .map(|c| c.iter().map(|&v| f64::from(v)).sum())
+            .collect();
+        assert_close("block_reduce_sum_f32", &got, &want, 1e-5);
+    }
+}
+
+#[test]
+fn histogram_counts_every_value() {
+    let mut rng = SplitMix64::new(4);
+    let n = 1500u32;
+    let values: Vec<u32> = (0..n).map(|_| rng.below(1000) as u32).collect();
+    let dev = SimBackend::new();
+    let dv = dev.upload(&values).unwrap();
+    let bins = dev.upload(&vec![0u32; HISTOGRAM_BINS as usize]).unwrap();
+    let args = [
+        KernelArg::buffer(&dv),
+        KernelArg::buffer(&bins),
+        KernelArg::U32(n),
+    ];
+    launch(
+        &dev,
+        "histogram_u32",
+        Arch::Sm80,
+        blocks_for(n, BLOCK),
+        Dim3::x(BLOCK),
+        0,
+        &args,
+    );
+    let mut want = vec![0u32; HISTOGRAM_BINS as usize];
+    for v in &values {
+        want[(v % HISTOGRAM_BINS) as usize] += 1;
+    }
+    assert_eq!(dev.download(&bins).unwrap(), want);
+}
+
+#[test]
+fn tiled_gemm_matches_naive_matmul() {
+    let mut rng = SplitMix64::new(5);
+    for (m, n, k) in [(1u32, 1u32, 1u32), (17, 33, 5), (32, 16, 40)] {
+        let a: Vec<f32> = (0..m * k).map(|_| rng.uniform(-1.0, 1.0) as f32).collect();
+        let b: Vec<f32> = (0..k * n).map(|_| rng.uniform(-1.0, 1.0) as f32).collect();
+        let dev = SimBackend::new();
+        let (da, db, dc) = (
+            dev.upload(&a).unwrap(),
+            dev.upload(&b).unwrap(),
+            dev.alloc::<f32>((m * n) as usize).unwrap(),
+        );
+        let args = [
+            KernelArg::buffer(&da),
+            KernelArg::buffer(&db),
+            KernelArg::buffer(&dc),
+            KernelArg::U32(m),
+            KernelArg::U32(n),
+            KernelArg::U32(k),
+        ];
+        let grid = Dim3::new(n.div_ceil(GEMM_TILE), m.div_ceil(GEMM_TILE), 1);
+        launch(
+            &dev,
+            "gemm_tiled_f32",
+            Arch::Sm80,
+            grid,
+            Dim3::new(GEMM_TILE, GEMM_TILE, 1),
+            0,
+            &args,
+        );
+        let got: Vec<f64> = dev
+            .download(&dc)
+            .unwrap()
+            .into_iter()
+            .map(f64::from)
+            .collect();
+        let mut want = vec![0.0f64; (m * n) as usize];
+        for i in 0..m as usize {
+            for j in 0..n as usize {
+                want[i * n as usize + j] = (0..k as usize)
+                    .map(|p| f64::from(a[i * k as usize + p]) * f64::from(b[p * n as usize + j]))
+                    .sum();
+            }
+        }
+        assert_close("gemm_tiled_f32", &got, &want, 1e-5);
+        let log = dev.take_launch_log();
+        let c = &log[0].counters;
+        assert!(
+            c.shared_wavefronts_per_request() <= 1.1,
+            "tile reads are conflict-free: {}",
+            c.shared_wavefronts_per_request()
+        );
+    }
+}
+
+#[test]
+fn softmax_rows_sum_to_one() {
+    let mut rng = SplitMix64::new(6);
+    let (rows, cols) = (5u32, 77u32);
+    let x: Vec<f32> = (0..rows * cols)
+        .map(|_| rng.uniform(-8.0, 8.0) as f32)
+        .collect();
+    let dev = SimBackend::new();
+    let (dx, dy) = (
+        dev.upload(&x).unwrap(),
+        dev.alloc::<f32>((rows * cols) as usize).unwrap(),
+    );
+    let args = [
+        KernelArg::buffer(&dx),
+        KernelArg::buffer(&dy),
+        KernelArg::U32(cols),
+    ];
+    launch(
+        &dev,
+        "softmax_row_f32",
+        Arch::Sm80,
+        Dim3::x(rows),
+        Dim3::x(32),
+        0,
+        &args,
+    );
+    let got: Vec<f64> = dev
+        .download(&dy)
+        .unwrap()
+        .into_iter()
+        .map(f64::from)
+        .collect();
+    let mut want = Vec::new();
+    for r in x.chunks(cols as usize) {
+        let m = r
+            .iter()
+            .fold(f64::NEG_INFINITY, |a, &v| a.max(f64::from(v)));
+        let s: f64 = r.iter().map(|&v| (f64::from(v) - m).exp()).sum();
+        want.extend(r.iter().map(|&v| (f64::from(v) - m).exp() / s));
+    }
+    assert_close("softmax_row_f32", &got, &want, 1e-6);
+}
+
+#[test]
+fn ballot_counts_positive_lanes() {
+    let mut rng = SplitMix64::new(7);
+    let n = 128u32;
+    let mut x: Vec<f32> = (0..n).map(|_| rng.uniform(-1.0, 1.0) as f32).collect();
+    x[32..64].iter_mut().for_each(|v| *v = v.abs() + 0.5); // warp 1 all positive
+    let dev = SimBackend::new();
+    let dx = dev.upload(&x).unwrap();
+    let (counts, all) = (dev.alloc::<u32>(4).unwrap(), dev.alloc::<u32>(4).unwrap());
+    let args = [
+        KernelArg::buffer(&dx),
+        KernelArg::buffer(&counts),
+        KernelArg::buffer(&all),
+    ];
+    launch(
+        &dev,
+        "ballot_count_positive_f32",
+        Arch::Sm80,
+        Dim3::x(2),
+        Dim3::x(64),
+        0,
+        &args,
+    );
+    let want_counts: Vec<u32> = x
+        .chunks(32)
+        .map(|c| c.iter().filter(|&&v| v > 0.0).count() as u32)
+        .collect();
+    let want_all: Vec<u32> = x
+        .chunks(32)
+        .map(|c| u32::from(c.iter().all(|&v| v > 0.0)))
+        .collect();
+    assert_eq!(dev.download(&counts).unwrap(), want_counts);
+    assert_eq!(dev.download(&all).unwrap(), want_all);
+    assert_eq!(want_all[1], 1);
+}
+
+#[test]
+fn dynamic_shared_memory_reverses_blocks() {
+    let n = 3 * 96u32;
+    let x: Vec<u32> = (0..n).collect();
+    let dev = SimBackend::new();
+    let (dx, dy) = (
+        dev.upload(&x).unwrap(),
+        dev.alloc::<u32>(n as usize).unwrap(),
+    );
+    let args = [KernelArg::buffer(&dx), KernelArg::buffer(&dy)];
+    launch(
+        &dev,
+        "reverse_dynamic_smem_u32",
+        Arch::Sm80,
+        Dim3::x(3),
+        Dim3::x(96),
+        96 * 4,
+        &args,
+    );
+    let want: Vec<u32> = x.chunks(96).flat_map(|c| c.iter().rev().copied()).collect();
+    assert_eq!(dev.download(&dy).unwrap(), want);
+}
+
+#[test]
+fn conversions_round_to_nearest_even_on_every_path() {
+    let mut x: Vec<f32> = vec![
+        0.0,
+        -0.0,
+        1.0,
+        f32::from_bits(0x3f80_8000), // 1 + 2^-8: a bf16 tie, rounds down to even
+        f32::from_bits(0x3f81_8000), // a bf16 tie that rounds up to even
+        65504.0,
+        65520.0,
+        1e-8,
+        -2.5625,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        3.0e38,
+        1.0e-40,
+    ];
+    let mut rng = SplitMix64::new(8);
+    x.extend((0..200).map(|_| f32::from_bits(rng.next_u64() as u32)));
+    let n = x.len() as u32;
+    for arch in ARCHS {
+        let dev = SimBackend::new();
+        let dx = dev.upload(&x).unwrap();
+        let (y, z) = (
+            dev.alloc::<bf16>(n as usize).unwrap(),
+            dev.alloc::<f32>(n as usize).unwrap(),
+        );
+        let args = [
+            KernelArg::buffer(&dx),
+            KernelArg::buffer(&y),
+            KernelArg::buffer(&z),
+            KernelArg::U32(n),
+        ];
+        launch(
+            &dev,
+            "convert_f32_to_bf16",
+            arch,
+            blocks_for(n, 64),
+            Dim3::x(64),
+            0,
+            &args,
+        );
+        let got = dev.download(&y).unwrap();
+        for (i, (g, v)) in got.iter().zip(&x).enumerate() {
+            let want = bf16::from_f32(*v);
+            if v.is_nan() {
+                assert!(g.is_nan(), "bf16[{i}] of NaN on {arch}");
+            } else {
+                assert_eq!(g.to_bits(), want.to_bits(), "bf16[{i}] of {v:e} on {arch}");
+            }
+        }
+        let (y, z) = (
+            dev.alloc::<f16>(n as usize).unwrap(),
+            dev.alloc::<f32>(n as usize).unwrap(),
+        );
+        let args = [
+            KernelArg::buffer(&dx),
+            KernelArg::buffer(&y),
+            KernelArg::buffer(&z),
+            KernelArg::U32(n),
+        ];
+        launch(
+            &dev,
+            "convert_f32_to_f16",
+            arch,
+            blocks_for(n, 64),
+            Dim3::x(64),
+            0,
+            &args,
+        );
+        let (got, back) = (dev.download(&y).unwrap(), dev.download(&z).unwrap());
+        for (i, v) in x.iter().enumerate() {
+            let want = f16::from_f32(*v);
+            if v.is_nan() {
+                assert!(got[i].is_nan() && back[i].is_nan());
+            } else {
+                assert_eq!(
+                    got[i].to_bits(),
+                    want.to_bits(),
+                    "f16[{i}] of {v:e} on {arch}"
+                );
+                assert_eq!(back[i].to_bits(), want.to_f32().to_bits(), "f16→f32[{i}]");
+            }
+        }
+    }
+}
+
+#[test]
+fn f64_math_is_accurate() {
+    let mut x: Vec<f64> = vec![
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        0.5,
+        709.0,
+        -708.0,
+        -744.0,
+        -745.5,
+        1e-300,
+        -30.25,
+        10.0,
+        f64::NEG_INFINITY,
+    ];
+    let mut rng = SplitMix64::new(9);
+    x.extend((0..200).map(|_| rng.uniform(-50.0, 50.0)));
+    let n = x.len() as u32;
+    let dev = SimBackend::new();
+    let dx = dev.upload(&x).unwrap();
+    let y = dev.alloc::<f64>(n as usize).unwrap();
+    let args = [
+        KernelArg::buffer(&dx),
+        KernelArg::buffer(&y),
+        KernelArg::U32(n),
+    ];
+    launch(
+        &dev,
+        "exp_f64",
+        Arch::Sm80,
+        blocks_for(n, 64),
+        Dim3::x(64),
+        0,
+        &args,
+    );
+    for (g, v) in dev.download(&y).unwrap().iter().zip(&x) {
+        let want = v.exp();
+        let ulps = if want == 0.0 {
+            g.abs() / f64::from_bits(1)
+        } else {
+            ((g - want) / want).abs() / f64::EPSILON
+        };
+        assert!(ulps <= 4.0, "exp({v}) = {g}, want {want} ({ulps} ulp)");
+    }
+    let y = dev.alloc::<f64>(n as usize).unwrap();
+    let finite: Vec<f64> = x
+        .iter()
+        .map(|v| if v.is_finite() { *v } else { 2.0 })
+        .collect();
+    let dx = dev.upload(&finite).unwrap();
+    let args = [
+        KernelArg::buffer(&dx),
+        KernelArg::buffer(&y),
+        KernelArg::U32(n),
+    ];
+    launch(
+        &dev,
+        "rsqrt_norm_f64",
+        Arch::Sm80,
+        blocks_for(n, 64),
+        Dim3::x(64),
+        0,
+        &args,
+    );
+    for (g, v) in dev.download(&y).unwrap().iter().zip(&finite) {
+        let want = v / v.mul_add(*v, 1.0).sqrt();
+        assert_eq!(*g, want, "rsqrt_norm({v}) is correctly rounded");
+    }
+}
+
+#[test]
+fn every_sample_has_a_numerics_test() {
+    let tested = [
+        "vec_add_f16",
+        "vec_add_bf16",
+        "vec_add_f32",
+        "vec_add_f64",
+        "saxpy_f32",
+        "warp_reduce_sum_f32",
+        "block_reduce_sum_f32",
+        "histogram_u32",
+        "gemm_tiled_f32",
+        "softmax_row_f32",
+        "ballot_count_positive_f32",
+        "reverse_dynamic_smem_u32",
+        "convert_f32_to_bf16",
+        "convert_f32_to_f16",
+        "rsqrt_norm_f64",
+        "exp_f64",
+    ];
+    for s in SAMPLES {
+        assert!(
+            tested.contains(&s.name),
+            "sample {} has no numerics test",
+            s.name
+        );
+    }
+}
+
+#[test]
+fn findings_fail_the_launch() {
+    // vec_add with n larger than the buffers: the interpreter's memcheck must stop it.
+    let dev = SimBackend::new();
+    let (a, b, c) = (
+        dev.upload(&[1.0f32; 8]).unwrap(),
+        dev.upload(&[1.0f32; 8]).unwrap(),
+        dev.alloc::<f32>(8).unwrap(),
+    );
+    let ptx = sample_module(sample("vec_add_f32"), Arch::Sm80).unwrap();
+    let cfg = LaunchConfig {
+        grid: Dim3::x(1),
+        block: Dim3::x(32),
+        dynamic_shared_bytes: 0,
+    };
+    let args = [
+        KernelArg::buffer(&a),
+        KernelArg::buffer(&b),
+        KernelArg::buffer(&c),
+        KernelArg::U32(32),
+    ];
+    let err = dev.launch(&ptx, "vec_add_f32", cfg, &args).unwrap_err();
+    assert!(
+        err.to_string().contains("OutOfBounds")
+            || err.to_string().to_lowercase().contains("out of bounds"),
+        "{err}"
+    );
+    assert_eq!(dev.cached_modules(), 1);
+}

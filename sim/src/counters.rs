@@ -1,0 +1,180 @@
+//! Performance counters of a launch: dynamic thread-instructions by class, warp-level global
+//! memory requests with the 32-byte sectors they touch (coalescing), shared-memory requests with
+//! their wavefronts (bank conflicts), and barriers.
+
+use crate::decode::{Class, NUM_CLASSES};
+
+/// Thread-instructions executed, by class (a warp instruction with 20 active lanes counts 20).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InstructionCounts {
+    pub int_arith: u64,
+    pub float_arith: u64,
+    pub half_arith: u64,
+    /// `.approx` special functions (ex2, lg2, rsqrt, sin, cos, tanh, rcp/div approx).
+    pub special: u64,
+    pub conversion: u64,
+    pub movement: u64,
+    pub mem_global: u64,
+    pub mem_shared: u64,
+    pub mem_local: u64,
+    pub mem_param: u64,
+    pub mem_const: u64,
+    pub atomic: u64,
+    pub control: u64,
+    pub barrier: u64,
+    pub warp_collective: u64,
+    pub other: u64,
+}
+
+impl InstructionCounts {
+    pub fn total(&self) -> u64 {
+        self.fields().iter().map(|f| f.1).sum()
+    }
+
+    /// `(name, count)` pairs in a fixed order.
+    pub fn fields(&self) -> [(&'static str, u64); NUM_CLASSES] {
+        [
+            ("int_arith", self.int_arith),
+            ("float_arith", self.float_arith),
+            ("half_arith", self.half_arith),
+            ("special", self.special),
+            ("conversion", self.conversion),
+            ("movement", self.movement),
+            ("mem_global", self.mem_global),
+            ("mem_shared", self.mem_shared),
+            ("mem_local", self.mem_local),
+            ("mem_param", self.mem_param),
+            ("mem_const", self.mem_const),
+            ("atomic", self.atomic),
+            ("control", self.control),
+            ("barrier", self.barrier),
+            ("warp_collective", self.warp_collective),
+            ("other", self.other),
+        ]
+    }
+
+    pub(crate) fn from_array(a: &[u64; NUM_CLASSES]) -> Self {
+        InstructionCounts {
+            int_arith: a[Class::IntArith as usize],
+            float_arith: a[Class::FloatArith as usize],
+            half_arith: a[Class::HalfArith as usize],
+            special: a[Class::Special as usize],
+            conversion: a[Class::Conversion as usize],
+            movement: a[Class::Movement as usize],
+            mem_global: a[Class::MemGlobal as usize],
+            mem_shared: a[Class::MemShared as usize],
+            mem_local: a[Class::MemLocal as usize],
+            mem_param: a[Class::MemParam as usize],
+            mem_const: a[Class::MemConst as usize],
+            atomic: a[Class::Atomic as usize],
+            control: a[Class::Control as usize],
+            barrier: a[Class::Barrier as usize],
+            warp_collective: a[Class::WarpCollective as usize],
+            other: a[Class::Other as usize],
+        }
+    }
+}
+
+/// Counters of one launch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub instructions: InstructionCounts,
+    /// Warp-level global load requests (active lanes of a warp executing one `ld` together).
+    pub global_load_requests: u64,
+    pub global_load_sectors: u64,
+    pub global_load_bytes: u64,
+    pub global_store_requests: u64,
+    pub global_store_sectors: u64,
+    pub global_store_bytes: u64,
+    /// Warp-level shared-memory requests (loads, stores and atomics).
+    pub shared_requests: u64,
+    pub shared_wavefronts: u64,
+    /// Barrier instructions executed (per thread).
+    pub barriers: u64,
+    /// Barrier completions (per block).
+    pub barrier_releases: u64,
+}
+
+impl Counters {
+    /// Bytes requested ÷ bytes moved in 32-byte sectors (1.0 = perfectly coalesced).
+    pub fn global_load_efficiency(&self) -> f64 {
+        ratio(self.global_load_bytes, self.global_load_sectors * 32)
+    }
+
+    pub fn global_store_efficiency(&self) -> f64 {
+        ratio(self.global_store_bytes, self.global_store_sectors * 32)
+    }
+
+    /// Average wavefronts per shared request (1.0 = no bank conflicts).
+    pub fn shared_wavefronts_per_request(&self) -> f64 {
+        ratio(self.shared_wavefronts, self.shared_requests)
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        1.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// Distinct 32-byte sectors touched by a warp-level access (`addrs` of the active lanes).
+pub fn sectors(addrs: &[u64], size: u64) -> u64 {
+    let mut s: Vec<u64> = Vec::with_capacity(addrs.len() * 2);
+    for &a in addrs {
+        let first = a >> 5;
+        let last = (a + size.max(1) - 1) >> 5;
+        for x in first..=last.min(first + 8) {
+            s.push(x);
+        }
+    }
+    s.sort_unstable();
+    s.dedup();
+    s.len() as u64
+}
+
+/// Shared-memory wavefronts of a warp-level access: the largest number of distinct 4-byte words
+/// any one of the 32 banks must serve (lanes reading the same word share it); at least 1.
+pub fn wavefronts(addrs: &[u64], size: u64) -> u64 {
+    let mut words: Vec<u64> = Vec::with_capacity(addrs.len() * 4);
+    for &a in addrs {
+        let first = a >> 2;
+        let last = (a + size.max(1) - 1) >> 2;
+        for w in first..=last.min(first + 8) {
+            words.push(w);
+        }
+    }
+    words.sort_unstable();
+    words.dedup();
+    let mut per_bank = [0u64; 32];
+    for w in words {
+        per_bank[(w % 32) as usize] += 1;
+    }
+    per_bank.iter().copied().max().unwrap_or(0).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coalescing() {
+        let contiguous: Vec<u64> = (0..32).map(|i| 0x1000 + 4 * i).collect();
+        assert_eq!(sectors(&contiguous, 4), 4);
+        let strided: Vec<u64> = (0..32).map(|i| 0x1000 + 128 * i).collect();
+        assert_eq!(sectors(&strided, 4), 32);
+    }
+
+    #[test]
+    fn banks() {
+        let contiguous: Vec<u64> = (0..32).map(|i| 4 * i).collect();
+        assert_eq!(wavefronts(&contiguous, 4), 1);
+        let broadcast: Vec<u64> = vec![0; 32];
+        assert_eq!(wavefronts(&broadcast, 4), 1);
+        let two_way: Vec<u64> = (0..32).map(|i| 8 * i).collect();
+        assert_eq!(wavefronts(&two_way, 4), 2);
+        let column: Vec<u64> = (0..32).map(|i| 128 * i).collect();
+        assert_eq!(wavefronts(&column, 4), 32);
+    }
+}

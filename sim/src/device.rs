@@ -1,0 +1,490 @@
+//! The host API: [`Module`] (parsed and decoded PTX), [`Device`] (simulated device memory and
+//! launches), launch [`Arg`]s, [`Options`] and the [`LaunchReport`]. Host misuse (unknown entry,
+//! argument mismatch, bad buffer, impossible launch configuration) is a [`SimError`]; faults of
+//! the kernel are [`Finding`]s in the report.
+
+use crate::checks::CheckConfig;
+use crate::counters::Counters;
+use crate::decode::{self, ParamInfo, Program};
+use crate::error::SimError;
+use crate::exec::{Engine, LaunchSpec};
+use crate::findings::Finding;
+use crate::memory::GlobalMem;
+use crate::parse;
+use crate::types::Ty;
+
+/// A parsed and decoded PTX module.
+#[derive(Debug, Clone)]
+pub struct Module {
+    entries: Vec<Program>,
+    consts: Vec<u8>,
+    target: Vec<String>,
+    version: Option<String>,
+}
+
+impl Module {
+    /// Parses and decodes every `.entry` of `ptx_text`.
+    pub fn parse(ptx_text: &str) -> Result<Module, SimError> {
+        let ast = parse::parse(ptx_text)?;
+        let (const_syms, consts) = decode::layout_consts(&ast.vars)?;
+        let entries = ast
+            .functions
+            .iter()
+            .filter(|f| f.is_entry)
+            .map(|f| decode::decode_entry(&ast, f, &const_syms))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Module {
+            entries,
+            consts,
+            target: ast.target,
+            version: ast.version,
+        })
+    }
+
+    /// Names of the module's entries, in source order.
+    pub fn entries(&self) -> Vec<&str> {
+        self.entries.iter().map(|e| e.name.as_str()).collect()
+    }
+
+    /// Declared parameters of an entry.
+    pub fn params(&self, entry: &str) -> Option<&[ParamInfo]> {
+        self.entry(entry).map(|p| p.params.as_slice())
+    }
+
+    /// Static shared memory of an entry, in bytes.
+    pub fn static_shared_bytes(&self, entry: &str) -> Option<u64> {
+        self.entry(entry).map(|p| p.static_smem)
+    }
+
+    /// `.target` of the module (e.g. `["sm_80"]`).
+    pub fn target(&self) -> &[String] {
+        &self.target
+    }
+
+    pub fn version(&self) -> Option<&str> {
+        self.version.as_deref()
+    }
+
+    fn entry(&self, name: &str) -> Option<&Program> {
+        self.entries.iter().find(|e| e.name == name)
+    }
+}
+
+/// Handle of a device buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BufferId(u32);
+
+impl BufferId {
+    pub fn index(self) -> u32 {
+        self.0
+    }
+}
+
+/// A host scalar type that can be copied to and from device buffers (little-endian).
+pub trait Scalar: Copy + 'static {
+    const SIZE: usize;
+    fn write_le(self, out: &mut Vec<u8>);
+    fn read_le(bytes: &[u8]) -> Self;
+}
+
+macro_rules! scalar {
+    ($($t:ty),*) => {$(
+        impl Scalar for $t {
+            const SIZE: usize = std::mem::size_of::<$t>();
+            fn write_le(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+            fn read_le(bytes: &[u8]) -> Self {
+                let mut a = [0u8; std::mem::size_of::<$t>()];
+                a.copy_from_slice(&bytes[..Self::SIZE]);
+                <$t>::from_le_bytes(a)
+            }
+        }
+    )*};
+}
+scalar!(
+    u8,
+    u16,
+    u32,
+    u64,
+    i8,
+    i16,
+    i32,
+    i64,
+    f32,
+    f64,
+    half::f16,
+    half::bf16
+);
+
+fn to_bytes<T: Scalar>(data: &[T]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(data.len() * T::SIZE);
+    for &x in data {
+        x.write_le(&mut out);
+    }
+    out
+}
+
+/// A kernel argument, in parameter order.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Arg {
+    /// A buffer's device address (for a `.u64`/`.b64`/`.s64` pointer parameter).
+    Buffer(BufferId),
+    U8(u8),
+    U16(u16),
+    U32(u32),
+    S32(i32),
+    U64(u64),
+    S64(i64),
+    F32(f32),
+    F64(f64),
+}
+
+impl Arg {
+    fn describe(&self) -> &'static str {
+        match self {
+            Arg::Buffer(_) => "a buffer",
+            Arg::U8(_) => "u8",
+            Arg::U16(_) => "u16",
+            Arg::U32(_) => "u32",
+            Arg::S32(_) => "s32",
+            Arg::U64(_) => "u64",
+            Arg::S64(_) => "s64",
+            Arg::F32(_) => "f32",
+            Arg::F64(_) => "f64",
+        }
+    }
+}
+
+/// Which checks run, the fuel limit and the block schedule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// Out-of-bounds and misaligned global/shared/local/param accesses.
+    pub memcheck: bool,
+    /// Reads of global bytes never written or uploaded.
+    pub initcheck: bool,
+    /// Shared-memory races between barriers.
+    pub racecheck: bool,
+    /// Divergent barriers, exits before barriers, bad warp-sync masks.
+    pub synccheck: bool,
+    /// Instructions one thread may execute before `FuelExhausted`.
+    pub fuel: u64,
+    /// Run blocks in a shuffled order (seeded, deterministic) instead of linear order.
+    pub shuffle_blocks: Option<u64>,
+    /// Host worker threads for blocks. Blocks currently always run on the calling thread (results
+    /// are identical either way); the field is accepted for forward compatibility.
+    pub threads: usize,
+    /// Distinct findings kept per launch (further ones are counted in `findings_dropped`).
+    pub max_findings: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            memcheck: true,
+            initcheck: true,
+            racecheck: true,
+            synccheck: true,
+            fuel: 50_000_000,
+            shuffle_blocks: None,
+            threads: 1,
+            max_findings: 100,
+        }
+    }
+}
+
+impl Options {
+    /// Every check off (counters still run): for throughput and plain execution.
+    pub fn unchecked() -> Self {
+        Options {
+            memcheck: false,
+            initcheck: false,
+            racecheck: false,
+            synccheck: false,
+            ..Options::default()
+        }
+    }
+}
+
+/// Result of a launch that ran.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LaunchReport {
+    pub findings: Vec<Finding>,
+    pub counters: Counters,
+    /// Findings beyond `Options::max_findings`.
+    pub findings_dropped: u64,
+}
+
+impl LaunchReport {
+    pub fn is_clean(&self) -> bool {
+        self.findings.is_empty()
+    }
+}
+
+/// Largest shared memory per block the simulator accepts (sm_90: 227 KiB).
+pub const MAX_SHARED_BYTES: u64 = 227 * 1024;
+
+/// The simulated device: global memory and launches.
+#[derive(Debug, Default)]
+pub struct Device {
+    mem: GlobalMem,
+}
+
+impl Device {
+    pub fn new() -> Device {
+        Device::default()
+    }
+
+    /// Allocates `bytes` of uninitialised memory (initcheck flags reads before writes).
+    pub fn alloc(&mut self, bytes: usize) -> BufferId {
+        BufferId(self.mem.alloc(bytes, false) as u32)
+    }
+
+    /// Allocates a buffer holding `data`.
+    pub fn upload<T: Scalar>(&mut self, data: &[T]) -> BufferId {
+        let bytes = to_bytes(data);
+        let i = self.mem.alloc(bytes.len(), true);
+        self.mem.buffers[i].data.copy_from_slice(&bytes);
+        BufferId(i as u32)
+    }
+
+    fn buf(&self, id: BufferId) -> Result<&crate::memory::Buffer, SimError> {
+        self.mem
+            .buffers
+            .get(id.0 as usize)
+            .filter(|b| b.live)
+            .ok_or(SimError::BadBuffer(id.0))
+    }
+
+    /// Overwrites the start of a buffer with `data` (which must fit).
+    pub fn write<T: Scalar>(&mut self, id: BufferId, data: &[T]) -> Result<(), SimError> {
+        let bytes = to_bytes(data);
+        let len = self.buf(id)?.data.len();
+        if bytes.len() > len {
+            return Err(SimError::BufferSize {
+                id: id.0,
+                message: format!("writing {} bytes into a {len}-byte buffer", bytes.len()),
+            });
+        }
+        let b = &mut self.mem.buffers[id.0 as usize];
+        b.data[..bytes.len()].copy_from_slice(&bytes);
+        b.mark_init(0, bytes.len());
+        Ok(())
+    }
+
+    /// Copies a whole buffer out as `T`s.
+    pub fn download<T: Scalar>(&self, id: BufferId) -> Result<Vec<T>, SimError> {
+        let b = self.buf(id)?;
+        if b.data.len() % T::SIZE != 0 {
+            return Err(SimError::BufferSize {
+                id: id.0,
+                message: format!(
+                    "{} bytes is not a whole number of {}-byte elements",
+                    b.data.len(),
+                    T::SIZE
+                ),
+            });
+        }
+        Ok(b.data.chunks_exact(T::SIZE).map(T::read_le).collect())
+    }
+
+    pub fn len_bytes(&self, id: BufferId) -> Result<usize, SimError> {
+        Ok(self.buf(id)?.data.len())
+    }
+
+    /// Device address of a buffer.
+    pub fn address(&self, id: BufferId) -> Result<u64, SimError> {
+        Ok(self.buf(id)?.base)
+    }
+
+    /// Frees a buffer; its address range is never reused, so stale pointers are caught.
+    pub fn free(&mut self, id: BufferId) -> Result<(), SimError> {
+        self.buf(id)?;
+        let b = &mut self.mem.buffers[id.0 as usize];
+        b.live = false;
+        b.data = Vec::new();
+        b.init = Vec::new();
+        Ok(())
+    }
+
+    /// Runs `entry` over `grid` × `block` threads.
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch(
+        &mut self,
+        module: &Module,
+        entry: &str,
+        grid: [u32; 3],
+        block: [u32; 3],
+        dynamic_smem: u32,
+        args: &[Arg],
+        options: &Options,
+    ) -> Result<LaunchReport, SimError> {
+        let prog = module.entry(entry).ok_or_else(|| SimError::UnknownEntry {
+            name: entry.to_string(),
+            available: module.entries().join(", "),
+        })?;
+        check_dims(prog, grid, block)?;
+        let params = self.param_buffer(prog, args)?;
+        let dynamic = u64::from(dynamic_smem);
+        let smem_bytes = if dynamic > 0 {
+            prog.dynamic_smem_offset + dynamic
+        } else {
+            prog.static_smem
+        };
+        if smem_bytes > MAX_SHARED_BYTES {
+            return Err(SimError::BadLaunch(format!(
+                "{smem_bytes} bytes of shared memory per block exceeds {MAX_SHARED_BYTES}"
+            )));
+        }
+        let nblocks = grid.iter().map(|&g| u64::from(g)).product::<u64>();
+        let mut order: Vec<u32> = (0..nblocks as u32).collect();
+        if let Some(seed) = options.shuffle_blocks {
+            shuffle(&mut order, seed);
+        }
+        let spec = LaunchSpec {
+            prog,
+            grid,
+            block,
+            params,
+            consts: &module.consts,
+            smem_bytes,
+            dynamic_smem: dynamic,
+            checks: CheckConfig {
+                memcheck: options.memcheck,
+                initcheck: options.initcheck,
+                racecheck: options.racecheck,
+                synccheck: options.synccheck,
+                fuel: options.fuel,
+            },
+            block_order: order,
+            findings_cap: options.max_findings.max(1),
+        };
+        let engine = Engine::new(&spec, &mut self.mem);
+        let (counters, findings, dropped) = engine.run();
+        Ok(LaunchReport {
+            findings,
+            counters,
+            findings_dropped: dropped,
+        })
+    }
+
+    fn param_buffer(&self, prog: &Program, args: &[Arg]) -> Result<Vec<u8>, SimError> {
+        if args.len() != prog.params.len() {
+            return Err(SimError::ArgCount {
+                entry: prog.name.clone(),
+                expected: prog.params.len(),
+                given: args.len(),
+            });
+        }
+        let mut buf = vec![0u8; prog.param_size as usize];
+        for (i, (arg, p)) in args.iter().zip(&prog.params).enumerate() {
+            let mismatch = |message: String| SimError::ArgType {
+                index: i,
+                param: p.name.clone(),
+                message,
+            };
+            let (bits, size, is_float): (u64, u64, Option<bool>) = match *arg {
+                Arg::Buffer(id) => {
+                    let addr = self.address(id)?;
+                    if p.size != 8 || p.ty.is_float() {
+                        return Err(mismatch(format!(
+                            "a buffer address needs a 64-bit integer parameter, `{}` is .{}",
+                            p.name,
+                            ty_name(p)
+                        )));
+                    }
+                    (addr, 8, Some(false))
+                }
+                Arg::U8(v) => (u64::from(v), 1, Some(false)),
+                Arg::U16(v) => (u64::from(v), 2, Some(false)),
+                Arg::U32(v) => (u64::from(v), 4, Some(false)),
+                Arg::S32(v) => (u64::from(v as u32), 4, Some(false)),
+                Arg::U64(v) => (v, 8, Some(false)),
+                Arg::S64(v) => (v as u64, 8, Some(false)),
+                Arg::F32(v) => (u64::from(v.to_bits()), 4, Some(true)),
+                Arg::F64(v) => (v.to_bits(), 8, Some(true)),
+            };
+            if size != p.size {
+                return Err(mismatch(format!(
+                    "{} ({size} bytes) passed for a {}-byte .{} parameter",
+                    arg.describe(),
+                    p.size,
+                    ty_name(p)
+                )));
+            }
+            let typed = !p.is_array && !matches!(p.ty, Ty::B8 | Ty::B16 | Ty::B32 | Ty::B64);
+            if typed && is_float.is_some_and(|f| f != p.ty.is_float()) {
+                return Err(mismatch(format!(
+                    "{} passed for a .{} parameter",
+                    arg.describe(),
+                    ty_name(p)
+                )));
+            }
+            let off = p.offset as usize;
+            buf[off..off + size as usize].copy_from_slice(&bits.to_le_bytes()[..size as usize]);
+        }
+        Ok(buf)
+    }
+}
+
+fn ty_name(p: &ParamInfo) -> String {
+    format!("{:?}", p.ty).to_lowercase()
+}
+
+fn check_dims(prog: &Program, grid: [u32; 3], block: [u32; 3]) -> Result<(), SimError> {
+    if grid.contains(&0) || block.contains(&0) {
+        return Err(SimError::BadLaunch(format!(
+            "grid {grid:?} and block {block:?} must be non-zero"
+        )));
+    }
+    let threads = block.iter().map(|&b| u64::from(b)).product::<u64>();
+    if threads > 1024 || block[2] > 64 {
+        return Err(SimError::BadLaunch(format!(
+            "block {block:?} has {threads} threads (max 1024, z ≤ 64)"
+        )));
+    }
+    if grid[1] > 65535 || grid[2] > 65535 || grid[0] > i32::MAX as u32 {
+        return Err(SimError::BadLaunch(format!(
+            "grid {grid:?} exceeds the device limits"
+        )));
+    }
+    let blocks = grid.iter().map(|&g| u64::from(g)).product::<u64>();
+    if blocks > u64::from(u32::MAX) {
+        return Err(SimError::BadLaunch(format!(
+            "grid {grid:?} has too many blocks"
+        )));
+    }
+    if let Some(req) = prog.perf.reqntid {
+        if req.iter().product::<u32>() != threads as u32 || (req != block && req[1..] != [1, 1]) {
+            return Err(SimError::BadLaunch(format!(
+                "entry `{}` requires block {req:?} (.reqntid), got {block:?}",
+                prog.name
+            )));
+        }
+    }
+    if let Some(max) = prog.perf.maxntid {
+        if threads > u64::from(max.iter().product::<u32>()) {
+            return Err(SimError::BadLaunch(format!(
+                "block {block:?} exceeds .maxntid {max:?} of `{}`",
+                prog.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Deterministic Fisher–Yates with SplitMix64.
+fn shuffle(v: &mut [u32], seed: u64) {
+    let mut s = seed;
+    let mut next = || {
+        s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = s;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    for i in (1..v.len()).rev() {
+        let j = (next() % (i as u64 + 1)) as usize;
+        v.swap(i, j);
+    }
+}

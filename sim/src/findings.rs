@@ -1,0 +1,131 @@
+//! What a launch reports about the kernel itself: [`Finding`]s (sanitizer hits, fuel exhaustion)
+//! with their location, deduplicated and capped per launch.
+
+use std::collections::HashMap;
+
+/// The kind of fault a finding reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FindingKind {
+    /// Access outside any allocation, or outside the shared/local/param window.
+    OutOfBounds,
+    /// Access not aligned to its size.
+    Misaligned,
+    /// Read of global bytes never written or uploaded.
+    Uninitialized,
+    /// Two threads of a block touch the same shared bytes, one writing, without a barrier between.
+    SharedRace,
+    /// A barrier reached by only some live threads of the block, or at different barrier instructions.
+    DivergentBarrier,
+    /// Threads exited while the rest of the block waits at a barrier.
+    ExitBeforeBarrier,
+    /// A warp-synchronous instruction whose member mask does not match the arriving lanes.
+    WarpSyncMask,
+    /// A thread ran out of its instruction budget (likely an infinite loop).
+    FuelExhausted,
+    /// The block can make no progress (reported even with synccheck off).
+    Deadlock,
+    /// `trap` executed.
+    Trap,
+}
+
+impl FindingKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            FindingKind::OutOfBounds => "OutOfBounds",
+            FindingKind::Misaligned => "Misaligned",
+            FindingKind::Uninitialized => "Uninitialized",
+            FindingKind::SharedRace => "SharedRace",
+            FindingKind::DivergentBarrier => "DivergentBarrier",
+            FindingKind::ExitBeforeBarrier => "ExitBeforeBarrier",
+            FindingKind::WarpSyncMask => "WarpSyncMask",
+            FindingKind::FuelExhausted => "FuelExhausted",
+            FindingKind::Deadlock => "Deadlock",
+            FindingKind::Trap => "Trap",
+        }
+    }
+}
+
+/// How an access touched memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AccessKind {
+    Read,
+    Write,
+    Atomic,
+}
+
+impl AccessKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            AccessKind::Read => "read",
+            AccessKind::Write => "write",
+            AccessKind::Atomic => "atomic",
+        }
+    }
+}
+
+/// One side of a race: which instruction, which thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Access {
+    pub kind: AccessKind,
+    pub pc: usize,
+    pub line: usize,
+    pub thread: [u32; 3],
+    pub block: [u32; 3],
+    pub address: u64,
+}
+
+/// A fault of the kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub kind: FindingKind,
+    pub message: String,
+    /// Instruction index in the entry.
+    pub pc: usize,
+    /// PTX source line.
+    pub line: usize,
+    pub thread: [u32; 3],
+    pub block: [u32; 3],
+    pub address: Option<u64>,
+    /// Racecheck: the earlier conflicting access.
+    pub other: Option<Access>,
+    /// The access kind of this finding's own access, when it is a memory access.
+    pub access: Option<AccessKind>,
+    /// How many occurrences were folded into this one (same kind, pc, and other pc).
+    pub count: u64,
+}
+
+/// Collects findings: deduplicates by (kind, pc, other pc) and keeps the first `cap`.
+#[derive(Debug, Default)]
+pub struct Findings {
+    pub list: Vec<Finding>,
+    index: HashMap<(FindingKind, usize, Option<usize>), usize>,
+    pub dropped: u64,
+    pub cap: usize,
+}
+
+impl Findings {
+    pub fn new(cap: usize) -> Self {
+        Findings {
+            cap,
+            ..Findings::default()
+        }
+    }
+
+    pub fn push(&mut self, f: Finding) {
+        let key = (f.kind, f.pc, f.other.as_ref().map(|o| o.pc));
+        if let Some(&i) = self.index.get(&key) {
+            self.list[i].count += 1;
+            return;
+        }
+        if self.list.len() >= self.cap {
+            self.dropped += 1;
+            return;
+        }
+        self.index.insert(key, self.list.len());
+        self.list.push(f);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+}

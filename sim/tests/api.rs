@@ -1,0 +1,446 @@
+//! Host API behaviour: typed errors for bad input, findings with full reports, counters,
+//! determinism and block shuffling.
+
+use ptxforge_sim::{Arg, Device, FindingKind, Module, Options, SimError};
+
+fn corpus(name: &str) -> String {
+    std::fs::read_to_string(format!("{}/tests/ptx/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+const COPY: &str = r#"
+.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry copy(.param .u64 pin, .param .u64 pout, .param .u32 pn)
+{
+	.reg .pred %p<2>;
+	.reg .b32 %r<4>;
+	.reg .b64 %rd<6>;
+	ld.param.u64 %rd1, [pin];
+	ld.param.u64 %rd2, [pout];
+	ld.param.u32 %r1, [pn];
+	mov.u32 %r2, %tid.x;
+	setp.ge.u32 %p1, %r2, %r1;
+	@%p1 bra $L__end;
+	mul.wide.u32 %rd3, %r2, 4;
+	add.s64 %rd4, %rd1, %rd3;
+	ld.global.u32 %r3, [%rd4];
+	add.s64 %rd5, %rd2, %rd3;
+	st.global.u32 [%rd5], %r3;
+$L__end:
+	ret;
+}
+"#;
+
+#[test]
+fn copy_runs_and_lists_entries() {
+    let m = Module::parse(COPY).unwrap();
+    assert_eq!(m.entries(), vec!["copy"]);
+    let mut d = Device::new();
+    let a = d.upload(&(0..64u32).collect::<Vec<_>>());
+    let b = d.alloc(64 * 4);
+    let r = d
+        .launch(
+            &m,
+            "copy",
+            [1, 1, 1],
+            [64, 1, 1],
+            0,
+            &[Arg::Buffer(a), Arg::Buffer(b), Arg::U32(64)],
+            &Options::default(),
+        )
+        .unwrap();
+    assert!(r.is_clean(), "{:?}", r.findings);
+    assert_eq!(d.download::<u32>(b).unwrap(), (0..64).collect::<Vec<_>>());
+    assert_eq!(r.counters.global_load_requests, 2);
+    assert_eq!(r.counters.global_load_efficiency(), 1.0);
+    assert_eq!(r.counters.global_store_efficiency(), 1.0);
+}
+
+#[test]
+fn buffer_too_small_is_an_out_of_bounds_finding_not_a_panic() {
+    let m = Module::parse(COPY).unwrap();
+    let mut d = Device::new();
+    let a = d.upload(&[1u32; 16]);
+    let b = d.alloc(16 * 4);
+    let r = d
+        .launch(
+            &m,
+            "copy",
+            [1, 1, 1],
+            [32, 1, 1],
+            0,
+            &[Arg::Buffer(a), Arg::Buffer(b), Arg::U32(32)],
+            &Options::default(),
+        )
+        .unwrap();
+    assert_eq!(r.findings.len(), 1, "{:?}", r.findings);
+    let f = &r.findings[0];
+    assert_eq!(f.kind, FindingKind::OutOfBounds);
+    assert_eq!(f.thread, [16, 0, 0]);
+    assert_eq!(f.count, 16, "one deduplicated finding for threads 16..31");
+    assert_eq!(f.line, 18, "the load from the short input faults first");
+    assert!(f.address.is_some());
+    // The in-bounds half was still copied.
+    assert_eq!(&d.download::<u32>(b).unwrap()[..16], &[1; 16]);
+}
+
+#[test]
+fn arg_mismatches_are_typed_errors() {
+    let m = Module::parse(COPY).unwrap();
+    let mut d = Device::new();
+    let a = d.upload(&[0u32; 4]);
+    let o = Options::default();
+    let e = d
+        .launch(&m, "copy", [1, 1, 1], [1, 1, 1], 0, &[Arg::Buffer(a)], &o)
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            SimError::ArgCount {
+                expected: 3,
+                given: 1,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = d
+        .launch(
+            &m,
+            "copy",
+            [1, 1, 1],
+            [1, 1, 1],
+            0,
+            &[Arg::Buffer(a), Arg::Buffer(a), Arg::U64(4)],
+            &o,
+        )
+        .unwrap_err();
+    assert!(matches!(e, SimError::ArgType { index: 2, .. }), "{e}");
+    let e = d
+        .launch(
+            &m,
+            "copy",
+            [1, 1, 1],
+            [1, 1, 1],
+            0,
+            &[Arg::Buffer(a), Arg::Buffer(a), Arg::F32(1.0)],
+            &o,
+        )
+        .unwrap_err();
+    assert!(matches!(e, SimError::ArgType { index: 2, .. }), "{e}");
+    let e = d
+        .launch(
+            &m,
+            "copy",
+            [1, 1, 1],
+            [1, 1, 1],
+            0,
+            &[Arg::U32(1), Arg::Buffer(a), Arg::U32(4)],
+            &o,
+        )
+        .unwrap_err();
+    assert!(matches!(e, SimError::ArgType { index: 0, .. }), "{e}");
+    let e = d
+        .launch(&m, "nope", [1, 1, 1], [1, 1, 1], 0, &[], &o)
+        .unwrap_err();
+    assert!(matches!(e, SimError::UnknownEntry { .. }), "{e}");
+    let e = d
+        .launch(
+            &m,
+            "copy",
+            [1, 1, 1],
+            [2048, 1, 1],
+            0,
+            &[Arg::Buffer(a), Arg::Buffer(a), Arg::U32(4)],
+            &o,
+        )
+        .unwrap_err();
+    assert!(matches!(e, SimError::BadLaunch(_)), "{e}");
+    let e = d
+        .launch(
+            &m,
+            "copy",
+            [0, 1, 1],
+            [1, 1, 1],
+            0,
+            &[Arg::Buffer(a), Arg::Buffer(a), Arg::U32(4)],
+            &o,
+        )
+        .unwrap_err();
+    assert!(matches!(e, SimError::BadLaunch(_)), "{e}");
+    d.free(a).unwrap();
+    let e = d
+        .launch(
+            &m,
+            "copy",
+            [1, 1, 1],
+            [1, 1, 1],
+            0,
+            &[Arg::Buffer(a), Arg::Buffer(a), Arg::U32(4)],
+            &o,
+        )
+        .unwrap_err();
+    assert!(matches!(e, SimError::BadBuffer(_)), "{e}");
+    assert!(matches!(d.free(a), Err(SimError::BadBuffer(_))));
+    assert!(matches!(d.download::<u32>(a), Err(SimError::BadBuffer(_))));
+}
+
+#[test]
+fn buffer_api_errors() {
+    let mut d = Device::new();
+    let b = d.alloc(6);
+    assert!(matches!(
+        d.download::<u32>(b),
+        Err(SimError::BufferSize { .. })
+    ));
+    assert!(matches!(
+        d.write(b, &[1u32, 2]),
+        Err(SimError::BufferSize { .. })
+    ));
+    d.write(b, &[7u16, 8, 9]).unwrap();
+    assert_eq!(d.download::<u16>(b).unwrap(), vec![7, 8, 9]);
+    assert_eq!(d.len_bytes(b).unwrap(), 6);
+    let h = d.upload(&[
+        half::f16::from_f32(1.5),
+        half::bf16::from_f32(2.0).to_bits().into_f16(),
+    ]);
+    assert_eq!(
+        d.download::<half::f16>(h).unwrap()[0],
+        half::f16::from_f32(1.5)
+    );
+}
+
+trait IntoF16 {
+    fn into_f16(self) -> half::f16;
+}
+impl IntoF16 for u16 {
+    fn into_f16(self) -> half::f16 {
+        half::f16::from_bits(self)
+    }
+}
+
+#[test]
+fn malformed_and_unsupported_ptx_are_typed_errors_with_lines() {
+    let bad = ".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n  mov.u32 %r1 5;\n}\n";
+    match Module::parse(bad) {
+        Err(SimError::Parse { line, .. }) => assert_eq!(line, 6),
+        other => panic!("{other:?}"),
+    }
+    let unsupported = ".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n .reg .b32 %r<3>;\n  mul24.lo.u32 %r1, %r2, %r2;\n}\n";
+    match Module::parse(unsupported) {
+        Err(SimError::Unsupported { line, opcode, .. }) => {
+            assert_eq!(line, 7);
+            assert_eq!(opcode, "mul24.lo.u32");
+        }
+        other => panic!("{other:?}"),
+    }
+    let unknown_reg = ".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n  mov.u32 %r1, 5;\n}\n";
+    assert!(matches!(
+        Module::parse(unknown_reg),
+        Err(SimError::Parse { line: 6, .. })
+    ));
+    let bad_label = ".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n  bra $nowhere;\n}\n";
+    assert!(matches!(
+        Module::parse(bad_label),
+        Err(SimError::Parse { line: 6, .. })
+    ));
+    let unknown_mod = ".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n .reg .b32 %r<3>;\n  add.wat.u32 %r1, %r2, %r2;\n}\n";
+    assert!(matches!(
+        Module::parse(unknown_mod),
+        Err(SimError::Unsupported { line: 7, .. })
+    ));
+}
+
+#[test]
+fn race_report_names_both_accesses() {
+    let text = corpus("buggy/shared_race.ptx");
+    let m = Module::parse(&text).unwrap();
+    let mut d = Device::new();
+    let out = d.alloc(256);
+    let r = d
+        .launch(
+            &m,
+            "race",
+            [1, 1, 1],
+            [64, 1, 1],
+            0,
+            &[Arg::Buffer(out)],
+            &Options::default(),
+        )
+        .unwrap();
+    let races: Vec<_> = r
+        .findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::SharedRace)
+        .collect();
+    assert!(!races.is_empty());
+    let f = races[0];
+    let other = f.other.as_ref().expect("race names the other access");
+    // Thread 0 reads s[1] (ld.shared, line 20) which thread 1 wrote (st.shared, line 19).
+    assert_eq!((f.line, f.thread), (20, [0, 0, 0]));
+    assert_eq!((other.line, other.thread), (19, [1, 0, 0]));
+    assert_ne!(f.pc, other.pc);
+    assert_eq!(other.kind, ptxforge_sim::AccessKind::Write);
+    assert_eq!(f.access, Some(ptxforge_sim::AccessKind::Read));
+    assert_eq!(f.block, [0, 0, 0]);
+    assert_eq!(f.address, Some(4));
+    // With racecheck off the kernel is clean.
+    let r = d
+        .launch(
+            &m,
+            "race",
+            [1, 1, 1],
+            [64, 1, 1],
+            0,
+            &[Arg::Buffer(out)],
+            &Options {
+                racecheck: false,
+                ..Options::default()
+            },
+        )
+        .unwrap();
+    assert!(r.is_clean());
+}
+
+#[test]
+fn shared_bank_conflicts_and_strided_global_access_are_counted() {
+    let text = r#"
+.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry strided(.param .u64 pout, .param .u32 pstride)
+{
+	.reg .b32 %r<8>;
+	.reg .b64 %rd<4>;
+	.shared .align 4 .b8 s[4096];
+	ld.param.u64 %rd1, [pout];
+	ld.param.u32 %r1, [pstride];
+	mov.u32 %r2, %tid.x;
+	mul.lo.s32 %r3, %r2, %r1;
+	shl.b32 %r4, %r3, 2;
+	mov.u32 %r5, s;
+	add.s32 %r6, %r5, %r4;
+	st.shared.u32 [%r6], %r2;
+	mul.wide.u32 %rd2, %r4, 1;
+	add.s64 %rd3, %rd1, %rd2;
+	st.global.u32 [%rd3], %r2;
+	ret;
+}
+"#;
+    let m = Module::parse(text).unwrap();
+    let mut d = Device::new();
+    let out = d.alloc(32 * 32 * 4);
+    let run = |d: &mut Device, stride: u32| {
+        d.launch(
+            &m,
+            "strided",
+            [1, 1, 1],
+            [32, 1, 1],
+            0,
+            &[Arg::Buffer(out), Arg::U32(stride)],
+            &Options::default(),
+        )
+        .unwrap()
+        .counters
+    };
+    let c1 = run(&mut d, 1);
+    assert_eq!(c1.shared_wavefronts_per_request(), 1.0);
+    assert_eq!(c1.global_store_efficiency(), 1.0);
+    let c2 = run(&mut d, 2);
+    assert_eq!(c2.shared_wavefronts_per_request(), 2.0);
+    assert_eq!(c2.global_store_efficiency(), 0.5);
+    let c32 = run(&mut d, 32);
+    assert_eq!(c32.shared_wavefronts_per_request(), 32.0);
+    assert_eq!(c32.global_store_sectors, 32);
+    assert_eq!(c32.global_store_efficiency(), 4.0 / 32.0);
+    assert_eq!(c32.instructions.mem_shared, 32);
+    assert_eq!(c32.instructions.total(), 32 * 12);
+}
+
+#[test]
+fn runs_are_deterministic_and_shuffled_block_order_gives_the_same_result() {
+    let text = corpus("atom_counter.ptx");
+    let m = Module::parse(&text).unwrap();
+    let run = |shuffle: Option<u64>| {
+        let mut d = Device::new();
+        let ctr = d.upload(&[0u32]);
+        let seen = d.upload(&[0u32; 256]);
+        let r = d
+            .launch(
+                &m,
+                "counter",
+                [4, 1, 1],
+                [64, 1, 1],
+                0,
+                &[Arg::Buffer(ctr), Arg::Buffer(seen)],
+                &Options {
+                    shuffle_blocks: shuffle,
+                    ..Options::default()
+                },
+            )
+            .unwrap();
+        (
+            r,
+            d.download::<u32>(ctr).unwrap(),
+            d.download::<u32>(seen).unwrap(),
+        )
+    };
+    let a = run(None);
+    let b = run(None);
+    assert_eq!(a.0, b.0);
+    assert_eq!(a.1, b.1);
+    let s = run(Some(7));
+    assert_eq!(s.1, vec![256]);
+    assert_eq!(s.2, vec![1; 256]);
+    assert_eq!(s.0.counters, a.0.counters);
+}
+
+#[test]
+fn each_check_can_be_switched_off() {
+    let text = corpus("buggy/uninit_read.ptx");
+    let m = Module::parse(&text).unwrap();
+    let mut d = Device::new();
+    let a = d.alloc(32);
+    let b = d.alloc(32);
+    let on = d
+        .launch(
+            &m,
+            "copy",
+            [1, 1, 1],
+            [8, 1, 1],
+            0,
+            &[Arg::Buffer(a), Arg::Buffer(b)],
+            &Options::default(),
+        )
+        .unwrap();
+    assert_eq!(on.findings[0].kind, FindingKind::Uninitialized);
+    let off = d
+        .launch(
+            &m,
+            "copy",
+            [1, 1, 1],
+            [8, 1, 1],
+            0,
+            &[Arg::Buffer(a), Arg::Buffer(b)],
+            &Options {
+                initcheck: false,
+                ..Options::default()
+            },
+        )
+        .unwrap();
+    assert!(off.is_clean());
+    // After the kernel wrote `b`, reading it is fine.
+    let again = d
+        .launch(
+            &m,
+            "copy",
+            [1, 1, 1],
+            [8, 1, 1],
+            0,
+            &[Arg::Buffer(b), Arg::Buffer(a)],
+            &Options::default(),
+        )
+        .unwrap();
+    assert!(again.is_clean(), "{:?}", again.findings);
+}

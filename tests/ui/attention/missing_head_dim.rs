@@ -1,0 +1,6 @@
+use ptxforge::prelude::*;
+
+#[attention_kernel(causal, dtype = bf16)]
+pub struct Attn;
+
+fn main() {}

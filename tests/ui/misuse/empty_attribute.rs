@@ -1,0 +1,6 @@
+use ptxforge::prelude::*;
+
+#[conv2d_kernel]
+pub struct Kernel;
+
+fn main() {}

@@ -1,0 +1,6 @@
+use ptxforge::prelude::*;
+
+#[nf4_gemm(n = 64, 64)]
+pub struct Kernel;
+
+fn main() {}

@@ -1,0 +1,6 @@
+use ptxforge::prelude::*;
+
+#[moe_kernel(experts = 8, top_k = 2, hidden = 0, expert_dim = 14336)]
+pub struct Mixtral;
+
+fn main() {}

@@ -1,0 +1,201 @@
+//! `cargo xtask bench`: measures and writes BENCHMARKS.md. Every figure carries the command that
+//! produced it. Sections: code generation time, ptxas resources per kernel and target,
+//! interpreter throughput.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use ptxforge_runtime::matrix::{jobs, MatrixEntry};
+use ptxforge_runtime::ptxas::{assemble, EntryReport};
+use ptxforge_runtime::Arch;
+
+/// Runs of each code-generation job; the median is reported.
+const CODEGEN_RUNS: usize = 5;
+
+pub fn bench(root: &Path, ptxas: &Path) -> Result<String, String> {
+    let mut md = String::new();
+    md.push_str("# Benchmarks\n\n");
+    md.push_str("Written by `cargo xtask bench` on the machine it ran on; rerun it to refresh. ");
+    md.push_str(
+        "Timings are medians of repeated runs on a shared 2-core machine (expect ±10% noise).\n\n",
+    );
+    let entries = codegen_section(&mut md)?;
+    ptxas_section(
+        &mut md,
+        &entries,
+        ptxas,
+        &root.join("target").join("bench-ptxas"),
+    )?;
+    throughput_section(&mut md, root)?;
+    Ok(md)
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+/// (a) Build + validate + emit time per family configuration.
+fn codegen_section(md: &mut String) -> Result<Vec<MatrixEntry>, String> {
+    let jobs = jobs();
+    let mut entries = Vec::with_capacity(jobs.len());
+    let mut rows: Vec<(&'static str, String, Arch, f64, usize)> = Vec::new();
+    for job in &jobs {
+        let mut times = Vec::with_capacity(CODEGEN_RUNS);
+        let mut last = None;
+        for _ in 0..CODEGEN_RUNS {
+            let t = Instant::now();
+            let entry = job.run().map_err(|e| e.to_string())?;
+            times.push(t.elapsed().as_secs_f64() * 1e6);
+            last = Some(entry);
+        }
+        let entry = last.expect("ran at least once");
+        rows.push((
+            job.family,
+            job.name.clone(),
+            job.arch,
+            median(times),
+            entry.ptx.len(),
+        ));
+        entries.push(entry);
+    }
+    md.push_str("## Code generation\n\n");
+    md.push_str("Median time to build (typed builder), validate and emit one module, per family and target ");
+    let _ = writeln!(
+        md,
+        "({CODEGEN_RUNS} runs each). Command: `cargo xtask bench`.\n"
+    );
+    md.push_str(
+        "| family | modules | median µs | max µs | mean PTX bytes |\n|---|---|---|---|---|\n",
+    );
+    let mut families: Vec<&str> = rows.iter().map(|r| r.0).collect();
+    families.dedup();
+    for fam in families {
+        let of: Vec<_> = rows.iter().filter(|r| r.0 == fam).collect();
+        let times: Vec<f64> = of.iter().map(|r| r.3).collect();
+        let max = times.iter().copied().fold(0.0, f64::max);
+        let bytes = of.iter().map(|r| r.4).sum::<usize>() / of.len();
+        let _ = writeln!(
+            md,
+            "| {fam} | {} | {:.0} | {:.0} | {bytes} |",
+            of.len(),
+            median(times),
+            max
+        );
+    }
+    md.push_str("\nPer module on sm_80:\n\n| family | module | µs |\n|---|---|---|\n");
+    for (fam, name, arch, us, _) in &rows {
+        if *arch == Arch::Sm80 {
+            let _ = writeln!(md, "| {fam} | {name} | {us:.0} |");
+        }
+    }
+    md.push('\n');
+    Ok(entries)
+}
+
+/// (b) `ptxas -v` per kernel and target.
+fn ptxas_section(
+    md: &mut String,
+    entries: &[MatrixEntry],
+    ptxas: &Path,
+    scratch: &Path,
+) -> Result<(), String> {
+    let mut rows: Vec<(String, Arch, EntryReport)> = Vec::new();
+    for e in entries {
+        let report = assemble(ptxas, &e.ptx, e.arch, scratch)
+            .map_err(|err| format!("{}: {err}", e.path()))?;
+        if !report.warnings.is_empty() {
+            return Err(format!(
+                "{}: ptxas warnings: {:?}",
+                e.path(),
+                report.warnings
+            ));
+        }
+        for r in report.entries {
+            rows.push((format!("{}/{}", e.family, e.name), e.arch, r));
+        }
+    }
+    let spills: u32 = rows
+        .iter()
+        .map(|r| r.2.spill_stores + r.2.spill_loads)
+        .sum();
+    md.push_str("## ptxas resources\n\n");
+    let _ = writeln!(
+        md,
+        "`ptxas -arch=<target> -v` (CUDA 12.9) on every module of the emit matrix: {} kernel × target pairs, \
+         {spills} bytes of spills in total. Command: `cargo xtask bench` (the same modules as `cargo xtask emit`).\n",
+        rows.len()
+    );
+    md.push_str("| module | entry | registers (sm_70 / sm_80 / sm_90) | max shared B | stack B | spills B |\n");
+    md.push_str("|---|---|---|---|---|---|\n");
+    let mut keys: Vec<(String, String)> = rows
+        .iter()
+        .map(|r| (r.0.clone(), r.2.entry.clone()))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    for (module, entry) in keys {
+        let of: Vec<_> = rows
+            .iter()
+            .filter(|r| r.0 == module && r.2.entry == entry)
+            .collect();
+        let regs = |arch: Arch| {
+            of.iter()
+                .find(|r| r.1 == arch)
+                .map_or("–".to_string(), |r| r.2.registers.to_string())
+        };
+        let smem = of.iter().map(|r| r.2.shared_bytes).max().unwrap_or(0);
+        let stack = of.iter().map(|r| r.2.stack_bytes).max().unwrap_or(0);
+        let spill = of
+            .iter()
+            .map(|r| r.2.spill_stores + r.2.spill_loads)
+            .max()
+            .unwrap_or(0);
+        let _ = writeln!(
+            md,
+            "| {module} | {entry} | {} / {} / {} | {smem} | {stack} | {spill} |",
+            regs(Arch::Sm70),
+            regs(Arch::Sm80),
+            regs(Arch::Sm90)
+        );
+    }
+    md.push('\n');
+    Ok(())
+}
+
+/// (d) Interpreter throughput: the sim crate's own benchmark, checks off and each check on.
+fn throughput_section(md: &mut String, root: &Path) -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .current_dir(root)
+        .args([
+            "run",
+            "--quiet",
+            "--release",
+            "-p",
+            "ptxforge-sim",
+            "--example",
+            "throughput",
+        ])
+        .output()
+        .map_err(|e| format!("could not run the throughput example: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "throughput example failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    md.push_str("## Interpreter throughput\n\n");
+    md.push_str(
+        "Thread-instructions per second on one core, all checks off and each check on alone. ",
+    );
+    md.push_str("Goal: ≥ 50 M/s with checks off on the FMA loop. ");
+    md.push_str(
+        "Command: `cargo run -p ptxforge-sim --release --example throughput`.\n\n```text\n",
+    );
+    md.push_str(String::from_utf8_lossy(&out.stdout).trim_end());
+    md.push_str("\n```\n\n");
+    Ok(())
+}
