@@ -43,8 +43,9 @@ pub const fn element_kind(dtype: DType) -> ScalarKind {
     }
 }
 
-/// A shape error as the launch error naming the offending dimension.
-fn shape_error(shape: &AttentionShape, e: AttentionShapeError) -> LaunchError {
+/// A shape error as a launch error: a zero or too large dimension is [`LaunchError::InvalidDim`]
+/// naming it, `Hq` not a multiple of `Hkv` is [`LaunchError::Shape`].
+fn shape_error(e: AttentionShapeError) -> LaunchError {
     let reason = e.to_string();
     match e {
         AttentionShapeError::ZeroDim { name } => LaunchError::InvalidDim {
@@ -52,11 +53,7 @@ fn shape_error(shape: &AttentionShape, e: AttentionShapeError) -> LaunchError {
             value: 0,
             reason,
         },
-        AttentionShapeError::HeadsNotMultiple { .. } => LaunchError::InvalidDim {
-            name: "heads_kv",
-            value: u64::from(shape.heads_kv),
-            reason,
-        },
+        AttentionShapeError::HeadsNotMultiple { .. } => LaunchError::Shape(reason),
         AttentionShapeError::TooLarge { tensor, elements } => LaunchError::InvalidDim {
             name: tensor,
             value: u64::try_from(elements).unwrap_or(u64::MAX),
@@ -83,9 +80,7 @@ pub fn launch_config(
             reason: errors.to_string(),
         });
     }
-    shape
-        .validate(cfg.head_dim)
-        .map_err(|e| shape_error(shape, e))?;
+    shape.validate(cfg.head_dim).map_err(shape_error)?;
     for (name, v) in [("heads_q", shape.heads_q), ("batch", shape.batch)] {
         if v > MAX_GRID_YZ {
             return Err(LaunchError::InvalidDim {
@@ -151,7 +146,7 @@ pub fn forward<B: Backend, T: Element>(
     let kind = element_kind(cfg.dtype);
     if T::KIND != kind {
         return Err(LaunchError::ArgumentType {
-            entry: ENTRY,
+            entry: ENTRY.to_string(),
             index: 0,
             expected: ParamKind::Pointer(kind),
         });
@@ -336,14 +331,12 @@ mod tests {
             })
         ));
         let gqa3 = AttentionShape { heads_kv: 3, ..s };
-        assert!(matches!(
+        assert_eq!(
             run::<f32>(&cfg, &gqa3, good, None),
-            Err(LaunchError::InvalidDim {
-                name: "heads_kv",
-                value: 3,
-                ..
-            })
-        ));
+            Err(LaunchError::Shape(
+                "heads_q = 4 is not a multiple of heads_kv = 3".to_string()
+            ))
+        );
         for (name, zero) in [
             ("batch", AttentionShape { batch: 0, ..s }),
             ("heads_q", AttentionShape { heads_q: 0, ..s }),
