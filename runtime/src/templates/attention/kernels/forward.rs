@@ -52,9 +52,10 @@ pub(super) fn forward_kernel<T: Float, A: Float>(cfg: &AttentionConfig) -> Kerne
     );
     let p_own = k.mad_lo(place.lane_in_row, plan.acc_bytes, p_row);
     let lane = copy_lane(&mut k, &plan, &place);
+    // Own key `t·G + g` of the tile at `kv0` is visible iff `t·G < visible_end − g − kv0`.
     let visible_end = row_visible_end(&mut k, &plan, &place, params.seq_q, params.seq_kv);
     let g_signed = k.cvt::<S32, _>(place.lane_in_row, None);
-    let visible_end = k.sub(visible_end, g_signed);
+    let own_visible_end = k.sub(visible_end, g_signed);
     let tiles = kv_tile_count(&mut k, &plan, &place, params.seq_q, params.seq_kv);
 
     let block_n = plan.tiles.block_n;
@@ -63,7 +64,7 @@ pub(super) fn forward_kernel<T: Float, A: Float>(cfg: &AttentionConfig) -> Kerne
         load_kv_tile::<T, A>(k, &plan, &lane, &heads, &smem, kv0, params.seq_kv);
         k.bar_sync();
         let kv0_signed = k.cvt::<S32, _>(kv0, None);
-        let visible_limit = k.sub(visible_end, kv0_signed);
+        let visible_limit = k.sub(own_visible_end, kv0_signed);
         let scores = score_tile::<A>(k, &plan, &q, k_thread, &place, visible_limit);
         online_softmax_update(k, &plan, &state, &scores, p_own);
         k.bar_sync();

@@ -84,3 +84,51 @@ pub fn matrix_configs() -> Vec<AttentionConfig> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::templates::attention::SharedMemoryKind;
+
+    #[test]
+    fn every_matrix_config_compiles_with_the_declared_footprint() {
+        let configs = matrix_configs();
+        assert!(configs.len() >= 4 * 3 * 6, "{} configs", configs.len());
+        for cfg in configs {
+            let compiled = cfg.compile().unwrap();
+            let entry = compiled.entry(ENTRY).expect("the forward entry");
+            let t = cfg.tiles();
+            assert_eq!(entry.required_block, Some([t.threads, 1, 1]));
+            let declared = match t.shared_kind {
+                SharedMemoryKind::Static => {
+                    assert_eq!(entry.max_dynamic_shared_bytes, 0);
+                    entry.static_shared_bytes
+                }
+                SharedMemoryKind::Dynamic => {
+                    assert_eq!(entry.static_shared_bytes, 0);
+                    entry.max_dynamic_shared_bytes
+                }
+            };
+            assert_eq!(declared, t.shared_bytes, "{}", cfg.matrix_name());
+            let names: Vec<_> = entry.params.iter().map(|(n, _)| n.as_str()).collect();
+            assert_eq!(
+                names,
+                ["q", "k", "v", "o", "lse", "seq_q", "seq_kv", "heads_q", "heads_kv", "scale"]
+            );
+        }
+    }
+
+    #[test]
+    fn emission_is_deterministic_and_invalid_configs_are_refused() {
+        let cfg = AttentionConfig {
+            causal: true,
+            dtype: DType::BF16,
+            ..AttentionConfig::new(96)
+        };
+        assert_eq!(cfg.compile().unwrap().ptx, cfg.compile().unwrap().ptx);
+        assert!(matches!(
+            AttentionConfig::new(80).compile(),
+            Err(TemplateError::Config(_))
+        ));
+    }
+}
