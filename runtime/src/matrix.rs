@@ -84,6 +84,7 @@ pub fn jobs() -> Vec<MatrixJob> {
     add_family(&mut out, crate::templates::conv::matrix_configs());
     add_family(&mut out, crate::templates::moe::matrix_configs());
     add_family(&mut out, crate::templates::nf4::matrix_configs());
+    add_family(&mut out, crate::templates::attention::matrix_configs());
     out
 }
 

@@ -21,7 +21,8 @@
 //!    memory ≤ the arch's dynamic maximum, block-shape directives ≤ the arch's threads per block.
 //! 8. **Barriers are not predicated** (`@p bar.sync` is divergent by construction).
 //! 9. **Names are unique and printable**: kernel, parameter and shared-array names are PTX
-//!    identifiers, unique in their scope.
+//!    identifiers, unique in their scope; phase comments are single-line ASCII (ptxas rejects
+//!    any non-ASCII character in the file).
 
 use std::collections::HashSet;
 use std::fmt;
@@ -276,6 +277,15 @@ impl KernelCheck<'_> {
         }
         if let Some(reason) = op.modifier_error() {
             self.error(Some(i), None, reason);
+        }
+        if let Op::Comment(text) = op {
+            if !text.is_ascii() || text.contains(['\n', '\r']) {
+                self.error(
+                    Some(i),
+                    None,
+                    format!("comment {text:?} is not single-line ASCII"),
+                );
+            }
         }
         let req = op.requirement();
         let target = self.module.target;

@@ -212,3 +212,13 @@ fn predicated_barrier_is_rejected() {
         "{errs:#?}"
     );
 }
+
+#[test]
+fn comments_must_be_single_line_ascii() {
+    let mut k = KernelBuilder::new("bad", Arch::Sm80);
+    k.comment("tile × tile");
+    k.comment("two\nlines");
+    let errs = errors(k, Arch::Sm80);
+    assert_reason(&errs, "is not single-line ASCII");
+    assert_eq!(errs.len(), 2, "{errs:#?}");
+}

@@ -36,14 +36,28 @@ pub enum SharedMemoryKind {
     Dynamic,
 }
 
-/// The resolved tiling of an attention kernel.
+/// The resolved tiling of an attention kernel: tile sizes and the thread → data mapping.
+///
+/// Each query row of the `block_m`-row tile is owned by `threads_per_row` adjacent threads (a
+/// power of two, at most 16, so a row never straddles a warp); thread `g` of a row owns the
+/// `cols_per_thread` columns `c · threads_per_row · vector + g · vector + e` (`e < vector`) of
+/// Q and O, so one vector access of the row's threads covers consecutive addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct AttentionTiles {
     pub block_m: u32,
     pub block_n: u32,
-    /// Threads per block: one per query row of the tile, at least one warp
-    /// (`max(block_m, warp_size)`).
+    /// Threads sharing one query row: `max(next_pow2(⌈D / 16⌉), block_n / 16)`, so each thread
+    /// owns at most 16 columns of D and at most 16 keys of a KV tile.
+    pub threads_per_row: u32,
+    /// Columns of D each thread owns: `D / threads_per_row`.
+    pub cols_per_thread: u32,
+    /// Elements per vector access of a thread's columns: 4 (8 or 16 bytes), 2 for f64.
+    pub vector: u32,
+    /// Threads per block: `block_m · threads_per_row`.
     pub threads: u32,
+    /// Row stride of the shared P tile in elements: `block_n` padded so that
+    /// `stride ≡ threads_per_row (mod 32)` (conflict-free P writes and broadcast reads).
+    pub p_row_stride: u32,
     /// Shared memory per block, [`AttentionConfig::shared_bytes_for`].
     pub shared_bytes: u32,
     /// Static when `shared_bytes ≤ 48 KiB`, dynamic otherwise.
@@ -159,8 +173,17 @@ impl AttentionConfig {
     /// Accepted explicit tile sizes (0 = auto).
     pub const BLOCKS: [u32; 4] = [16, 32, 64, 128];
     /// Tile pairs `(block_m, block_n)` the defaults are picked from, in order of preference.
-    pub const DEFAULT_TILE_CANDIDATES: [(u32, u32); 5] =
-        [(64, 64), (64, 32), (32, 32), (32, 16), (16, 16)];
+    pub const DEFAULT_TILE_CANDIDATES: [(u32, u32); 9] = [
+        (64, 64),
+        (64, 32),
+        (32, 64),
+        (32, 32),
+        (64, 16),
+        (32, 16),
+        (16, 64),
+        (16, 32),
+        (16, 16),
+    ];
 
     pub const DEFAULT_CAUSAL: bool = false;
     pub const DEFAULT_DTYPE: DType = DType::F32;
@@ -183,68 +206,114 @@ impl AttentionConfig {
         1.0 / f64::from(self.head_dim).sqrt()
     }
 
+    /// Threads sharing one query row for a KV tile of `block_n` keys (see [`AttentionTiles`]).
+    pub fn threads_per_row_for(&self, block_n: u32) -> u32 {
+        self.head_dim
+            .div_ceil(16)
+            .next_power_of_two()
+            .max(block_n / 16)
+            .clamp(1, 16)
+    }
+
+    /// Bytes of one accumulator element: f64 for f64, f32 otherwise.
+    pub const fn acc_bytes(&self) -> u32 {
+        match self.dtype {
+            DType::F64 => 8,
+            _ => 4,
+        }
+    }
+
+    /// Elements per vector access of a thread's columns: 4 (16 bytes of f32 in shared memory;
+    /// 8 bytes of f16/bf16, 16 of f32 in global memory), 2 for f64 (16 bytes).
+    pub const fn vector_elems(&self) -> u32 {
+        match self.dtype {
+            DType::F64 => 2,
+            _ => 4,
+        }
+    }
+
+    /// Row stride, in elements, of the P tile: `block_n` padded to `≡ threads_per_row (mod 32)`.
+    pub fn p_row_stride_for(&self, block_n: u32) -> u32 {
+        let g = self.threads_per_row_for(block_n);
+        block_n + (g + 32 - block_n % 32) % 32
+    }
+
     /// Shared memory of one block, in bytes, for tiles `block_m × block_n`:
     ///
     /// ```text
-    /// (block_m + 2 · block_n) · D · size(dtype)      Q tile, K tile, V tile (storage type)
-    ///   + block_m · block_n · size(acc)             S/P tile (acc = f64 for f64, else f32)
+    /// (2 · block_n · D + block_m · p_row_stride) · size(acc)   K, V and P tiles
     /// ```
     ///
-    /// The kernel must allocate exactly this (kernel authors: keep the two in sync). Computed in
-    /// u64; saturates at `u32::MAX`.
+    /// with `acc` = f64 for f64, else f32: K and V are converted to the accumulator type once,
+    /// when the tile is staged, instead of once per reading thread. Q and O live in registers.
+    /// This is exactly what the kernel allocates. Computed in u64; saturates at `u32::MAX`.
     pub fn shared_bytes_for(&self, block_m: u32, block_n: u32) -> u32 {
-        let elem = u64::from(self.dtype.size_bytes());
-        let acc: u64 = if self.dtype == DType::F64 { 8 } else { 4 };
+        let acc = u64::from(self.acc_bytes());
         let (m, n, d) = (
             u64::from(block_m),
             u64::from(block_n),
             u64::from(self.head_dim),
         );
-        let bytes = (m + 2 * n) * d * elem + m * n * acc;
+        let stride = u64::from(self.p_row_stride_for(block_n));
+        let bytes = (2 * n * d + m * stride) * acc;
         u32::try_from(bytes).unwrap_or(u32::MAX)
     }
 
+    /// Threads per block for tiles `block_m × block_n`.
+    pub fn threads_for(&self, block_m: u32, block_n: u32) -> u32 {
+        block_m * self.threads_per_row_for(block_n)
+    }
+
+    /// A per-thread register estimate for tiles `block_m × block_n` (32-bit registers): the Q
+    /// slice and O accumulators (`2 · cols_per_thread`), the live partial scores of the
+    /// reduce-scatter (`log2 threads_per_row + 1`), the thread's scores of a KV tile
+    /// (`block_n / threads_per_row`), all in accumulator words, plus
+    /// [`Self::REGISTER_OVERHEAD`] for addresses, loop state and loaded values. Used to reject
+    /// tilings that would spill.
+    pub fn registers_estimate(&self, block_n: u32) -> u32 {
+        let g = self.threads_per_row_for(block_n);
+        let words = self.acc_bytes() / 4;
+        let live_partials = g.trailing_zeros() + 1;
+        words * (2 * (self.head_dim / g) + live_partials + block_n / g) + Self::REGISTER_OVERHEAD
+    }
+
+    /// Registers a thread needs beyond its data (addresses, indices, loaded vectors).
+    pub const REGISTER_OVERHEAD: u32 = 40;
+
+    /// Threads per block the default tiles aim for at most.
+    pub const DEFAULT_MAX_THREADS: u32 = 256;
+
     /// The default tiles for this head_dim, dtype and arch: the first of
-    /// [`Self::DEFAULT_TILE_CANDIDATES`] whose footprint fits static shared memory (48 KiB), else
-    /// the first that fits the arch's dynamic maximum, else the smallest (which `validate`
-    /// rejects).
+    /// [`Self::DEFAULT_TILE_CANDIDATES`] with at most [`Self::DEFAULT_MAX_THREADS`] threads whose
+    /// footprint fits static shared memory (48 KiB), else the first that fits the arch's
+    /// dynamic maximum, else `(16, 16)` (which `validate` rejects).
     pub fn default_tiles(&self) -> (u32, u32) {
+        self.first_fitting(|_, _| true).unwrap_or((16, 16))
+    }
+
+    /// The first candidate accepted by `filter` that fits static shared memory, else dynamic.
+    fn first_fitting(&self, filter: impl Fn(u32, u32) -> bool) -> Option<(u32, u32)> {
         let fits = |limit: u32| {
-            Self::DEFAULT_TILE_CANDIDATES
-                .into_iter()
-                .find(|&(m, n)| self.shared_bytes_for(m, n) <= limit)
+            Self::DEFAULT_TILE_CANDIDATES.into_iter().find(|&(m, n)| {
+                filter(m, n)
+                    && self.threads_for(m, n) <= Self::DEFAULT_MAX_THREADS
+                    && self.shared_bytes_for(m, n) <= limit
+            })
         };
         fits(self.arch.max_static_shared_bytes())
             .or_else(|| fits(self.arch.max_dynamic_shared_bytes()))
-            .unwrap_or((16, 16))
     }
 
     /// This config with `block_m`/`block_n` of 0 replaced by the defaults. When only one of the
-    /// two is given, the other comes from the first candidate with that value that fits (or the
-    /// given value is paired with the default of the other).
+    /// two is given, the other is the first candidate's with that value that fits (falling back
+    /// to 16).
     pub fn resolved(&self) -> Self {
-        let (dm, dn) = self.default_tiles();
-        let pick = |m: u32, n: u32| -> (u32, u32) {
-            match (m, n) {
-                (0, 0) => (dm, dn),
-                (0, n) => {
-                    let m = [64, 32, 16]
-                        .into_iter()
-                        .find(|&m| self.shared_fits(m, n))
-                        .unwrap_or(16);
-                    (m, n)
-                }
-                (m, 0) => {
-                    let n = [64, 32, 16]
-                        .into_iter()
-                        .find(|&n| self.shared_fits(m, n))
-                        .unwrap_or(16);
-                    (m, n)
-                }
-                (m, n) => (m, n),
-            }
+        let (block_m, block_n) = match (self.block_m, self.block_n) {
+            (0, 0) => self.default_tiles(),
+            (0, n) => (self.first_fitting(|_, cn| cn == n).map_or(16, |t| t.0), n),
+            (m, 0) => (m, self.first_fitting(|cm, _| cm == m).map_or(16, |t| t.1)),
+            (m, n) => (m, n),
         };
-        let (block_m, block_n) = pick(self.block_m, self.block_n);
         Self {
             block_m,
             block_n,
@@ -252,19 +321,20 @@ impl AttentionConfig {
         }
     }
 
-    fn shared_fits(&self, m: u32, n: u32) -> bool {
-        self.shared_bytes_for(m, n) <= self.arch.max_static_shared_bytes()
-    }
-
-    /// The resolved tiling: tile sizes, threads and shared memory (and whether it must be
-    /// dynamic).
+    /// The resolved tiling: tile sizes, thread mapping and shared memory (and whether it must
+    /// be dynamic).
     pub fn tiles(&self) -> AttentionTiles {
         let r = self.resolved();
         let shared_bytes = r.shared_bytes_for(r.block_m, r.block_n);
+        let threads_per_row = r.threads_per_row_for(r.block_n);
         AttentionTiles {
             block_m: r.block_m,
             block_n: r.block_n,
-            threads: r.block_m.max(self.arch.warp_size()),
+            threads_per_row,
+            cols_per_thread: r.head_dim / threads_per_row,
+            vector: r.vector_elems(),
+            threads: r.threads_for(r.block_m, r.block_n),
+            p_row_stride: r.p_row_stride_for(r.block_n),
             shared_bytes,
             shared_kind: if shared_bytes <= self.arch.max_static_shared_bytes() {
                 SharedMemoryKind::Static
@@ -311,6 +381,27 @@ impl AttentionConfig {
                     ),
                 );
             }
+            let regs = self.registers_estimate(t.block_n);
+            // ptxas allocates registers of a `.reqntid` block for two resident blocks per SM
+            // (measured: it spills to fit 64 registers at 512 threads), so the budget is half
+            // the register file per block.
+            let reg_limit = (self.arch.registers_per_block() / (2 * t.threads.max(1)))
+                .min(self.arch.max_registers_per_thread());
+            if t.threads <= max_threads && regs > reg_limit {
+                let fields: &[&'static str] = match (self.block_m, self.block_n) {
+                    (0, _) => &["block_n", "head_dim", "dtype"],
+                    _ => &["block_m", "block_n", "head_dim", "dtype"],
+                };
+                errs.push(
+                    fields,
+                    format!(
+                        "tiles block_m = {}, block_n = {} with head_dim = {} and dtype = {} need \
+                         about {regs} registers per thread, more than the {reg_limit} that {} \
+                         threads per block allow without spilling",
+                        t.block_m, t.block_n, self.head_dim, self.dtype, t.threads
+                    ),
+                );
+            }
             let max_dyn = self.arch.max_dynamic_shared_bytes();
             if t.shared_bytes > max_dyn {
                 let fields: &[&'static str] = match (self.block_m, self.block_n) {
@@ -339,18 +430,47 @@ mod tests {
     #[test]
     fn footprint_formula() {
         let cfg = AttentionConfig::new(64);
-        // (64 + 128) · 64 · 4 + 64 · 64 · 4
-        assert_eq!(cfg.shared_bytes_for(64, 64), 49152 + 16384);
+        // G = 4 for D = 64, block_n = 64: P stride 64 + 4 = 68.
+        // 2 · 64 · 64 · 4 (K, V) + 64 · 68 · 4 (P)
+        assert_eq!(cfg.threads_per_row_for(64), 4);
+        assert_eq!(cfg.p_row_stride_for(64), 68);
+        assert_eq!(cfg.shared_bytes_for(64, 64), 32768 + 17408);
+        // Half types stage K and V as f32.
         let f16 = AttentionConfig {
             dtype: DType::F16,
             ..cfg
         };
-        assert_eq!(f16.shared_bytes_for(64, 64), 24576 + 16384);
+        assert_eq!(f16.shared_bytes_for(64, 64), 32768 + 17408);
         let f64 = AttentionConfig {
             dtype: DType::F64,
             ..cfg
         };
-        assert_eq!(f64.shared_bytes_for(16, 16), 48 * 64 * 8 + 256 * 8);
+        // G = 4 (D / 16), stride 16 + (4 + 32 − 16) = 36.
+        assert_eq!(f64.shared_bytes_for(16, 16), 2 * 16 * 64 * 8 + 16 * 36 * 8);
+    }
+
+    #[test]
+    fn thread_mapping() {
+        for (d, n, g) in [
+            (32, 16, 2),
+            (32, 128, 8),
+            (96, 32, 8),
+            (128, 64, 8),
+            (256, 16, 16),
+        ] {
+            let cfg = AttentionConfig {
+                block_m: 16,
+                block_n: n,
+                ..AttentionConfig::new(d)
+            };
+            let t = cfg.tiles();
+            assert_eq!(t.threads_per_row, g, "d={d} n={n}");
+            assert_eq!(t.cols_per_thread * g, d);
+            assert_eq!(t.cols_per_thread % t.vector, 0);
+            assert_eq!(t.threads, 16 * g);
+            assert_eq!(t.p_row_stride % 32, g % 32);
+            assert!(t.p_row_stride >= n);
+        }
     }
 
     #[test]
@@ -362,19 +482,16 @@ mod tests {
                     ..AttentionConfig::new(d)
                 }
                 .tiles();
-                if d == 256 && dtype == DType::F32 {
-                    // Even 16 × 16 tiles need 50176 bytes.
-                    assert_eq!(t.shared_kind, SharedMemoryKind::Dynamic);
-                    assert_eq!((t.block_m, t.block_n), (64, 32)); // 139264 ≤ sm_80's 166912
-                } else {
-                    assert_eq!(t.shared_kind, SharedMemoryKind::Static, "d={d} {dtype}");
-                    assert!(t.shared_bytes <= 48 * 1024);
-                }
+                assert_eq!(t.shared_kind, SharedMemoryKind::Static, "d={d} {dtype}");
+                assert!(t.shared_bytes <= 48 * 1024);
+                assert!(t.threads <= AttentionConfig::DEFAULT_MAX_THREADS);
             }
         }
+        let f32_256 = AttentionConfig::new(256).tiles();
+        assert_eq!((f32_256.block_m, f32_256.block_n), (16, 16));
         let f16 = AttentionConfig {
             dtype: DType::F16,
-            ..AttentionConfig::new(64)
+            ..AttentionConfig::new(32)
         };
         assert_eq!((f16.tiles().block_m, f16.tiles().block_n), (64, 64));
     }
@@ -397,14 +514,16 @@ mod tests {
     }
 
     #[test]
-    fn explicit_tiles_blame_block_n_first() {
+    fn explicit_tiles_report_threads_and_shared_memory() {
         let cfg = AttentionConfig {
             block_m: 128,
             block_n: 128,
             ..AttentionConfig::new(256)
         };
         let err = cfg.validate().unwrap_err();
-        assert_eq!(err.0[0].fields[0], "block_n");
+        let firsts: Vec<_> = err.0.iter().map(|e| e.fields[0]).collect();
+        // 128 rows × 16 threads = 2048 threads; 2 · 128 · 256 · 4 bytes of K/V.
+        assert_eq!(firsts, vec!["block_m", "block_n"]);
         let half_auto = AttentionConfig {
             block_m: 32,
             ..AttentionConfig::new(128)
@@ -413,6 +532,27 @@ mod tests {
         assert_eq!(r.block_m, 32);
         assert!(r.block_n > 0);
         assert_eq!(half_auto.validate(), Ok(()));
+    }
+
+    #[test]
+    fn rejects_tiles_that_would_spill() {
+        // 64 rows × 16 threads = 1024 threads leave 32 registers per thread.
+        let cfg = AttentionConfig {
+            block_m: 64,
+            block_n: 16,
+            ..AttentionConfig::new(256)
+        };
+        let err = cfg.validate().unwrap_err();
+        assert_eq!(err.0.len(), 1);
+        assert_eq!(
+            err.0[0].fields,
+            vec!["block_m", "block_n", "head_dim", "dtype"]
+        );
+        assert!(
+            err.0[0].message.contains("registers"),
+            "{}",
+            err.0[0].message
+        );
     }
 
     #[test]
@@ -468,72 +608,5 @@ mod tests {
             big.validate(128),
             Err(AttentionShapeError::TooLarge { tensor: "q", .. })
         ));
-    }
-}
-
-/// Largest grid `y`/`z` extent.
-const MAX_GRID_YZ: u32 = 65535;
-
-impl AttentionConfig {
-    /// Launch geometry for `shape`: one block per `block_m` query rows of one (batch, head):
-    /// grid `(ceil(seq_q / block_m), heads_q, batch)`, block `(threads, 1, 1)`, and the dynamic
-    /// shared memory to request (0 when the footprint fits static shared memory).
-    pub fn launch_config(
-        &self,
-        shape: &AttentionShape,
-    ) -> Result<crate::launch::LaunchConfig, crate::launch::LaunchError> {
-        use crate::launch::{Dim3, LaunchConfig, LaunchError};
-        shape
-            .validate(self.head_dim)
-            .map_err(|e| LaunchError::InvalidDim {
-                name: "shape",
-                value: 0,
-                reason: e.to_string(),
-            })?;
-        for (name, v) in [("heads_q", shape.heads_q), ("batch", shape.batch)] {
-            if v > MAX_GRID_YZ {
-                return Err(LaunchError::InvalidDim {
-                    name,
-                    value: u64::from(v),
-                    reason: format!("exceeds the grid limit {MAX_GRID_YZ}"),
-                });
-            }
-        }
-        let t = self.tiles();
-        Ok(LaunchConfig {
-            grid: Dim3::new(shape.seq_q.div_ceil(t.block_m), shape.heads_q, shape.batch),
-            block: Dim3::x(t.threads),
-            dynamic_shared_bytes: match t.shared_kind {
-                SharedMemoryKind::Static => 0,
-                SharedMemoryKind::Dynamic => t.shared_bytes,
-            },
-        })
-    }
-}
-
-#[cfg(test)]
-mod launch_tests {
-    use super::*;
-
-    #[test]
-    fn grid_covers_every_query_row() {
-        let cfg = AttentionConfig {
-            dtype: DType::F16,
-            ..AttentionConfig::new(64)
-        };
-        let s = AttentionShape {
-            batch: 3,
-            heads_q: 8,
-            heads_kv: 8,
-            seq_q: 130,
-            seq_kv: 130,
-        };
-        let lc = cfg.launch_config(&s).unwrap();
-        assert_eq!(lc.grid, crate::launch::Dim3::new(3, 8, 3)); // ceil(130 / 64)
-        assert_eq!(lc.block.x, 64);
-        assert_eq!(lc.dynamic_shared_bytes, 0);
-        assert!(cfg
-            .launch_config(&AttentionShape { batch: 70000, ..s })
-            .is_err());
     }
 }

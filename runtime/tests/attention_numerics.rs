@@ -1,0 +1,436 @@
+//! Attention forward in the interpreter (every check on: findings fail the launch) against the
+//! f64 host reference, over a union of sweeps that together cover the issue's cross product:
+//!
+//! - every `(Sq, Skv)` pair of {1, 17, 64, 129}², causal off and on (D = 64, f32);
+//! - every head_dim at small sequences, causal off and on (f32);
+//! - every dtype (f16, bf16, f32, f64) on a few shapes and archs (bf16's software conversion
+//!   before sm_80/sm_90, f64's dynamic shared memory at D = 256);
+//! - GQA ratio 4 (and MQA) with batches, causal;
+//! - explicit tilings (smallest and largest tiles, partial tiles everywhere);
+//! - a scale override, and seeded fuzzed shapes;
+//! - blocks run in shuffled orders (no block depends on another);
+//! - interpreter counters: Q/K/V loads fully coalesced, shared-memory accesses at their
+//!   bank-conflict minimum.
+//!
+//! Tolerances (error of O relative to the largest |O| of the reference; LSE absolute, scaled by
+//! max(1, |LSE|)):
+//!
+//! | dtype | O        | LSE   |
+//! |-------|----------|-------|
+//! | f16   | 2e-3     | 1e-5  |
+//! | bf16  | 1.6e-2   | 1e-5  |
+//! | f32   | 1e-5     | 1e-5  |
+//! | f64   | 1e-12    | 1e-5 (LSE is stored as f32) |
+//!
+//! Half types: inputs are rounded to the storage type before the reference sees them, so the
+//! tolerance covers the kernel's f32 arithmetic and the final rounding of O (half an ulp:
+//! 4.9e-4 for f16, 3.9e-3 for bf16). Fully masked rows must be exactly `O = 0`, `LSE = −∞`.
+//! Q, K and V must be unchanged after the launch.
+
+#![cfg(feature = "sim")]
+
+use ptxforge_runtime::arch::Arch;
+use ptxforge_runtime::dtype::DType;
+use ptxforge_runtime::launch::{Backend, Element, LaunchError, SimBackend};
+use ptxforge_runtime::templates::attention::launch::{forward, AttentionBuffers};
+use ptxforge_runtime::templates::attention::{reference, AttentionConfig, AttentionShape};
+use ptxforge_runtime::templates::testing::{to_f64, HostFloat, SplitMix64};
+use ptxforge_runtime::templates::KernelFamily;
+use ptxforge_sim::Options;
+
+fn device() -> SimBackend {
+    SimBackend::new()
+}
+
+/// One kernel configuration and launch.
+#[derive(Debug, Clone, Copy)]
+struct Case {
+    cfg: AttentionConfig,
+    shape: AttentionShape,
+    scale: Option<f64>,
+    seed: u64,
+}
+
+fn shape(batch: u32, heads_q: u32, heads_kv: u32, seq_q: u32, seq_kv: u32) -> AttentionShape {
+    AttentionShape {
+        batch,
+        heads_q,
+        heads_kv,
+        seq_q,
+        seq_kv,
+    }
+}
+
+fn config(head_dim: u32, dtype: DType, causal: bool, arch: Arch) -> AttentionConfig {
+    AttentionConfig {
+        dtype,
+        causal,
+        arch,
+        ..AttentionConfig::new(head_dim)
+    }
+}
+
+fn o_tolerance(dtype: DType) -> f64 {
+    match dtype {
+        DType::F16 => 2e-3,
+        DType::BF16 => 1.6e-2,
+        DType::F32 => 1e-5,
+        DType::F64 => 1e-12,
+    }
+}
+
+const LSE_TOLERANCE: f64 = 1e-5;
+
+/// Runs one case for storage type `T` and checks it; returns the O error relative to the
+/// tolerance (≤ 1 passes).
+fn check_typed<T: HostFloat + Element + PartialEq>(dev: &SimBackend, case: &Case) -> f64 {
+    let Case {
+        cfg,
+        shape: s,
+        scale,
+        seed,
+    } = *case;
+    let d = cfg.head_dim;
+    let compiled = cfg
+        .compile()
+        .unwrap_or_else(|e| panic!("{case:?} does not compile: {e}"));
+    let mut rng = SplitMix64::new(seed);
+    let mut gen = |len: usize| -> Vec<T> {
+        rng.vec_f64(len, -1.0, 1.0)
+            .into_iter()
+            .map(T::from_f64)
+            .collect()
+    };
+    let (q, k, v) = (gen(s.q_len(d)), gen(s.kv_len(d)), gen(s.kv_len(d)));
+    let q_buf = dev.upload(&q).unwrap();
+    let k_buf = dev.upload(&k).unwrap();
+    let v_buf = dev.upload(&v).unwrap();
+    let o_buf = dev.alloc::<T>(s.q_len(d)).unwrap();
+    let lse_buf = dev.alloc::<f32>(s.lse_len()).unwrap();
+    let bufs = AttentionBuffers {
+        q: &q_buf,
+        k: &k_buf,
+        v: &v_buf,
+        o: &o_buf,
+        lse: &lse_buf,
+    };
+    forward(&cfg, dev, &compiled.ptx, &s, &bufs, scale)
+        .unwrap_or_else(|e| panic!("{case:?}: launch failed: {e}"));
+    let o = to_f64(&dev.download(&o_buf).unwrap());
+    let lse = dev.download(&lse_buf).unwrap();
+    assert!(
+        dev.download(&q_buf).unwrap() == q
+            && dev.download(&k_buf).unwrap() == k
+            && dev.download(&v_buf).unwrap() == v,
+        "{case:?}: an input was written"
+    );
+    let want = reference::forward(
+        &s,
+        d,
+        &to_f64(&q),
+        &to_f64(&k),
+        &to_f64(&v),
+        cfg.causal,
+        scale.unwrap_or_else(|| cfg.default_scale()),
+    )
+    .unwrap();
+    let max_ref = want.o.iter().fold(0.0f64, |m, x| m.max(x.abs())).max(1e-30);
+    let tol = o_tolerance(cfg.dtype);
+    let mut worst = 0.0f64;
+    for (i, (got, exp)) in o.iter().zip(&want.o).enumerate() {
+        let err = (got - exp).abs() / max_ref / tol;
+        assert!(
+            err <= 1.0,
+            "{case:?}: O[{i}] = {got}, expected {exp} (error {:.3e} of max |O| {max_ref:.3e})",
+            err * tol
+        );
+        worst = worst.max(err);
+    }
+    for (i, (&got, &exp)) in lse.iter().zip(&want.lse).enumerate() {
+        if exp == f32::NEG_INFINITY {
+            assert_eq!(got, exp, "{case:?}: LSE[{i}] of a fully masked row");
+            let row = &o[i * d as usize..(i + 1) * d as usize];
+            assert!(
+                row.iter().all(|&x| x == 0.0),
+                "{case:?}: O row {i} is fully masked"
+            );
+        } else {
+            let (got, exp) = (f64::from(got), f64::from(exp));
+            assert!(
+                (got - exp).abs() <= LSE_TOLERANCE * exp.abs().max(1.0),
+                "{case:?}: LSE[{i}] = {got}, expected {exp}"
+            );
+        }
+    }
+    println!(
+        "{} {}: O error {:.3} of tolerance",
+        cfg.matrix_name(),
+        cfg.arch,
+        worst
+    );
+    worst
+}
+
+fn check(dev: &SimBackend, case: Case) -> f64 {
+    match case.cfg.dtype {
+        DType::F16 => check_typed::<half::f16>(dev, &case),
+        DType::BF16 => check_typed::<half::bf16>(dev, &case),
+        DType::F32 => check_typed::<f32>(dev, &case),
+        DType::F64 => check_typed::<f64>(dev, &case),
+    }
+}
+
+const SEQS: [u32; 4] = [1, 17, 64, 129];
+
+#[test]
+fn every_sequence_pair_causal_and_not() {
+    let dev = device();
+    for causal in [false, true] {
+        for sq in SEQS {
+            for skv in SEQS {
+                check(
+                    &dev,
+                    Case {
+                        cfg: config(64, DType::F32, causal, Arch::Sm80),
+                        shape: shape(1, 1, 1, sq, skv),
+                        scale: None,
+                        seed: u64::from(sq * 1000 + skv) + u64::from(causal),
+                    },
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_head_dim() {
+    let dev = device();
+    for head_dim in AttentionConfig::HEAD_DIMS {
+        for (causal, sq, skv) in [(false, 17, 33), (true, 20, 9)] {
+            check(
+                &dev,
+                Case {
+                    cfg: config(head_dim, DType::F32, causal, Arch::Sm80),
+                    shape: shape(1, 1, 1, sq, skv),
+                    scale: None,
+                    seed: u64::from(head_dim),
+                },
+            );
+        }
+    }
+}
+
+#[test]
+fn every_dtype() {
+    let dev = device();
+    let cases = [
+        (DType::F16, 64, Arch::Sm70),
+        (DType::F16, 128, Arch::Sm90),
+        (DType::BF16, 64, Arch::Sm75),
+        (DType::BF16, 96, Arch::Sm80),
+        (DType::BF16, 32, Arch::Sm90),
+        (DType::F32, 128, Arch::Sm86),
+        (DType::F64, 64, Arch::Sm80),
+        (DType::F64, 256, Arch::Sm90),
+    ];
+    for (dtype, head_dim, arch) in cases {
+        for (causal, sq, skv) in [(true, 17, 129), (false, 64, 17)] {
+            check(
+                &dev,
+                Case {
+                    cfg: config(head_dim, dtype, causal, arch),
+                    shape: shape(1, 2, 2, sq, skv),
+                    scale: None,
+                    seed: u64::from(head_dim) + sq as u64,
+                },
+            );
+        }
+    }
+}
+
+#[test]
+fn grouped_query_attention() {
+    let dev = device();
+    for (dtype, hq, hkv, sq, skv) in [
+        (DType::F32, 4, 1, 17, 64),
+        (DType::F16, 8, 2, 64, 17),
+        (DType::BF16, 4, 1, 1, 129),
+        (DType::F64, 4, 4, 17, 17),
+    ] {
+        check(
+            &dev,
+            Case {
+                cfg: config(32, dtype, true, Arch::Sm80),
+                shape: shape(2, hq, hkv, sq, skv),
+                scale: None,
+                seed: u64::from(hq * 100 + sq),
+            },
+        );
+    }
+}
+
+#[test]
+fn explicit_tilings_and_scale_override() {
+    let dev = device();
+    // A large scale makes the softmax sharp, so the running maximum moves between tiles and
+    // the rescaling of ℓ and O matters.
+    for (head_dim, block_m, block_n, scale) in [
+        (32, 16, 16, 0.3),
+        (32, 128, 16, 2.0),
+        (64, 16, 128, 0.3),
+        (96, 32, 16, 2.0),
+        (64, 16, 16, 4.0),
+    ] {
+        let cfg = AttentionConfig {
+            block_m,
+            block_n,
+            ..config(head_dim, DType::F32, true, Arch::Sm80)
+        };
+        check(
+            &dev,
+            Case {
+                cfg,
+                shape: shape(1, 2, 1, 33, 40),
+                scale: Some(scale),
+                seed: u64::from(block_m + block_n),
+            },
+        );
+    }
+}
+
+#[test]
+fn fuzzed_shapes() {
+    let dev = device();
+    let mut rng = SplitMix64::new(0xa77e);
+    for i in 0..8 {
+        let head_dim = AttentionConfig::HEAD_DIMS[rng.below(5) as usize];
+        let dtype = DType::ALL[rng.below(4) as usize];
+        let arch = Arch::ALL[rng.below(7) as usize];
+        let cfg = config(head_dim, dtype, rng.below(2) == 1, arch);
+        if cfg.validate().is_err() {
+            continue;
+        }
+        let heads_kv = 1 + rng.below(2) as u32;
+        let group = [1, 2, 4][rng.below(3) as usize];
+        let s = shape(
+            1 + rng.below(2) as u32,
+            heads_kv * group,
+            heads_kv,
+            1 + rng.below(80) as u32,
+            1 + rng.below(80) as u32,
+        );
+        check(
+            &dev,
+            Case {
+                cfg,
+                shape: s,
+                scale: None,
+                seed: i,
+            },
+        );
+    }
+}
+
+#[test]
+fn shuffled_block_order() {
+    for seed in [1, 2] {
+        let dev = SimBackend::with_options(Options {
+            shuffle_blocks: Some(seed),
+            ..Options::default()
+        });
+        check(
+            &dev,
+            Case {
+                cfg: config(32, DType::F32, true, Arch::Sm80),
+                shape: shape(2, 4, 2, 129, 64),
+                scale: None,
+                seed,
+            },
+        );
+    }
+}
+
+/// Interpreter counters of one launch per configuration (`Sq = Skv = 128`, one head): every
+/// global load is fully coalesced (Q rows and K/V tiles are read in whole 32-byte sectors),
+/// and shared accesses need at most a few percent more wavefronts than their minimum — the
+/// only requests above one wavefront are the 16-byte-per-thread tile stores and, at `D = 256`
+/// (16 threads per row reading 256 bytes), the K/V reads, which need two.
+#[test]
+fn loads_are_coalesced_and_shared_accesses_conflict_free() {
+    let dev = device();
+    for (head_dim, dtype, max_wavefronts_per_request) in [
+        (64, DType::F32, 1.05),
+        (128, DType::F16, 1.10),
+        (256, DType::F32, 2.0),
+        (64, DType::F64, 1.2),
+    ] {
+        let cfg = config(head_dim, dtype, false, Arch::Sm80);
+        let _ = dev.take_launch_log();
+        check(
+            &dev,
+            Case {
+                cfg,
+                shape: shape(1, 1, 1, 128, 128),
+                scale: None,
+                seed: 5,
+            },
+        );
+        let log = dev.take_launch_log();
+        assert_eq!(log.len(), 1);
+        let c = &log[0].counters;
+        let load_efficiency = c.global_load_efficiency();
+        let wavefronts = c.shared_wavefronts_per_request();
+        println!(
+            "{}: global load efficiency {load_efficiency:.3}, store {:.3}, shared wavefronts \
+             per request {wavefronts:.3}, {} thread-instructions",
+            cfg.matrix_name(),
+            c.global_store_efficiency(),
+            c.instructions.total()
+        );
+        assert!(load_efficiency > 0.999, "{}", cfg.matrix_name());
+        assert!(
+            wavefronts <= max_wavefronts_per_request,
+            "{}: {wavefronts}",
+            cfg.matrix_name()
+        );
+    }
+}
+
+#[test]
+fn bad_inputs_are_rejected_before_launching() {
+    let dev = device();
+    let cfg = config(32, DType::F32, false, Arch::Sm80);
+    let ptx = cfg.compile().unwrap().ptx;
+    let s = shape(1, 2, 1, 5, 7);
+    let q = dev.upload(&vec![0.0f32; s.q_len(32)]).unwrap();
+    let kv = dev.upload(&vec![0.0f32; s.kv_len(32)]).unwrap();
+    let short = dev.upload(&vec![0.0f32; s.kv_len(32) - 1]).unwrap();
+    let o = dev.alloc::<f32>(s.q_len(32)).unwrap();
+    let lse = dev.alloc::<f32>(s.lse_len()).unwrap();
+    let bufs = |k| AttentionBuffers {
+        q: &q,
+        k,
+        v: &kv,
+        o: &o,
+        lse: &lse,
+    };
+    assert_eq!(
+        forward(&cfg, &dev, &ptx, &s, &bufs(&short), None),
+        Err(LaunchError::BufferLength {
+            name: "k",
+            expected: s.kv_len(32),
+            actual: s.kv_len(32) - 1
+        })
+    );
+    let gqa3 = shape(1, 2, 3, 5, 7);
+    assert!(matches!(
+        forward(&cfg, &dev, &ptx, &gqa3, &bufs(&kv), None),
+        Err(LaunchError::Shape(_))
+    ));
+    assert!(matches!(
+        forward(&cfg, &dev, &ptx, &shape(1, 2, 1, 0, 7), &bufs(&kv), None),
+        Err(LaunchError::InvalidDim { name: "seq_q", .. })
+    ));
+    // Nothing was launched: O is still uninitialised, and a real launch still works.
+    assert_eq!(forward(&cfg, &dev, &ptx, &s, &bufs(&kv), None), Ok(()));
+}

@@ -1,0 +1,96 @@
+//! Assembles the attention kernels with ptxas: the family's matrix configurations plus edge
+//! tilings (every explicit tile pair `validate` accepts for a few head_dim/dtype pairs), and
+//! fails on errors, warnings or spills. Prints `ptxas -v` registers per configuration. Skips
+//! loudly when ptxas is missing, unless `PTXFORGE_REQUIRE_PTXAS=1`.
+
+use ptxforge_runtime::arch::Arch;
+use ptxforge_runtime::dtype::DType;
+use ptxforge_runtime::ptxas::{assemble, locate, required};
+use ptxforge_runtime::templates::attention::{matrix_configs, AttentionConfig};
+use ptxforge_runtime::templates::KernelFamily;
+
+fn edge_configs() -> Vec<AttentionConfig> {
+    let mut out = Vec::new();
+    for (head_dim, dtype, arch) in [
+        (32, DType::F32, Arch::Sm80),
+        (256, DType::F32, Arch::Sm80),
+        (256, DType::F64, Arch::Sm90),
+        (96, DType::BF16, Arch::Sm75),
+        (128, DType::F16, Arch::Sm86),
+    ] {
+        for block_m in AttentionConfig::BLOCKS {
+            for block_n in AttentionConfig::BLOCKS {
+                let cfg = AttentionConfig {
+                    block_m,
+                    block_n,
+                    dtype,
+                    arch,
+                    causal: block_m == block_n,
+                    ..AttentionConfig::new(head_dim)
+                };
+                if cfg.validate().is_ok() {
+                    out.push(cfg);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn attention_kernels_assemble_without_warnings_or_spills() {
+    let Some(ptxas) = locate() else {
+        assert!(
+            !required(),
+            "PTXFORGE_REQUIRE_PTXAS=1 but ptxas was not found"
+        );
+        eprintln!("SKIPPED: ptxas not found; set PTXAS");
+        return;
+    };
+    let only_matrix = std::env::var("ATTN_PTXAS_MATRIX_ONLY").is_ok();
+    let mut configs = matrix_configs();
+    if !only_matrix {
+        configs.extend(edge_configs());
+    }
+    // ATTN_PTXAS_FILTER=<substring> assembles only the matching configurations.
+    if let Ok(filter) = std::env::var("ATTN_PTXAS_FILTER") {
+        configs.retain(|c| format!("{}.{}", c.matrix_name(), c.arch).contains(&filter));
+    }
+    let scratch = std::env::temp_dir().join(format!("ptxforge-attn-{}", std::process::id()));
+    let mut failures = Vec::new();
+    for cfg in configs {
+        let name = format!("{}.{}", cfg.matrix_name(), cfg.arch);
+        let compiled = match cfg.compile() {
+            Ok(c) => c,
+            Err(e) => {
+                failures.push(format!("{name}: {e}"));
+                continue;
+            }
+        };
+        match assemble(&ptxas, &compiled.ptx, cfg.arch, &scratch) {
+            Err(e) => failures.push(format!("{name}: {e}")),
+            Ok(report) => {
+                for w in &report.warnings {
+                    failures.push(format!("{name}: {w}"));
+                }
+                for e in &report.entries {
+                    let t = cfg.tiles();
+                    println!(
+                        "{name:<40} threads {:>4} regs {:>3} (est {:>3}) smem {:>6} spill {}/{}",
+                        t.threads,
+                        e.registers,
+                        cfg.registers_estimate(t.block_n),
+                        e.shared_bytes,
+                        e.spill_stores,
+                        e.spill_loads
+                    );
+                    if e.spill_stores + e.spill_loads > 0 {
+                        failures.push(format!("{name}: spills"));
+                    }
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
