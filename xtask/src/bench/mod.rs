@@ -1,6 +1,8 @@
 //! `cargo xtask bench`: measures and writes BENCHMARKS.md. Every figure carries the command that
 //! produced it. Sections: code generation time, ptxas resources per kernel and target,
-//! interpreter throughput.
+//! interpreter counters per kernel, interpreter throughput.
+
+mod counters;
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -28,6 +30,7 @@ pub fn bench(root: &Path, ptxas: &Path) -> Result<String, String> {
         ptxas,
         &root.join("target").join("bench-ptxas"),
     )?;
+    counters::section(&mut md)?;
     throughput_section(&mut md, root)?;
     Ok(md)
 }
