@@ -412,8 +412,13 @@ impl Ctx {
                 let ty = self.one_type(ins, &mut m)?;
                 let o = self.operands(ins, 3)?;
                 let name = ins.opcode.as_str();
+                let strip = |op: &Operand| match op {
+                    Operand::Not(inner) if ty == Ty::Pred => (inner.as_ref().clone(), true),
+                    other => (other.clone(), false),
+                };
+                let ((a, neg_a), (b, neg_b)) = (strip(&o[1]), strip(&o[2]));
                 let f = if ty == Ty::Pred {
-                    int::pred_binary(name)
+                    int::pred_binary(name, neg_a, neg_b)
                 } else {
                     int::binary(name, ty)
                 };
@@ -426,8 +431,8 @@ impl Ctx {
                 let op = Op::Alu2 {
                     f,
                     d: self.dst(ins, &o[0])?,
-                    a: self.src(ins, &o[1], ty)?,
-                    b: self.src(ins, &o[2], bty)?,
+                    a: self.src(ins, &a, ty)?,
+                    b: self.src(ins, &b, bty)?,
                 };
                 (op, Class::IntArith)
             }

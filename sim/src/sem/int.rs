@@ -406,13 +406,35 @@ fn pred_not(a: u64) -> u64 {
 }
 
 /// Logical ops on `.pred` operands.
-pub fn pred_binary(op: &str) -> Option<F2> {
-    Some(match op {
-        "and" => pred_and,
-        "or" => pred_or,
-        "xor" => pred_xor,
+/// `and/or/xor.pred d, a, b`, with either source optionally negated (`!%p`, which ptxas
+/// accepts on predicate operands of the logic instructions).
+pub fn pred_binary(op: &str, neg_a: bool, neg_b: bool) -> Option<F2> {
+    Some(match (op, neg_a, neg_b) {
+        ("and", false, false) => pred_and,
+        ("and", false, true) => pred_op::<0, false, true>,
+        ("and", true, false) => pred_op::<0, true, false>,
+        ("and", true, true) => pred_op::<0, true, true>,
+        ("or", false, false) => pred_or,
+        ("or", false, true) => pred_op::<1, false, true>,
+        ("or", true, false) => pred_op::<1, true, false>,
+        ("or", true, true) => pred_op::<1, true, true>,
+        ("xor", false, false) => pred_xor,
+        ("xor", false, true) => pred_op::<2, false, true>,
+        ("xor", true, false) => pred_op::<2, true, false>,
+        ("xor", true, true) => pred_op::<2, true, true>,
         _ => return None,
     })
+}
+
+/// Predicate logic with negated sources; `OP`: 0 and, 1 or, 2 xor.
+fn pred_op<const OP: u8, const NEG_A: bool, const NEG_B: bool>(a: u64, b: u64) -> u64 {
+    let a = (a & 1) ^ u64::from(NEG_A);
+    let b = (b & 1) ^ u64::from(NEG_B);
+    match OP {
+        0 => a & b,
+        1 => a | b,
+        _ => a ^ b,
+    }
 }
 
 pub fn pred_unary(op: &str) -> Option<F1> {
