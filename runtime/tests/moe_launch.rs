@@ -2,11 +2,10 @@
 //! grids and argument kinds against the compiled entries, and that bad input is a typed error
 //! before any launch.
 
-use std::cell::RefCell;
-
 use half::bf16;
 use ptxforge_runtime::launch::{
-    Backend, DeviceBuffer, Element, KernelArg, LaunchConfig, LaunchError, ParamKind, ScalarKind,
+    Backend, DeviceBuffer, LaunchConfig, LaunchError, ParamKind, RecordedLaunch, RecordingBackend,
+    ScalarKind,
 };
 use ptxforge_runtime::templates::moe::kernels::{
     EXPERT_LINEAR, EXPERT_SWIGLU_DOWN, EXPERT_SWIGLU_UP, GATING, PERMUTE, UNPERMUTE,
@@ -16,88 +15,7 @@ use ptxforge_runtime::templates::moe::{Ffn, MoeConfig};
 use ptxforge_runtime::templates::{CompiledFamily, KernelFamily};
 use ptxforge_runtime::DType;
 
-/// One recorded launch: entry, configuration and, per argument, `None` for a buffer or the
-/// scalar's kind.
-#[derive(Debug, Clone, PartialEq)]
-struct Launch {
-    entry: String,
-    config: LaunchConfig,
-    args: Vec<Option<ScalarKind>>,
-}
-
-/// Holds buffers as zeroed bytes and records launches without running them.
-#[derive(Debug, Default)]
-struct Recorder {
-    buffers: RefCell<Vec<Vec<u8>>>,
-    launches: RefCell<Vec<Launch>>,
-}
-
-impl Backend for Recorder {
-    type RawBuffer = usize;
-
-    fn alloc<T: Element>(&self, len: usize) -> Result<DeviceBuffer<Self, T>, LaunchError> {
-        let mut buffers = self.buffers.borrow_mut();
-        buffers.push(vec![0; len * T::KIND.size_bytes()]);
-        Ok(DeviceBuffer::from_raw(buffers.len() - 1, len))
-    }
-
-    fn upload<T: Element>(&self, data: &[T]) -> Result<DeviceBuffer<Self, T>, LaunchError> {
-        let mut bytes = Vec::new();
-        for &x in data {
-            x.write_le(&mut bytes);
-        }
-        let mut buffers = self.buffers.borrow_mut();
-        buffers.push(bytes);
-        Ok(DeviceBuffer::from_raw(buffers.len() - 1, data.len()))
-    }
-
-    fn write<T: Element>(
-        &self,
-        buf: &mut DeviceBuffer<Self, T>,
-        data: &[T],
-    ) -> Result<(), LaunchError> {
-        let mut bytes = Vec::new();
-        for &x in data {
-            x.write_le(&mut bytes);
-        }
-        self.buffers.borrow_mut()[*buf.raw()] = bytes;
-        Ok(())
-    }
-
-    fn download<T: Element>(&self, buf: &DeviceBuffer<Self, T>) -> Result<Vec<T>, LaunchError> {
-        let buffers = self.buffers.borrow();
-        Ok(buffers[*buf.raw()]
-            .chunks_exact(T::KIND.size_bytes())
-            .map(T::read_le)
-            .collect())
-    }
-
-    fn launch(
-        &self,
-        _ptx: &str,
-        entry: &str,
-        config: LaunchConfig,
-        args: &[KernelArg<'_, Self>],
-    ) -> Result<(), LaunchError> {
-        let args = args
-            .iter()
-            .map(|a| match a {
-                KernelArg::Buffer(_) => None,
-                KernelArg::U32(_) => Some(ScalarKind::U32),
-                KernelArg::S32(_) => Some(ScalarKind::S32),
-                KernelArg::U64(_) => Some(ScalarKind::U64),
-                KernelArg::F32(_) => Some(ScalarKind::F32),
-                KernelArg::F64(_) => Some(ScalarKind::F64),
-            })
-            .collect();
-        self.launches.borrow_mut().push(Launch {
-            entry: entry.to_string(),
-            config,
-            args,
-        });
-        Ok(())
-    }
-}
+type Recorder = RecordingBackend;
 
 fn mixtral_bf16() -> MoeConfig {
     MoeConfig {
@@ -150,7 +68,7 @@ fn dims(config: LaunchConfig) -> Dims {
 }
 
 /// Every recorded launch passes arguments of the kinds its entry declares.
-fn assert_args_match(compiled: &CompiledFamily, launches: &[Launch]) {
+fn assert_args_match(compiled: &CompiledFamily, launches: &[RecordedLaunch]) {
     for launch in launches {
         let entry = compiled
             .entry(&launch.entry)
@@ -190,7 +108,7 @@ fn forward_launches_every_phase_in_order_with_its_grid() {
     .unwrap();
     assert_eq!(stats.capacity, 32); // ceil(1.25 · 100 · 2 / 8)
     assert_eq!(stats.counts.len(), 8);
-    let launches = dev.launches.borrow();
+    let launches = dev.launches();
     let seen: Vec<(&str, Dims)> = launches
         .iter()
         .map(|l| (l.entry.as_str(), dims(l.config)))
@@ -224,7 +142,7 @@ fn linear_forward_uses_the_linear_entry() {
     launch
         .forward(&i.x, &i.logits, ExpertWeights::Linear { w: &i.w1 }, &i.out)
         .unwrap();
-    let launches = dev.launches.borrow();
+    let launches = dev.launches();
     let names: Vec<&str> = launches.iter().map(|l| l.entry.as_str()).collect();
     assert_eq!(names, vec![GATING, PERMUTE, EXPERT_LINEAR, UNPERMUTE]);
     // 64 experts × 1 slot tile, ceil(200 / 64) = 4 column tiles.
@@ -245,7 +163,7 @@ fn fails_before_launch(
     let ptx = cfg.compile().map(|c| c.ptx).unwrap_or_default();
     let err = f(&dev, &ptx).expect_err("must fail");
     assert!(want(&err), "unexpected error for tokens = {tokens}: {err}");
-    assert!(dev.launches.borrow().is_empty(), "launched despite {err}");
+    assert!(dev.launches().is_empty(), "launched despite {err}");
 }
 
 #[test]

@@ -7,6 +7,9 @@ use std::marker::PhantomData;
 mod element;
 pub use element::{Element, ScalarKind};
 
+mod record;
+pub use record::{RecordedLaunch, RecordingBackend};
+
 #[cfg(feature = "sim")]
 mod sim;
 #[cfg(feature = "sim")]

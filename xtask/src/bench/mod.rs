@@ -31,6 +31,7 @@ pub fn bench(root: &Path, ptxas: &Path) -> Result<String, String> {
         &root.join("target").join("bench-ptxas"),
     )?;
     counters::section(&mut md)?;
+    peers_section(&mut md, root, ptxas)?;
     throughput_section(&mut md, root)?;
     Ok(md)
 }
@@ -165,6 +166,42 @@ fn ptxas_section(
         );
     }
     md.push('\n');
+    Ok(())
+}
+
+/// (2) The peer crates' kernels in our interpreter, on the same shapes as ours. The `peers/`
+/// crate is its own workspace so that `cargo xtask test` never builds the peers.
+fn peers_section(md: &mut String, root: &Path, ptxas: &Path) -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .current_dir(root)
+        .env("PTXAS", ptxas)
+        .args([
+            "run",
+            "--quiet",
+            "--release",
+            "--manifest-path",
+            "peers/Cargo.toml",
+        ])
+        .output()
+        .map_err(|e| format!("could not run the peers comparison: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "peers comparison failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    md.push_str(
+        "## Side by side with the peers
+
+",
+    );
+    md.push_str(
+        "Public PTX generators run in our interpreter on the same shapes as the counters above. \
+         Command: `cargo run --manifest-path peers/Cargo.toml --release` (run by `cargo xtask bench`).\n\n",
+    );
+    md.push_str(String::from_utf8_lossy(&out.stdout).trim_end());
+    md.push_str("\n\n");
     Ok(())
 }
 

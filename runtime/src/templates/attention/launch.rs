@@ -185,48 +185,9 @@ pub fn forward<B: Backend, T: Element>(
 
 #[cfg(test)]
 mod tests {
-    use std::cell::RefCell;
-
     use super::*;
 
-    /// A backend that only records launches (buffers are lengths).
-    #[derive(Debug, Default)]
-    struct Recorder {
-        launches: RefCell<Vec<(String, LaunchConfig, usize)>>,
-    }
-
-    impl Backend for Recorder {
-        type RawBuffer = usize;
-
-        fn alloc<T: Element>(&self, len: usize) -> Result<DeviceBuffer<Self, T>, LaunchError> {
-            Ok(DeviceBuffer::from_raw(len, len))
-        }
-        fn upload<T: Element>(&self, data: &[T]) -> Result<DeviceBuffer<Self, T>, LaunchError> {
-            self.alloc(data.len())
-        }
-        fn write<T: Element>(
-            &self,
-            _: &mut DeviceBuffer<Self, T>,
-            _: &[T],
-        ) -> Result<(), LaunchError> {
-            Ok(())
-        }
-        fn download<T: Element>(&self, _: &DeviceBuffer<Self, T>) -> Result<Vec<T>, LaunchError> {
-            Ok(Vec::new())
-        }
-        fn launch(
-            &self,
-            _ptx: &str,
-            entry: &str,
-            config: LaunchConfig,
-            args: &[KernelArg<'_, Self>],
-        ) -> Result<(), LaunchError> {
-            self.launches
-                .borrow_mut()
-                .push((entry.to_string(), config, args.len()));
-            Ok(())
-        }
-    }
+    type Recorder = crate::launch::RecordingBackend;
 
     fn shape() -> AttentionShape {
         AttentionShape {
@@ -261,7 +222,11 @@ mod tests {
             lse: &lse,
         };
         forward(cfg, &dev, "", s, &bufs, scale)?;
-        Ok(dev.launches.take())
+        Ok(dev
+            .launches()
+            .into_iter()
+            .map(|l| (l.entry, l.config, l.args.len()))
+            .collect())
     }
 
     fn lens(cfg: &AttentionConfig, s: &AttentionShape) -> [usize; 5] {

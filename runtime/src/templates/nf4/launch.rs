@@ -331,48 +331,10 @@ fn entry_args<'a, B: Backend, T: Element>(
 
 #[cfg(test)]
 mod tests {
-    use std::cell::RefCell;
-
     use super::*;
     use crate::templates::nf4::format::{quantize, Nf4DoubleQuant};
 
-    /// A backend that only records launches (buffers are their lengths).
-    #[derive(Debug, Default)]
-    struct Recorder {
-        launches: RefCell<Vec<(String, LaunchConfig, usize)>>,
-    }
-
-    impl Backend for Recorder {
-        type RawBuffer = usize;
-        fn alloc<T: Element>(&self, len: usize) -> Result<DeviceBuffer<Self, T>, LaunchError> {
-            Ok(DeviceBuffer::from_raw(len, len))
-        }
-        fn upload<T: Element>(&self, data: &[T]) -> Result<DeviceBuffer<Self, T>, LaunchError> {
-            self.alloc(data.len())
-        }
-        fn write<T: Element>(
-            &self,
-            _: &mut DeviceBuffer<Self, T>,
-            _: &[T],
-        ) -> Result<(), LaunchError> {
-            Ok(())
-        }
-        fn download<T: Element>(&self, _: &DeviceBuffer<Self, T>) -> Result<Vec<T>, LaunchError> {
-            Err(LaunchError::Backend("recorder keeps no data".into()))
-        }
-        fn launch(
-            &self,
-            _ptx: &str,
-            entry: &str,
-            config: LaunchConfig,
-            args: &[KernelArg<'_, Self>],
-        ) -> Result<(), LaunchError> {
-            self.launches
-                .borrow_mut()
-                .push((entry.to_string(), config, args.len()));
-            Ok(())
-        }
-    }
+    type Recorder = crate::launch::RecordingBackend;
 
     fn setup(cfg: &Nf4Config) -> (Recorder, DeviceWeights<Recorder>) {
         let dev = Recorder::default();
@@ -396,19 +358,19 @@ mod tests {
             let mut g_a = dev.alloc::<f32>((m * 130) as usize).unwrap();
             backward_input(&cfg, &dev, "", m, &c, &w, &mut g_a).unwrap();
         }
-        let log = dev.launches.borrow();
-        let grid = |i: usize| log[i].1.grid;
-        assert_eq!(log[0].0, GEMV_ENTRY);
+        let log = dev.launches();
+        let grid = |i: usize| log[i].config.grid;
+        assert_eq!(log[0].entry, GEMV_ENTRY);
         assert_eq!(grid(0), Dim3::x(9)); // ceil(70 / 8)
-        assert_eq!(log[1].0, BACKWARD_INPUT_ENTRY);
+        assert_eq!(log[1].entry, BACKWARD_INPUT_ENTRY);
         assert_eq!(grid(1), Dim3::new(3, 1, 1)); // ceil(130 / 64), ceil(1 / 64)
-        assert_eq!(log[2].0, GEMV_ENTRY);
-        assert_eq!(log[4].0, GEMM_ENTRY);
+        assert_eq!(log[2].entry, GEMV_ENTRY);
+        assert_eq!(log[4].entry, GEMM_ENTRY);
         assert_eq!(grid(4), Dim3::new(2, 1, 1));
         assert_eq!(grid(6), Dim3::new(2, 3, 1)); // m = 130
         assert!(log
             .iter()
-            .all(|l| l.1.block == Dim3::x(THREADS) && l.2 == 5));
+            .all(|l| l.config.block == Dim3::x(THREADS) && l.args.len() == 5));
     }
 
     #[test]
@@ -553,7 +515,7 @@ mod tests {
             err(forward(&odd, &dev, "", 2, &a, &w, &mut c)),
             LaunchError::Shape(_)
         ));
-        assert!(dev.launches.borrow().is_empty(), "nothing may launch");
-        assert!(thin_dev.launches.borrow().is_empty(), "nothing may launch");
+        assert!(dev.launches().is_empty(), "nothing may launch");
+        assert!(thin_dev.launches().is_empty(), "nothing may launch");
     }
 }

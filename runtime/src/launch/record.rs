@@ -1,0 +1,139 @@
+//! A backend that runs nothing: it keeps buffers as host bytes and records every launch (the
+//! PTX it was given, the entry, the grid and block, the argument kinds). Tests use it to check
+//! what a launch wrapper would do — phase order, geometry, argument lists, that bad input
+//! launches nothing, that the PTX passed is the caller's `const` — without the interpreter.
+
+use std::cell::RefCell;
+
+use super::{Backend, DeviceBuffer, Element, KernelArg, LaunchConfig, LaunchError, ScalarKind};
+
+/// One recorded launch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedLaunch {
+    /// Address and length of the PTX text passed (to check no code was generated per launch).
+    pub ptx_addr: usize,
+    pub ptx_len: usize,
+    pub entry: String,
+    pub config: LaunchConfig,
+    /// Per argument: `None` for a buffer, else the scalar's kind.
+    pub args: Vec<Option<ScalarKind>>,
+}
+
+/// The recording backend (single-threaded).
+#[derive(Debug, Default)]
+pub struct RecordingBackend {
+    buffers: RefCell<Vec<Vec<u8>>>,
+    launches: RefCell<Vec<RecordedLaunch>>,
+}
+
+impl RecordingBackend {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The launches so far, in order.
+    pub fn launches(&self) -> Vec<RecordedLaunch> {
+        self.launches.borrow().clone()
+    }
+
+    /// The entry names launched so far, in order.
+    pub fn entries(&self) -> Vec<String> {
+        self.launches
+            .borrow()
+            .iter()
+            .map(|l| l.entry.clone())
+            .collect()
+    }
+
+    /// Forgets the launches so far.
+    pub fn clear(&self) {
+        self.launches.borrow_mut().clear();
+    }
+
+    fn store(&self, bytes: Vec<u8>) -> usize {
+        let mut buffers = self.buffers.borrow_mut();
+        buffers.push(bytes);
+        buffers.len() - 1
+    }
+}
+
+fn to_bytes<T: Element>(data: &[T]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(std::mem::size_of_val(data));
+    data.iter().for_each(|x| x.write_le(&mut bytes));
+    bytes
+}
+
+impl Backend for RecordingBackend {
+    /// Index into the backend's buffer list.
+    type RawBuffer = usize;
+
+    fn alloc<T: Element>(&self, len: usize) -> Result<DeviceBuffer<Self, T>, LaunchError> {
+        let bytes =
+            len.checked_mul(T::KIND.size_bytes())
+                .ok_or_else(|| LaunchError::InvalidDim {
+                    name: "len",
+                    value: len as u64,
+                    reason: "byte size overflows usize".into(),
+                })?;
+        Ok(DeviceBuffer::from_raw(self.store(vec![0; bytes]), len))
+    }
+
+    fn upload<T: Element>(&self, data: &[T]) -> Result<DeviceBuffer<Self, T>, LaunchError> {
+        Ok(DeviceBuffer::from_raw(
+            self.store(to_bytes(data)),
+            data.len(),
+        ))
+    }
+
+    fn write<T: Element>(
+        &self,
+        buf: &mut DeviceBuffer<Self, T>,
+        data: &[T],
+    ) -> Result<(), LaunchError> {
+        if data.len() != buf.len() {
+            return Err(LaunchError::BufferLength {
+                name: "data",
+                expected: buf.len(),
+                actual: data.len(),
+            });
+        }
+        self.buffers.borrow_mut()[*buf.raw()] = to_bytes(data);
+        Ok(())
+    }
+
+    fn download<T: Element>(&self, buf: &DeviceBuffer<Self, T>) -> Result<Vec<T>, LaunchError> {
+        let buffers = self.buffers.borrow();
+        Ok(buffers[*buf.raw()]
+            .chunks_exact(T::KIND.size_bytes())
+            .map(T::read_le)
+            .collect())
+    }
+
+    fn launch(
+        &self,
+        ptx: &str,
+        entry: &str,
+        config: LaunchConfig,
+        args: &[KernelArg<'_, Self>],
+    ) -> Result<(), LaunchError> {
+        let args = args
+            .iter()
+            .map(|a| match a {
+                KernelArg::Buffer(_) => None,
+                KernelArg::U32(_) => Some(ScalarKind::U32),
+                KernelArg::S32(_) => Some(ScalarKind::S32),
+                KernelArg::U64(_) => Some(ScalarKind::U64),
+                KernelArg::F32(_) => Some(ScalarKind::F32),
+                KernelArg::F64(_) => Some(ScalarKind::F64),
+            })
+            .collect();
+        self.launches.borrow_mut().push(RecordedLaunch {
+            ptx_addr: ptx.as_ptr() as usize,
+            ptx_len: ptx.len(),
+            entry: entry.to_string(),
+            config,
+            args,
+        });
+        Ok(())
+    }
+}
