@@ -1,23 +1,115 @@
 //! ptxforge: a procedural-macro GPU kernel DSL. Annotate a unit struct with a kernel-family
 //! attribute and get, at compile time and without a CUDA toolkit, a validated `const` PTX string
 //! and typed launch wrappers for the CPU interpreter backend and (feature `cuda`) real GPUs.
+//!
+//! ```
+//! use ptxforge::prelude::*;
+//!
+//! #[nf4_gemm(n = 64, k = 64)]
+//! pub struct Proj;
+//!
+//! assert!(Proj::PTX.contains(".entry nf4_gemv"));
+//! assert_eq!(Proj::GEMV.name, "nf4_gemv");
+//! ```
 
 pub use ptxforge_runtime as runtime;
 pub use ptxforge_sim as sim;
 
-/// What most users need in scope.
+/// The MoE family's run-time types: launch context, workspace, statistics, host reference.
+pub mod moe {
+    pub use ptxforge_runtime::templates::moe::launch::{
+        Bins, ExpertWeights, MoeLaunch, MoeStats, MoeWorkspace, Routing,
+    };
+    pub use ptxforge_runtime::templates::moe::{reference, Ffn, MoeConfig};
+}
+
+/// The NF4 family's run-time types: device weights, host quantisation, host reference.
+pub mod nf4 {
+    pub use ptxforge_runtime::templates::nf4::launch::{DeviceAbsmax, DeviceWeights};
+    pub use ptxforge_runtime::templates::nf4::{
+        dequantize, quantize, reference, Nf4Config, Nf4DoubleQuant, Nf4Weights,
+    };
+}
+
+/// The attention family's run-time types: shapes and host reference.
+pub mod attention {
+    pub use ptxforge_runtime::templates::attention::{reference, AttentionConfig, AttentionShape};
+}
+
+/// The conv2d family's run-time types: shapes, output dimensions and host reference.
+pub mod conv {
+    pub use ptxforge_runtime::templates::conv::{reference, Conv2dConfig, ConvDims, ConvShape};
+}
+
+/// What most users need in scope: the attributes, the backends and buffer types, and the
+/// run-time shapes the wrappers take.
 pub mod prelude {
     pub use ptxforge_macros::{attention_kernel, conv2d_kernel, moe_kernel, nf4_gemm};
+    pub use ptxforge_runtime::launch::{
+        Backend, DeviceBuffer, KernelEntry, LaunchError, SimBackend,
+    };
+    pub use ptxforge_runtime::templates::attention::AttentionShape;
+    pub use ptxforge_runtime::templates::conv::ConvShape;
     pub use ptxforge_runtime::{Arch, DType};
+
+    #[cfg(feature = "cuda")]
+    pub use ptxforge_runtime::launch::CudaBackend;
 }
 
 /// Paths used by macro-generated code. Not public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use half;
     pub use ptxforge_runtime;
+    pub use ptxforge_runtime::launch::{
+        Backend, DeviceBuffer, Dim3, Element, KernelEntry, LaunchError, ParamInfo, ParamKind,
+        ScalarKind,
+    };
     pub use ptxforge_runtime::templates::attention::AttentionConfig;
     pub use ptxforge_runtime::templates::conv::Conv2dConfig;
     pub use ptxforge_runtime::templates::moe::{Ffn, MoeConfig};
     pub use ptxforge_runtime::templates::nf4::Nf4Config;
     pub use ptxforge_runtime::{Arch, DType};
+
+    /// The launch functions and argument types of each family, as the wrappers call them.
+    pub mod moe {
+        pub use ptxforge_runtime::templates::moe::launch::*;
+    }
+    pub mod nf4 {
+        pub use ptxforge_runtime::templates::nf4::launch::*;
+    }
+    pub mod attention {
+        pub use ptxforge_runtime::templates::attention::launch::*;
+        pub use ptxforge_runtime::templates::attention::AttentionShape;
+    }
+    pub mod conv {
+        pub use ptxforge_runtime::templates::conv::launch::*;
+        pub use ptxforge_runtime::templates::conv::{ConvDims, ConvShape};
+    }
+
+    use ptxforge_runtime::templates::nf4::{quantize, Nf4DoubleQuant};
+
+    /// `upload_weights` of `#[nf4_gemm]`: quantises `weight [n, k]` with the configuration's
+    /// block size (and double quantisation when configured) and uploads it.
+    pub fn nf4_upload_weights<B: Backend>(
+        cfg: &Nf4Config,
+        dev: &B,
+        weight: &[f32],
+    ) -> Result<nf4::DeviceWeights<B>, LaunchError> {
+        let expected = cfg.n as usize * cfg.k as usize;
+        if weight.len() != expected {
+            return Err(LaunchError::BufferLength {
+                name: "weight",
+                expected,
+                actual: weight.len(),
+            });
+        }
+        let quantized =
+            quantize(weight, cfg.block as usize).map_err(|e| LaunchError::Shape(e.to_string()))?;
+        if cfg.double_quant {
+            nf4::DeviceWeights::upload_double_quant(dev, &Nf4DoubleQuant::new(&quantized))
+        } else {
+            nf4::DeviceWeights::upload(dev, &quantized)
+        }
+    }
 }

@@ -6,10 +6,19 @@
 //! `top_k = 9 exceeds experts = 8` underlines `top_k = 9`. A rule only the macro can state goes
 //! in [`Family::extra_rules`]; there are none so far (the runtime covers every rule of this
 //! phase).
+//!
+//! [`resources`] checks the built module against the target's limits (shared memory per block,
+//! static and dynamic; threads per block): each entry's declared resources, at the arguments
+//! that decide them ([`Family::SHARED_MEMORY_ARGS`], [`Family::THREAD_ARGS`]). The runtime's
+//! `validate()` already rejects every configuration known to exceed them (conv's direct tile,
+//! MoE's experts per gating block, attention's tiles), so these rules are the backstop for
+//! the ones it misses rather than the first line.
 
 use proc_macro2::Span;
 
-use ptxforge_runtime::templates::ConfigError;
+use ptxforge_runtime::templates::{CompiledFamily, ConfigError, KernelFamily};
+
+use ptxforge_runtime::Arch;
 
 use crate::errors::Errors;
 use crate::family::Family;
@@ -25,6 +34,77 @@ pub(crate) fn check<F: Family>(args: &F::Args, config: &F::Config) -> syn::Resul
         errors.push(locate(rule, F::argument_of, |key| F::written(args, key)));
     }
     errors.finish()
+}
+
+/// Every resource limit of the target the built module exceeds, each at the arguments
+/// responsible.
+pub(crate) fn resources<F: Family>(
+    args: &F::Args,
+    config: &F::Config,
+    compiled: &CompiledFamily,
+) -> syn::Result<()> {
+    let mut errors = Errors::default();
+    for rule in resource_rules(
+        KernelFamily::arch(config),
+        compiled,
+        F::SHARED_MEMORY_ARGS,
+        F::THREAD_ARGS,
+    ) {
+        errors.push(locate(&rule, F::argument_of, |key| F::written(args, key)));
+    }
+    errors.finish()
+}
+
+/// The resource rules on `compiled` for `arch` (pure, for unit tests).
+pub(crate) fn resource_rules(
+    arch: Arch,
+    compiled: &CompiledFamily,
+    shared_memory_args: &'static [&'static str],
+    thread_args: &'static [&'static str],
+) -> Vec<ConfigError> {
+    let mut rules = Vec::new();
+    let (max_static, max_dynamic) = (
+        arch.max_static_shared_bytes(),
+        arch.max_dynamic_shared_bytes(),
+    );
+    let max_threads = arch.max_threads_per_block();
+    for entry in &compiled.entries {
+        let name = &entry.name;
+        if entry.static_shared_bytes > max_static {
+            rules.push(ConfigError::new(
+                shared_memory_args,
+                format!(
+                    "entry `{name}` declares {} bytes of static shared memory, more than \
+                     {arch}'s static maximum {max_static}",
+                    entry.static_shared_bytes
+                ),
+            ));
+        }
+        let total =
+            u64::from(entry.static_shared_bytes) + u64::from(entry.max_dynamic_shared_bytes);
+        if total > u64::from(max_dynamic) {
+            rules.push(ConfigError::new(
+                shared_memory_args,
+                format!(
+                    "entry `{name}` needs {total} bytes of shared memory per block, more than \
+                     {arch}'s maximum {max_dynamic}"
+                ),
+            ));
+        }
+        if let Some([x, y, z]) = entry.required_block {
+            let threads = u64::from(x) * u64::from(y) * u64::from(z);
+            if threads > u64::from(max_threads) {
+                rules.push(ConfigError::new(
+                    thread_args,
+                    format!(
+                        "entry `{name}` needs {threads} threads per block ({x} × {y} × {z}), \
+                         more than {arch}'s maximum {max_threads}"
+                    ),
+                ));
+            }
+        }
+    }
+    rules
 }
 
 /// The error for one violated rule: at the first named argument the user wrote (the whole

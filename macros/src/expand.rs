@@ -1,9 +1,11 @@
-//! The pipeline every attribute runs: parse → check → generate, collecting every error on the
-//! way and failing soft.
+//! The pipeline every attribute runs: parse → check → build → check resources → generate,
+//! collecting every error on the way and failing soft.
 
 use darling::FromMeta;
 use proc_macro2::{Span, TokenStream};
 use syn::{ItemStruct, Path};
+
+use ptxforge_runtime::templates::CompiledFamily;
 
 use crate::check;
 use crate::errors::Errors;
@@ -22,12 +24,16 @@ pub(crate) fn expand<F: Family>(attr: TokenStream, item: TokenStream) -> TokenSt
         errors,
     } = analyse::<F>(attr, item);
     match (item, &args, &config, errors.finish()) {
-        (Ok(item), Some(args), Some(config), Ok(())) => generate::kernel::<F>(&Kernel {
-            item: &item,
-            args,
-            config,
-            krate: &krate,
-        }),
+        (Ok(item), Some(args), Some(config), Ok(())) => match build::<F>(args, config) {
+            Ok(compiled) => generate::kernel::<F>(&Kernel {
+                item: &item,
+                args,
+                config,
+                compiled: &compiled,
+                krate: &krate,
+            }),
+            Err(errors) => generate::fail_soft::<F>(Ok(item), errors, &krate, Some(config)),
+        },
         (item, _, config, Err(errors)) => {
             generate::fail_soft::<F>(item, errors, &krate, config.as_ref())
         }
@@ -41,6 +47,23 @@ pub(crate) fn expand<F: Family>(attr: TokenStream, item: TokenStream) -> TokenSt
             generate::fail_soft::<F>(item, error, &krate, None)
         }
     }
+}
+
+/// Builds the module of a checked configuration (the runtime template: build, validate, emit)
+/// and checks its resources against the target. A build failure goes on the attribute with the
+/// template's reason; a resource rule at the arguments responsible (see [`check::resources`]).
+fn build<F: Family>(args: &F::Args, config: &F::Config) -> syn::Result<CompiledFamily> {
+    let compiled = F::compile(config).map_err(|error| {
+        syn::Error::new(
+            Span::call_site(),
+            format!(
+                "the `#[{}]` kernels cannot be built for this configuration: {error}",
+                F::KEYS.attr
+            ),
+        )
+    })?;
+    check::resources::<F>(args, config, &compiled)?;
+    Ok(compiled)
 }
 
 /// What parse and check made of one attribute.

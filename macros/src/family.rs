@@ -9,11 +9,14 @@ use syn::Path;
 
 use ptxforge_runtime::templates::attention::AttentionConfig;
 use ptxforge_runtime::templates::conv::Conv2dConfig;
-use ptxforge_runtime::templates::moe::{Ffn, MoeConfig};
-use ptxforge_runtime::templates::nf4::Nf4Config;
-use ptxforge_runtime::templates::{ConfigError, ConfigErrors};
+use ptxforge_runtime::templates::moe::{kernels as moe_kernels, Ffn, MoeConfig};
+use ptxforge_runtime::templates::nf4::{kernels as nf4_kernels, Nf4Config};
+use ptxforge_runtime::templates::{
+    CompiledFamily, ConfigError, ConfigErrors, KernelFamily, TemplateError,
+};
 use ptxforge_runtime::{Arch, DType};
 
+use crate::generate::wrappers::{self, Wrapper, WrapperTypes};
 use crate::parse::args::Keys;
 use crate::parse::attention::AttentionArgs;
 use crate::parse::conv::ConvArgs;
@@ -28,8 +31,11 @@ pub(crate) trait Family {
     /// The config type's name under `::ptxforge::__private`.
     const CONFIG_TYPE: &'static str;
 
+    /// The prefix every entry name of the family starts with (dropped from the entry consts).
+    const ENTRY_PREFIX: &'static str;
+
     type Args: FromMeta;
-    type Config;
+    type Config: KernelFamily;
 
     /// The configuration, defaults filled in; `None` when a required argument is missing.
     fn config(args: &Self::Args) -> Option<Self::Config>;
@@ -58,6 +64,27 @@ pub(crate) trait Family {
 
     /// The configuration by argument, `(key, value as the user would write it)`, in key order.
     fn describe(config: &Self::Config) -> Vec<(&'static str, String)>;
+
+    /// Builds, validates and emits the family's module (the runtime template).
+    fn compile(config: &Self::Config) -> Result<CompiledFamily, TemplateError> {
+        config.compile()
+    }
+
+    /// The entries `compile` produces for `config`, in module order, without building them
+    /// (the stubs' entry constants).
+    fn entry_names(config: &Self::Config) -> Vec<&'static str>;
+
+    /// The storage element type of the kernels' tensors.
+    fn dtype(config: &Self::Config) -> DType;
+
+    /// The arguments that decide the kernels' shared memory, most responsible first (for the
+    /// resource rules checked on the built module).
+    const SHARED_MEMORY_ARGS: &'static [&'static str];
+    /// The arguments that decide the kernels' threads per block, most responsible first.
+    const THREAD_ARGS: &'static [&'static str];
+
+    /// The launch wrappers for `config`, with buffer types from `types`.
+    fn wrappers(config: &Self::Config, types: &WrapperTypes) -> Vec<Wrapper>;
 }
 
 pub(crate) struct Moe;
@@ -76,6 +103,9 @@ impl Family for Moe {
         required: MoeConfig::REQUIRED,
     };
     const CONFIG_TYPE: &'static str = "MoeConfig";
+    const ENTRY_PREFIX: &'static str = "moe_";
+    const SHARED_MEMORY_ARGS: &'static [&'static str] = &["experts", "dtype", "arch"];
+    const THREAD_ARGS: &'static [&'static str] = &["experts", "arch"];
     type Args = MoeArgs;
     type Config = MoeConfig;
 
@@ -122,6 +152,17 @@ impl Family for Moe {
             ("arch", c.arch.to_string()),
         ]
     }
+    fn entry_names(c: &MoeConfig) -> Vec<&'static str> {
+        moe_kernels::entry_names(c.ffn).to_vec()
+    }
+
+    fn dtype(c: &MoeConfig) -> DType {
+        c.dtype
+    }
+
+    fn wrappers(c: &MoeConfig, types: &WrapperTypes) -> Vec<Wrapper> {
+        wrappers::moe::wrappers(c, types)
+    }
 }
 
 impl Family for Nf4 {
@@ -131,6 +172,9 @@ impl Family for Nf4 {
         required: Nf4Config::REQUIRED,
     };
     const CONFIG_TYPE: &'static str = "Nf4Config";
+    const ENTRY_PREFIX: &'static str = "nf4_";
+    const SHARED_MEMORY_ARGS: &'static [&'static str] = &["block", "k", "dtype", "arch"];
+    const THREAD_ARGS: &'static [&'static str] = &["arch"];
     type Args = Nf4Args;
     type Config = Nf4Config;
 
@@ -171,6 +215,21 @@ impl Family for Nf4 {
             ("arch", c.arch.to_string()),
         ]
     }
+    fn entry_names(_: &Nf4Config) -> Vec<&'static str> {
+        vec![
+            nf4_kernels::GEMV_ENTRY,
+            nf4_kernels::GEMM_ENTRY,
+            nf4_kernels::BACKWARD_INPUT_ENTRY,
+        ]
+    }
+
+    fn dtype(c: &Nf4Config) -> DType {
+        c.dtype
+    }
+
+    fn wrappers(c: &Nf4Config, types: &WrapperTypes) -> Vec<Wrapper> {
+        wrappers::nf4::wrappers(c, types)
+    }
 }
 
 impl Family for Attention {
@@ -180,6 +239,10 @@ impl Family for Attention {
         required: AttentionConfig::REQUIRED,
     };
     const CONFIG_TYPE: &'static str = "AttentionConfig";
+    const ENTRY_PREFIX: &'static str = "attention_";
+    const SHARED_MEMORY_ARGS: &'static [&'static str] =
+        &["block_m", "block_n", "head_dim", "dtype", "arch"];
+    const THREAD_ARGS: &'static [&'static str] = &["block_m", "head_dim", "arch"];
     type Args = AttentionArgs;
     type Config = AttentionConfig;
 
@@ -224,6 +287,17 @@ impl Family for Attention {
             ("arch", c.arch.to_string()),
         ]
     }
+    fn entry_names(_: &AttentionConfig) -> Vec<&'static str> {
+        vec![ptxforge_runtime::templates::attention::ENTRY]
+    }
+
+    fn dtype(c: &AttentionConfig) -> DType {
+        c.dtype
+    }
+
+    fn wrappers(c: &AttentionConfig, types: &WrapperTypes) -> Vec<Wrapper> {
+        wrappers::attention::wrappers(c, types)
+    }
 }
 
 impl Family for Conv2d {
@@ -233,6 +307,10 @@ impl Family for Conv2d {
         required: Conv2dConfig::REQUIRED,
     };
     const CONFIG_TYPE: &'static str = "Conv2dConfig";
+    const ENTRY_PREFIX: &'static str = "conv2d_";
+    const SHARED_MEMORY_ARGS: &'static [&'static str] =
+        &["dilation", "kernel", "stride", "dtype", "arch"];
+    const THREAD_ARGS: &'static [&'static str] = &["kernel", "arch"];
     type Args = ConvArgs;
     type Config = Conv2dConfig;
 
@@ -295,6 +373,17 @@ impl Family for Conv2d {
             ("dtype", c.dtype.to_string()),
             ("arch", c.arch.to_string()),
         ]
+    }
+    fn entry_names(c: &Conv2dConfig) -> Vec<&'static str> {
+        c.entry_names()
+    }
+
+    fn dtype(c: &Conv2dConfig) -> DType {
+        c.dtype
+    }
+
+    fn wrappers(c: &Conv2dConfig, types: &WrapperTypes) -> Vec<Wrapper> {
+        wrappers::conv::wrappers(c, types)
     }
 }
 

@@ -10,27 +10,30 @@
 //! | section | full form | stub form |
 //! |---|---|---|
 //! | [`config`] | `pub const CONFIG: …Config = …Config { … };` | the same with placeholder values |
+//! | [`ptx`] | `pub const PTX: &'static str = "…";` (the template's emitted module) | `""` |
+//! | [`entries`] | one `pub const GATING: KernelEntry = …;` per entry | same names, no params |
+//! | [`wrappers`] | `pub fn forward<B: Backend>(&self, dev: &B, …) -> Result<…, LaunchError>`, per phase, `backward_*` | same signatures, bodies returning `LaunchError::Build` |
 //!
-//! The next phase adds further sections on the same [`Kernel`] context, each a module here with
-//! an `emit` and a `stub` function, listed in [`kernel`] and [`fail_soft`]:
+//! To add a section: a module here with an `emit(cx)` and a `stub(krate, config)` function,
+//! listed in [`kernel`] and [`fail_soft`].
 //!
-//! | section | full form | stub form |
-//! |---|---|---|
-//! | `ptx` | `pub const PTX: &'static str = "…";` (the template's emitted module) | `""` |
-//! | `entries` | one `pub const GATING: KernelEntry = …;` per entry | same names, empty params |
-//! | `wrappers` | `pub fn forward<B: Backend>(&self, dev: &B, …) -> Result<…, LaunchError>`, `backward_*` | same signatures, bodies returning a `LaunchError` |
-//!
-//! A template that fails to build or validate for a checked configuration is a ptxforge bug, not
-//! a user error: `ptx::emit` would turn it into one `compile_error!` saying so, plus the stubs.
+//! The module is built (`Family::compile`) before generation, in [`crate::expand`]: a template
+//! that fails to build for a checked configuration is reported there, at the attribute, and
+//! this module only sees modules that built.
 //!
 //! Generated code names only `#krate::__private::…` (`::ptxforge` unless `crate = "…"`).
 
 pub(crate) mod config;
 pub(crate) mod docs;
+pub(crate) mod entries;
+pub(crate) mod ptx;
+pub(crate) mod wrappers;
 
 use proc_macro2::TokenStream;
 use quote::quote;
 use syn::{ItemStruct, Path};
+
+use ptxforge_runtime::templates::CompiledFamily;
 
 use crate::family::Family;
 use crate::parse::item::NotAKernelItem;
@@ -40,6 +43,8 @@ pub(crate) struct Kernel<'a, F: Family> {
     pub item: &'a ItemStruct,
     pub args: &'a F::Args,
     pub config: &'a F::Config,
+    /// The module built from `config`.
+    pub compiled: &'a CompiledFamily,
     pub krate: &'a Path,
 }
 
@@ -48,7 +53,12 @@ pub(crate) fn kernel<F: Family>(cx: &Kernel<'_, F>) -> TokenStream {
     let mut item = cx.item.clone();
     item.attrs.extend(docs::struct_section(cx));
     let ident = &item.ident;
-    let sections = [config::emit(cx)];
+    let sections = [
+        config::emit(cx),
+        ptx::emit(cx),
+        entries::emit(cx),
+        wrappers::emit(cx),
+    ];
     quote! {
         #item
         impl #ident {
@@ -73,7 +83,12 @@ pub(crate) fn fail_soft<F: Family>(
     };
     let errors = errors.into_compile_error();
     let stubs = self_ty.map(|ident| {
-        let sections = [config::stub::<F>(krate, config)];
+        let sections = [
+            config::stub::<F>(krate, config),
+            ptx::stub::<F>(),
+            entries::stub::<F>(krate, config),
+            wrappers::stub::<F>(krate, config),
+        ];
         quote! {
             impl #ident {
                 #(#sections)*

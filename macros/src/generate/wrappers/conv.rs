@@ -1,0 +1,158 @@
+//! Conv2d wrappers: `forward` (the 1×1 entry for 1×1 kernels, the direct entry otherwise),
+//! each forward path on its own (`forward_direct`, `forward_im2col`, and `forward_1x1` for 1×1
+//! kernels), `backward_data` and `backward_filter`. The bias parameters exist exactly when the
+//! configuration has `bias = true`.
+
+use proc_macro2::{Ident, TokenStream};
+use quote::{format_ident, quote};
+
+use ptxforge_runtime::templates::conv::Conv2dConfig;
+
+use super::{param, Wrapper, WrapperTypes};
+
+pub(crate) fn wrappers(c: &Conv2dConfig, t: &WrapperTypes) -> Vec<Wrapper> {
+    let p = &t.private;
+    let shape = param("shape", quote!(&#p::conv::ConvShape));
+    let dims = quote!(#p::conv::ConvDims);
+    let (bias_param, bias_arg) = optional(c.bias, "bias", t.input(), quote!(bias));
+    let (db_param, db_arg) = optional(c.bias, "db", t.output(), quote!(db));
+    let forward_params = |extra: &[(Ident, TokenStream)]| {
+        let mut params = vec![
+            t.dev(),
+            shape.clone(),
+            param("x", t.input()),
+            param("w", t.input()),
+        ];
+        params.extend(bias_param.clone());
+        params.extend(extra.iter().cloned());
+        params.push(param("y", t.output()));
+        params
+    };
+    let call = |function: &str, args: TokenStream| {
+        let function = format_ident!("{function}");
+        quote!(#p::conv::#function(&Self::CONFIG, dev, Self::PTX, shape, #args))
+    };
+    let layouts = "Layouts: `x [batch, in_channels, height, width]`, `w [out_channels, \
+                   in_channels / groups, kernel_h, kernel_w]`, `y [batch, out_channels, \
+                   out_height, out_width]`";
+    let bias_doc = if c.bias {
+        " plus `bias [out_channels]`"
+    } else {
+        ""
+    };
+    let mut wrappers = vec![
+        Wrapper {
+            name: "forward",
+            doc: format!(
+                "Forward `y = conv2d(x, w){bias_doc}` through entry `{}`. {layouts}. Returns the \
+                 checked dimensions.",
+                if c.has_pointwise() {
+                    "conv2d_1x1"
+                } else {
+                    "conv2d_direct"
+                }
+            ),
+            lifetimes: quote!(),
+            params: forward_params(&[]),
+            ok: dims.clone(),
+            body: if c.has_pointwise() {
+                call("forward_1x1", quote!(x, w, #bias_arg, y))
+            } else {
+                call("forward_direct", quote!(x, w, #bias_arg, y))
+            },
+        },
+        Wrapper {
+            name: "forward_direct",
+            doc: format!(
+                "Forward through entry `conv2d_direct` (shared-memory input tiles). {layouts}."
+            ),
+            lifetimes: quote!(),
+            params: forward_params(&[]),
+            ok: dims.clone(),
+            body: call("forward_direct", quote!(x, w, #bias_arg, y)),
+        },
+        Wrapper {
+            name: "forward_im2col",
+            doc: format!(
+                "Forward through entries `conv2d_im2col` and `conv2d_gemm`, with the column \
+                 buffer `cols [in_channels · kernel_h · kernel_w, batch · out_height · \
+                 out_width]`. {layouts}."
+            ),
+            lifetimes: quote!(),
+            params: forward_params(&[param("cols", t.output())]),
+            ok: dims.clone(),
+            body: call("forward_im2col", quote!(x, w, #bias_arg, cols, y)),
+        },
+    ];
+    if c.has_pointwise() {
+        wrappers.push(Wrapper {
+            name: "forward_1x1",
+            doc: format!("Forward through entry `conv2d_1x1` (implicit GEMM). {layouts}."),
+            lifetimes: quote!(),
+            params: forward_params(&[]),
+            ok: dims.clone(),
+            body: call("forward_1x1", quote!(x, w, #bias_arg, y)),
+        });
+    }
+    let mut filter_params = vec![
+        t.dev(),
+        shape.clone(),
+        param("x", t.input()),
+        param("gy", t.input()),
+        param("dw", t.output()),
+    ];
+    filter_params.extend(db_param);
+    wrappers.extend([
+        Wrapper {
+            name: "backward_data",
+            doc: "Gradient with respect to the input, entry `conv2d_bwd_data`: `dx [batch, \
+                  in_channels, height, width]` from `gy [batch, out_channels, out_height, \
+                  out_width]` and `w`. `dx` is overwritten."
+                .into(),
+            lifetimes: quote!(),
+            params: vec![
+                t.dev(),
+                shape,
+                param("gy", t.input()),
+                param("w", t.input()),
+                param("dx", t.output()),
+            ],
+            ok: dims.clone(),
+            body: call("backward_data", quote!(gy, w, dx)),
+        },
+        Wrapper {
+            name: "backward_filter",
+            doc: format!(
+                "Gradient with respect to the weights, entry `conv2d_bwd_filter`{}: `dw` from `x` \
+                 and `gy`. Outputs are overwritten.",
+                if c.bias {
+                    ", and to the bias, entry `conv2d_bwd_bias`: `db [out_channels]`"
+                } else {
+                    ""
+                }
+            ),
+            lifetimes: quote!(),
+            params: filter_params,
+            ok: dims,
+            body: call("backward_filter", quote!(x, gy, dw, #db_arg)),
+        },
+    ]);
+    wrappers
+}
+
+/// The parameter (when `present`) and the `Option` argument passed on.
+fn optional(
+    present: bool,
+    name: &str,
+    ty: TokenStream,
+    arg: TokenStream,
+) -> (Option<(Ident, TokenStream)>, TokenStream) {
+    if present {
+        (
+            Some(param(name, ty)),
+            quote!(::core::option::Option::Some(#arg)),
+        )
+    } else {
+        (None, quote!(::core::option::Option::None))
+    }
+}

@@ -1,0 +1,82 @@
+//! NF4 wrappers: `forward` (GEMV for `m ≤ 8`, tiled above), the two forward entries on their
+//! own, `backward_input`, and `upload_weights` (quantise a host weight the way this kernel
+//! reads it, then upload).
+
+use quote::quote;
+
+use ptxforge_runtime::templates::nf4::Nf4Config;
+
+use super::{param, Wrapper, WrapperTypes};
+
+pub(crate) fn wrappers(c: &Nf4Config, t: &WrapperTypes) -> Vec<Wrapper> {
+    let p = &t.private;
+    let weights_ty = quote!(#p::nf4::DeviceWeights<B>);
+    let m = param("m", quote!(::core::primitive::u32));
+    let forward_params = vec![
+        t.dev(),
+        m.clone(),
+        param("a", t.input()),
+        param("weights", quote!(&#weights_ty)),
+        param("c", t.output()),
+    ];
+    let forward = |name: &'static str, doc: &str| Wrapper {
+        name,
+        doc: doc.to_owned(),
+        lifetimes: quote!(),
+        params: forward_params.clone(),
+        ok: quote!(()),
+        body: {
+            let f = quote::format_ident!("{name}");
+            quote!(#p::nf4::#f(&Self::CONFIG, dev, Self::PTX, m, a, weights, c))
+        },
+    };
+    let quantization = if c.double_quant {
+        "NF4 codes with double-quantised absmax"
+    } else {
+        "NF4 codes with one f32 absmax per block"
+    };
+    vec![
+        forward(
+            "forward",
+            "Forward `c [m, n] = a [m, k] · dequant(W)ᵀ`: entry `nf4_gemv` for `m ≤ 8`, \
+             `nf4_gemm` above. `c` is overwritten.",
+        ),
+        forward(
+            "forward_gemv",
+            "Forward through entry `nf4_gemv` only (`1 ≤ m ≤ 8`).",
+        ),
+        forward(
+            "forward_tiled",
+            "Forward through entry `nf4_gemm` only (any `m ≥ 1`).",
+        ),
+        Wrapper {
+            name: "backward_input",
+            doc: "Backward with respect to the input, entry `nf4_backward_input`: \
+                  `g_a [m, k] = g_c [m, n] · dequant(W)`. `g_a` is overwritten."
+                .into(),
+            lifetimes: quote!(),
+            params: vec![
+                t.dev(),
+                m,
+                param("g_c", t.input()),
+                param("weights", quote!(&#weights_ty)),
+                param("g_a", t.output()),
+            ],
+            ok: quote!(()),
+            body: quote! {
+                #p::nf4::backward_input(&Self::CONFIG, dev, Self::PTX, m, g_c, weights, g_a)
+            },
+        },
+        Wrapper {
+            name: "upload_weights",
+            doc: format!(
+                "Quantises a host weight `W [n, k]` (row-major f32) as this kernel reads it \
+                 ({quantization}, bitsandbytes-compatible) and uploads it."
+            ),
+            lifetimes: quote!(),
+            params: vec![t.dev(), param("weight", quote!(&[::core::primitive::f32]))],
+            ok: weights_ty,
+            body: quote!(#p::nf4_upload_weights(&Self::CONFIG, dev, weight)),
+        },
+    ]
+}
