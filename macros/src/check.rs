@@ -180,6 +180,7 @@ mod tests {
     use crate::family::{Conv2d, Moe};
     use crate::parse::moe::MoeArgs;
     use crate::tests::{tokens, underlined};
+    use ptxforge_runtime::templates::EntryInfo;
 
     fn parsed<A: FromMeta>(src: &str) -> A {
         A::from_list(&NestedMeta::parse_meta_list(tokens(src)).unwrap()).unwrap()
@@ -269,5 +270,77 @@ mod tests {
         assert!(mentions("more than sm_75's maximum", "sm_75"));
         assert!(!mentions("more than sm_75's maximum", "sm_7"));
         assert!(!mentions("anything", ""));
+    }
+
+    fn module_with(entry: EntryInfo) -> CompiledFamily {
+        CompiledFamily {
+            ptx: String::new(),
+            entries: vec![entry],
+        }
+    }
+
+    fn entry(static_shared: u32, dynamic_shared: u32, block: Option<[u32; 3]>) -> EntryInfo {
+        EntryInfo {
+            name: "attention_forward".to_owned(),
+            params: Vec::new(),
+            required_block: block,
+            static_shared_bytes: static_shared,
+            max_dynamic_shared_bytes: dynamic_shared,
+        }
+    }
+
+    const SMEM: &[&str] = &["block_m", "arch"];
+    const THREADS: &[&str] = &["block_m"];
+
+    #[test]
+    fn resources_within_the_limits_pass() {
+        let fits = module_with(entry(48 * 1024, 0, Some([256, 1, 1])));
+        assert!(resource_rules(Arch::Sm80, &fits, SMEM, THREADS).is_empty());
+        let dynamic = module_with(entry(0, 160 * 1024, Some([1024, 1, 1])));
+        assert!(resource_rules(Arch::Sm80, &dynamic, SMEM, THREADS).is_empty());
+    }
+
+    #[test]
+    fn resources_past_the_limits_name_the_arguments() {
+        let too_much = module_with(entry(50_000, 0, Some([32, 33, 1])));
+        let rules = resource_rules(Arch::Sm80, &too_much, SMEM, THREADS);
+        let messages: Vec<&str> = rules.iter().map(|r| r.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "entry `attention_forward` declares 50000 bytes of static shared memory, more \
+                 than sm_80's static maximum 49152",
+                "entry `attention_forward` needs 1056 threads per block (32 × 33 × 1), more \
+                 than sm_80's maximum 1024",
+            ]
+        );
+        assert_eq!(rules[0].fields, SMEM);
+        assert_eq!(rules[1].fields, THREADS);
+        let dynamic = module_with(entry(0, 300 * 1024, None));
+        let rules = resource_rules(Arch::Sm70, &dynamic, SMEM, THREADS);
+        assert_eq!(rules.len(), 1);
+        assert!(rules[0]
+            .message
+            .contains("307200 bytes of shared memory per block"));
+    }
+
+    #[test]
+    fn resource_errors_point_at_the_written_argument() {
+        use crate::family::Attention;
+        use crate::parse::attention::AttentionArgs;
+        let src = "head_dim = 64, block_m = 256, arch = sm_70";
+        let args: AttentionArgs = parsed(src);
+        let config = args.config().unwrap();
+        let rules = resource_rules(
+            Arch::Sm70,
+            &module_with(entry(0, 0, Some([2048, 1, 1]))),
+            Attention::SHARED_MEMORY_ARGS,
+            Attention::THREAD_ARGS,
+        );
+        let error = locate(&rules[0], Attention::argument_of, |k| {
+            Attention::written(&args, k)
+        });
+        assert_eq!(underlined(src, &error), ["block_m = 256"]);
+        assert!(config.validate().is_ok() || config.validate().is_err());
     }
 }

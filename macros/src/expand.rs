@@ -5,7 +5,7 @@ use darling::FromMeta;
 use proc_macro2::{Span, TokenStream};
 use syn::{ItemStruct, Path};
 
-use ptxforge_runtime::templates::CompiledFamily;
+use ptxforge_runtime::templates::{CompiledFamily, TemplateError};
 
 use crate::check;
 use crate::errors::Errors;
@@ -16,6 +16,15 @@ use crate::parse::{args, item};
 
 /// Expands `#[<family>(attr)] item`.
 pub(crate) fn expand<F: Family>(attr: TokenStream, item: TokenStream) -> TokenStream {
+    expand_with::<F>(attr, item, F::compile)
+}
+
+/// [`expand`] with the module built by `compile` (tests inject failures).
+pub(crate) fn expand_with<F: Family>(
+    attr: TokenStream,
+    item: TokenStream,
+    compile: impl FnOnce(&F::Config) -> Result<CompiledFamily, TemplateError>,
+) -> TokenStream {
     let Analysis {
         item,
         args,
@@ -24,7 +33,7 @@ pub(crate) fn expand<F: Family>(attr: TokenStream, item: TokenStream) -> TokenSt
         errors,
     } = analyse::<F>(attr, item);
     match (item, &args, &config, errors.finish()) {
-        (Ok(item), Some(args), Some(config), Ok(())) => match build::<F>(args, config) {
+        (Ok(item), Some(args), Some(config), Ok(())) => match build::<F>(args, config, compile) {
             Ok(compiled) => generate::kernel::<F>(&Kernel {
                 item: &item,
                 args,
@@ -52,8 +61,12 @@ pub(crate) fn expand<F: Family>(attr: TokenStream, item: TokenStream) -> TokenSt
 /// Builds the module of a checked configuration (the runtime template: build, validate, emit)
 /// and checks its resources against the target. A build failure goes on the attribute with the
 /// template's reason; a resource rule at the arguments responsible (see [`check::resources`]).
-fn build<F: Family>(args: &F::Args, config: &F::Config) -> syn::Result<CompiledFamily> {
-    let compiled = F::compile(config).map_err(|error| {
+fn build<F: Family>(
+    args: &F::Args,
+    config: &F::Config,
+    compile: impl FnOnce(&F::Config) -> Result<CompiledFamily, TemplateError>,
+) -> syn::Result<CompiledFamily> {
+    let compiled = compile(config).map_err(|error| {
         syn::Error::new(
             Span::call_site(),
             format!(

@@ -1,5 +1,5 @@
 use proc_macro2::TokenStream;
-use quote::quote;
+use quote::{quote, ToTokens};
 
 use crate::expand::expand;
 use crate::family::{Attention, Conv2d, Family, Moe, Nf4};
@@ -216,4 +216,233 @@ fn valid_arguments_have_no_errors() {
         errors_of::<Nf4>("n = 64, k = 64, block = 32, double_quant = true,"),
         []
     );
+}
+
+/// The `(name, signature)` of every `pub fn` and the name of every `const` in the impl blocks
+/// of an expansion.
+fn impl_items(out: &TokenStream) -> (Vec<String>, Vec<String>) {
+    let file: syn::File = syn::parse2(out.clone()).expect("the expansion is valid Rust");
+    let (mut fns, mut consts) = (Vec::new(), Vec::new());
+    for item in file.items {
+        if let syn::Item::Impl(block) = item {
+            for item in block.items {
+                match item {
+                    syn::ImplItem::Fn(f) => fns.push(f.sig.to_token_stream().to_string()),
+                    syn::ImplItem::Const(c) => consts.push(c.ident.to_string()),
+                    _ => {}
+                }
+            }
+        }
+    }
+    (fns, consts)
+}
+
+fn mixtral(top_k: u32) -> TokenStream {
+    let top_k = proc_macro2::Literal::u32_unsuffixed(top_k);
+    expand::<Moe>(
+        quote!(experts = 8, top_k = #top_k, hidden = 64, expert_dim = 96, dtype = bf16, ffn = swiglu),
+        quote!(
+            pub struct Mixtral;
+        ),
+    )
+}
+
+#[test]
+fn valid_moe_gets_ptx_entries_and_typed_wrappers() {
+    let out = mixtral(2);
+    let text = out.to_string();
+    assert!(!text.contains("compile_error"), "{text}");
+    assert!(text.contains("pub const PTX : & 'static str = \"//"));
+    assert!(text.contains("\\n.version 7.0\\n.target sm_80\\n"));
+    for entry in [
+        "moe_gating",
+        "moe_permute",
+        "moe_expert_swiglu_up",
+        "moe_unpermute",
+    ] {
+        assert!(text.contains(&format!(".entry {entry}")), "{entry}");
+    }
+    let (fns, consts) = impl_items(&out);
+    assert_eq!(
+        consts,
+        [
+            "CONFIG",
+            "PTX",
+            "GATING",
+            "PERMUTE",
+            "EXPERT_SWIGLU_UP",
+            "EXPERT_SWIGLU_DOWN",
+            "UNPERMUTE"
+        ]
+    );
+    let forward = fns.iter().find(|f| f.contains("fn forward <")).unwrap();
+    let bf16_buffer =
+        "& :: ptxforge :: __private :: DeviceBuffer < B , :: ptxforge :: __private :: \
+                       half :: bf16 >";
+    assert!(forward.contains(&format!("x : {bf16_buffer}")), "{forward}");
+    assert!(
+        forward.contains("w1 :") && forward.contains("w2 :"),
+        "{forward}"
+    );
+    assert!(
+        forward.contains(
+            "out : & mut :: ptxforge :: __private :: DeviceBuffer < B , :: ptxforge :: \
+             __private :: half :: bf16 >"
+        ),
+        "{forward}"
+    );
+    // Thin: the runtime's launch function, with the const PTX.
+    assert!(text.contains(
+        ":: ptxforge :: __private :: moe :: forward (& Self :: CONFIG , dev , Self :: PTX"
+    ));
+    assert!(!text.contains("unsafe"));
+}
+
+#[test]
+fn stubs_have_the_real_signatures_and_names() {
+    let (valid_fns, valid_consts) = impl_items(&mixtral(2));
+    let broken = mixtral(9);
+    let text = broken.to_string();
+    assert!(text.contains("top_k = 9 exceeds experts = 8"), "{text}");
+    let (stub_fns, stub_consts) = impl_items(&broken);
+    assert_eq!(stub_fns, valid_fns);
+    assert_eq!(stub_consts, valid_consts);
+    assert!(
+        text.contains("pub const PTX : & 'static str = \"\""),
+        "{text}"
+    );
+    assert!(text.contains("LaunchError :: Build"), "{text}");
+}
+
+#[test]
+fn stubs_without_a_configuration_take_any_element_type() {
+    let out = expand::<Conv2d>(
+        quote!(in_channels = 4, out_channels = 4, kernl = 3),
+        quote!(
+            pub struct Conv;
+        ),
+    );
+    let (fns, consts) = impl_items(&out);
+    let forward = fns.iter().find(|f| f.contains("fn forward <")).unwrap();
+    assert!(
+        forward.contains("T : :: ptxforge :: __private :: Element"),
+        "{forward}"
+    );
+    assert!(forward.contains("DeviceBuffer < B , T >"), "{forward}");
+    assert!(consts.contains(&"DIRECT".to_owned()), "{consts:?}");
+}
+
+#[test]
+fn conv_signatures_follow_bias_and_kernel_size() {
+    let with_bias = |bias: bool, kernel: u32| {
+        let kernel = proc_macro2::Literal::u32_unsuffixed(kernel);
+        impl_items(&expand::<Conv2d>(
+            quote!(in_channels = 4, out_channels = 8, kernel = #kernel, bias = #bias),
+            quote!(
+                pub struct Conv;
+            ),
+        ))
+    };
+    let (fns, consts) = with_bias(true, 1);
+    let names: Vec<&str> = fns
+        .iter()
+        .map(|f| f.split(" <").next().unwrap().trim_start_matches("fn "))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "forward",
+            "forward_direct",
+            "forward_im2col",
+            "forward_1x1",
+            "backward_data",
+            "backward_filter"
+        ]
+    );
+    assert!(fns[0].contains("bias :"), "{}", fns[0]);
+    assert!(fns[5].contains("db :"), "{}", fns[5]);
+    assert!(consts.contains(&"CONV2D_1X1".to_owned()) && consts.contains(&"BWD_BIAS".to_owned()));
+    let (fns, consts) = with_bias(false, 3);
+    assert!(!fns.iter().any(|f| f.contains("forward_1x1")));
+    assert!(!fns[0].contains("bias :") && !fns.last().unwrap().contains("db :"));
+    assert!(!consts.contains(&"BWD_BIAS".to_owned()));
+}
+
+#[test]
+fn every_family_expands_to_valid_rust_with_wrappers() {
+    let item = quote!(
+        pub struct K;
+    );
+    let outs = [
+        expand::<Nf4>(quote!(n = 64, k = 64, dtype = f16), item.clone()),
+        expand::<Attention>(quote!(head_dim = 64, causal), item.clone()),
+        expand::<Conv2d>(
+            quote!(in_channels = 3, out_channels = 8, kernel = 3),
+            item.clone(),
+        ),
+    ];
+    let expected: [&[&str]; 3] = [
+        &[
+            "forward",
+            "forward_gemv",
+            "forward_tiled",
+            "backward_input",
+            "upload_weights",
+        ],
+        &["forward"],
+        &[
+            "forward",
+            "forward_direct",
+            "forward_im2col",
+            "backward_data",
+            "backward_filter",
+        ],
+    ];
+    for (out, expected) in outs.iter().zip(expected) {
+        let text = out.to_string();
+        assert!(!text.contains("compile_error"), "{text}");
+        let (fns, _) = impl_items(out);
+        let names: Vec<String> = fns
+            .iter()
+            .map(|f| {
+                f.split(" <")
+                    .next()
+                    .unwrap()
+                    .trim_start_matches("fn ")
+                    .to_owned()
+            })
+            .collect();
+        assert_eq!(names, *expected);
+    }
+}
+
+#[test]
+fn a_module_that_fails_to_build_is_reported_at_the_attribute_with_stubs() {
+    use ptxforge_runtime::templates::{ConfigError, ConfigErrors, TemplateError};
+    let out = crate::expand::expand_with::<Nf4>(
+        quote!(n = 64, k = 64),
+        quote!(
+            pub struct Proj;
+        ),
+        |_| {
+            Err(TemplateError::Config(ConfigErrors(vec![ConfigError::new(
+                &["arch"],
+                "needs 99 registers",
+            )])))
+        },
+    );
+    let text = out.to_string();
+    assert!(
+        text.contains(
+            "the `#[nf4_gemm]` kernels cannot be built for this configuration: invalid \
+             configuration: needs 99 registers"
+        ),
+        "{text}"
+    );
+    let (fns, consts) = impl_items(&out);
+    assert!(
+        fns.iter().any(|f| f.contains("fn backward_input")),
+        "{fns:?}"
+    );
+    assert_eq!(consts, ["CONFIG", "PTX", "GEMV", "GEMM", "BACKWARD_INPUT"]);
 }

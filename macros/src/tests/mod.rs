@@ -3,6 +3,7 @@
 
 mod expand;
 mod fuzz;
+mod timing;
 
 use proc_macro2::TokenStream;
 
