@@ -59,8 +59,10 @@ pub(crate) fn kernel<F: Family>(cx: &Kernel<'_, F>) -> TokenStream {
         entries::emit(cx),
         wrappers::emit(cx),
     ];
+    // A private kernel struct need not use every generated item.
     quote! {
         #item
+        #[allow(dead_code)]
         impl #ident {
             #(#sections)*
         }
@@ -90,6 +92,7 @@ pub(crate) fn fail_soft<F: Family>(
             wrappers::stub::<F>(krate, config),
         ];
         quote! {
+            #[allow(dead_code)]
             impl #ident {
                 #(#sections)*
             }

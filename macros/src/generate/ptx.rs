@@ -1,5 +1,11 @@
 //! The `PTX` section: the family's whole module as a string literal, built by the runtime
 //! template at expansion time, so the binary carries it and launches generate nothing.
+//!
+//! The wrappers pass the module to the backend through `__ptx_static()`, a `static` holding
+//! `Self::PTX`: a `const` is copied into each codegen unit that uses it (so `PTX.as_ptr()`
+//! differs between call sites in a debug build), a `static` is one object. Every launch of a
+//! kernel therefore passes the same address, and the 100-odd KiB of text are in the binary once
+//! for all wrappers.
 
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -11,6 +17,7 @@ use crate::family::Family;
 
 /// `pub const PTX: &'static str = "…";`
 pub(crate) fn emit<F: Family>(cx: &Kernel<'_, F>) -> TokenStream {
+    let ident = &cx.item.ident;
     let ptx = &cx.compiled.ptx;
     let entries: Vec<String> = cx
         .compiled
@@ -35,6 +42,12 @@ pub(crate) fn emit<F: Family>(cx: &Kernel<'_, F>) -> TokenStream {
     quote! {
         #[doc = #doc]
         pub const PTX: &'static str = #ptx;
+        /// `Self::PTX` from one `static`: the text every launch wrapper passes to the backend.
+        #[doc(hidden)]
+        pub fn __ptx_static() -> &'static str {
+            static PTX: &str = #ident::PTX;
+            PTX
+        }
     }
 }
 

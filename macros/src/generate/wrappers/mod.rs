@@ -1,5 +1,6 @@
 //! The launch-wrapper section: typed, thin methods on the kernel struct that call the runtime's
-//! launch functions with `Self::CONFIG` and `Self::PTX` (nothing is generated at launch time).
+//! launch functions with `Self::CONFIG` and the text of `Self::PTX` (from its one `static`, see
+//! [`super::ptx`]; nothing is generated at launch time).
 //!
 //! Each family lists its wrappers (one module per family) as [`Wrapper`]s: a signature and a
 //! body. The full form emits both; the stub form keeps the signature and returns
@@ -159,7 +160,7 @@ fn signature(w: &Wrapper, types: &WrapperTypes) -> TokenStream {
     } else {
         quote!(#lifetimes,)
     };
-    let elem = if types.generic_elem {
+    let elem = if types.generic_elem && mentions_elem(w) {
         quote!(, T: #p::Element)
     } else {
         quote!()
@@ -170,6 +171,19 @@ fn signature(w: &Wrapper, types: &WrapperTypes) -> TokenStream {
         pub fn #name<#lifetimes B: #p::Backend #elem>(&self, #(#params),*)
             -> ::core::result::Result<#ok, #p::LaunchError>
     }
+}
+
+/// Whether the stub's generic element `T` appears in `w`'s parameters or result (a `T` no
+/// argument mentions could not be inferred at call sites).
+fn mentions_elem(w: &Wrapper) -> bool {
+    fn has_t(tokens: &TokenStream) -> bool {
+        tokens.clone().into_iter().any(|tree| match tree {
+            proc_macro2::TokenTree::Ident(ident) => ident == "T",
+            proc_macro2::TokenTree::Group(group) => has_t(&group.stream()),
+            _ => false,
+        })
+    }
+    w.params.iter().any(|(_, ty)| has_t(ty)) || has_t(&w.ok)
 }
 
 fn wrapper_doc<F: Family>(w: &Wrapper, summary: &str) -> String {

@@ -45,7 +45,7 @@ pub(crate) fn wrappers(c: &MoeConfig, t: &WrapperTypes) -> Vec<Wrapper> {
             ok: quote!(#p::moe::MoeStats),
             body: quote! {
                 #weights
-                #p::moe::forward(&Self::CONFIG, dev, Self::PTX, tokens, x, logits, weights, &*out)
+                #p::moe::forward(&Self::CONFIG, dev, Self::__ptx_static(), tokens, x, logits, weights, &*out)
             },
         },
         Wrapper {
@@ -70,7 +70,7 @@ pub(crate) fn wrappers(c: &MoeConfig, t: &WrapperTypes) -> Vec<Wrapper> {
             params: vec![param("dev", quote!(&'a B)), tokens.clone()],
             ok: quote!(#p::moe::MoeLaunch<'a, B>),
             body: quote! {
-                #p::moe::MoeLaunch::new(&Self::CONFIG, dev, Self::PTX, tokens)
+                #p::moe::MoeLaunch::new(&Self::CONFIG, dev, Self::__ptx_static(), tokens)
             },
         },
         Wrapper {
