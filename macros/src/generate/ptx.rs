@@ -60,5 +60,9 @@ pub(crate) fn stub<F: Family>() -> TokenStream {
     quote! {
         #[doc = #doc]
         pub const PTX: &'static str = "";
+        #[doc(hidden)]
+        pub fn __ptx_static() -> &'static str {
+            ""
+        }
     }
 }

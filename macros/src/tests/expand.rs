@@ -237,6 +237,15 @@ fn impl_items(out: &TokenStream) -> (Vec<String>, Vec<String>) {
     (fns, consts)
 }
 
+/// `forward` of `fn forward < B : … > (…)`.
+fn fn_name(signature: &str) -> &str {
+    signature
+        .trim_start_matches("fn ")
+        .split(' ')
+        .next()
+        .unwrap_or_default()
+}
+
 fn mixtral(top_k: u32) -> TokenStream {
     let top_k = proc_macro2::Literal::u32_unsuffixed(top_k);
     expand::<Moe>(
@@ -253,6 +262,7 @@ fn valid_moe_gets_ptx_entries_and_typed_wrappers() {
     let text = out.to_string();
     assert!(!text.contains("compile_error"), "{text}");
     assert!(text.contains("pub const PTX : & 'static str = \"//"));
+    assert!(text.contains("static PTX : & str = Mixtral :: PTX ;"));
     assert!(text.contains("\\n.version 7.0\\n.target sm_80\\n"));
     for entry in [
         "moe_gating",
@@ -293,7 +303,7 @@ fn valid_moe_gets_ptx_entries_and_typed_wrappers() {
     );
     // Thin: the runtime's launch function, with the const PTX.
     assert!(text.contains(
-        ":: ptxforge :: __private :: moe :: forward (& Self :: CONFIG , dev , Self :: PTX"
+        ":: ptxforge :: __private :: moe :: forward (& Self :: CONFIG , dev , Self :: __ptx_static ()"
     ));
     assert!(!text.contains("unsafe"));
 }
@@ -344,13 +354,11 @@ fn conv_signatures_follow_bias_and_kernel_size() {
         ))
     };
     let (fns, consts) = with_bias(true, 1);
-    let names: Vec<&str> = fns
-        .iter()
-        .map(|f| f.split(" <").next().unwrap().trim_start_matches("fn "))
-        .collect();
+    let names: Vec<&str> = fns.iter().map(|f| fn_name(f)).collect();
     assert_eq!(
         names,
         [
+            "__ptx_static",
             "forward",
             "forward_direct",
             "forward_im2col",
@@ -359,12 +367,12 @@ fn conv_signatures_follow_bias_and_kernel_size() {
             "backward_filter"
         ]
     );
-    assert!(fns[0].contains("bias :"), "{}", fns[0]);
-    assert!(fns[5].contains("db :"), "{}", fns[5]);
+    assert!(fns[1].contains("bias :"), "{}", fns[1]);
+    assert!(fns[6].contains("db :"), "{}", fns[6]);
     assert!(consts.contains(&"CONV2D_1X1".to_owned()) && consts.contains(&"BWD_BIAS".to_owned()));
     let (fns, consts) = with_bias(false, 3);
     assert!(!fns.iter().any(|f| f.contains("forward_1x1")));
-    assert!(!fns[0].contains("bias :") && !fns.last().unwrap().contains("db :"));
+    assert!(!fns[1].contains("bias :") && !fns.last().unwrap().contains("db :"));
     assert!(!consts.contains(&"BWD_BIAS".to_owned()));
 }
 
@@ -383,14 +391,16 @@ fn every_family_expands_to_valid_rust_with_wrappers() {
     ];
     let expected: [&[&str]; 3] = [
         &[
+            "__ptx_static",
             "forward",
             "forward_gemv",
             "forward_tiled",
             "backward_input",
             "upload_weights",
         ],
-        &["forward"],
+        &["__ptx_static", "forward"],
         &[
+            "__ptx_static",
             "forward",
             "forward_direct",
             "forward_im2col",
@@ -402,16 +412,7 @@ fn every_family_expands_to_valid_rust_with_wrappers() {
         let text = out.to_string();
         assert!(!text.contains("compile_error"), "{text}");
         let (fns, _) = impl_items(out);
-        let names: Vec<String> = fns
-            .iter()
-            .map(|f| {
-                f.split(" <")
-                    .next()
-                    .unwrap()
-                    .trim_start_matches("fn ")
-                    .to_owned()
-            })
-            .collect();
+        let names: Vec<String> = fns.iter().map(|f| fn_name(f).to_owned()).collect();
         assert_eq!(names, *expected);
     }
 }
