@@ -1,6 +1,7 @@
 //! The execution engine: runs a grid of blocks, each block as warps of 32 lanes.
 //!
-//! Scheduling: blocks run one after another (in linear order, or a seeded shuffle). Within a
+//! Scheduling: blocks run one after another (in linear order, or a seeded shuffle), or on worker
+//! threads with their results merged in that order ([`parallel`]; [`run`] decides). Within a
 //! block, warps take turns in fixed order, each for a slice of instructions or until it blocks.
 //! Within a warp, the lanes at the lowest pc among the runnable lanes execute the instruction
 //! together (min-pc reconvergence): for uniform code this is exact lockstep, divergent paths run
