@@ -235,3 +235,15 @@ fn zero_threads_counts_as_one_and_the_default_uses_every_core() {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     assert_eq!(Options::default().threads, cores);
 }
+
+#[test]
+fn cli_threads_flag_is_kept_by_no_check_all() {
+    let args: Vec<String> = "k.ptx --entry k --grid 2 --block 1 --threads 3 --no-check all"
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    let spec = cli::parse_run(&args).unwrap();
+    assert_eq!(spec.options.threads, 3);
+    assert!(!spec.options.memcheck);
+    assert!(cli::parse_run(&[args[0].clone(), "--threads".into(), "x".into()]).is_err());
+}
