@@ -5,7 +5,7 @@
 //! validator and emitter end to end.
 
 use crate::arch::Arch;
-use crate::builder::{Float, KernelBuilder, ModuleBuilder, Scalar, BF16, F16, F32, F64, U32};
+use crate::builder::{Float, KernelBuilder, ModuleBuilder, BF16, F16, F32, F64, U32};
 use crate::ir::{AtomOp, CmpOp, MathFn, Precision, Rounding, VoteMode};
 use crate::validate::ValidationErrors;
 
@@ -514,11 +514,6 @@ fn exp_f64(arch: Arch) -> KernelBuilder {
         k.st_global(ya, 0, e);
     });
     k
-}
-
-/// Element type of a sample buffer, for tests that drive samples generically.
-pub fn scalar_name<T: Scalar>() -> &'static str {
-    T::TYPE.name()
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
 //! Interpreter throughput in thread-instructions per second, with all checks off and with each
-//! check on alone, on an FMA-heavy loop and on a memory-heavy shared-memory kernel.
+//! check on alone, on an FMA-heavy loop and on a memory-heavy shared-memory kernel. These rows
+//! run blocks on one host thread (per-core figure); the last two rows run them on every core
+//! (`Options::threads` = available parallelism), checks off and all on.
 //!
 //! `cargo run -p ptxforge-sim --release --example throughput`
 
@@ -86,9 +88,17 @@ $L__loop:
 }
 "#;
 
-fn configs() -> Vec<(&'static str, Options)> {
-    let off = Options::unchecked();
-    vec![
+fn configs() -> Vec<(String, Options)> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let off = Options {
+        threads: 1,
+        ..Options::unchecked()
+    };
+    let on = Options {
+        threads: 1,
+        ..Options::default()
+    };
+    let per_core = vec![
         ("all checks off", off.clone()),
         (
             "memcheck only",
@@ -118,13 +128,35 @@ fn configs() -> Vec<(&'static str, Options)> {
                 ..off.clone()
             },
         ),
-        ("all checks on", Options::default()),
-    ]
+        ("all checks on", on.clone()),
+    ];
+    let all_cores = [
+        (
+            format!("checks off, {cores} thr"),
+            Options {
+                threads: cores,
+                ..off
+            },
+        ),
+        (
+            format!("checks on, {cores} thr"),
+            Options {
+                threads: cores,
+                ..on
+            },
+        ),
+    ];
+    per_core
+        .into_iter()
+        .map(|(label, o)| (label.to_string(), o))
+        .chain(all_cores)
+        .collect()
 }
 
 fn bench(name: &str, text: &str, entry: &str, blocks: u32, iters: u32) {
     let m = Module::parse(text).expect("benchmark kernel parses");
     println!("{name}: {blocks} blocks x 256 threads, {iters} iterations");
+    let mut per_core: Vec<(Options, f64)> = Vec::new();
     for (label, opts) in configs() {
         let mut d = Device::new();
         let n = blocks as usize * 256;
@@ -142,10 +174,21 @@ fn bench(name: &str, text: &str, entry: &str, blocks: u32, iters: u32) {
         let dt = t.elapsed().as_secs_f64();
         let instrs = r.counters.instructions.total();
         assert!(r.is_clean(), "{:?}", r.findings);
+        let rate = instrs as f64 / dt / 1e6;
+        // Multi-threaded rows: speed-up over the single-thread row with the same checks.
+        let single = Options {
+            threads: 1,
+            ..opts.clone()
+        };
+        let speedup = match per_core.iter().find(|(o, _)| *o == single) {
+            Some((_, base)) if opts.threads > 1 => format!("  (x{:.2})", rate / base),
+            _ => {
+                per_core.push((single, rate));
+                String::new()
+            }
+        };
         println!(
-            "  {label:<16} {:>12} thread-instructions in {dt:>7.3} s = {:>7.1} M thread-instr/s",
-            instrs,
-            instrs as f64 / dt / 1e6
+            "  {label:<20} {instrs:>12} thread-instructions in {dt:>7.3} s = {rate:>7.1} M thread-instr/s{speedup}"
         );
     }
 }

@@ -5,7 +5,7 @@
 //! ptxforge-sim run KERNEL.ptx --entry NAME --grid X[,Y[,Z]] --block X[,Y[,Z]] [--smem BYTES]
 //!     [--buf NAME=TYPE:SOURCE]...   SOURCE: file:PATH | zeros:N | iota:N | uninit:N | rand:N:SEED | list:V,V,..
 //!     [--arg NAME | --arg TYPE:VALUE]...
-//!     [--dump NAME=PATH]... [--no-check KIND]... [--shuffle-blocks SEED] [--fuel N]
+//!     [--dump NAME=PATH]... [--no-check KIND]... [--shuffle-blocks SEED] [--fuel N] [--threads N]
 //! ```
 
 use std::collections::HashMap;
@@ -252,6 +252,8 @@ fn kind_off(options: &mut Options, k: &str) -> Result<(), String> {
             *options = Options {
                 fuel: options.fuel,
                 shuffle_blocks: options.shuffle_blocks,
+                threads: options.threads,
+                max_findings: options.max_findings,
                 ..Options::unchecked()
             }
         }
@@ -335,6 +337,9 @@ pub fn parse_run(args: &[String]) -> Result<RunSpec, String> {
                 )
             }
             "--fuel" => spec.options.fuel = val()?.parse().map_err(|_| "bad --fuel".to_string())?,
+            "--threads" => {
+                spec.options.threads = val()?.parse().map_err(|_| "bad --threads".to_string())?
+            }
             other => return Err(format!("unknown option `{other}`")),
         }
     }
@@ -424,7 +429,7 @@ pub fn run_source(text: &str, spec: &RunSpec) -> Result<RunOutcome, RunError> {
 
 /// `ptxforge-sim` main: returns the exit code (0 clean, 1 findings, 2 usage/parse/unsupported).
 pub fn main_with(args: &[String]) -> i32 {
-    const USAGE: &str = "usage: ptxforge-sim run KERNEL.ptx --entry NAME --grid X[,Y[,Z]] --block X[,Y[,Z]] [--smem BYTES]\n       [--buf NAME=TYPE:SOURCE]... [--arg NAME | --arg TYPE:VALUE]... [--dump NAME=PATH]...\n       [--no-check KIND]... [--shuffle-blocks SEED] [--fuel N]";
+    const USAGE: &str = "usage: ptxforge-sim run KERNEL.ptx --entry NAME --grid X[,Y[,Z]] --block X[,Y[,Z]] [--smem BYTES]\n       [--buf NAME=TYPE:SOURCE]... [--arg NAME | --arg TYPE:VALUE]... [--dump NAME=PATH]...\n       [--no-check KIND]... [--shuffle-blocks SEED] [--fuel N] [--threads N]";
     let Some((cmd, rest)) = args.split_first() else {
         eprintln!("{USAGE}");
         return 2;

@@ -53,6 +53,25 @@ impl InstructionCounts {
         ]
     }
 
+    pub(crate) fn add(&mut self, o: &InstructionCounts) {
+        self.int_arith += o.int_arith;
+        self.float_arith += o.float_arith;
+        self.half_arith += o.half_arith;
+        self.special += o.special;
+        self.conversion += o.conversion;
+        self.movement += o.movement;
+        self.mem_global += o.mem_global;
+        self.mem_shared += o.mem_shared;
+        self.mem_local += o.mem_local;
+        self.mem_param += o.mem_param;
+        self.mem_const += o.mem_const;
+        self.atomic += o.atomic;
+        self.control += o.control;
+        self.barrier += o.barrier;
+        self.warp_collective += o.warp_collective;
+        self.other += o.other;
+    }
+
     pub(crate) fn from_array(a: &[u64; NUM_CLASSES]) -> Self {
         InstructionCounts {
             int_arith: a[Class::IntArith as usize],
@@ -96,6 +115,21 @@ pub struct Counters {
 }
 
 impl Counters {
+    /// Adds the counts of `o` (blocks run apart, counted together).
+    pub(crate) fn add(&mut self, o: &Counters) {
+        self.instructions.add(&o.instructions);
+        self.global_load_requests += o.global_load_requests;
+        self.global_load_sectors += o.global_load_sectors;
+        self.global_load_bytes += o.global_load_bytes;
+        self.global_store_requests += o.global_store_requests;
+        self.global_store_sectors += o.global_store_sectors;
+        self.global_store_bytes += o.global_store_bytes;
+        self.shared_requests += o.shared_requests;
+        self.shared_wavefronts += o.shared_wavefronts;
+        self.barriers += o.barriers;
+        self.barrier_releases += o.barrier_releases;
+    }
+
     /// Bytes requested ÷ bytes moved in 32-byte sectors (1.0 = perfectly coalesced).
     pub fn global_load_efficiency(&self) -> f64 {
         ratio(self.global_load_bytes, self.global_load_sectors * 32)

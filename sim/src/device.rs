@@ -7,7 +7,7 @@ use crate::checks::CheckConfig;
 use crate::counters::Counters;
 use crate::decode::{self, ParamInfo, Program};
 use crate::error::SimError;
-use crate::exec::{Engine, LaunchSpec};
+use crate::exec::{self, LaunchSpec};
 use crate::findings::Finding;
 use crate::memory::GlobalMem;
 use crate::parse;
@@ -171,8 +171,12 @@ pub struct Options {
     pub fuel: u64,
     /// Run blocks in a shuffled order (seeded, deterministic) instead of linear order.
     pub shuffle_blocks: Option<u64>,
-    /// Host worker threads for blocks. Blocks currently always run on the calling thread (results
-    /// are identical either way); the field is accepted for forward compatibility.
+    /// Host threads that run blocks at once (default: the available parallelism; 0 counts as 1).
+    /// Results do not depend on it: blocks then see global memory as of launch start plus
+    /// their own stores, and their stores, findings and counters are merged in block order. A
+    /// kernel with global atomics or reductions runs one block at a time whatever this says. A
+    /// block that reads what another block of the same launch writes (a race in CUDA too) sees
+    /// the launch-start value when blocks run in parallel, the other block's value when not.
     pub threads: usize,
     /// Distinct findings kept per launch (further ones are counted in `findings_dropped`).
     pub max_findings: usize,
@@ -187,7 +191,7 @@ impl Default for Options {
             synccheck: true,
             fuel: 50_000_000,
             shuffle_blocks: None,
-            threads: 1,
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             max_findings: 100,
         }
     }
@@ -358,13 +362,13 @@ impl Device {
             },
             block_order: order,
             findings_cap: options.max_findings.max(1),
+            workers: options.threads.max(1),
         };
-        let engine = Engine::new(&spec, &mut self.mem);
-        let (counters, findings, dropped) = engine.run();
+        let (counters, findings) = exec::run(&spec, &mut self.mem);
         Ok(LaunchReport {
-            findings,
+            findings: findings.list,
             counters,
-            findings_dropped: dropped,
+            findings_dropped: findings.dropped,
         })
     }
 

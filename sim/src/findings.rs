@@ -112,20 +112,90 @@ impl Findings {
     }
 
     pub fn push(&mut self, f: Finding) {
+        self.push_counted(f, 1);
+    }
+
+    /// `f` standing for `count` occurrences: what `count` pushes of it in a row would do.
+    fn push_counted(&mut self, mut f: Finding, count: u64) {
         let key = (f.kind, f.pc, f.other.as_ref().map(|o| o.pc));
         if let Some(&i) = self.index.get(&key) {
-            self.list[i].count += 1;
+            self.list[i].count += count;
             return;
         }
         if self.list.len() >= self.cap {
-            self.dropped += 1;
+            self.dropped += count;
             return;
         }
+        f.count = count;
         self.index.insert(key, self.list.len());
         self.list.push(f);
     }
 
+    /// Adds the findings `later` collected, as if its pushes had been made here after the ones
+    /// already made. Exact when `later` dropped nothing: a finding's first occurrence decides
+    /// whether it is kept, and `later` lists findings in first-occurrence order, so pushing each
+    /// with its count keeps, counts and drops exactly what the individual pushes would.
+    pub fn absorb(&mut self, later: Findings) {
+        debug_assert_eq!(later.dropped, 0, "absorbed findings must be uncapped");
+        for f in later.list {
+            let count = f.count;
+            self.push_counted(f, count);
+        }
+        self.dropped += later.dropped;
+    }
+
     pub fn is_empty(&self) -> bool {
         self.list.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finding(kind: FindingKind, pc: usize, block: u32) -> Finding {
+        Finding {
+            kind,
+            message: format!("{kind:?} at {pc} in block {block}"),
+            pc,
+            line: pc,
+            thread: [0; 3],
+            block: [block, 0, 0],
+            address: None,
+            other: None,
+            access: None,
+            count: 1,
+        }
+    }
+
+    /// Pushing block by block into one capped list equals collecting each block uncapped and
+    /// absorbing the blocks in order (what parallel launches do).
+    #[test]
+    fn absorbing_per_block_lists_equals_pushing_in_order() {
+        use FindingKind::*;
+        let blocks: Vec<Vec<Finding>> = (0..6u32)
+            .map(|b| {
+                (0..7usize)
+                    .map(|i| {
+                        let kind = [OutOfBounds, Uninitialized, Trap][(i + b as usize) % 3];
+                        finding(kind, (i * 3 + b as usize) % 5, b)
+                    })
+                    .collect()
+            })
+            .collect();
+        for cap in [1, 2, 3, 5, 100] {
+            let mut pushed = Findings::new(cap);
+            let mut absorbed = Findings::new(cap);
+            for b in &blocks {
+                let mut own = Findings::new(usize::MAX);
+                for f in b {
+                    pushed.push(f.clone());
+                    own.push(f.clone());
+                }
+                absorbed.absorb(own);
+            }
+            assert_eq!(pushed.list, absorbed.list, "cap {cap}");
+            assert_eq!(pushed.dropped, absorbed.dropped, "cap {cap}");
+        }
     }
 }

@@ -9,7 +9,15 @@
 //! [`LaunchReport`] with [`Finding`]s and [`Counters`].
 //!
 //! # Execution model
-//! Blocks run one at a time, in linear order or a seeded shuffle ([`Options::shuffle_blocks`]).
+//! Blocks run in linear order or a seeded shuffle ([`Options::shuffle_blocks`]), on
+//! [`Options::threads`] host threads. With more than one, each block sees global memory as of
+//! launch start plus its own stores, which are logged and applied after the launch in block
+//! order, with findings merged in block order and counters summed: the same memory, findings and
+//! counters as running the blocks one at a time, unless a block reads bytes another block of the
+//! same launch writes (a race in CUDA too, whose block order is unspecified; one at a time the
+//! reader sees earlier blocks' stores, in parallel the launch-start value). Kernels with global
+//! (or generic-space) `atom`/`red` always run their blocks one at a time, so their atomics see
+//! each other in block order.
 //! A block's threads form warps of 32 lanes. Warps of a block take turns (fixed order, a slice
 //! of instructions each, or until they block). Inside a warp, the runnable lanes with the lowest
 //! pc execute the next instruction together ("min-pc" reconvergence): exact lockstep for uniform
@@ -18,7 +26,7 @@
 //! (with optional thread count) and `bar.arrive` synchronise the block's threads; `shfl.sync`,
 //! `vote.sync` and `bar.warp.sync` wait for every lane of their member mask. Atomics are
 //! sequential and therefore atomic. Everything is deterministic: same inputs, same outputs and
-//! findings.
+//! findings, whatever the number of threads.
 //!
 //! # Checks (all on by default; see [`Options`])
 //! - memcheck: global accesses must fall inside a live allocation (buffers are 256-byte aligned

@@ -284,6 +284,9 @@ pub struct Program {
     pub dynamic_smem_offset: u64,
     pub local_size: u64,
     pub perf: ast::Perf,
+    /// Some `atom`/`red` may touch global memory (global or generic space): the blocks of a
+    /// launch can then communicate in an order-dependent way, so they must run one at a time.
+    pub global_atomics: bool,
 }
 
 /// Address of a named variable in its state space.
@@ -490,6 +493,15 @@ pub fn decode_entry(
         class: Class::Control,
         line: f.line as u32,
     });
+    let global_atomics = insts.iter().any(|i| {
+        matches!(
+            i.op,
+            Op::Atom {
+                space: MemSpace::Global | MemSpace::Generic,
+                ..
+            }
+        )
+    });
     Ok(Program {
         name: f.name.clone(),
         insts,
@@ -500,5 +512,6 @@ pub fn decode_entry(
         dynamic_smem_offset,
         local_size: local,
         perf: f.perf.clone(),
+        global_atomics,
     })
 }

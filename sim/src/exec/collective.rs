@@ -3,11 +3,12 @@
 //! for all of them at once. Synccheck reports a mask naming exited lanes, a lane missing from its
 //! own mask, and lanes that can never arrive (forced when the warp can run nothing else).
 
+use super::global::GlobalSpace;
 use super::{lanes, BlockCtx, Engine, Flow, Warp, WARP};
 use crate::decode::{Inst, Op, ShflMode, VoteMode};
 use crate::findings::FindingKind;
 
-impl<'a> Engine<'a> {
+impl<G: GlobalSpace> Engine<'_, G> {
     pub(super) fn collective(
         &mut self,
         bc: &mut BlockCtx,

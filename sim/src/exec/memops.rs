@@ -2,6 +2,7 @@
 //! state space, memcheck (bounds and alignment), initcheck on global reads, racecheck on shared
 //! accesses, and the coalescing / bank-conflict counters of the warp-level request.
 
+use super::global::GlobalSpace;
 use super::{lanes, BlockCtx, Engine, Warp, WARP};
 use crate::counters::{sectors, wavefronts};
 use crate::decode::{Addr, AtomFn, Inst, MemSpace, Op};
@@ -21,7 +22,7 @@ enum Region {
     Dropped,
 }
 
-impl<'a> Engine<'a> {
+impl<G: GlobalSpace> Engine<'_, G> {
     pub(super) fn memory_op(
         &mut self,
         bc: &mut BlockCtx,
@@ -77,11 +78,10 @@ impl<'a> Engine<'a> {
                             extend(v, u32::from(size) * 8, sign) & dmask;
                     }
                     if let Region::Global(b, o) = region {
-                        if self.spec.checks.initcheck
-                            && !self.global.buffers[b].is_init(o, bytes as usize)
+                        if self.spec.checks.initcheck && !self.global.is_init(b, o, bytes as usize)
                         {
                             let first = (0..bytes as usize)
-                                .find(|&i| !self.global.buffers[b].is_init(o + i, 1))
+                                .find(|&i| !self.global.is_init(b, o + i, 1))
                                 .unwrap_or(0);
                             self.report(
                                 bc,
@@ -114,8 +114,7 @@ impl<'a> Engine<'a> {
                 } => {
                     let old = self.load(bc, w, l, region, 0, size as usize);
                     if let Region::Global(bi, o) = region {
-                        if self.spec.checks.initcheck
-                            && !self.global.buffers[bi].is_init(o, size as usize)
+                        if self.spec.checks.initcheck && !self.global.is_init(bi, o, size as usize)
                         {
                             self.report(
                                 bc,
@@ -322,7 +321,6 @@ impl<'a> Engine<'a> {
         match r {
             Region::Global(b, o) => {
                 self.global.write(b, o + off as usize, size, v);
-                self.global.buffers[b].mark_init(o + off as usize, size);
             }
             Region::Shared(o) => {
                 write_bytes(&mut bc.shared, o + off, size, v);

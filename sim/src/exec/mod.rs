@@ -1,6 +1,7 @@
 //! The execution engine: runs a grid of blocks, each block as warps of 32 lanes.
 //!
-//! Scheduling: blocks run one after another (in linear order, or a seeded shuffle). Within a
+//! Scheduling: blocks run one after another (in linear order, or a seeded shuffle), or on worker
+//! threads with their results merged in that order ([`parallel`]; [`run`] decides). Within a
 //! block, warps take turns in fixed order, each for a slice of instructions or until it blocks.
 //! Within a warp, the lanes at the lowest pc among the runnable lanes execute the instruction
 //! together (min-pc reconvergence): for uniform code this is exact lockstep, divergent paths run
@@ -13,7 +14,9 @@
 //! synccheck (and reported even with synccheck off as a deadlock).
 
 mod collective;
+mod global;
 mod memops;
+mod parallel;
 
 use crate::checks::race::RaceDetector;
 use crate::checks::CheckConfig;
@@ -22,6 +25,7 @@ use crate::decode::{Inst, Op, Program, Special, Src, NUM_CLASSES};
 use crate::findings::{Access, Finding, FindingKind, Findings};
 use crate::memory::GlobalMem;
 use crate::sem::cvt::convert;
+use global::GlobalSpace;
 
 pub(crate) const WARP: usize = 32;
 /// Instructions a warp runs before the next warp of the block gets a turn.
@@ -42,6 +46,8 @@ pub(crate) struct LaunchSpec<'a> {
     /// Linear block indices in execution order.
     pub block_order: Vec<u32>,
     pub findings_cap: usize,
+    /// Host threads that may run blocks at once (see [`run`]).
+    pub workers: usize,
 }
 
 /// One warp's lanes: registers (`regs[reg * 32 + lane]`), pcs and state masks.
@@ -95,9 +101,9 @@ enum Flow {
     Split,
 }
 
-pub(crate) struct Engine<'a> {
+pub(crate) struct Engine<'a, G: GlobalSpace> {
     pub spec: &'a LaunchSpec<'a>,
-    pub global: &'a mut GlobalMem,
+    pub global: &'a mut G,
     pub class_counts: [u64; NUM_CLASSES],
     pub counters: Counters,
     pub findings: Findings,
@@ -117,25 +123,41 @@ fn lanes(mut m: u32) -> impl Iterator<Item = usize> {
     })
 }
 
-impl<'a> Engine<'a> {
-    pub fn new(spec: &'a LaunchSpec<'a>, global: &'a mut GlobalMem) -> Self {
+/// Runs a launch and returns its counters and findings (with the number dropped by the cap).
+///
+/// Blocks run on up to `spec.workers` host threads ([`parallel`]) when the program has no global
+/// atomics, else one at a time in `spec.block_order`. The results are the same either way for
+/// every kernel whose blocks do not read what other blocks of the same launch write.
+pub(crate) fn run(spec: &LaunchSpec<'_>, global: &mut GlobalMem) -> (Counters, Findings) {
+    let workers = spec.workers.min(spec.block_order.len());
+    if workers > 1 && !spec.prog.global_atomics {
+        return parallel::run(spec, global, workers);
+    }
+    let mut engine = Engine::new(spec, global, spec.findings_cap);
+    for &b in &spec.block_order {
+        engine.run_block(b);
+    }
+    (engine.take_counters(), engine.findings)
+}
+
+impl<'a, G: GlobalSpace> Engine<'a, G> {
+    pub fn new(spec: &'a LaunchSpec<'a>, global: &'a mut G, findings_cap: usize) -> Self {
         Engine {
             spec,
             global,
             class_counts: [0; NUM_CLASSES],
             counters: Counters::default(),
-            findings: Findings::new(spec.findings_cap),
+            findings: Findings::new(findings_cap),
             race: spec.checks.racecheck.then(RaceDetector::default),
         }
     }
 
-    /// Runs every block; returns the counters and findings.
-    pub fn run(mut self) -> (Counters, Vec<Finding>, u64) {
-        for &b in &self.spec.block_order {
-            self.run_block(b);
-        }
-        self.counters.instructions = InstructionCounts::from_array(&self.class_counts);
-        (self.counters, self.findings.list, self.findings.dropped)
+    /// The counters of every block run so far.
+    fn take_counters(&mut self) -> Counters {
+        let mut c = std::mem::take(&mut self.counters);
+        c.instructions = InstructionCounts::from_array(&self.class_counts);
+        self.class_counts = [0; NUM_CLASSES];
+        c
     }
 
     pub fn thread_of(&self, warp: u32, lane: usize) -> [u32; 3] {

@@ -200,6 +200,7 @@ fn peers_section(md: &mut String, root: &Path, ptxas: &Path) -> Result<(), Strin
         "Public PTX generators run in our interpreter on the same shapes as the counters above. \
          Command: `cargo run --manifest-path peers/Cargo.toml --release` (run by `cargo xtask bench`).\n\n",
     );
+    counters::same_shapes_section(md)?;
     md.push_str(String::from_utf8_lossy(&out.stdout).trim_end());
     md.push_str("\n\n");
     Ok(())
