@@ -24,6 +24,7 @@ pub fn bench(root: &Path, ptxas: &Path) -> Result<String, String> {
         "Timings are medians of repeated runs on a shared 2-core machine (expect ±10% noise).\n\n",
     );
     let entries = codegen_section(&mut md)?;
+    macro_section(&mut md, root)?;
     ptxas_section(
         &mut md,
         &entries,
@@ -97,6 +98,90 @@ fn codegen_section(md: &mut String) -> Result<Vec<MatrixEntry>, String> {
     }
     md.push('\n');
     Ok(entries)
+}
+
+/// (a, macros) Expansion time per invocation (the macros crate's ignored timing test, release)
+/// and the build-time overhead of the macros on an example crate.
+fn macro_section(md: &mut String, root: &Path) -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(&cargo)
+        .current_dir(root)
+        .args([
+            "test",
+            "--quiet",
+            "--release",
+            "-p",
+            "ptxforge-macros",
+            "--",
+            "--ignored",
+            "expansion_time",
+            "--nocapture",
+        ])
+        .output()
+        .map_err(|e| format!("could not run the expansion timing: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "expansion timing failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    md.push_str(
+        "## Macro expansion
+
+",
+    );
+    md.push_str(
+        "Median time of one attribute expansion (parse, check, build and validate every entry, \
+         emit PTX, generate tokens), optimised as cargo builds proc macros here \
+         (`[profile.dev.build-override] opt-level = 3`). Goal: ≤ 50 ms per invocation. Command: \
+         `cargo test -p ptxforge-macros --release -- --ignored expansion_time --nocapture`.\n\n\
+         | family | median ms per expansion | goal |\n|---|---|---|\n",
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    for line in text.lines().filter_map(|l| l.strip_prefix("expansion_ms ")) {
+        let mut parts = line.split_whitespace();
+        let (Some(family), Some(ms)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        let verdict = match ms.parse::<f64>() {
+            Ok(v) if v <= 50.0 => "meets",
+            Ok(_) => "MISSES",
+            Err(_) => "?",
+        };
+        let _ = writeln!(md, "| {family} | {ms} | {verdict} |");
+    }
+    // Build-time overhead: rebuild an example that uses a macro and one that does not, each
+    // after touching its source, so only that example crate is recompiled.
+    let rebuild = |example: &str| -> Result<f64, String> {
+        let path = root.join("examples").join(format!("{example}.rs"));
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut times = Vec::new();
+        for _ in 0..3 {
+            std::fs::write(&path, &text).map_err(|e| format!("{}: {e}", path.display()))?;
+            let t = Instant::now();
+            let status = Command::new(&cargo)
+                .current_dir(root)
+                .args(["build", "--quiet", "--example", example])
+                .status()
+                .map_err(|e| format!("could not build {example}: {e}"))?;
+            if !status.success() {
+                return Err(format!("building {example} failed"));
+            }
+            times.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        Ok(median(times))
+    };
+    let with_macro = rebuild("moe_layer")?;
+    let without = rebuild("builder_kernels")?;
+    let _ = writeln!(
+        md,
+        "\nBuild-time overhead on an example crate (debug build, only the example recompiled, median \
+         of 3): `moe_layer` (one `#[moe_kernel]`, 130 KB of PTX) {with_macro:.0} ms, \
+         `builder_kernels` (no macro) {without:.0} ms, difference {:.0} ms. Command: `cargo xtask bench`.\n",
+        with_macro - without
+    );
+    Ok(())
 }
 
 /// (b) `ptxas -v` per kernel and target.
