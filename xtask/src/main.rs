@@ -80,7 +80,7 @@ fn test(extra: &[String]) -> Result<(), String> {
     run(cargo().args([
         "clippy",
         "--package",
-        "ptxforge-runtime",
+        "ptxforge",
         "--features",
         "cuda",
         "--",
