@@ -33,7 +33,8 @@ fn moe_layer_example_carries_its_ptx() {
         .to_path_buf();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let status = Command::new(cargo)
-        .args(["build", "--quiet", "--example", "moe_layer"])
+        // `--workspace` resolves features as `cargo test --workspace` does, so the build is a no-op there.
+        .args(["build", "--quiet", "--workspace", "--example", "moe_layer"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .env("CARGO_TARGET_DIR", &target_dir)
         .status()
