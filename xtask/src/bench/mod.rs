@@ -34,6 +34,11 @@ pub fn bench(root: &Path, ptxas: &Path) -> Result<String, String> {
     counters::section(&mut md)?;
     peers_section(&mut md, root, ptxas)?;
     throughput_section(&mut md, root)?;
+    md.push_str(
+        "## GPU\n\nNo GPU benchmarks yet: no GPU was available to the sessions that wrote this \
+         (NF4 GEMV bandwidth, expert/NF4 GEMM vs cuBLAS, attention TFLOP/s and conv vs im2col + \
+         cuBLAS need `--features cuda` on a device).\n",
+    );
     Ok(md)
 }
 
