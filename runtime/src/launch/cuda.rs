@@ -20,7 +20,10 @@ use cudarc::driver::sys::CUfunction_attribute_enum;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, PushKernelArg};
 use cudarc::nvrtc::Ptx;
 
-use super::{Backend, DeviceBuffer, Element, KernelArg, LaunchConfig, LaunchError};
+use super::{
+    from_le_bytes, to_le_bytes, Backend, DeviceBuffer, Element, KernelArg, LaunchConfig,
+    LaunchError,
+};
 
 /// Static shared memory every kernel may use without opting in.
 const DEFAULT_SHARED_LIMIT: u32 = 48 * 1024;
@@ -136,8 +139,7 @@ impl Backend for CudaBackend {
     }
 
     fn upload<T: Element>(&self, data: &[T]) -> Result<DeviceBuffer<Self, T>, LaunchError> {
-        let mut bytes = Vec::with_capacity(std::mem::size_of_val(data).max(1));
-        data.iter().for_each(|x| x.write_le(&mut bytes));
+        let mut bytes = to_le_bytes(data);
         if bytes.is_empty() {
             bytes.push(0);
         }
@@ -157,20 +159,14 @@ impl Backend for CudaBackend {
                 actual: data.len(),
             });
         }
-        let mut bytes = Vec::with_capacity(std::mem::size_of_val(data));
-        data.iter().for_each(|x| x.write_le(&mut bytes));
-        let fresh = self.stream.clone_htod(&bytes).map_err(driver)?;
+        let fresh = self.stream.clone_htod(&to_le_bytes(data)).map_err(driver)?;
         *buf = DeviceBuffer::from_raw(fresh, data.len());
         Ok(())
     }
 
     fn download<T: Element>(&self, buf: &DeviceBuffer<Self, T>) -> Result<Vec<T>, LaunchError> {
         let bytes = self.stream.clone_dtoh(buf.raw()).map_err(driver)?;
-        Ok(bytes
-            .chunks_exact(T::KIND.size_bytes())
-            .take(buf.len())
-            .map(T::read_le)
-            .collect())
+        Ok(from_le_bytes(&bytes, buf.len()))
     }
 
     fn launch(

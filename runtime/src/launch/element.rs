@@ -61,3 +61,19 @@ element!(f16, F16, 2);
 element!(bf16, BF16, 2);
 element!(f32, F32, 4);
 element!(f64, F64, 8);
+
+/// The little-endian byte image of a slice of elements.
+pub fn to_le_bytes<T: Element>(data: &[T]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(std::mem::size_of_val(data));
+    data.iter().for_each(|x| x.write_le(&mut bytes));
+    bytes
+}
+
+/// The first `len` elements of a little-endian byte image (fewer if the image is shorter).
+pub fn from_le_bytes<T: Element>(bytes: &[u8], len: usize) -> Vec<T> {
+    bytes
+        .chunks_exact(T::KIND.size_bytes())
+        .take(len)
+        .map(T::read_le)
+        .collect()
+}

@@ -5,7 +5,7 @@
 use std::marker::PhantomData;
 
 mod element;
-pub use element::{Element, ScalarKind};
+pub use element::{from_le_bytes, to_le_bytes, Element, ScalarKind};
 
 mod record;
 pub use record::{RecordedLaunch, RecordingBackend};

@@ -5,7 +5,10 @@
 
 use std::cell::RefCell;
 
-use super::{Backend, DeviceBuffer, Element, KernelArg, LaunchConfig, LaunchError, ScalarKind};
+use super::{
+    from_le_bytes, to_le_bytes, Backend, DeviceBuffer, Element, KernelArg, LaunchConfig,
+    LaunchError, ScalarKind,
+};
 
 /// One recorded launch.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,12 +60,6 @@ impl RecordingBackend {
     }
 }
 
-fn to_bytes<T: Element>(data: &[T]) -> Vec<u8> {
-    let mut bytes = Vec::with_capacity(std::mem::size_of_val(data));
-    data.iter().for_each(|x| x.write_le(&mut bytes));
-    bytes
-}
-
 impl Backend for RecordingBackend {
     /// Index into the backend's buffer list.
     type RawBuffer = usize;
@@ -80,7 +77,7 @@ impl Backend for RecordingBackend {
 
     fn upload<T: Element>(&self, data: &[T]) -> Result<DeviceBuffer<Self, T>, LaunchError> {
         Ok(DeviceBuffer::from_raw(
-            self.store(to_bytes(data)),
+            self.store(to_le_bytes(data)),
             data.len(),
         ))
     }
@@ -97,16 +94,13 @@ impl Backend for RecordingBackend {
                 actual: data.len(),
             });
         }
-        self.buffers.borrow_mut()[*buf.raw()] = to_bytes(data);
+        self.buffers.borrow_mut()[*buf.raw()] = to_le_bytes(data);
         Ok(())
     }
 
     fn download<T: Element>(&self, buf: &DeviceBuffer<Self, T>) -> Result<Vec<T>, LaunchError> {
         let buffers = self.buffers.borrow();
-        Ok(buffers[*buf.raw()]
-            .chunks_exact(T::KIND.size_bytes())
-            .map(T::read_le)
-            .collect())
+        Ok(from_le_bytes(&buffers[*buf.raw()], buf.len()))
     }
 
     fn launch(

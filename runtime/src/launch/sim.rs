@@ -12,7 +12,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use ptxforge_sim::{Arg, BufferId, Counters, Device, Module, Options};
 
-use super::{Backend, DeviceBuffer, Element, KernelArg, LaunchConfig, LaunchError};
+use super::{
+    from_le_bytes, to_le_bytes, Backend, DeviceBuffer, Element, KernelArg, LaunchConfig,
+    LaunchError,
+};
 
 /// A buffer in the interpreter's device memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,8 +109,7 @@ impl Backend for SimBackend {
     }
 
     fn upload<T: Element>(&self, data: &[T]) -> Result<DeviceBuffer<Self, T>, LaunchError> {
-        let mut bytes = Vec::with_capacity(std::mem::size_of_val(data));
-        data.iter().for_each(|x| x.write_le(&mut bytes));
+        let bytes = to_le_bytes(data);
         let id = self.state().device.upload::<u8>(&bytes);
         Ok(DeviceBuffer::from_raw(
             SimBuffer {
@@ -130,8 +132,7 @@ impl Backend for SimBackend {
                 actual: data.len(),
             });
         }
-        let mut bytes = Vec::with_capacity(buf.raw().bytes);
-        data.iter().for_each(|x| x.write_le(&mut bytes));
+        let bytes = to_le_bytes(data);
         self.state()
             .device
             .write::<u8>(buf.raw().id, &bytes)
@@ -144,11 +145,7 @@ impl Backend for SimBackend {
             .device
             .download::<u8>(buf.raw().id)
             .map_err(sim_error)?;
-        Ok(bytes
-            .chunks_exact(T::KIND.size_bytes())
-            .take(buf.len())
-            .map(T::read_le)
-            .collect())
+        Ok(from_le_bytes(&bytes, buf.len()))
     }
 
     fn launch(
