@@ -116,7 +116,7 @@ fn forward_launches_every_phase_in_order_with_its_grid() {
     assert_eq!(
         seen,
         vec![
-            (GATING, ([25, 1, 1], [128, 1, 1])),
+            (GATING, ([1, 1, 1], [128, 1, 1])), // 8 experts: a thread per token
             (PERMUTE, ([8, 1, 1], [256, 1, 1])),
             (EXPERT_SWIGLU_UP, ([8, 2, 1], [256, 1, 1])),
             (EXPERT_SWIGLU_DOWN, ([8, 1, 1], [256, 1, 1])),

@@ -21,6 +21,7 @@
 
 use half::{bf16, f16};
 use ptxforge_runtime::launch::{Backend, DeviceBuffer, Element, LaunchRecord, SimBackend};
+use ptxforge_runtime::templates::moe::kernels::GATING_WARP_MIN_EXPERTS;
 use ptxforge_runtime::templates::moe::launch::{ExpertWeights, MoeLaunch};
 use ptxforge_runtime::templates::moe::reference;
 use ptxforge_runtime::templates::moe::{Ffn, MoeConfig};
@@ -577,4 +578,52 @@ fn permute_marks_non_expert_indices_dropped() {
     let counts: Vec<u32> = routed.iter().map(|&r| r.min(capacity)).collect();
     assert_eq!(dev.download(&ws.counts).expect("download"), counts);
     assert_eq!(routed[1] - counts[1], 1);
+}
+
+/// Gating on both sides of the mapping threshold (a thread per token below
+/// `GATING_WARP_MIN_EXPERTS` experts, a warp per token from it on) for every dtype, renormalised
+/// and raw, with ties, and a token count that leaves the last block partly empty.
+#[test]
+fn gating_both_mappings_every_dtype() {
+    let below = GATING_WARP_MIN_EXPERTS - 1;
+    for (i, experts) in [1, 3, 8, below, GATING_WARP_MIN_EXPERTS, 33]
+        .into_iter()
+        .enumerate()
+    {
+        let top_k = experts.min(3);
+        for normalize_topk in [true, false] {
+            let cfg = MoeConfig {
+                normalize_topk,
+                ..MoeConfig::new(experts, top_k, 8, 8)
+            };
+            let seed = 300 + i as u64;
+            run_case::<f32>(cfg, 131, Logits::Random, seed);
+            run_case::<f16>(cfg, 131, Logits::Random, seed);
+            run_case::<bf16>(cfg, 131, Logits::Random, seed);
+            run_case::<f64>(cfg, 131, Logits::Random, seed);
+            run_case::<bf16>(cfg, 5, Logits::Constant, seed);
+        }
+    }
+}
+
+/// Interpreter counters of `moe_gating` at E = 8, K = 2, T = 64, f32 (the bench's shape):
+/// dynamic thread-instructions per routed pair and global load efficiency.
+#[test]
+fn gating_counters_small_experts() {
+    let cfg = MoeConfig::new(8, 2, 64, 128);
+    let log = run_case::<f32>(cfg, 64, Logits::Random, 15);
+    let rec = log
+        .iter()
+        .find(|r| r.entry == "moe_gating")
+        .expect("gating ran");
+    let c = &rec.counters;
+    let per_output = c.instructions.total() as f64 / (64.0 * 2.0);
+    let efficiency = c.global_load_efficiency();
+    eprintln!(
+        "moe_gating E=8 K=2 T=64 f32: {per_output:.1} thread-instructions per output, \
+         load efficiency {efficiency:.3}, store efficiency {:.3}",
+        c.global_store_efficiency()
+    );
+    assert!(per_output <= 200.0, "{per_output}");
+    assert!(efficiency >= 0.9, "{efficiency}");
 }

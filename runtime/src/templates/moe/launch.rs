@@ -37,8 +37,8 @@ use crate::launch::{
 
 use super::config::{Ffn, MoeConfig, MoeRunShape, MoeShapeError};
 use super::kernels::{
-    EXPERT_LINEAR, EXPERT_SWIGLU_DOWN, EXPERT_SWIGLU_UP, GATING, GATING_BLOCK, GATING_WARPS,
-    GEMM_THREADS, PERMUTE, PERMUTE_BLOCK, TILE_M, TILE_N, UNPERMUTE, UNPERMUTE_BLOCK,
+    gating_tokens_per_block, EXPERT_LINEAR, EXPERT_SWIGLU_DOWN, EXPERT_SWIGLU_UP, GATING,
+    GATING_BLOCK, GEMM_THREADS, PERMUTE, PERMUTE_BLOCK, TILE_M, TILE_N, UNPERMUTE, UNPERMUTE_BLOCK,
 };
 
 /// Headroom kept below `u32::MAX` for every loop bound, so `i + step` (steps ≤ 256) and tile
@@ -315,7 +315,10 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
 
     fn gating_config(&self) -> LaunchConfig {
         LaunchConfig {
-            grid: Dim3::x(self.tokens().div_ceil(GATING_WARPS)),
+            grid: Dim3::x(
+                self.tokens()
+                    .div_ceil(gating_tokens_per_block(self.cfg.experts)),
+            ),
             block: Dim3::x(GATING_BLOCK),
             dynamic_shared_bytes: 0,
         }

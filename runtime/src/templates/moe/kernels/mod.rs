@@ -2,7 +2,7 @@
 //!
 //! | entry | phase | grid × block |
 //! |---|---|---|
-//! | [`GATING`] | softmax + top-k + weights | `ceil(T/4)` × 128 (a warp per token) |
+//! | [`GATING`] | softmax + top-k + weights | `ceil(T/4)` × 128 (a warp per token, `E ≥ 32`); `ceil(T/128)` × 128 (a thread per token, `E < 32`) |
 //! | [`PERMUTE`] | slot assignment | `E` × 256 (a block per expert) |
 //! | [`EXPERT_LINEAR`] | `Y = X·Wᵀ` (ffn = linear) | `(E·ceil(C/64), ceil(F/64))` × 256 |
 //! | [`EXPERT_SWIGLU_UP`] | `G = silu(X·W1ᵀ) ⊙ X·W3ᵀ` (ffn = swiglu) | `(E·ceil(C/64), ceil(F/64))` × 256 |
@@ -20,7 +20,7 @@ mod gemm;
 mod permute;
 mod unpermute;
 
-pub use gating::{GATING_BLOCK, GATING_WARPS};
+pub use gating::{gating_tokens_per_block, GATING_BLOCK, GATING_WARPS, GATING_WARP_MIN_EXPERTS};
 pub use gemm::{GEMM_THREADS, TILE_M, TILE_N};
 pub use permute::PERMUTE_BLOCK;
 pub use unpermute::UNPERMUTE_BLOCK;

@@ -1,8 +1,16 @@
 //! `moe_gating`: softmax over the experts, top-k by probability, (re)normalised weights.
 //!
-//! One warp per token for every expert count (below 32 experts the lanes `≥ E` only take part
-//! in the shuffles): lane `l` owns experts `l, l + 32, …`. Blocks of [`GATING_WARPS`] warps,
-//! grid `ceil(T / GATING_WARPS)`; no barriers and no shared memory. The logits are only read.
+//! Two mappings, chosen by the expert count at build time:
+//!
+//! - `E ≥` [`GATING_WARP_MIN_EXPERTS`] (32): one warp per token, lane `l` owns experts
+//!   `l, l + 32, …`. Blocks of [`GATING_WARPS`] warps, grid `ceil(T / GATING_WARPS)`; no
+//!   barriers and no shared memory.
+//! - `E < 32`: a warp per token would leave `32 − E` lanes idle and pay a warp arg-max per
+//!   round, so each thread handles one token instead (see [`thread`]): blocks of
+//!   [`GATING_BLOCK`] tokens, grid `ceil(T / GATING_BLOCK)`, the block's logits staged through
+//!   shared memory with coalesced loads.
+//!
+//! The logits are only read.
 //!
 //! Selection compares logits (the softmax is strictly increasing, so this is the probability
 //! order without rounding collisions) in the total order "larger logit first, then lower
@@ -16,14 +24,28 @@ use crate::ir::{CmpOp, Precision, Rounding};
 use super::common::{constant, exp, narrow, shfl_xor_acc, shfl_xor_u32, warp_sum, widen, MoeElem};
 use super::MoeShape;
 
+mod thread;
+
 /// Warps (tokens) per gating block.
 pub const GATING_WARPS: u32 = 4;
 /// Threads per gating block.
 pub const GATING_BLOCK: u32 = GATING_WARPS * 32;
+/// Expert counts from this on get a warp per token; below it a thread per token.
+pub const GATING_WARP_MIN_EXPERTS: u32 = 32;
+
+/// Tokens one gating block handles: a warp each from [`GATING_WARP_MIN_EXPERTS`] experts on,
+/// a thread each below.
+pub const fn gating_tokens_per_block(experts: u32) -> u32 {
+    if experts >= GATING_WARP_MIN_EXPERTS {
+        GATING_WARPS
+    } else {
+        GATING_BLOCK
+    }
+}
 
 /// No expert chosen yet (also the index written when fewer than `K` experts are selectable,
 /// which only NaN logits cause).
-const NONE: u32 = u32::MAX;
+pub(super) const NONE: u32 = u32::MAX;
 
 /// One token's logits row and where its routing goes.
 struct TokenRow<T: MoeElem> {
@@ -35,13 +57,22 @@ struct TokenRow<T: MoeElem> {
 
 /// A candidate `(logit, expert)` in the selection order.
 #[derive(Clone, Copy)]
-struct Candidate<A> {
-    value: Reg<A>,
-    expert: Reg<U32>,
+pub(super) struct Candidate<A> {
+    pub value: Reg<A>,
+    pub expert: Reg<U32>,
 }
 
 /// Builds the gating entry: `logits [T, E] → indices [T, K] (u32), weights [T, K] (dtype)`.
 pub(crate) fn build<T: MoeElem>(shape: &MoeShape, k: &mut KernelBuilder) {
+    if shape.experts < GATING_WARP_MIN_EXPERTS {
+        thread::build::<T>(shape, k);
+    } else {
+        build_warp_per_token::<T>(shape, k);
+    }
+}
+
+/// The warp-per-token entry (`E ≥ 32`).
+fn build_warp_per_token<T: MoeElem>(shape: &MoeShape, k: &mut KernelBuilder) {
     k.require_block([GATING_BLOCK, 1, 1]);
     let logits = k.param_ptr::<T>("logits");
     let indices = k.param_ptr::<U32>("indices");
@@ -117,7 +148,7 @@ fn select_top_k<T: MoeElem>(
 
 /// `(v, e)` comes strictly after `prev` in the order "larger logit first, then lower index":
 /// `v < prev.v ∨ (v = prev.v ∧ e > prev.e)`; everything qualifies in round 0.
-fn after_prev<A: crate::builder::Float>(
+pub(super) fn after_prev<A: crate::builder::Float>(
     k: &mut KernelBuilder,
     v: Reg<A>,
     e: Reg<U32>,
