@@ -220,6 +220,7 @@ impl Family for Nf4 {
             nf4_kernels::GEMV_ENTRY,
             nf4_kernels::GEMM_ENTRY,
             nf4_kernels::BACKWARD_INPUT_ENTRY,
+            nf4_kernels::BACKWARD_GEMV_ENTRY,
         ]
     }
 

@@ -11,7 +11,9 @@
 //! | f16 | `2e-3 · S + 1e-6` (plus one rounding of the result to f16, 2⁻¹¹ relative) |
 //! | bf16 | `2e-2 · S + 1e-6` (plus one rounding of the result to bf16, 2⁻⁸ relative) |
 //!
-//! Shapes cover `m ∈ {1, 3, 8, 33, 128}`, `n` and `k` that are not multiples of any tile (8 rows
+//! Both forward paths (GEMV for `m ≤ 8`, tiled) and both backward paths (backward GEMV for
+//! `m ≤ 8`, tiled; the tiled ones also on small `m`) are checked, each launch's entry asserted.
+//! Shapes cover `m ∈ {1, 3, 8, 33, 128}`, more than one 256-row window of `G_C`, `n` and `k` that are not multiples of any tile (8 rows
 //! per GEMV block, 64 × 64 output tiles, 32-wide reduction slices, 16-byte packed chunks), rows
 //! whose packed start is not 16-byte aligned, quantisation blocks spanning rows and a ragged last
 //! block, every block size, double quantisation on and off, and every dtype.
@@ -34,7 +36,10 @@ enum Path {
     Forward,
     /// `launch::forward_tiled`, whatever `m`.
     ForwardTiled,
+    /// `launch::backward_input` (backward GEMV for m ≤ 8, tiled above).
     Backward,
+    /// `launch::backward_input_tiled`, whatever `m`.
+    BackwardTiled,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -109,7 +114,7 @@ fn magnitudes(path: Path, x: &[f32], m: usize, wd: &[f32], n: usize, k: usize) -
             }
             s
         }
-        Path::Backward => {
+        Path::Backward | Path::BackwardTiled => {
             let mut s = vec![0.0f64; m * k];
             for i in 0..m {
                 for l in 0..k {
@@ -141,7 +146,7 @@ fn run_case<T: Nf4Activation + HostFloat>(case: Case, path: Path) {
     let weights = host_weights(&case, &mut rng);
     let (m, n, k) = (case.m as usize, case.n as usize, case.k as usize);
     let (in_len, out_len) = match path {
-        Path::Backward => (m * n, m * k),
+        Path::Backward | Path::BackwardTiled => (m * n, m * k),
         _ => (m * k, m * n),
     };
     let x: Vec<T> = rng
@@ -182,11 +187,32 @@ fn run_case<T: Nf4Activation + HostFloat>(case: Case, path: Path) {
             &w_dev,
             &mut out_dev,
         ),
+        Path::BackwardTiled => nf4_launch::backward_input_tiled(
+            &cfg,
+            &dev,
+            &compiled.ptx,
+            case.m,
+            &x_dev,
+            &w_dev,
+            &mut out_dev,
+        ),
+    };
+    // The entry that ran is the one the path names.
+    let expected_entry = match path {
+        Path::Forward => nf4_launch::forward_entry(case.m),
+        Path::ForwardTiled => "nf4_gemm",
+        Path::Backward => nf4_launch::backward_entry(case.m),
+        Path::BackwardTiled => "nf4_backward_input",
     };
     launched.unwrap_or_else(|e| panic!("{case:?} {path:?}: {e}"));
+    let log = dev.take_launch_log();
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0].entry, expected_entry, "{case:?} {path:?}");
     let got = dev.download(&out_dev).unwrap();
     let expected = match path {
-        Path::Backward => reference::backward_input(&x32, m, &weights.reference, n, k),
+        Path::Backward | Path::BackwardTiled => {
+            reference::backward_input(&x32, m, &weights.reference, n, k)
+        }
         _ => reference::forward(&x32, m, &weights.reference, n, k),
     }
     .unwrap();
@@ -277,6 +303,9 @@ fn forward_tiled_every_dtype_block_and_double_quant() {
     }
 }
 
+/// Each dtype × block × double-quant case runs the backward GEMV (`m ≤ 8`, via
+/// `backward_input`), the tiled entry on the same small `m` (explicitly), and the tiled entry via
+/// `backward_input` for `m > 8`.
 #[test]
 fn backward_input_every_dtype_block_and_double_quant() {
     let mut seed = 300;
@@ -285,20 +314,44 @@ fn backward_input_every_dtype_block_and_double_quant() {
             for double_quant in [false, true] {
                 let (n, k) = SHAPES[(di + bi + usize::from(double_quant) * 3) % SHAPES.len()];
                 seed += 1;
-                let m = [1, 3, 8, 33][(seed % 4) as usize];
-                run(
-                    Case {
-                        m,
-                        n,
-                        k,
-                        block,
-                        double_quant,
-                        dtype,
-                        seed,
-                    },
-                    Path::Backward,
-                );
+                let case = |m| Case {
+                    m,
+                    n,
+                    k,
+                    block,
+                    double_quant,
+                    dtype,
+                    seed,
+                };
+                let small = [1, 3, 8][(seed % 3) as usize];
+                run(case(small), Path::Backward);
+                run(case(small), Path::BackwardTiled);
+                run(case(if seed % 2 == 0 { 33 } else { 9 }), Path::Backward);
             }
+        }
+    }
+}
+
+/// The backward GEMV on shapes that stress it: several 256-row windows of `G_C` with a ragged
+/// last one, several 64-column blocks with a ragged last one, `k % 64 ≠ 0` (packed rows not
+/// sector aligned, quantisation blocks spanning rows), every block size and dtype.
+#[test]
+fn backward_gemv_ragged_windows_and_columns() {
+    let shapes = [(300, 130), (257, 66), (513, 2), (40, 258)];
+    let mut seed = 350;
+    for (si, (n, k)) in shapes.into_iter().enumerate() {
+        for (di, dtype) in DTYPES.into_iter().enumerate() {
+            seed += 1;
+            let case = Case {
+                m: [1, 8, 5][(si + di) % 3],
+                n,
+                k,
+                block: BLOCKS[(si + di) % 4],
+                double_quant: (si + di) % 2 == 1,
+                dtype,
+                seed,
+            };
+            run(case, Path::Backward);
         }
     }
 }
@@ -319,6 +372,9 @@ fn every_m_of_the_issue_on_tile_edges() {
             };
             run(case, Path::Forward);
             run(case, Path::Backward);
+            if m <= 8 {
+                run(case, Path::BackwardTiled);
+            }
         }
     }
 }
@@ -383,6 +439,7 @@ fn results_are_deterministic() {
     let mut rng = SplitMix64::new(case.seed);
     let w = host_weights(&case, &mut rng);
     let a = rng.vec_f32((case.m * case.k) as usize, -1.0, 1.0);
+    let g = rng.vec_f32((case.m * case.n) as usize, -1.0, 1.0);
     let outputs: Vec<Vec<u32>> = (0..2)
         .map(|_| {
             let dev = SimBackend::new();
@@ -391,11 +448,21 @@ fn results_are_deterministic() {
             let mut c: DeviceBuffer<SimBackend, f32> =
                 dev.upload(&vec![0.0; (case.m * case.n) as usize]).unwrap();
             nf4_launch::forward(&cfg, &dev, &ptx, case.m, &a_dev, &w_dev, &mut c).unwrap();
-            dev.download(&c)
+            let mut out: Vec<u32> = dev
+                .download(&c)
                 .unwrap()
                 .iter()
                 .map(|x| x.to_bits())
-                .collect()
+                .collect();
+            // Backward on both paths: the GEMV (first 8 rows of G_C) and the tiled entry.
+            for m in [8, case.m] {
+                let g_c = dev.upload(&g[..(m * case.n) as usize]).unwrap();
+                let mut g_a: DeviceBuffer<SimBackend, f32> =
+                    dev.upload(&vec![0.0; (m * case.k) as usize]).unwrap();
+                nf4_launch::backward_input(&cfg, &dev, &ptx, m, &g_c, &w_dev, &mut g_a).unwrap();
+                out.extend(dev.download(&g_a).unwrap().iter().map(|x| x.to_bits()));
+            }
+            out
         })
         .collect();
     assert_eq!(outputs[0], outputs[1]);
@@ -517,20 +584,36 @@ fn dequantisation_matches_the_host_bit_for_bit() {
                 }
             }
         }
-        // Backward: G_C one-hot at row j → G_A[j, l] = Ŵ[j, l].
-        let mut g_c = vec![0.0f32; nu * nu];
-        for j in 0..nu {
-            g_c[j * nu + j] = 1.0;
+        // Backward: G_C one-hot at row j → G_A[j, l] = Ŵ[j, l]; tiled for all n rows at once,
+        // the GEMV for up to 8 rows at a time.
+        for (rows, tiled) in [((0..nu).collect::<Vec<_>>(), true)].into_iter().chain(
+            (0..nu)
+                .step_by(8)
+                .map(|r0| ((r0..nu.min(r0 + 8)).collect(), false)),
+        ) {
+            let m = rows.len();
+            let mut g_c = vec![0.0f32; m * nu];
+            for (i, &j) in rows.iter().enumerate() {
+                g_c[i * nu + j] = 1.0;
+            }
+            let g_dev = dev.upload(&g_c).unwrap();
+            let mut g_a = dev.upload(&vec![0.0f32; m * ku]).unwrap();
+            let run = if tiled {
+                nf4_launch::backward_input_tiled
+            } else {
+                nf4_launch::backward_gemv
+            };
+            run(&cfg, &dev, &ptx, m as u32, &g_dev, &w_dev, &mut g_a).unwrap();
+            let got = dev.download(&g_a).unwrap();
+            let expect: Vec<u32> = rows
+                .iter()
+                .flat_map(|&j| wd[j * ku..(j + 1) * ku].iter().map(|x| x.to_bits()))
+                .collect();
+            assert_eq!(
+                got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                expect,
+                "{case:?} backward tiled={tiled} rows {rows:?}"
+            );
         }
-        let g_dev = dev.upload(&g_c).unwrap();
-        let mut g_a = dev.upload(&vec![0.0f32; nu * ku]).unwrap();
-        nf4_launch::backward_input(&cfg, &dev, &ptx, n, &g_dev, &w_dev, &mut g_a).unwrap();
-        let got = dev.download(&g_a).unwrap();
-        let expect: Vec<u32> = wd.iter().map(|x| x.to_bits()).collect();
-        assert_eq!(
-            got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
-            expect,
-            "{case:?} backward"
-        );
     }
 }

@@ -445,5 +445,15 @@ fn a_module_that_fails_to_build_is_reported_at_the_attribute_with_stubs() {
         fns.iter().any(|f| f.contains("fn backward_input")),
         "{fns:?}"
     );
-    assert_eq!(consts, ["CONFIG", "PTX", "GEMV", "GEMM", "BACKWARD_INPUT"]);
+    assert_eq!(
+        consts,
+        [
+            "CONFIG",
+            "PTX",
+            "GEMV",
+            "GEMM",
+            "BACKWARD_INPUT",
+            "BACKWARD_GEMV"
+        ]
+    );
 }

@@ -22,8 +22,8 @@ use half::{bf16, f16};
 
 use super::format::{Nf4DoubleQuant, Nf4Weights};
 use super::kernels::{
-    BACKWARD_INPUT_ENTRY, GEMM_ENTRY, GEMV_ENTRY, GEMV_MAX_M, GEMV_ROWS_PER_BLOCK, THREADS, TILE_M,
-    TILE_N,
+    BACKWARD_GEMV_COLS, BACKWARD_GEMV_ENTRY, BACKWARD_INPUT_ENTRY, GEMM_ENTRY, GEMV_ENTRY,
+    GEMV_MAX_M, GEMV_ROWS_PER_BLOCK, THREADS, TILE_M, TILE_N,
 };
 use super::Nf4Config;
 use crate::dtype::DType;
@@ -112,6 +112,16 @@ pub const fn forward_entry(m: u32) -> &'static str {
     }
 }
 
+/// The backward entry [`backward_input`] uses for `m` rows: the backward GEMV for `m ≤ 8`, the
+/// tiled entry above.
+pub const fn backward_entry(m: u32) -> &'static str {
+    if m <= GEMV_MAX_M {
+        BACKWARD_GEMV_ENTRY
+    } else {
+        BACKWARD_INPUT_ENTRY
+    }
+}
+
 /// Launch geometry of `nf4_gemv`: `ceil(n / 8)` blocks of 256 threads (a warp per weight row).
 pub fn gemv_launch_config(cfg: &Nf4Config) -> LaunchConfig {
     LaunchConfig {
@@ -135,6 +145,16 @@ pub fn gemm_launch_config(cfg: &Nf4Config, m: u32) -> LaunchConfig {
 pub fn backward_input_launch_config(cfg: &Nf4Config, m: u32) -> LaunchConfig {
     LaunchConfig {
         grid: Dim3::new(cfg.k.div_ceil(TILE_N), m.div_ceil(TILE_M), 1),
+        block: Dim3::x(THREADS),
+        dynamic_shared_bytes: 0,
+    }
+}
+
+/// Launch geometry of `nf4_backward_gemv`: `ceil(k / 64)` blocks of 256 threads (64 columns of
+/// `G_A` per block).
+pub fn backward_gemv_launch_config(cfg: &Nf4Config) -> LaunchConfig {
+    LaunchConfig {
+        grid: Dim3::x(cfg.k.div_ceil(BACKWARD_GEMV_COLS)),
         block: Dim3::x(THREADS),
         dynamic_shared_bytes: 0,
     }
@@ -200,9 +220,56 @@ pub fn forward_tiled<B: Backend, T: Nf4Activation>(
     dev.launch(ptx, GEMM_ENTRY, gemm_launch_config(cfg, m), &args)
 }
 
-/// Backward with respect to the input: `G_A [m, k] = G_C [m, n] · dequant(W)`. `g_a` is
+/// Backward with respect to the input: `G_A [m, k] = G_C [m, n] · dequant(W)`, through the
+/// backward GEMV for `m ≤ 8` and the tiled entry otherwise ([`backward_entry`]). `g_a` is
 /// overwritten; `g_c` and the weights are only read.
 pub fn backward_input<B: Backend, T: Nf4Activation>(
+    cfg: &Nf4Config,
+    dev: &B,
+    ptx: &str,
+    m: u32,
+    g_c: &DeviceBuffer<B, T>,
+    weights: &DeviceWeights<B>,
+    g_a: &mut DeviceBuffer<B, T>,
+) -> Result<(), LaunchError> {
+    if m <= GEMV_MAX_M {
+        backward_gemv(cfg, dev, ptx, m, g_c, weights, g_a)
+    } else {
+        backward_input_tiled(cfg, dev, ptx, m, g_c, weights, g_a)
+    }
+}
+
+/// Backward through the GEMV entry (`1 ≤ m ≤ 8`).
+pub fn backward_gemv<B: Backend, T: Nf4Activation>(
+    cfg: &Nf4Config,
+    dev: &B,
+    ptx: &str,
+    m: u32,
+    g_c: &DeviceBuffer<B, T>,
+    weights: &DeviceWeights<B>,
+    g_a: &mut DeviceBuffer<B, T>,
+) -> Result<(), LaunchError> {
+    check_common::<B, T>(cfg, BACKWARD_GEMV_ENTRY, m, weights)?;
+    if m > GEMV_MAX_M {
+        return Err(LaunchError::InvalidDim {
+            name: "m",
+            value: u64::from(m),
+            reason: format!("the backward GEMV entry handles at most {GEMV_MAX_M} rows"),
+        });
+    }
+    check_len("g_c", u64::from(m) * u64::from(cfg.n), g_c.len())?;
+    check_len("g_a", u64::from(m) * u64::from(cfg.k), g_a.len())?;
+    let args = entry_args(g_c, weights, g_a, m);
+    dev.launch(
+        ptx,
+        BACKWARD_GEMV_ENTRY,
+        backward_gemv_launch_config(cfg),
+        &args,
+    )
+}
+
+/// Backward through the tiled entry (any `m ≥ 1`; [`backward_input`] picks it for `m > 8`).
+pub fn backward_input_tiled<B: Backend, T: Nf4Activation>(
     cfg: &Nf4Config,
     dev: &B,
     ptx: &str,
@@ -362,12 +429,41 @@ mod tests {
         let grid = |i: usize| log[i].config.grid;
         assert_eq!(log[0].entry, GEMV_ENTRY);
         assert_eq!(grid(0), Dim3::x(9)); // ceil(70 / 8)
-        assert_eq!(log[1].entry, BACKWARD_INPUT_ENTRY);
-        assert_eq!(grid(1), Dim3::new(3, 1, 1)); // ceil(130 / 64), ceil(1 / 64)
+        assert_eq!(log[1].entry, BACKWARD_GEMV_ENTRY);
+        assert_eq!(grid(1), Dim3::x(3)); // ceil(130 / 64)
         assert_eq!(log[2].entry, GEMV_ENTRY);
+        assert_eq!(log[3].entry, BACKWARD_GEMV_ENTRY); // m = 8
         assert_eq!(log[4].entry, GEMM_ENTRY);
         assert_eq!(grid(4), Dim3::new(2, 1, 1));
+        assert_eq!(log[5].entry, BACKWARD_INPUT_ENTRY); // m = 9
+        assert_eq!(grid(5), Dim3::new(3, 1, 1)); // ceil(130 / 64), ceil(9 / 64)
         assert_eq!(grid(6), Dim3::new(2, 3, 1)); // m = 130
+        assert_eq!(log[7].entry, BACKWARD_INPUT_ENTRY);
+        assert_eq!(grid(7), Dim3::new(3, 3, 1));
+        for m in [1, 8, 9, 130] {
+            assert_eq!(
+                forward_entry(m),
+                if m <= 8 { GEMV_ENTRY } else { GEMM_ENTRY }
+            );
+            assert_eq!(
+                backward_entry(m),
+                if m <= 8 {
+                    BACKWARD_GEMV_ENTRY
+                } else {
+                    BACKWARD_INPUT_ENTRY
+                }
+            );
+        }
+        // The explicit entries launch what they name, whatever m.
+        let g_c = dev.alloc::<f32>(70).unwrap();
+        let mut g_a = dev.alloc::<f32>(130).unwrap();
+        backward_input_tiled(&cfg, &dev, "", 1, &g_c, &w, &mut g_a).unwrap();
+        backward_gemv(&cfg, &dev, "", 1, &g_c, &w, &mut g_a).unwrap();
+        let log = dev.launches();
+        assert_eq!(log[8].entry, BACKWARD_INPUT_ENTRY);
+        assert_eq!(log[8].config.grid, Dim3::new(3, 1, 1));
+        assert_eq!(log[9].entry, BACKWARD_GEMV_ENTRY);
+        assert_eq!(log[9].config.grid, Dim3::x(3));
         assert!(log
             .iter()
             .all(|l| l.config.block == Dim3::x(THREADS) && l.args.len() == 5));
@@ -489,6 +585,25 @@ mod tests {
                 name: "m",
                 value: 9,
                 ..
+            }
+        ));
+        let g_c9 = dev.alloc::<f32>(9 * 10).unwrap();
+        let mut g_a9 = dev.alloc::<f32>(9 * 64).unwrap();
+        assert!(matches!(
+            err(backward_gemv(&cfg, &dev, "", 9, &g_c9, &w, &mut g_a9)),
+            LaunchError::InvalidDim {
+                name: "m",
+                value: 9,
+                ..
+            }
+        ));
+        let mut short_g_a = dev.alloc::<f32>(2 * 64 - 1).unwrap();
+        assert!(matches!(
+            err(backward_gemv(&cfg, &dev, "", 2, &c, &w, &mut short_g_a)),
+            LaunchError::BufferLength {
+                name: "g_a",
+                expected: 128,
+                actual: 127
             }
         ));
         let huge = 1u32 << 27; // · k = 2^33

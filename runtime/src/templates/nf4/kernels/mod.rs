@@ -7,7 +7,8 @@
 //! |---|---|---|
 //! | [`GEMV_ENTRY`] | `C = A · Ŵᵀ`, `m ≤` [`GEMV_MAX_M`] | `a, packed, <absmax>, c, m` |
 //! | [`GEMM_ENTRY`] | `C = A · Ŵᵀ`, any `m` | `a, packed, <absmax>, c, m` |
-//! | [`BACKWARD_INPUT_ENTRY`] | `G_A = G_C · Ŵ` | `g_c, packed, <absmax>, g_a, m` |
+//! | [`BACKWARD_INPUT_ENTRY`] | `G_A = G_C · Ŵ`, any `m` (tiled) | `g_c, packed, <absmax>, g_a, m` |
+//! | [`BACKWARD_GEMV_ENTRY`] | `G_A = G_C · Ŵ`, `m ≤` [`GEMV_MAX_M`] | `g_c, packed, <absmax>, g_a, m` |
 //!
 //! `<absmax>` is `absmax` (`f32 [absmax_len]`) or, with `double_quant`, `absmax_codes`
 //! (`u8 [absmax_len]`), `absmax_scale` (`f32 [absmax_blocks]`) and `absmax_offset` (`f32`).
@@ -19,6 +20,7 @@
 //! live in a 64-byte shared table (16 words in 16 banks, so any warp-wide lookup is one wavefront).
 
 mod backward;
+mod backward_gemv;
 mod gemm;
 mod gemv;
 
@@ -40,6 +42,10 @@ pub const GEMV_ENTRY: &str = "nf4_gemv";
 pub const GEMM_ENTRY: &str = "nf4_gemm";
 /// Entry name of the backward-input GEMM.
 pub const BACKWARD_INPUT_ENTRY: &str = "nf4_backward_input";
+/// Entry name of the small-`m` backward-input GEMV.
+pub const BACKWARD_GEMV_ENTRY: &str = "nf4_backward_gemv";
+/// Columns of `G_A` per block of the backward GEMV.
+pub const BACKWARD_GEMV_COLS: u32 = backward_gemv::COLS;
 
 /// Threads per block of every entry (8 warps).
 pub const THREADS: u32 = 256;
@@ -101,6 +107,7 @@ fn push_entries<T: Float>(module: &mut ModuleBuilder, cfg: &Nf4Config) {
     module.push(gemv::build::<T>(cfg));
     module.push(gemm::build::<T>(cfg));
     module.push(backward::build::<T>(cfg));
+    module.push(backward_gemv::build::<T>(cfg));
 }
 
 /// The emit-matrix configurations: each activation dtype × three shapes × every target.
@@ -344,7 +351,12 @@ mod tests {
             let compiled = cfg
                 .compile()
                 .unwrap_or_else(|e| panic!("{}: {e}", cfg.matrix_name()));
-            for name in [GEMV_ENTRY, GEMM_ENTRY, BACKWARD_INPUT_ENTRY] {
+            for name in [
+                GEMV_ENTRY,
+                GEMM_ENTRY,
+                BACKWARD_INPUT_ENTRY,
+                BACKWARD_GEMV_ENTRY,
+            ] {
                 let entry = compiled.entry(name).expect("entry present");
                 assert_eq!(entry.required_block, Some([THREADS, 1, 1]));
                 let expected_params = if cfg.double_quant { 7 } else { 5 };
