@@ -301,6 +301,11 @@ impl Device {
         Ok(self.buf(id)?.base)
     }
 
+    /// Buffers allocated and not yet freed.
+    pub fn live_buffers(&self) -> usize {
+        self.mem.buffers.iter().filter(|b| b.live).count()
+    }
+
     /// Frees a buffer; its address range is never reused, so stale pointers are caught.
     pub fn free(&mut self, id: BufferId) -> Result<(), SimError> {
         self.buf(id)?;

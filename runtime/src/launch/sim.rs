@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use ptxforge_sim::{Arg, BufferId, Counters, Device, Module, Options};
 
@@ -17,11 +17,22 @@ use super::{
     LaunchError,
 };
 
-/// A buffer in the interpreter's device memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A buffer in the interpreter's device memory; freed when dropped (its address range is never
+/// reused, so a kernel given a stale address is still caught by memcheck).
+#[derive(Debug)]
 pub struct SimBuffer {
     id: BufferId,
-    bytes: usize,
+    owner: Weak<Mutex<State>>,
+}
+
+impl Drop for SimBuffer {
+    fn drop(&mut self) {
+        if let Some(state) = self.owner.upgrade() {
+            let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
+            // Freeing can only fail for an id that is already gone; nothing to do then.
+            let _ = state.device.free(self.id);
+        }
+    }
 }
 
 /// What one launch did, for counters and benchmarks.
@@ -42,7 +53,7 @@ struct State {
 /// The interpreter backend: always available, deterministic, checks on.
 #[derive(Debug)]
 pub struct SimBackend {
-    state: Mutex<State>,
+    state: Arc<Mutex<State>>,
     options: Options,
 }
 
@@ -61,9 +72,22 @@ impl SimBackend {
     /// A backend with explicit interpreter options (e.g. checks off for throughput runs).
     pub fn with_options(options: Options) -> Self {
         Self {
-            state: Mutex::new(State::default()),
+            state: Arc::new(Mutex::new(State::default())),
             options,
         }
+    }
+
+    /// Wraps a fresh allocation so it is freed when dropped.
+    fn buffer(&self, id: BufferId) -> SimBuffer {
+        SimBuffer {
+            id,
+            owner: Arc::downgrade(&self.state),
+        }
+    }
+
+    /// Buffers currently allocated on this backend (dropped ones are freed).
+    pub fn live_buffers(&self) -> usize {
+        self.state().device.live_buffers()
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -105,19 +129,13 @@ impl Backend for SimBackend {
                     reason: "byte size overflows usize".into(),
                 })?;
         let id = self.state().device.alloc(bytes);
-        Ok(DeviceBuffer::from_raw(SimBuffer { id, bytes }, len))
+        Ok(DeviceBuffer::from_raw(self.buffer(id), len))
     }
 
     fn upload<T: Element>(&self, data: &[T]) -> Result<DeviceBuffer<Self, T>, LaunchError> {
         let bytes = to_le_bytes(data);
         let id = self.state().device.upload::<u8>(&bytes);
-        Ok(DeviceBuffer::from_raw(
-            SimBuffer {
-                id,
-                bytes: bytes.len(),
-            },
-            data.len(),
-        ))
+        Ok(DeviceBuffer::from_raw(self.buffer(id), data.len()))
     }
 
     fn write<T: Element>(
@@ -219,5 +237,30 @@ impl Backend for SimBackend {
             entry: entry.to_string(),
             report: text,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dropped_buffers_are_freed() {
+        let dev = SimBackend::new();
+        let kept = dev.upload(&[1.0f32, 2.0]).unwrap();
+        for _ in 0..100 {
+            let a = dev.upload(&[0u32; 64]).unwrap();
+            let b = dev.alloc::<f64>(16).unwrap();
+            assert_eq!(dev.live_buffers(), 3);
+            drop((a, b));
+        }
+        assert_eq!(dev.live_buffers(), 1);
+        assert_eq!(dev.download(&kept).unwrap(), vec![1.0, 2.0]);
+        // A buffer outliving its backend drops without effect.
+        let orphan = {
+            let other = SimBackend::new();
+            other.alloc::<u8>(4).unwrap()
+        };
+        drop(orphan);
     }
 }
