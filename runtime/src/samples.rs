@@ -116,9 +116,7 @@ fn vec_add<T: Float>(name: &str, arch: Arch) -> KernelBuilder {
     let n = k.param::<U32>("n");
     let (a, b, c) = (k.global_ptr(a), k.global_ptr(b), k.global_ptr(c));
     let n = k.load_param(n);
-    let i = k.global_index_x();
-    let in_bounds = k.setp_lt(i, n);
-    k.if_then(in_bounds, |k| {
+    k.for_global_index(n, |k, i| {
         let x: crate::builder::Reg<T> = {
             let addr = k.elem_addr(a, i);
             k.ld_global_nc(addr, 0)
@@ -147,9 +145,7 @@ fn saxpy(arch: Arch) -> KernelBuilder {
     let (alpha, n) = (k.param::<F32>("alpha"), k.param::<U32>("n"));
     let (x, y) = (k.global_ptr(x), k.global_ptr(y));
     let (alpha, n) = (k.load_param(alpha), k.load_param(n));
-    let i = k.global_index_x();
-    let in_bounds = k.setp_lt(i, n);
-    k.if_then(in_bounds, |k| {
+    k.for_global_index(n, |k, i| {
         let xa = k.elem_addr(x, i);
         let ya = k.elem_addr(y, i);
         let xv = k.ld_global_nc::<F32>(xa, 0);
@@ -254,9 +250,7 @@ fn histogram(arch: Arch) -> KernelBuilder {
     });
     k.bar_sync();
     k.comment("count with shared atomics");
-    let i = k.global_index_x();
-    let in_bounds = k.setp_lt(i, n);
-    k.if_then(in_bounds, |k| {
+    k.for_global_index(n, |k, i| {
         let addr = k.elem_addr(values, i);
         let v = k.ld_global_nc::<U32>(addr, 0);
         let bin = k.rem(v, HISTOGRAM_BINS);
@@ -461,9 +455,7 @@ fn convert_from_f32<D: Float>(name: &str, arch: Arch) -> KernelBuilder {
     let n = k.param::<U32>("n");
     let (x, y, z) = (k.global_ptr(x), k.global_ptr(y), k.global_ptr(z));
     let n = k.load_param(n);
-    let i = k.global_index_x();
-    let in_bounds = k.setp_lt(i, n);
-    k.if_then(in_bounds, |k| {
+    k.for_global_index(n, |k, i| {
         let xa = k.elem_addr(x, i);
         let v = k.ld_global_nc::<F32>(xa, 0);
         let narrow = k.from_f32::<D>(v);
@@ -483,9 +475,7 @@ fn rsqrt_norm_f64(arch: Arch) -> KernelBuilder {
     let n = k.param::<U32>("n");
     let (x, y) = (k.global_ptr(x), k.global_ptr(y));
     let n = k.load_param(n);
-    let i = k.global_index_x();
-    let in_bounds = k.setp_lt(i, n);
-    k.if_then(in_bounds, |k| {
+    k.for_global_index(n, |k, i| {
         let xa = k.elem_addr(x, i);
         let v = k.ld_global_nc::<F64>(xa, 0);
         let sq = k.fma(v, v, 1.0f64);
@@ -504,9 +494,7 @@ fn exp_f64(arch: Arch) -> KernelBuilder {
     let n = k.param::<U32>("n");
     let (x, y) = (k.global_ptr(x), k.global_ptr(y));
     let n = k.load_param(n);
-    let i = k.global_index_x();
-    let in_bounds = k.setp_lt(i, n);
-    k.if_then(in_bounds, |k| {
+    k.for_global_index(n, |k, i| {
         let xa = k.elem_addr(x, i);
         let v = k.ld_global_nc::<F64>(xa, 0);
         let e = k.exp_f64(v);

@@ -32,6 +32,19 @@ impl KernelBuilder {
         self.place(end);
     }
 
+    /// Runs `body(i)` with the thread's global x index `i = ctaid.x · ntid.x + tid.x` in the
+    /// threads where `i < n`: the guard of every one-element-per-thread kernel. No barrier
+    /// may sit in `body`.
+    pub fn for_global_index(
+        &mut self,
+        n: impl Into<Val<U32>>,
+        body: impl FnOnce(&mut Self, Reg<U32>),
+    ) {
+        let i = self.global_index_x();
+        let in_bounds = self.setp_lt(i, n);
+        self.if_then(in_bounds, |k| body(k, i));
+    }
+
     /// `for (i = start; i < end; i += step) body(i)` over u32 (unsigned compare).
     ///
     /// When `start`, `end` and `step` are the same in every thread of the block, every thread

@@ -178,6 +178,18 @@ pub fn forward<B: Backend, T: Nf4Activation>(
     }
 }
 
+/// The GEMV entries handle at most [`GEMV_MAX_M`] rows.
+fn check_gemv_rows(entry: &str, m: u32) -> Result<(), LaunchError> {
+    if m > GEMV_MAX_M {
+        return Err(LaunchError::InvalidDim {
+            name: "m",
+            value: u64::from(m),
+            reason: format!("{entry} handles at most {GEMV_MAX_M} rows"),
+        });
+    }
+    Ok(())
+}
+
 /// Forward through the GEMV entry (`1 ≤ m ≤ 8`).
 pub fn forward_gemv<B: Backend, T: Nf4Activation>(
     cfg: &Nf4Config,
@@ -189,13 +201,7 @@ pub fn forward_gemv<B: Backend, T: Nf4Activation>(
     c: &mut DeviceBuffer<B, T>,
 ) -> Result<(), LaunchError> {
     check_common::<B, T>(cfg, GEMV_ENTRY, m, weights)?;
-    if m > GEMV_MAX_M {
-        return Err(LaunchError::InvalidDim {
-            name: "m",
-            value: u64::from(m),
-            reason: format!("the GEMV entry handles at most {GEMV_MAX_M} rows"),
-        });
-    }
+    check_gemv_rows("the GEMV entry", m)?;
     check_len("a", u64::from(m) * u64::from(cfg.k), a.len())?;
     check_len("c", u64::from(m) * u64::from(cfg.n), c.len())?;
     let args = entry_args(a, weights, c, m);
@@ -250,13 +256,7 @@ pub fn backward_gemv<B: Backend, T: Nf4Activation>(
     g_a: &mut DeviceBuffer<B, T>,
 ) -> Result<(), LaunchError> {
     check_common::<B, T>(cfg, BACKWARD_GEMV_ENTRY, m, weights)?;
-    if m > GEMV_MAX_M {
-        return Err(LaunchError::InvalidDim {
-            name: "m",
-            value: u64::from(m),
-            reason: format!("the backward GEMV entry handles at most {GEMV_MAX_M} rows"),
-        });
-    }
+    check_gemv_rows("the backward GEMV entry", m)?;
     check_len("g_c", u64::from(m) * u64::from(cfg.n), g_c.len())?;
     check_len("g_a", u64::from(m) * u64::from(cfg.k), g_a.len())?;
     let args = entry_args(g_c, weights, g_a, m);
