@@ -230,13 +230,6 @@ enum Refusal {
 /// Cases the interpreter refuses today. Each must still be refused exactly so; remove the entry
 /// when support lands (this test then fails until it is removed and the case matches).
 const KNOWN_UNSUPPORTED: &[(&str, Refusal)] = &[
-    ("triton_matmul_f16_f16", Refusal::Unsupported("cp.async")),
-    ("triton_matmul_f16_f32", Refusal::Unsupported("cp.async")),
-    ("triton_matmul_tf32", Refusal::Unsupported("cp.async")),
-    ("triton_matmul_f32_ieee", Refusal::Unsupported("cp.async")),
-    ("triton_attention_fwd", Refusal::Unsupported("cp.async")),
-    ("mma_tile_16x8x16", Refusal::Unsupported("cp.async")),
-    ("mma_gemm_pipelined", Refusal::Unsupported("cp.async")),
     ("cg_block_sum_i32", Refusal::Unsupported("redux.sync")),
     (
         "histogram_match_any",
