@@ -135,6 +135,16 @@ impl Arch {
         self.at_least(Arch::Sm75)
     }
 
+    /// Warp-level `mma.sync.m16n8k8` with f16 inputs (Turing's tensor-core shape), sm_75+.
+    pub const fn has_mma_m16n8k8(self) -> bool {
+        self.at_least(Arch::Sm75)
+    }
+
+    /// Warp-level `mma.sync.m16n8k16` (f16/bf16) and tf32 `m16n8k8`, sm_80+.
+    pub const fn has_mma_m16n8k16(self) -> bool {
+        self.at_least(Arch::Sm80)
+    }
+
     /// Warpgroup MMA (`wgmma`), sm_90a only.
     pub const fn has_wgmma(self) -> bool {
         matches!(self, Arch::Sm90a)

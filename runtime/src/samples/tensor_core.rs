@@ -1,0 +1,416 @@
+//! Tensor-core GEMM samples: `C[M, N] (f32) = A[M, K] · B[K, N]`, A and B row-major f16/bf16.
+//!
+//! A block of [`TC_BLOCK_THREADS`] threads (4 warps, 2 × 2) computes a
+//! [`TC_TILE_M`] × [`TC_TILE_N`] output tile; each warp a 32 × 32 quarter as 2 × 4 accumulators
+//! of 16 × 8. K advances [`TC_TILE_K`] at a time.
+//!
+//! * **sm_80+** (`gemm_tc_{f16,bf16}_m16n8k16`): A and B tiles go global → shared by `cp.async`
+//!   in a [`TC_STAGES`]-stage ring: tiles `t + 1` and `t + 2` are in flight while tile `t` is
+//!   multiplied (`wait_group 1` + `bar.sync` before each tile, one commit per tile even when
+//!   empty so the group count stays uniform). A fragments come from `ldmatrix.x4`, B fragments
+//!   from `ldmatrix.x4.trans` (two n8 columns at once), then `mma.m16n8k16`.
+//! * **sm_75** (`gemm_tc_f16_m16n8k8`): no `cp.async`, so each tile is loaded synchronously
+//!   (`ld.global.v4` → `st.shared.v4`); `ldmatrix.x2` for A, `.x1.trans` for B, `mma.m16n8k8`.
+//!
+//! Shared rows are padded by 8 halves (16 bytes): A rows are 80 bytes apart, B rows 144, so the
+//! eight 16-byte rows one `ldmatrix` phase reads start on eight distinct groups of four banks
+//! (80 B = 20 words → offsets 0, 20, 8, 28, 16, 4, 24, 12 mod 32) and do not conflict.
+//!
+//! Ragged shapes: M is arbitrary; N and K must be multiples of 8, because every copy moves 16
+//! aligned bytes (8 halves) of a row. A chunk past the matrix edge is zero-filled (`cp.async`
+//! src-size 0, or zeros stored on sm_75) and reads from the matrix base so that no lane forms an
+//! out-of-bounds address; outputs are stored only inside `M × N`.
+
+use crate::arch::Arch;
+use crate::builder::{
+    FragA, FragB, FragC, GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Pred, Reg, Scalar,
+    SharedArr, F16, F32, M16N8K16, M16N8K8, U32, U64,
+};
+use crate::ir::CacheLevel;
+
+/// Output rows per block.
+pub const TC_TILE_M: u32 = 64;
+/// Output columns per block.
+pub const TC_TILE_N: u32 = 64;
+/// K per pipeline step.
+pub const TC_TILE_K: u32 = 32;
+/// Threads per block (4 warps).
+pub const TC_BLOCK_THREADS: u32 = 128;
+/// Pipeline depth of the sm_80 kernels.
+pub const TC_STAGES: u32 = 3;
+/// Elements per 16-byte copy chunk.
+const CHUNK: u32 = 8;
+/// Padded shared row lengths (halves).
+const A_STRIDE: u32 = TC_TILE_K + 8;
+const B_STRIDE: u32 = TC_TILE_N + 8;
+const A_TILE_ELEMS: u32 = TC_TILE_M * A_STRIDE;
+const B_TILE_ELEMS: u32 = TC_TILE_K * B_STRIDE;
+/// Each warp's 32 × 32 output as 2 (m16) × 4 (n8) accumulators.
+const WARP_M_TILES: u32 = 2;
+const WARP_N_TILES: u32 = 4;
+const WARP_TILE: u32 = 32;
+
+/// Everything the phases of one GEMM kernel share: parameters, shared tiles and this thread's
+/// place in the block.
+struct Gemm<T: PackedHalf> {
+    a: GlobalPtr<T>,
+    b: GlobalPtr<T>,
+    c: GlobalPtr<F32>,
+    m: Reg<U32>,
+    n: Reg<U32>,
+    k: Reg<U32>,
+    a_tiles: SharedArr<T>,
+    b_tiles: SharedArr<T>,
+    tid: Reg<U32>,
+    lane: Reg<U32>,
+    warp_m: Reg<U32>,
+    warp_n: Reg<U32>,
+    block_row: Reg<U32>,
+    block_col: Reg<U32>,
+}
+
+impl<T: PackedHalf> Gemm<T> {
+    /// Declares parameters and shared tiles (`stages` copies of each) and locates the thread.
+    fn setup(k: &mut KernelBuilder, stages: u32) -> Self {
+        k.require_block([TC_BLOCK_THREADS, 1, 1]);
+        let (a, b, c) = (
+            k.param_ptr::<T>("a"),
+            k.param_ptr::<T>("b"),
+            k.param_ptr::<F32>("c"),
+        );
+        let (m, n, kk) = (
+            k.param::<U32>("m"),
+            k.param::<U32>("n"),
+            k.param::<U32>("k"),
+        );
+        let (a, b, c) = (k.global_ptr(a), k.global_ptr(b), k.global_ptr(c));
+        let (m, n, kk) = (k.load_param(m), k.load_param(n), k.load_param(kk));
+        let a_tiles = k.shared_array::<T>("a_tiles", stages * A_TILE_ELEMS);
+        let b_tiles = k.shared_array::<T>("b_tiles", stages * B_TILE_ELEMS);
+        let tid = k.tid_x();
+        let lane = k.and(tid, 31u32);
+        let warp = k.shr(tid, 5u32);
+        let warp_m = k.shr(warp, 1u32);
+        let warp_n = k.and(warp, 1u32);
+        let (bx, by) = (k.ctaid_x(), k.ctaid_y());
+        let block_row = k.mul_lo(by, TC_TILE_M);
+        let block_col = k.mul_lo(bx, TC_TILE_N);
+        Self {
+            a,
+            b,
+            c,
+            m,
+            n,
+            k: kk,
+            a_tiles,
+            b_tiles,
+            tid,
+            lane,
+            warp_m,
+            warp_n,
+            block_row,
+            block_col,
+        }
+    }
+
+    /// `ceil(K / TC_TILE_K)`.
+    fn k_tiles(&self, k: &mut KernelBuilder) -> Reg<U32> {
+        let rounded = k.add(self.k, TC_TILE_K - 1);
+        k.div_int(rounded, TC_TILE_K)
+    }
+
+    /// Shared byte address of stage `stage` of a tile array of `elems` per stage.
+    fn stage_base(
+        k: &mut KernelBuilder,
+        tiles: SharedArr<T>,
+        elems: u32,
+        stage: Reg<U32>,
+    ) -> Reg<U32> {
+        let base = k.shared_base(tiles);
+        k.mad_lo(stage, elems * T::TYPE.bytes(), base)
+    }
+
+    /// The chunks of tile `k_tile` this thread copies, as `(shared byte address, global
+    /// address, in bounds)`. Chunk `c = tid + i · threads` of a tile with `per_row` chunks per
+    /// row sits at tile row `c / per_row`, column `8 · (c % per_row)`, i.e. global
+    /// `(row0 + row, col0 + col)` of a `rows × cols` matrix; out of bounds it reads element 0.
+    #[allow(clippy::too_many_arguments)]
+    fn tile_chunks(
+        &self,
+        k: &mut KernelBuilder,
+        src: GlobalPtr<T>,
+        (rows, cols): (Reg<U32>, Reg<U32>),
+        (row0, col0): (Reg<U32>, Reg<U32>),
+        (tile_rows, tile_cols, stride): (u32, u32, u32),
+        stage_base: Reg<U32>,
+    ) -> Vec<(Reg<U32>, Reg<U64>, Pred)> {
+        let per_row = tile_cols / CHUNK;
+        let count = tile_rows * per_row / TC_BLOCK_THREADS;
+        (0..count)
+            .map(|i| {
+                let c = k.add(self.tid, i * TC_BLOCK_THREADS);
+                let row = k.div_int(c, per_row);
+                let chunk = k.rem(c, per_row);
+                let col = k.mul_lo(chunk, CHUNK);
+                let slot = k.mad_lo(row, stride, col);
+                let dst = k.mad_lo(slot, T::TYPE.bytes(), stage_base);
+                let grow = k.add(row0, row);
+                let gcol = k.add(col0, col);
+                let row_ok = k.setp_lt(grow, rows);
+                let col_ok = k.setp_lt(gcol, cols);
+                let ok = k.and_pred(row_ok, col_ok);
+                let index = k.mad_lo(grow, cols, gcol);
+                let index = k.selp(index, 0u32, ok);
+                let addr = k.elem_addr(src, index);
+                (dst, addr, ok)
+            })
+            .collect()
+    }
+
+    /// The A and B chunks of K tile `k_tile` into the stage at `a_stage` / `b_stage`.
+    fn both_tiles(
+        &self,
+        k: &mut KernelBuilder,
+        k_tile: Reg<U32>,
+        a_stage: Reg<U32>,
+        b_stage: Reg<U32>,
+    ) -> Vec<(Reg<U32>, Reg<U64>, Pred)> {
+        let k0 = k.mul_lo(k_tile, TC_TILE_K);
+        let mut chunks = self.tile_chunks(
+            k,
+            self.a,
+            (self.m, self.k),
+            (self.block_row, k0),
+            (TC_TILE_M, TC_TILE_K, A_STRIDE),
+            a_stage,
+        );
+        chunks.extend(self.tile_chunks(
+            k,
+            self.b,
+            (self.k, self.n),
+            (k0, self.block_col),
+            (TC_TILE_K, TC_TILE_N, B_STRIDE),
+            b_stage,
+        ));
+        chunks
+    }
+
+    /// Issues the `cp.async` copies of K tile `k_tile` into ring slot `stage` (16 bytes per
+    /// chunk, zero-filled outside the matrices).
+    fn load_tile_async(&self, k: &mut KernelBuilder, k_tile: Reg<U32>, stage: Reg<U32>) {
+        let a_stage = Self::stage_base(k, self.a_tiles, A_TILE_ELEMS, stage);
+        let b_stage = Self::stage_base(k, self.b_tiles, B_TILE_ELEMS, stage);
+        for (dst, src, ok) in self.both_tiles(k, k_tile, a_stage, b_stage) {
+            let bytes = k.selp(16u32, 0u32, ok);
+            k.cp_async_zfill(CacheLevel::Cg, dst, src, 16, bytes);
+        }
+    }
+
+    /// Loads K tile `k_tile` into the single stage with ordinary loads and stores (sm_75).
+    fn load_tile_sync(&self, k: &mut KernelBuilder, k_tile: Reg<U32>) {
+        let zero = k.var::<U32>(0u32);
+        let a_stage = Self::stage_base(k, self.a_tiles, A_TILE_ELEMS, zero);
+        let b_stage = Self::stage_base(k, self.b_tiles, B_TILE_ELEMS, zero);
+        for (dst, src, ok) in self.both_tiles(k, k_tile, a_stage, b_stage) {
+            let vals = [
+                k.var::<U32>(0u32),
+                k.var::<U32>(0u32),
+                k.var::<U32>(0u32),
+                k.var::<U32>(0u32),
+            ];
+            k.if_then(ok, |k| {
+                let loaded = k.ld_global_v4::<U32>(src, 0, true);
+                for (v, l) in vals.iter().zip(loaded) {
+                    k.assign(*v, l);
+                }
+            });
+            k.st_shared_v4(dst, 0, vals);
+        }
+    }
+
+    /// This lane's `ldmatrix` row address inside a tile for 16-row fragments: row
+    /// `row0 + lane % 16`, column `col0 + 8 · (lane / 16)` of a row-major tile of `stride`.
+    fn lane_matrix_offset(
+        &self,
+        k: &mut KernelBuilder,
+        row0: Reg<U32>,
+        col0: Reg<U32>,
+        stride: u32,
+    ) -> Reg<U32> {
+        let lane_row = k.and(self.lane, 15u32);
+        let half = k.shr(self.lane, 4u32);
+        let row = k.add(row0, lane_row);
+        let col = k.mad_lo(half, CHUNK, col0);
+        let slot = k.mad_lo(row, stride, col);
+        k.mul_lo(slot, T::TYPE.bytes())
+    }
+
+    /// Byte offsets of this lane's A and B `ldmatrix` rows within a stage (warp quadrant
+    /// included): A at `[32·warp_m + lane % 16][8 · (lane / 16)]`, B at
+    /// `[lane % 16][32·warp_n + 8 · (lane / 16)]`.
+    fn fragment_offsets(&self, k: &mut KernelBuilder) -> (Reg<U32>, Reg<U32>) {
+        let zero = k.var::<U32>(0u32);
+        let a_row0 = k.mul_lo(self.warp_m, WARP_TILE);
+        let a_off = self.lane_matrix_offset(k, a_row0, zero, A_STRIDE);
+        let b_col0 = k.mul_lo(self.warp_n, WARP_TILE);
+        let b_off = self.lane_matrix_offset(k, zero, b_col0, B_STRIDE);
+        (a_off, b_off)
+    }
+
+    /// Bounds-checked stores of the warp's accumulators: accumulator `(mi, ni)` covers rows
+    /// `block_row + 32·warp_m + 16·mi + {lane/4, lane/4 + 8}`, columns
+    /// `block_col + 32·warp_n + 8·ni + 2·(lane % 4) + {0, 1}`.
+    fn store(&self, k: &mut KernelBuilder, acc: &[Vec<FragC<impl Sized, F32>>]) {
+        k.comment("store the accumulators inside M x N");
+        let group = k.shr(self.lane, 2u32);
+        let quad = k.and(self.lane, 3u32);
+        let warp_row = k.mad_lo(self.warp_m, WARP_TILE, self.block_row);
+        let row_base = k.add(warp_row, group);
+        let warp_col = k.mad_lo(self.warp_n, WARP_TILE, self.block_col);
+        let col_base = k.mad_lo(quad, 2u32, warp_col);
+        for (mi, row_accs) in acc.iter().enumerate() {
+            for (ni, frag) in row_accs.iter().enumerate() {
+                let regs = frag.f32_regs();
+                for half in 0..2u32 {
+                    let row = k.add(row_base, mi as u32 * 16 + half * 8);
+                    let row_ok = k.setp_lt(row, self.m);
+                    for j in 0..2u32 {
+                        let col = k.add(col_base, ni as u32 * 8 + j);
+                        let col_ok = k.setp_lt(col, self.n);
+                        let ok = k.and_pred(row_ok, col_ok);
+                        let v = regs[(2 * half + j) as usize];
+                        k.if_then(ok, |k| {
+                            let index = k.mad_lo(row, self.n, col);
+                            let addr = k.elem_addr(self.c, index);
+                            k.st_global(addr, 0, v);
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The sm_80+ kernel: 3-stage `cp.async` pipeline, `ldmatrix`, `mma.m16n8k16`.
+pub(super) fn gemm_m16n8k16<T: PackedHalf>(name: &str, arch: Arch) -> KernelBuilder
+where
+    M16N8K16: MmaInput<T>,
+{
+    let mut k = KernelBuilder::new(name, arch);
+    let g = Gemm::<T>::setup(&mut k, TC_STAGES);
+    let k_tiles = g.k_tiles(&mut k);
+    let mut acc: Vec<Vec<FragC<M16N8K16, F32>>> = (0..WARP_M_TILES)
+        .map(|_| {
+            (0..WARP_N_TILES)
+                .map(|_| k.frag_c_zero::<M16N8K16, T, F32>())
+                .collect()
+        })
+        .collect();
+    let (a_off, b_off) = g.fragment_offsets(&mut k);
+    k.comment("prologue: start the first stages");
+    for s in 0..TC_STAGES - 1 {
+        let tile = k.var::<U32>(s);
+        let present = k.setp_lt(tile, k_tiles);
+        k.if_then(present, |k| g.load_tile_async(k, tile, tile));
+        k.cp_async_commit();
+    }
+    k.for_range(0u32, k_tiles, 1u32, |k, tile| {
+        k.comment("wait for this tile, then refill the slot freed last iteration");
+        k.cp_async_wait_group(TC_STAGES - 2);
+        k.bar_sync();
+        let next = k.add(tile, TC_STAGES - 1);
+        let present = k.setp_lt(next, k_tiles);
+        k.if_then(present, |k| {
+            let slot = k.rem(next, TC_STAGES);
+            g.load_tile_async(k, next, slot);
+        });
+        k.cp_async_commit();
+        k.comment("multiply the tile on the tensor cores");
+        let slot = k.rem(tile, TC_STAGES);
+        let a_stage = Gemm::<T>::stage_base(k, g.a_tiles, A_TILE_ELEMS, slot);
+        let b_stage = Gemm::<T>::stage_base(k, g.b_tiles, B_TILE_ELEMS, slot);
+        let a_lane = k.add(a_stage, a_off);
+        let b_lane = k.add(b_stage, b_off);
+        warp_tile_k16(k, &mut acc, a_lane, b_lane);
+    });
+    k.cp_async_wait_all();
+    g.store(&mut k, &acc);
+    k
+}
+
+/// One K tile of the warp's 32 × 32 quadrant with m16n8k16 (`a_lane`/`b_lane`: this lane's
+/// ldmatrix row addresses at k = 0).
+fn warp_tile_k16<T: PackedHalf>(
+    k: &mut KernelBuilder,
+    acc: &mut [Vec<FragC<M16N8K16, F32>>],
+    a_lane: Reg<U32>,
+    b_lane: Reg<U32>,
+) where
+    M16N8K16: MmaInput<T>,
+{
+    let bytes = T::TYPE.bytes();
+    for ks in 0..TC_TILE_K / 16 {
+        let a: Vec<FragA<M16N8K16, T>> = (0..WARP_M_TILES)
+            .map(|mi| {
+                let off = (mi * 16 * A_STRIDE + ks * 16) * bytes;
+                k.ldmatrix(a_lane, off as i32)
+            })
+            .collect();
+        let b: Vec<FragB<M16N8K16, T>> = (0..WARP_N_TILES / 2)
+            .flat_map(|pair| {
+                let off = (ks * 16 * B_STRIDE + pair * 16) * bytes;
+                let (lo, hi) = k.ldmatrix_b_pair_trans::<T>(b_lane, off as i32);
+                [lo, hi]
+            })
+            .collect();
+        for (mi, row) in acc.iter_mut().enumerate() {
+            for (ni, c) in row.iter_mut().enumerate() {
+                k.mma_into(c, &a[mi], &b[ni], c);
+            }
+        }
+    }
+}
+
+/// The sm_75 kernel: synchronous loads, `ldmatrix.x2` / `.x1.trans`, `mma.m16n8k8` (f16).
+pub(super) fn gemm_m16n8k8_f16(name: &str, arch: Arch) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name, arch);
+    let g = Gemm::<F16>::setup(&mut k, 1);
+    let k_tiles = g.k_tiles(&mut k);
+    let mut acc: Vec<Vec<FragC<M16N8K8, F32>>> = (0..WARP_M_TILES)
+        .map(|_| {
+            (0..WARP_N_TILES)
+                .map(|_| k.frag_c_zero::<M16N8K8, F16, F32>())
+                .collect()
+        })
+        .collect();
+    let (a_off, b_off) = g.fragment_offsets(&mut k);
+    let a_base = k.shared_base(g.a_tiles);
+    let a_lane = k.add(a_base, a_off);
+    let b_base = k.shared_base(g.b_tiles);
+    let b_lane = k.add(b_base, b_off);
+    k.for_range(0u32, k_tiles, 1u32, |k, tile| {
+        k.comment("load the tile");
+        g.load_tile_sync(k, tile);
+        k.bar_sync();
+        k.comment("multiply the tile on the tensor cores");
+        let bytes = F16::TYPE.bytes();
+        for ks in 0..TC_TILE_K / 8 {
+            let a: Vec<FragA<M16N8K8, F16>> = (0..WARP_M_TILES)
+                .map(|mi| k.ldmatrix(a_lane, ((mi * 16 * A_STRIDE + ks * 8) * bytes) as i32))
+                .collect();
+            // x1.trans reads rows from lanes 0-7 only: k-row `lane % 8` (lane % 16 for the
+            // others, which are ignored), the n8 column block `ni`.
+            let b: Vec<FragB<M16N8K8, F16>> = (0..WARP_N_TILES)
+                .map(|ni| k.ldmatrix_trans(b_lane, ((ks * 8 * B_STRIDE + ni * 8) * bytes) as i32))
+                .collect();
+            for (mi, row) in acc.iter_mut().enumerate() {
+                for (ni, c) in row.iter_mut().enumerate() {
+                    k.mma_into(c, &a[mi], &b[ni], c);
+                }
+            }
+        }
+        k.bar_sync();
+    });
+    g.store(&mut k, &acc);
+    k
+}
