@@ -248,6 +248,7 @@ fn kind_off(options: &mut Options, k: &str) -> Result<(), String> {
         "initcheck" => options.initcheck = false,
         "racecheck" => options.racecheck = false,
         "synccheck" => options.synccheck = false,
+        "asynccheck" => options.asynccheck = false,
         "all" => {
             *options = Options {
                 fuel: options.fuel,
@@ -259,7 +260,7 @@ fn kind_off(options: &mut Options, k: &str) -> Result<(), String> {
         }
         _ => {
             return Err(format!(
-                "unknown check `{k}` (memcheck, initcheck, racecheck, synccheck, all)"
+                "unknown check `{k}` (memcheck, initcheck, racecheck, synccheck, asynccheck, all)"
             ))
         }
     }

@@ -1,6 +1,7 @@
 //! Performance counters of a launch: dynamic thread-instructions by class, warp-level global
 //! memory requests with the 32-byte sectors they touch (coalescing), shared-memory requests with
-//! their wavefronts (bank conflicts), and barriers.
+//! their wavefronts (bank conflicts), and barriers; tensor-core `mma` instructions and FLOPs,
+//! `ldmatrix` requests with their wavefronts, and `cp.async` requests, sectors and bytes.
 
 use crate::decode::{Class, NUM_CLASSES};
 
@@ -24,6 +25,10 @@ pub struct InstructionCounts {
     pub barrier: u64,
     pub warp_collective: u64,
     pub other: u64,
+    /// `mma` instructions (tensor cores).
+    pub tensor_core: u64,
+    /// `cp.async` copies, commits and waits.
+    pub async_copy: u64,
 }
 
 impl InstructionCounts {
@@ -50,6 +55,8 @@ impl InstructionCounts {
             ("barrier", self.barrier),
             ("warp_collective", self.warp_collective),
             ("other", self.other),
+            ("tensor_core", self.tensor_core),
+            ("async_copy", self.async_copy),
         ]
     }
 
@@ -70,6 +77,8 @@ impl InstructionCounts {
         self.barrier += o.barrier;
         self.warp_collective += o.warp_collective;
         self.other += o.other;
+        self.tensor_core += o.tensor_core;
+        self.async_copy += o.async_copy;
     }
 
     pub(crate) fn from_array(a: &[u64; NUM_CLASSES]) -> Self {
@@ -90,6 +99,8 @@ impl InstructionCounts {
             barrier: a[Class::Barrier as usize],
             warp_collective: a[Class::WarpCollective as usize],
             other: a[Class::Other as usize],
+            tensor_core: a[Class::TensorCore as usize],
+            async_copy: a[Class::AsyncCopy as usize],
         }
     }
 }
@@ -112,6 +123,21 @@ pub struct Counters {
     pub barriers: u64,
     /// Barrier completions (per block).
     pub barrier_releases: u64,
+    /// Warp-level `mma` instructions.
+    pub mma_instructions: u64,
+    /// Floating-point operations of those: 2·M·N·K per warp-level `mma`.
+    pub mma_flops: u64,
+    /// Warp-level `ldmatrix` requests.
+    pub ldmatrix_requests: u64,
+    /// Shared-memory wavefronts of those: per 8×8 matrix (one phase of 8 row addresses of 16
+    /// bytes), the largest number of distinct 4-byte words one bank must serve.
+    pub ldmatrix_wavefronts: u64,
+    /// Warp-level `cp.async` requests (active lanes of a warp issuing one `cp.async` together).
+    pub cp_async_requests: u64,
+    /// 32-byte global sectors those read (lanes with a zero src-size read none).
+    pub cp_async_sectors: u64,
+    /// Bytes written to shared memory by `cp.async` (cp-size per lane, zero fill included).
+    pub cp_async_bytes: u64,
 }
 
 impl Counters {
@@ -128,6 +154,18 @@ impl Counters {
         self.shared_wavefronts += o.shared_wavefronts;
         self.barriers += o.barriers;
         self.barrier_releases += o.barrier_releases;
+        self.mma_instructions += o.mma_instructions;
+        self.mma_flops += o.mma_flops;
+        self.ldmatrix_requests += o.ldmatrix_requests;
+        self.ldmatrix_wavefronts += o.ldmatrix_wavefronts;
+        self.cp_async_requests += o.cp_async_requests;
+        self.cp_async_sectors += o.cp_async_sectors;
+        self.cp_async_bytes += o.cp_async_bytes;
+    }
+
+    /// Average wavefronts per `ldmatrix` request (an x4 without bank conflicts has 4).
+    pub fn ldmatrix_wavefronts_per_request(&self) -> f64 {
+        ratio(self.ldmatrix_wavefronts, self.ldmatrix_requests)
     }
 
     /// Bytes requested ÷ bytes moved in 32-byte sectors (1.0 = perfectly coalesced).

@@ -167,6 +167,10 @@ pub struct Options {
     pub racecheck: bool,
     /// Divergent barriers, exits before barriers, bad warp-sync masks.
     pub synccheck: bool,
+    /// `cp.async` hazards: a pending copy's shared destination read or written before its group
+    /// is waited, its global source written while pending, a thread exiting with copies never
+    /// waited.
+    pub asynccheck: bool,
     /// Instructions one thread may execute before `FuelExhausted`.
     pub fuel: u64,
     /// Run blocks in a shuffled order (seeded, deterministic) instead of linear order.
@@ -189,6 +193,7 @@ impl Default for Options {
             initcheck: true,
             racecheck: true,
             synccheck: true,
+            asynccheck: true,
             fuel: 50_000_000,
             shuffle_blocks: None,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -205,6 +210,7 @@ impl Options {
             initcheck: false,
             racecheck: false,
             synccheck: false,
+            asynccheck: false,
             ..Options::default()
         }
     }
@@ -363,6 +369,7 @@ impl Device {
                 initcheck: options.initcheck,
                 racecheck: options.racecheck,
                 synccheck: options.synccheck,
+                asynccheck: options.asynccheck,
                 fuel: options.fuel,
             },
             block_order: order,

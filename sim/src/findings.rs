@@ -26,6 +26,14 @@ pub enum FindingKind {
     Deadlock,
     /// `trap` executed.
     Trap,
+    /// A `cp.async` destination read or written before the group that writes it was waited, or
+    /// its global source written while the copy is pending.
+    AsyncCopyHazard,
+    /// A thread exited with `cp.async` copies it never waited for.
+    AsyncCopyNotWaited,
+    /// An `.aligned` warp instruction (`mma`, `ldmatrix`) executed by a warp that is not
+    /// converged (some lanes elsewhere or predicated off) or not full.
+    UnconvergedWarp,
 }
 
 impl FindingKind {
@@ -41,6 +49,9 @@ impl FindingKind {
             FindingKind::FuelExhausted => "FuelExhausted",
             FindingKind::Deadlock => "Deadlock",
             FindingKind::Trap => "Trap",
+            FindingKind::AsyncCopyHazard => "AsyncCopyHazard",
+            FindingKind::AsyncCopyNotWaited => "AsyncCopyNotWaited",
+            FindingKind::UnconvergedWarp => "UnconvergedWarp",
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Every valid corpus kernel assembles with NVIDIA's ptxas for the target it declares, and again
-//! retargeted to sm_70 when it uses nothing newer (bf16, tanh, min.NaN). Needs `PTXAS` (path to ptxas); without it the test says so
+//! retargeted to sm_70 when it uses nothing newer (bf16, tanh, min.NaN, mma, ldmatrix, cp.async,
+//! tf32). Needs `PTXAS` (path to ptxas); without it the test says so
 //! loudly and passes, unless `PTXFORGE_REQUIRE_PTXAS=1`.
 
 use std::path::Path;
@@ -36,7 +37,12 @@ fn valid_corpus_assembles_with_ptxas() {
             .unwrap_or_else(|| "sm_80".into());
         // sm_70 as well, unless the kernel uses sm_80+ types/instructions.
         let mut targets = vec![target.clone()];
-        let sm80_only = ["bf16", "tanh", ".NaN"].iter().any(|k| text.contains(k));
+        // (tensor-core and async-copy kernels name their own minimum target: sm_75 or sm_80.)
+        let sm80_only = [
+            "bf16", "tanh", ".NaN", "mma.", "ldmatrix", "cp.async", "tf32",
+        ]
+        .iter()
+        .any(|k| text.contains(k));
         if !sm80_only && target != "sm_70" {
             targets.push("sm_70".into());
         }

@@ -13,6 +13,9 @@ pub struct CheckConfig {
     pub initcheck: bool,
     pub racecheck: bool,
     pub synccheck: bool,
+    /// `cp.async` hazards: pending destinations touched, pending sources written, copies never
+    /// waited.
+    pub asynccheck: bool,
     /// Instructions one thread may execute before `FuelExhausted`.
     pub fuel: u64,
 }

@@ -21,21 +21,21 @@ pub(super) struct Ctx {
     pub sink: u32,
 }
 
-type R<T> = Result<T, SimError>;
+pub(super) type R<T> = Result<T, SimError>;
 
 /// Modifier list with use tracking: whatever is left unused at the end is unsupported.
-struct Mods<'a> {
+pub(super) struct Mods<'a> {
     items: Vec<(&'a str, bool)>,
 }
 
 impl<'a> Mods<'a> {
-    fn new(list: &'a [String]) -> Self {
+    pub(super) fn new(list: &'a [String]) -> Self {
         Mods {
             items: list.iter().map(|s| (s.as_str(), false)).collect(),
         }
     }
 
-    fn take(&mut self, m: &str) -> bool {
+    pub(super) fn take(&mut self, m: &str) -> bool {
         for it in &mut self.items {
             if !it.1 && it.0 == m {
                 it.1 = true;
@@ -45,7 +45,7 @@ impl<'a> Mods<'a> {
         false
     }
 
-    fn take_any(&mut self, ms: &[&'static str]) -> Option<&'static str> {
+    pub(super) fn take_any(&mut self, ms: &[&'static str]) -> Option<&'static str> {
         ms.iter().copied().find(|m| self.take(m))
     }
 
@@ -113,7 +113,14 @@ impl<'a> Mods<'a> {
         }
     }
 
-    fn finish(self, ins: &Instr) -> R<()> {
+    /// Marks every modifier used (the caller has matched the whole list itself).
+    pub(super) fn take_all(&mut self) {
+        for it in &mut self.items {
+            it.1 = true;
+        }
+    }
+
+    pub(super) fn finish(self, ins: &Instr) -> R<()> {
         let left: Vec<&str> = self.items.iter().filter(|i| !i.1).map(|i| i.0).collect();
         if left.is_empty() {
             Ok(())
@@ -126,7 +133,7 @@ impl<'a> Mods<'a> {
     }
 }
 
-fn unsupported(ins: &Instr, detail: impl Into<String>) -> SimError {
+pub(super) fn unsupported(ins: &Instr, detail: impl Into<String>) -> SimError {
     SimError::Unsupported {
         line: ins.line,
         opcode: ins.full_opcode(),
@@ -134,7 +141,7 @@ fn unsupported(ins: &Instr, detail: impl Into<String>) -> SimError {
     }
 }
 
-fn bad(ins: &Instr, message: impl Into<String>) -> SimError {
+pub(super) fn bad(ins: &Instr, message: impl Into<String>) -> SimError {
     SimError::Parse {
         line: ins.line,
         message: format!("`{}`: {}", ins.full_opcode(), message.into()),
@@ -262,7 +269,7 @@ impl Ctx {
         self.regs.entry(name).or_insert((idx, ty));
     }
 
-    fn src(&self, ins: &Instr, op: &Operand, ty: Ty) -> R<Src> {
+    pub(super) fn src(&self, ins: &Instr, op: &Operand, ty: Ty) -> R<Src> {
         match op {
             Operand::Name(n) => {
                 if let Some(&(r, _)) = self.regs.get(n) {
@@ -289,7 +296,7 @@ impl Ctx {
         }
     }
 
-    fn dst(&self, ins: &Instr, op: &Operand) -> R<u32> {
+    pub(super) fn dst(&self, ins: &Instr, op: &Operand) -> R<u32> {
         match op {
             Operand::Name(n) => match self.regs.get(n) {
                 Some(&(r, _)) => Ok(r),
@@ -310,7 +317,7 @@ impl Ctx {
         }
     }
 
-    fn addr(&self, ins: &Instr, op: &Operand) -> R<(Addr, Option<Space>)> {
+    pub(super) fn addr(&self, ins: &Instr, op: &Operand) -> R<(Addr, Option<Space>)> {
         let Operand::Addr { base, offset } = op else {
             return Err(bad(ins, "expected an address operand `[..]`"));
         };
@@ -355,7 +362,7 @@ impl Ctx {
         }
     }
 
-    fn operands<'b>(&self, ins: &'b Instr, n: usize) -> R<&'b [Operand]> {
+    pub(super) fn operands<'b>(&self, ins: &'b Instr, n: usize) -> R<&'b [Operand]> {
         if ins.operands.len() != n {
             return Err(bad(
                 ins,
@@ -536,6 +543,9 @@ impl Ctx {
                 )
             }
             "ld" | "ldu" => self.ld(ins, &mut m)?,
+            "mma" => self.mma(ins, &mut m)?,
+            "ldmatrix" => self.ldmatrix(ins, &mut m)?,
+            "cp" => self.cp_async(ins, &mut m)?,
             "st" => self.st(ins, &mut m)?,
             "atom" | "red" => self.atom(ins, &mut m)?,
             "bra" => {
@@ -919,6 +929,9 @@ impl Ctx {
     }
 
     fn cvt(&self, ins: &Instr, m: &mut Mods<'_>) -> R<(Op, Class)> {
+        if ins.mods.iter().any(|x| x == "tf32") {
+            return self.cvt_tf32(ins, m);
+        }
         let irnd = m.irnd();
         let frnd = m.rnd();
         let ftz = m.take("ftz");
@@ -1001,7 +1014,7 @@ impl Ctx {
     }
 
     /// A symbol's own space overrides generic addressing of `[sym]` operands.
-    fn space_for(space: MemSpace, sym: Option<Space>) -> MemSpace {
+    pub(super) fn space_for(space: MemSpace, sym: Option<Space>) -> MemSpace {
         match (space, sym) {
             (MemSpace::Generic, Some(Space::Shared)) => MemSpace::Shared,
             (MemSpace::Generic, Some(Space::Local)) => MemSpace::Local,

@@ -4,6 +4,7 @@
 //! [`crate::sem`]). The hot loop in `exec` never touches a string.
 
 mod instr;
+mod tensor;
 
 use std::collections::HashMap;
 
@@ -11,6 +12,7 @@ use crate::error::SimError;
 use crate::parse::ast::{self, Space, Stmt};
 use crate::sem::cvt::CvtSpec;
 use crate::sem::int::F4;
+use crate::sem::mma::MmaSpec;
 use crate::sem::{Cmp, F1, F2, F3};
 use crate::types::Ty;
 
@@ -221,9 +223,58 @@ pub enum Op {
     ActiveMask {
         d: u32,
     },
+    /// `mma.sync.aligned.m16n8k{8,16}.row.col.*`: one warp-level multiply-accumulate over every
+    /// lane's fragment registers (unused register slots hold the sink register).
+    Mma {
+        spec: MmaSpec,
+        d: [u32; 4],
+        a: [u32; 4],
+        b: [u32; 2],
+        c: [u32; 4],
+    },
+    /// `ldmatrix.sync.aligned.m8n8.x{num}{.trans}{.shared}.b16`: `num` 8×8 b16 matrices whose row
+    /// addresses come from lanes `8i..8i+7`.
+    Ldmatrix {
+        num: u8,
+        trans: bool,
+        d: [u32; 4],
+        space: MemSpace,
+        addr: Addr,
+    },
+    /// `cp.async.{ca,cg}.shared.global`: an asynchronous global → shared copy of one thread.
+    CpAsync(Box<CpAsync>),
+    /// `cp.async.commit_group`.
+    CpAsyncCommit,
+    /// `cp.async.wait_group keep` (`all`: `cp.async.wait_all`, which also commits).
+    CpAsyncWait {
+        keep: u32,
+        all: bool,
+    },
     Exit,
     Trap,
     Nop,
+}
+
+/// How many source bytes a `cp.async` reads (the rest of the `size` bytes are zero-filled).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SrcSize {
+    /// All `size` bytes.
+    Full,
+    /// The `src-size` operand.
+    Bytes(Src),
+    /// The `ignore-src` predicate: nothing when true, all `size` bytes when false.
+    IgnoreIf(Src),
+}
+
+/// A decoded `cp.async.{ca,cg}.shared.global`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpAsync {
+    /// cp-size: 4, 8 or 16 bytes.
+    pub size: u8,
+    pub dst_space: MemSpace,
+    pub dst: Addr,
+    pub src: Addr,
+    pub src_size: SrcSize,
 }
 
 /// Instruction classes for the dynamic instruction counters.
@@ -245,9 +296,13 @@ pub enum Class {
     Barrier,
     WarpCollective,
     Other,
+    /// `mma` (tensor-core) instructions.
+    TensorCore,
+    /// `cp.async` copies, commits and waits.
+    AsyncCopy,
 }
 
-pub const NUM_CLASSES: usize = 16;
+pub const NUM_CLASSES: usize = 18;
 
 /// One decoded instruction.
 #[derive(Debug, Clone)]

@@ -12,7 +12,7 @@ use crate::types::extend;
 
 /// Where one lane's access lands.
 #[derive(Debug, Clone, Copy)]
-enum Region {
+pub(super) enum Region {
     Global(usize, usize),
     Shared(u64),
     Local(u64),
@@ -48,7 +48,7 @@ impl<G: GlobalSpace> Engine<'_, G> {
                 _ => return,
             };
             let a = self.effective(bc, w, addr, l);
-            let Some(region) = self.resolve(bc, w, l, pc, space, a, bytes, kind) else {
+            let Some(region) = self.resolve(bc, w, l, pc, space, a, bytes, bytes, kind) else {
                 continue;
             };
             match region {
@@ -157,14 +157,15 @@ impl<G: GlobalSpace> Engine<'_, G> {
         }
     }
 
-    fn effective(&self, bc: &BlockCtx, w: &Warp, addr: Addr, l: usize) -> u64 {
+    pub(super) fn effective(&self, bc: &BlockCtx, w: &Warp, addr: Addr, l: usize) -> u64 {
         self.rd(bc, w, addr.base, l)
             .wrapping_add(addr.offset as u64)
     }
 
-    /// Checks one lane's access and locates it; `None` when the lane faulted.
+    /// Checks one lane's access of `bytes` bytes that must be `align`-byte aligned and locates
+    /// it; `None` when the lane faulted.
     #[allow(clippy::too_many_arguments)]
-    fn resolve(
+    pub(super) fn resolve(
         &mut self,
         bc: &mut BlockCtx,
         w: &mut Warp,
@@ -173,6 +174,7 @@ impl<G: GlobalSpace> Engine<'_, G> {
         space: MemSpace,
         a: u64,
         bytes: u64,
+        align: u64,
         kind: AccessKind,
     ) -> Option<Region> {
         let memcheck = self.spec.checks.memcheck;
@@ -191,7 +193,7 @@ impl<G: GlobalSpace> Engine<'_, G> {
             MemSpace::Local if a >= LOCAL_WINDOW => a - LOCAL_WINDOW,
             _ => a,
         };
-        if memcheck && bytes > 1 && off % bytes != 0 && space != MemSpace::Param {
+        if memcheck && align > 1 && off % align != 0 && space != MemSpace::Param {
             self.report(
                 bc,
                 w,
@@ -199,7 +201,7 @@ impl<G: GlobalSpace> Engine<'_, G> {
                 pc,
                 FindingKind::Misaligned,
                 format!(
-                    "{} of {bytes} bytes at {} address 0x{a:x} is not {bytes}-byte aligned",
+                    "{} of {bytes} bytes at {} address 0x{a:x} is not {align}-byte aligned",
                     kind.name(),
                     space_name(space)
                 ),
@@ -210,7 +212,15 @@ impl<G: GlobalSpace> Engine<'_, G> {
         }
         let (limit, name) = match space {
             MemSpace::Global | MemSpace::Generic => match self.global.locate(a, bytes) {
-                Ok((b, o)) => return Some(Region::Global(b, o)),
+                Ok((b, o)) => {
+                    if bc.asyncs.pending != 0
+                        && kind != AccessKind::Read
+                        && self.spec.checks.asynccheck
+                    {
+                        self.async_src_hazard(bc, w, l, pc, b, o, a, bytes, kind);
+                    }
+                    return Some(Region::Global(b, o));
+                }
                 Err(fault) => {
                     if !memcheck {
                         return Some(Region::Dropped);
@@ -255,6 +265,11 @@ impl<G: GlobalSpace> Engine<'_, G> {
             MemSpace::Param => Region::Param(off),
             _ => Region::Const(off),
         };
+        if let Region::Shared(off) = region {
+            if bc.asyncs.pending != 0 && self.spec.checks.asynccheck {
+                self.async_dst_hazard(bc, w, l, pc, off, bytes, kind);
+            }
+        }
         if let (Region::Shared(off), Some(race)) = (region, self.race.as_mut()) {
             let thread = w.index * WARP as u32 + l as u32;
             if let Some(c) = race.access(thread, pc, off, bytes, kind) {
@@ -293,7 +308,15 @@ impl<G: GlobalSpace> Engine<'_, G> {
         Some(region)
     }
 
-    fn load(&self, bc: &BlockCtx, w: &Warp, l: usize, r: Region, off: u64, size: usize) -> u64 {
+    pub(super) fn load(
+        &self,
+        bc: &BlockCtx,
+        w: &Warp,
+        l: usize,
+        r: Region,
+        off: u64,
+        size: usize,
+    ) -> u64 {
         match r {
             Region::Global(b, o) => self.global.read(b, o + off as usize, size),
             Region::Shared(o) => read_bytes(&bc.shared, o + off, size).unwrap_or(0),

@@ -13,10 +13,12 @@
 //! its expected thread count has arrived; a block in which nothing can run is resolved by
 //! synccheck (and reported even with synccheck off as a deadlock).
 
+mod async_copy;
 mod collective;
 mod global;
 mod memops;
 mod parallel;
+mod tensor;
 
 use crate::checks::race::RaceDetector;
 use crate::checks::CheckConfig;
@@ -25,6 +27,7 @@ use crate::decode::{Inst, Op, Program, Special, Src, NUM_CLASSES};
 use crate::findings::{Access, Finding, FindingKind, Findings};
 use crate::memory::GlobalMem;
 use crate::sem::cvt::convert;
+use async_copy::AsyncCopies;
 use global::GlobalSpace;
 
 pub(crate) const WARP: usize = 32;
@@ -89,6 +92,8 @@ pub(crate) struct BlockCtx {
     pub nthreads: u32,
     /// A thread of this block faulted: later sync problems are consequences, not new findings.
     pub faulted: bool,
+    /// `cp.async` copies issued and not yet landed.
+    pub asyncs: AsyncCopies,
 }
 
 /// How the group's pc advances after a step.
@@ -201,6 +206,7 @@ impl<'a, G: GlobalSpace> Engine<'a, G> {
             pending_release: 0,
             nthreads,
             faulted: false,
+            asyncs: AsyncCopies::default(),
         };
         if let Some(r) = &mut self.race {
             r.new_block(self.spec.smem_bytes as usize, nwarps as usize);
@@ -565,7 +571,15 @@ impl<'a, G: GlobalSpace> Engine<'a, G> {
                     w.regs[d as usize * WARP + l] = u64::from(group);
                 }
             }
+            Op::Mma { .. } => self.mma(bc, w, inst, pc, exec),
+            Op::Ldmatrix { .. } => self.ldmatrix(bc, w, inst, pc, exec),
+            Op::CpAsync(ref c) => self.cp_async(bc, w, c, pc, exec),
+            Op::CpAsyncCommit => self.cp_async_commit(bc, w, exec),
+            Op::CpAsyncWait { keep, all } => self.cp_async_wait(bc, w, exec, keep, all),
             Op::Exit => {
+                if bc.asyncs.pending != 0 {
+                    self.exit_with_copies(bc, w, pc, exec);
+                }
                 w.running &= !exec;
                 w.exited |= exec;
             }

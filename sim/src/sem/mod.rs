@@ -10,6 +10,7 @@ pub mod cvt;
 pub mod float;
 pub mod half;
 pub mod int;
+pub mod mma;
 
 /// One-operand semantic function.
 pub type F1 = fn(u64) -> u64;
