@@ -7,7 +7,10 @@ use half::{bf16, f16};
 use ptxforge_runtime::launch::{
     Backend, Dim3, Element, KernelArg, LaunchConfig, ScalarKind, SimBackend,
 };
-use ptxforge_runtime::samples::{sample_module, Sample, BLOCK, GEMM_TILE, HISTOGRAM_BINS, SAMPLES};
+use ptxforge_runtime::samples::{
+    sample_module, Sample, BLOCK, GEMM_TILE, HISTOGRAM_BINS, SAMPLES, TC_BLOCK_THREADS, TC_TILE_M,
+    TC_TILE_N, TENSOR_CORE_SAMPLES,
+};
 use ptxforge_runtime::templates::testing::SplitMix64;
 use ptxforge_runtime::Arch;
 
@@ -29,7 +32,20 @@ fn launch(
     smem: u32,
     args: &[KernelArg<'_, SimBackend>],
 ) {
-    let ptx = sample_module(sample(name), arch).expect("sample builds");
+    launch_sample(dev, sample(name), arch, grid, block, smem, args);
+}
+
+fn launch_sample(
+    dev: &SimBackend,
+    sample: &Sample,
+    arch: Arch,
+    grid: Dim3,
+    block: Dim3,
+    smem: u32,
+    args: &[KernelArg<'_, SimBackend>],
+) {
+    let name = sample.name;
+    let ptx = sample_module(sample, arch).expect("sample builds");
     let cfg = LaunchConfig {
         grid,
         block,
@@ -317,6 +333,117 @@ fn tiled_gemm_matches_naive_matmul() {
             c.shared_wavefronts_per_request()
         );
     }
+}
+
+/// Ragged tensor-core GEMM shapes: M, N, K not multiples of the 64 × 64 × 32 tile (N and K
+/// multiples of 8, as the samples require), K with 1 to 7 pipeline trips, grids of 1 to 3 × 3.
+const TC_SHAPES: [(u32, u32, u32); 4] = [(1, 8, 8), (77, 88, 104), (64, 64, 96), (130, 136, 200)];
+
+/// `C = A · B` with A, B rounded to the sample's input type; the reference multiplies and sums
+/// the rounded inputs in f64. The interpreter sums exact products in f32, so the error grows
+/// with K; the check is |got − ref| ≤ 1e-4 · max|ref| (a wrong fragment lane, a stale pipeline
+/// stage or a missed zero fill is off by O(max|ref|)).
+fn run_tc_gemm<T: Element + Copy>(
+    name: &str,
+    arch: Arch,
+    to_input: fn(f32) -> T,
+    to_f64: fn(T) -> f64,
+) {
+    let tc = TENSOR_CORE_SAMPLES
+        .iter()
+        .find(|t| t.sample.name == name)
+        .expect("tensor-core sample exists");
+    assert!((tc.supports)(arch), "{name} on {arch}");
+    let mut rng = SplitMix64::new(10);
+    for (m, n, k) in TC_SHAPES {
+        let a: Vec<T> = (0..m * k)
+            .map(|_| to_input(rng.uniform(-1.0, 1.0) as f32))
+            .collect();
+        let b: Vec<T> = (0..k * n)
+            .map(|_| to_input(rng.uniform(-1.0, 1.0) as f32))
+            .collect();
+        let dev = SimBackend::new();
+        let (da, db) = (dev.upload(&a).unwrap(), dev.upload(&b).unwrap());
+        let dc = dev.upload(&vec![f32::NAN; (m * n) as usize]).unwrap();
+        let args = [
+            KernelArg::buffer(&da),
+            KernelArg::buffer(&db),
+            KernelArg::buffer(&dc),
+            KernelArg::U32(m),
+            KernelArg::U32(n),
+            KernelArg::U32(k),
+        ];
+        let grid = Dim3::new(n.div_ceil(TC_TILE_N), m.div_ceil(TC_TILE_M), 1);
+        launch_sample(
+            &dev,
+            &tc.sample,
+            arch,
+            grid,
+            Dim3::x(TC_BLOCK_THREADS),
+            0,
+            &args,
+        );
+        let got = dev.download(&dc).unwrap();
+        let (m, n, k) = (m as usize, n as usize, k as usize);
+        let want: Vec<f64> = (0..m * n)
+            .map(|ij| {
+                let (i, j) = (ij / n, ij % n);
+                (0..k)
+                    .map(|p| to_f64(a[i * k + p]) * to_f64(b[p * n + j]))
+                    .sum()
+            })
+            .collect();
+        let scale = want
+            .iter()
+            .fold(0.0f64, |acc, w| acc.max(w.abs()))
+            .max(1e-30);
+        for (idx, (g, w)) in got.iter().zip(&want).enumerate() {
+            let err = (f64::from(*g) - w).abs();
+            assert!(
+                err <= 1e-4 * scale,
+                "{name} on {arch}, {m}x{n}x{k}: C[{}][{}] = {g}, want {w} (max |ref| {scale})",
+                idx / n,
+                idx % n
+            );
+        }
+        let log = dev.take_launch_log();
+        let c = &log[0].counters;
+        assert!(c.mma_instructions > 0 && c.ldmatrix_requests > 0, "{name}");
+        // Padded tiles: every 8x8 matrix of an ldmatrix is one wavefront (no bank conflict).
+        let matrices_per_request = if name.ends_with("k16") {
+            4.0
+        } else {
+            8.0 / 6.0
+        };
+        assert!(
+            (c.ldmatrix_wavefronts_per_request() - matrices_per_request).abs() < 1e-9,
+            "{name}: {} ldmatrix wavefronts per request, want {matrices_per_request}",
+            c.ldmatrix_wavefronts_per_request()
+        );
+    }
+}
+
+#[test]
+fn tensor_core_gemm_f16_matches_f64_reference() {
+    for arch in [Arch::Sm80, Arch::Sm90] {
+        run_tc_gemm("gemm_tc_f16_m16n8k16", arch, f16::from_f32, |x| {
+            f64::from(x.to_f32())
+        });
+    }
+}
+
+#[test]
+fn tensor_core_gemm_bf16_matches_f64_reference() {
+    run_tc_gemm("gemm_tc_bf16_m16n8k16", Arch::Sm80, bf16::from_f32, |x| {
+        f64::from(x.to_f32())
+    });
+}
+
+#[test]
+fn tensor_core_gemm_m16n8k8_on_sm75_matches_f64_reference() {
+    run_tc_gemm("gemm_tc_f16_m16n8k8", Arch::Sm75, f16::from_f32, |x| {
+        f64::from(x.to_f32())
+    });
 }
 
 #[test]
