@@ -140,16 +140,17 @@ fragment!(
     FragC
 );
 
-impl<S, T> FragA<S, T> {
-    /// An A fragment from its packed registers (the count is checked by the validator).
-    pub fn from_regs<P: Scalar>(regs: &[Reg<P>]) -> Self {
+impl<S: MmaInput<T>, T: Scalar> FragA<S, T> {
+    /// An A fragment from registers of its packed type (`f16x2`, `bf16x2`, `tf32`): another
+    /// type does not compile; a wrong count is a validation error at the mma.
+    pub fn from_regs(regs: &[Reg<S::Packed>]) -> Self {
         Self::from_ids(regs.iter().map(|r| r.id).collect())
     }
 }
 
-impl<S, T> FragB<S, T> {
-    /// A B fragment from its packed registers (the count is checked by the validator).
-    pub fn from_regs<P: Scalar>(regs: &[Reg<P>]) -> Self {
+impl<S: MmaInput<T>, T: Scalar> FragB<S, T> {
+    /// A B fragment from registers of its packed type (see [`FragA::from_regs`]).
+    pub fn from_regs(regs: &[Reg<S::Packed>]) -> Self {
         Self::from_ids(regs.iter().map(|r| r.id).collect())
     }
 }
