@@ -12,6 +12,51 @@
 //!
 //! Register counts are checked once more by the validator, so a fragment assembled by hand with
 //! the wrong number of registers is a validation error, not a panic.
+//!
+//! ```
+//! use ptxforge_runtime::builder::*;
+//! use ptxforge_runtime::Arch;
+//! let mut k = KernelBuilder::new("tc", Arch::Sm80);
+//! let tile = k.shared_array::<BF16>("tile", 1024);
+//! let at = k.shared_base(tile);
+//! let a: FragA<M16N8K16, BF16> = k.ldmatrix(at, 0);
+//! let b: FragB<M16N8K16, BF16> = k.ldmatrix_trans(at, 0);
+//! let c = k.frag_c_zero::<M16N8K16, BF16, F32>();
+//! let _d = k.mma(&a, &b, &c);
+//! ModuleBuilder::new(Arch::Sm80).kernel(k).emit().unwrap();
+//! ```
+//!
+//! A B fragment of another shape does not compile:
+//!
+//! ```compile_fail
+//! use ptxforge_runtime::builder::*;
+//! use ptxforge_runtime::Arch;
+//! let mut k = KernelBuilder::new("tc", Arch::Sm80);
+//! let tile = k.shared_array::<F16>("tile", 1024);
+//! let at = k.shared_base(tile);
+//! let a: FragA<M16N8K16, F16> = k.ldmatrix(at, 0);
+//! let b: FragB<M16N8K8, F16> = k.ldmatrix_trans(at, 0);
+//! let c = k.frag_c_zero::<M16N8K16, F16, F32>();
+//! let _d = k.mma(&a, &b, &c);
+//! ```
+//!
+//! Nor does a form the ISA lacks (bf16 has no m16n8k8; f16 accumulators need f16 inputs):
+//!
+//! ```compile_fail
+//! use ptxforge_runtime::builder::*;
+//! use ptxforge_runtime::Arch;
+//! let mut k = KernelBuilder::new("tc", Arch::Sm80);
+//! let tile = k.shared_array::<BF16>("tile", 1024);
+//! let at = k.shared_base(tile);
+//! let a: FragA<M16N8K8, BF16> = k.ldmatrix(at, 0);
+//! ```
+//!
+//! ```compile_fail
+//! use ptxforge_runtime::builder::*;
+//! use ptxforge_runtime::Arch;
+//! let mut k = KernelBuilder::new("tc", Arch::Sm80);
+//! let c = k.frag_c_zero::<M16N8K16, BF16, F16>();
+//! ```
 
 use std::fmt;
 use std::marker::PhantomData;
