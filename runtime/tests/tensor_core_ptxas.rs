@@ -148,7 +148,11 @@ fn every_form_assembles_where_the_target_has_it() {
         match assemble(&ptxas, &ptx, arch, &scratch) {
             Err(e) => failures.push(format!("{arch}: {e}")),
             Ok(report) => {
-                assert_eq!(report.entries.len(), 1, "{arch}: ptxas -v reports the entry");
+                assert_eq!(
+                    report.entries.len(),
+                    1,
+                    "{arch}: ptxas -v reports the entry"
+                );
                 failures.extend(report.warnings.iter().map(|w| format!("{arch}: {w}")));
                 for e in &report.entries {
                     if e.spill_stores + e.spill_loads > 0 {

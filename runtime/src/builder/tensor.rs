@@ -87,33 +87,26 @@ impl MmaShapeKind for M16N8K8 {
     const SHAPE: MmaShape = MmaShape::M16N8K8;
 }
 
-/// An element type `T` the shape multiplies, with the registers its A and B fragments take.
+/// An element type `T` the shape multiplies.
 pub trait MmaInput<T: Scalar>: MmaShapeKind {
     /// How A/B elements sit in a register (`f16x2`, `bf16x2`, `tf32`).
     type Packed: Scalar;
-    const A_REGS: usize;
-    const B_REGS: usize;
 }
 
-impl MmaInput<F16> for M16N8K16 {
-    type Packed = F16x2;
-    const A_REGS: usize = 4;
-    const B_REGS: usize = 2;
+macro_rules! mma_input {
+    ($($shape:ident, $elem:ident => $packed:ident;)*) => {$(
+        impl MmaInput<$elem> for $shape {
+            type Packed = $packed;
+        }
+    )*};
 }
-impl MmaInput<BF16> for M16N8K16 {
-    type Packed = BF16x2;
-    const A_REGS: usize = 4;
-    const B_REGS: usize = 2;
-}
-impl MmaInput<F16> for M16N8K8 {
-    type Packed = F16x2;
-    const A_REGS: usize = 2;
-    const B_REGS: usize = 1;
-}
-impl MmaInput<TF32> for M16N8K8 {
-    type Packed = TF32;
-    const A_REGS: usize = 4;
-    const B_REGS: usize = 2;
+
+// The forms of `Mma::fragment_regs` (which also holds the register counts).
+mma_input! {
+    M16N8K16, F16 => F16x2;
+    M16N8K16, BF16 => BF16x2;
+    M16N8K8, F16 => F16x2;
+    M16N8K8, TF32 => TF32;
 }
 
 /// An accumulator type for inputs `T`: f32 for every input, f16 for f16 inputs.

@@ -61,12 +61,76 @@ struct Gemm<T: PackedHalf> {
     k: Reg<U32>,
     a_tiles: SharedArr<T>,
     b_tiles: SharedArr<T>,
-    tid: Reg<U32>,
     lane: Reg<U32>,
     warp_m: Reg<U32>,
     warp_n: Reg<U32>,
     block_row: Reg<U32>,
     block_col: Reg<U32>,
+    a_chunks: Vec<ChunkPlace>,
+    b_chunks: Vec<ChunkPlace>,
+}
+
+/// Where one of this thread's 16-byte copy chunks sits, fixed for the whole K loop: chunk
+/// `c = tid + i · threads` of a tile with `per_row` chunks per row is at tile row
+/// `c / per_row`, column `8 · (c % per_row)`.
+struct ChunkPlace {
+    /// The global coordinate that does not move with K (A: the row, B: the column).
+    fixed: Reg<U32>,
+    /// The coordinate along K within the tile (A: the column, B: the row).
+    along_k: Reg<U32>,
+    /// Byte offset of the chunk within a stage.
+    slot_bytes: Reg<U32>,
+}
+
+impl ChunkPlace {
+    /// This thread's chunks of a `tile_rows × tile_cols` tile stored with row `stride`;
+    /// `fixed_is_row` says whether the row (A) or the column (B) is the non-K coordinate,
+    /// offset by `fixed0`.
+    fn all<T: Scalar>(
+        k: &mut KernelBuilder,
+        tid: Reg<U32>,
+        (tile_rows, tile_cols, stride): (u32, u32, u32),
+        fixed_is_row: bool,
+        fixed0: Reg<U32>,
+    ) -> Vec<Self> {
+        let per_row = tile_cols / CHUNK;
+        (0..tile_rows * per_row / TC_BLOCK_THREADS)
+            .map(|i| {
+                let c = k.add(tid, i * TC_BLOCK_THREADS);
+                let row = k.div_int(c, per_row);
+                let chunk = k.rem(c, per_row);
+                let col = k.mul_lo(chunk, CHUNK);
+                let slot = k.mad_lo(row, stride, col);
+                let slot_bytes = k.mul_lo(slot, T::TYPE.bytes());
+                let (fixed, along_k) = if fixed_is_row { (row, col) } else { (col, row) };
+                let fixed = k.add(fixed0, fixed);
+                ChunkPlace {
+                    fixed,
+                    along_k,
+                    slot_bytes,
+                }
+            })
+            .collect()
+    }
+}
+
+/// One chunk copy's `(shared address, global address, in bounds)` for the chunk at global
+/// `(row, col)` of a row-major `rows × cols` matrix.
+fn chunk_copy<T: Scalar>(
+    k: &mut KernelBuilder,
+    src: GlobalPtr<T>,
+    (rows, cols): (Reg<U32>, Reg<U32>),
+    (row, col): (Reg<U32>, Reg<U32>),
+    stage: Reg<U32>,
+    slot_bytes: Reg<U32>,
+) -> (Reg<U32>, Reg<U64>, Pred) {
+    let dst = k.add(stage, slot_bytes);
+    let row_ok = k.setp_lt(row, rows);
+    let col_ok = k.setp_lt(col, cols);
+    let ok = k.and_pred(row_ok, col_ok);
+    let index = k.mad_lo(row, cols, col);
+    let index = k.selp(index, 0u32, ok);
+    (dst, k.elem_addr(src, index), ok)
 }
 
 impl<T: PackedHalf> Gemm<T> {
@@ -95,6 +159,10 @@ impl<T: PackedHalf> Gemm<T> {
         let (bx, by) = (k.ctaid_x(), k.ctaid_y());
         let block_row = k.mul_lo(by, TC_TILE_M);
         let block_col = k.mul_lo(bx, TC_TILE_N);
+        let a_chunks =
+            ChunkPlace::all::<T>(k, tid, (TC_TILE_M, TC_TILE_K, A_STRIDE), true, block_row);
+        let b_chunks =
+            ChunkPlace::all::<T>(k, tid, (TC_TILE_K, TC_TILE_N, B_STRIDE), false, block_col);
         Self {
             a,
             b,
@@ -104,12 +172,13 @@ impl<T: PackedHalf> Gemm<T> {
             k: kk,
             a_tiles,
             b_tiles,
-            tid,
             lane,
             warp_m,
             warp_n,
             block_row,
             block_col,
+            a_chunks,
+            b_chunks,
         }
     }
 
@@ -130,44 +199,10 @@ impl<T: PackedHalf> Gemm<T> {
         k.mad_lo(stage, elems * T::TYPE.bytes(), base)
     }
 
-    /// The chunks of tile `k_tile` this thread copies, as `(shared byte address, global
-    /// address, in bounds)`. Chunk `c = tid + i · threads` of a tile with `per_row` chunks per
-    /// row sits at tile row `c / per_row`, column `8 · (c % per_row)`, i.e. global
-    /// `(row0 + row, col0 + col)` of a `rows × cols` matrix; out of bounds it reads element 0.
-    #[allow(clippy::too_many_arguments)]
-    fn tile_chunks(
-        &self,
-        k: &mut KernelBuilder,
-        src: GlobalPtr<T>,
-        (rows, cols): (Reg<U32>, Reg<U32>),
-        (row0, col0): (Reg<U32>, Reg<U32>),
-        (tile_rows, tile_cols, stride): (u32, u32, u32),
-        stage_base: Reg<U32>,
-    ) -> Vec<(Reg<U32>, Reg<U64>, Pred)> {
-        let per_row = tile_cols / CHUNK;
-        let count = tile_rows * per_row / TC_BLOCK_THREADS;
-        (0..count)
-            .map(|i| {
-                let c = k.add(self.tid, i * TC_BLOCK_THREADS);
-                let row = k.div_int(c, per_row);
-                let chunk = k.rem(c, per_row);
-                let col = k.mul_lo(chunk, CHUNK);
-                let slot = k.mad_lo(row, stride, col);
-                let dst = k.mad_lo(slot, T::TYPE.bytes(), stage_base);
-                let grow = k.add(row0, row);
-                let gcol = k.add(col0, col);
-                let row_ok = k.setp_lt(grow, rows);
-                let col_ok = k.setp_lt(gcol, cols);
-                let ok = k.and_pred(row_ok, col_ok);
-                let index = k.mad_lo(grow, cols, gcol);
-                let index = k.selp(index, 0u32, ok);
-                let addr = k.elem_addr(src, index);
-                (dst, addr, ok)
-            })
-            .collect()
-    }
-
-    /// The A and B chunks of K tile `k_tile` into the stage at `a_stage` / `b_stage`.
+    /// The chunks of the next tile this thread copies, as `(shared byte address, global
+    /// address, in bounds)`: A chunks at `(block_row + row, k0 + col)` of the `M × K` matrix,
+    /// B chunks at `(k0 + row, block_col + col)` of `K × N`. Out of bounds a chunk reads
+    /// element 0 (and the copy is told to read nothing).
     fn both_tiles(
         &self,
         k: &mut KernelBuilder,
@@ -176,23 +211,32 @@ impl<T: PackedHalf> Gemm<T> {
         b_stage: Reg<U32>,
     ) -> Vec<(Reg<U32>, Reg<U64>, Pred)> {
         let k0 = k.mul_lo(k_tile, TC_TILE_K);
-        let mut chunks = self.tile_chunks(
-            k,
-            self.a,
-            (self.m, self.k),
-            (self.block_row, k0),
-            (TC_TILE_M, TC_TILE_K, A_STRIDE),
-            a_stage,
-        );
-        chunks.extend(self.tile_chunks(
-            k,
-            self.b,
-            (self.k, self.n),
-            (k0, self.block_col),
-            (TC_TILE_K, TC_TILE_N, B_STRIDE),
-            b_stage,
-        ));
-        chunks
+        let mut out = Vec::new();
+        for c in &self.a_chunks {
+            let gcol = k.add(k0, c.along_k);
+            let at = (c.fixed, gcol);
+            out.push(chunk_copy(
+                k,
+                self.a,
+                (self.m, self.k),
+                at,
+                a_stage,
+                c.slot_bytes,
+            ));
+        }
+        for c in &self.b_chunks {
+            let grow = k.add(k0, c.along_k);
+            let at = (grow, c.fixed);
+            out.push(chunk_copy(
+                k,
+                self.b,
+                (self.k, self.n),
+                at,
+                b_stage,
+                c.slot_bytes,
+            ));
+        }
+        out
     }
 
     /// Issues the `cp.async` copies of K tile `k_tile` into ring slot `stage` (16 bytes per
@@ -291,6 +335,17 @@ impl<T: PackedHalf> Gemm<T> {
     }
 }
 
+/// The warp's 2 × 4 f32 accumulators, zeroed.
+fn zero_accumulators<S: MmaInput<T>, T: Scalar>(k: &mut KernelBuilder) -> Vec<Vec<FragC<S, F32>>> {
+    (0..WARP_M_TILES)
+        .map(|_| {
+            (0..WARP_N_TILES)
+                .map(|_| k.frag_c_zero::<S, T, F32>())
+                .collect()
+        })
+        .collect()
+}
+
 /// The sm_80+ kernel: 3-stage `cp.async` pipeline, `ldmatrix`, `mma.m16n8k16`.
 pub(super) fn gemm_m16n8k16<T: PackedHalf>(name: &str, arch: Arch) -> KernelBuilder
 where
@@ -299,13 +354,7 @@ where
     let mut k = KernelBuilder::new(name, arch);
     let g = Gemm::<T>::setup(&mut k, TC_STAGES);
     let k_tiles = g.k_tiles(&mut k);
-    let mut acc: Vec<Vec<FragC<M16N8K16, F32>>> = (0..WARP_M_TILES)
-        .map(|_| {
-            (0..WARP_N_TILES)
-                .map(|_| k.frag_c_zero::<M16N8K16, T, F32>())
-                .collect()
-        })
-        .collect();
+    let mut acc = zero_accumulators::<M16N8K16, T>(&mut k);
     let (a_off, b_off) = g.fragment_offsets(&mut k);
     k.comment("prologue: start the first stages");
     for s in 0..TC_STAGES - 1 {
@@ -376,13 +425,7 @@ pub(super) fn gemm_m16n8k8_f16(name: &str, arch: Arch) -> KernelBuilder {
     let mut k = KernelBuilder::new(name, arch);
     let g = Gemm::<F16>::setup(&mut k, 1);
     let k_tiles = g.k_tiles(&mut k);
-    let mut acc: Vec<Vec<FragC<M16N8K8, F32>>> = (0..WARP_M_TILES)
-        .map(|_| {
-            (0..WARP_N_TILES)
-                .map(|_| k.frag_c_zero::<M16N8K8, F16, F32>())
-                .collect()
-        })
-        .collect();
+    let mut acc = zero_accumulators::<M16N8K8, F16>(&mut k);
     let (a_off, b_off) = g.fragment_offsets(&mut k);
     let a_base = k.shared_base(g.a_tiles);
     let a_lane = k.add(a_base, a_off);
