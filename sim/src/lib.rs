@@ -39,7 +39,43 @@
 //! - synccheck: a barrier that some live threads never reach (divergent barrier), threads that
 //!   exit while others wait at a barrier, a barrier reached at different instructions in the same
 //!   phase, and warp-sync masks naming exited lanes or lanes that never arrive.
+//!   `.aligned` warp instructions (`mma`, `ldmatrix`) must be executed by all 32 lanes of a full
+//!   warp together (`UnconvergedWarp` otherwise: diverged, predicated off, exited, partial warp).
+//! - asynccheck: a shared access touching the destination of a `cp.async` whose group the issuing
+//!   thread has not yet waited, a global store or atomic to the source of a pending copy (within
+//!   the block), both `AsyncCopyHazard` naming the pending copy; a thread exiting with copies never
+//!   waited (`AsyncCopyNotWaited`). `ldmatrix` rows (16-byte aligned, inside shared memory) and
+//!   `cp.async` source/destination (aligned to cp-size, in bounds for src-size bytes) go through
+//!   memcheck per lane.
 //! - fuel: a per-thread instruction budget; an infinite loop becomes `FuelExhausted`.
+//!
+//! How these differ from compute-sanitizer: checks are exact per byte and deterministic rather
+//! than sampled on hardware; asynccheck has no hardware counterpart (the GPU just returns stale
+//! or torn data), and it sees only the block's own accesses (cross-block source writes are a
+//! race the interpreter does not model); synccheck on `.aligned` instructions reports what the
+//! ISA calls undefined, which real hardware may happen to tolerate.
+//!
+//! # Tensor-core and async-copy instructions
+//! Exactly these spellings (optional parts in braces) are implemented; any other form of `mma`,
+//! `ldmatrix` or `cp.async` is [`SimError::Unsupported`] naming the form:
+//! - `mma.sync.aligned.m16n8k16.row.col.{f32,f16}.f16.f16.{f32,f16}`,
+//!   `mma.sync.aligned.m16n8k8.row.col.{f32,f16}.f16.f16.{f32,f16}`,
+//!   `mma.sync.aligned.m16n8k{16,8}.row.col.f32.bf16.bf16.f32`,
+//!   `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32`: operands are brace vectors of
+//!   registers (`d` and `c`: 4 f32 or 2 f16x2 registers; `a`: 4/2 registers for k16/k8, 4 for
+//!   tf32; `b`: 2/1, 2 for tf32). Lane ownership and arithmetic are documented in `sem::mma`:
+//!   products exact, each output summed from C in increasing k order with every partial sum
+//!   rounded to f32 (nearest even); hardware adds several products at once with wider internal
+//!   precision and may differ in the last bits of f32 when partial sums round. tf32 operands use
+//!   the top 19 bits of the `.b32` (the low 13 are ignored).
+//! - `ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}{.shared{::cta}}.b16 {d..}, [addr]`.
+//! - `cp.async.{ca,cg}.shared{::cta}.global{.L2::cache_hint}{.L2::64B,.L2::128B,.L2::256B}
+//!   [dst], [src], cp-size{, src-size | ignore-src}{, cache-policy}` with cp-size 4, 8, 16 (`.cg`:
+//!   16); bytes past src-size are zero; cache hints are ignored. The source is read at issue
+//!   (memcheck/initcheck then); the bytes land in shared memory when a wait retires the group.
+//! - `cp.async.commit_group`, `cp.async.wait_group N`, `cp.async.wait_all`.
+//! - `cvt.{rna,rn,rz}{.satfinite}.tf32.f32`; packed `cvt.rn.{f16x2,bf16x2}.f32 d, a, b` (a to
+//!   the upper half), `mov.b32 {lo, hi}` pack/unpack and `prmt.b32` (all modes) were already there.
 //!
 //! Findings are deduplicated by (kind, pc, other pc) with an occurrence count and capped per
 //! launch. Interpreter limitations (unsupported instructions) and host misuse are [`SimError`]s.
