@@ -126,6 +126,13 @@ pub const TENSOR_CORE_SAMPLES: &[TargetedSample] = &[
         },
         supports: |a| a.has_mma_m16n8k8() && a.has_ldmatrix(),
     },
+    TargetedSample {
+        sample: Sample {
+            name: "mma_tf32_m16n8k8",
+            build: |a| tensor_core::mma_tf32_tile("mma_tf32_m16n8k8", a),
+        },
+        supports: Arch::has_mma_m16n8k16,
+    },
 ];
 
 /// A module holding one sample, for `arch`.

@@ -446,6 +446,59 @@ fn tensor_core_gemm_m16n8k8_on_sm75_matches_f64_reference() {
     });
 }
 
+/// `cvt.rna.tf32.f32` on the host: keep 10 mantissa bits, rounding the 13 dropped bits to
+/// nearest with ties away from zero (adding half an ulp to the magnitude).
+fn tf32_rna(x: f32) -> f64 {
+    f64::from(f32::from_bits((x.to_bits() + 0x1000) & !0x1fff))
+}
+
+#[test]
+fn tf32_mma_tile_matches_rounded_reference() {
+    let tc = TENSOR_CORE_SAMPLES
+        .iter()
+        .find(|t| t.sample.name == "mma_tf32_m16n8k8")
+        .expect("sample exists");
+    let mut rng = SplitMix64::new(11);
+    // Values with bits below the tf32 mantissa, so an unrounded or truncated input shows.
+    let a: Vec<f32> = (0..16 * 8).map(|_| rng.uniform(-2.0, 2.0) as f32).collect();
+    let b: Vec<f32> = (0..8 * 8).map(|_| rng.uniform(-2.0, 2.0) as f32).collect();
+    for arch in [Arch::Sm80, Arch::Sm90] {
+        let dev = SimBackend::new();
+        let (da, db, dc) = (
+            dev.upload(&a).unwrap(),
+            dev.upload(&b).unwrap(),
+            dev.alloc::<f32>(16 * 8).unwrap(),
+        );
+        let args = [
+            KernelArg::buffer(&da),
+            KernelArg::buffer(&db),
+            KernelArg::buffer(&dc),
+        ];
+        launch_sample(&dev, &tc.sample, arch, Dim3::x(1), Dim3::x(32), 0, &args);
+        let got = dev.download(&dc).unwrap();
+        // Eight exact products summed in f32: a few f32 ulps of the magnitudes.
+        let tol = 1e-6 * 8.0 * 4.0;
+        let mut rounding_visible = 0;
+        for i in 0..16 {
+            for j in 0..8 {
+                let dot = |round: fn(f32) -> f64| -> f64 {
+                    (0..8)
+                        .map(|p| round(a[i * 8 + p]) * round(b[p * 8 + j]))
+                        .sum()
+                };
+                let (want, unrounded) = (dot(tf32_rna), dot(f64::from));
+                let g = f64::from(got[i * 8 + j]);
+                assert!((g - want).abs() <= tol, "C[{i}][{j}] = {g}, want {want}");
+                rounding_visible += usize::from((unrounded - want).abs() > tol);
+            }
+        }
+        assert!(
+            rounding_visible > 64,
+            "inputs must exercise the tf32 rounding"
+        );
+    }
+}
+
 #[test]
 fn softmax_rows_sum_to_one() {
     let mut rng = SplitMix64::new(6);

@@ -1,4 +1,5 @@
-//! Tensor-core GEMM samples: `C[M, N] (f32) = A[M, K] · B[K, N]`, A and B row-major f16/bf16.
+//! Tensor-core GEMM samples: `C[M, N] (f32) = A[M, K] · B[K, N]`, A and B row-major f16/bf16;
+//! and one warp's tf32 `m16n8k8` tile ([`mma_tf32_tile`]), fragments loaded lane by lane.
 //!
 //! A block of [`TC_BLOCK_THREADS`] threads (4 warps, 2 × 2) computes a
 //! [`TC_TILE_M`] × [`TC_TILE_N`] output tile; each warp a 32 × 32 quarter as 2 × 4 accumulators
@@ -24,7 +25,7 @@
 use crate::arch::Arch;
 use crate::builder::{
     FragA, FragB, FragC, GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Pred, Reg, Scalar,
-    SharedArr, F16, F32, M16N8K16, M16N8K8, U32, U64,
+    SharedArr, F16, F32, M16N8K16, M16N8K8, TF32, U32, U64,
 };
 use crate::ir::CacheLevel;
 
@@ -455,5 +456,46 @@ pub(super) fn gemm_m16n8k8_f16(name: &str, arch: Arch) -> KernelBuilder {
         k.bar_sync();
     });
     g.store(&mut k, &acc);
+    k
+}
+
+/// One warp multiplies a 16 × 8 f32 A by an 8 × 8 f32 B (both row-major, rounded to tf32 with
+/// `cvt.rna.tf32.f32`) into a 16 × 8 f32 C with `mma.m16n8k8.tf32`, each lane loading its own
+/// fragment elements (PTX ISA "Matrix fragments for mma.m16n8k8", .tf32): with
+/// `g = lane / 4`, `t = lane % 4`, A registers 0–3 hold `(g, t)`, `(g + 8, t)`, `(g, t + 4)`,
+/// `(g + 8, t + 4)`; B registers 0–1 hold `(k = t, n = g)`, `(k = t + 4, n = g)`.
+pub(super) fn mma_tf32_tile(name: &str, arch: Arch) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name, arch);
+    k.require_block([32, 1, 1]);
+    let (a, b, c) = (
+        k.param_ptr::<F32>("a"),
+        k.param_ptr::<F32>("b"),
+        k.param_ptr::<F32>("c"),
+    );
+    let (a, b, c) = (k.global_ptr(a), k.global_ptr(b), k.global_ptr(c));
+    let lane = k.laneid();
+    let g = k.shr(lane, 2u32);
+    let t = k.and(lane, 3u32);
+    let load_tf32 = |k: &mut KernelBuilder, ptr, row: Reg<U32>, col: Reg<U32>, cols: u32| {
+        let index = k.mad_lo(row, cols, col);
+        let addr = k.elem_addr(ptr, index);
+        let v = k.ld_global_nc::<F32>(addr, 0);
+        k.to_tf32(v)
+    };
+    let (g8, t4) = (k.add(g, 8u32), k.add(t, 4u32));
+    let a_regs =
+        [(g, t), (g8, t), (g, t4), (g8, t4)].map(|(r, col)| load_tf32(&mut k, a, r, col, 8));
+    let b_regs = [t, t4].map(|row| load_tf32(&mut k, b, row, g, 8));
+    let frag_a = FragA::<M16N8K8, TF32>::from_regs(&a_regs);
+    let frag_b = FragB::<M16N8K8, TF32>::from_regs(&b_regs);
+    let zero = k.frag_c_zero::<M16N8K8, TF32, F32>();
+    let d = k.mma(&frag_a, &frag_b, &zero);
+    let col = k.mul_lo(t, 2u32);
+    for (i, v) in d.f32_regs().into_iter().enumerate() {
+        let row = if i < 2 { g } else { g8 };
+        let index = k.mad_lo(row, 8u32, col);
+        let addr = k.elem_addr(c, index);
+        k.st_global(addr, 4 * (i as i32 % 2), v);
+    }
     k
 }

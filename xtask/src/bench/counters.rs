@@ -536,7 +536,10 @@ pub fn tensor_core_section(md: &mut String) -> Result<()> {
             Dim3::new(GEMM_TILE, GEMM_TILE, 1),
         )?,
     )];
-    for t in TENSOR_CORE_SAMPLES {
+    for t in TENSOR_CORE_SAMPLES
+        .iter()
+        .filter(|t| t.sample.name.starts_with("gemm_"))
+    {
         let arch = if t.sample.name.ends_with("k8") {
             Arch::Sm75
         } else {
