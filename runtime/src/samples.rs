@@ -133,6 +133,13 @@ pub const TENSOR_CORE_SAMPLES: &[TargetedSample] = &[
         },
         supports: Arch::has_mma_m16n8k16,
     },
+    TargetedSample {
+        sample: Sample {
+            name: "mma_f16_accumulate_m16n8k16",
+            build: |a| tensor_core::mma_f16_accumulate_tile("mma_f16_accumulate_m16n8k16", a),
+        },
+        supports: Arch::has_mma_m16n8k16,
+    },
 ];
 
 /// A module holding one sample, for `arch`.

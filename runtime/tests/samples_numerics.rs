@@ -500,6 +500,52 @@ fn tf32_mma_tile_matches_rounded_reference() {
 }
 
 #[test]
+fn f16_accumulating_mma_tile_matches_reference() {
+    let tc = TENSOR_CORE_SAMPLES
+        .iter()
+        .find(|t| t.sample.name == "mma_f16_accumulate_m16n8k16")
+        .expect("sample exists");
+    let mut rng = SplitMix64::new(12);
+    let a: Vec<f16> = (0..16 * 16)
+        .map(|_| f16::from_f32(rng.uniform(-1.0, 1.0) as f32))
+        .collect();
+    let b: Vec<f16> = (0..16 * 8)
+        .map(|_| f16::from_f32(rng.uniform(-1.0, 1.0) as f32))
+        .collect();
+    let want: Vec<f64> = (0..16 * 8)
+        .map(|ij| {
+            let (i, j) = (ij / 8, ij % 8);
+            (0..16)
+                .map(|p| f64::from(a[i * 16 + p].to_f32()) * f64::from(b[p * 8 + j].to_f32()))
+                .sum()
+        })
+        .collect();
+    // The result is an f16: within a couple of f16 ulps (2^-10 relative) of the largest value.
+    let scale = want.iter().fold(0.0f64, |m, w| m.max(w.abs()));
+    for arch in [Arch::Sm80, Arch::Sm90] {
+        let dev = SimBackend::new();
+        let (da, db) = (dev.upload(&a).unwrap(), dev.upload(&b).unwrap());
+        let dc = dev.upload(&vec![f16::NAN; 16 * 8]).unwrap();
+        let args = [
+            KernelArg::buffer(&da),
+            KernelArg::buffer(&db),
+            KernelArg::buffer(&dc),
+        ];
+        launch_sample(&dev, &tc.sample, arch, Dim3::x(1), Dim3::x(32), 0, &args);
+        let got = dev.download(&dc).unwrap();
+        for (idx, (g, w)) in got.iter().zip(&want).enumerate() {
+            let g = f64::from(g.to_f32());
+            assert!(
+                (g - w).abs() <= 2.0 * scale / 1024.0,
+                "{arch}: D[{}][{}] = {g}, want {w}",
+                idx / 8,
+                idx % 8
+            );
+        }
+    }
+}
+
+#[test]
 fn softmax_rows_sum_to_one() {
     let mut rng = SplitMix64::new(6);
     let (rows, cols) = (5u32, 77u32);

@@ -1,5 +1,6 @@
 //! Tensor-core GEMM samples: `C[M, N] (f32) = A[M, K] · B[K, N]`, A and B row-major f16/bf16;
-//! and one warp's tf32 `m16n8k8` tile ([`mma_tf32_tile`]), fragments loaded lane by lane.
+//! one warp's tf32 `m16n8k8` tile ([`mma_tf32_tile`]), fragments loaded lane by lane; and one
+//! warp's f16-accumulating `m16n8k16` tile ([`mma_f16_accumulate_tile`]).
 //!
 //! A block of [`TC_BLOCK_THREADS`] threads (4 warps, 2 × 2) computes a
 //! [`TC_TILE_M`] × [`TC_TILE_N`] output tile; each warp a 32 × 32 quarter as 2 × 4 accumulators
@@ -496,6 +497,65 @@ pub(super) fn mma_tf32_tile(name: &str, arch: Arch) -> KernelBuilder {
         let index = k.mad_lo(row, 8u32, col);
         let addr = k.elem_addr(c, index);
         k.st_global(addr, 4 * (i as i32 % 2), v);
+    }
+    k
+}
+
+/// One warp computes `D = A · B` (A 16 × 16, B 16 × 8 row-major K × N, f16) with f16
+/// accumulators (`mma.m16n8k16.f16.f16.f16.f16`): the operands are staged in shared memory
+/// element by element, A read back by `ldmatrix.x4`, B by `ldmatrix.x2.trans`, and each lane
+/// stores its two `f16x2` accumulator registers: register 0 holds row `lane / 4`, register 1
+/// row `lane / 4 + 8`, columns `2·(lane % 4)` (low half) and `+1` (high half).
+pub(super) fn mma_f16_accumulate_tile(name: &str, arch: Arch) -> KernelBuilder {
+    const A_ROW: u32 = 24;
+    const B_ROW: u32 = 16;
+    let mut k = KernelBuilder::new(name, arch);
+    k.require_block([32, 1, 1]);
+    let (a, b, c) = (
+        k.param_ptr::<F16>("a"),
+        k.param_ptr::<F16>("b"),
+        k.param_ptr::<F16>("c"),
+    );
+    let (a, b, c) = (k.global_ptr(a), k.global_ptr(b), k.global_ptr(c));
+    let a_tile = k.shared_array::<F16>("a_tile", 16 * A_ROW);
+    let b_tile = k.shared_array::<F16>("b_tile", 16 * B_ROW);
+    let lane = k.laneid();
+    k.comment("stage A (16 x 16) and B (16 x 8) in padded shared rows");
+    for (src, tile, cols, stride, per_lane) in [(a, a_tile, 16, A_ROW, 8), (b, b_tile, 8, B_ROW, 4)]
+    {
+        for i in 0..per_lane {
+            let e = k.mad_lo(lane, per_lane, i);
+            let row = k.div_int(e, cols);
+            let col = k.rem(e, cols);
+            let addr = k.elem_addr(src, e);
+            let v = k.ld_global_nc::<F16>(addr, 0);
+            let slot = k.mad_lo(row, stride, col);
+            let dst = k.shared_elem(tile, slot);
+            k.st_shared(dst, 0, v);
+        }
+    }
+    k.bar_sync();
+    let row16 = k.and(lane, 15u32);
+    let half = k.shr(lane, 4u32);
+    let col = k.mul_lo(half, CHUNK);
+    let a_slot = k.mad_lo(row16, A_ROW, col);
+    let a_at = k.shared_elem(a_tile, a_slot);
+    let b_slot = k.mul_lo(row16, B_ROW);
+    let b_at = k.shared_elem(b_tile, b_slot);
+    let frag_a: FragA<M16N8K16, F16> = k.ldmatrix(a_at, 0);
+    let frag_b: FragB<M16N8K16, F16> = k.ldmatrix_trans(b_at, 0);
+    let zero = k.frag_c_zero::<M16N8K16, F16, F16>();
+    let d = k.mma(&frag_a, &frag_b, &zero);
+    let g = k.shr(lane, 2u32);
+    let t = k.and(lane, 3u32);
+    let col = k.mul_lo(t, 2u32);
+    for (i, packed) in d.packed_regs().into_iter().enumerate() {
+        let row = k.add(g, 8 * i as u32);
+        let index = k.mad_lo(row, 8u32, col);
+        let addr = k.elem_addr(c, index);
+        let (lo, hi) = k.unpack_halves::<F16>(packed);
+        k.st_global(addr, 0, lo);
+        k.st_global(addr, 2, hi);
     }
     k
 }
