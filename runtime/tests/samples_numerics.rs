@@ -349,11 +349,7 @@ fn run_tc_gemm<T: Element + Copy>(
     to_input: fn(f32) -> T,
     to_f64: fn(T) -> f64,
 ) {
-    let tc = TENSOR_CORE_SAMPLES
-        .iter()
-        .find(|t| t.sample.name == name)
-        .expect("tensor-core sample exists");
-    assert!((tc.supports)(arch), "{name} on {arch}");
+    let sample = tc_sample(name);
     let mut rng = SplitMix64::new(10);
     for (m, n, k) in TC_SHAPES {
         let a: Vec<T> = (0..m * k)
@@ -376,7 +372,7 @@ fn run_tc_gemm<T: Element + Copy>(
         let grid = Dim3::new(n.div_ceil(TC_TILE_N), m.div_ceil(TC_TILE_M), 1);
         launch_sample(
             &dev,
-            &tc.sample,
+            sample,
             arch,
             grid,
             Dim3::x(TC_BLOCK_THREADS),
@@ -446,6 +442,45 @@ fn tensor_core_gemm_m16n8k8_on_sm75_matches_f64_reference() {
     });
 }
 
+fn tc_sample(name: &str) -> &'static Sample {
+    &TENSOR_CORE_SAMPLES
+        .iter()
+        .find(|t| t.sample.name == name)
+        .expect("tensor-core sample exists")
+        .sample
+}
+
+/// Runs a one-warp `(a, b, c)` tile sample on `c_init` and returns `c`.
+fn run_warp_tile<T: Element, O: Element>(
+    name: &str,
+    arch: Arch,
+    a: &[T],
+    b: &[T],
+    c_init: &[O],
+) -> Vec<O> {
+    let dev = SimBackend::new();
+    let (da, db, dc) = (
+        dev.upload(a).unwrap(),
+        dev.upload(b).unwrap(),
+        dev.upload(c_init).unwrap(),
+    );
+    let args = [
+        KernelArg::buffer(&da),
+        KernelArg::buffer(&db),
+        KernelArg::buffer(&dc),
+    ];
+    launch_sample(
+        &dev,
+        tc_sample(name),
+        arch,
+        Dim3::x(1),
+        Dim3::x(32),
+        0,
+        &args,
+    );
+    dev.download(&dc).unwrap()
+}
+
 /// `cvt.rna.tf32.f32` on the host: keep 10 mantissa bits, rounding the 13 dropped bits to
 /// nearest with ties away from zero (adding half an ulp to the magnitude).
 fn tf32_rna(x: f32) -> f64 {
@@ -454,28 +489,12 @@ fn tf32_rna(x: f32) -> f64 {
 
 #[test]
 fn tf32_mma_tile_matches_rounded_reference() {
-    let tc = TENSOR_CORE_SAMPLES
-        .iter()
-        .find(|t| t.sample.name == "mma_tf32_m16n8k8")
-        .expect("sample exists");
     let mut rng = SplitMix64::new(11);
     // Values with bits below the tf32 mantissa, so an unrounded or truncated input shows.
     let a: Vec<f32> = (0..16 * 8).map(|_| rng.uniform(-2.0, 2.0) as f32).collect();
     let b: Vec<f32> = (0..8 * 8).map(|_| rng.uniform(-2.0, 2.0) as f32).collect();
     for arch in [Arch::Sm80, Arch::Sm90] {
-        let dev = SimBackend::new();
-        let (da, db, dc) = (
-            dev.upload(&a).unwrap(),
-            dev.upload(&b).unwrap(),
-            dev.alloc::<f32>(16 * 8).unwrap(),
-        );
-        let args = [
-            KernelArg::buffer(&da),
-            KernelArg::buffer(&db),
-            KernelArg::buffer(&dc),
-        ];
-        launch_sample(&dev, &tc.sample, arch, Dim3::x(1), Dim3::x(32), 0, &args);
-        let got = dev.download(&dc).unwrap();
+        let got = run_warp_tile("mma_tf32_m16n8k8", arch, &a, &b, &[f32::NAN; 16 * 8]);
         // Eight exact products summed in f32: a few f32 ulps of the magnitudes.
         let tol = 1e-6 * 8.0 * 4.0;
         let mut rounding_visible = 0;
@@ -501,10 +520,6 @@ fn tf32_mma_tile_matches_rounded_reference() {
 
 #[test]
 fn f16_accumulating_mma_tile_matches_reference() {
-    let tc = TENSOR_CORE_SAMPLES
-        .iter()
-        .find(|t| t.sample.name == "mma_f16_accumulate_m16n8k16")
-        .expect("sample exists");
     let mut rng = SplitMix64::new(12);
     let a: Vec<f16> = (0..16 * 16)
         .map(|_| f16::from_f32(rng.uniform(-1.0, 1.0) as f32))
@@ -523,16 +538,8 @@ fn f16_accumulating_mma_tile_matches_reference() {
     // The result is an f16: within a couple of f16 ulps (2^-10 relative) of the largest value.
     let scale = want.iter().fold(0.0f64, |m, w| m.max(w.abs()));
     for arch in [Arch::Sm80, Arch::Sm90] {
-        let dev = SimBackend::new();
-        let (da, db) = (dev.upload(&a).unwrap(), dev.upload(&b).unwrap());
-        let dc = dev.upload(&vec![f16::NAN; 16 * 8]).unwrap();
-        let args = [
-            KernelArg::buffer(&da),
-            KernelArg::buffer(&db),
-            KernelArg::buffer(&dc),
-        ];
-        launch_sample(&dev, &tc.sample, arch, Dim3::x(1), Dim3::x(32), 0, &args);
-        let got = dev.download(&dc).unwrap();
+        let init = [f16::NAN; 16 * 8];
+        let got = run_warp_tile("mma_f16_accumulate_m16n8k16", arch, &a, &b, &init);
         for (idx, (g, w)) in got.iter().zip(&want).enumerate() {
             let g = f64::from(g.to_f32());
             assert!(
