@@ -254,6 +254,8 @@ mod tests {
         assert!(!Arch::Sm90.has_wgmma() && Arch::Sm90a.has_wgmma());
         assert!(Arch::Sm90a.at_least(Arch::Sm90) && !Arch::Sm90.at_least(Arch::Sm90a));
         assert!(Arch::Sm89.has_cp_async() && !Arch::Sm89.has_bf16_full_math());
+        assert!(!Arch::Sm70.has_mma_m16n8k8() && Arch::Sm75.has_mma_m16n8k8());
+        assert!(!Arch::Sm75.has_mma_m16n8k16() && Arch::Sm80.has_mma_m16n8k16());
     }
 
     #[test]

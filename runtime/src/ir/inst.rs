@@ -4,7 +4,9 @@
 //! operands it takes and of what type ([`Op::signature`]), and what target and PTX ISA version it
 //! needs ([`Op::requirement`]), with the modifier rules ptxas enforces ([`Op::modifier_error`]).
 //! The emitter prints from here and the validator checks against here; nothing else knows
-//! instruction spellings.
+//! instruction spellings. The tensor-core and async-copy families keep their data types and
+//! form lists in [`super::tensor`] (which also says how sm_90a `wgmma`, TMA and `mbarrier`
+//! slot in); their arms here read from it.
 
 use super::tensor::{AsyncCopy, LdmatrixCount, Mma, MmaGeneration, CP_ASYNC_SIZES};
 use super::types::Type;
