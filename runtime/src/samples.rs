@@ -140,6 +140,13 @@ pub const TENSOR_CORE_SAMPLES: &[TargetedSample] = &[
         },
         supports: Arch::has_mma_m16n8k16,
     },
+    TargetedSample {
+        sample: Sample {
+            name: "pack_f32_pairs",
+            build: |a| tensor_core::pack_f32_pairs("pack_f32_pairs", a),
+        },
+        supports: Arch::has_packed_f32_conversion,
+    },
 ];
 
 /// A module holding one sample, for `arch`.

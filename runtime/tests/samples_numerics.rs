@@ -553,6 +553,75 @@ fn f16_accumulating_mma_tile_matches_reference() {
 }
 
 #[test]
+fn packed_conversions_put_lo_in_the_low_half() {
+    let mut rng = SplitMix64::new(13);
+    let n = 100usize;
+    let mut x: Vec<f32> = (0..2 * n)
+        .map(|_| rng.uniform(-70000.0, 70000.0) as f32)
+        .collect();
+    // Halfway cases, an f16 overflow, a NaN and signed zero.
+    x[..8].copy_from_slice(&[
+        1.0 + 1.0 / 2048.0,
+        -3.0,
+        65520.0,
+        f32::NAN,
+        -0.0,
+        1e-8,
+        0.1,
+        7.0,
+    ]);
+    let dev = SimBackend::new();
+    let dx = dev.upload(&x).unwrap();
+    let outs: Vec<_> = (0..4).map(|_| dev.alloc::<u32>(n).unwrap()).collect();
+    let mut args = vec![KernelArg::buffer(&dx)];
+    args.extend(outs.iter().map(KernelArg::buffer));
+    args.push(KernelArg::U32(n as u32));
+    launch_sample(
+        &dev,
+        tc_sample("pack_f32_pairs"),
+        Arch::Sm80,
+        blocks_for(n as u32, BLOCK),
+        Dim3::x(BLOCK),
+        0,
+        &args,
+    );
+    let got: Vec<Vec<u32>> = outs.iter().map(|o| dev.download(o).unwrap()).collect();
+    for i in 0..n {
+        let (lo, hi) = (x[2 * i], x[2 * i + 1]);
+        let h =
+            u32::from(f16::from_f32(lo).to_bits()) | u32::from(f16::from_f32(hi).to_bits()) << 16;
+        let b =
+            u32::from(bf16::from_f32(lo).to_bits()) | u32::from(bf16::from_f32(hi).to_bits()) << 16;
+        let same = |g: u32, w: u32, what: &str| {
+            // NaN payloads may differ; compare NaN-ness per half instead of bits.
+            let nan = |v: u32, bf: bool| {
+                if bf {
+                    bf16::from_bits(v as u16).is_nan()
+                } else {
+                    f16::from_bits(v as u16).is_nan()
+                }
+            };
+            let bf = what == "bf16x2";
+            for shift in [0, 16] {
+                let (gh, wh) = ((g >> shift) & 0xffff, (w >> shift) & 0xffff);
+                assert!(
+                    gh == wh || (nan(gh, bf) && nan(wh, bf)),
+                    "{what}[{i}] ({lo}, {hi}): got {g:#010x}, want {w:#010x}"
+                );
+            }
+        };
+        same(got[0][i], h, "f16x2");
+        same(got[1][i], b, "bf16x2");
+        assert_eq!(
+            got[2][i],
+            (got[0][i] & 0xffff) | (got[1][i] << 16),
+            "prmt[{i}]"
+        );
+        assert_eq!(got[3][i], got[0][i].rotate_left(16), "swapped[{i}]");
+    }
+}
+
+#[test]
 fn softmax_rows_sum_to_one() {
     let mut rng = SplitMix64::new(6);
     let (rows, cols) = (5u32, 77u32);

@@ -145,6 +145,12 @@ impl Arch {
         self.at_least(Arch::Sm80)
     }
 
+    /// Two f32 rounded into one `f16x2`/`bf16x2` register (`cvt.rn.f16x2.f32`), and
+    /// `cvt.rna.tf32.f32`, sm_80+.
+    pub const fn has_packed_f32_conversion(self) -> bool {
+        self.at_least(Arch::Sm80)
+    }
+
     /// Warpgroup MMA (`wgmma`), sm_90a only.
     pub const fn has_wgmma(self) -> bool {
         matches!(self, Arch::Sm90a)

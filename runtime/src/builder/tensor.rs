@@ -462,6 +462,16 @@ impl KernelBuilder {
         (lo, hi)
     }
 
+    /// The 32 bits of a packed pair as a `u32` (`mov.b32`), e.g. for [`Self::prmt`].
+    pub fn pair_bits<H: PackedHalf>(&mut self, a: Reg<H::Pair>) -> Reg<U32> {
+        let d = self.reg::<U32>();
+        self.push(
+            Op::Mov(Type::B32),
+            vec![Operand::Reg(d.id), Operand::Reg(a.id)],
+        );
+        d
+    }
+
     /// `cvt.rna.tf32.f32`: rounds to tf32 (10 mantissa bits, ties away from zero).
     pub fn to_tf32(&mut self, a: Reg<F32>) -> Reg<TF32> {
         self.cvt(a, Some(CvtRounding::NearestAway))

@@ -1,6 +1,7 @@
 //! Tensor-core GEMM samples: `C[M, N] (f32) = A[M, K] · B[K, N]`, A and B row-major f16/bf16;
 //! one warp's tf32 `m16n8k8` tile ([`mma_tf32_tile`]), fragments loaded lane by lane; and one
-//! warp's f16-accumulating `m16n8k16` tile ([`mma_f16_accumulate_tile`]).
+//! warp's f16-accumulating `m16n8k16` tile ([`mma_f16_accumulate_tile`]); and the register
+//! packing the fragments need ([`pack_f32_pairs`]).
 //!
 //! A block of [`TC_BLOCK_THREADS`] threads (4 warps, 2 × 2) computes a
 //! [`TC_TILE_M`] × [`TC_TILE_N`] output tile; each warp a 32 × 32 quarter as 2 × 4 accumulators
@@ -26,7 +27,7 @@
 use crate::arch::Arch;
 use crate::builder::{
     FragA, FragB, FragC, GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Pred, Reg, Scalar,
-    SharedArr, F16, F32, M16N8K16, M16N8K8, TF32, U32, U64,
+    SharedArr, BF16, F16, F32, M16N8K16, M16N8K8, TF32, U32, U64,
 };
 use crate::ir::CacheLevel;
 
@@ -557,5 +558,42 @@ pub(super) fn mma_f16_accumulate_tile(name: &str, arch: Arch) -> KernelBuilder {
         k.st_global(addr, 0, lo);
         k.st_global(addr, 2, hi);
     }
+    k
+}
+
+/// For `i < n`, with `lo = x[2i]`, `hi = x[2i + 1]`: `f16x2[i] = cvt.rn.f16x2.f32(hi, lo)`,
+/// `bf16x2[i]` likewise, `mixed[i] = prmt(f16x2, bf16x2, 0x5410)` (the low halves of both:
+/// f16 `lo` in bits 0..16, bf16 `lo` in 16..32) and `swapped[i]` = the f16 pair unpacked and
+/// repacked as `{hi, lo}`.
+pub(super) fn pack_f32_pairs(name: &str, arch: Arch) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name, arch);
+    let x = k.param_ptr::<F32>("x");
+    let outs = ["f16x2", "bf16x2", "mixed", "swapped"].map(|o| k.param_ptr::<U32>(o));
+    let n = k.param::<U32>("n");
+    let x = k.global_ptr(x);
+    let [h_out, b_out, mixed_out, swapped_out] = outs.map(|o| k.global_ptr(o));
+    let n = k.load_param(n);
+    k.for_global_index(n, |k, i| {
+        let pair = k.mul_lo(i, 2u32);
+        let at = k.elem_addr(x, pair);
+        let lo = k.ld_global::<F32>(at, 0);
+        let hi = k.ld_global::<F32>(at, 4);
+        let h = k.pack_f32_pair::<F16>(lo, hi);
+        let b = k.pack_f32_pair::<BF16>(lo, hi);
+        let (h_bits, b_bits) = (k.pair_bits::<F16>(h), k.pair_bits::<BF16>(b));
+        let mixed = k.prmt(h_bits, b_bits, 0x5410u32);
+        let (h_lo, h_hi) = k.unpack_halves::<F16>(h);
+        let swapped = k.pack_halves::<F16>(h_hi, h_lo);
+        let swapped = k.pair_bits::<F16>(swapped);
+        for (out, v) in [
+            (h_out, h_bits),
+            (b_out, b_bits),
+            (mixed_out, mixed),
+            (swapped_out, swapped),
+        ] {
+            let addr = k.elem_addr(out, i);
+            k.st_global(addr, 0, v);
+        }
+    });
     k
 }
