@@ -188,7 +188,8 @@ fn slot_type(slot: &crate::ir::Slot) -> Option<Type> {
         | Slot::SrcReg(t)
         | Slot::MovSrc(t)
         | Slot::DstVec(t, _)
-        | Slot::SrcVec(t, _) => Some(*t),
+        | Slot::SrcVec(t, _)
+        | Slot::Const(t) => Some(*t),
         Slot::Addr(_) | Slot::Label => None,
     }
 }

@@ -3,7 +3,7 @@
 //! `cargo xtask bench` times its code generation.
 
 use crate::arch::Arch;
-use crate::samples::{sample_module, SAMPLES};
+use crate::samples::{sample_module, SAMPLES, TENSOR_CORE_SAMPLES};
 use crate::templates::{KernelFamily, TemplateError};
 
 /// One kernel of the matrix for one target.
@@ -77,6 +77,16 @@ pub fn jobs() -> Vec<MatrixJob> {
                 name: s.name.to_string(),
                 arch,
                 build: Box::new(move || sample_module(s, arch).map_err(TemplateError::from)),
+            });
+        }
+        for t in TENSOR_CORE_SAMPLES.iter().filter(|t| (t.supports)(arch)) {
+            out.push(MatrixJob {
+                family: "samples",
+                name: t.sample.name.to_string(),
+                arch,
+                build: Box::new(move || {
+                    sample_module(&t.sample, arch).map_err(TemplateError::from)
+                }),
             });
         }
     }

@@ -4,6 +4,10 @@
 //! matrix and run in the interpreter against plain-Rust references, so they test the builder,
 //! validator and emitter end to end.
 
+mod tensor_core;
+
+pub use tensor_core::{TC_BLOCK_THREADS, TC_STAGES, TC_TILE_K, TC_TILE_M, TC_TILE_N};
+
 use crate::arch::Arch;
 use crate::builder::{Float, KernelBuilder, ModuleBuilder, BF16, F16, F32, F64, U32};
 use crate::ir::{AtomOp, CmpOp, MathFn, Precision, Rounding, VoteMode};
@@ -88,6 +92,60 @@ pub const SAMPLES: &[Sample] = &[
     Sample {
         name: "exp_f64",
         build: exp_f64,
+    },
+];
+
+/// A sample that only some targets can build (tensor cores, async copies).
+#[derive(Debug, Clone, Copy)]
+pub struct TargetedSample {
+    pub sample: Sample,
+    /// Whether `arch` has what the sample uses.
+    pub supports: fn(Arch) -> bool,
+}
+
+/// The tensor-core GEMM samples (`C = A · B`, f32 out; see `samples/tensor_core.rs`).
+pub const TENSOR_CORE_SAMPLES: &[TargetedSample] = &[
+    TargetedSample {
+        sample: Sample {
+            name: "gemm_tc_f16_m16n8k16",
+            build: |a| tensor_core::gemm_m16n8k16::<F16>("gemm_tc_f16_m16n8k16", a),
+        },
+        supports: |a| a.has_mma_m16n8k16() && a.has_cp_async(),
+    },
+    TargetedSample {
+        sample: Sample {
+            name: "gemm_tc_bf16_m16n8k16",
+            build: |a| tensor_core::gemm_m16n8k16::<BF16>("gemm_tc_bf16_m16n8k16", a),
+        },
+        supports: |a| a.has_mma_m16n8k16() && a.has_cp_async(),
+    },
+    TargetedSample {
+        sample: Sample {
+            name: "gemm_tc_f16_m16n8k8",
+            build: |a| tensor_core::gemm_m16n8k8_f16("gemm_tc_f16_m16n8k8", a),
+        },
+        supports: |a| a.has_mma_m16n8k8() && a.has_ldmatrix(),
+    },
+    TargetedSample {
+        sample: Sample {
+            name: "mma_tf32_m16n8k8",
+            build: |a| tensor_core::mma_tf32_tile("mma_tf32_m16n8k8", a),
+        },
+        supports: Arch::has_mma_m16n8k16,
+    },
+    TargetedSample {
+        sample: Sample {
+            name: "mma_f16_accumulate_m16n8k16",
+            build: |a| tensor_core::mma_f16_accumulate_tile("mma_f16_accumulate_m16n8k16", a),
+        },
+        supports: Arch::has_mma_m16n8k16,
+    },
+    TargetedSample {
+        sample: Sample {
+            name: "pack_f32_pairs",
+            build: |a| tensor_core::pack_f32_pairs("pack_f32_pairs", a),
+        },
+        supports: Arch::has_packed_f32_conversion,
     },
 ];
 
@@ -514,6 +572,22 @@ mod tests {
             for s in SAMPLES {
                 if let Err(e) = sample_module(s, arch) {
                     panic!("{} on {arch}: {e}", s.name);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn tensor_core_samples_validate_where_supported_and_fail_soft_elsewhere() {
+        for arch in Arch::ALL {
+            for t in TENSOR_CORE_SAMPLES {
+                match (sample_module(&t.sample, arch), (t.supports)(arch)) {
+                    (Ok(_), true) => {}
+                    (Err(e), true) => panic!("{} on {arch}: {e}", t.sample.name),
+                    (Ok(_), false) => panic!("{} validated on {arch}", t.sample.name),
+                    (Err(e), false) => {
+                        assert!(e.to_string().contains("or newer; the target is"), "{e}")
+                    }
                 }
             }
         }

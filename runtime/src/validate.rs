@@ -23,6 +23,16 @@
 //! 9. **Names are unique and printable**: kernel, parameter and shared-array names are PTX
 //!    identifiers, unique in their scope; phase comments are single-line ASCII (ptxas rejects
 //!    any non-ASCII character in the file).
+//! 10. **Warp-wide `.aligned` instructions run in a converged, full warp** as far as the
+//!     validator can see: `mma.sync` and `ldmatrix` are never guarded and never inside a
+//!     divergent region (a branch or return on a per-lane predicate; see [`divergence`] for the
+//!     exact rule). The interpreter's synccheck catches what this static view cannot.
+//! 11. **Constant operands have legal values**: `cp.async` copies 4, 8 or 16 bytes, `.cg` only
+//!     16, an immediate src-size is at most the cp-size. Tensor-core fragments are register
+//!     vectors of the count and register type the form needs (covered by invariant 4: an `.f32`
+//!     register cannot carry an `.f16x2` A fragment, a 2-register vector is not a 4-register A).
+
+mod divergence;
 
 use std::collections::HashSet;
 use std::fmt;
@@ -157,6 +167,27 @@ impl KernelCheck<'_> {
         }
         if self.errors.is_empty() {
             self.check_defined_before_use(&placed);
+            self.check_convergence(&placed);
+        }
+    }
+
+    /// Invariant 10.
+    fn check_convergence(&mut self, placed: &[Option<usize>]) {
+        let regions = divergence::divergent_regions(self.kernel, placed);
+        for (i, stmt) in self.kernel.body.iter().enumerate() {
+            let Stmt::Inst(inst) = stmt else { continue };
+            if !inst.op.is_warp_aligned() {
+                continue;
+            }
+            if let Some(by) = regions[i] {
+                self.error(
+                    Some(i),
+                    None,
+                    format!(
+                        "warp-wide instruction inside divergent control flow (the branch or return at instruction {by} depends on a per-lane value); every lane of the warp must execute it together"
+                    ),
+                );
+            }
         }
     }
 
@@ -274,6 +305,13 @@ impl KernelCheck<'_> {
                     "predicated barrier: every thread of the block must reach it".into(),
                 );
             }
+            if op.is_warp_aligned() {
+                self.error(
+                    Some(i),
+                    None,
+                    "predicated warp-wide instruction: every lane of the warp must execute it (.aligned)".into(),
+                );
+            }
         }
         if let Some(reason) = op.modifier_error() {
             self.error(Some(i), None, reason);
@@ -320,6 +358,9 @@ impl KernelCheck<'_> {
                 self.error(Some(i), Some(j), reason);
             }
         }
+        if let Some((j, reason)) = op.operand_value_error(&inst.args) {
+            self.error(Some(i), Some(j), reason);
+        }
     }
 
     fn check_reg(&self, r: RegId, ty: Type) -> Result<(), String> {
@@ -345,7 +386,9 @@ impl KernelCheck<'_> {
         match (slot, arg) {
             (Slot::Dst(ty) | Slot::SrcReg(ty), Operand::Reg(r)) => self.check_reg(*r, ty),
             (Slot::Src(ty) | Slot::MovSrc(ty), Operand::Reg(r)) => self.check_reg(*r, ty),
-            (Slot::Src(ty) | Slot::MovSrc(ty), Operand::Imm(imm)) => check_imm(op, ty, *imm),
+            (Slot::Src(ty) | Slot::MovSrc(ty) | Slot::Const(ty), Operand::Imm(imm)) => {
+                check_imm(op, ty, *imm)
+            }
             (Slot::MovSrc(Type::U32 | Type::B32 | Type::S32), Operand::Special(_)) => Ok(()),
             (Slot::MovSrc(Type::U32 | Type::B32), Operand::SharedAddr(s)) => self
                 .kernel

@@ -7,7 +7,10 @@ use half::{bf16, f16};
 use ptxforge_runtime::launch::{
     Backend, Dim3, Element, KernelArg, LaunchConfig, ScalarKind, SimBackend,
 };
-use ptxforge_runtime::samples::{sample_module, Sample, BLOCK, GEMM_TILE, HISTOGRAM_BINS, SAMPLES};
+use ptxforge_runtime::samples::{
+    sample_module, Sample, BLOCK, GEMM_TILE, HISTOGRAM_BINS, SAMPLES, TC_BLOCK_THREADS, TC_TILE_M,
+    TC_TILE_N, TENSOR_CORE_SAMPLES,
+};
 use ptxforge_runtime::templates::testing::SplitMix64;
 use ptxforge_runtime::Arch;
 
@@ -29,7 +32,20 @@ fn launch(
     smem: u32,
     args: &[KernelArg<'_, SimBackend>],
 ) {
-    let ptx = sample_module(sample(name), arch).expect("sample builds");
+    launch_sample(dev, sample(name), arch, grid, block, smem, args);
+}
+
+fn launch_sample(
+    dev: &SimBackend,
+    sample: &Sample,
+    arch: Arch,
+    grid: Dim3,
+    block: Dim3,
+    smem: u32,
+    args: &[KernelArg<'_, SimBackend>],
+) {
+    let name = sample.name;
+    let ptx = sample_module(sample, arch).expect("sample builds");
     let cfg = LaunchConfig {
         grid,
         block,
@@ -316,6 +332,292 @@ fn tiled_gemm_matches_naive_matmul() {
             "tile reads are conflict-free: {}",
             c.shared_wavefronts_per_request()
         );
+    }
+}
+
+/// Ragged tensor-core GEMM shapes: M, N, K not multiples of the 64 × 64 × 32 tile (N and K
+/// multiples of 8, as the samples require), K with 1 to 7 pipeline trips, grids of 1 to 3 × 3.
+const TC_SHAPES: [(u32, u32, u32); 4] = [(1, 8, 8), (77, 88, 104), (64, 64, 96), (130, 136, 200)];
+
+/// `C = A · B` with A, B rounded to the sample's input type; the reference multiplies and sums
+/// the rounded inputs in f64. The interpreter sums exact products in f32, so the error grows
+/// with K; the check is |got − ref| ≤ 1e-4 · max|ref| (a wrong fragment lane, a stale pipeline
+/// stage or a missed zero fill is off by O(max|ref|)).
+fn run_tc_gemm<T: Element + Copy>(
+    name: &str,
+    arch: Arch,
+    to_input: fn(f32) -> T,
+    to_f64: fn(T) -> f64,
+) {
+    let sample = tc_sample(name);
+    let mut rng = SplitMix64::new(10);
+    for (m, n, k) in TC_SHAPES {
+        let a: Vec<T> = (0..m * k)
+            .map(|_| to_input(rng.uniform(-1.0, 1.0) as f32))
+            .collect();
+        let b: Vec<T> = (0..k * n)
+            .map(|_| to_input(rng.uniform(-1.0, 1.0) as f32))
+            .collect();
+        let dev = SimBackend::new();
+        let (da, db) = (dev.upload(&a).unwrap(), dev.upload(&b).unwrap());
+        let dc = dev.upload(&vec![f32::NAN; (m * n) as usize]).unwrap();
+        let args = [
+            KernelArg::buffer(&da),
+            KernelArg::buffer(&db),
+            KernelArg::buffer(&dc),
+            KernelArg::U32(m),
+            KernelArg::U32(n),
+            KernelArg::U32(k),
+        ];
+        let grid = Dim3::new(n.div_ceil(TC_TILE_N), m.div_ceil(TC_TILE_M), 1);
+        launch_sample(
+            &dev,
+            sample,
+            arch,
+            grid,
+            Dim3::x(TC_BLOCK_THREADS),
+            0,
+            &args,
+        );
+        let got = dev.download(&dc).unwrap();
+        let (m, n, k) = (m as usize, n as usize, k as usize);
+        let want: Vec<f64> = (0..m * n)
+            .map(|ij| {
+                let (i, j) = (ij / n, ij % n);
+                (0..k)
+                    .map(|p| to_f64(a[i * k + p]) * to_f64(b[p * n + j]))
+                    .sum()
+            })
+            .collect();
+        let scale = want
+            .iter()
+            .fold(0.0f64, |acc, w| acc.max(w.abs()))
+            .max(1e-30);
+        for (idx, (g, w)) in got.iter().zip(&want).enumerate() {
+            let err = (f64::from(*g) - w).abs();
+            assert!(
+                err <= 1e-4 * scale,
+                "{name} on {arch}, {m}x{n}x{k}: C[{}][{}] = {g}, want {w} (max |ref| {scale})",
+                idx / n,
+                idx % n
+            );
+        }
+        let log = dev.take_launch_log();
+        let c = &log[0].counters;
+        assert!(c.mma_instructions > 0 && c.ldmatrix_requests > 0, "{name}");
+        // Padded tiles: every 8x8 matrix of an ldmatrix is one wavefront (no bank conflict).
+        let matrices_per_request = if name.ends_with("k16") {
+            4.0
+        } else {
+            8.0 / 6.0
+        };
+        assert!(
+            (c.ldmatrix_wavefronts_per_request() - matrices_per_request).abs() < 1e-9,
+            "{name}: {} ldmatrix wavefronts per request, want {matrices_per_request}",
+            c.ldmatrix_wavefronts_per_request()
+        );
+    }
+}
+
+#[test]
+fn tensor_core_gemm_f16_matches_f64_reference() {
+    for arch in [Arch::Sm80, Arch::Sm90] {
+        run_tc_gemm("gemm_tc_f16_m16n8k16", arch, f16::from_f32, |x| {
+            f64::from(x.to_f32())
+        });
+    }
+}
+
+#[test]
+fn tensor_core_gemm_bf16_matches_f64_reference() {
+    run_tc_gemm("gemm_tc_bf16_m16n8k16", Arch::Sm80, bf16::from_f32, |x| {
+        f64::from(x.to_f32())
+    });
+}
+
+#[test]
+fn tensor_core_gemm_m16n8k8_on_sm75_matches_f64_reference() {
+    run_tc_gemm("gemm_tc_f16_m16n8k8", Arch::Sm75, f16::from_f32, |x| {
+        f64::from(x.to_f32())
+    });
+}
+
+fn tc_sample(name: &str) -> &'static Sample {
+    &TENSOR_CORE_SAMPLES
+        .iter()
+        .find(|t| t.sample.name == name)
+        .expect("tensor-core sample exists")
+        .sample
+}
+
+/// Runs a one-warp `(a, b, c)` tile sample on `c_init` and returns `c`.
+fn run_warp_tile<T: Element, O: Element>(
+    name: &str,
+    arch: Arch,
+    a: &[T],
+    b: &[T],
+    c_init: &[O],
+) -> Vec<O> {
+    let dev = SimBackend::new();
+    let (da, db, dc) = (
+        dev.upload(a).unwrap(),
+        dev.upload(b).unwrap(),
+        dev.upload(c_init).unwrap(),
+    );
+    let args = [
+        KernelArg::buffer(&da),
+        KernelArg::buffer(&db),
+        KernelArg::buffer(&dc),
+    ];
+    launch_sample(
+        &dev,
+        tc_sample(name),
+        arch,
+        Dim3::x(1),
+        Dim3::x(32),
+        0,
+        &args,
+    );
+    dev.download(&dc).unwrap()
+}
+
+/// `cvt.rna.tf32.f32` on the host: keep 10 mantissa bits, rounding the 13 dropped bits to
+/// nearest with ties away from zero (adding half an ulp to the magnitude).
+fn tf32_rna(x: f32) -> f64 {
+    f64::from(f32::from_bits((x.to_bits() + 0x1000) & !0x1fff))
+}
+
+#[test]
+fn tf32_mma_tile_matches_rounded_reference() {
+    let mut rng = SplitMix64::new(11);
+    // Values with bits below the tf32 mantissa, so an unrounded or truncated input shows.
+    let a: Vec<f32> = (0..16 * 8).map(|_| rng.uniform(-2.0, 2.0) as f32).collect();
+    let b: Vec<f32> = (0..8 * 8).map(|_| rng.uniform(-2.0, 2.0) as f32).collect();
+    for arch in [Arch::Sm80, Arch::Sm90] {
+        let got = run_warp_tile("mma_tf32_m16n8k8", arch, &a, &b, &[f32::NAN; 16 * 8]);
+        // Eight exact products summed in f32: a few f32 ulps of the magnitudes.
+        let tol = 1e-6 * 8.0 * 4.0;
+        let mut rounding_visible = 0;
+        for i in 0..16 {
+            for j in 0..8 {
+                let dot = |round: fn(f32) -> f64| -> f64 {
+                    (0..8)
+                        .map(|p| round(a[i * 8 + p]) * round(b[p * 8 + j]))
+                        .sum()
+                };
+                let (want, unrounded) = (dot(tf32_rna), dot(f64::from));
+                let g = f64::from(got[i * 8 + j]);
+                assert!((g - want).abs() <= tol, "C[{i}][{j}] = {g}, want {want}");
+                rounding_visible += usize::from((unrounded - want).abs() > tol);
+            }
+        }
+        assert!(
+            rounding_visible > 64,
+            "inputs must exercise the tf32 rounding"
+        );
+    }
+}
+
+#[test]
+fn f16_accumulating_mma_tile_matches_reference() {
+    let mut rng = SplitMix64::new(12);
+    let a: Vec<f16> = (0..16 * 16)
+        .map(|_| f16::from_f32(rng.uniform(-1.0, 1.0) as f32))
+        .collect();
+    let b: Vec<f16> = (0..16 * 8)
+        .map(|_| f16::from_f32(rng.uniform(-1.0, 1.0) as f32))
+        .collect();
+    let want: Vec<f64> = (0..16 * 8)
+        .map(|ij| {
+            let (i, j) = (ij / 8, ij % 8);
+            (0..16)
+                .map(|p| f64::from(a[i * 16 + p].to_f32()) * f64::from(b[p * 8 + j].to_f32()))
+                .sum()
+        })
+        .collect();
+    // The result is an f16: within a couple of f16 ulps (2^-10 relative) of the largest value.
+    let scale = want.iter().fold(0.0f64, |m, w| m.max(w.abs()));
+    for arch in [Arch::Sm80, Arch::Sm90] {
+        let init = [f16::NAN; 16 * 8];
+        let got = run_warp_tile("mma_f16_accumulate_m16n8k16", arch, &a, &b, &init);
+        for (idx, (g, w)) in got.iter().zip(&want).enumerate() {
+            let g = f64::from(g.to_f32());
+            assert!(
+                (g - w).abs() <= 2.0 * scale / 1024.0,
+                "{arch}: D[{}][{}] = {g}, want {w}",
+                idx / 8,
+                idx % 8
+            );
+        }
+    }
+}
+
+#[test]
+fn packed_conversions_put_lo_in_the_low_half() {
+    let mut rng = SplitMix64::new(13);
+    let n = 100usize;
+    let mut x: Vec<f32> = (0..2 * n)
+        .map(|_| rng.uniform(-70000.0, 70000.0) as f32)
+        .collect();
+    // Halfway cases, an f16 overflow, a NaN and signed zero.
+    x[..8].copy_from_slice(&[
+        1.0 + 1.0 / 2048.0,
+        -3.0,
+        65520.0,
+        f32::NAN,
+        -0.0,
+        1e-8,
+        0.1,
+        7.0,
+    ]);
+    let dev = SimBackend::new();
+    let dx = dev.upload(&x).unwrap();
+    let outs: Vec<_> = (0..4).map(|_| dev.alloc::<u32>(n).unwrap()).collect();
+    let mut args = vec![KernelArg::buffer(&dx)];
+    args.extend(outs.iter().map(KernelArg::buffer));
+    args.push(KernelArg::U32(n as u32));
+    launch_sample(
+        &dev,
+        tc_sample("pack_f32_pairs"),
+        Arch::Sm80,
+        blocks_for(n as u32, BLOCK),
+        Dim3::x(BLOCK),
+        0,
+        &args,
+    );
+    let got: Vec<Vec<u32>> = outs.iter().map(|o| dev.download(o).unwrap()).collect();
+    for i in 0..n {
+        let (lo, hi) = (x[2 * i], x[2 * i + 1]);
+        let h =
+            u32::from(f16::from_f32(lo).to_bits()) | u32::from(f16::from_f32(hi).to_bits()) << 16;
+        let b =
+            u32::from(bf16::from_f32(lo).to_bits()) | u32::from(bf16::from_f32(hi).to_bits()) << 16;
+        let same = |g: u32, w: u32, what: &str| {
+            // NaN payloads may differ; compare NaN-ness per half instead of bits.
+            let nan = |v: u32, bf: bool| {
+                if bf {
+                    bf16::from_bits(v as u16).is_nan()
+                } else {
+                    f16::from_bits(v as u16).is_nan()
+                }
+            };
+            let bf = what == "bf16x2";
+            for shift in [0, 16] {
+                let (gh, wh) = ((g >> shift) & 0xffff, (w >> shift) & 0xffff);
+                assert!(
+                    gh == wh || (nan(gh, bf) && nan(wh, bf)),
+                    "{what}[{i}] ({lo}, {hi}): got {g:#010x}, want {w:#010x}"
+                );
+            }
+        };
+        same(got[0][i], h, "f16x2");
+        same(got[1][i], b, "bf16x2");
+        assert_eq!(
+            got[2][i],
+            (got[0][i] & 0xffff) | (got[1][i] << 16),
+            "prmt[{i}]"
+        );
+        assert_eq!(got[3][i], got[0][i].rotate_left(16), "swapped[{i}]");
     }
 }
 

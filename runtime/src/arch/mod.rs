@@ -135,6 +135,22 @@ impl Arch {
         self.at_least(Arch::Sm75)
     }
 
+    /// Warp-level `mma.sync.m16n8k8` with f16 inputs (Turing's tensor-core shape), sm_75+.
+    pub const fn has_mma_m16n8k8(self) -> bool {
+        self.at_least(Arch::Sm75)
+    }
+
+    /// Warp-level `mma.sync.m16n8k16` (f16/bf16) and tf32 `m16n8k8`, sm_80+.
+    pub const fn has_mma_m16n8k16(self) -> bool {
+        self.at_least(Arch::Sm80)
+    }
+
+    /// Two f32 rounded into one `f16x2`/`bf16x2` register (`cvt.rn.f16x2.f32`), and
+    /// `cvt.rna.tf32.f32`, sm_80+.
+    pub const fn has_packed_f32_conversion(self) -> bool {
+        self.at_least(Arch::Sm80)
+    }
+
     /// Warpgroup MMA (`wgmma`), sm_90a only.
     pub const fn has_wgmma(self) -> bool {
         matches!(self, Arch::Sm90a)
@@ -244,6 +260,8 @@ mod tests {
         assert!(!Arch::Sm90.has_wgmma() && Arch::Sm90a.has_wgmma());
         assert!(Arch::Sm90a.at_least(Arch::Sm90) && !Arch::Sm90.at_least(Arch::Sm90a));
         assert!(Arch::Sm89.has_cp_async() && !Arch::Sm89.has_bf16_full_math());
+        assert!(!Arch::Sm70.has_mma_m16n8k8() && Arch::Sm75.has_mma_m16n8k8());
+        assert!(!Arch::Sm75.has_mma_m16n8k16() && Arch::Sm80.has_mma_m16n8k16());
     }
 
     #[test]

@@ -29,11 +29,17 @@
 mod control;
 mod math;
 mod memory;
+mod tensor;
 mod types;
 
 pub use memory::{GlobalPtr, ParamHandle, SharedArr};
+pub use tensor::{
+    FragA, FragB, FragC, LdmatrixFragment, MmaAccum, MmaInput, MmaShapeKind, PackedHalf, M16N8K16,
+    M16N8K8,
+};
 pub use types::{
-    Float, Int, Pred, Reg, Scalar, Val, B32, BF16, F16, F32, F64, S32, S64, U16, U32, U64,
+    BF16x2, F16x2, Float, Int, Pred, Reg, Scalar, Val, B32, BF16, F16, F32, F64, S32, S64, TF32,
+    U16, U32, U64,
 };
 
 use std::marker::PhantomData;

@@ -47,6 +47,12 @@ scalar!(/// IEEE half precision.
     F16, F16, B16);
 scalar!(/// bfloat16.
     BF16, BF16, B16);
+scalar!(/// Two f16 packed in 32 bits (low half first), as tensor-core fragments hold them.
+    F16x2, F16x2, B32);
+scalar!(/// Two bf16 packed in 32 bits (low half first).
+    BF16x2, BF16x2, B32);
+scalar!(/// TensorFloat-32 in a 32-bit register (an f32 rounded to 10 mantissa bits).
+    TF32, TF32, B32);
 scalar!(/// IEEE single precision.
     F32, F32, F32);
 scalar!(/// IEEE double precision.

@@ -4,9 +4,13 @@
 //! operands it takes and of what type ([`Op::signature`]), and what target and PTX ISA version it
 //! needs ([`Op::requirement`]), with the modifier rules ptxas enforces ([`Op::modifier_error`]).
 //! The emitter prints from here and the validator checks against here; nothing else knows
-//! instruction spellings.
+//! instruction spellings. The tensor-core and async-copy families keep their data types and
+//! form lists in [`super::tensor`] (which also says how sm_90a `wgmma`, TMA and `mbarrier`
+//! slot in); their arms here read from it.
 
+use super::tensor::{AsyncCopy, LdmatrixCount, Mma, MmaGeneration, CP_ASYNC_SIZES};
 use super::types::Type;
+use super::Operand;
 use crate::arch::{Arch, PtxVersion};
 
 /// A state space for memory instructions.
@@ -72,6 +76,8 @@ impl Rounding {
 pub enum CvtRounding {
     Float(Rounding),
     Integral(Rounding),
+    /// `.rna`: round to nearest, ties away from zero (only `cvt.rna.tf32.f32`).
+    NearestAway,
 }
 
 impl CvtRounding {
@@ -82,6 +88,7 @@ impl CvtRounding {
             CvtRounding::Integral(Rounding::Rz) => "rzi",
             CvtRounding::Integral(Rounding::Rm) => "rmi",
             CvtRounding::Integral(Rounding::Rp) => "rpi",
+            CvtRounding::NearestAway => "rna",
         }
     }
 }
@@ -428,6 +435,16 @@ pub enum Op {
     Vote(VoteMode),
     /// `ret`.
     Ret,
+    /// `prmt.b32 d, a, b, c`: picks four bytes of `{b, a}` by the selector nibbles of `c`.
+    Prmt,
+    /// `mma.sync.aligned.shape.row.col.d.a.b.c {d…}, {a…}, {b…}, {c…}`: one warp-wide
+    /// tensor-core matrix multiply-accumulate (see [`Mma`]).
+    Mma(Mma),
+    /// `ldmatrix.sync.aligned.m8n8.xN{.trans}.shared.b16 {r…}, [addr]`: each of N 8×8 b16
+    /// matrices is read from 8 row addresses supplied by 8 lanes and spread one row per 4 lanes.
+    Ldmatrix { count: LdmatrixCount, trans: bool },
+    /// The asynchronous-copy family (`cp.async` and its group waits; later TMA and mbarrier).
+    Async(AsyncCopy),
     /// A comment line marking a phase (not an instruction; printed as `// text`).
     Comment(String),
 }
@@ -451,6 +468,8 @@ pub enum Slot {
     Label,
     /// `mov` source: register, immediate, special register or shared-symbol address.
     MovSrc(Type),
+    /// An integer constant written in the instruction (`cp.async`'s cp-size, `wait_group N`).
+    Const(Type),
 }
 
 /// What an instruction needs of the target.
@@ -636,6 +655,17 @@ impl Op {
                 });
             }
             Op::Ret => s.push_str("ret"),
+            Op::Prmt => s.push_str("prmt.b32"),
+            Op::Mma(mma) => s.push_str(&mma.mnemonic()),
+            Op::Ldmatrix { count, trans } => {
+                s.push_str("ldmatrix.sync.aligned.m8n8");
+                dot(&mut s, count.name());
+                if *trans {
+                    dot(&mut s, "trans");
+                }
+                s.push_str(".shared.b16");
+            }
+            Op::Async(a) => s.push_str(&a.mnemonic()),
             Op::Comment(_) => {}
         }
         s
@@ -678,6 +708,9 @@ impl Op {
             Op::Un { ty, .. } | Op::Math { ty, .. } => vec![Dst(*ty), Src(*ty)],
             Op::Setp { ty, .. } => vec![Dst(Type::Pred), Src(*ty), Src(*ty)],
             Op::Selp(ty) => vec![Dst(*ty), Src(*ty), Src(*ty), SrcReg(Type::Pred)],
+            Op::Cvt { dst, src, .. } if is_packed_pair(*dst) => {
+                vec![Dst(*dst), SrcReg(*src), SrcReg(*src)]
+            }
             Op::Cvt { dst, src, .. } => vec![Dst(*dst), SrcReg(*src)],
             Op::Bra { .. } => vec![Label],
             Op::BarSync => vec![Src(Type::U32)],
@@ -698,6 +731,34 @@ impl Op {
             ],
             Op::Vote(VoteMode::Ballot) => vec![Dst(Type::B32), SrcReg(Type::Pred), Src(Type::B32)],
             Op::Vote(_) => vec![Dst(Type::Pred), SrcReg(Type::Pred), Src(Type::B32)],
+            Op::Prmt => vec![
+                Dst(Type::B32),
+                Src(Type::B32),
+                Src(Type::B32),
+                Src(Type::B32),
+            ],
+            Op::Mma(mma) => match mma.fragment_regs() {
+                Some(n) => vec![
+                    DstVec(Mma::acc_reg_type(mma.d), n.d),
+                    SrcVec(Mma::input_reg_type(mma.a), n.a),
+                    SrcVec(Mma::input_reg_type(mma.b), n.b),
+                    SrcVec(Mma::acc_reg_type(mma.c), n.c),
+                ],
+                // An unsupported form: modifier_error reports it; no operand can fit.
+                None => vec![],
+            },
+            Op::Ldmatrix { count, .. } => {
+                vec![DstVec(Type::B32, count.regs()), Addr(Space::Shared)]
+            }
+            Op::Async(AsyncCopy::Copy { zero_fill, .. }) => {
+                let mut v = vec![Addr(Space::Shared), Addr(Space::Global), Const(Type::U32)];
+                if *zero_fill {
+                    v.push(Src(Type::U32));
+                }
+                v
+            }
+            Op::Async(AsyncCopy::WaitGroup) => vec![Const(Type::U32)],
+            Op::Async(AsyncCopy::CommitGroup | AsyncCopy::WaitAll) => vec![],
         }
     }
 
@@ -707,6 +768,7 @@ impl Op {
         let base = Requirement::BASE;
         let sm80 = Requirement::new(Arch::Sm80, 7, 0);
         let sm90 = Requirement::new(Arch::Sm90, 7, 8);
+        let sm75 = Requirement::new(Arch::Sm75, 6, 5);
         let by_type =
             |ty: Type, bf16_needs: Requirement| if ty.is_bf16() { bf16_needs } else { base };
         match self {
@@ -732,6 +794,13 @@ impl Op {
                 ..
             } => Requirement::new(Arch::Sm70, 6, 5),
             Op::Setp { ty, .. } => by_type(*ty, sm90),
+            Op::Mma(mma) => match mma.generation() {
+                MmaGeneration::Turing => sm75,
+                MmaGeneration::Ampere => sm80,
+            },
+            Op::Ldmatrix { .. } => sm75,
+            Op::Async(_) => sm80,
+            Op::Cvt { dst, .. } if is_packed_pair(*dst) || *dst == Type::TF32 => sm80,
             Op::Cvt { dst, src, .. } => {
                 let to_bf16 = if dst.is_bf16() { sm80 } else { base };
                 let from_bf16 = if src.is_bf16() { sm90 } else { base };
@@ -796,8 +865,54 @@ impl Op {
             }
             Op::Ld { nc: true, space, .. } if *space != Space::Global => Some(".nc loads are global only".to_string()),
             Op::Atom { op, ty, space } | Op::Red { op, ty, space } => atom_modifier_error(*op, *ty, *space),
+            Op::Mma(mma) if mma.fragment_regs().is_none() => Some(format!(
+                "{}: unsupported mma form (supported: m16n8k16 f16/bf16 -> f32, m16n8k16 f16 -> f16, m16n8k8 f16 -> f32/f16, m16n8k8 tf32 -> f32; C and D of one type)",
+                mma.mnemonic()
+            )),
             _ => None,
         }
+    }
+
+    /// Rules on the values of constant operands, as `(operand index, reason)`: `cp.async`
+    /// copies 4, 8 or 16 bytes, `.cg` only 16, and an immediate src-size may not exceed the
+    /// cp-size (undefined behaviour in the ISA); `wait_group` counts are non-negative.
+    pub fn operand_value_error(&self, args: &[Operand]) -> Option<(usize, String)> {
+        let int = |i: usize| match args.get(i) {
+            Some(Operand::Imm(super::Imm::Int(v))) => Some(*v),
+            _ => None,
+        };
+        match self {
+            Op::Async(AsyncCopy::Copy { cache, zero_fill }) => {
+                let size = int(2)?;
+                if !CP_ASYNC_SIZES.contains(&size) {
+                    return Some((2, format!("cp-size {size} is not one of 4, 8, 16")));
+                }
+                if *cache == super::tensor::CacheLevel::Cg && size != 16 {
+                    return Some((
+                        2,
+                        format!("cp.async.cg copies 16 bytes only; cp-size is {size}"),
+                    ));
+                }
+                match int(3) {
+                    Some(src) if *zero_fill && !(0..=size).contains(&src) => Some((
+                        3,
+                        format!("src-size {src} is outside 0..={size} (the cp-size)"),
+                    )),
+                    _ => None,
+                }
+            }
+            Op::Async(AsyncCopy::WaitGroup) => match int(0) {
+                Some(n) if n < 0 => Some((0, format!("wait_group count {n} is negative"))),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Instructions every lane of a full, converged warp must execute together (`.aligned`):
+    /// a guard or a divergent branch around them is undefined behaviour.
+    pub fn is_warp_aligned(&self) -> bool {
+        matches!(self, Op::Mma(_) | Op::Ldmatrix { .. })
     }
 
     /// Whether this ends a basic block's straight-line flow unconditionally when unguarded.
@@ -861,8 +976,30 @@ fn math_modifier_error(func: MathFn, ty: Type, precision: Precision, ftz: bool) 
     }
 }
 
+/// `f16x2`/`bf16x2`: the two-result forms of `cvt` (`cvt.rn.f16x2.f32 d, a, b`).
+fn is_packed_pair(ty: Type) -> bool {
+    matches!(ty, Type::F16x2 | Type::BF16x2)
+}
+
 fn cvt_modifier_error(dst: Type, src: Type, rnd: Option<CvtRounding>) -> Option<String> {
     let name = format!("cvt.{dst}.{src}");
+    let rn = Some(CvtRounding::Float(Rounding::Rn));
+    if is_packed_pair(dst) || dst == Type::TF32 || rnd == Some(CvtRounding::NearestAway) {
+        // ptxforge emits the round-to-nearest forms the ISA defines for these targets only.
+        return match (dst, src, rnd) {
+            (Type::F16x2 | Type::BF16x2, Type::F32, r) if r == rn => None,
+            (Type::TF32, Type::F32, Some(CvtRounding::NearestAway)) => None,
+            (Type::F16x2 | Type::BF16x2, _, _) => Some(format!(
+                "{name}: packed conversion exists only as cvt.rn.{dst}.f32"
+            )),
+            _ => Some(format!(
+                "{name}: tf32 conversion exists only as cvt.rna.tf32.f32"
+            )),
+        };
+    }
+    if is_packed_pair(src) || src == Type::TF32 {
+        return Some(format!("{name}: no conversion from packed or tf32 values"));
+    }
     if dst == Type::Pred || src == Type::Pred || dst.is_bits() || src.is_bits() {
         return Some(format!(
             "{name}: cvt converts between integer and float types"

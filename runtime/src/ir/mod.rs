@@ -5,12 +5,14 @@
 //! against the instruction table ([`inst`]); static typing lives in the builder.
 
 pub mod inst;
+pub mod tensor;
 pub mod types;
 
 pub use inst::{
     AtomOp, BinOp, CmpOp, CvtRounding, MathFn, MembarLevel, MulMode, Op, Precision, Requirement,
     Rounding, ShflMode, Slot, Space, UnOp, VecWidth, VoteMode,
 };
+pub use tensor::{AsyncCopy, CacheLevel, FragmentRegs, LdmatrixCount, Mma, MmaShape};
 pub use types::{RegClass, Type};
 
 use crate::arch::{Arch, PtxVersion};

@@ -22,6 +22,8 @@ pub enum Type {
     F16x2,
     BF16,
     BF16x2,
+    /// TensorFloat-32: an f32 bit layout with 10 explicit mantissa bits (mma inputs).
+    TF32,
     F32,
     F64,
 }
@@ -47,6 +49,7 @@ impl Type {
             Type::F16x2 => "f16x2",
             Type::BF16 => "bf16",
             Type::BF16x2 => "bf16x2",
+            Type::TF32 => "tf32",
             Type::F32 => "f32",
             Type::F64 => "f64",
         }
@@ -58,7 +61,13 @@ impl Type {
             Type::Pred => 1,
             Type::B8 | Type::U8 | Type::S8 => 8,
             Type::B16 | Type::U16 | Type::S16 | Type::F16 | Type::BF16 => 16,
-            Type::B32 | Type::U32 | Type::S32 | Type::F32 | Type::F16x2 | Type::BF16x2 => 32,
+            Type::B32
+            | Type::U32
+            | Type::S32
+            | Type::F32
+            | Type::F16x2
+            | Type::BF16x2
+            | Type::TF32 => 32,
             Type::B64 | Type::U64 | Type::S64 | Type::F64 => 64,
         }
     }
@@ -70,7 +79,13 @@ impl Type {
     pub const fn is_float(self) -> bool {
         matches!(
             self,
-            Type::F16 | Type::F16x2 | Type::BF16 | Type::BF16x2 | Type::F32 | Type::F64
+            Type::F16
+                | Type::F16x2
+                | Type::BF16
+                | Type::BF16x2
+                | Type::TF32
+                | Type::F32
+                | Type::F64
         )
     }
 
@@ -111,7 +126,9 @@ impl Type {
             | Type::S16
             | Type::F16
             | Type::BF16 => RegClass::B16,
-            Type::B32 | Type::U32 | Type::S32 | Type::F16x2 | Type::BF16x2 => RegClass::B32,
+            Type::B32 | Type::U32 | Type::S32 | Type::F16x2 | Type::BF16x2 | Type::TF32 => {
+                RegClass::B32
+            }
             Type::F32 => RegClass::F32,
             Type::B64 | Type::U64 | Type::S64 => RegClass::B64,
             Type::F64 => RegClass::F64,
@@ -194,7 +211,13 @@ impl RegClass {
             RegClass::B32 => {
                 matches!(
                     ty,
-                    Type::B32 | Type::U32 | Type::S32 | Type::F32 | Type::F16x2 | Type::BF16x2
+                    Type::B32
+                        | Type::U32
+                        | Type::S32
+                        | Type::F32
+                        | Type::F16x2
+                        | Type::BF16x2
+                        | Type::TF32
                 )
             }
             RegClass::F32 => matches!(ty, Type::F32 | Type::B32),

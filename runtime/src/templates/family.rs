@@ -102,7 +102,7 @@ pub fn scalar_kind(t: Type) -> ScalarKind {
         Type::B16 | Type::U16 | Type::S16 => ScalarKind::U16,
         Type::F16 => ScalarKind::F16,
         Type::BF16 => ScalarKind::BF16,
-        Type::B32 | Type::U32 | Type::F16x2 | Type::BF16x2 => ScalarKind::U32,
+        Type::B32 | Type::U32 | Type::F16x2 | Type::BF16x2 | Type::TF32 => ScalarKind::U32,
         Type::S32 => ScalarKind::S32,
         Type::F32 => ScalarKind::F32,
         Type::B64 | Type::U64 => ScalarKind::U64,

@@ -32,6 +32,7 @@ pub fn bench(root: &Path, ptxas: &Path) -> Result<String, String> {
         &root.join("target").join("bench-ptxas"),
     )?;
     counters::section(&mut md)?;
+    counters::tensor_core_section(&mut md)?;
     peers_section(&mut md, root, ptxas)?;
     throughput_section(&mut md, root)?;
     md.push_str(
