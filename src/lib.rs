@@ -23,17 +23,21 @@ pub mod moe {
     pub use ptxforge_runtime::templates::moe::{reference, Ffn, MoeConfig};
 }
 
-/// The NF4 family's run-time types: device weights, host quantisation, host reference.
+/// The NF4 family's run-time types: device weights, host quantisation, host reference, and the
+/// loader for bitsandbytes checkpoints in safetensors.
 pub mod nf4 {
     pub use ptxforge_runtime::templates::nf4::launch::{DeviceAbsmax, DeviceWeights};
     pub use ptxforge_runtime::templates::nf4::{
-        dequantize, quantize, reference, Nf4Config, Nf4DoubleQuant, Nf4Weights,
+        dequantize, quantize, reference, CheckpointError, CheckpointLoadError, LoadedNf4,
+        Nf4Checkpoint, Nf4Config, Nf4DoubleQuant, Nf4State, Nf4Weights,
     };
 }
 
-/// The attention family's run-time types: shapes and host reference.
+/// The attention family's run-time types: shapes, tensor layouts (strides) and host reference.
 pub mod attention {
-    pub use ptxforge_runtime::templates::attention::{reference, AttentionConfig, AttentionShape};
+    pub use ptxforge_runtime::templates::attention::{
+        reference, AttentionConfig, AttentionLayouts, AttentionShape, LayoutError, TensorLayout,
+    };
 }
 
 /// The conv2d family's run-time types: shapes, output dimensions and host reference.
@@ -80,7 +84,7 @@ pub mod __private {
     }
     pub mod attention {
         pub use ptxforge_runtime::templates::attention::launch::*;
-        pub use ptxforge_runtime::templates::attention::AttentionShape;
+        pub use ptxforge_runtime::templates::attention::{AttentionLayouts, AttentionShape};
     }
     pub mod conv {
         pub use ptxforge_runtime::templates::conv::launch::*;

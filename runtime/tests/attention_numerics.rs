@@ -434,3 +434,289 @@ fn bad_inputs_are_rejected_before_launching() {
     // Nothing was launched: O is still uninitialised, and a real launch still works.
     assert_eq!(forward(&cfg, &dev, &ptx, &s, &bufs(&kv), None), Ok(()));
 }
+
+// ---- strided layouts ------------------------------------------------------------------------
+//
+// The kernel with explicit strides must give exactly the contiguous result (the arithmetic does
+// not depend on where the elements live), for `[B, S, H, D]`, one packed QKV buffer and a KV
+// cache whose spare capacity is filled with NaN (so any read past `seq_kv` would show), every
+// check on; and bad layouts are refused before launch.
+
+mod strided {
+    use super::*;
+    use ptxforge_runtime::templates::attention::launch::{forward_strided, StridedLaunchError};
+    use ptxforge_runtime::templates::attention::{AttentionLayouts, LayoutError, TensorLayout};
+
+    /// `[B, H, S, D]` contiguous data rewritten into `layout` inside a buffer of `len` elements
+    /// (elements the layout does not reach keep `fill`).
+    fn scatter<T: Copy>(src: &[T], dims: [u32; 4], layout: &TensorLayout, dst: &mut [T]) {
+        let [b, h, s, d] = dims.map(|x| x as usize);
+        for bi in 0..b {
+            for hi in 0..h {
+                for si in 0..s {
+                    let from = ((bi * h + hi) * s + si) * d;
+                    let to = layout.offset + bi * layout.batch + hi * layout.head + si * layout.seq;
+                    dst[to..to + d].copy_from_slice(&src[from..from + d]);
+                }
+            }
+        }
+    }
+
+    /// The inverse of [`scatter`].
+    fn gather<T: Copy + Default>(src: &[T], dims: [u32; 4], layout: &TensorLayout) -> Vec<T> {
+        let [b, h, s, d] = dims.map(|x| x as usize);
+        let mut out = vec![T::default(); b * h * s * d];
+        for bi in 0..b {
+            for hi in 0..h {
+                for si in 0..s {
+                    let to = ((bi * h + hi) * s + si) * d;
+                    let from =
+                        layout.offset + bi * layout.batch + hi * layout.head + si * layout.seq;
+                    out[to..to + d].copy_from_slice(&src[from..from + d]);
+                }
+            }
+        }
+        out
+    }
+
+    struct Inputs<T> {
+        q: Vec<T>,
+        k: Vec<T>,
+        v: Vec<T>,
+    }
+
+    fn inputs<T: HostFloat>(cfg: &AttentionConfig, s: &AttentionShape, seed: u64) -> Inputs<T> {
+        let mut rng = SplitMix64::new(seed);
+        let d = cfg.head_dim;
+        let mut v = |n: usize| -> Vec<T> {
+            rng.vec_f32(n, -1.0, 1.0)
+                .into_iter()
+                .map(|x| T::from_f64(f64::from(x)))
+                .collect()
+        };
+        Inputs {
+            q: v(s.q_len(d)),
+            k: v(s.kv_len(d)),
+            v: v(s.kv_len(d)),
+        }
+    }
+
+    /// The contiguous launch: `(O, LSE)`.
+    fn contiguous<T: Element + HostFloat>(
+        cfg: &AttentionConfig,
+        s: &AttentionShape,
+        x: &Inputs<T>,
+    ) -> (Vec<T>, Vec<f32>) {
+        let dev = device();
+        let ptx = cfg.compile().unwrap().ptx;
+        let (q, k, v) = (
+            dev.upload(&x.q).unwrap(),
+            dev.upload(&x.k).unwrap(),
+            dev.upload(&x.v).unwrap(),
+        );
+        let o = dev.alloc::<T>(s.q_len(cfg.head_dim)).unwrap();
+        let lse = dev.alloc::<f32>(s.lse_len()).unwrap();
+        let bufs = AttentionBuffers {
+            q: &q,
+            k: &k,
+            v: &v,
+            o: &o,
+            lse: &lse,
+        };
+        forward(cfg, &dev, &ptx, s, &bufs, None).unwrap();
+        (dev.download(&o).unwrap(), dev.download(&lse).unwrap())
+    }
+
+    /// Launches with `layouts` on buffers `[q, k, v]` (indices into `bufs`; equal indices share
+    /// a buffer) of the given lengths filled with `fill`, scattering the inputs first; returns
+    /// the output gathered back to `[B, H, S, D]`, and LSE.
+    #[allow(clippy::too_many_arguments)]
+    fn strided<T: Element + HostFloat + Default>(
+        cfg: &AttentionConfig,
+        s: &AttentionShape,
+        x: &Inputs<T>,
+        layouts: &AttentionLayouts,
+        which: [usize; 3],
+        lens: &[usize],
+        o_len: usize,
+        fill: T,
+    ) -> (Vec<T>, Vec<f32>) {
+        let d = cfg.head_dim;
+        let mut host: Vec<Vec<T>> = lens.iter().map(|&n| vec![fill; n]).collect();
+        let q_dims = [s.batch, s.heads_q, s.seq_q, d];
+        let kv_dims = [s.batch, s.heads_kv, s.seq_kv, d];
+        scatter(&x.q, q_dims, &layouts.q, &mut host[which[0]]);
+        scatter(&x.k, kv_dims, &layouts.k, &mut host[which[1]]);
+        scatter(&x.v, kv_dims, &layouts.v, &mut host[which[2]]);
+        let dev = device();
+        let ptx = cfg.compile().unwrap().ptx;
+        let bufs: Vec<_> = host.iter().map(|h| dev.upload(h).unwrap()).collect();
+        let o = dev.alloc::<T>(o_len).unwrap();
+        let lse = dev.alloc::<f32>(s.lse_len()).unwrap();
+        let launch = AttentionBuffers {
+            q: &bufs[which[0]],
+            k: &bufs[which[1]],
+            v: &bufs[which[2]],
+            o: &o,
+            lse: &lse,
+        };
+        forward_strided(cfg, &dev, &ptx, s, &launch, layouts, None).unwrap();
+        for (h, b) in host.iter().zip(&bufs) {
+            let after: Vec<u64> = dev
+                .download(b)
+                .unwrap()
+                .iter()
+                .map(|x| x.to_f64().to_bits())
+                .collect();
+            let before: Vec<u64> = h.iter().map(|x| x.to_f64().to_bits()).collect();
+            assert_eq!(after, before, "inputs must be unchanged");
+        }
+        let o = gather(&dev.download(&o).unwrap(), q_dims, &layouts.o);
+        (o, dev.download(&lse).unwrap())
+    }
+
+    fn bits<T: HostFloat>(v: &[T]) -> Vec<u64> {
+        v.iter().map(|x| x.to_f64().to_bits()).collect()
+    }
+
+    fn check_all_layouts<T: Element + HostFloat + Default>(cfg: AttentionConfig, nan: T) {
+        let d = cfg.head_dim;
+        for s in [shape(2, 4, 2, 37, 37), shape(1, 2, 2, 70, 70)] {
+            let x = inputs::<T>(&cfg, &s, 7 + u64::from(s.seq_q));
+            let (o_ref, lse_ref) = contiguous(&cfg, &s, &x);
+            let name = format!("{} {:?}", cfg.matrix_name(), s);
+
+            // [B, S, H, D] everywhere.
+            let l = AttentionLayouts::bshd(&s, d);
+            let lens = [s.q_len(d), s.kv_len(d), s.kv_len(d)];
+            let (o, lse) = strided(&cfg, &s, &x, &l, [0, 1, 2], &lens, s.q_len(d), nan);
+            assert_eq!(bits(&o), bits(&o_ref), "{name}: bshd O");
+            assert_eq!(bits(&lse), bits(&lse_ref), "{name}: bshd LSE");
+
+            // One packed QKV buffer [B, S, Hq + 2 Hkv, D], O [B, S, Hq, D].
+            let l = AttentionLayouts::packed_qkv(&s, d);
+            let packed = (s.batch * s.seq_q * (s.heads_q + 2 * s.heads_kv) * d) as usize;
+            let (o, lse) = strided(&cfg, &s, &x, &l, [0, 0, 0], &[packed], s.q_len(d), nan);
+            assert_eq!(bits(&o), bits(&o_ref), "{name}: packed QKV O");
+            assert_eq!(bits(&lse), bits(&lse_ref), "{name}: packed QKV LSE");
+        }
+        // A KV cache [B, Hkv, capacity, D] with NaN beyond seq_kv, decode-like and prefill-like,
+        // causal or not as configured.
+        for s in [shape(2, 4, 2, 1, 45), shape(1, 4, 1, 19, 45)] {
+            let x = inputs::<T>(&cfg, &s, 99 + u64::from(s.seq_q));
+            let (o_ref, lse_ref) = contiguous(&cfg, &s, &x);
+            let capacity = 64;
+            let l = AttentionLayouts::kv_cache(&s, d, capacity);
+            let cache = (s.batch * s.heads_kv * capacity * d) as usize;
+            let lens = [s.q_len(d), cache, cache];
+            let (o, lse) = strided(&cfg, &s, &x, &l, [0, 1, 2], &lens, s.q_len(d), nan);
+            let name = format!("{} {:?}", cfg.matrix_name(), s);
+            assert_eq!(bits(&o), bits(&o_ref), "{name}: KV cache O");
+            assert_eq!(bits(&lse), bits(&lse_ref), "{name}: KV cache LSE");
+        }
+    }
+
+    #[test]
+    fn strided_layouts_match_the_contiguous_result_f32() {
+        check_all_layouts::<f32>(AttentionConfig::new(64), f32::NAN);
+        let causal = AttentionConfig {
+            causal: true,
+            ..AttentionConfig::new(32)
+        };
+        check_all_layouts::<f32>(causal, f32::NAN);
+    }
+
+    #[test]
+    fn strided_layouts_match_the_contiguous_result_f16() {
+        let cfg = AttentionConfig {
+            dtype: DType::F16,
+            causal: true,
+            ..AttentionConfig::new(96)
+        };
+        check_all_layouts::<half::f16>(cfg, half::f16::NAN);
+    }
+
+    #[test]
+    fn bad_layouts_are_refused_before_launch() {
+        let cfg = AttentionConfig::new(32);
+        let s = shape(2, 4, 2, 9, 9);
+        let d = cfg.head_dim;
+        let dev = SimBackend::new();
+        let ptx = cfg.compile().unwrap().ptx;
+        let q = dev.upload(&vec![0.5f32; s.q_len(d)]).unwrap();
+        let kv = dev.upload(&vec![0.25f32; s.kv_len(d)]).unwrap();
+        let o = dev.alloc::<f32>(s.q_len(d)).unwrap();
+        let lse = dev.alloc::<f32>(s.lse_len()).unwrap();
+        let bufs = AttentionBuffers {
+            q: &q,
+            k: &kv,
+            v: &kv,
+            o: &o,
+            lse: &lse,
+        };
+        let run = |l: &AttentionLayouts| forward_strided(&cfg, &dev, &ptx, &s, &bufs, l, None);
+        let good = AttentionLayouts::contiguous(&s, d);
+        // Two outputs on one element: O rows 16 elements apart hold 32 each.
+        let mut l = good;
+        l.o.seq = 16;
+        assert!(matches!(
+            run(&l),
+            Err(StridedLaunchError::Layout(LayoutError::Overlap {
+                tensor: "o",
+                ..
+            }))
+        ));
+        // O heads on top of each other.
+        let mut l = good;
+        l.o.head = 0;
+        assert!(matches!(
+            run(&l),
+            Err(StridedLaunchError::Layout(LayoutError::Overlap {
+                tensor: "o",
+                ..
+            }))
+        ));
+        // Past a buffer: a KV cache layout larger than the buffer, a shifted V.
+        let l = AttentionLayouts::kv_cache(&s, d, 16);
+        assert!(matches!(
+            run(&l),
+            Err(StridedLaunchError::Layout(LayoutError::OutOfBounds {
+                tensor: "k",
+                ..
+            }))
+        ));
+        let mut l = good;
+        l.v.offset = 4;
+        assert!(matches!(
+            run(&l),
+            Err(StridedLaunchError::Layout(LayoutError::OutOfBounds {
+                tensor: "v",
+                ..
+            }))
+        ));
+        // Misaligned stride for the 16-byte accesses.
+        let mut l = good;
+        l.q.seq = 34;
+        assert!(matches!(
+            run(&l),
+            Err(StridedLaunchError::Layout(LayoutError::Misaligned {
+                tensor: "q",
+                ..
+            }))
+        ));
+        // LSE stays contiguous and exact.
+        let short_lse = dev.alloc::<f32>(s.lse_len() - 1).unwrap();
+        let bad = AttentionBuffers {
+            lse: &short_lse,
+            ..bufs
+        };
+        assert!(matches!(
+            forward_strided(&cfg, &dev, &ptx, &s, &bad, &good, None),
+            Err(StridedLaunchError::Launch(LaunchError::BufferLength {
+                name: "lse",
+                ..
+            }))
+        ));
+        assert_eq!(run(&good), Ok(()));
+    }
+}

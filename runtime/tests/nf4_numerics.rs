@@ -521,7 +521,7 @@ fn bad_inputs_are_rejected_before_launch() {
             err,
             LaunchError::ArgumentCount {
                 expected: 5,
-                actual: 7,
+                actual: 8,
                 ..
             }
         ),

@@ -334,6 +334,7 @@ impl Device {
         args: &[Arg],
         options: &Options,
     ) -> Result<LaunchReport, SimError> {
+        warn_if_unoptimized();
         let prog = module.entry(entry).ok_or_else(|| SimError::UnknownEntry {
             name: entry.to_string(),
             available: module.entries().join(", "),
@@ -502,5 +503,21 @@ fn shuffle(v: &mut [u32], seed: u64) {
     for i in (1..v.len()).rev() {
         let j = (next() % (i as u64 + 1)) as usize;
         v.swap(i, j);
+    }
+}
+
+/// The advice [`warn_if_unoptimized`] prints: the two `Cargo.toml` lines that optimise the
+/// interpreter in a dependent crate's debug builds.
+pub const UNOPTIMIZED_ADVICE: &str = "ptxforge-sim: the PTX interpreter was compiled without \
+optimisation (opt-level 0) and runs kernels 6-10x slower. Add these two lines to your \
+Cargo.toml:\n\n[profile.dev.package.ptxforge-sim]\nopt-level = 3\n";
+
+/// Says once per process, on stderr, that the interpreter is unoptimised and how to fix it
+/// (only in a build at opt-level 0; see `build.rs`).
+fn warn_if_unoptimized() {
+    #[cfg(ptxforge_sim_unoptimized)]
+    {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| eprintln!("{UNOPTIMIZED_ADVICE}"));
     }
 }

@@ -10,7 +10,7 @@
 //! | section | full form | stub form |
 //! |---|---|---|
 //! | [`config`] | `pub const CONFIG: …Config = …Config { … };` | the same with placeholder values |
-//! | [`ptx`] | `pub const PTX: &'static str = "…";` (the template's emitted module) | `""` |
+//! | [`ptx`] | `pub const PTX: &'static str` (the template's emitted module, its text in a hidden const) | `""` |
 //! | [`entries`] | one `pub const GATING: KernelEntry = …;` per entry | same names, no params |
 //! | [`wrappers`] | `pub fn forward<B: Backend>(&self, dev: &B, …) -> Result<…, LaunchError>`, per phase, `backward_*` | same signatures, bodies returning `LaunchError::Build` |
 //!

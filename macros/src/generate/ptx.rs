@@ -15,7 +15,8 @@ use ptxforge_runtime::templates::KernelFamily;
 use super::{docs, Kernel};
 use crate::family::Family;
 
-/// `pub const PTX: &'static str = "…";`
+/// `pub const PTX: &'static str = Self::__PTX_TEXT;` with the text in a `#[doc(hidden)]` const, so
+/// rustdoc does not render it.
 pub(crate) fn emit<F: Family>(cx: &Kernel<'_, F>) -> TokenStream {
     let ident = &cx.item.ident;
     let ptx = &cx.compiled.ptx;
@@ -39,9 +40,13 @@ pub(crate) fn emit<F: Family>(cx: &Kernel<'_, F>) -> TokenStream {
         F::KEYS.attr,
         docs::summary::<F>(cx.config),
     );
+    // rustdoc prints a `const`'s initializer when it is a literal (the whole module, 100+ KiB on
+    // the user's doc page) but prints a path as written: the text lives in a hidden const.
     quote! {
+        #[doc(hidden)]
+        pub const __PTX_TEXT: &'static str = #ptx;
         #[doc = #doc]
-        pub const PTX: &'static str = #ptx;
+        pub const PTX: &'static str = Self::__PTX_TEXT;
         /// `Self::PTX` from one `static`: the text every launch wrapper passes to the backend.
         #[doc(hidden)]
         pub fn __ptx_static() -> &'static str {
@@ -58,8 +63,10 @@ pub(crate) fn stub<F: Family>() -> TokenStream {
         F::KEYS.attr
     );
     quote! {
+        #[doc(hidden)]
+        pub const __PTX_TEXT: &'static str = "";
         #[doc = #doc]
-        pub const PTX: &'static str = "";
+        pub const PTX: &'static str = Self::__PTX_TEXT;
         #[doc(hidden)]
         pub fn __ptx_static() -> &'static str {
             ""

@@ -261,7 +261,8 @@ fn valid_moe_gets_ptx_entries_and_typed_wrappers() {
     let out = mixtral(2);
     let text = out.to_string();
     assert!(!text.contains("compile_error"), "{text}");
-    assert!(text.contains("pub const PTX : & 'static str = \"//"));
+    assert!(text.contains("pub const __PTX_TEXT : & 'static str = \"//"));
+    assert!(text.contains("pub const PTX : & 'static str = Self :: __PTX_TEXT ;"));
     assert!(text.contains("static PTX : & str = Mixtral :: PTX ;"));
     assert!(text.contains("\\n.version 7.0\\n.target sm_80\\n"));
     for entry in [
@@ -277,6 +278,7 @@ fn valid_moe_gets_ptx_entries_and_typed_wrappers() {
         consts,
         [
             "CONFIG",
+            "__PTX_TEXT",
             "PTX",
             "GATING",
             "PERMUTE",
@@ -318,7 +320,7 @@ fn stubs_have_the_real_signatures_and_names() {
     assert_eq!(stub_fns, valid_fns);
     assert_eq!(stub_consts, valid_consts);
     assert!(
-        text.contains("pub const PTX : & 'static str = \"\""),
+        text.contains("pub const __PTX_TEXT : & 'static str = \"\""),
         "{text}"
     );
     assert!(text.contains("LaunchError :: Build"), "{text}");
@@ -396,9 +398,11 @@ fn every_family_expands_to_valid_rust_with_wrappers() {
             "forward_gemv",
             "forward_tiled",
             "backward_input",
+            "backward_input_gemv",
+            "backward_input_tiled",
             "upload_weights",
         ],
-        &["__ptx_static", "forward"],
+        &["__ptx_static", "forward", "forward_strided"],
         &[
             "__ptx_static",
             "forward",
@@ -449,6 +453,7 @@ fn a_module_that_fails_to_build_is_reported_at_the_attribute_with_stubs() {
         consts,
         [
             "CONFIG",
+            "__PTX_TEXT",
             "PTX",
             "GEMV",
             "GEMM",

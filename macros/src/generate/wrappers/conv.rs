@@ -32,19 +32,23 @@ pub(crate) fn wrappers(c: &Conv2dConfig, t: &WrapperTypes) -> Vec<Wrapper> {
         let function = format_ident!("{function}");
         quote!(#p::conv::#function(&Self::CONFIG, dev, Self::__ptx_static(), shape, #args))
     };
-    let layouts = "Layouts: `x [batch, in_channels, height, width]`, `w [out_channels, \
-                   in_channels / groups, kernel_h, kernel_w]`, `y [batch, out_channels, \
-                   out_height, out_width]`";
-    let bias_doc = if c.bias {
-        " plus `bias [out_channels]`"
-    } else {
-        ""
-    };
+    let layouts = format!(
+        "Layouts: `x [batch, in_channels, height, width]`, `w [out_channels, in_channels / \
+         groups, kernel_h, kernel_w]`{}, `y [batch, out_channels, out_height, out_width]` \
+         (`out = (in + 2·padding − dilation·(kernel − 1) − 1) / stride + 1` per axis)",
+        if c.bias {
+            ", `bias [out_channels]`"
+        } else {
+            ""
+        }
+    );
+    // Inside the formula's code span: never a nested backtick.
+    let bias_term = if c.bias { " + bias" } else { "" };
     let mut wrappers = vec![
         Wrapper {
             name: "forward",
             doc: format!(
-                "Forward `y = conv2d(x, w){bias_doc}` through entry `{}`. {layouts}. Returns the \
+                "Forward `y = conv2d(x, w){bias_term}` through entry `{}`. {layouts}. Returns the \
                  checked dimensions.",
                 if c.has_pointwise() {
                     "conv2d_1x1"

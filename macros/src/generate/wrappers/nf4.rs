@@ -1,6 +1,6 @@
 //! NF4 wrappers: `forward` (GEMV for `m ≤ 8`, tiled above), the two forward entries on their
-//! own, `backward_input`, and `upload_weights` (quantise a host weight the way this kernel
-//! reads it, then upload).
+//! own, `backward_input` (likewise) and its two entries on their own, and `upload_weights`
+//! (quantise a host weight the way this kernel reads it, then upload).
 
 use quote::quote;
 
@@ -30,6 +30,24 @@ pub(crate) fn wrappers(c: &Nf4Config, t: &WrapperTypes) -> Vec<Wrapper> {
             quote!(#p::nf4::#f(&Self::CONFIG, dev, Self::__ptx_static(), m, a, weights, c))
         },
     };
+    let backward_params = vec![
+        t.dev(),
+        m.clone(),
+        param("g_c", t.input()),
+        param("weights", quote!(&#weights_ty)),
+        param("g_a", t.output()),
+    ];
+    let backward = |name: &'static str, doc: &str, runtime_fn: &str| Wrapper {
+        name,
+        doc: doc.to_owned(),
+        lifetimes: quote!(),
+        params: backward_params.clone(),
+        ok: quote!(()),
+        body: {
+            let f = quote::format_ident!("{runtime_fn}");
+            quote!(#p::nf4::#f(&Self::CONFIG, dev, Self::__ptx_static(), m, g_c, weights, g_a))
+        },
+    };
     let quantization = if c.double_quant {
         "NF4 codes with double-quantised absmax"
     } else {
@@ -49,24 +67,25 @@ pub(crate) fn wrappers(c: &Nf4Config, t: &WrapperTypes) -> Vec<Wrapper> {
             "forward_tiled",
             "Forward through entry `nf4_gemm` only (any `m ≥ 1`).",
         ),
-        Wrapper {
-            name: "backward_input",
-            doc: "Backward with respect to the input, entry `nf4_backward_input`: \
-                  `g_a [m, k] = g_c [m, n] · dequant(W)`. `g_a` is overwritten."
-                .into(),
-            lifetimes: quote!(),
-            params: vec![
-                t.dev(),
-                m,
-                param("g_c", t.input()),
-                param("weights", quote!(&#weights_ty)),
-                param("g_a", t.output()),
-            ],
-            ok: quote!(()),
-            body: quote! {
-                #p::nf4::backward_input(&Self::CONFIG, dev, Self::__ptx_static(), m, g_c, weights, g_a)
-            },
-        },
+        backward(
+            "backward_input",
+            "Backward with respect to the input, `g_a [m, k] = g_c [m, n] · dequant(W)`: \
+             entry `nf4_backward_gemv` for `m ≤ 8`, `nf4_backward_input` above. `g_a` is \
+             overwritten.",
+            "backward_input",
+        ),
+        backward(
+            "backward_input_gemv",
+            "Backward with respect to the input through entry `nf4_backward_gemv` only \
+             (`1 ≤ m ≤ 8`).",
+            "backward_gemv",
+        ),
+        backward(
+            "backward_input_tiled",
+            "Backward with respect to the input through entry `nf4_backward_input` only (any \
+             `m ≥ 1`).",
+            "backward_input_tiled",
+        ),
         Wrapper {
             name: "upload_weights",
             doc: format!(

@@ -9,9 +9,15 @@
 //! (`half::f16`, `half::bf16`, `f32`, `f64`; checked at run time, a mismatch is
 //! [`LaunchError::ArgumentType`]). LSE is always `f32`. Buffers must start 16-byte aligned (every
 //! backend allocation is): the kernel reads K/V tiles in 16-byte chunks.
+//!
+//! [`forward_strided`] takes explicit [`AttentionLayouts`] (batch/head/sequence strides per
+//! tensor: `[B, S, H, D]`, packed QKV, a KV cache with spare capacity) and checks them before
+//! launching ([`LayoutError`]); [`forward`] is the contiguous `[B, H, S, D]` case with exact
+//! buffer lengths.
 
 use super::config::{AttentionConfig, AttentionShape, AttentionShapeError, SharedMemoryKind};
 use super::kernels::ENTRY;
+use super::layout::{AttentionLayouts, LayoutError};
 use crate::dtype::DType;
 use crate::launch::{
     Backend, DeviceBuffer, Dim3, Element, KernelArg, LaunchConfig, LaunchError, ParamKind,
@@ -128,7 +134,7 @@ fn check_lengths<B: Backend + ?Sized, T: Element>(
 
 /// Attention forward: `O = softmax(Q·Kᵀ·scale, causal mask) · V` and `LSE` per query row, for
 /// every batch and query head (kv head `h / (Hq / Hkv)`), with the module `ptx` compiled from
-/// `cfg` (`cfg.compile()`, or the macro's `const PTX`).
+/// `cfg` (`cfg.compile()`, or the macro's `const PTX`), every tensor contiguous `[B, H, S, D]`.
 ///
 /// `scale` defaults to `1/√D`. Everything is checked before the launch: the configuration, `T`
 /// against `cfg.dtype`, the shape (see [`launch_config`]), every buffer length, and that the
@@ -142,6 +148,57 @@ pub fn forward<B: Backend, T: Element>(
     bufs: &AttentionBuffers<'_, B, T>,
     scale: Option<f64>,
 ) -> Result<(), LaunchError> {
+    let launch = checked_launch::<T>(cfg, shape, scale)?;
+    check_lengths(cfg, shape, bufs)?;
+    let layouts = AttentionLayouts::contiguous(shape, cfg.head_dim);
+    launch_entry(cfg, dev, ptx, shape, bufs, &layouts, launch)
+}
+
+/// A strided launch that failed its checks: a layout the kernel cannot use, or any error
+/// [`forward`] reports.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StridedLaunchError {
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+}
+
+/// [`forward`] with explicit layouts: Q, K, V and O are read and written where `layouts` says
+/// (see [`super::layout`]), so `[B, S, H, D]` tensors, one packed QKV buffer (pass it as `q`,
+/// `k` and `v`) or a KV cache with capacity beyond `seq_kv` need no copy. LSE stays contiguous
+/// `[B, Hq, Sq]` and must have exactly that length. Buffers may be longer than the layouts
+/// reach. Checked before launch: everything [`forward`] checks but the Q/K/V/O lengths, then
+/// [`AttentionLayouts::check`] (alignment, bounds, u32 indices, no two outputs overlapping).
+pub fn forward_strided<B: Backend, T: Element>(
+    cfg: &AttentionConfig,
+    dev: &B,
+    ptx: &str,
+    shape: &AttentionShape,
+    bufs: &AttentionBuffers<'_, B, T>,
+    layouts: &AttentionLayouts,
+    scale: Option<f64>,
+) -> Result<(), StridedLaunchError> {
+    let launch = checked_launch::<T>(cfg, shape, scale)?;
+    if bufs.lse.len() != shape.lse_len() {
+        return Err(LaunchError::BufferLength {
+            name: "lse",
+            expected: shape.lse_len(),
+            actual: bufs.lse.len(),
+        }
+        .into());
+    }
+    let lens = [bufs.q.len(), bufs.k.len(), bufs.v.len(), bufs.o.len()];
+    layouts.check(shape, cfg.head_dim, cfg.tiles().vector, lens)?;
+    Ok(launch_entry(cfg, dev, ptx, shape, bufs, layouts, launch)?)
+}
+
+/// Checks the configuration, the shape, `T` and the scale; returns the launch geometry.
+fn checked_launch<T: Element>(
+    cfg: &AttentionConfig,
+    shape: &AttentionShape,
+    scale: Option<f64>,
+) -> Result<(LaunchConfig, f64), LaunchError> {
     let launch = launch_config(cfg, shape)?;
     let kind = element_kind(cfg.dtype);
     if T::KIND != kind {
@@ -151,7 +208,6 @@ pub fn forward<B: Backend, T: Element>(
             expected: ParamKind::Pointer(kind),
         });
     }
-    check_lengths(cfg, shape, bufs)?;
     let scale = scale.unwrap_or_else(|| cfg.default_scale());
     if !scale.is_finite() {
         return Err(LaunchError::InvalidDim {
@@ -160,27 +216,37 @@ pub fn forward<B: Backend, T: Element>(
             reason: format!("scale = {scale} is not finite"),
         });
     }
+    Ok((launch, scale))
+}
+
+/// Launches [`ENTRY`] with its 26 arguments (everything checked by the caller).
+fn launch_entry<B: Backend, T: Element>(
+    cfg: &AttentionConfig,
+    dev: &B,
+    ptx: &str,
+    shape: &AttentionShape,
+    bufs: &AttentionBuffers<'_, B, T>,
+    layouts: &AttentionLayouts,
+    (launch, scale): (LaunchConfig, f64),
+) -> Result<(), LaunchError> {
     let scale_arg = match cfg.dtype {
         DType::F64 => KernelArg::F64(scale),
         _ => KernelArg::F32(scale as f32),
     };
-    dev.launch(
-        ptx,
-        ENTRY,
-        launch,
-        &[
-            KernelArg::buffer(bufs.q),
-            KernelArg::buffer(bufs.k),
-            KernelArg::buffer(bufs.v),
-            KernelArg::buffer(bufs.o),
-            KernelArg::buffer(bufs.lse),
-            KernelArg::U32(shape.seq_q),
-            KernelArg::U32(shape.seq_kv),
-            KernelArg::U32(shape.heads_q),
-            KernelArg::U32(shape.heads_kv),
-            scale_arg,
-        ],
-    )
+    let mut args = vec![
+        KernelArg::buffer(bufs.q),
+        KernelArg::buffer(bufs.k),
+        KernelArg::buffer(bufs.v),
+        KernelArg::buffer(bufs.o),
+        KernelArg::buffer(bufs.lse),
+        KernelArg::U32(shape.seq_q),
+        KernelArg::U32(shape.seq_kv),
+        KernelArg::U32(shape.heads_q),
+        KernelArg::U32(shape.heads_kv),
+        scale_arg,
+    ];
+    args.extend(layouts.kernel_args().into_iter().map(KernelArg::U32));
+    dev.launch(ptx, ENTRY, launch, &args)
 }
 
 #[cfg(test)]
@@ -261,13 +327,13 @@ mod tests {
     }
 
     #[test]
-    fn good_launch_passes_ten_arguments() {
+    fn good_launch_passes_twenty_six_arguments() {
         let cfg = AttentionConfig::new(32);
         let s = shape();
         let launches = run::<f32>(&cfg, &s, lens(&cfg, &s), None).unwrap();
         assert_eq!(
             launches,
-            vec![(ENTRY.to_string(), launch_config(&cfg, &s).unwrap(), 10)]
+            vec![(ENTRY.to_string(), launch_config(&cfg, &s).unwrap(), 26)]
         );
     }
 

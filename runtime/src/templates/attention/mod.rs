@@ -3,14 +3,17 @@
 //! This module owns the configuration ([`AttentionConfig`]) with its tile defaults and
 //! shared-memory footprint, the run-time shape ([`AttentionShape`]), the host reference
 //! ([`mod@reference`]), the kernels (built by [`KernelFamily::compile`](crate::templates::KernelFamily))
-//! and the host launch code ([`launch`]).
+//! the host launch code ([`launch`]) and the tensor layouts it accepts ([`layout`]: contiguous,
+//! `[B, S, H, D]`, packed QKV, KV cache with spare capacity).
 
 mod config;
 mod kernels;
 pub mod launch;
+pub mod layout;
 pub mod reference;
 
 pub use config::{
     AttentionConfig, AttentionShape, AttentionShapeError, AttentionTiles, SharedMemoryKind,
 };
 pub use kernels::{matrix_configs, ENTRY};
+pub use layout::{AttentionLayouts, LayoutError, TensorLayout};

@@ -13,28 +13,43 @@
 //! element `2j + 1` in the low nibble; `packed.len() = ceil(len / 2)`.
 //!
 //! Ragged tails (bitsandbytes behaviour): the last block may be shorter than `block`; its
-//! absmax covers only the values that exist. For odd `len` the missing element `len` is
+//! absmax covers only the values that exist, its values are normalised by a division `x /
+//! absmax` (bitsandbytes' quantiser divides in the tail and multiplies by the reciprocal in full
+//! blocks), and an all-zero tail stores absmax `1e-38` (bitsandbytes clamps it there). For odd `len` the missing element `len` is
 //! quantised as 0.0 (bitsandbytes pads its loads with zeros), so the last byte's low nibble is
 //! code 7.
 //!
-//! Zero blocks: a block whose absmax is 0 stores absmax 0 and code 7 (the 0.0 code) for every
-//! element. (bitsandbytes' CUDA kernel would multiply by `1/0` and get NaN, which its decision
-//! tree maps to code 0; both dequantise to 0 · absmax = ±0, so we pick the meaningful code.)
+//! Zero blocks: a full block whose absmax is 0 stores absmax 0 and code 7 (the 0.0 code) for
+//! every element, as bitsandbytes' quantiser does (it normalises by `max(absmax, 1e-38)`).
 //!
 //! Dequantisation: `x̂ = NF4_CODE[code] · absmax[block]`, one f32 multiply.
 //!
-//! # Double quantisation
+//! # Double quantisation (bitsandbytes' `compress_statistics=True`)
 //!
-//! With `double_quant` the absmax values are stored in 8 bits. bitsandbytes subtracts their mean
-//! and quantises the residuals blockwise (blocks of 256) against its *dynamic* 8-bit map. We do
-//! **not** reproduce that map: ptxforge uses a documented *linear signed 8-bit* variant with the
-//! same structure (see [`quantize_absmax`]): `offset = mean(absmax)` (computed in f64, rounded to
-//! f32), per block of [`ABSMAX_BLOCK`] residuals `r = absmax − offset` a scale
-//! `scale = max|r| / 127` (f32) and codes `q = clamp(round_half_even(r / scale), −127, 127)`
-//! stored offset-binary as `q + 128` in a `u8`. Dequantisation is one fused multiply-add,
-//! `absmax ≈ fma(q, scale, offset)` (`fma.rn.f32` on the device), so host and kernels agree
-//! bit for bit. NF4 codes and absmax of the first level stay byte-identical to bitsandbytes;
-//! only the compressed absmax differ.
+//! With `double_quant` the absmax values are stored in 8 bits exactly as bitsandbytes'
+//! `quantize_4bit(.., compress_statistics=True)` stores them, so a checkpoint's nested state loads
+//! as it is ([`super::checkpoint`]):
+//!
+//! - `offset = mean(absmax)`, one f32 (bitsandbytes' `_absmax.mean()`);
+//! - the residuals `r = absmax − offset` (f32) are cut into blocks of [`ABSMAX_BLOCK`] = 256, each
+//!   with one f32 `nested_absmax = max |r|` over the block;
+//! - each residual is normalised, `r · (1 / nested_absmax)` (the reciprocal first, as
+//!   bitsandbytes' blockwise kernel does), and replaced by the index of the nearest entry of
+//!   bitsandbytes' signed dynamic 8-bit map ([`dynamic_map`], `create_dynamic_map(signed=True)`),
+//!   found by that kernel's pivot search ([`quantize_dynamic`]);
+//! - dequantisation: `absmax = map[code] · nested_absmax[i / 256] + offset`, a multiply and an add
+//!   each rounded to f32 (`mul.rn.f32`, `add.rn.f32` in the kernels: never fused), as
+//!   bitsandbytes' `dequantize_blockwise(..) + offset` computes it.
+//!
+//! The offset is a torch f32 `mean()`, whose summation order depends on the CPU's vector width;
+//! [`quantize_absmax`] takes the exact mean rounded to f32, which may differ from a given torch
+//! build's by one ulp. Given bitsandbytes' offset, [`quantize_absmax_with_offset`] reproduces its
+//! codes and nested absmax byte for byte (checked against real bitsandbytes output in
+//! `runtime/tests/nf4_checkpoint.rs`). bitsandbytes' CPU library searches the map with an
+//! approximate binary search and, for residuals within about 1 % of a midpoint between two map
+//! entries, sometimes picks the farther one (about 0.15 % of codes on Gaussian data; none in the
+//! test files); its CUDA kernel's pivot search, which [`quantize_dynamic`] follows, picks the
+//! nearest. Either way the stored codes decode identically.
 
 /// Second-level block size of double quantisation (absmax values per 8-bit block).
 pub const ABSMAX_BLOCK: usize = 256;
@@ -63,6 +78,9 @@ pub const NF4_CODE: [f32; 16] = [
 
 /// The code of 0.0.
 pub const ZERO_CODE: u8 = 7;
+
+/// The smallest absmax bitsandbytes stores for a ragged last block (its `clamp(min=1e-38)`).
+pub const RAGGED_MIN_ABSMAX: f32 = 1e-38;
 
 /// The 15 decision thresholds: `t[i]` is the midpoint of `NF4_CODE[i]` and `NF4_CODE[i + 1]`,
 /// computed in f64 from the f32 codes and rounded to f32 (these are the constants of
@@ -158,11 +176,20 @@ pub fn quantize(w: &[f32], block: usize) -> Result<Nf4Weights, Nf4FormatError> {
     let mut absmax = Vec::with_capacity(w.len().div_ceil(block));
     for (b, chunk) in w.chunks(block).enumerate() {
         let amax = chunk.iter().fold(0.0f32, |m, x| m.max(x.abs()));
-        absmax.push(amax);
+        let ragged = chunk.len() < block;
+        // bitsandbytes clamps the ragged block's absmax to 1e-38 (and stores it clamped).
+        let stored = if ragged {
+            amax.max(RAGGED_MIN_ABSMAX)
+        } else {
+            amax
+        };
+        absmax.push(stored);
         let recip = 1.0 / amax;
         for (j, &x) in chunk.iter().enumerate() {
             let code = if amax == 0.0 {
                 ZERO_CODE
+            } else if ragged {
+                code_of(x / amax)
             } else {
                 code_of(x * recip)
             };
@@ -192,56 +219,208 @@ pub fn dequantize(q: &Nf4Weights) -> Result<Vec<f32>, Nf4FormatError> {
         .collect())
 }
 
-/// Double-quantised absmax values (linear signed 8-bit variant; see the module doc).
+/// Entries of bitsandbytes' dynamic 8-bit map.
+pub const DYNAMIC_MAP_LEN: usize = 256;
+
+/// bitsandbytes' signed dynamic 8-bit map (`create_dynamic_map(signed=True)`), ascending.
+///
+/// Construction: for `i = 0 .. 7` (decade `e = i − 6`) the `2^i` midpoints of
+/// `torch.linspace(0.1, 1, 2^i + 1)` (f32), each times `10^e` in f32, and their negatives; then 0
+/// and 1: 127 + 127 + 2 = 256 values, sorted. The values are stored as bitsandbytes 0.50.2 makes
+/// them (f32 bits) because torch's vectorised f32 `linspace` rounds some interior points
+/// differently from the scalar formula ([`dynamic_map_construction`] reproduces the table to
+/// within two ulps; the test files' `nested_quant_map` equal this table bit for bit).
+pub fn dynamic_map() -> [f32; DYNAMIC_MAP_LEN] {
+    DYNAMIC_MAP_BITS.map(f32::from_bits)
+}
+
+/// [`dynamic_map`] as f32 bit patterns.
+const DYNAMIC_MAP_BITS: [u32; DYNAMIC_MAP_LEN] = [
+    0xbf7e3333, 0xbf7a999a, 0xbf770000, 0xbf736666, 0xbf6fcccd, 0xbf6c3333, 0xbf68999a, 0xbf650000,
+    0xbf616666, 0xbf5dcccd, 0xbf5a3333, 0xbf56999a, 0xbf530000, 0xbf4f6666, 0xbf4bcccd, 0xbf483333,
+    0xbf44999a, 0xbf410000, 0xbf3d6666, 0xbf39cccd, 0xbf363334, 0xbf32999a, 0xbf2f0000, 0xbf2b6666,
+    0xbf27cccd, 0xbf243334, 0xbf20999a, 0xbf1d0000, 0xbf196666, 0xbf15cccd, 0xbf123334, 0xbf0e999a,
+    0xbf0b0000, 0xbf076666, 0xbf03cccc, 0xbf003333, 0xbef93332, 0xbef20000, 0xbeeacccc, 0xbee3999a,
+    0xbedc6666, 0xbed53333, 0xbece0000, 0xbec6cccc, 0xbebf999a, 0xbeb86666, 0xbeb13333, 0xbeaa0000,
+    0xbea2cccc, 0xbe9b999a, 0xbe946666, 0xbe8d3334, 0xbe860000, 0xbe7d9999, 0xbe6f3333, 0xbe60cccd,
+    0xbe526666, 0xbe440000, 0xbe35999a, 0xbe273333, 0xbe18cccd, 0xbe0a6666, 0xbdf80000, 0xbddb3334,
+    0xbdc9eb85, 0xbdc428f7, 0xbdbe6667, 0xbdb8a3d7, 0xbdb2e148, 0xbdad1eb8, 0xbda75c2a, 0xbda1999a,
+    0xbd9bd70a, 0xbd96147b, 0xbd9051eb, 0xbd8a8f5d, 0xbd84cccd, 0xbd7e147b, 0xbd728f5d, 0xbd670a3d,
+    0xbd5b851f, 0xbd500000, 0xbd447ae1, 0xbd38f5c3, 0xbd2d70a3, 0xbd21eb85, 0xbd166667, 0xbd0ae148,
+    0xbcfeb852, 0xbce7ae15, 0xbcd0a3d7, 0xbcb9999a, 0xbca28f5d, 0xbc8b851f, 0xbc68f5c3, 0xbc3ae148,
+    0xbc1f3b64, 0xbc160418, 0xbc0ccccd, 0xbc039581, 0xbbf4bc6a, 0xbbe24dd3, 0xbbcfdf3b, 0xbbbd70a4,
+    0xbbab020d, 0xbb989374, 0xbb8624dd, 0xbb676c8a, 0xbb428f5c, 0xbb1db22d, 0xbaf1a9fc, 0xbaa7ef9d,
+    0xba7765ff, 0xba59e83e, 0xba3c6a80, 0xba1eecc1, 0xba016f01, 0xb9c7e283, 0xb98ce705, 0xb923d70b,
+    0xb8ba1f4b, 0xb88aefb3, 0xb8378034, 0xb7b24206, 0xb70205ff, 0xb65a1a94, 0xb513a3b7, 0x00000000,
+    0x3513a3b7, 0x365a1a94, 0x370205ff, 0x37b24206, 0x38378034, 0x388aefb3, 0x38ba1f4b, 0x3923d70b,
+    0x398ce705, 0x39c7e283, 0x3a016f01, 0x3a1eecc1, 0x3a3c6a80, 0x3a59e83e, 0x3a7765ff, 0x3aa7ef9d,
+    0x3af1a9fc, 0x3b1db22d, 0x3b428f5c, 0x3b676c8a, 0x3b8624dd, 0x3b989374, 0x3bab020d, 0x3bbd70a4,
+    0x3bcfdf3b, 0x3be24dd3, 0x3bf4bc6a, 0x3c039581, 0x3c0ccccd, 0x3c160418, 0x3c1f3b64, 0x3c3ae148,
+    0x3c68f5c3, 0x3c8b851f, 0x3ca28f5d, 0x3cb9999a, 0x3cd0a3d7, 0x3ce7ae15, 0x3cfeb852, 0x3d0ae148,
+    0x3d166667, 0x3d21eb85, 0x3d2d70a3, 0x3d38f5c3, 0x3d447ae1, 0x3d500000, 0x3d5b851f, 0x3d670a3d,
+    0x3d728f5d, 0x3d7e147b, 0x3d84cccd, 0x3d8a8f5d, 0x3d9051eb, 0x3d96147b, 0x3d9bd70a, 0x3da1999a,
+    0x3da75c2a, 0x3dad1eb8, 0x3db2e148, 0x3db8a3d7, 0x3dbe6667, 0x3dc428f7, 0x3dc9eb85, 0x3ddb3334,
+    0x3df80000, 0x3e0a6666, 0x3e18cccd, 0x3e273333, 0x3e35999a, 0x3e440000, 0x3e526666, 0x3e60cccd,
+    0x3e6f3333, 0x3e7d9999, 0x3e860000, 0x3e8d3334, 0x3e946666, 0x3e9b999a, 0x3ea2cccc, 0x3eaa0000,
+    0x3eb13333, 0x3eb86666, 0x3ebf999a, 0x3ec6cccc, 0x3ece0000, 0x3ed53333, 0x3edc6666, 0x3ee3999a,
+    0x3eeacccc, 0x3ef20000, 0x3ef93332, 0x3f003333, 0x3f03cccc, 0x3f076666, 0x3f0b0000, 0x3f0e999a,
+    0x3f123334, 0x3f15cccd, 0x3f196666, 0x3f1d0000, 0x3f20999a, 0x3f243334, 0x3f27cccd, 0x3f2b6666,
+    0x3f2f0000, 0x3f32999a, 0x3f363334, 0x3f39cccd, 0x3f3d6666, 0x3f410000, 0x3f44999a, 0x3f483333,
+    0x3f4bcccd, 0x3f4f6666, 0x3f530000, 0x3f56999a, 0x3f5a3333, 0x3f5dcccd, 0x3f616666, 0x3f650000,
+    0x3f68999a, 0x3f6c3333, 0x3f6fcccd, 0x3f736666, 0x3f770000, 0x3f7a999a, 0x3f7e3333, 0x3f800000,
+];
+
+/// The construction of [`dynamic_map`] with a scalar f32 `linspace` (`step = (end − start) /
+/// (steps − 1)`, first half `start + step · i`, second half `end − step · (steps − 1 − i)`),
+/// within two ulps of bitsandbytes' table.
+pub fn dynamic_map_construction() -> [f32; DYNAMIC_MAP_LEN] {
+    let mut data: Vec<f32> = Vec::with_capacity(DYNAMIC_MAP_LEN);
+    for i in 0..7i32 {
+        let scale = 10f64.powi(i - 6) as f32;
+        let bounds = linspace_f32(0.1, 1.0, (1usize << i) + 1);
+        for pair in bounds.windows(2) {
+            let mean = (pair[0] + pair[1]) / 2.0;
+            let v = scale * mean;
+            data.push(v);
+            data.push(-v);
+        }
+    }
+    data.push(0.0);
+    data.push(1.0);
+    data.sort_by(f32::total_cmp);
+    let mut map = [0.0f32; DYNAMIC_MAP_LEN];
+    map.copy_from_slice(&data);
+    map
+}
+
+fn linspace_f32(start: f32, end: f32, steps: usize) -> Vec<f32> {
+    let step = (end - start) / (steps - 1) as f32;
+    let half = steps / 2;
+    (0..steps)
+        .map(|i| {
+            if i < half {
+                start + step * i as f32
+            } else {
+                end - step * (steps - 1 - i) as f32
+            }
+        })
+        .collect()
+}
+
+/// The index of the map entry nearest `x`, by bitsandbytes' blockwise-quantisation pivot search
+/// (`dQuantize`): seven halving steps from entry 127 remember the last entries below and above
+/// `x`, then `x` is compared with the midpoint between the final entry and that neighbour (ties
+/// keep the final entry). `map` must be ascending.
+pub fn quantize_dynamic(map: &[f32; DYNAMIC_MAP_LEN], x: f32) -> u8 {
+    let (mut pivot, mut upper_pivot, mut lower_pivot) = (127usize, 255usize, 0usize);
+    let (mut lower, mut upper) = (-1.0f32, 1.0f32);
+    let mut val = map[pivot];
+    let mut step = 64;
+    while step > 0 {
+        if x > val {
+            lower_pivot = pivot;
+            lower = val;
+            pivot += step;
+        } else {
+            upper_pivot = pivot;
+            upper = val;
+            pivot -= step;
+        }
+        val = map[pivot];
+        step >>= 1;
+    }
+    if upper_pivot == 255 {
+        upper = map[upper_pivot];
+    }
+    if lower_pivot == 0 {
+        lower = map[lower_pivot];
+    }
+    let index = if x > val {
+        if x > (upper + val) * 0.5 {
+            upper_pivot
+        } else {
+            pivot
+        }
+    } else if x < (lower + val) * 0.5 {
+        lower_pivot
+    } else {
+        pivot
+    };
+    index as u8
+}
+
+/// Double-quantised absmax values, as bitsandbytes stores them (see the module doc).
 #[derive(Debug, Clone, PartialEq)]
 pub struct QuantizedAbsmax {
-    /// One byte per absmax value: `q + 128` with `q ∈ [−127, 127]`.
+    /// One map index per absmax value (a checkpoint's `weight.absmax`, u8).
     pub codes: Vec<u8>,
-    /// One step per block of [`ABSMAX_BLOCK`] values: `max|absmax − offset| / 127` (f32).
-    pub scale: Vec<f32>,
-    /// The mean of all absmax values (f64 mean rounded to f32), subtracted before quantising.
+    /// The 8-bit map the codes index (`weight.nested_quant_map`): [`dynamic_map`] when made here.
+    pub map: Vec<f32>,
+    /// One f32 per block of [`ABSMAX_BLOCK`] codes: `max |absmax − offset|` over the block
+    /// (`weight.nested_absmax`).
+    pub nested_absmax: Vec<f32>,
+    /// The mean of all absmax values, subtracted before quantising (`nested_offset`).
     pub offset: f32,
 }
 
-/// Quantises absmax values to 8 bits (see the module doc for the exact arithmetic). Empty input
-/// gives empty codes and offset 0.
+/// The exact mean of `absmax` (f64 sum) rounded to f32; 0 for no values.
+fn mean_f32(absmax: &[f32]) -> f32 {
+    if absmax.is_empty() {
+        return 0.0;
+    }
+    (absmax.iter().map(|&a| f64::from(a)).sum::<f64>() / absmax.len() as f64) as f32
+}
+
+/// Quantises absmax values to 8 bits as bitsandbytes does, with `offset = mean(absmax)` (see the
+/// module doc for the one-ulp caveat on the mean).
 pub fn quantize_absmax(absmax: &[f32]) -> QuantizedAbsmax {
-    let offset = if absmax.is_empty() {
-        0.0
-    } else {
-        (absmax.iter().map(|&a| f64::from(a)).sum::<f64>() / absmax.len() as f64) as f32
-    };
+    quantize_absmax_with_offset(absmax, mean_f32(absmax))
+}
+
+/// Quantises absmax values to 8 bits around a given `offset`: per block of 256 residuals
+/// `r = absmax − offset`, `nested_absmax = max |r|` and codes `quantize_dynamic(r · (1 /
+/// nested_absmax))`. A block whose residuals are all 0 stores nested absmax 0 and the code of
+/// 0.0 (bitsandbytes would divide by zero).
+pub fn quantize_absmax_with_offset(absmax: &[f32], offset: f32) -> QuantizedAbsmax {
+    let map = dynamic_map();
+    let zero_code = quantize_dynamic(&map, 0.0);
     let mut codes = Vec::with_capacity(absmax.len());
-    let mut scale = Vec::with_capacity(absmax.len().div_ceil(ABSMAX_BLOCK));
+    let mut nested_absmax = Vec::with_capacity(absmax.len().div_ceil(ABSMAX_BLOCK));
     for chunk in absmax.chunks(ABSMAX_BLOCK) {
         let amax = chunk.iter().fold(0.0f32, |m, &a| m.max((a - offset).abs()));
-        let step = amax / 127.0;
-        scale.push(step);
+        nested_absmax.push(amax);
+        let recip = 1.0 / amax;
         for &a in chunk {
-            let q = if step == 0.0 {
-                0.0
+            codes.push(if amax == 0.0 {
+                zero_code
             } else {
-                ((a - offset) / step).round_ties_even().clamp(-127.0, 127.0)
-            };
-            codes.push((q as i32 + 128) as u8);
+                quantize_dynamic(&map, (a - offset) * recip)
+            });
         }
     }
     QuantizedAbsmax {
         codes,
-        scale,
+        map: map.to_vec(),
+        nested_absmax,
         offset,
     }
 }
 
-/// Reconstructs absmax values: `fma(code − 128, scale[i / 256], offset)` in f32.
+/// Reconstructs absmax values: `map[code] · nested_absmax[i / 256] + offset`, the product and the
+/// sum each rounded to f32.
 pub fn dequantize_absmax(q: &QuantizedAbsmax) -> Result<Vec<f32>, Nf4FormatError> {
-    check_len("scale", q.codes.len().div_ceil(ABSMAX_BLOCK), q.scale.len())?;
+    check_len(
+        "nested_absmax",
+        q.codes.len().div_ceil(ABSMAX_BLOCK),
+        q.nested_absmax.len(),
+    )?;
+    check_len("map", DYNAMIC_MAP_LEN, q.map.len())?;
     Ok(q.codes
         .iter()
         .enumerate()
         .map(|(i, &c)| {
-            let v = f32::from(c) - 128.0;
-            v.mul_add(q.scale[i / ABSMAX_BLOCK], q.offset)
+            let scaled = q.map[usize::from(c)] * q.nested_absmax[i / ABSMAX_BLOCK];
+            scaled + q.offset
         })
         .collect())
 }
@@ -408,17 +587,47 @@ mod tests {
     }
 
     #[test]
+    fn dynamic_map_is_bitsandbytes_signed_map() {
+        let map = dynamic_map();
+        assert!(map.windows(2).all(|p| p[0] < p[1]));
+        assert_eq!(map[255], 1.0);
+        assert_eq!(map[127], 0.0);
+        // bitsandbytes' first entries (f32 bits of create_dynamic_map(signed=True)).
+        let first: [u32; 4] = [0xbf7e3333, 0xbf7a999a, 0xbf770000, 0xbf736666];
+        for (i, bits) in first.into_iter().enumerate() {
+            assert_eq!(map[i].to_bits(), bits, "entry {i}");
+        }
+        // Every entry picks itself; midpoints between neighbours keep the pivot's side.
+        for (i, &v) in map.iter().enumerate() {
+            assert_eq!(usize::from(quantize_dynamic(&map, v)), i, "{v}");
+        }
+        assert_eq!(quantize_dynamic(&map, -1.0), 0);
+        // Symmetric, and the documented construction within two ulps.
+        for i in 0..127 {
+            assert_eq!(map[i], -map[254 - i]);
+        }
+        for (a, b) in map.iter().zip(dynamic_map_construction()) {
+            assert!(a.to_bits().abs_diff(b.to_bits()) <= 2, "{a} vs {b}");
+        }
+    }
+
+    #[test]
     fn double_quant_round_trips_closely() {
         let mut rng = SplitMix64::new(2);
         let w = rng.vec_f32(64 * 600, -1.0, 1.0);
         let q = quantize(&w, 64).unwrap();
         let dq = Nf4DoubleQuant::new(&q);
         assert_eq!(dq.absmax.codes.len(), 600);
-        assert_eq!(dq.absmax.scale.len(), 3);
+        assert_eq!(dq.absmax.nested_absmax.len(), 3);
         let rec = dequantize_absmax(&dq.absmax).unwrap();
+        let map = dynamic_map();
+        let widest_gap = map.windows(2).map(|p| p[1] - p[0]).fold(0.0, f32::max);
         for (blk, (a, r)) in q.absmax.iter().zip(&rec).enumerate() {
-            let step = dq.absmax.scale[blk / ABSMAX_BLOCK];
-            assert!((a - r).abs() <= step * 0.5 + 1e-6, "{a} vs {r}");
+            let scale = dq.absmax.nested_absmax[blk / ABSMAX_BLOCK];
+            assert!(
+                (a - r).abs() <= scale * widest_gap * 0.5 + 1e-6,
+                "{a} vs {r}"
+            );
         }
         let w2 = dq.to_weights().unwrap();
         assert_eq!(w2.packed, q.packed);
@@ -426,18 +635,20 @@ mod tests {
 
     #[test]
     fn double_quant_golden() {
-        // mean 2; residuals −1, 0, 1, 0 → scale 1/127, codes 1, 128, 255, 128.
+        // mean 2; residuals −1, 0, 1, 0: nested absmax 1, codes of −1, 0, 1, 0 in the map.
         let q = quantize_absmax(&[1.0, 2.0, 3.0, 2.0]);
         assert_eq!(q.offset, 2.0);
-        assert_eq!(q.scale, vec![1.0 / 127.0]);
-        assert_eq!(q.codes, vec![1, 128, 255, 128]);
-        let r = dequantize_absmax(&q).unwrap();
-        for (a, b) in r.iter().zip([1.0, 2.0, 3.0, 2.0]) {
-            assert!((a - b).abs() < 1e-6);
-        }
-        // All equal: scale 0, every code 128, exact reconstruction.
+        assert_eq!(q.nested_absmax, vec![1.0]);
+        assert_eq!(q.codes, vec![0, 127, 255, 127]);
+        // The map's lowest entry is −0.99296875, not −1 (bitsandbytes' map has no −1).
+        let lowest = dynamic_map()[0];
+        assert_eq!(
+            dequantize_absmax(&q).unwrap(),
+            vec![lowest + 2.0, 2.0, 3.0, 2.0]
+        );
+        // All equal: nested absmax 0, every code that of 0.0, exact reconstruction.
         let q = quantize_absmax(&[0.5; 3]);
-        assert_eq!(q.codes, vec![128; 3]);
+        assert_eq!(q.codes, vec![127; 3]);
         assert_eq!(dequantize_absmax(&q).unwrap(), vec![0.5; 3]);
         assert_eq!(quantize_absmax(&[]).codes, Vec::<u8>::new());
     }

@@ -15,12 +15,12 @@
 //! - `m = 0`, `m · k` or `m · n` beyond the u32 index range, or more row tiles than `grid.y`
 //!   allows → [`LaunchError::InvalidDim`] named `m`;
 //! - weights whose absmax form does not match `cfg.double_quant` → [`LaunchError::ArgumentCount`]
-//!   (the entries of the two forms take 5 and 7 arguments);
+//!   (the entries of the two forms take 5 and 8 arguments);
 //! - any buffer of the wrong length → [`LaunchError::BufferLength`] naming it.
 
 use half::{bf16, f16};
 
-use super::format::{Nf4DoubleQuant, Nf4Weights};
+use super::format::{Nf4DoubleQuant, Nf4Weights, DYNAMIC_MAP_LEN};
 use super::kernels::{
     BACKWARD_GEMV_COLS, BACKWARD_GEMV_ENTRY, BACKWARD_INPUT_ENTRY, GEMM_ENTRY, GEMV_ENTRY,
     GEMV_MAX_M, GEMV_ROWS_PER_BLOCK, THREADS, TILE_M, TILE_N,
@@ -64,11 +64,13 @@ impl Nf4Activation for f32 {
 pub enum DeviceAbsmax<B: Backend> {
     /// One f32 per quantisation block (`double_quant = false`).
     Plain(DeviceBuffer<B, f32>),
-    /// Double-quantised (`double_quant = true`): one code per block, one scale per 256 blocks,
-    /// and the common offset (see [`super::format::quantize_absmax`]).
+    /// Double-quantised (`double_quant = true`), bitsandbytes' nested state: one 8-bit code per
+    /// block, the 256-entry map the codes index, one nested absmax per 256 blocks, and the common
+    /// offset (see [`super::format`]).
     DoubleQuant {
         codes: DeviceBuffer<B, u8>,
-        scale: DeviceBuffer<B, f32>,
+        map: DeviceBuffer<B, f32>,
+        nested_absmax: DeviceBuffer<B, f32>,
         offset: f32,
     },
 }
@@ -96,7 +98,8 @@ impl<B: Backend> DeviceWeights<B> {
             packed: dev.upload(&w.packed)?,
             absmax: DeviceAbsmax::DoubleQuant {
                 codes: dev.upload(&w.absmax.codes)?,
-                scale: dev.upload(&w.absmax.scale)?,
+                map: dev.upload(&w.absmax.map)?,
+                nested_absmax: dev.upload(&w.absmax.nested_absmax)?,
                 offset: w.absmax.offset,
             },
         })
@@ -333,16 +336,25 @@ fn check_weights<B: Backend>(
     check_len("packed", cfg.packed_len(), w.packed.len())?;
     match (&w.absmax, cfg.double_quant) {
         (DeviceAbsmax::Plain(absmax), false) => check_len("absmax", cfg.absmax_len(), absmax.len()),
-        (DeviceAbsmax::DoubleQuant { codes, scale, .. }, true) => {
+        (
+            DeviceAbsmax::DoubleQuant {
+                codes,
+                map,
+                nested_absmax,
+                ..
+            },
+            true,
+        ) => {
             check_len("absmax_codes", cfg.absmax_len(), codes.len())?;
-            check_len("absmax_scale", cfg.absmax_blocks(), scale.len())
+            check_len("absmax_map", DYNAMIC_MAP_LEN as u64, map.len())?;
+            check_len("nested_absmax", cfg.absmax_blocks(), nested_absmax.len())
         }
         (absmax, _) => Err(LaunchError::ArgumentCount {
             entry: entry.to_string(),
-            expected: if cfg.double_quant { 7 } else { 5 },
+            expected: if cfg.double_quant { 8 } else { 5 },
             actual: match absmax {
                 DeviceAbsmax::Plain(_) => 5,
-                DeviceAbsmax::DoubleQuant { .. } => 7,
+                DeviceAbsmax::DoubleQuant { .. } => 8,
             },
         }),
     }
@@ -383,11 +395,13 @@ fn entry_args<'a, B: Backend, T: Element>(
         DeviceAbsmax::Plain(absmax) => args.push(KernelArg::buffer(absmax)),
         DeviceAbsmax::DoubleQuant {
             codes,
-            scale,
+            map,
+            nested_absmax,
             offset,
         } => {
             args.push(KernelArg::buffer(codes));
-            args.push(KernelArg::buffer(scale));
+            args.push(KernelArg::buffer(map));
+            args.push(KernelArg::buffer(nested_absmax));
             args.push(KernelArg::F32(*offset));
         }
     }
@@ -501,7 +515,8 @@ mod tests {
                     packed: dev.alloc(319).unwrap(),
                     absmax: DeviceAbsmax::DoubleQuant {
                         codes: dev.alloc(10).unwrap(),
-                        scale: dev.alloc(1).unwrap(),
+                        map: dev.alloc(256).unwrap(),
+                        nested_absmax: dev.alloc(1).unwrap(),
                         offset: 0.0,
                     },
                 },
@@ -512,18 +527,32 @@ mod tests {
                     packed: dev.alloc(320).unwrap(),
                     absmax: DeviceAbsmax::DoubleQuant {
                         codes: dev.alloc(11).unwrap(),
-                        scale: dev.alloc(1).unwrap(),
+                        map: dev.alloc(256).unwrap(),
+                        nested_absmax: dev.alloc(1).unwrap(),
                         offset: 0.0,
                     },
                 },
             ),
             (
-                "absmax_scale",
+                "absmax_map",
                 DeviceWeights {
                     packed: dev.alloc(320).unwrap(),
                     absmax: DeviceAbsmax::DoubleQuant {
                         codes: dev.alloc(10).unwrap(),
-                        scale: dev.alloc(2).unwrap(),
+                        map: dev.alloc(16).unwrap(),
+                        nested_absmax: dev.alloc(1).unwrap(),
+                        offset: 0.0,
+                    },
+                },
+            ),
+            (
+                "nested_absmax",
+                DeviceWeights {
+                    packed: dev.alloc(320).unwrap(),
+                    absmax: DeviceAbsmax::DoubleQuant {
+                        codes: dev.alloc(10).unwrap(),
+                        map: dev.alloc(256).unwrap(),
+                        nested_absmax: dev.alloc(2).unwrap(),
                         offset: 0.0,
                     },
                 },
@@ -541,7 +570,7 @@ mod tests {
         assert!(matches!(
             err(forward(&cfg, &dev, "", 2, &a, &plain, &mut c)),
             LaunchError::ArgumentCount {
-                expected: 7,
+                expected: 8,
                 actual: 5,
                 ..
             }

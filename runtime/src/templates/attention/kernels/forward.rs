@@ -37,7 +37,7 @@ pub(super) fn forward_kernel<T: Float, A: Float>(cfg: &AttentionConfig) -> Kerne
     let params = declare_params::<T, A>(&mut k);
     let smem = allocate_shared(&mut k, &plan);
     let place = thread_place(&mut k, &plan, params.seq_q);
-    let heads = head_offsets(&mut k, &plan, &params);
+    let heads = head_offsets(&mut k, &params);
     let q = load_query_slice::<T, A>(&mut k, &plan, &params, &place, &heads);
     let state = RowState::<A>::new(&mut k, &plan);
 
@@ -61,7 +61,7 @@ pub(super) fn forward_kernel<T: Float, A: Float>(cfg: &AttentionConfig) -> Kerne
     let block_n = plan.tiles.block_n;
     k.for_range(0u32, tiles, 1u32, |k, tile| {
         let kv0 = k.mul_lo(tile, block_n);
-        load_kv_tile::<T, A>(k, &plan, &lane, &heads, &smem, kv0, params.seq_kv);
+        load_kv_tile::<T, A>(k, &plan, &lane, &params, &heads, &smem, kv0);
         k.bar_sync();
         let kv0_signed = k.cvt::<S32, _>(kv0, None);
         let visible_limit = k.sub(own_visible_end, kv0_signed);

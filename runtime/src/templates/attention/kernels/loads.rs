@@ -36,7 +36,7 @@ pub(super) fn load_query_slice<T: Float, A: Float>(
     let vector = plan.tiles.vector;
     let q_copy = q.clone();
     k.if_then(place.row_valid, |k| {
-        let row_addr = row_address(k, plan, p.q, heads.q_rows, place);
+        let row_addr = row_address(k, plan, p.q, heads.q_start, p.q_layout.seq, place);
         for c in 0..plan.chunks() {
             let offset = (plan.chunk_col(c) * plan.elem_bytes) as i32;
             let raw = k.ld_global_nc_n::<T>(row_addr, offset, vector as usize);
@@ -50,28 +50,26 @@ pub(super) fn load_query_slice<T: Float, A: Float>(
     q
 }
 
-/// Global address of this thread's first column in its row of a `[.., Sq, D]` tensor:
-/// `base + ((q_rows + row) · D + g · vector) · size(T)`.
+/// Global address of this thread's first column in its query row of Q or O:
+/// `base + (head_start + row · seq_stride + g · vector) · size(T)`.
 pub(super) fn row_address<T: Float>(
     k: &mut KernelBuilder,
     plan: &Plan,
     base: crate::builder::GlobalPtr<T>,
-    q_rows: Reg<U32>,
+    head_start: Reg<U32>,
+    seq_stride: Reg<U32>,
     place: &ThreadPlace,
 ) -> Reg<U64> {
-    let row = k.add(q_rows, place.row);
-    let first_col = k.mul_lo(place.lane_in_row, plan.tiles.vector);
-    let index = k.mad_lo(row, plan.head_dim, first_col);
+    let row_start = k.mad_lo(place.row, seq_stride, head_start);
+    let index = k.mad_lo(place.lane_in_row, plan.tiles.vector, row_start);
     k.elem_addr(base, index)
 }
 
-/// Per-thread offsets of the cooperative K/V copy, fixed for the whole kernel: each step a
+/// Per-thread values of the cooperative K/V copy, fixed for the whole kernel: each step a
 /// thread moves one vector (`vector` elements) of the tile.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct CopyLane {
     pub tid: Reg<U32>,
-    /// `tid · vector · size(T)`: byte offset into a global tile.
-    pub global_offset: Reg<U64>,
     /// `tid · vector · size(acc)` (16 bytes per thread): byte offset into a shared tile.
     pub shared_offset: Reg<U32>,
 }
@@ -79,7 +77,6 @@ pub(super) struct CopyLane {
 pub(super) fn copy_lane(k: &mut KernelBuilder, plan: &Plan, place: &ThreadPlace) -> CopyLane {
     CopyLane {
         tid: place.tid,
-        global_offset: k.mul_wide(place.tid, plan.global_vector_bytes()),
         shared_offset: k.mul_lo(place.tid, plan.shared_vector_bytes()),
     }
 }
@@ -92,43 +89,52 @@ pub(super) fn copy_lane(k: &mut KernelBuilder, plan: &Plan, place: &ThreadPlace)
 /// Ks[j, :] = Vs[j, :] = 0                                                        otherwise
 /// ```
 ///
-/// A tile is one contiguous run of `block_n · D` elements in global memory, so the block copies
-/// it vector by vector, vector `tid + i · threads` in step `i`: consecutive threads read
-/// consecutive 8- or 16-byte vectors (fully coalesced) and write consecutive 16-byte shared
-/// vectors (conflict-free). Converting here, once per element and block, keeps conversions out
-/// of the inner loops. Rows past `Skv` are zero-filled so that `0 · V` stays 0 and no
-/// uninitialised shared memory is ever read.
+/// The tile is `block_n` rows of `D` contiguous elements, `seq` elements apart (the layout's
+/// sequence stride). The block copies it vector by vector, vector `i = tid + step · threads` in
+/// step `step`, from row `i / (D / vector)`, column vector `i mod (D / vector)`: consecutive
+/// threads read consecutive 8- or 16-byte vectors of a row (coalesced) and write consecutive
+/// 16-byte shared vectors (conflict-free). Converting here, once per element and block, keeps
+/// conversions out of the inner loops. Rows past `Skv` are zero-filled so that `0 · V` stays 0
+/// and no uninitialised shared memory is ever read.
 pub(super) fn load_kv_tile<T: Float, A: Float>(
     k: &mut KernelBuilder,
     plan: &Plan,
     lane: &CopyLane,
+    p: &Params<T, A>,
     heads: &HeadOffsets,
     smem: &SharedTiles,
     kv0: Reg<U32>,
-    seq_kv: Reg<U32>,
 ) {
     k.comment("K and V tiles to shared memory, as the accumulator type (zero past Skv)");
     let vector = plan.tiles.vector;
-    let rest = k.sub(seq_kv, kv0);
+    let vectors_per_row = plan.head_dim / vector;
+    let rest = k.sub(p.seq_kv, kv0);
     let rows_valid = k.min(rest, plan.tiles.block_n);
-    let valid_vectors = k.mul_lo(rows_valid, plan.head_dim / vector);
-    let tile_offset = k.mul_wide(kv0, plan.global_row_bytes());
-    let k_tile = k.add(heads.k_head, tile_offset);
-    let v_tile = k.add(heads.v_head, tile_offset);
-    let k_src = k.add(k_tile, lane.global_offset);
-    let v_src = k.add(v_tile, lane.global_offset);
+    let valid_vectors = k.mul_lo(rows_valid, vectors_per_row);
+    let k_first = k.mul_lo(kv0, p.k_layout.seq);
+    let v_first = k.mul_lo(kv0, p.v_layout.seq);
     let k_dst = k.add(smem.k, lane.shared_offset);
     let v_dst = k.add(smem.v, lane.shared_offset);
     let threads = plan.tiles.threads;
     let total_vectors = plan.tiles.block_n * plan.head_dim / vector;
     for step in 0..total_vectors.div_ceil(threads) {
         let first = step * threads;
-        let global_offset = (first * plan.global_vector_bytes()) as i32;
         let shared_offset = (first * plan.shared_vector_bytes()) as i32;
         let index = k.add(lane.tid, first);
         let valid = k.setp_lt(index, valid_vectors);
         let copy = |k: &mut KernelBuilder| {
-            for (src, dst) in [(k_src, k_dst), (v_src, v_dst)] {
+            let row = k.div_int(index, vectors_per_row);
+            let col = k.rem(index, vectors_per_row);
+            let col = k.mul_lo(col, vector);
+            let sources = [
+                (heads.k_head, k_first, p.k_layout.seq, k_dst),
+                (heads.v_head, v_first, p.v_layout.seq, v_dst),
+            ];
+            for (head, tile_first, seq_stride, dst) in sources {
+                let elem = k.mad_lo(row, seq_stride, tile_first);
+                let elem = k.add(elem, col);
+                let bytes = k.mul_wide(elem, plan.elem_bytes);
+                let src = k.add(head, bytes);
                 let values: Vec<Reg<A>> = (0..vector)
                     .map(|_| {
                         let r = k.reg::<A>();
@@ -138,7 +144,7 @@ pub(super) fn load_kv_tile<T: Float, A: Float>(
                     .collect();
                 let values_in = values.clone();
                 k.if_then(valid, |k| {
-                    let raw = k.ld_global_nc_n::<T>(src, global_offset, vector as usize);
+                    let raw = k.ld_global_nc_n::<T>(src, 0, vector as usize);
                     for (dst, x) in values_in.iter().zip(raw) {
                         let wide = k.widen::<T, A>(x);
                         k.assign(*dst, wide);

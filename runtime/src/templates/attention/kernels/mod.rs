@@ -113,7 +113,12 @@ mod tests {
             let names: Vec<_> = entry.params.iter().map(|(n, _)| n.as_str()).collect();
             assert_eq!(
                 names,
-                ["q", "k", "v", "o", "lse", "seq_q", "seq_kv", "heads_q", "heads_kv", "scale"]
+                [
+                    "q", "k", "v", "o", "lse", "seq_q", "seq_kv", "heads_q", "heads_kv", "scale",
+                    "q_offset", "q_batch", "q_head", "q_seq", "k_offset", "k_batch", "k_head",
+                    "k_seq", "v_offset", "v_batch", "v_head", "v_seq", "o_offset", "o_batch",
+                    "o_head", "o_seq"
+                ]
             );
         }
     }

@@ -63,7 +63,7 @@ pub(super) fn store_output<T: Float, A: Float>(
     let lse = k.selp(lse, f32::NEG_INFINITY, has_mass);
     let vector = plan.tiles.vector as usize;
     k.if_then(place.row_valid, |k| {
-        let row_addr = row_address(k, plan, p.o, heads.q_rows, place);
+        let row_addr = row_address(k, plan, p.o, heads.o_start, p.o_layout.seq, place);
         for c in 0..plan.chunks() {
             let values: Vec<Reg<T>> = (0..vector)
                 .map(|e| {
@@ -77,7 +77,7 @@ pub(super) fn store_output<T: Float, A: Float>(
         }
         let first_in_row = k.setp(CmpOp::Eq, place.lane_in_row, 0u32);
         k.if_then(first_in_row, |k| {
-            let index = k.add(heads.q_rows, place.row);
+            let index = k.add(heads.lse_rows, place.row);
             let addr = k.elem_addr(p.lse, index);
             k.st_global(addr, 0, lse);
         });

@@ -44,11 +44,6 @@ impl Plan {
         c * self.group() * self.tiles.vector
     }
 
-    /// Bytes of one row of Q/K/V/O in global memory.
-    pub fn global_row_bytes(&self) -> u32 {
-        self.head_dim * self.elem_bytes
-    }
-
     /// Bytes of one row of the K or V tile in shared memory (accumulator type).
     pub fn shared_row_bytes(&self) -> u32 {
         self.head_dim * self.acc_bytes
@@ -57,11 +52,6 @@ impl Plan {
     /// Bytes of one K or V tile in shared memory.
     pub fn kv_tile_bytes(&self) -> u32 {
         self.tiles.block_n * self.shared_row_bytes()
-    }
-
-    /// Bytes of one vector of a thread's columns in global memory.
-    pub fn global_vector_bytes(&self) -> u32 {
-        self.tiles.vector * self.elem_bytes
     }
 
     /// Bytes of one vector of a thread's columns in shared memory (always 16).
@@ -94,10 +84,38 @@ pub(super) struct Params<T: Scalar, A: Scalar> {
     pub heads_q: Reg<U32>,
     pub heads_kv: Reg<U32>,
     pub scale: Reg<A>,
+    /// Offsets and strides (elements) of Q, K, V, O (see [`crate::templates::attention::layout`]).
+    pub q_layout: Layout,
+    pub k_layout: Layout,
+    pub v_layout: Layout,
+    pub o_layout: Layout,
+}
+
+/// One tensor's `offset, batch, head, seq` (elements), loaded from the parameters.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Layout {
+    pub offset: Reg<U32>,
+    pub batch: Reg<U32>,
+    pub head: Reg<U32>,
+    pub seq: Reg<U32>,
+}
+
+impl Layout {
+    /// Names of the four parameters of tensor `t`, in launch order.
+    fn names(t: &str) -> [String; 4] {
+        ["offset", "batch", "head", "seq"].map(|f| format!("{t}_{f}"))
+    }
+
+    /// Element index of head `(b, h)`'s first element: `offset + b · batch + h · head`.
+    pub fn head_start(&self, k: &mut KernelBuilder, b: Reg<U32>, h: Reg<U32>) -> Reg<U32> {
+        let start = k.mad_lo(b, self.batch, self.offset);
+        k.mad_lo(h, self.head, start)
+    }
 }
 
 /// Declares the parameters, in launch order: `q, k, v, o, lse, seq_q, seq_kv, heads_q,
-/// heads_kv, scale` (scale in the accumulator type).
+/// heads_kv, scale` (scale in the accumulator type), then `offset, batch, head, seq` (u32
+/// elements) of each of q, k, v, o.
 pub(super) fn declare_params<T: Float, A: Float>(k: &mut KernelBuilder) -> Params<T, A> {
     let (q, kk, v, o) = (
         k.param_ptr::<T>("q"),
@@ -109,6 +127,14 @@ pub(super) fn declare_params<T: Float, A: Float>(k: &mut KernelBuilder) -> Param
     let (seq_q, seq_kv) = (k.param::<U32>("seq_q"), k.param::<U32>("seq_kv"));
     let (heads_q, heads_kv) = (k.param::<U32>("heads_q"), k.param::<U32>("heads_kv"));
     let scale = k.param::<A>("scale");
+    let layouts = ["q", "k", "v", "o"].map(|t| Layout::names(t).map(|n| k.param::<U32>(&n)));
+    let [q_layout, k_layout, v_layout, o_layout] =
+        layouts.map(|[offset, batch, head, seq]| Layout {
+            offset: k.load_param(offset),
+            batch: k.load_param(batch),
+            head: k.load_param(head),
+            seq: k.load_param(seq),
+        });
     Params {
         q: k.global_ptr(q),
         k: k.global_ptr(kk),
@@ -120,6 +146,10 @@ pub(super) fn declare_params<T: Float, A: Float>(k: &mut KernelBuilder) -> Param
         heads_q: k.load_param(heads_q),
         heads_kv: k.load_param(heads_kv),
         scale: k.load_param(scale),
+        q_layout,
+        k_layout,
+        v_layout,
+        o_layout,
     }
 }
 
@@ -205,13 +235,15 @@ pub(super) fn thread_place(k: &mut KernelBuilder, plan: &Plan, seq_q: Reg<U32>) 
     }
 }
 
-/// Element offsets of this block's (batch, head) in Q/O/LSE and in K/V.
+/// Where this block's (batch, head) starts in each tensor.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct HeadOffsets {
-    /// Index of the head's first query row in `[B·Hq·Sq]` rows: `(b · Hq + h) · Sq`.
-    pub q_rows: Reg<U32>,
-    /// Global address of the kv head's first K element: `K + ((b · Hkv + h / (Hq / Hkv)) · Skv ·
-    /// D)`; V likewise.
+    /// Index of the head's first LSE row in the contiguous `[B·Hq·Sq]` rows: `(b · Hq + h) · Sq`.
+    pub lse_rows: Reg<U32>,
+    /// Element index of the head's first Q and O elements (layout offset and strides applied).
+    pub q_start: Reg<U32>,
+    pub o_start: Reg<U32>,
+    /// Global addresses of the kv head's first K and V elements, kv head `h / (Hq / Hkv)`.
     pub k_head: Reg<U64>,
     pub v_head: Reg<U64>,
 }
@@ -219,21 +251,21 @@ pub(super) struct HeadOffsets {
 /// `b = ctaid.z`, `h = ctaid.y`, kv head `h / (Hq / Hkv)` (GQA).
 pub(super) fn head_offsets<T: Scalar, A: Scalar>(
     k: &mut KernelBuilder,
-    plan: &Plan,
     p: &Params<T, A>,
 ) -> HeadOffsets {
     let (h, b) = (k.ctaid_y(), k.ctaid_z());
     let bh_q = k.mad_lo(b, p.heads_q, h);
-    let q_rows = k.mul_lo(bh_q, p.seq_q);
+    let lse_rows = k.mul_lo(bh_q, p.seq_q);
     let group_size = k.div_int(p.heads_q, p.heads_kv);
     let kv_head = k.div_int(h, group_size);
-    let bh_kv = k.mad_lo(b, p.heads_kv, kv_head);
-    let kv_rows = k.mul_lo(bh_kv, p.seq_kv);
-    let kv_elems = k.mul_lo(kv_rows, plan.head_dim);
+    let k_start = p.k_layout.head_start(k, b, kv_head);
+    let v_start = p.v_layout.head_start(k, b, kv_head);
     HeadOffsets {
-        q_rows,
-        k_head: k.elem_addr(p.k, kv_elems),
-        v_head: k.elem_addr(p.v, kv_elems),
+        lse_rows,
+        q_start: p.q_layout.head_start(k, b, h),
+        o_start: p.o_layout.head_start(k, b, h),
+        k_head: k.elem_addr(p.k, k_start),
+        v_head: k.elem_addr(p.v, v_start),
     }
 }
 

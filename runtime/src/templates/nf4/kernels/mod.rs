@@ -10,13 +10,15 @@
 //! | [`BACKWARD_INPUT_ENTRY`] | `G_A = G_C · Ŵ`, any `m` (tiled) | `g_c, packed, <absmax>, g_a, m` |
 //! | [`BACKWARD_GEMV_ENTRY`] | `G_A = G_C · Ŵ`, `m ≤` [`GEMV_MAX_M`] | `g_c, packed, <absmax>, g_a, m` |
 //!
-//! `<absmax>` is `absmax` (`f32 [absmax_len]`) or, with `double_quant`, `absmax_codes`
-//! (`u8 [absmax_len]`), `absmax_scale` (`f32 [absmax_blocks]`) and `absmax_offset` (`f32`).
+//! `<absmax>` is `absmax` (`f32 [absmax_len]`) or, with `double_quant`, bitsandbytes' nested state:
+//! `absmax_codes` (`u8 [absmax_len]`), `absmax_map` (`f32 [256]`), `nested_absmax`
+//! (`f32 [absmax_blocks]`) and `absmax_offset` (`f32`).
 //! Activations and outputs have the config's dtype; every product is accumulated in f32 and the
 //! result rounded once to the output type (round to nearest even).
 //!
 //! Dequantisation is the host's, bit for bit: `ŵ = NF4_CODE[code] · absmax` (one `mul.rn.f32`),
-//! with `absmax = fma(code8 − 128, scale, offset)` under double quantisation. The 16 code values
+//! with `absmax = map[code8] · nested_absmax + offset` (`mul.rn`, `add.rn`: never contracted to
+//! an fma) under double quantisation. The 16 code values
 //! live in a 64-byte shared table (16 words in 16 banks, so any warp-wide lookup is one wavefront).
 
 mod backward;
@@ -30,7 +32,7 @@ use crate::builder::{
     F16, F32, U16, U32,
 };
 use crate::dtype::DType;
-use crate::ir::{CmpOp, CvtRounding, Rounding, Type};
+use crate::ir::{BinOp, CmpOp, Op, Operand, Rounding, Type};
 use crate::templates::{CompiledFamily, KernelFamily, TemplateError};
 
 use super::format::{ABSMAX_BLOCK, NF4_CODE};
@@ -146,7 +148,8 @@ enum AbsmaxParams {
     Plain(ParamHandle<GlobalPtr<F32>>),
     Double {
         codes: ParamHandle<GlobalPtr<U8>>,
-        scale: ParamHandle<GlobalPtr<F32>>,
+        map: ParamHandle<GlobalPtr<F32>>,
+        nested: ParamHandle<GlobalPtr<F32>>,
         offset: ParamHandle<F32>,
     },
 }
@@ -157,7 +160,8 @@ enum AbsmaxSource {
     Plain(GlobalPtr<F32>),
     Double {
         codes: GlobalPtr<U8>,
-        scale: GlobalPtr<F32>,
+        map: GlobalPtr<F32>,
+        nested: GlobalPtr<F32>,
         offset: Reg<F32>,
     },
 }
@@ -204,7 +208,8 @@ fn entry_prologue<T: Scalar>(
         absmax: if cfg.double_quant {
             AbsmaxParams::Double {
                 codes: k.param_ptr::<U8>("absmax_codes"),
-                scale: k.param_ptr::<F32>("absmax_scale"),
+                map: k.param_ptr::<F32>("absmax_map"),
+                nested: k.param_ptr::<F32>("nested_absmax"),
                 offset: k.param::<F32>("absmax_offset"),
             }
         } else {
@@ -217,11 +222,13 @@ fn entry_prologue<T: Scalar>(
         AbsmaxParams::Plain(p) => AbsmaxSource::Plain(k.global_ptr(p)),
         AbsmaxParams::Double {
             codes,
-            scale,
+            map,
+            nested,
             offset,
         } => AbsmaxSource::Double {
             codes: k.global_ptr(codes),
-            scale: k.global_ptr(scale),
+            map: k.global_ptr(map),
+            nested: k.global_ptr(nested),
             offset: k.load_param(offset),
         },
     };
@@ -255,9 +262,9 @@ fn write_codebook(k: &mut KernelBuilder, codebook: SharedArr<F32>) {
     });
 }
 
-/// The absmax of quantisation block `block_index`:
-/// `absmax[b]`, or `fma(codes[b] − 128, scale[b / 256], offset)` under double quantisation
-/// (exactly [`super::format::dequantize_absmax`]).
+/// The absmax of quantisation block `block_index`: `absmax[b]`, or under double quantisation
+/// `map[codes[b]] · nested_absmax[b / 256] + offset` with both operations rounded separately
+/// (exactly [`super::format::dequantize_absmax`] and bitsandbytes).
 fn absmax_of(k: &mut KernelBuilder, w: &Weights, block_index: Reg<U32>) -> Reg<F32> {
     match w.absmax {
         AbsmaxSource::Plain(absmax) => {
@@ -266,19 +273,37 @@ fn absmax_of(k: &mut KernelBuilder, w: &Weights, block_index: Reg<U32>) -> Reg<F
         }
         AbsmaxSource::Double {
             codes,
-            scale,
+            map,
+            nested,
             offset,
         } => {
             let code_addr = k.elem_addr(codes, block_index);
             let code = load_byte(k, code_addr);
-            let code = k.cvt::<F32, U32>(code, Some(CvtRounding::Float(Rounding::Rn)));
-            let centred = k.sub(code, 128.0f32);
+            let map_addr = k.elem_addr(map, code);
+            let value = k.ld_global_nc::<F32>(map_addr, 0);
             let group = k.shr(block_index, ABSMAX_BLOCK.trailing_zeros());
-            let scale_addr = k.elem_addr(scale, group);
-            let step = k.ld_global_nc::<F32>(scale_addr, 0);
-            k.fma(centred, step, offset)
+            let nested_addr = k.elem_addr(nested, group);
+            let scale = k.ld_global_nc::<F32>(nested_addr, 0);
+            let scaled = rounded(k, BinOp::Mul, value, scale);
+            rounded(k, BinOp::Add, scaled, offset)
         }
     }
+}
+
+/// `op.rn.f32 d, a, b`: an explicit rounding mode forbids ptxas from contracting a multiply and
+/// a following add into one fma (which would round once and break bit-exactness).
+fn rounded(k: &mut KernelBuilder, op: BinOp, a: Reg<F32>, b: Reg<F32>) -> Reg<F32> {
+    let d = k.reg::<F32>();
+    k.push(
+        Op::Bin {
+            op,
+            ty: Type::F32,
+            rnd: Some(Rounding::Rn),
+            ftz: false,
+        },
+        vec![Operand::Reg(d.id), Operand::Reg(a.id), Operand::Reg(b.id)],
+    );
+    d
 }
 
 /// `ld.global.nc.u8` widened to u32.
@@ -359,7 +384,7 @@ mod tests {
             ] {
                 let entry = compiled.entry(name).expect("entry present");
                 assert_eq!(entry.required_block, Some([THREADS, 1, 1]));
-                let expected_params = if cfg.double_quant { 7 } else { 5 };
+                let expected_params = if cfg.double_quant { 8 } else { 5 };
                 assert_eq!(entry.params.len(), expected_params, "{name}");
             }
         }
