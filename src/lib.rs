@@ -62,8 +62,8 @@ pub mod __private {
     pub use half;
     pub use ptxforge_runtime;
     pub use ptxforge_runtime::launch::{
-        Backend, DeviceBuffer, Dim3, Element, KernelEntry, LaunchError, ParamInfo, ParamKind,
-        ScalarKind,
+        select_target, Backend, DeviceBuffer, Dim3, Element, KernelEntry, LaunchError, ParamInfo,
+        ParamKind, ScalarKind,
     };
     pub use ptxforge_runtime::templates::attention::AttentionConfig;
     pub use ptxforge_runtime::templates::conv::Conv2dConfig;

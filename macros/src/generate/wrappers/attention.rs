@@ -39,7 +39,7 @@ pub(crate) fn wrappers(c: &AttentionConfig, t: &WrapperTypes) -> Vec<Wrapper> {
         ok: quote!(()),
         body: quote! {
             let buffers = #p::attention::AttentionBuffers { q, k, v, o: &*o, lse: &*lse };
-            #p::attention::forward(&Self::CONFIG, dev, Self::__ptx_static(), shape, &buffers, scale)
+            #p::attention::forward(__config, dev, __ptx, shape, &buffers, scale)
         },
     }]
 }
