@@ -15,6 +15,14 @@
 pub use ptxforge_runtime as runtime;
 pub use ptxforge_sim as sim;
 
+/// The cudarc crate the CUDA backend is built on (feature `cuda`), so an application uses the
+/// same version for its own contexts, streams and slices. To choose the CUDA version of the
+/// bindings, select one of cudarc's version features (`cuda-12090`, …) on the application's own
+/// cudarc dependency, or set `CUDARC_CUDA_VERSION`; that choice wins over ptxforge's default
+/// (nvcc's version, else the newest bindings).
+#[cfg(feature = "cuda")]
+pub use ptxforge_runtime::cudarc;
+
 /// The MoE family's run-time types: launch context, workspace, statistics, host reference.
 pub mod moe {
     pub use ptxforge_runtime::templates::moe::launch::{
@@ -54,10 +62,13 @@ pub mod prelude {
     };
     pub use ptxforge_runtime::templates::attention::AttentionShape;
     pub use ptxforge_runtime::templates::conv::ConvShape;
+    /// Configurations known only at run time: `config.compile_cached()?` gives a
+    /// [`CompiledKernel`] with the attribute's wrappers.
+    pub use ptxforge_runtime::templates::{CompileCached, CompiledKernel};
     pub use ptxforge_runtime::{Arch, DType};
 
     #[cfg(feature = "cuda")]
-    pub use ptxforge_runtime::launch::CudaBackend;
+    pub use ptxforge_runtime::launch::{BorrowedBuffer, BorrowedBufferMut, CudaBackend};
 }
 
 /// Paths used by macro-generated code. Not public API.
@@ -66,8 +77,8 @@ pub mod __private {
     pub use half;
     pub use ptxforge_runtime;
     pub use ptxforge_runtime::launch::{
-        Backend, DeviceBuffer, Dim3, Element, KernelEntry, LaunchError, ParamInfo, ParamKind,
-        ScalarKind,
+        select_target, Backend, DeviceBuffer, Dim3, Element, KernelEntry, LaunchError, ParamInfo,
+        ParamKind, ScalarKind,
     };
     pub use ptxforge_runtime::templates::attention::AttentionConfig;
     pub use ptxforge_runtime::templates::conv::Conv2dConfig;
@@ -91,29 +102,6 @@ pub mod __private {
         pub use ptxforge_runtime::templates::conv::{ConvDims, ConvShape};
     }
 
-    use ptxforge_runtime::templates::nf4::{quantize, Nf4DoubleQuant};
-
-    /// `upload_weights` of `#[nf4_gemm]`: quantises `weight [n, k]` with the configuration's
-    /// block size (and double quantisation when configured) and uploads it.
-    pub fn nf4_upload_weights<B: Backend>(
-        cfg: &Nf4Config,
-        dev: &B,
-        weight: &[f32],
-    ) -> Result<nf4::DeviceWeights<B>, LaunchError> {
-        let expected = cfg.n as usize * cfg.k as usize;
-        if weight.len() != expected {
-            return Err(LaunchError::BufferLength {
-                name: "weight",
-                expected,
-                actual: weight.len(),
-            });
-        }
-        let quantized =
-            quantize(weight, cfg.block as usize).map_err(|e| LaunchError::Shape(e.to_string()))?;
-        if cfg.double_quant {
-            nf4::DeviceWeights::upload_double_quant(dev, &Nf4DoubleQuant::new(&quantized))
-        } else {
-            nf4::DeviceWeights::upload(dev, &quantized)
-        }
-    }
+    /// `upload_weights` of `#[nf4_gemm]`.
+    pub use ptxforge_runtime::templates::nf4_upload_weights;
 }

@@ -6,12 +6,14 @@ use proc_macro2::{Span, TokenStream};
 use syn::{ItemStruct, Path};
 
 use ptxforge_runtime::templates::{CompiledFamily, TemplateError};
+use ptxforge_runtime::Arch;
 
 use crate::check;
 use crate::errors::Errors;
 use crate::family::Family;
 use crate::generate::{self, Kernel};
 use crate::parse::item::NotAKernelItem;
+use crate::parse::targets::{self, Targets};
 use crate::parse::{args, item};
 
 /// Expands `#[<family>(attr)] item`.
@@ -30,19 +32,26 @@ pub(crate) fn expand_with<F: Family>(
         args,
         config,
         krate,
+        targets,
         errors,
     } = analyse::<F>(attr, item);
     match (item, &args, &config, errors.finish()) {
-        (Ok(item), Some(args), Some(config), Ok(())) => match build::<F>(args, config, compile) {
-            Ok(compiled) => generate::kernel::<F>(&Kernel {
-                item: &item,
-                args,
-                config,
-                compiled: &compiled,
-                krate: &krate,
-            }),
-            Err(errors) => generate::fail_soft::<F>(Ok(item), errors, &krate, Some(config)),
-        },
+        (Ok(item), Some(args), Some(config), Ok(())) => {
+            let built = build::<F>(args, config, compile).and_then(|compiled| {
+                Ok((compiled, build_targets::<F>(args, config, targets.extra())?))
+            });
+            match built {
+                Ok((compiled, extra)) => generate::kernel::<F>(&Kernel {
+                    item: &item,
+                    args,
+                    config,
+                    compiled: &compiled,
+                    extra: &extra,
+                    krate: &krate,
+                }),
+                Err(errors) => generate::fail_soft::<F>(Ok(item), errors, &krate, Some(config)),
+            }
+        }
         (item, _, config, Err(errors)) => {
             generate::fail_soft::<F>(item, errors, &krate, config.as_ref())
         }
@@ -79,6 +88,31 @@ fn build<F: Family>(
     Ok(compiled)
 }
 
+/// The modules of the targets after the first of `arch = [..]`: each target's configuration
+/// checked and built like the primary one, its errors reported at that target in the list.
+fn build_targets<F: Family>(
+    args: &F::Args,
+    config: &F::Config,
+    extra: &[(Arch, Span)],
+) -> syn::Result<Vec<generate::Target<F>>> {
+    let mut errors = Errors::default();
+    let mut built = Vec::new();
+    for &(arch, span) in extra {
+        let target = F::with_arch(config, arch);
+        let result =
+            check::check::<F>(args, &target).and_then(|()| build::<F>(args, &target, F::compile));
+        match result {
+            Ok(compiled) => built.push(generate::Target {
+                arch,
+                config: target,
+                compiled,
+            }),
+            Err(e) => errors.push(syn::Error::new(span, format!("for target `{arch}`: {e}"))),
+        }
+    }
+    errors.finish().map(|()| built)
+}
+
 /// What parse and check made of one attribute.
 pub(crate) struct Analysis<F: Family> {
     pub item: Result<ItemStruct, NotAKernelItem>,
@@ -86,6 +120,8 @@ pub(crate) struct Analysis<F: Family> {
     /// The configuration, when every required argument has a value (it may break rules).
     pub config: Option<F::Config>,
     pub krate: Path,
+    /// `arch = [..]`'s targets, lowest (the one `config` has) first; empty for one target.
+    pub targets: Targets,
     /// Everything wrong, in source order within each stage.
     pub errors: Errors,
 }
@@ -99,6 +135,7 @@ pub(crate) fn analyse<F: Family>(attr: TokenStream, item: TokenStream) -> Analys
     if let Err(not_a_kernel) = &item {
         errors.push(not_a_kernel.error.clone());
     }
+    let (attr, targets) = targets::split(attr, &mut errors);
     let mut parse_errors = darling::Error::accumulator();
     let list = args::sort_out(attr, F::KEYS, &mut parse_errors);
     let args = parse_errors.handle(F::Args::from_list(&list.items));
@@ -118,6 +155,7 @@ pub(crate) fn analyse<F: Family>(attr: TokenStream, item: TokenStream) -> Analys
         args,
         config,
         krate,
+        targets,
         errors,
     }
 }

@@ -65,6 +65,9 @@ pub(crate) trait Family {
     /// The configuration by argument, `(key, value as the user would write it)`, in key order.
     fn describe(config: &Self::Config) -> Vec<(&'static str, String)>;
 
+    /// `config` for another target (`arch = [..]` builds one module per target).
+    fn with_arch(config: &Self::Config, arch: Arch) -> Self::Config;
+
     /// Builds, validates and emits the family's module (the runtime template).
     fn compile(config: &Self::Config) -> Result<CompiledFamily, TemplateError> {
         config.compile()
@@ -111,6 +114,12 @@ impl Family for Moe {
 
     fn config(args: &MoeArgs) -> Option<MoeConfig> {
         args.config()
+    }
+
+    fn with_arch(config: &MoeConfig, arch: Arch) -> MoeConfig {
+        let mut config = *config;
+        config.arch = arch;
+        config
     }
 
     fn placeholder() -> MoeConfig {
@@ -182,6 +191,12 @@ impl Family for Nf4 {
         args.config()
     }
 
+    fn with_arch(config: &Nf4Config, arch: Arch) -> Nf4Config {
+        let mut config = *config;
+        config.arch = arch;
+        config
+    }
+
     fn placeholder() -> Nf4Config {
         Nf4Config::new(0, 0)
     }
@@ -251,6 +266,12 @@ impl Family for Attention {
         args.config()
     }
 
+    fn with_arch(config: &AttentionConfig, arch: Arch) -> AttentionConfig {
+        let mut config = *config;
+        config.arch = arch;
+        config
+    }
+
     fn placeholder() -> AttentionConfig {
         AttentionConfig::new(0)
     }
@@ -317,6 +338,12 @@ impl Family for Conv2d {
 
     fn config(args: &ConvArgs) -> Option<Conv2dConfig> {
         args.config()
+    }
+
+    fn with_arch(config: &Conv2dConfig, arch: Arch) -> Conv2dConfig {
+        let mut config = *config;
+        config.arch = arch;
+        config
     }
 
     fn placeholder() -> Conv2dConfig {

@@ -12,6 +12,10 @@ pub mod templates;
 
 pub use arch::{Arch, PtxVersion};
 pub use dtype::DType;
+
+/// The cudarc crate the CUDA backend uses (feature `cuda`).
+#[cfg(feature = "cuda")]
+pub use cudarc;
 pub mod builder;
 pub mod emit;
 pub mod ir;

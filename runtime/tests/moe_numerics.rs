@@ -201,9 +201,10 @@ fn run_case_on<T: TestFloat>(
     let launch = MoeLaunch::new(&cfg, &dev, &ptx, tokens).expect("valid launch");
     let ws = launch.workspace::<T>().expect("workspace");
     let out_dev = dev.alloc::<T>(t * cfg.out_width() as usize).expect("alloc");
-    let stats = launch
+    launch
         .forward_with(&ws, &x_dev, &logits_dev, weights_dev, &out_dev)
         .unwrap_or_else(|err| panic!("{what}: {err}"));
+    let stats = ws.stats(&dev).expect("stats");
 
     let want = reference::forward(&cfg, &x_seen, &logits_seen, weights_ref, t).expect("reference");
 

@@ -28,19 +28,26 @@ pub(crate) fn stub<F: Family>(krate: &Path, config: Option<&F::Config>) -> Token
 
 fn config_const<F: Family>(config: &F::Config, krate: &Path, doc: &str) -> TokenStream {
     let ty = config_type::<F>(krate);
+    let value = literal::<F>(config, krate);
+    quote! {
+        #[doc = #doc]
+        pub const CONFIG: #ty = #value;
+    }
+}
+
+/// `…Config { field: value, … }`.
+pub(crate) fn literal<F: Family>(config: &F::Config, krate: &Path) -> TokenStream {
+    let ty = config_type::<F>(krate);
     let fields = F::literal_fields(config, krate)
         .into_iter()
         .map(|(name, value)| {
             let name = format_ident!("{name}");
             quote!(#name: #value)
         });
-    quote! {
-        #[doc = #doc]
-        pub const CONFIG: #ty = #ty { #(#fields,)* };
-    }
+    quote!(#ty { #(#fields,)* })
 }
 
-fn config_type<F: Family>(krate: &Path) -> TokenStream {
+pub(crate) fn config_type<F: Family>(krate: &Path) -> TokenStream {
     let name = format_ident!("{}", F::CONFIG_TYPE);
     quote!(#krate::__private::#name)
 }

@@ -10,7 +10,7 @@
 //! | section | full form | stub form |
 //! |---|---|---|
 //! | [`config`] | `pub const CONFIG: …Config = …Config { … };` | the same with placeholder values |
-//! | [`ptx`] | `pub const PTX: &'static str` (the template's emitted module, its text in a hidden const) | `""` |
+//! | [`ptx`] | `pub const PTX: &'static str` (the template's emitted module, its text in a hidden const; with `arch = [..]` the lowest target's, and `PTX_SM_90`… for the others), the hidden target table the wrappers choose from | `""` |
 //! | [`entries`] | one `pub const GATING: KernelEntry = …;` per entry | same names, no params |
 //! | [`wrappers`] | `pub fn forward<B: Backend>(&self, dev: &B, …) -> Result<…, LaunchError>`, per phase, `backward_*` | same signatures, bodies returning `LaunchError::Build` |
 //!
@@ -34,6 +34,7 @@ use quote::quote;
 use syn::{ItemStruct, Path};
 
 use ptxforge_runtime::templates::CompiledFamily;
+use ptxforge_runtime::Arch;
 
 use crate::family::Family;
 use crate::parse::item::NotAKernelItem;
@@ -45,7 +46,17 @@ pub(crate) struct Kernel<'a, F: Family> {
     pub config: &'a F::Config,
     /// The module built from `config`.
     pub compiled: &'a CompiledFamily,
+    /// The other targets of `arch = [..]`, each with its configuration and module (empty for
+    /// one target). `config` is the lowest target.
+    pub extra: &'a [Target<F>],
     pub krate: &'a Path,
+}
+
+/// One more target of a multi-target kernel.
+pub(crate) struct Target<F: Family> {
+    pub arch: Arch,
+    pub config: F::Config,
+    pub compiled: CompiledFamily,
 }
 
 /// The struct, documented, and its impl block.
@@ -87,7 +98,7 @@ pub(crate) fn fail_soft<F: Family>(
     let stubs = self_ty.map(|ident| {
         let sections = [
             config::stub::<F>(krate, config),
-            ptx::stub::<F>(),
+            ptx::stub::<F>(krate),
             entries::stub::<F>(krate, config),
             wrappers::stub::<F>(krate, config),
         ];

@@ -7,6 +7,7 @@
 pub(crate) mod args;
 pub(crate) mod item;
 pub(crate) mod suggest;
+pub(crate) mod targets;
 pub(crate) mod value;
 
 pub(crate) mod attention;

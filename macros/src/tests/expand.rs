@@ -263,7 +263,10 @@ fn valid_moe_gets_ptx_entries_and_typed_wrappers() {
     assert!(!text.contains("compile_error"), "{text}");
     assert!(text.contains("pub const __PTX_TEXT : & 'static str = \"//"));
     assert!(text.contains("pub const PTX : & 'static str = Self :: __PTX_TEXT ;"));
-    assert!(text.contains("static PTX : & str = Mixtral :: PTX ;"));
+    assert!(
+        text.contains("(Mixtral :: CONFIG , Mixtral :: PTX)"),
+        "{text}"
+    );
     assert!(text.contains("\\n.version 7.0\\n.target sm_80\\n"));
     for entry in [
         "moe_gating",
@@ -303,10 +306,9 @@ fn valid_moe_gets_ptx_entries_and_typed_wrappers() {
         ),
         "{forward}"
     );
-    // Thin: the runtime's launch function, with the const PTX.
-    assert!(text.contains(
-        ":: ptxforge :: __private :: moe :: forward (& Self :: CONFIG , dev , Self :: __ptx_static ()"
-    ));
+    // Thin: the runtime's launch function, with the target's configuration and const PTX.
+    assert!(text.contains("let (__config , __ptx) = Self :: __target (dev) ? ;"));
+    assert!(text.contains(":: ptxforge :: __private :: moe :: forward (__config , dev , __ptx"));
     assert!(!text.contains("unsafe"));
 }
 
@@ -360,6 +362,8 @@ fn conv_signatures_follow_bias_and_kernel_size() {
     assert_eq!(
         names,
         [
+            "__targets",
+            "__target",
             "__ptx_static",
             "forward",
             "forward_direct",
@@ -369,12 +373,12 @@ fn conv_signatures_follow_bias_and_kernel_size() {
             "backward_filter"
         ]
     );
-    assert!(fns[1].contains("bias :"), "{}", fns[1]);
-    assert!(fns[6].contains("db :"), "{}", fns[6]);
+    assert!(fns[3].contains("bias :"), "{}", fns[3]);
+    assert!(fns[8].contains("db :"), "{}", fns[8]);
     assert!(consts.contains(&"CONV2D_1X1".to_owned()) && consts.contains(&"BWD_BIAS".to_owned()));
     let (fns, consts) = with_bias(false, 3);
     assert!(!fns.iter().any(|f| f.contains("forward_1x1")));
-    assert!(!fns[1].contains("bias :") && !fns.last().unwrap().contains("db :"));
+    assert!(!fns[3].contains("bias :") && !fns.last().unwrap().contains("db :"));
     assert!(!consts.contains(&"BWD_BIAS".to_owned()));
 }
 
@@ -393,6 +397,8 @@ fn every_family_expands_to_valid_rust_with_wrappers() {
     ];
     let expected: [&[&str]; 3] = [
         &[
+            "__targets",
+            "__target",
             "__ptx_static",
             "forward",
             "forward_gemv",
@@ -402,8 +408,10 @@ fn every_family_expands_to_valid_rust_with_wrappers() {
             "backward_input_tiled",
             "upload_weights",
         ],
-        &["__ptx_static", "forward", "forward_strided"],
+        &["__targets", "__target", "__ptx_static", "forward", "forward_strided"],
         &[
+            "__targets",
+            "__target",
             "__ptx_static",
             "forward",
             "forward_direct",
@@ -461,4 +469,24 @@ fn a_module_that_fails_to_build_is_reported_at_the_attribute_with_stubs() {
             "BACKWARD_GEMV"
         ]
     );
+}
+
+#[test]
+fn several_targets_embed_one_module_each() {
+    let out = expand::<Nf4>(
+        quote!(n = 64, k = 64, dtype = f16, arch = [sm_90, sm_75]),
+        quote!(
+            pub struct K;
+        ),
+    );
+    let text = out.to_string();
+    assert!(!text.contains("compile_error"), "{text}");
+    let (_, consts) = impl_items(&out);
+    assert!(consts.contains(&"PTX".to_owned()) && consts.contains(&"PTX_SM_90".to_owned()));
+    // The lowest target is the primary module; each other target has its own.
+    assert!(text.contains("\\n.target sm_75\\n"), "{text}");
+    assert!(text.contains("\\n.target sm_90\\n"), "{text}");
+    assert!(text.contains("(:: ptxforge :: __private :: Arch :: Sm75 , (K :: CONFIG , K :: PTX))"));
+    assert!(text.contains(":: ptxforge :: __private :: Arch :: Sm90 , (:: ptxforge"));
+    assert!(text.contains("K :: PTX_SM_90))"));
 }

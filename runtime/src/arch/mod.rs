@@ -107,6 +107,34 @@ impl Arch {
         self.sm() >= other.sm() && arch_specific_ok
     }
 
+    /// The target a device of compute capability `major.minor` runs best: the newest supported
+    /// target not above it. Compute capability 9.0 is `sm_90a` (it runs `sm_90` and `sm_90a`
+    /// modules); newer devices (10.x, 12.x) map to the portable `sm_90`, whose PTX the driver
+    /// JIT-compiles forward (arch-specific `sm_90a` code does not run there). `None` below 7.0.
+    pub const fn from_compute_capability(major: u32, minor: u32) -> Option<Arch> {
+        Some(match (major, minor) {
+            (0..=6, _) => return None,
+            (7, 0..=4) => Arch::Sm70,
+            (7, _) => Arch::Sm75,
+            (8, 0..=5) => Arch::Sm80,
+            (8, 6..=8) => Arch::Sm86,
+            (8, _) => Arch::Sm89,
+            (9, 0) => Arch::Sm90a,
+            _ => Arch::Sm90,
+        })
+    }
+
+    /// The best of `targets` for `device`: the highest target the device runs (not above it,
+    /// and `sm_90a` only on an `sm_90a` device), or `None` if it runs none of them. Without a
+    /// device architecture (the interpreter runs every target) the highest target.
+    pub fn best_for(device: Option<Arch>, targets: &[Arch]) -> Option<Arch> {
+        targets
+            .iter()
+            .copied()
+            .filter(|&t| device.map_or(true, |d| d.at_least(t)))
+            .max()
+    }
+
     // ---- capabilities -------------------------------------------------------------------
 
     /// Native f16 arithmetic (`add/mul/fma.f16`), sm_53 and later: every supported arch.

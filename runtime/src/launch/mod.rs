@@ -4,6 +4,8 @@
 
 use std::marker::PhantomData;
 
+use crate::Arch;
+
 mod element;
 pub use element::{from_le_bytes, to_le_bytes, Element, ScalarKind};
 
@@ -18,7 +20,7 @@ pub use sim::{LaunchRecord, SimBackend, SimBuffer};
 #[cfg(feature = "cuda")]
 mod cuda;
 #[cfg(feature = "cuda")]
-pub use cuda::CudaBackend;
+pub use cuda::{BorrowedBuffer, BorrowedBufferMut, CudaBackend, CudaRawBuffer};
 
 /// A 3-D extent (grid or block).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -82,8 +84,51 @@ pub struct KernelEntry {
     pub max_dynamic_shared_bytes: u32,
 }
 
+/// What kind of failure a CUDA driver call reported: the cases a caller may act on (retry
+/// with less memory, stop using a context a kernel broke) are told apart; the code is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DriverErrorKind {
+    /// `CUDA_ERROR_OUT_OF_MEMORY`.
+    OutOfMemory,
+    /// `CUDA_ERROR_ILLEGAL_ADDRESS`: a kernel accessed memory it does not own; the context is
+    /// unusable afterwards.
+    IllegalAddress,
+    /// `CUDA_ERROR_MISALIGNED_ADDRESS`.
+    MisalignedAddress,
+    /// `CUDA_ERROR_LAUNCH_FAILED` (and other sticky launch faults: assert, illegal
+    /// instruction, timeout).
+    LaunchFailed,
+    /// `CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`: too many registers or threads for the launch.
+    OutOfResources,
+    /// `CUDA_ERROR_NO_DEVICE` / `CUDA_ERROR_INVALID_DEVICE`: no such device.
+    NoDevice,
+    /// The driver could not use the PTX (invalid, unsupported version, no binary for the GPU).
+    InvalidModule,
+    /// `CUDA_ERROR_NOT_FOUND`: e.g. a missing entry in a loaded module.
+    NotFound,
+    /// Any other code.
+    Other,
+}
+
+/// A CUDA driver call failed: which call, the `CUresult` code and its symbolic name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("CUDA driver call `{call}` failed: {name} (code {code})")]
+pub struct DriverError {
+    /// The operation that failed (`cuModuleLoadData`, `cuLaunchKernel`, …).
+    pub call: &'static str,
+    /// The raw `CUresult`.
+    pub code: u32,
+    /// The symbolic name, `CUDA_ERROR_OUT_OF_MEMORY`.
+    pub name: String,
+    pub kind: DriverErrorKind,
+}
+
 /// A launch failed before, during or after running.
+///
+/// Non-exhaustive: backends gain failure kinds; match the ones you handle and keep a `_` arm.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum LaunchError {
     #[error("buffer `{name}` has {actual} elements, expected {expected}")]
     BufferLength {
@@ -109,12 +154,41 @@ pub enum LaunchError {
         index: usize,
         expected: ParamKind,
     },
+    #[error("argument {index} of kernel `{entry}` is {actual} bytes, the parameter is {expected}")]
+    ArgumentSize {
+        entry: String,
+        index: usize,
+        expected: usize,
+        actual: usize,
+    },
     #[error("the sanitizer found problems in kernel `{entry}`: {report}")]
     Findings { entry: String, report: String },
     #[error("invalid shape: {0}")]
     Shape(String),
     #[error("the kernel module could not be built: {0}")]
     Build(String),
+    /// The CUDA driver library (libcuda) is not installed or cannot be loaded.
+    #[error("no CUDA driver: {0}")]
+    NoDriver(String),
+    /// A driver call failed; the code is kept as the source.
+    #[error("{0}")]
+    Driver(#[from] DriverError),
+    /// A buffer belongs to another device context than the backend launching it.
+    #[error("argument {index} of kernel `{entry}` is a buffer of another CUDA context")]
+    ForeignBuffer { entry: String, index: usize },
+    /// A borrowed view was used after the borrow it came from ended.
+    #[error("a borrowed view of a caller's buffer was used after its borrow ended")]
+    StaleView,
+    /// A view of `len` elements at `offset` does not fit a buffer of `available` elements.
+    #[error("a view of {len} elements at offset {offset} does not fit a buffer of {available}")]
+    ViewRange {
+        offset: usize,
+        len: usize,
+        available: usize,
+    },
+    /// None of the kernel's embedded targets runs on the device.
+    #[error("the device is {device}; the kernel embeds modules for {targets} only, all newer")]
+    NoTargetForDevice { device: String, targets: String },
     #[error("backend error: {0}")]
     Backend(String),
 }
@@ -194,4 +268,40 @@ pub trait Backend {
         config: LaunchConfig,
         args: &[KernelArg<'_, Self>],
     ) -> Result<(), LaunchError>;
+
+    /// Waits until every launch and copy issued so far has finished, and reports a fault any of
+    /// them raised. Launches may be asynchronous (the CUDA backend's are); downloads wait on
+    /// their own. Backends that run launches to completion (the interpreter) return at once.
+    fn synchronize(&self) -> Result<(), LaunchError> {
+        Ok(())
+    }
+
+    /// The device's architecture, when the backend runs on a real device: wrappers of a kernel
+    /// built for several targets pick the best one for it ([`Arch::best_for`]). `None` for
+    /// backends that run every target (the interpreter, the recorder).
+    fn arch(&self) -> Option<Arch> {
+        None
+    }
+}
+
+/// The module of a multi-target kernel to launch on `dev`: the highest target `dev` runs.
+/// `targets` lists `(target, module)` pairs; a typed error when the device runs none.
+pub fn select_target<'t, B: Backend + ?Sized, M>(
+    dev: &B,
+    targets: &'t [(Arch, M)],
+) -> Result<&'t M, LaunchError> {
+    let device = dev.arch();
+    targets
+        .iter()
+        .filter(|(target, _)| device.map_or(true, |d| d.at_least(*target)))
+        .max_by_key(|(target, _)| *target)
+        .map(|(_, module)| module)
+        .ok_or_else(|| LaunchError::NoTargetForDevice {
+            device: device.map_or_else(|| "unknown".into(), |a| a.name().to_string()),
+            targets: targets
+                .iter()
+                .map(|(a, _)| a.name())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
 }

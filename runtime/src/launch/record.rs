@@ -5,6 +5,8 @@
 
 use std::cell::RefCell;
 
+use crate::Arch;
+
 use super::{
     from_le_bytes, to_le_bytes, Backend, DeviceBuffer, Element, KernelArg, LaunchConfig,
     LaunchError, ScalarKind,
@@ -27,11 +29,21 @@ pub struct RecordedLaunch {
 pub struct RecordingBackend {
     buffers: RefCell<Vec<Vec<u8>>>,
     launches: RefCell<Vec<RecordedLaunch>>,
+    arch: Option<Arch>,
 }
 
 impl RecordingBackend {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A recorder that reports a device architecture, so tests can check which module a
+    /// multi-target kernel's wrappers pick for a given device.
+    pub fn with_arch(arch: Arch) -> Self {
+        Self {
+            arch: Some(arch),
+            ..Self::default()
+        }
     }
 
     /// The launches so far, in order.
@@ -129,5 +141,9 @@ impl Backend for RecordingBackend {
             args,
         });
         Ok(())
+    }
+
+    fn arch(&self) -> Option<Arch> {
+        self.arch
     }
 }

@@ -22,6 +22,8 @@ use super::{
 #[derive(Debug)]
 pub struct SimBuffer {
     id: BufferId,
+    /// Element size in bytes, so findings can give element indices.
+    elem_bytes: usize,
     owner: Weak<Mutex<State>>,
 }
 
@@ -78,9 +80,10 @@ impl SimBackend {
     }
 
     /// Wraps a fresh allocation so it is freed when dropped.
-    fn buffer(&self, id: BufferId) -> SimBuffer {
+    fn buffer<T: Element>(&self, id: BufferId) -> SimBuffer {
         SimBuffer {
             id,
+            elem_bytes: T::KIND.size_bytes(),
             owner: Arc::downgrade(&self.state),
         }
     }
@@ -129,13 +132,13 @@ impl Backend for SimBackend {
                     reason: "byte size overflows usize".into(),
                 })?;
         let id = self.state().device.alloc(bytes);
-        Ok(DeviceBuffer::from_raw(self.buffer(id), len))
+        Ok(DeviceBuffer::from_raw(self.buffer::<T>(id), len))
     }
 
     fn upload<T: Element>(&self, data: &[T]) -> Result<DeviceBuffer<Self, T>, LaunchError> {
         let bytes = to_le_bytes(data);
         let id = self.state().device.upload::<u8>(&bytes);
-        Ok(DeviceBuffer::from_raw(self.buffer(id), data.len()))
+        Ok(DeviceBuffer::from_raw(self.buffer::<T>(id), data.len()))
     }
 
     fn write<T: Element>(
@@ -173,6 +176,7 @@ impl Backend for SimBackend {
         config: LaunchConfig,
         args: &[KernelArg<'_, Self>],
     ) -> Result<(), LaunchError> {
+        let args_in = args;
         let args: Vec<Arg> = args
             .iter()
             .map(|a| match a {
@@ -215,19 +219,24 @@ impl Backend for SimBackend {
         if report.findings.is_empty() {
             return Ok(());
         }
+        let buffers = argument_buffers(&state.device, &module, entry, args_in);
         let mut text = String::new();
         for f in report.findings.iter().take(5) {
+            let at = f
+                .address
+                .map(|a| match locate(a, &buffers) {
+                    Some(place) => format!(" at {place}"),
+                    None => format!(" at address {a:#x}"),
+                })
+                .unwrap_or_default();
             let _ = write!(
                 text,
-                "\n  {}: {} (line {}, thread {:?}, block {:?}{})",
+                "\n  {}{at}: {} (line {}, thread {:?}, block {:?})",
                 f.kind.name(),
                 f.message,
                 f.line,
                 f.thread,
                 f.block,
-                f.address
-                    .map(|a| format!(", address {a:#x}"))
-                    .unwrap_or_default()
             );
         }
         if report.findings.len() > 5 {
@@ -239,6 +248,58 @@ impl Backend for SimBackend {
         })
     }
 }
+
+/// A buffer argument of a launch: its parameter name, address range and element size.
+#[derive(Debug)]
+struct NamedBuffer {
+    name: String,
+    base: u64,
+    bytes: u64,
+    elem_bytes: u64,
+}
+
+/// The buffer arguments of a launch, named after the entry's parameters.
+fn argument_buffers(
+    device: &Device,
+    module: &Module,
+    entry: &str,
+    args: &[KernelArg<'_, SimBackend>],
+) -> Vec<NamedBuffer> {
+    let params = module.params(entry).unwrap_or(&[]);
+    args.iter()
+        .enumerate()
+        .filter_map(|(i, a)| match a {
+            KernelArg::Buffer(b) => Some(NamedBuffer {
+                name: params
+                    .get(i)
+                    .map_or_else(|| format!("argument {i}"), |p| p.name.clone()),
+                base: device.address(b.id).ok()?,
+                bytes: device.len_bytes(b.id).ok()? as u64,
+                elem_bytes: b.elem_bytes.max(1) as u64,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `name[index]` of the buffer argument holding global address `address`, or the element just
+/// past one (within the unmapped gap the interpreter leaves after each buffer).
+fn locate(address: u64, buffers: &[NamedBuffer]) -> Option<String> {
+    let b = buffers
+        .iter()
+        .filter(|b| b.base <= address && address - b.base < b.bytes + GAP_BYTES)
+        .max_by_key(|b| b.base)?;
+    let index = (address - b.base) / b.elem_bytes;
+    let len = b.bytes / b.elem_bytes;
+    Some(if index < len {
+        format!("`{}[{index}]`", b.name)
+    } else {
+        format!("`{}[{index}]` (past the end of its {len} elements)", b.name)
+    })
+}
+
+/// How far past a buffer's end an address is still reported against it.
+const GAP_BYTES: u64 = 64 * 1024;
 
 #[cfg(test)]
 mod tests {
@@ -262,5 +323,46 @@ mod tests {
             other.alloc::<u8>(4).unwrap()
         };
         drop(orphan);
+    }
+
+    /// A kernel that writes `a[n]` for thread `n`: launched with one thread too many, memcheck
+    /// reports the stray store as `a[4]`, past the end of the 4 elements, by parameter name.
+    #[test]
+    fn findings_name_the_buffer_and_element() {
+        let ptx = "
+.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry store_tid(.param .u64 a)
+{
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [a];
+    cvta.to.global.u64 %rd1, %rd1;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r1;
+    ret;
+}
+";
+        let dev = SimBackend::new();
+        let a = dev.alloc::<u32>(4).unwrap();
+        let config = LaunchConfig {
+            grid: super::super::Dim3::x(1),
+            block: super::super::Dim3::x(5),
+            dynamic_shared_bytes: 0,
+        };
+        let err = dev
+            .launch(ptx, "store_tid", config, &[KernelArg::buffer(&a)])
+            .unwrap_err();
+        let LaunchError::Findings { report, .. } = err else {
+            panic!("expected findings, got {err:?}");
+        };
+        assert!(
+            report.contains("OutOfBounds at `a[4]` (past the end of its 4 elements)"),
+            "{report}"
+        );
+        assert!(!report.contains("at address"), "{report}");
     }
 }

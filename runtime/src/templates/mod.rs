@@ -9,6 +9,9 @@ pub mod nf4;
 #[doc(hidden)]
 pub mod testing;
 
+mod compiled;
+pub use compiled::{nf4_upload_weights, CompileCached, CompiledKernel};
+
 mod config_error;
 pub use config_error::{ConfigError, ConfigErrors};
 

@@ -48,7 +48,7 @@ pub(crate) fn wrappers(c: &AttentionConfig, t: &WrapperTypes) -> Vec<Wrapper> {
         ok: quote!(()),
         body: quote! {
             let buffers = #p::attention::AttentionBuffers { q, k, v, o: &*o, lse: &*lse };
-            #p::attention::forward(&Self::CONFIG, dev, Self::__ptx_static(), shape, &buffers, scale)
+            #p::attention::forward(__config, dev, __ptx, shape, &buffers, scale)
         },
     };
     let strided = Wrapper {
@@ -65,7 +65,7 @@ pub(crate) fn wrappers(c: &AttentionConfig, t: &WrapperTypes) -> Vec<Wrapper> {
         body: quote! {
             let buffers = #p::attention::AttentionBuffers { q, k, v, o: &*o, lse: &*lse };
             #p::attention::forward_strided(
-                &Self::CONFIG, dev, Self::__ptx_static(), shape, &buffers, layouts, scale,
+                __config, dev, __ptx, shape, &buffers, layouts, scale,
             )
             .map_err(|e| match e {
                 #p::attention::StridedLaunchError::Launch(e) => e,

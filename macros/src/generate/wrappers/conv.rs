@@ -30,7 +30,7 @@ pub(crate) fn wrappers(c: &Conv2dConfig, t: &WrapperTypes) -> Vec<Wrapper> {
     };
     let call = |function: &str, args: TokenStream| {
         let function = format_ident!("{function}");
-        quote!(#p::conv::#function(&Self::CONFIG, dev, Self::__ptx_static(), shape, #args))
+        quote!(#p::conv::#function(__config, dev, __ptx, shape, #args))
     };
     let layouts = format!(
         "Layouts: `x [batch, in_channels, height, width]`, `w [out_channels, in_channels / \

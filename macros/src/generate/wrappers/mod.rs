@@ -1,5 +1,6 @@
 //! The launch-wrapper section: typed, thin methods on the kernel struct that call the runtime's
-//! launch functions with `Self::CONFIG` and the text of `Self::PTX` (from its one `static`, see
+//! launch functions with the configuration and module of the target chosen for the device
+//! (`Self::__target(dev)`: `Self::CONFIG` and `Self::PTX` for a single target, see
 //! [`super::ptx`]; nothing is generated at launch time).
 //!
 //! Each family lists its wrappers (one module per family) as [`Wrapper`]s: a signature and a
@@ -108,11 +109,15 @@ pub(crate) fn emit<F: Family>(cx: &Kernel<'_, F>) -> TokenStream {
     let methods = F::wrappers(cx.config, &types).into_iter().map(|w| {
         let doc = wrapper_doc::<F>(&w, &summary);
         let body = &w.body;
+        // Launching bodies name the chosen target's configuration and module.
+        let target = (mentions(body, "__config") || mentions(body, "__ptx"))
+            .then(|| quote!(let (__config, __ptx) = Self::__target(dev)?;));
         let sig = signature(&w, &types);
         quote! {
             #[doc = #doc]
             #[allow(clippy::too_many_arguments)]
             #sig {
+                #target
                 #body
             }
         }
@@ -176,14 +181,16 @@ fn signature(w: &Wrapper, types: &WrapperTypes) -> TokenStream {
 /// Whether the stub's generic element `T` appears in `w`'s parameters or result (a `T` no
 /// argument mentions could not be inferred at call sites).
 fn mentions_elem(w: &Wrapper) -> bool {
-    fn has_t(tokens: &TokenStream) -> bool {
-        tokens.clone().into_iter().any(|tree| match tree {
-            proc_macro2::TokenTree::Ident(ident) => ident == "T",
-            proc_macro2::TokenTree::Group(group) => has_t(&group.stream()),
-            _ => false,
-        })
-    }
-    w.params.iter().any(|(_, ty)| has_t(ty)) || has_t(&w.ok)
+    w.params.iter().any(|(_, ty)| mentions(ty, "T")) || mentions(&w.ok, "T")
+}
+
+/// Whether identifier `name` appears anywhere in `tokens`.
+fn mentions(tokens: &TokenStream, name: &str) -> bool {
+    tokens.clone().into_iter().any(|tree| match tree {
+        proc_macro2::TokenTree::Ident(ident) => ident == name,
+        proc_macro2::TokenTree::Group(group) => mentions(&group.stream(), name),
+        _ => false,
+    })
 }
 
 fn wrapper_doc<F: Family>(w: &Wrapper, summary: &str) -> String {

@@ -45,17 +45,18 @@ pub(crate) fn wrappers(c: &MoeConfig, t: &WrapperTypes) -> Vec<Wrapper> {
             ok: quote!(#p::moe::MoeStats),
             body: quote! {
                 #weights
-                #p::moe::forward(&Self::CONFIG, dev, Self::__ptx_static(), tokens, x, logits, weights, &*out)
+                #p::moe::forward(__config, dev, __ptx, tokens, x, logits, weights, &*out)
             },
         },
         Wrapper {
             name: "forward_with",
             doc: "The whole layer like `forward`, with caller-provided intermediates (see \
-                  `workspace`)."
+                  `workspace`). Only queues the phases (nothing waits, allocates or downloads, \
+                  so it can be captured in a CUDA graph); `ws.stats(dev)` reads the statistics."
                 .into(),
             lifetimes: quote!(),
             params: forward_with_params,
-            ok: quote!(#p::moe::MoeStats),
+            ok: quote!(()),
             body: quote! {
                 #weights
                 #launcher.forward_with(&*ws, x, logits, weights, &*out)
@@ -70,7 +71,7 @@ pub(crate) fn wrappers(c: &MoeConfig, t: &WrapperTypes) -> Vec<Wrapper> {
             params: vec![param("dev", quote!(&'a B)), tokens.clone()],
             ok: quote!(#p::moe::MoeLaunch<'a, B>),
             body: quote! {
-                #p::moe::MoeLaunch::new(&Self::CONFIG, dev, Self::__ptx_static(), tokens)
+                #p::moe::MoeLaunch::new(__config, dev, __ptx, tokens)
             },
         },
         Wrapper {

@@ -27,7 +27,7 @@ pub(crate) fn wrappers(c: &Nf4Config, t: &WrapperTypes) -> Vec<Wrapper> {
         ok: quote!(()),
         body: {
             let f = quote::format_ident!("{name}");
-            quote!(#p::nf4::#f(&Self::CONFIG, dev, Self::__ptx_static(), m, a, weights, c))
+            quote!(#p::nf4::#f(__config, dev, __ptx, m, a, weights, c))
         },
     };
     let backward_params = vec![
@@ -45,7 +45,7 @@ pub(crate) fn wrappers(c: &Nf4Config, t: &WrapperTypes) -> Vec<Wrapper> {
         ok: quote!(()),
         body: {
             let f = quote::format_ident!("{runtime_fn}");
-            quote!(#p::nf4::#f(&Self::CONFIG, dev, Self::__ptx_static(), m, g_c, weights, g_a))
+            quote!(#p::nf4::#f(__config, dev, __ptx, m, g_c, weights, g_a))
         },
     };
     let quantization = if c.double_quant {

@@ -136,6 +136,8 @@ pub struct MoeWorkspace<B: Backend, T: Element> {
     pub gated: Option<DeviceBuffer<B, T>>,
     /// `[E·C, N]` permuted expert outputs.
     pub expert_out: DeviceBuffer<B, T>,
+    /// Slots per bin `C` of the token count the workspace was made for.
+    pub capacity: u32,
 }
 
 impl<B: Backend, T: Element> MoeWorkspace<B, T> {
@@ -145,6 +147,23 @@ impl<B: Backend, T: Element> MoeWorkspace<B, T> {
             indices: &self.indices,
             weights: &self.weights,
         }
+    }
+
+    /// The statistics of the last forward pass run through this workspace, read from its
+    /// `counts` and `routed` buffers: the one place a forward's statistics leave the device
+    /// (two small downloads, which wait for the queued work), when the caller asks.
+    pub fn stats(&self, dev: &B) -> Result<MoeStats, LaunchError> {
+        let counts = dev.download(&self.counts)?;
+        let routed = dev.download(&self.routed)?;
+        let kept: u64 = counts.iter().map(|&c| u64::from(c)).sum();
+        let total: u64 = routed.iter().map(|&r| u64::from(r)).sum();
+        let dropped = u32::try_from(total.saturating_sub(kept)).unwrap_or(u32::MAX);
+        Ok(MoeStats {
+            counts,
+            routed,
+            dropped,
+            capacity: self.capacity,
+        })
     }
 
     /// The permutation buffers as [`Bins`].
@@ -544,6 +563,7 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
                 Ffn::Swiglu => Some(self.dev.alloc(self.slots() * cfg.expert_dim as usize)?),
             },
             expert_out: self.dev.alloc(self.slots() * cfg.out_width() as usize)?,
+            capacity: self.capacity(),
         })
     }
 
@@ -557,12 +577,14 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
         out: &DeviceBuffer<B, T>,
     ) -> Result<MoeStats, LaunchError> {
         let workspace = self.workspace::<T>()?;
-        self.forward_with(&workspace, x, logits, weights, out)
+        self.forward_with(&workspace, x, logits, weights, out)?;
+        workspace.stats(self.dev)
     }
 
     /// The whole layer with caller-provided intermediates: gating → permute → experts →
-    /// unpermute. Every buffer is checked before the first launch. Returns the per-expert
-    /// counts (downloaded after permute) and the dropped total.
+    /// unpermute. Every buffer is checked before the first launch. Only queues the four
+    /// phases: nothing waits, allocates or downloads, so the pass can be captured in a CUDA
+    /// graph; the statistics stay in `ws` until [`MoeWorkspace::stats`] reads them.
     pub fn forward_with<T: Element>(
         &self,
         ws: &MoeWorkspace<B, T>,
@@ -570,23 +592,12 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
         logits: &DeviceBuffer<B, T>,
         weights: ExpertWeights<'_, B, T>,
         out: &DeviceBuffer<B, T>,
-    ) -> Result<MoeStats, LaunchError> {
+    ) -> Result<(), LaunchError> {
         self.check_forward(ws, x, logits, weights, out)?;
         self.gating(logits, ws.routing())?;
         self.permute(&ws.indices, ws.bins())?;
         self.experts(x, ws.bins(), weights, ws.gated.as_ref(), &ws.expert_out)?;
-        self.unpermute(&ws.expert_out, ws.routing(), &ws.slot_of, out)?;
-        let counts = self.dev.download(&ws.counts)?;
-        let routed = self.dev.download(&ws.routed)?;
-        let kept: u64 = counts.iter().map(|&c| u64::from(c)).sum();
-        let total: u64 = routed.iter().map(|&r| u64::from(r)).sum();
-        let dropped = u32::try_from(total.saturating_sub(kept)).unwrap_or(u32::MAX);
-        Ok(MoeStats {
-            counts,
-            routed,
-            dropped,
-            capacity: self.capacity(),
-        })
+        self.unpermute(&ws.expert_out, ws.routing(), &ws.slot_of, out)
     }
 
     /// Every check of the four phases, done up front so that a bad buffer launches nothing.
