@@ -14,6 +14,9 @@ pub enum FindingKind {
     Uninitialized,
     /// Two threads of a block touch the same shared bytes, one writing, without a barrier between.
     SharedRace,
+    /// Lanes of one warp store different values to the same shared or global address in one
+    /// instruction: one of them lands, which one is unspecified. (Equal values are no finding.)
+    WarpWriteConflict,
     /// A barrier reached by only some live threads of the block, or at different barrier instructions.
     DivergentBarrier,
     /// Threads exited while the rest of the block waits at a barrier.
@@ -43,6 +46,7 @@ impl FindingKind {
             FindingKind::Misaligned => "Misaligned",
             FindingKind::Uninitialized => "Uninitialized",
             FindingKind::SharedRace => "SharedRace",
+            FindingKind::WarpWriteConflict => "WarpWriteConflict",
             FindingKind::DivergentBarrier => "DivergentBarrier",
             FindingKind::ExitBeforeBarrier => "ExitBeforeBarrier",
             FindingKind::WarpSyncMask => "WarpSyncMask",

@@ -253,11 +253,7 @@ const KNOWN_UNSUPPORTED: &[(&str, Refusal)] = &[
 /// Findings the interpreter reports on valid kernels where hardware and compute-sanitizer
 /// would not: (case, kind). Each must still appear (remove the entry when the check is fixed);
 /// all other findings still fail the case and its outputs are still compared.
-const KNOWN_FALSE_FINDINGS: &[(&str, &str)] = &[
-    // After a butterfly all-reduce every lane of a warp stores the same value to the warp's
-    // shared slot in one `st.shared`: one of the equal values lands, no race (issue 12).
-    ("triton_softmax", "SharedRace"),
-];
+const KNOWN_FALSE_FINDINGS: &[(&str, &str)] = &[];
 
 fn real_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/real")

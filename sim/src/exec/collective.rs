@@ -1,7 +1,10 @@
-//! Warp collectives (`shfl.sync`, `vote.sync`, `bar.warp.sync`): lanes wait (park) until every
-//! lane named in their member mask has arrived at the same instruction, then the operation runs
-//! for all of them at once. Synccheck reports a mask naming exited lanes, a lane missing from its
-//! own mask, and lanes that can never arrive (forced when the warp can run nothing else).
+//! Warp collectives (`shfl.sync`, `vote.sync`, `bar.warp.sync`, `redux.sync`, `match.sync`): lanes
+//! wait (park) until every non-exited lane named in their member mask has arrived at the same
+//! instruction, then the operation runs for all of them at once. Lanes that do not exist (partial
+//! last warp) or have exited are not waited for, so a full mask `0xffffffff` is legal there, as
+//! the PTX ISA and the CUDA programming guide specify. Synccheck reports a lane missing from its
+//! own mask, and member lanes that can never arrive because they wait at a barrier or another
+//! collective (forced when the warp can run nothing else).
 
 use super::global::GlobalSpace;
 use super::{lanes, BlockCtx, Engine, Flow, Warp, WARP};
@@ -42,18 +45,6 @@ impl<G: GlobalSpace> Engine<'_, G> {
             if m & (1 << l) == 0 && self.spec.checks.synccheck {
                 self.report(bc, w, l, pc, FindingKind::WarpSyncMask, format!("lane {l} executes a warp-synchronous instruction with member mask 0x{m:08x} that does not include itself"), None);
             }
-            let gone = m & dead;
-            if gone != 0 && self.spec.checks.synccheck {
-                self.report(
-                    bc,
-                    w,
-                    l,
-                    pc,
-                    FindingKind::WarpSyncMask,
-                    format!("member mask 0x{m:08x} names lanes 0x{gone:08x} that have exited or do not exist"),
-                    None,
-                );
-            }
             if m & !dead & !arrived == 0 {
                 ready |= 1 << l;
             }
@@ -92,8 +83,10 @@ impl<G: GlobalSpace> Engine<'_, G> {
         }
         let first = here.trailing_zeros() as usize;
         let m = w.coll_mask[first];
-        let missing = m & !here;
-        if !bc.faulted {
+        // Lanes that exited (or never existed) release the waiters: the instruction waits only
+        // for non-exited member lanes (PTX ISA, `shfl.sync`/`vote.sync`/`bar.warp.sync`).
+        let missing = m & !here & w.present & !w.exited & !w.faulted;
+        if missing != 0 && !bc.faulted {
             let where_ = lanes(missing)
                 .next()
                 .map(|l| {
