@@ -29,6 +29,10 @@ pub enum FindingKind {
     Deadlock,
     /// `trap` executed.
     Trap,
+    /// A device-side `assert` failed (`call __assertfail`); the message quotes it.
+    AssertFailed,
+    /// A thread's call stack grew past the interpreter's bound (unbounded recursion).
+    CallDepthExceeded,
     /// A `cp.async` destination read or written before the group that writes it was waited, or
     /// its global source written while the copy is pending.
     AsyncCopyHazard,
@@ -53,6 +57,8 @@ impl FindingKind {
             FindingKind::FuelExhausted => "FuelExhausted",
             FindingKind::Deadlock => "Deadlock",
             FindingKind::Trap => "Trap",
+            FindingKind::AssertFailed => "AssertFailed",
+            FindingKind::CallDepthExceeded => "CallDepthExceeded",
             FindingKind::AsyncCopyHazard => "AsyncCopyHazard",
             FindingKind::AsyncCopyNotWaited => "AsyncCopyNotWaited",
             FindingKind::UnconvergedWarp => "UnconvergedWarp",

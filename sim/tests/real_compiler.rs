@@ -178,7 +178,7 @@ const CASES: &[Case] = &[
         Expect::Clean),
     case("checked_sqrt_fails", "cuda_assert.ptx", "checked_sqrt", x(3), x(128), 0,
         &[In("x"), Zeros(300 * 4), Int(300)],
-        Expect::Message("v >= 0.0f")),
+        Expect::Message("assert.cu:6: void checked_sqrt(const float *, float *, int): assertion `v >= 0.0f` failed")),
     case("device_globals", "cuda_device_globals.ptx", "scale_poly", x(1), x(256), 0,
         &[In("x"), Out("y", F32, tol(1e-6, 1e-6)), Out("calls", U32, EXACT), Int(200)],
         Expect::Clean),
@@ -222,9 +222,6 @@ const CASES: &[Case] = &[
 enum Refusal {
     /// `SimError::Unsupported` whose opcode or detail contains this form.
     Unsupported(&'static str),
-    /// `SimError::Parse` whose message contains this text: valid PTX (ptxas accepts it) that the
-    /// parser rejects outright instead of naming the form as unsupported.
-    Parse(&'static str),
 }
 
 /// Cases the interpreter refuses today. Each must still be refused exactly so; remove the entry
@@ -234,19 +231,6 @@ const KNOWN_UNSUPPORTED: &[(&str, Refusal)] = &[
     (
         "histogram_match_any",
         Refusal::Unsupported("match.any.sync"),
-    ),
-    // `call` sequences declare `.param` variables inside `{ }` in the body.
-    (
-        "checked_sqrt_pass",
-        Refusal::Parse("`.param` in a function body"),
-    ),
-    (
-        "checked_sqrt_fails",
-        Refusal::Parse("`.param` in a function body"),
-    ),
-    (
-        "device_globals",
-        Refusal::Parse("`.param` in a function body"),
     ),
 ];
 
@@ -423,7 +407,6 @@ fn refused_as_listed(error: &SimError, refusal: Refusal) -> bool {
         (SimError::Unsupported { opcode, detail, .. }, Refusal::Unsupported(form)) => {
             opcode.contains(form) || detail.contains(form)
         }
-        (SimError::Parse { message, .. }, Refusal::Parse(text)) => message.contains(text),
         _ => false,
     }
 }

@@ -17,7 +17,10 @@ pub(super) struct Ctx {
     pub regs: HashMap<String, (u32, Ty)>,
     pub labels: HashMap<String, u32>,
     pub syms: HashMap<String, Sym>,
-    pub globals: Vec<String>,
+    /// Module-scope `.global` variables: name → index into the launch's address table.
+    pub globals: HashMap<String, u32>,
+    /// Functions this one may call, by name.
+    pub callees: HashMap<String, super::call::Callee>,
     pub sink: u32,
 }
 
@@ -199,6 +202,10 @@ fn special(name: &str) -> Option<Special> {
         "%lanemask_ge" => Special::LanemaskGe,
         "%lanemask_gt" => Special::LanemaskGt,
         "%dynamic_smem_size" => Special::DynamicSmemSize,
+        "%reserved_smem_offset_begin"
+        | "%reserved_smem_offset_end"
+        | "%reserved_smem_offset_cap" => Special::ReservedSmem,
+        "%reserved_smem_offset_0" | "%reserved_smem_offset_1" => Special::ReservedSmem,
         "%total_smem_size" => Special::TotalSmemSize,
         _ => return None,
     })
@@ -264,8 +271,9 @@ fn dec32(old: u64, b: u64) -> u64 {
 }
 
 impl Ctx {
-    pub fn add_reg(&mut self, name: String, ty: Ty) {
-        let idx = self.regs.len() as u32;
+    /// Declares a register; its slot is `first` (the function's first slot) plus its index.
+    pub fn add_reg(&mut self, name: String, ty: Ty, first: u32) {
+        let idx = first + self.regs.len() as u32;
         self.regs.entry(name).or_insert((idx, ty));
     }
 
@@ -281,11 +289,11 @@ impl Ctx {
                 if let Some(s) = self.syms.get(n) {
                     return Ok(Src::Imm(s.addr));
                 }
-                if self.globals.contains(n) {
-                    return Err(unsupported(
-                        ins,
-                        format!("module-scope .global variable `{n}`"),
-                    ));
+                if let Some(&g) = self.globals.get(n) {
+                    return Ok(Src::Special(Special::GlobalAddr(g)));
+                }
+                if n == "WARP_SZ" {
+                    return Ok(Src::Imm(32));
                 }
                 Err(bad(ins, format!("unknown register or symbol `{n}`")))
             }
@@ -348,10 +356,13 @@ impl Ctx {
                         Some(s.space),
                     ));
                 }
-                if self.globals.contains(n) {
-                    return Err(unsupported(
-                        ins,
-                        format!("module-scope .global variable `{n}`"),
+                if let Some(&g) = self.globals.get(n) {
+                    return Ok((
+                        Addr {
+                            base: Src::Special(Special::GlobalAddr(g)),
+                            offset: *offset,
+                        },
+                        Some(Space::Global),
                     ));
                 }
                 Err(bad(
@@ -643,10 +654,12 @@ impl Ctx {
                 }
                 (Op::Nop, Class::Other)
             }
-            "ret" | "exit" => {
+            "ret" => {
                 m.take("uni");
-                (Op::Exit, Class::Control)
+                (Op::Ret, Class::Control)
             }
+            "exit" => (Op::Exit, Class::Control),
+            "call" => self.call(ins, &mut m)?,
             "trap" => (Op::Trap, Class::Control),
             _ => return Err(unsupported(ins, "")),
         };
@@ -1020,6 +1033,9 @@ impl Ctx {
             (MemSpace::Generic, Some(Space::Local)) => MemSpace::Local,
             (MemSpace::Generic, Some(Space::Param)) => MemSpace::Param,
             (MemSpace::Generic, Some(Space::Const)) => MemSpace::Const,
+            // `.param` of a `.func` (and `.param` declared in a body) live in the thread's
+            // local frame.
+            (MemSpace::Param, Some(Space::Local)) => MemSpace::Local,
             (s, _) => s,
         }
     }
