@@ -219,6 +219,7 @@ const CASES: &[Case] = &[
 
 /// How the interpreter refuses a case today.
 #[derive(Debug, Clone, Copy)]
+#[allow(dead_code)] // constructed only while some case is listed
 enum Refusal {
     /// `SimError::Unsupported` whose opcode or detail contains this form.
     Unsupported(&'static str),
@@ -226,13 +227,7 @@ enum Refusal {
 
 /// Cases the interpreter refuses today. Each must still be refused exactly so; remove the entry
 /// when support lands (this test then fails until it is removed and the case matches).
-const KNOWN_UNSUPPORTED: &[(&str, Refusal)] = &[
-    ("cg_block_sum_i32", Refusal::Unsupported("redux.sync")),
-    (
-        "histogram_match_any",
-        Refusal::Unsupported("match.any.sync"),
-    ),
-];
+const KNOWN_UNSUPPORTED: &[(&str, Refusal)] = &[];
 
 /// Findings the interpreter reports on valid kernels where hardware and compute-sanitizer
 /// would not: (case, kind). Each must still appear (remove the entry when the check is fixed);

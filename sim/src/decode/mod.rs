@@ -133,6 +133,18 @@ pub enum Op {
         c: Src,
         e: Src,
     },
+    /// One step of a carry chain (`add.cc`, `addc`, `sub.cc`, `subc`, `mad.cc`, `madc`): the
+    /// carry flag is the thread's register `cc`, read when `cin`, written when `cout`.
+    Carry {
+        f: crate::sem::bits::CarryFn,
+        d: u32,
+        a: Src,
+        b: Src,
+        c: Src,
+        cc: u32,
+        cin: bool,
+        cout: bool,
+    },
     /// `setp`: `d = comb(cmp(a, b), c)`, `q = comb(!cmp(a, b), c)`; comb 0 = none, 1 and, 2 or, 3 xor.
     Setp {
         f: Cmp,
@@ -225,6 +237,21 @@ pub enum Op {
         mask: Src,
     },
     WarpSync {
+        mask: Src,
+    },
+    /// `redux.sync.op.type d, a, mask`: `f` folded over the member lanes' `a`.
+    Redux {
+        f: F2,
+        d: u32,
+        a: Src,
+        mask: Src,
+    },
+    /// `match.{any,all}.sync.type d[|p], a, mask`.
+    Match {
+        all: bool,
+        d: u32,
+        p: u32,
+        a: Src,
         mask: Src,
     },
     ActiveMask {
@@ -344,7 +371,7 @@ pub struct ParamInfo {
 pub struct Program {
     pub name: String,
     pub insts: Vec<Inst>,
-    /// Register slots per thread (the last one is the `_` sink).
+    /// Register slots per thread (the last two: the `_` sink and the carry flag `CC`).
     pub nregs: u32,
     pub params: Vec<ParamInfo>,
     pub param_size: u64,
@@ -711,6 +738,7 @@ pub fn decode_entry(
     let mut insts = Vec::with_capacity(pc as usize);
     for (g, mut cx) in funcs.iter().zip(ctxs) {
         cx.sink = sink;
+        cx.cc = sink + 1;
         cx.callees = callees.clone();
         for s in &g.body {
             if let Stmt::Instr(i) = s {
@@ -736,7 +764,7 @@ pub fn decode_entry(
     Ok(Program {
         name: f.name.clone(),
         insts,
-        nregs: sink + 1,
+        nregs: sink + 2,
         params,
         param_size,
         static_smem: smem,

@@ -22,7 +22,11 @@ impl<G: GlobalSpace> Engine<'_, G> {
         exec: u32,
     ) -> Flow {
         let mask_src = match inst.op {
-            Op::Shfl { mask, .. } | Op::Vote { mask, .. } | Op::WarpSync { mask } => mask,
+            Op::Shfl { mask, .. }
+            | Op::Vote { mask, .. }
+            | Op::WarpSync { mask }
+            | Op::Redux { mask, .. }
+            | Op::Match { mask, .. } => mask,
             _ => return Flow::Next,
         };
         for l in lanes(exec) {
@@ -196,6 +200,43 @@ impl<G: GlobalSpace> Engine<'_, G> {
                         VoteMode::Uni => u64::from(set == 0 || set == members),
                     };
                     w.regs[d as usize * WARP + l] = v;
+                }
+            }
+            Op::Redux { f, d, a, .. } => {
+                let mut vals = [0u64; WARP];
+                for l in lanes(lanes_mask) {
+                    vals[l] = self.rd(bc, w, a, l);
+                }
+                for l in lanes(lanes_mask) {
+                    let members = w.coll_mask[l] & lanes_mask;
+                    let first = members.trailing_zeros() as usize;
+                    let mut acc = vals[first];
+                    for j in lanes(members & !(1 << first)) {
+                        acc = f(acc, vals[j]);
+                    }
+                    w.regs[d as usize * WARP + l] = acc & 0xffff_ffff;
+                }
+            }
+            Op::Match { all, d, p, a, .. } => {
+                let mut vals = [0u64; WARP];
+                for l in lanes(lanes_mask) {
+                    vals[l] = self.rd(bc, w, a, l);
+                }
+                for l in lanes(lanes_mask) {
+                    let members = w.coll_mask[l] & lanes_mask;
+                    let mut same = 0u32;
+                    for j in lanes(members) {
+                        if vals[j] == vals[l] {
+                            same |= 1 << j;
+                        }
+                    }
+                    let (dv, pv) = match all {
+                        false => (same, false),
+                        true if same == members => (members, true),
+                        true => (0, false),
+                    };
+                    w.regs[d as usize * WARP + l] = u64::from(dv);
+                    w.regs[p as usize * WARP + l] = u64::from(pv);
                 }
             }
             Op::WarpSync { .. } => {

@@ -510,6 +510,31 @@ impl<'a, G: GlobalSpace> Engine<'a, G> {
                     w.regs[q as usize * WARP + l] = u64::from(combine(!t));
                 }
             }
+            Op::Carry {
+                f,
+                d,
+                a,
+                b,
+                c,
+                cc,
+                cin,
+                cout,
+            } => {
+                let ccr = cc as usize * WARP;
+                for l in lanes(exec) {
+                    let carry = cin && w.regs[ccr + l] & 1 != 0;
+                    let (v, out) = f(
+                        self.rd(bc, w, a, l),
+                        self.rd(bc, w, b, l),
+                        self.rd(bc, w, c, l),
+                        carry,
+                    );
+                    w.regs[d as usize * WARP + l] = v;
+                    if cout {
+                        w.regs[ccr + l] = u64::from(out);
+                    }
+                }
+            }
             Op::Selp { d, a, b, p } => {
                 for l in lanes(exec) {
                     let v = if self.rd(bc, w, p, l) & 1 != 0 {
@@ -571,7 +596,11 @@ impl<'a, G: GlobalSpace> Engine<'a, G> {
                     self.barrier(bc, w, pc, exec, arrive, id, count);
                 }
             }
-            Op::Shfl { .. } | Op::Vote { .. } | Op::WarpSync { .. } => {
+            Op::Shfl { .. }
+            | Op::Vote { .. }
+            | Op::WarpSync { .. }
+            | Op::Redux { .. }
+            | Op::Match { .. } => {
                 return self.collective(bc, w, inst, pc, group, exec);
             }
             Op::ActiveMask { d } => {
