@@ -5,7 +5,10 @@
 
 use crate::checks::CheckConfig;
 use crate::counters::Counters;
-use crate::decode::{self, ParamInfo, Program};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::decode::{self, GlobalVar, ParamInfo, Program};
 use crate::error::SimError;
 use crate::exec::{self, LaunchSpec};
 use crate::findings::Finding;
@@ -16,17 +19,33 @@ use crate::types::Ty;
 /// A parsed and decoded PTX module.
 #[derive(Debug, Clone)]
 pub struct Module {
+    /// Identifies the module's variables in a [`Device`] (clones share them).
+    id: u64,
     entries: Vec<Program>,
     consts: Vec<u8>,
+    /// Module-scope `.const` variables: name, offset in `consts`, size.
+    const_vars: Vec<(String, u64, u64)>,
+    globals: Vec<GlobalVar>,
     target: Vec<String>,
     version: Option<String>,
 }
+
+static NEXT_MODULE_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Module {
     /// Parses and decodes every `.entry` of `ptx_text`.
     pub fn parse(ptx_text: &str) -> Result<Module, SimError> {
         let ast = parse::parse(ptx_text)?;
         let (const_syms, consts) = decode::layout_consts(&ast.vars)?;
+        let globals = decode::layout_globals(&ast.vars)?;
+        let const_vars = ast
+            .vars
+            .iter()
+            .filter_map(|v| {
+                let off = *const_syms.get(&v.name)?;
+                (v.space == parse::ast::Space::Const).then(|| (v.name.clone(), off, v.size()))
+            })
+            .collect();
         let entries = ast
             .functions
             .iter()
@@ -34,11 +53,28 @@ impl Module {
             .map(|f| decode::decode_entry(&ast, f, &const_syms))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Module {
+            id: NEXT_MODULE_ID.fetch_add(1, Ordering::Relaxed),
             entries,
             consts,
+            const_vars,
+            globals,
             target: ast.target,
             version: ast.version,
         })
+    }
+
+    /// Names of the module-scope `.global` and `.const` variables, in declaration order.
+    pub fn variables(&self) -> Vec<&str> {
+        let g = self.globals.iter().map(|g| g.name.as_str());
+        g.chain(self.const_vars.iter().map(|c| c.0.as_str()))
+            .collect()
+    }
+
+    fn unknown_symbol(&self, name: &str) -> SimError {
+        SimError::UnknownSymbol {
+            name: name.to_string(),
+            available: self.variables().join(", "),
+        }
     }
 
     /// Names of the module's entries, in source order.
@@ -235,9 +271,39 @@ impl LaunchReport {
 pub const MAX_SHARED_BYTES: u64 = 227 * 1024;
 
 /// The simulated device: global memory and launches.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Device {
     mem: GlobalMem,
+    /// Variables of each module used on this device, by module id.
+    modules: HashMap<u64, ModuleVars>,
+}
+
+/// Module ids are process-wide counters: leave them out, so equal devices print equally.
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut consts: Vec<&[u8]> = self.modules.values().map(|m| m.consts.as_slice()).collect();
+        consts.sort_unstable();
+        f.debug_struct("Device")
+            .field("mem", &self.mem)
+            .field("module_consts", &consts)
+            .finish()
+    }
+}
+
+/// A module's variables on a device: created with their initialisers when the module is first
+/// used (launched or accessed), then kept for the device's lifetime, like CUDA's
+/// `__device__`/`__constant__` variables.
+#[derive(Debug)]
+struct ModuleVars {
+    /// One buffer per `.global` variable, in declaration order.
+    globals: Vec<BufferId>,
+    consts: Vec<u8>,
+}
+
+/// Where a module-scope variable lives on the device.
+enum Var {
+    Global(BufferId),
+    Const(usize, usize),
 }
 
 impl Device {
@@ -322,6 +388,96 @@ impl Device {
         Ok(())
     }
 
+    /// The module's variables on this device, created on first use.
+    fn module_vars(&mut self, module: &Module) -> &mut ModuleVars {
+        if !self.modules.contains_key(&module.id) {
+            let globals = module
+                .globals
+                .iter()
+                .map(|g| {
+                    // Buffers are 256-byte aligned, which covers any `.align`.
+                    debug_assert!(g.align <= 256);
+                    let i = self.mem.alloc(g.init.len().max(1), true);
+                    self.mem.buffers[i].data[..g.init.len()].copy_from_slice(&g.init);
+                    BufferId(i as u32)
+                })
+                .collect();
+            let vars = ModuleVars {
+                globals,
+                consts: module.consts.clone(),
+            };
+            self.modules.insert(module.id, vars);
+        }
+        self.modules
+            .get_mut(&module.id)
+            .expect("module variables were just created")
+    }
+
+    fn var(&mut self, module: &Module, name: &str) -> Result<Var, SimError> {
+        if let Some(i) = module.globals.iter().position(|g| g.name == name) {
+            return Ok(Var::Global(self.module_vars(module).globals[i]));
+        }
+        match module.const_vars.iter().find(|c| c.0 == name) {
+            Some(&(_, off, size)) => Ok(Var::Const(off as usize, size as usize)),
+            None => Err(module.unknown_symbol(name)),
+        }
+    }
+
+    /// The buffer holding module-scope `.global` variable `name` (what `cudaGetSymbolAddress`
+    /// gives): read and write it with the buffer functions.
+    pub fn symbol_buffer(&mut self, module: &Module, name: &str) -> Result<BufferId, SimError> {
+        match self.var(module, name)? {
+            Var::Global(id) => Ok(id),
+            Var::Const(..) => Err(SimError::BufferSize {
+                id: 0,
+                message: format!("`{name}` is a .const variable, not a buffer; use write_symbol"),
+            }),
+        }
+    }
+
+    /// Overwrites the start of module-scope variable `name` (`.global` or `.const`) with
+    /// `data`, as `cudaMemcpyToSymbol` does; later launches of the module see it.
+    pub fn write_symbol<T: Scalar>(
+        &mut self,
+        module: &Module,
+        name: &str,
+        data: &[T],
+    ) -> Result<(), SimError> {
+        match self.var(module, name)? {
+            Var::Global(id) => self.write(id, data),
+            Var::Const(off, size) => {
+                let bytes = to_bytes(data);
+                if bytes.len() > size {
+                    return Err(SimError::BufferSize {
+                        id: 0,
+                        message: format!(
+                            "writing {} bytes into the {size}-byte .const variable `{name}`",
+                            bytes.len()
+                        ),
+                    });
+                }
+                let vars = self.module_vars(module);
+                vars.consts[off..off + bytes.len()].copy_from_slice(&bytes);
+                Ok(())
+            }
+        }
+    }
+
+    /// The contents of module-scope variable `name` as `T`s (`cudaMemcpyFromSymbol`).
+    pub fn read_symbol<T: Scalar>(
+        &mut self,
+        module: &Module,
+        name: &str,
+    ) -> Result<Vec<T>, SimError> {
+        match self.var(module, name)? {
+            Var::Global(id) => self.download(id),
+            Var::Const(off, size) => {
+                let bytes = &self.module_vars(module).consts[off..off + size];
+                Ok(bytes.chunks_exact(T::SIZE).map(T::read_le).collect())
+            }
+        }
+    }
+
     /// Runs `entry` over `grid` × `block` threads.
     #[allow(clippy::too_many_arguments)]
     pub fn launch(
@@ -357,12 +513,21 @@ impl Device {
         if let Some(seed) = options.shuffle_blocks {
             shuffle(&mut order, seed);
         }
+        let global_addrs = self
+            .module_vars(module)
+            .globals
+            .clone()
+            .into_iter()
+            .map(|id| self.address(id))
+            .collect::<Result<Vec<_>, _>>()?;
+        let consts = &self.modules[&module.id].consts;
         let spec = LaunchSpec {
             prog,
             grid,
             block,
             params,
-            consts: &module.consts,
+            consts,
+            global_addrs,
             smem_bytes,
             dynamic_smem: dynamic,
             checks: CheckConfig {

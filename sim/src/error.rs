@@ -20,6 +20,9 @@ pub enum SimError {
     /// The module has no `.entry` of that name.
     #[error("no entry named `{name}` in the module (entries: {available})")]
     UnknownEntry { name: String, available: String },
+    /// The module has no module-scope `.global`/`.const` variable of that name.
+    #[error("no module-scope .global or .const variable named `{name}` (variables: {available})")]
+    UnknownSymbol { name: String, available: String },
     /// The number of launch arguments differs from the entry's parameter count.
     #[error("entry `{entry}` takes {expected} parameters, {given} arguments were given")]
     ArgCount {

@@ -14,6 +14,9 @@ pub enum FindingKind {
     Uninitialized,
     /// Two threads of a block touch the same shared bytes, one writing, without a barrier between.
     SharedRace,
+    /// Lanes of one warp store different values to the same shared or global address in one
+    /// instruction: one of them lands, which one is unspecified. (Equal values are no finding.)
+    WarpWriteConflict,
     /// A barrier reached by only some live threads of the block, or at different barrier instructions.
     DivergentBarrier,
     /// Threads exited while the rest of the block waits at a barrier.
@@ -26,6 +29,10 @@ pub enum FindingKind {
     Deadlock,
     /// `trap` executed.
     Trap,
+    /// A device-side `assert` failed (`call __assertfail`); the message quotes it.
+    AssertFailed,
+    /// A thread's call stack grew past the interpreter's bound (unbounded recursion).
+    CallDepthExceeded,
     /// A `cp.async` destination read or written before the group that writes it was waited, or
     /// its global source written while the copy is pending.
     AsyncCopyHazard,
@@ -43,12 +50,15 @@ impl FindingKind {
             FindingKind::Misaligned => "Misaligned",
             FindingKind::Uninitialized => "Uninitialized",
             FindingKind::SharedRace => "SharedRace",
+            FindingKind::WarpWriteConflict => "WarpWriteConflict",
             FindingKind::DivergentBarrier => "DivergentBarrier",
             FindingKind::ExitBeforeBarrier => "ExitBeforeBarrier",
             FindingKind::WarpSyncMask => "WarpSyncMask",
             FindingKind::FuelExhausted => "FuelExhausted",
             FindingKind::Deadlock => "Deadlock",
             FindingKind::Trap => "Trap",
+            FindingKind::AssertFailed => "AssertFailed",
+            FindingKind::CallDepthExceeded => "CallDepthExceeded",
             FindingKind::AsyncCopyHazard => "AsyncCopyHazard",
             FindingKind::AsyncCopyNotWaited => "AsyncCopyNotWaited",
             FindingKind::UnconvergedWarp => "UnconvergedWarp",

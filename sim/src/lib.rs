@@ -24,8 +24,18 @@
 //! code; divergent paths run one after the other and merge where their pcs meet. Such a group is
 //! one warp-level request for the coalescing and bank-conflict counters. `bar.sync`/`barrier.sync`
 //! (with optional thread count) and `bar.arrive` synchronise the block's threads; `shfl.sync`,
-//! `vote.sync` and `bar.warp.sync` wait for every lane of their member mask. Atomics are
-//! sequential and therefore atomic. Everything is deterministic: same inputs, same outputs and
+//! `vote.sync`, `redux.sync`, `match.sync` and `bar.warp.sync` wait for every non-exited lane of
+//! their member mask (lanes of a partial last warp and lanes that exited are not waited for, so
+//! `0xffffffff` is legal there). Atomics are sequential and therefore atomic.
+//!
+//! `call` of a `.func` pushes the return pc on the lane's own call stack; arguments and return
+//! values move through `.param` variables, which for `.func`s (and `.param` declared in a body)
+//! live in the thread's local memory, in a frame per function next to its `.local` variables.
+//! A recursive call saves the callee's registers and frame and restores them on return; more
+//! than 1024 pending calls stop the thread with `CallDepthExceeded`. Module-scope `.global`
+//! variables are allocated on each device the module is used on, with their initialisers
+//! (zero otherwise), and persist across launches; [`Device::write_symbol`],
+//! [`Device::read_symbol`] and [`Device::symbol_buffer`] reach them and `.const` variables. Everything is deterministic: same inputs, same outputs and
 //! findings, whatever the number of threads.
 //!
 //! # Checks (all on by default; see [`Options`])
@@ -35,10 +45,13 @@
 //! - initcheck: a read of global bytes never written or uploaded (per-byte state).
 //! - racecheck: two threads of a block touch the same shared bytes, one writing, with no barrier
 //!   (or, within a warp, `bar.warp.sync`) between them; atomics do not race with each other. The
-//!   finding names both accesses (pc, line, thread).
+//!   finding names both accesses (pc, line, thread). Lanes of one warp storing to the same
+//!   shared or global address in the same instruction are not a race (one value lands); when
+//!   their values differ it is a `WarpWriteConflict` naming two of the lanes.
 //! - synccheck: a barrier that some live threads never reach (divergent barrier), threads that
 //!   exit while others wait at a barrier, a barrier reached at different instructions in the same
-//!   phase, and warp-sync masks naming exited lanes or lanes that never arrive.
+//!   phase, a lane missing from its own warp-sync mask, and member lanes that never arrive
+//!   because they wait at a barrier or at another warp collective.
 //!   `.aligned` warp instructions (`mma`, `ldmatrix`) must be executed by all 32 lanes of a full
 //!   warp together (`UnconvergedWarp` otherwise: diverged, predicated off, exited, partial warp).
 //! - asynccheck: a shared access touching the destination of a `cp.async` whose group the issuing
@@ -48,9 +61,17 @@
 //!   `cp.async` source/destination (aligned to cp-size, in bounds for src-size bytes) go through
 //!   memcheck per lane.
 //! - fuel: a per-thread instruction budget; an infinite loop becomes `FuelExhausted`.
+//! - always on: `trap` (`Trap`), a failed device `assert` (`call __assertfail`: `AssertFailed`
+//!   with the message, file, line and function), unbounded recursion (`CallDepthExceeded`).
 //!
 //! How these differ from compute-sanitizer: checks are exact per byte and deterministic rather
-//! than sampled on hardware; asynccheck has no hardware counterpart (the GPU just returns stale
+//! than sampled on hardware; racecheck covers shared memory only (compute-sanitizer's racecheck
+//! too), but `WarpWriteConflict` also looks at global stores and has no compute-sanitizer
+//! counterpart; initcheck reports reads of never-written global bytes only (not of shared or
+//! local memory); memcheck bounds `.local` accesses by the thread's whole local window (all
+//! frames of the entry and its functions), not per variable, and reports no leaks (there is no
+//! device `malloc`); synccheck follows the PTX rule for warp collectives (exited lanes release
+//! the waiters) where compute-sanitizer may also flag a full mask in divergent code; asynccheck has no hardware counterpart (the GPU just returns stale
 //! or torn data), and it sees only the block's own accesses (cross-block source writes are a
 //! race the interpreter does not model); synccheck on `.aligned` instructions reports what the
 //! ISA calls undefined, which real hardware may happen to tolerate.
@@ -76,6 +97,22 @@
 //! - `cp.async.commit_group`, `cp.async.wait_group N`, `cp.async.wait_all`.
 //! - `cvt.{rna,rn,rz}{.satfinite}.tf32.f32`; packed `cvt.rn.{f16x2,bf16x2}.f32 d, a, b` (a to
 //!   the upper half), `mov.b32 {lo, hi}` pack/unpack and `prmt.b32` (all modes) were already there.
+//!
+//! # Other forms real compilers emit
+//! `.func` definitions and `call{.uni} (rets), f, (args)` with `.param` (or register)
+//! arguments, `.param` declared in bodies, `.extern .func __assertfail` (any other body-less
+//! callee, e.g. `vprintf`, and indirect calls are [`SimError::Unsupported`]); module-scope
+//! `.global`/`.const` variables with numeric initialisers, by symbol (`[g+4]`), `mov`/`cvta`;
+//! `WARP_SZ`; `redux.sync.{add,min,max}.{u32,s32}` and `.{and,or,xor}.b32`;
+//! `match.{any,all}.sync.{b32,b64}` (with `d|p` for `all`); `bfind{.shiftamt}`, `brev`, `bfe`,
+//! `bfi`, `prmt`, `shf.{l,r}.{wrap,clamp}.b32`, `lop3.b32`, `mul24`/`mad24.{lo,hi}.{u32,s32}`,
+//! `sad`, `add.cc`/`addc{.cc}`/`sub.cc`/`subc{.cc}`/`mad{.lo,.hi}.cc`/`madc` on 32/64-bit
+//! integers (the carry flag is a per-thread register), `testp.*.{f32,f64}`, `copysign`,
+//! `activemask`; special registers `%laneid`, `%warpid`, `%nwarpid`, `%lanemask_*`,
+//! `%dynamic_smem_size`, `%total_smem_size`, `%reserved_smem_offset_*` (0), `%smid` (0),
+//! `%nsmid` (1), `%clock`, `%clock64`, `%globaltimer` (deterministic, see below); `.file`, `.loc`
+//! and DWARF `.section .debug_*` blocks are accepted and skipped (findings give PTX lines).
+//! Not yet: `bar.red`, `vprintf`, indirect calls, initialisers holding addresses.
 //!
 //! Findings are deduplicated by (kind, pc, other pc) with an occurrence count and capped per
 //! launch. Interpreter limitations (unsupported instructions) and host misuse are [`SimError`]s.

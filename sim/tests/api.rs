@@ -444,3 +444,48 @@ fn each_check_can_be_switched_off() {
         .unwrap();
     assert!(again.is_clean(), "{:?}", again.findings);
 }
+
+/// Module-scope variables persist on the device between launches and can be read and written
+/// from the host (`cudaMemcpyToSymbol` / `FromSymbol`); unknown names are typed errors.
+#[test]
+fn module_variables_are_settable_from_the_host() {
+    let module = Module::parse(&corpus("module_vars.ptx")).unwrap();
+    assert_eq!(
+        module.variables(),
+        ["table", "counter", "zeroed", "scale", "bias"]
+    );
+    let mut dev = Device::new();
+    assert_eq!(dev.read_symbol::<u32>(&module, "counter").unwrap(), [100]);
+    dev.write_symbol(&module, "table", &[5u32, 6]).unwrap();
+    dev.write_symbol(&module, "scale", &[3u32]).unwrap();
+    dev.write_symbol(&module, "zeroed", &[0u32, 1000]).unwrap();
+    let out = dev.upload(&[0u32; 16]);
+    let cnt = dev.upload(&[0u32; 1]);
+    let opts = Options::default();
+    let args = [Arg::Buffer(out), Arg::Buffer(cnt)];
+    let r = dev
+        .launch(&module, "vars", [1, 1, 1], [16, 1, 1], 0, &args, &opts)
+        .unwrap();
+    assert!(r.is_clean(), "{:?}", r.findings);
+    // table = 5,6,3,4; scale 3; bias 7,-1; plus zeroed[1] = 1000.
+    let want: Vec<u32> = (0..16usize)
+        .map(|t| [5, 6, 3, 4][t % 4] * 3 + [7, -1][t % 2] + 1000)
+        .map(|v: i32| v as u32)
+        .collect();
+    assert_eq!(dev.download::<u32>(out).unwrap(), want);
+    assert_eq!(dev.read_symbol::<u32>(&module, "counter").unwrap(), [116]);
+    // A second launch sees the counter where the first left it.
+    dev.launch(&module, "vars", [1, 1, 1], [16, 1, 1], 0, &args, &opts)
+        .unwrap();
+    assert_eq!(dev.read_symbol::<u32>(&module, "counter").unwrap(), [132]);
+    let id = dev.symbol_buffer(&module, "counter").unwrap();
+    assert_eq!(dev.download::<u32>(id).unwrap(), [132]);
+    assert!(matches!(
+        dev.write_symbol(&module, "nope", &[1u32]),
+        Err(SimError::UnknownSymbol { .. })
+    ));
+    assert!(matches!(
+        dev.write_symbol(&module, "scale", &[1u32, 2]),
+        Err(SimError::BufferSize { .. })
+    ));
+}

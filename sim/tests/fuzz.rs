@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use ptxforge_sim::{Arg, Device, Module, Options};
+use ptxforge_sim::{Arg, Device, Module, Options, SimError};
 
 /// Deterministic xorshift.
 struct Rng(u64);
@@ -118,4 +118,77 @@ fn hostile_inputs_are_errors_not_crashes() {
     assert!(Module::parse(big_local).is_err());
     assert!(Module::parse("\u{1F600}").is_err());
     assert!(Module::parse("").unwrap().entries().is_empty());
+}
+
+/// The real-compiler modules (DWARF `.section`s, `.func`/`call`, module variables, `redux`,
+/// `match`) cut at many points parse to a module or a `SimError::Parse` with a line inside the
+/// text, never a panic.
+#[test]
+fn truncated_real_compiler_texts_are_parse_errors_with_lines() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/real/ptx");
+    let mut names: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
+    names.sort_by_key(|e| e.path());
+    for e in names {
+        let text = std::fs::read_to_string(e.path()).unwrap();
+        let lines = text.lines().count();
+        let n = text.len();
+        for cut in (0..n).step_by((n / 30).max(1)) {
+            let mut cut = cut;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            if let Err(SimError::Parse { line, .. }) = Module::parse(&text[..cut]) {
+                assert!(
+                    line >= 1 && line <= lines,
+                    "{}: line {line}",
+                    e.path().display()
+                );
+            }
+        }
+    }
+}
+
+/// Malformed uses of the forms added for real-compiler PTX are `SimError::Parse` naming their
+/// line.
+#[test]
+fn malformed_new_forms_are_parse_errors_with_their_line() {
+    let wrap = |body: &str| {
+        format!(".version 7.0\n.target sm_80\n.address_size 64\n.func (.param .b32 r) f(.param .b32 a)\n{{\n ret;\n}}\n.visible .entry k()\n{{\n .reg .b32 %r<4>;\n .reg .pred %p<2>;\n{body}\n ret;\n}}\n")
+    };
+    let cases = [
+        " call.uni (x), f, (y);",
+        " call.uni f;",
+        " call.uni ;",
+        " redux.sync.add.u32 %r1, %r2;",
+        " redux.sync.u32 %r1, %r2, -1;",
+        " match.sync.b32 %r1, %r2, -1;",
+        " match.any.sync.b32 %r1|%p1, %r2, -1;",
+        " shf.l.b32 %r1, %r2, %r3, 1;",
+        " lop3.b32 %r1, %r2, %r3, %r1;",
+        " testp.f32 %p1, %r1;",
+        " addc.cc.u32 %r1, %r2;",
+        " mov.u32 %r1, no_such_global;",
+    ];
+    for body in cases {
+        match Module::parse(&wrap(body)) {
+            Err(SimError::Parse { line: 12, .. }) => {}
+            other => panic!("`{body}`: {other:?}"),
+        }
+    }
+    let open_section =
+        ".version 7.0\n.target sm_80\n.address_size 64\n.section .debug_info\n{\n.b8 1, 2\n";
+    assert!(matches!(
+        Module::parse(open_section),
+        Err(SimError::Parse { .. })
+    ));
+    // Valid forms that stay unsupported name themselves.
+    let vprintf = ".version 7.0\n.target sm_80\n.address_size 64\n.extern .func (.param .b32 r) vprintf(.param .b64 f, .param .b64 a);\n.visible .entry k()\n{\n .reg .b32 %r<2>;\n .reg .b64 %rd<2>;\n mov.u64 %rd1, 0;\n {\n .param .b64 p0;\n st.param.b64 [p0], %rd1;\n .param .b64 p1;\n st.param.b64 [p1], %rd1;\n .param .b32 r0;\n call.uni (r0), vprintf, (p0, p1);\n }\n ret;\n}\n";
+    match Module::parse(vprintf) {
+        Err(SimError::Unsupported {
+            line: 16, detail, ..
+        }) => {
+            assert!(detail.contains("vprintf"), "{detail}")
+        }
+        other => panic!("vprintf: {other:?}"),
+    }
 }

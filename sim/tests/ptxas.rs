@@ -1,5 +1,5 @@
 //! Every valid corpus kernel assembles with NVIDIA's ptxas for the target it declares, and again
-//! retargeted to sm_70 when it uses nothing newer (bf16, tanh, min.NaN, mma, ldmatrix, cp.async,
+//! retargeted to sm_70 when it uses nothing newer (bf16, tanh, min.NaN, mma, ldmatrix, cp.async, redux,
 //! tf32). Needs `PTXAS` (path to ptxas); without it the test says so
 //! loudly and passes, unless `PTXFORGE_REQUIRE_PTXAS=1`.
 
@@ -39,7 +39,7 @@ fn valid_corpus_assembles_with_ptxas() {
         let mut targets = vec![target.clone()];
         // (tensor-core and async-copy kernels name their own minimum target: sm_75 or sm_80.)
         let sm80_only = [
-            "bf16", "tanh", ".NaN", "mma.", "ldmatrix", "cp.async", "tf32",
+            "bf16", "tanh", ".NaN", "mma.", "ldmatrix", "cp.async", "tf32", "redux.",
         ]
         .iter()
         .any(|k| text.contains(k));

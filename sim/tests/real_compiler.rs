@@ -178,7 +178,7 @@ const CASES: &[Case] = &[
         Expect::Clean),
     case("checked_sqrt_fails", "cuda_assert.ptx", "checked_sqrt", x(3), x(128), 0,
         &[In("x"), Zeros(300 * 4), Int(300)],
-        Expect::Message("v >= 0.0f")),
+        Expect::Message("assert.cu:6: void checked_sqrt(const float *, float *, int): assertion `v >= 0.0f` failed")),
     case("device_globals", "cuda_device_globals.ptx", "scale_poly", x(1), x(256), 0,
         &[In("x"), Out("y", F32, tol(1e-6, 1e-6)), Out("calls", U32, EXACT), Int(200)],
         Expect::Clean),
@@ -219,45 +219,20 @@ const CASES: &[Case] = &[
 
 /// How the interpreter refuses a case today.
 #[derive(Debug, Clone, Copy)]
+#[allow(dead_code)] // constructed only while some case is listed
 enum Refusal {
     /// `SimError::Unsupported` whose opcode or detail contains this form.
     Unsupported(&'static str),
-    /// `SimError::Parse` whose message contains this text: valid PTX (ptxas accepts it) that the
-    /// parser rejects outright instead of naming the form as unsupported.
-    Parse(&'static str),
 }
 
 /// Cases the interpreter refuses today. Each must still be refused exactly so; remove the entry
 /// when support lands (this test then fails until it is removed and the case matches).
-const KNOWN_UNSUPPORTED: &[(&str, Refusal)] = &[
-    ("cg_block_sum_i32", Refusal::Unsupported("redux.sync")),
-    (
-        "histogram_match_any",
-        Refusal::Unsupported("match.any.sync"),
-    ),
-    // `call` sequences declare `.param` variables inside `{ }` in the body.
-    (
-        "checked_sqrt_pass",
-        Refusal::Parse("`.param` in a function body"),
-    ),
-    (
-        "checked_sqrt_fails",
-        Refusal::Parse("`.param` in a function body"),
-    ),
-    (
-        "device_globals",
-        Refusal::Parse("`.param` in a function body"),
-    ),
-];
+const KNOWN_UNSUPPORTED: &[(&str, Refusal)] = &[];
 
 /// Findings the interpreter reports on valid kernels where hardware and compute-sanitizer
 /// would not: (case, kind). Each must still appear (remove the entry when the check is fixed);
 /// all other findings still fail the case and its outputs are still compared.
-const KNOWN_FALSE_FINDINGS: &[(&str, &str)] = &[
-    // After a butterfly all-reduce every lane of a warp stores the same value to the warp's
-    // shared slot in one `st.shared`: one of the equal values lands, no race (issue 12).
-    ("triton_softmax", "SharedRace"),
-];
+const KNOWN_FALSE_FINDINGS: &[(&str, &str)] = &[];
 
 fn real_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/real")
@@ -427,7 +402,6 @@ fn refused_as_listed(error: &SimError, refusal: Refusal) -> bool {
         (SimError::Unsupported { opcode, detail, .. }, Refusal::Unsupported(form)) => {
             opcode.contains(form) || detail.contains(form)
         }
-        (SimError::Parse { message, .. }, Refusal::Parse(text)) => message.contains(text),
         _ => false,
     }
 }

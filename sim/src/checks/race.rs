@@ -5,6 +5,11 @@
 //! at least one writes, they are not both atomics, and no `bar.warp.sync` of their (common) warp
 //! separates them. A conflict names both accesses.
 //!
+//! Several lanes of one warp writing the same bytes in one `st` instruction do not race (one of
+//! the values lands): every store instruction gets a stamp ([`RaceDetector::begin_store`]) and
+//! accesses with the same stamp never conflict. Whether the values differ is checked by the
+//! engine, which reports that as a `WarpWriteConflict` instead.
+//!
 //! Lanes of a warp are not implicitly synchronous (independent thread scheduling, sm_70+): two
 //! lanes exchanging data through shared memory need `bar.warp.sync` or a barrier in between.
 
@@ -17,6 +22,8 @@ struct Rec {
     pc: u32,
     epoch: u32,
     wgen: u32,
+    /// Stamp of the store instruction (0: not a store under a stamp).
+    stamp: u32,
     atomic: bool,
 }
 
@@ -42,6 +49,10 @@ pub struct RaceDetector {
     shadow: Vec<Shadow>,
     epoch: u32,
     warp_gen: Vec<u32>,
+    /// Stamp of the warp-level store being executed (0 outside [`Self::begin_store`] ..
+    /// [`Self::end_store`]).
+    stamp: u32,
+    next_stamp: u32,
 }
 
 impl RaceDetector {
@@ -67,8 +78,22 @@ impl RaceDetector {
         }
     }
 
+    /// A warp-level store instruction starts: its lanes' writes do not race with each other.
+    pub fn begin_store(&mut self) {
+        self.next_stamp = self.next_stamp.wrapping_add(1).max(1);
+        self.stamp = self.next_stamp;
+    }
+
+    /// The store instruction of [`Self::begin_store`] is done.
+    pub fn end_store(&mut self) {
+        self.stamp = 0;
+    }
+
     fn conflicts(&self, r: &Rec, thread: u32, atomic: bool) -> bool {
         if r.thread == 0 || r.epoch != self.epoch || r.thread == thread + 1 {
+            return false;
+        }
+        if r.stamp != 0 && r.stamp == self.stamp {
             return false;
         }
         if r.atomic && atomic {
@@ -103,6 +128,7 @@ impl RaceDetector {
             pc,
             epoch: self.epoch,
             wgen,
+            stamp: self.stamp,
             atomic,
         };
         let mut found = None;
@@ -191,6 +217,22 @@ mod tests {
         r.access(0, 1, 8, 4, AccessKind::Write);
         r.warp_sync(0);
         assert!(r.access(1, 2, 8, 4, AccessKind::Read).is_none());
+    }
+
+    #[test]
+    fn lanes_of_one_store_instruction_do_not_race() {
+        let mut r = RaceDetector::default();
+        r.new_block(64, 2);
+        r.begin_store();
+        for lane in 0..32 {
+            assert!(r.access(lane, 1, 0, 4, AccessKind::Write).is_none());
+        }
+        r.end_store();
+        // The next store instruction (same pc, another iteration) does race with them.
+        r.begin_store();
+        assert!(r.access(3, 1, 0, 4, AccessKind::Write).is_some());
+        r.end_store();
+        assert!(r.access(5, 2, 0, 4, AccessKind::Read).is_some());
     }
 
     #[test]

@@ -9,7 +9,7 @@ use crate::memory::{LOCAL_WINDOW, SHARED_WINDOW};
 use crate::parse::ast::{Instr, Operand, Space};
 use crate::sem::cvt::CvtSpec;
 use crate::sem::float::{self, FFlags};
-use crate::sem::{half, int, round_to, Rnd, BF16, F16, F2, F3};
+use crate::sem::{bits, half, int, round_to, Rnd, BF16, F16, F2, F3};
 use crate::types::Ty;
 
 #[derive(Default)]
@@ -17,8 +17,13 @@ pub(super) struct Ctx {
     pub regs: HashMap<String, (u32, Ty)>,
     pub labels: HashMap<String, u32>,
     pub syms: HashMap<String, Sym>,
-    pub globals: Vec<String>,
+    /// Module-scope `.global` variables: name → index into the launch's address table.
+    pub globals: HashMap<String, u32>,
+    /// Functions this one may call, by name.
+    pub callees: HashMap<String, super::call::Callee>,
     pub sink: u32,
+    /// The carry-flag register (`CC`) of the carry-chain instructions.
+    pub cc: u32,
 }
 
 pub(super) type R<T> = Result<T, SimError>;
@@ -199,6 +204,10 @@ fn special(name: &str) -> Option<Special> {
         "%lanemask_ge" => Special::LanemaskGe,
         "%lanemask_gt" => Special::LanemaskGt,
         "%dynamic_smem_size" => Special::DynamicSmemSize,
+        "%reserved_smem_offset_begin"
+        | "%reserved_smem_offset_end"
+        | "%reserved_smem_offset_cap" => Special::ReservedSmem,
+        "%reserved_smem_offset_0" | "%reserved_smem_offset_1" => Special::ReservedSmem,
         "%total_smem_size" => Special::TotalSmemSize,
         _ => return None,
     })
@@ -264,8 +273,9 @@ fn dec32(old: u64, b: u64) -> u64 {
 }
 
 impl Ctx {
-    pub fn add_reg(&mut self, name: String, ty: Ty) {
-        let idx = self.regs.len() as u32;
+    /// Declares a register; its slot is `first` (the function's first slot) plus its index.
+    pub fn add_reg(&mut self, name: String, ty: Ty, first: u32) {
+        let idx = first + self.regs.len() as u32;
         self.regs.entry(name).or_insert((idx, ty));
     }
 
@@ -281,11 +291,11 @@ impl Ctx {
                 if let Some(s) = self.syms.get(n) {
                     return Ok(Src::Imm(s.addr));
                 }
-                if self.globals.contains(n) {
-                    return Err(unsupported(
-                        ins,
-                        format!("module-scope .global variable `{n}`"),
-                    ));
+                if let Some(&g) = self.globals.get(n) {
+                    return Ok(Src::Special(Special::GlobalAddr(g)));
+                }
+                if n == "WARP_SZ" {
+                    return Ok(Src::Imm(32));
                 }
                 Err(bad(ins, format!("unknown register or symbol `{n}`")))
             }
@@ -348,10 +358,13 @@ impl Ctx {
                         Some(s.space),
                     ));
                 }
-                if self.globals.contains(n) {
-                    return Err(unsupported(
-                        ins,
-                        format!("module-scope .global variable `{n}`"),
+                if let Some(&g) = self.globals.get(n) {
+                    return Ok((
+                        Addr {
+                            base: Src::Special(Special::GlobalAddr(g)),
+                            offset: *offset,
+                        },
+                        Some(Space::Global),
                     ));
                 }
                 Err(bad(
@@ -407,6 +420,103 @@ impl Ctx {
                 let o = self.operands(ins, 2)?;
                 (self.mov(ins, ty, &o[0], &o[1])?, Class::Movement)
             }
+            "add" | "sub" | "mad" if ins.mods.iter().any(|x| x == "cc") => {
+                self.carry(ins, &mut m)?
+            }
+            "addc" | "subc" | "madc" => self.carry(ins, &mut m)?,
+            "shf" => {
+                let left = match m.take_any(&["l", "r"]) {
+                    Some(dir) => dir == "l",
+                    None => return Err(bad(ins, "missing shift direction .l/.r")),
+                };
+                let clamp = match m.take_any(&["wrap", "clamp"]) {
+                    Some(mode) => mode == "clamp",
+                    None => return Err(bad(ins, "missing .wrap/.clamp")),
+                };
+                if self.one_type(ins, &mut m)? != Ty::B32 {
+                    return Err(unsupported(ins, "type"));
+                }
+                let o = self.operands(ins, 4)?;
+                let op = Op::Alu3 {
+                    f: bits::shf(left, clamp),
+                    d: self.dst(ins, &o[0])?,
+                    a: self.src(ins, &o[1], Ty::B32)?,
+                    b: self.src(ins, &o[2], Ty::B32)?,
+                    c: self.src(ins, &o[3], Ty::U32)?,
+                };
+                (op, Class::IntArith)
+            }
+            "lop3" => {
+                if self.one_type(ins, &mut m)? != Ty::B32 {
+                    return Err(unsupported(ins, "type"));
+                }
+                let o = self.operands(ins, 5)?;
+                let op = Op::Alu4 {
+                    f: bits::lop3,
+                    d: self.dst(ins, &o[0])?,
+                    a: self.src(ins, &o[1], Ty::B32)?,
+                    b: self.src(ins, &o[2], Ty::B32)?,
+                    c: self.src(ins, &o[3], Ty::B32)?,
+                    e: self.src(ins, &o[4], Ty::B32)?,
+                };
+                (op, Class::IntArith)
+            }
+            "mul24" | "mad24" => {
+                let hi = m.take_any(&["lo", "hi"]) == Some("hi");
+                let ty = self.one_type(ins, &mut m)?;
+                let d = ins.operands.first().map(|x| self.dst(ins, x)).transpose()?;
+                let op = if ins.opcode == "mul24" {
+                    let o = self.operands(ins, 3)?;
+                    Op::Alu2 {
+                        f: bits::mul24(hi, ty).ok_or_else(|| unsupported(ins, "type"))?,
+                        d: d.unwrap_or(self.sink),
+                        a: self.src(ins, &o[1], ty)?,
+                        b: self.src(ins, &o[2], ty)?,
+                    }
+                } else {
+                    let o = self.operands(ins, 4)?;
+                    Op::Alu3 {
+                        f: bits::mad24(hi, ty).ok_or_else(|| unsupported(ins, "type"))?,
+                        d: d.unwrap_or(self.sink),
+                        a: self.src(ins, &o[1], ty)?,
+                        b: self.src(ins, &o[2], ty)?,
+                        c: self.src(ins, &o[3], ty)?,
+                    }
+                };
+                (op, Class::IntArith)
+            }
+            "sad" => {
+                let ty = self.one_type(ins, &mut m)?;
+                let o = self.operands(ins, 4)?;
+                let op = Op::Alu3 {
+                    f: bits::sad(ty).ok_or_else(|| unsupported(ins, "type"))?,
+                    d: self.dst(ins, &o[0])?,
+                    a: self.src(ins, &o[1], ty)?,
+                    b: self.src(ins, &o[2], ty)?,
+                    c: self.src(ins, &o[3], ty)?,
+                };
+                (op, Class::IntArith)
+            }
+            "testp" => {
+                let test = m
+                    .take_any(&[
+                        "finite",
+                        "infinite",
+                        "number",
+                        "notanumber",
+                        "normal",
+                        "subnormal",
+                    ])
+                    .ok_or_else(|| bad(ins, "missing test"))?;
+                let ty = self.one_type(ins, &mut m)?;
+                let o = self.operands(ins, 2)?;
+                let op = Op::Alu1 {
+                    f: bits::testp(test, ty).ok_or_else(|| unsupported(ins, "type"))?,
+                    d: self.dst(ins, &o[0])?,
+                    a: self.src(ins, &o[1], ty)?,
+                };
+                (op, Class::FloatArith)
+            }
             "add" | "sub" | "mul" | "div" | "rem" | "min" | "max" | "copysign" => {
                 self.arith2(ins, &mut m)?
             }
@@ -449,6 +559,8 @@ impl Ctx {
                 let name = ins.opcode.as_str();
                 let f = if ty == Ty::Pred {
                     int::pred_unary(name)
+                } else if name == "bfind" && m.take("shiftamt") {
+                    bits::bfind_shiftamt(ty)
                 } else {
                     int::unary(name, ty)
                 };
@@ -621,6 +733,53 @@ impl Ctx {
                     Class::WarpCollective,
                 )
             }
+            "redux" => {
+                m.take("sync");
+                let op = m
+                    .take_any(&["add", "min", "max", "and", "or", "xor"])
+                    .ok_or_else(|| bad(ins, "missing reduction operation"))?;
+                let ty = self.one_type(ins, &mut m)?;
+                let o = self.operands(ins, 3)?;
+                let ok = match op {
+                    "add" | "min" | "max" => matches!(ty, Ty::U32 | Ty::S32),
+                    _ => ty == Ty::B32,
+                };
+                let f = int::binary(op, ty)
+                    .filter(|_| ok)
+                    .ok_or_else(|| unsupported(ins, "operation on this type"))?;
+                let op = Op::Redux {
+                    f,
+                    d: self.dst(ins, &o[0])?,
+                    a: self.src(ins, &o[1], ty)?,
+                    mask: self.src(ins, &o[2], Ty::B32)?,
+                };
+                (op, Class::WarpCollective)
+            }
+            "match" => {
+                m.take("sync");
+                let all = match m.take_any(&["any", "all"]) {
+                    Some(mode) => mode == "all",
+                    None => return Err(bad(ins, "missing match mode")),
+                };
+                let ty = self.one_type(ins, &mut m)?;
+                if !matches!(ty, Ty::B32 | Ty::B64) {
+                    return Err(unsupported(ins, "type"));
+                }
+                let o = self.operands(ins, 3)?;
+                let (d, p) = match &o[0] {
+                    Operand::Pair(d, p) if all => (self.dst(ins, d)?, self.dst(ins, p)?),
+                    Operand::Pair(..) => return Err(bad(ins, "only match.all has a predicate")),
+                    d => (self.dst(ins, d)?, self.sink),
+                };
+                let op = Op::Match {
+                    all,
+                    d,
+                    p,
+                    a: self.src(ins, &o[1], ty)?,
+                    mask: self.src(ins, &o[2], Ty::B32)?,
+                };
+                (op, Class::WarpCollective)
+            }
             "activemask" => {
                 let _ = self.one_type(ins, &mut m)?;
                 let o = self.operands(ins, 1)?;
@@ -643,10 +802,12 @@ impl Ctx {
                 }
                 (Op::Nop, Class::Other)
             }
-            "ret" | "exit" => {
+            "ret" => {
                 m.take("uni");
-                (Op::Exit, Class::Control)
+                (Op::Ret, Class::Control)
             }
+            "exit" => (Op::Exit, Class::Control),
+            "call" => self.call(ins, &mut m)?,
             "trap" => (Op::Trap, Class::Control),
             _ => return Err(unsupported(ins, "")),
         };
@@ -1020,6 +1181,9 @@ impl Ctx {
             (MemSpace::Generic, Some(Space::Local)) => MemSpace::Local,
             (MemSpace::Generic, Some(Space::Param)) => MemSpace::Param,
             (MemSpace::Generic, Some(Space::Const)) => MemSpace::Const,
+            // `.param` of a `.func` (and `.param` declared in a body) live in the thread's
+            // local frame.
+            (MemSpace::Param, Some(Space::Local)) => MemSpace::Local,
             (s, _) => s,
         }
     }
@@ -1198,6 +1362,31 @@ impl Ctx {
             },
             Class::Atomic,
         ))
+    }
+
+    /// `add.cc`, `addc{.cc}`, `sub.cc`, `subc{.cc}`, `mad{.lo,.hi}.cc`, `madc{.lo,.hi}{.cc}`.
+    fn carry(&self, ins: &Instr, m: &mut Mods<'_>) -> R<(Op, Class)> {
+        let cout = m.take("cc");
+        let base = ins.opcode.trim_end_matches('c');
+        let cin = base != ins.opcode;
+        let hi = m.take_any(&["lo", "hi"]) == Some("hi");
+        let ty = self.one_type(ins, m)?;
+        let f = bits::carry_fn(base, hi, ty).ok_or_else(|| unsupported(ins, "type"))?;
+        let o = self.operands(ins, if base == "mad" { 4 } else { 3 })?;
+        let op = Op::Carry {
+            f,
+            d: self.dst(ins, &o[0])?,
+            a: self.src(ins, &o[1], ty)?,
+            b: self.src(ins, &o[2], ty)?,
+            c: match o.get(3) {
+                Some(c) => self.src(ins, c, ty)?,
+                None => Src::Imm(0),
+            },
+            cc: self.cc,
+            cin,
+            cout,
+        };
+        Ok((op, Class::IntArith))
     }
 
     fn barrier(&self, ins: &Instr, m: &mut Mods<'_>) -> R<(Op, Class)> {

@@ -3,8 +3,11 @@
 //! instruction type, and each instruction's semantics is a function chosen once (see
 //! [`crate::sem`]). The hot loop in `exec` never touches a string.
 
+mod call;
 mod instr;
 mod tensor;
+
+pub use call::{ArgSrc, AssertFail, Call, RetDst};
 
 use std::collections::HashMap;
 
@@ -47,6 +50,10 @@ pub enum Special {
     LanemaskGt,
     DynamicSmemSize,
     TotalSmemSize,
+    /// `%reserved_smem_offset_*`: no shared memory is reserved, so 0.
+    ReservedSmem,
+    /// The address of module-scope `.global` variable `i` (per device, known at launch).
+    GlobalAddr(u32),
 }
 
 /// A memory operand: `base + offset`.
@@ -125,6 +132,18 @@ pub enum Op {
         b: Src,
         c: Src,
         e: Src,
+    },
+    /// One step of a carry chain (`add.cc`, `addc`, `sub.cc`, `subc`, `mad.cc`, `madc`): the
+    /// carry flag is the thread's register `cc`, read when `cin`, written when `cout`.
+    Carry {
+        f: crate::sem::bits::CarryFn,
+        d: u32,
+        a: Src,
+        b: Src,
+        c: Src,
+        cc: u32,
+        cin: bool,
+        cout: bool,
     },
     /// `setp`: `d = comb(cmp(a, b), c)`, `q = comb(!cmp(a, b), c)`; comb 0 = none, 1 and, 2 or, 3 xor.
     Setp {
@@ -220,6 +239,21 @@ pub enum Op {
     WarpSync {
         mask: Src,
     },
+    /// `redux.sync.op.type d, a, mask`: `f` folded over the member lanes' `a`.
+    Redux {
+        f: F2,
+        d: u32,
+        a: Src,
+        mask: Src,
+    },
+    /// `match.{any,all}.sync.type d[|p], a, mask`.
+    Match {
+        all: bool,
+        d: u32,
+        p: u32,
+        a: Src,
+        mask: Src,
+    },
     ActiveMask {
         d: u32,
     },
@@ -250,6 +284,13 @@ pub enum Op {
         keep: u32,
         all: bool,
     },
+    /// `call` of a `.func`: copy the arguments into its frame, push the return pc, jump.
+    Call(Box<Call>),
+    /// `ret`: back to the caller with the return values, or the thread exits when no call is
+    /// pending (the entry's `ret`).
+    Ret,
+    /// `call __assertfail`: a failed device-side `assert`, reported with its message.
+    AssertFail(Box<AssertFail>),
     Exit,
     Trap,
     Nop,
@@ -330,7 +371,7 @@ pub struct ParamInfo {
 pub struct Program {
     pub name: String,
     pub insts: Vec<Inst>,
-    /// Register slots per thread (the last one is the `_` sink).
+    /// Register slots per thread (the last two: the `_` sink and the carry flag `CC`).
     pub nregs: u32,
     pub params: Vec<ParamInfo>,
     pub param_size: u64,
@@ -342,6 +383,17 @@ pub struct Program {
     /// Some `atom`/`red` may touch global memory (global or generic space): the blocks of a
     /// launch can then communicate in an order-dependent way, so they must run one at a time.
     pub global_atomics: bool,
+    /// The entry (index 0) and the `.func`s it calls: registers and local frame of each.
+    pub funcs: Vec<FuncInfo>,
+}
+
+/// One function of a [`Program`]: its register slots and its local-frame bytes (both
+/// half-open ranges), saved and restored around a recursive call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FuncInfo {
+    pub name: String,
+    pub regs: (u32, u32),
+    pub local: (u64, u64),
 }
 
 /// Address of a named variable in its state space.
@@ -364,57 +416,156 @@ fn align_up(x: u64, a: u64) -> u64 {
 }
 
 /// Lays out module-scope `.const` variables; returns the symbols and the initial bytes.
+/// The initial bytes of a module-scope variable: its initialiser, zero-filled (CUDA zeroes
+/// `__device__`/`__constant__` variables without one).
+fn initial_bytes(v: &ast::VarDecl) -> Result<Vec<u8>, SimError> {
+    let elem = v.ty.bytes() as usize;
+    let mut data = vec![0u8; v.size() as usize];
+    if v.init.len() as u64 * elem as u64 > v.size().max(elem as u64) && v.array.is_some() {
+        return Err(SimError::Parse {
+            line: v.line,
+            message: format!("`{}` has more initialisers than elements", v.name),
+        });
+    }
+    for (i, lit) in v.init.iter().enumerate() {
+        let bits = instr::imm_bits(lit, v.ty).ok_or_else(|| SimError::Unsupported {
+            line: v.line,
+            opcode: format!("initialiser of `{}`", v.name),
+            detail: "only numeric initialisers are supported".into(),
+        })?;
+        let at = i * elem;
+        if at + elem <= data.len() {
+            data[at..at + elem].copy_from_slice(&bits.to_le_bytes()[..elem]);
+        }
+    }
+    Ok(data)
+}
+
+/// Lays out module-scope `.const` variables; returns the symbols and the initial bytes.
 pub fn layout_consts(vars: &[ast::VarDecl]) -> Result<(HashMap<String, u64>, Vec<u8>), SimError> {
     let mut syms = HashMap::new();
     let mut bytes = Vec::new();
     for v in vars.iter().filter(|v| v.space == Space::Const) {
         let off = align_up(bytes.len() as u64, v.alignment());
-        let size = v.size();
-        if size > 64 * 1024 {
+        if v.size() > 64 * 1024 || off + v.size() > 64 * 1024 {
             return Err(SimError::Parse {
                 line: v.line,
-                message: format!("`.const {}` is larger than 64 KiB", v.name),
+                message: format!("`.const {}` does not fit the 64 KiB constant bank", v.name),
             });
         }
         bytes.resize(off as usize, 0);
-        let elem = v.ty.bytes() as usize;
-        let mut data = vec![0u8; size as usize];
-        for (i, lit) in v.init.iter().enumerate() {
-            let bits = instr::imm_bits(lit, v.ty).ok_or_else(|| SimError::Parse {
-                line: v.line,
-                message: format!("bad initializer for `{}`", v.name),
-            })?;
-            let at = i * elem;
-            if at + elem <= data.len() {
-                data[at..at + elem].copy_from_slice(&bits.to_le_bytes()[..elem]);
-            }
-        }
-        bytes.extend_from_slice(&data);
+        bytes.extend_from_slice(&initial_bytes(v)?);
         syms.insert(v.name.clone(), off);
     }
     Ok((syms, bytes))
 }
 
-/// Decodes one function of the module.
+/// A module-scope `.global` variable: allocated in device memory once per device and module.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GlobalVar {
+    pub name: String,
+    pub align: u64,
+    pub init: Vec<u8>,
+}
+
+/// Largest module-scope `.global` variable the decoder accepts.
+const MAX_GLOBAL_VAR: u64 = 1 << 30;
+
+/// The module-scope `.global` variables, in declaration order.
+pub fn layout_globals(vars: &[ast::VarDecl]) -> Result<Vec<GlobalVar>, SimError> {
+    vars.iter()
+        .filter(|v| v.space == Space::Global)
+        .map(|v| {
+            if v.size() > MAX_GLOBAL_VAR {
+                return Err(SimError::Parse {
+                    line: v.line,
+                    message: format!("`.global {}` is larger than 1 GiB", v.name),
+                });
+            }
+            Ok(GlobalVar {
+                name: v.name.clone(),
+                align: v.alignment(),
+                init: initial_bytes(v)?,
+            })
+        })
+        .collect()
+}
+
+/// The `.func`s an entry reaches through `call`, the entry first.
+fn reachable<'m>(module: &'m ast::Module, entry: &'m ast::Function) -> Vec<&'m ast::Function> {
+    let mut order = vec![entry];
+    let mut i = 0;
+    while i < order.len() {
+        for s in &order[i].body {
+            let Stmt::Instr(ins) = s else { continue };
+            let Some(name) = call::callee_name(ins) else {
+                continue;
+            };
+            let found = module
+                .functions
+                .iter()
+                .find(|f| !f.is_entry && !f.is_decl && f.name == name);
+            if let Some(f) = found {
+                if !order.iter().any(|g| std::ptr::eq(*g, f)) {
+                    order.push(f);
+                }
+            }
+        }
+        i += 1;
+    }
+    order
+}
+
+/// A function needs more of some resource than the interpreter accepts.
+fn too_large(f: &ast::Function, what: &str) -> SimError {
+    SimError::Parse {
+        line: f.line,
+        message: format!("`{}` needs {what} (too large)", f.name),
+    }
+}
+
+/// Statements of a function body that are variable declarations.
+fn body_vars(f: &ast::Function) -> impl Iterator<Item = &ast::VarDecl> {
+    f.body
+        .iter()
+        .filter_map(|s| if let Stmt::Var(v) = s { Some(v) } else { None })
+}
+
+/// Decodes one `.entry` with every `.func` it calls into one program: the entry's
+/// instructions first, then each function's, every function with registers and a local frame
+/// of its own.
 pub fn decode_entry(
     module: &ast::Module,
     f: &ast::Function,
     consts: &HashMap<String, u64>,
 ) -> Result<Program, SimError> {
-    let mut cx = instr::Ctx::default();
-    // Parameters.
+    let funcs = reachable(module, f);
+    let globals: HashMap<String, u32> = module
+        .vars
+        .iter()
+        .filter(|v| v.space == Space::Global)
+        .enumerate()
+        .map(|(i, v)| (v.name.clone(), i as u32))
+        .collect();
+    let mut base = instr::Ctx {
+        globals,
+        ..instr::Ctx::default()
+    };
+    for (name, addr) in consts {
+        base.syms.insert(
+            name.clone(),
+            Sym {
+                space: Space::Const,
+                addr: *addr,
+            },
+        );
+    }
+    // Kernel parameters.
     let mut params = Vec::new();
     let mut off = 0u64;
     for p in &f.params {
         let align = u64::from(p.align.unwrap_or(p.ty.bytes())).max(1);
         off = align_up(off, align);
-        cx.syms.insert(
-            p.name.clone(),
-            Sym {
-                space: Space::Param,
-                addr: off,
-            },
-        );
         params.push(ParamInfo {
             name: p.name.clone(),
             ty: p.ty,
@@ -425,68 +576,34 @@ pub fn decode_entry(
         off += p.size();
     }
     let param_size = off;
-    for (name, addr) in consts {
-        cx.syms.insert(
-            name.clone(),
-            Sym {
-                space: Space::Const,
-                addr: *addr,
-            },
-        );
-    }
     // Shared memory: module-scope then function-scope static arrays, then the dynamic window.
     let mut smem = 0u64;
     let mut dyn_align = 16u64;
     let mut externs = Vec::new();
-    let fn_vars = f
-        .body
+    for v in module
+        .vars
         .iter()
-        .filter_map(|s| if let Stmt::Var(v) = s { Some(v) } else { None });
-    let mut local = 0u64;
-    for v in module.vars.iter().chain(fn_vars) {
-        match v.space {
-            Space::Shared if v.is_extern || v.array == Some(None) => {
-                dyn_align = dyn_align.max(v.alignment());
-                externs.push(v.name.clone());
-            }
-            Space::Shared => {
-                smem = align_up(smem, v.alignment());
-                cx.syms.insert(
-                    v.name.clone(),
-                    Sym {
-                        space: Space::Shared,
-                        addr: smem,
-                    },
-                );
-                smem += v.size();
-            }
-            Space::Local => {
-                local = align_up(local, v.alignment());
-                cx.syms.insert(
-                    v.name.clone(),
-                    Sym {
-                        space: Space::Local,
-                        addr: local,
-                    },
-                );
-                local += v.size();
-            }
-            Space::Const => {}
-            Space::Global => {
-                cx.globals.push(v.name.clone());
-            }
-            Space::Param => {}
+        .chain(funcs.iter().flat_map(|g| body_vars(g)))
+        .filter(|v| v.space == Space::Shared)
+    {
+        if v.is_extern || v.array == Some(None) {
+            dyn_align = dyn_align.max(v.alignment());
+            externs.push(v.name.clone());
+        } else {
+            smem = align_up(smem, v.alignment());
+            base.syms.insert(
+                v.name.clone(),
+                Sym {
+                    space: Space::Shared,
+                    addr: smem,
+                },
+            );
+            smem += v.size();
         }
-    }
-    if local > MAX_LOCAL_BYTES || smem > MAX_STATIC_SMEM {
-        return Err(SimError::Parse {
-            line: f.line,
-            message: format!("`{}` declares {local} bytes of local and {smem} bytes of static shared memory per thread/block (too large)", f.name),
-        });
     }
     let dynamic_smem_offset = align_up(smem, dyn_align);
     for name in externs {
-        cx.syms.insert(
+        base.syms.insert(
             name,
             Sym {
                 space: Space::Shared,
@@ -494,60 +611,147 @@ pub fn decode_entry(
             },
         );
     }
-    // Registers and labels.
+    // Per function: its local frame (return values, parameters, `.local` and body `.param`
+    // variables), its registers, its labels and its first pc.
+    let mut local = 0u64;
+    let mut nregs = 0u32;
     let mut pc = 0u32;
-    for s in &f.body {
-        match s {
-            Stmt::Reg { ty, names, line } => {
-                for (name, count) in names {
-                    match count {
-                        Some(n) if *n as usize > MAX_REGS => {
+    let mut ctxs = Vec::with_capacity(funcs.len());
+    let mut infos = Vec::with_capacity(funcs.len());
+    let mut callees = HashMap::new();
+    for (index, g) in funcs.iter().enumerate() {
+        let mut cx = instr::Ctx {
+            syms: base.syms.clone(),
+            globals: base.globals.clone(),
+            ..instr::Ctx::default()
+        };
+        let frame_start = local;
+        let mut place = |name: &str, size: u64, align: u64, cx: &mut instr::Ctx| {
+            local = align_up(local, align);
+            cx.syms.insert(
+                name.to_string(),
+                Sym {
+                    space: Space::Local,
+                    addr: local,
+                },
+            );
+            local += size;
+            (local - size, size)
+        };
+        let mut callee_params = Vec::new();
+        let mut callee_rets = Vec::new();
+        if !g.is_entry {
+            for p in &g.rets {
+                let a = u64::from(p.align.unwrap_or(p.ty.bytes())).max(1);
+                callee_rets.push(place(&p.name, p.size(), a, &mut cx));
+            }
+            for p in &g.params {
+                let a = u64::from(p.align.unwrap_or(p.ty.bytes())).max(1);
+                callee_params.push(place(&p.name, p.size(), a, &mut cx));
+            }
+        } else {
+            for (p, info) in g.params.iter().zip(&params) {
+                cx.syms.insert(
+                    p.name.clone(),
+                    Sym {
+                        space: Space::Param,
+                        addr: info.offset,
+                    },
+                );
+            }
+        }
+        for v in body_vars(g).filter(|v| matches!(v.space, Space::Local | Space::Param)) {
+            place(&v.name, v.size(), v.alignment(), &mut cx);
+        }
+        if local > MAX_LOCAL_BYTES {
+            let what = format!("{local} bytes of local memory per thread");
+            return Err(too_large(g, &what));
+        }
+        let reg_start = nregs;
+        let first_pc = pc;
+        for s in &g.body {
+            match s {
+                Stmt::Reg { ty, names, line } => {
+                    for (name, count) in names {
+                        match count {
+                            Some(n) if *n as usize > MAX_REGS => {
+                                return Err(SimError::Parse {
+                                    line: *line,
+                                    message: format!("`{name}<{n}>`: too many registers"),
+                                });
+                            }
+                            Some(n) => {
+                                for i in 0..*n {
+                                    cx.add_reg(format!("{name}{i}"), *ty, reg_start);
+                                }
+                            }
+                            None => cx.add_reg(name.clone(), *ty, reg_start),
+                        }
+                        if reg_start as usize + cx.regs.len() > MAX_REGS {
                             return Err(SimError::Parse {
                                 line: *line,
-                                message: format!("`{name}<{n}>`: too many registers"),
+                                message: "too many registers".into(),
                             });
                         }
-                        Some(n) => {
-                            for i in 0..*n {
-                                cx.add_reg(format!("{name}{i}"), *ty);
-                            }
-                        }
-                        None => cx.add_reg(name.clone(), *ty),
                     }
-                    if cx.regs.len() > MAX_REGS {
+                }
+                Stmt::Label { name, line } => {
+                    if cx.labels.insert(name.clone(), pc).is_some() {
                         return Err(SimError::Parse {
                             line: *line,
-                            message: "too many registers".into(),
+                            message: format!("duplicate label `{name}`"),
                         });
                     }
                 }
+                Stmt::Instr(_) => pc += 1,
+                Stmt::Var(_) => {}
             }
-            Stmt::Label { name, line } => {
-                if cx.labels.insert(name.clone(), pc).is_some() {
-                    return Err(SimError::Parse {
-                        line: *line,
-                        message: format!("duplicate label `{name}`"),
-                    });
-                }
-            }
-            Stmt::Instr(_) => pc += 1,
-            Stmt::Var(_) => {}
         }
+        // Falling off the end of a body returns (exits, for the entry).
+        pc += 1;
+        nregs = reg_start + cx.regs.len() as u32;
+        if !g.is_entry {
+            callees.insert(
+                g.name.clone(),
+                call::Callee {
+                    func: index as u32,
+                    pc: first_pc,
+                    params: callee_params,
+                    rets: callee_rets,
+                },
+            );
+        }
+        infos.push(FuncInfo {
+            name: g.name.clone(),
+            regs: (reg_start, nregs),
+            local: (frame_start, local),
+        });
+        ctxs.push(cx);
     }
-    cx.sink = cx.regs.len() as u32;
+    if smem > MAX_STATIC_SMEM {
+        return Err(too_large(
+            f,
+            &format!("{smem} bytes of static shared memory"),
+        ));
+    }
+    let sink = nregs;
     let mut insts = Vec::with_capacity(pc as usize);
-    for s in &f.body {
-        if let Stmt::Instr(i) = s {
-            insts.push(cx.decode(i)?);
+    for (g, mut cx) in funcs.iter().zip(ctxs) {
+        cx.sink = sink;
+        cx.cc = sink + 1;
+        cx.callees = callees.clone();
+        for s in &g.body {
+            if let Stmt::Instr(i) = s {
+                insts.push(cx.decode(i)?);
+            }
         }
+        insts.push(Inst {
+            op: Op::Ret,
+            guard: None,
+            class: Class::Control,
+            line: g.line as u32,
+        });
     }
-    // Falling off the end of the body exits.
-    insts.push(Inst {
-        op: Op::Exit,
-        guard: None,
-        class: Class::Control,
-        line: f.line as u32,
-    });
     let global_atomics = insts.iter().any(|i| {
         matches!(
             i.op,
@@ -560,7 +764,7 @@ pub fn decode_entry(
     Ok(Program {
         name: f.name.clone(),
         insts,
-        nregs: cx.sink + 1,
+        nregs: sink + 2,
         params,
         param_size,
         static_smem: smem,
@@ -568,5 +772,6 @@ pub fn decode_entry(
         local_size: local,
         perf: f.perf.clone(),
         global_atomics,
+        funcs: infos,
     })
 }

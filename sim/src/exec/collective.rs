@@ -1,7 +1,10 @@
-//! Warp collectives (`shfl.sync`, `vote.sync`, `bar.warp.sync`): lanes wait (park) until every
-//! lane named in their member mask has arrived at the same instruction, then the operation runs
-//! for all of them at once. Synccheck reports a mask naming exited lanes, a lane missing from its
-//! own mask, and lanes that can never arrive (forced when the warp can run nothing else).
+//! Warp collectives (`shfl.sync`, `vote.sync`, `bar.warp.sync`, `redux.sync`, `match.sync`): lanes
+//! wait (park) until every non-exited lane named in their member mask has arrived at the same
+//! instruction, then the operation runs for all of them at once. Lanes that do not exist (partial
+//! last warp) or have exited are not waited for, so a full mask `0xffffffff` is legal there, as
+//! the PTX ISA and the CUDA programming guide specify. Synccheck reports a lane missing from its
+//! own mask, and member lanes that can never arrive because they wait at a barrier or another
+//! collective (forced when the warp can run nothing else).
 
 use super::global::GlobalSpace;
 use super::{lanes, BlockCtx, Engine, Flow, Warp, WARP};
@@ -19,7 +22,11 @@ impl<G: GlobalSpace> Engine<'_, G> {
         exec: u32,
     ) -> Flow {
         let mask_src = match inst.op {
-            Op::Shfl { mask, .. } | Op::Vote { mask, .. } | Op::WarpSync { mask } => mask,
+            Op::Shfl { mask, .. }
+            | Op::Vote { mask, .. }
+            | Op::WarpSync { mask }
+            | Op::Redux { mask, .. }
+            | Op::Match { mask, .. } => mask,
             _ => return Flow::Next,
         };
         for l in lanes(exec) {
@@ -41,18 +48,6 @@ impl<G: GlobalSpace> Engine<'_, G> {
             let m = w.coll_mask[l];
             if m & (1 << l) == 0 && self.spec.checks.synccheck {
                 self.report(bc, w, l, pc, FindingKind::WarpSyncMask, format!("lane {l} executes a warp-synchronous instruction with member mask 0x{m:08x} that does not include itself"), None);
-            }
-            let gone = m & dead;
-            if gone != 0 && self.spec.checks.synccheck {
-                self.report(
-                    bc,
-                    w,
-                    l,
-                    pc,
-                    FindingKind::WarpSyncMask,
-                    format!("member mask 0x{m:08x} names lanes 0x{gone:08x} that have exited or do not exist"),
-                    None,
-                );
             }
             if m & !dead & !arrived == 0 {
                 ready |= 1 << l;
@@ -92,8 +87,10 @@ impl<G: GlobalSpace> Engine<'_, G> {
         }
         let first = here.trailing_zeros() as usize;
         let m = w.coll_mask[first];
-        let missing = m & !here;
-        if !bc.faulted {
+        // Lanes that exited (or never existed) release the waiters: the instruction waits only
+        // for non-exited member lanes (PTX ISA, `shfl.sync`/`vote.sync`/`bar.warp.sync`).
+        let missing = m & !here & w.present & !w.exited & !w.faulted;
+        if missing != 0 && !bc.faulted {
             let where_ = lanes(missing)
                 .next()
                 .map(|l| {
@@ -203,6 +200,43 @@ impl<G: GlobalSpace> Engine<'_, G> {
                         VoteMode::Uni => u64::from(set == 0 || set == members),
                     };
                     w.regs[d as usize * WARP + l] = v;
+                }
+            }
+            Op::Redux { f, d, a, .. } => {
+                let mut vals = [0u64; WARP];
+                for l in lanes(lanes_mask) {
+                    vals[l] = self.rd(bc, w, a, l);
+                }
+                for l in lanes(lanes_mask) {
+                    let members = w.coll_mask[l] & lanes_mask;
+                    let first = members.trailing_zeros() as usize;
+                    let mut acc = vals[first];
+                    for j in lanes(members & !(1 << first)) {
+                        acc = f(acc, vals[j]);
+                    }
+                    w.regs[d as usize * WARP + l] = acc & 0xffff_ffff;
+                }
+            }
+            Op::Match { all, d, p, a, .. } => {
+                let mut vals = [0u64; WARP];
+                for l in lanes(lanes_mask) {
+                    vals[l] = self.rd(bc, w, a, l);
+                }
+                for l in lanes(lanes_mask) {
+                    let members = w.coll_mask[l] & lanes_mask;
+                    let mut same = 0u32;
+                    for j in lanes(members) {
+                        if vals[j] == vals[l] {
+                            same |= 1 << j;
+                        }
+                    }
+                    let (dv, pv) = match all {
+                        false => (same, false),
+                        true if same == members => (members, true),
+                        true => (0, false),
+                    };
+                    w.regs[d as usize * WARP + l] = u64::from(dv);
+                    w.regs[p as usize * WARP + l] = u64::from(pv);
                 }
             }
             Op::WarpSync { .. } => {

@@ -40,6 +40,14 @@ impl<G: GlobalSpace> Engine<'_, G> {
             Op::Atom { size, .. } => (u64::from(size), false),
             _ => return,
         };
+        let is_store = matches!(inst.op, Op::St { .. });
+        // Global or shared address of each storing lane, for the write-conflict check.
+        let mut stores = WarpStores::default();
+        if is_store {
+            if let Some(r) = &mut self.race {
+                r.begin_store();
+            }
+        }
         for l in lanes(exec) {
             let (space, addr, kind) = match inst.op {
                 Op::Ld { space, addr, .. } => (space, addr, AccessKind::Read),
@@ -55,10 +63,16 @@ impl<G: GlobalSpace> Engine<'_, G> {
                 Region::Global(..) => {
                     gaddrs[ng] = a;
                     ng += 1;
+                    if is_store {
+                        stores.push(a, l);
+                    }
                 }
                 Region::Shared(off) => {
                     saddrs[ns] = off;
                     ns += 1;
+                    if is_store {
+                        stores.push(SHARED_WINDOW + off, l);
+                    }
                 }
                 _ => {}
             }
@@ -138,6 +152,12 @@ impl<G: GlobalSpace> Engine<'_, G> {
                 _ => {}
             }
         }
+        if is_store {
+            if let Some(r) = &mut self.race {
+                r.end_store();
+                self.write_conflicts(bc, w, inst, pc, &mut stores);
+            }
+        }
         if ng > 0 {
             let sec = sectors(&gaddrs[..ng], bytes);
             let c = &mut self.counters;
@@ -155,6 +175,61 @@ impl<G: GlobalSpace> Engine<'_, G> {
             self.counters.shared_requests += 1;
             self.counters.shared_wavefronts += wavefronts(&saddrs[..ns], bytes.min(16));
         }
+    }
+
+    /// Lanes of one store instruction that wrote the same address: one value lands, so it is
+    /// no race; when their values differ, which one is unspecified (`WarpWriteConflict`).
+    fn write_conflicts(
+        &mut self,
+        bc: &BlockCtx,
+        w: &Warp,
+        inst: &Inst,
+        pc: u32,
+        stores: &mut WarpStores,
+    ) {
+        let Op::St { s, n, .. } = inst.op else {
+            return;
+        };
+        let Some((addr, l1, l2)) = stores.same_address(|a, b| {
+            s.iter()
+                .take(n as usize)
+                .any(|v| self.rd(bc, w, *v, a) != self.rd(bc, w, *v, b))
+        }) else {
+            return;
+        };
+        let space = if addr >= SHARED_WINDOW {
+            "shared"
+        } else {
+            "global"
+        };
+        let shown = if addr >= SHARED_WINDOW {
+            addr - SHARED_WINDOW
+        } else {
+            addr
+        };
+        let (t1, t2) = (self.thread_of(w.index, l1), self.thread_of(w.index, l2));
+        let line = self.line_of(pc);
+        self.findings.push(Finding {
+            kind: FindingKind::WarpWriteConflict,
+            message: format!(
+                "threads {t1:?} and {t2:?} of one warp store different values to {space} address 0x{shown:x} in the same instruction (line {line}): which value lands is unspecified"
+            ),
+            pc: pc as usize,
+            line,
+            thread: t2,
+            block: bc.ctaid,
+            address: Some(shown),
+            other: Some(Access {
+                kind: AccessKind::Write,
+                pc: pc as usize,
+                line,
+                thread: t1,
+                block: bc.ctaid,
+                address: shown,
+            }),
+            access: Some(AccessKind::Write),
+            count: 1,
+        });
     }
 
     pub(super) fn effective(&self, bc: &BlockCtx, w: &Warp, addr: Addr, l: usize) -> u64 {
@@ -354,6 +429,53 @@ impl<G: GlobalSpace> Engine<'_, G> {
             }
             Region::Param(_) | Region::Const(_) | Region::Dropped => {}
         }
+    }
+}
+
+/// The addresses one store instruction wrote, lane by lane.
+#[derive(Default)]
+struct WarpStores {
+    items: [(u64, u8); WARP],
+    len: usize,
+    /// Addresses strictly increase with the lane so far (coalesced stores): no repeats.
+    increasing: bool,
+}
+
+impl WarpStores {
+    fn push(&mut self, addr: u64, lane: usize) {
+        self.increasing = self.len == 0 || (self.increasing && self.items[self.len - 1].0 < addr);
+        self.items[self.len] = (addr, lane as u8);
+        self.len += 1;
+    }
+
+    /// The first address (lowest) that two lanes wrote with values that `differ`, with the
+    /// two lanes (lower first). Stores of one instruction are equally sized and aligned, so
+    /// they either coincide or are disjoint.
+    fn same_address(
+        &mut self,
+        mut differ: impl FnMut(usize, usize) -> bool,
+    ) -> Option<(u64, usize, usize)> {
+        if self.len < 2 || self.increasing {
+            return None;
+        }
+        let items = &mut self.items[..self.len];
+        items.sort_unstable();
+        let mut start = 0;
+        while start < items.len() {
+            let mut end = start + 1;
+            while end < items.len() && items[end].0 == items[start].0 {
+                end += 1;
+            }
+            let first = usize::from(items[start].1);
+            if let Some(&(a, other)) = items[start + 1..end]
+                .iter()
+                .find(|&&(_, l)| differ(first, usize::from(l)))
+            {
+                return Some((a, first, usize::from(other)));
+            }
+            start = end;
+        }
+        None
     }
 }
 

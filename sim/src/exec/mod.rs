@@ -14,6 +14,7 @@
 //! synccheck (and reported even with synccheck off as a deadlock).
 
 mod async_copy;
+mod call;
 mod collective;
 mod global;
 mod memops;
@@ -42,6 +43,8 @@ pub(crate) struct LaunchSpec<'a> {
     pub block: [u32; 3],
     pub params: Vec<u8>,
     pub consts: &'a [u8],
+    /// Device address of each module-scope `.global` variable.
+    pub global_addrs: Vec<u64>,
     /// Total shared bytes per block (static + dynamic).
     pub smem_bytes: u64,
     pub dynamic_smem: u64,
@@ -70,6 +73,8 @@ pub(crate) struct Warp {
     pub fuel: [u64; WARP],
     pub steps: u64,
     pub local: Vec<u8>,
+    /// Each lane's pending calls, innermost last.
+    pub calls: Vec<Vec<call::Frame>>,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -196,6 +201,7 @@ impl<'a, G: GlobalSpace> Engine<'a, G> {
                     fuel: [0; WARP],
                     steps: 0,
                     local: vec![0; prog.local_size as usize * WARP],
+                    calls: vec![Vec::new(); WARP],
                 }
             })
             .collect();
@@ -399,6 +405,8 @@ impl<'a, G: GlobalSpace> Engine<'a, G> {
             Special::LanemaskGt => !((lane_bit << 1).wrapping_sub(1)) & 0xffff_ffff,
             Special::DynamicSmemSize => self.spec.dynamic_smem,
             Special::TotalSmemSize => self.spec.smem_bytes,
+            Special::ReservedSmem => 0,
+            Special::GlobalAddr(i) => self.spec.global_addrs.get(i as usize).copied().unwrap_or(0),
         }
     }
 
@@ -502,6 +510,31 @@ impl<'a, G: GlobalSpace> Engine<'a, G> {
                     w.regs[q as usize * WARP + l] = u64::from(combine(!t));
                 }
             }
+            Op::Carry {
+                f,
+                d,
+                a,
+                b,
+                c,
+                cc,
+                cin,
+                cout,
+            } => {
+                let ccr = cc as usize * WARP;
+                for l in lanes(exec) {
+                    let carry = cin && w.regs[ccr + l] & 1 != 0;
+                    let (v, out) = f(
+                        self.rd(bc, w, a, l),
+                        self.rd(bc, w, b, l),
+                        self.rd(bc, w, c, l),
+                        carry,
+                    );
+                    w.regs[d as usize * WARP + l] = v;
+                    if cout {
+                        w.regs[ccr + l] = u64::from(out);
+                    }
+                }
+            }
             Op::Selp { d, a, b, p } => {
                 for l in lanes(exec) {
                     let v = if self.rd(bc, w, p, l) & 1 != 0 {
@@ -563,7 +596,11 @@ impl<'a, G: GlobalSpace> Engine<'a, G> {
                     self.barrier(bc, w, pc, exec, arrive, id, count);
                 }
             }
-            Op::Shfl { .. } | Op::Vote { .. } | Op::WarpSync { .. } => {
+            Op::Shfl { .. }
+            | Op::Vote { .. }
+            | Op::WarpSync { .. }
+            | Op::Redux { .. }
+            | Op::Match { .. } => {
                 return self.collective(bc, w, inst, pc, group, exec);
             }
             Op::ActiveMask { d } => {
@@ -576,13 +613,10 @@ impl<'a, G: GlobalSpace> Engine<'a, G> {
             Op::CpAsync(ref c) => self.cp_async(bc, w, c, pc, exec),
             Op::CpAsyncCommit => self.cp_async_commit(bc, w, exec),
             Op::CpAsyncWait { keep, all } => self.cp_async_wait(bc, w, exec, keep, all),
-            Op::Exit => {
-                if bc.asyncs.pending != 0 {
-                    self.exit_with_copies(bc, w, pc, exec);
-                }
-                w.running &= !exec;
-                w.exited |= exec;
-            }
+            Op::Exit => self.exit_lanes(bc, w, pc, exec),
+            Op::Call(ref c) => return self.call(bc, w, c, pc, group, exec),
+            Op::Ret => return self.ret(bc, w, pc, group, exec),
+            Op::AssertFail(ref a) => self.assert_fail(bc, w, a, pc, exec),
             Op::Trap => {
                 if let Some(l) = lanes(exec).next() {
                     self.report(
@@ -602,6 +636,15 @@ impl<'a, G: GlobalSpace> Engine<'a, G> {
             Op::Nop => {}
         }
         Flow::Next
+    }
+
+    /// The lanes of `exec` exit the thread.
+    fn exit_lanes(&mut self, bc: &mut BlockCtx, w: &mut Warp, pc: u32, exec: u32) {
+        if bc.asyncs.pending != 0 {
+            self.exit_with_copies(bc, w, pc, exec);
+        }
+        w.running &= !exec;
+        w.exited |= exec;
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -73,7 +73,11 @@ pub struct Perf {
 pub struct Function {
     pub name: String,
     pub is_entry: bool,
+    /// `.func (.param .b32 ret) name(..)`: the return parameters.
+    pub rets: Vec<ParamDecl>,
     pub params: Vec<ParamDecl>,
+    /// Declared without a body (`.extern .func f(..);`, a prototype).
+    pub is_decl: bool,
     pub perf: Perf,
     pub body: Vec<Stmt>,
     pub line: usize,

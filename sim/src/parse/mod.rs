@@ -198,10 +198,35 @@ impl Parser {
                     self.next()?;
                     self.expect_punct(';')?;
                 }
+                "section" => self.section()?,
                 other => return self.err(format!("unsupported module directive `.{other}`")),
             }
         }
         Ok(m)
+    }
+
+    /// `.section .debug_* { .b8 1, 2; .b32 label; ... }` (DWARF data): skipped, braces matched.
+    fn section(&mut self) -> PResult<()> {
+        match self.next()? {
+            Tok::Dot(_) | Tok::Ident(_) => {}
+            _ => return self.err("expected a section name after `.section`"),
+        }
+        if !self.eat_punct('{') {
+            return Ok(());
+        }
+        let mut depth = 1u32;
+        loop {
+            match self.next()? {
+                Tok::Punct('{') => depth += 1,
+                Tok::Punct('}') => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Ok(());
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 
     fn space_of_next(&mut self) -> PResult<Space> {
@@ -279,9 +304,11 @@ impl Parser {
 
     fn function(&mut self, is_entry: bool, line: usize) -> PResult<Function> {
         // `.func (.param .b32 ret) name (...)`: a return-parameter list before the name.
-        if !is_entry && self.is_punct('(') {
-            self.param_list()?;
-        }
+        let rets = if !is_entry && self.is_punct('(') {
+            self.param_list()?
+        } else {
+            Vec::new()
+        };
         let name = self.ident()?;
         let params = if self.is_punct('(') {
             self.param_list()?
@@ -316,7 +343,9 @@ impl Parser {
             return Ok(Function {
                 name,
                 is_entry,
+                rets,
                 params,
+                is_decl: true,
                 perf,
                 body,
                 line,
@@ -327,7 +356,9 @@ impl Parser {
         Ok(Function {
             name,
             is_entry,
+            rets,
             params,
+            is_decl: false,
             perf,
             body,
             line,
@@ -416,7 +447,7 @@ impl Parser {
                     self.pos += 1;
                     match d.as_str() {
                         "reg" => body.push(self.reg_decl(line)?),
-                        "shared" | "local" | "const" | "global" => {
+                        "shared" | "local" | "const" | "global" | "param" => {
                             let v = self.var_decl(space_of(&d))?;
                             body.push(Stmt::Var(v));
                         }

@@ -6,6 +6,7 @@
 //! directed modes (`.rz/.rm/.rp`) and every narrowing to f32/f16/bf16 go through [`round_to`],
 //! which rounds an f64 value plus the sign of its exact residual, so no double rounding occurs.
 
+pub mod bits;
 pub mod cvt;
 pub mod float;
 pub mod half;

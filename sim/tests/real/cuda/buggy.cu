@@ -58,10 +58,14 @@ extern "C" __global__ void bug_misaligned(const char* bytes, float* y) {
     y[t] = *reinterpret_cast<const float*>(bytes + 4 * t + 1);
 }
 
-// synccheck: a full-mask shuffle executed by half of the warp only.
+// synccheck: a full-mask shuffle executed by half of the warp while the other half waits at a
+// barrier.
 extern "C" __global__ void bug_shfl_divergent(const float* x, float* y) {
     int t = threadIdx.x;
     float v = x[t];
+    // Lanes 16..31 wait at the barrier while lanes 0..15 wait for them in the shuffle. (Had
+    // they exited instead, the shuffle would be legal: exited lanes are not waited for.)
     if (t < 16) v += __shfl_xor_sync(0xffffffffu, v, 1);
+    __syncthreads();
     y[t] = v;
 }
