@@ -11,7 +11,7 @@ pub mod kernels;
 pub mod launch;
 pub mod reference;
 
-pub use config::{Nf4Config, Nf4ShapeError};
+pub use config::{Nf4Config, Nf4ShapeError, INDEX_BOUND};
 pub use format::{
     dequantize, dequantize_absmax, quantize, quantize_absmax, Nf4DoubleQuant, Nf4FormatError,
     Nf4Weights, QuantizedAbsmax, NF4_CODE,
