@@ -5,6 +5,7 @@
 pub mod arch;
 pub mod dtype;
 pub mod launch;
+pub mod lint;
 pub mod matrix;
 pub mod ptxas;
 pub mod samples;

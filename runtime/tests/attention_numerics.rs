@@ -131,7 +131,8 @@ fn check_typed<T: HostFloat + Element + PartialEq>(dev: &SimBackend, case: &Case
         &to_f64(&k),
         &to_f64(&v),
         cfg.causal,
-        scale.unwrap_or_else(|| cfg.default_scale()),
+        // 1/√D written here, not `cfg.default_scale()`, which the launch itself calls.
+        scale.unwrap_or_else(|| 1.0 / f64::from(cfg.head_dim).sqrt()),
     )
     .unwrap();
     let max_ref = want.o.iter().fold(0.0f64, |m, x| m.max(x.abs())).max(1e-30);

@@ -13,7 +13,7 @@
 //!
 //! Both forward paths (GEMV for `m ≤ 8`, tiled) and both backward paths (backward GEMV for
 //! `m ≤ 8`, tiled; the tiled ones also on small `m`) are checked, each launch's entry asserted.
-//! Shapes cover `m ∈ {1, 3, 8, 33, 128}`, more than one 256-row window of `G_C`, `n` and `k` that are not multiples of any tile (8 rows
+//! Shapes cover `m ∈ {1, 3, 8, 33, 128}`, three 1024-column windows of the forward GEMV, more than one 256-row window of `G_C`, `n` and `k` that are not multiples of any tile (8 rows
 //! per GEMV block, 64 × 64 output tiles, 32-wide reduction slices, 16-byte packed chunks), rows
 //! whose packed start is not 16-byte aligned, quantisation blocks spanning rows and a ragged last
 //! block, every block size, double quantisation on and off, and every dtype.
@@ -353,6 +353,27 @@ fn backward_gemv_ragged_windows_and_columns() {
             };
             run(case, Path::Backward);
         }
+    }
+}
+
+/// Past the first window: the forward GEMV walks `k` in windows of 1024 columns, so
+/// `k = 2·1024 + 38` takes three trips with a ragged last one (a kernel that forgets a window's
+/// start column, or stages past `k`, fails here); the backward GEMV on the same `k` spans 33
+/// column blocks and two 256-row windows of `G_C` (`n = 300`, ragged).
+#[test]
+fn gemv_past_the_first_window() {
+    for (i, dtype) in DTYPES.into_iter().enumerate() {
+        let case = |m, n| Case {
+            m,
+            n,
+            k: 2 * 1024 + 38,
+            block: BLOCKS[i + 1],
+            double_quant: i == 1,
+            dtype,
+            seed: 450 + i as u64,
+        };
+        run(case([1, 8, 3][i], 9), Path::Forward);
+        run(case([8, 1, 2][i], 300), Path::Backward);
     }
 }
 

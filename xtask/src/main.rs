@@ -1,6 +1,7 @@
-//! Project tasks: `cargo xtask test`, `cargo xtask emit --out DIR`.
+//! Project tasks: `cargo xtask test`, `cargo xtask examples`, `cargo xtask emit --out DIR`.
 
 mod bench;
+mod examples;
 mod ptxas_install;
 
 use std::path::{Path, PathBuf};
@@ -11,6 +12,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("test") => test(&args[1..]),
         Some("emit") => emit(&args[1..]),
+        Some("examples") => examples::run_all(),
         Some("bench") => bench(&args[1..]),
         Some("bench-optimised") => bench_optimised(&args[1..]),
         _ => Err(USAGE.to_string()),
@@ -26,6 +28,7 @@ fn main() -> ExitCode {
 
 const USAGE: &str = "usage: cargo xtask <command>
   test            install ptxas if needed, then fmt check, clippy, the whole test suite (ptxas required)
+  examples        run every example (each exits non-zero when it disagrees with its reference)
   emit --out DIR  write every kernel of the test matrix as DIR/<family>/<name>.<arch>.ptx
   bench [--out F] measure code generation, ptxas resources, interpreter counters and throughput; write F (BENCHMARKS.md)";
 
@@ -76,6 +79,7 @@ fn test(extra: &[String]) -> Result<(), String> {
         "warnings",
     ]))?;
     run(with_env(cargo()).args(["test", "--workspace"]).args(extra))?;
+    examples::run_all()?;
     // The CUDA backend must keep building without a CUDA installation (it loads the driver at run time).
     run(cargo().args([
         "clippy",

@@ -116,14 +116,15 @@ pub fn round_to(x: f64, resid: i8, fmt: Fmt, mode: Rnd) -> u64 {
     if x.is_nan() {
         return fmt.canonical_nan();
     }
-    // Replace (x, residual) by x's f64 neighbour on the residual's side: no value of a format
-    // narrower than f64, and no midpoint between two such values, lies between the exact value
-    // and that neighbour, so both round identically in every mode.
-    let x = match resid.cmp(&0) {
-        std::cmp::Ordering::Equal => x,
-        _ if x.is_infinite() => x,
-        std::cmp::Ordering::Greater => step(x, true),
-        std::cmp::Ordering::Less => step(x, false),
+    // Round to odd: replace (x, residual) by whichever of x and its f64 neighbour on the
+    // residual's side has an odd last bit. Values of a narrower format and the midpoints between
+    // them all end in an even f64 bit, so none lies between the exact value and the odd one, and
+    // both round identically in every mode. (The neighbour alone is not enough: it can be a
+    // midpoint itself, when x was rounded past one, as bf16 fma with far-apart operands does.)
+    let x = if resid == 0 || x.is_infinite() || x.to_bits() & 1 == 1 {
+        x
+    } else {
+        step(x, resid > 0)
     };
     let neg = x.is_sign_negative();
     let sign = if neg { fmt.sign_bit() } else { 0 };

@@ -11,7 +11,17 @@ use std::str::FromStr;
 
 use crate::arch::Arch;
 use crate::dtype::DType;
+use crate::lint::address::IndexBound;
 use crate::templates::ConfigErrors;
+
+/// The bound the MoE kernels declare for the 32-bit address lint ([`crate::lint::address`]):
+/// every element index they compute in `u32` and widen into an address is at most `u32::MAX`.
+/// [`MoeConfig::validate`] proves it for the weights, [`MoeConfig::run_shape`] for the
+/// token-dependent tensors, both by comparing against this `limit`.
+pub const INDEX_BOUND: IndexBound = IndexBound {
+    limit: u32::MAX as u64,
+    proof: "MoeConfig::validate (E*F*H) and MoeConfig::run_shape (token tensors)",
+};
 
 /// The expert feed-forward network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -220,7 +230,7 @@ impl MoeConfig {
         // Weight tensors: E · F · H elements each, indexed in u32.
         let weight =
             u128::from(self.experts) * u128::from(self.expert_dim) * u128::from(self.hidden);
-        if weight > u128::from(u32::MAX) {
+        if weight > u128::from(INDEX_BOUND.limit) {
             errs.push(
                 &["expert_dim", "hidden", "experts"],
                 format!(
@@ -286,7 +296,7 @@ impl MoeConfig {
             ("output", t * u128::from(self.out_width())),
         ];
         for (tensor, elements) in checks {
-            if elements > u128::from(u32::MAX) {
+            if elements > u128::from(INDEX_BOUND.limit) {
                 return Err(MoeShapeError::TooLarge {
                     tensor,
                     tokens,

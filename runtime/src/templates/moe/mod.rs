@@ -10,5 +10,5 @@ pub mod kernels;
 pub mod launch;
 pub mod reference;
 
-pub use config::{Ffn, MoeConfig, MoeRunShape, MoeShapeError, UnknownFfn};
+pub use config::{Ffn, MoeConfig, MoeRunShape, MoeShapeError, UnknownFfn, INDEX_BOUND};
 pub use kernels::matrix_configs;

@@ -9,7 +9,17 @@
 
 use crate::arch::Arch;
 use crate::dtype::DType;
+use crate::lint::address::IndexBound;
 use crate::templates::ConfigErrors;
+
+/// The bound the NF4 kernels declare for the 32-bit address lint ([`crate::lint::address`]):
+/// every element index they compute in `u32` and widen into an address is at most `u32::MAX`.
+/// [`Nf4Config::validate`] proves it for the weights (`n · k`), [`Nf4Config::check_m`] for the
+/// activations and outputs (`m · k`, `m · n`), both by comparing against this `limit`.
+pub const INDEX_BOUND: IndexBound = IndexBound {
+    limit: u32::MAX as u64,
+    proof: "Nf4Config::validate (n*k) and Nf4Config::check_m (m*k, m*n)",
+};
 
 /// Configuration of one NF4-weight GEMM: `#[nf4_gemm(n = 4096, k = 4096, block = 64,
 /// double_quant = true, dtype = bf16, arch = sm_80)]`.
@@ -139,7 +149,7 @@ impl Nf4Config {
             );
         }
         let elements = self.weight_elements();
-        if elements > u64::from(u32::MAX) {
+        if elements > INDEX_BOUND.limit {
             errs.push(
                 &["k", "n"],
                 format!(
@@ -160,7 +170,7 @@ impl Nf4Config {
         }
         for (tensor, cols) in [("a", self.k), ("c", self.n)] {
             let elements = u64::from(m) * u64::from(cols);
-            if elements > u64::from(u32::MAX) {
+            if elements > INDEX_BOUND.limit {
                 return Err(Nf4ShapeError::TooLarge {
                     tensor,
                     m,

@@ -14,7 +14,7 @@ pub mod launch;
 pub mod reference;
 
 pub use checkpoint::{CheckpointError, CheckpointLoadError, LoadedNf4, Nf4Checkpoint, Nf4State};
-pub use config::{Nf4Config, Nf4ShapeError};
+pub use config::{Nf4Config, Nf4ShapeError, INDEX_BOUND};
 pub use format::{
     dequantize, dequantize_absmax, dynamic_map, quantize, quantize_absmax,
     quantize_absmax_with_offset, Nf4DoubleQuant, Nf4FormatError, Nf4Weights, QuantizedAbsmax,

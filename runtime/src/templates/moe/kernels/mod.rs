@@ -30,7 +30,8 @@ use crate::builder::{KernelBuilder, ModuleBuilder, BF16, F16, F32, F64};
 use crate::dtype::DType;
 use crate::templates::{CompiledFamily, KernelFamily, TemplateError};
 
-use super::config::{Ffn, MoeConfig};
+use super::config::{Ffn, MoeConfig, INDEX_BOUND};
+use crate::lint::address::declare_index_bound;
 use common::MoeElem;
 
 /// Entry name of the gating kernel.
@@ -91,6 +92,7 @@ fn entry(
     body: fn(&MoeShape, &mut KernelBuilder),
 ) -> KernelBuilder {
     let mut k = KernelBuilder::new(name, arch);
+    declare_index_bound(&mut k, &INDEX_BOUND);
     body(shape, &mut k);
     k
 }

@@ -35,8 +35,10 @@ use crate::dtype::DType;
 use crate::ir::{BinOp, CmpOp, Op, Operand, Rounding, Type};
 use crate::templates::{CompiledFamily, KernelFamily, TemplateError};
 
+use super::config::INDEX_BOUND;
 use super::format::{ABSMAX_BLOCK, NF4_CODE};
 use super::Nf4Config;
+use crate::lint::address::declare_index_bound;
 
 /// Entry name of the small-`m` forward GEMV.
 pub const GEMV_ENTRY: &str = "nf4_gemv";
@@ -202,6 +204,7 @@ fn entry_prologue<T: Scalar>(
     input: &str,
     output: &str,
 ) -> Entry<T> {
+    declare_index_bound(k, &INDEX_BOUND);
     let params = EntryParams {
         input: k.param_ptr::<T>(input),
         packed: k.param_ptr::<U8>("packed"),
