@@ -392,15 +392,7 @@ fn view_of<T: Element>(
     offset: usize,
     len: usize,
 ) -> Result<(DeviceBuffer<CudaBackend, T>, Arc<AtomicBool>), LaunchError> {
-    let range_error = LaunchError::ViewRange {
-        offset,
-        len,
-        available: slice.len(),
-    };
-    let end = offset.checked_add(len).ok_or(range_error.clone())?;
-    if end > slice.len() {
-        return Err(range_error);
-    }
+    check_view_range(offset, len, slice.len())?;
     let size = T::KIND.size_bytes();
     let (base, _sync) = slice.device_ptr(slice.stream());
     let live = Arc::new(AtomicBool::new(true));
@@ -413,6 +405,18 @@ fn view_of<T: Element>(
         },
     };
     Ok((DeviceBuffer::from_raw(raw, len), live))
+}
+
+/// `offset .. offset + len` within `available` elements, without overflow.
+fn check_view_range(offset: usize, len: usize, available: usize) -> Result<(), LaunchError> {
+    match offset.checked_add(len) {
+        Some(end) if end <= available => Ok(()),
+        _ => Err(LaunchError::ViewRange {
+            offset,
+            len,
+            available,
+        }),
+    }
 }
 
 /// A read-only view of part of a caller's `CudaSlice`; dereferences to a buffer the wrappers
@@ -687,6 +691,23 @@ mod tests {
         let sizes = entry_param_sizes(ptx);
         assert_eq!(sizes["k"], vec![8, 4, 8]);
         assert_eq!(sizes["j"], vec![2]);
+    }
+
+    #[test]
+    fn views_past_the_end_are_refused() {
+        assert!(check_view_range(0, 10, 10).is_ok());
+        assert!(check_view_range(4, 6, 10).is_ok());
+        assert!(check_view_range(10, 0, 10).is_ok());
+        assert_eq!(
+            check_view_range(4, 7, 10),
+            Err(LaunchError::ViewRange {
+                offset: 4,
+                len: 7,
+                available: 10
+            })
+        );
+        assert!(check_view_range(11, 0, 10).is_err());
+        assert!(check_view_range(usize::MAX, 2, 10).is_err());
     }
 
     #[test]

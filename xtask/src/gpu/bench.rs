@@ -4,7 +4,8 @@
 //! - NF4 GEMV at `m = 1` on 4096×4096 and 14336×4096: achieved bytes/s as a fraction of the
 //!   device-to-device copy bandwidth measured here (the bandwidth-bound model's time is
 //!   `bytes / copy bandwidth`).
-//! - NF4 tiled GEMM against cuBLAS `sgemm` on the dequantised weight, same `m, n, k`.
+//! - NF4 tiled GEMM against cuBLAS `sgemm` on the dequantised weight, same `m, n, k`; the MoE
+//!   expert GEMM against cuBLAS' strided-batched `sgemm` over the same experts and bins.
 //! - Attention and conv2d against PyTorch (`scaled_dot_product_attention`,
 //!   `torch.nn.functional.conv2d`) when a Python with torch and CUDA is on the PATH: the shapes
 //!   go to a JSON file, the script times the same shapes with CUDA events and writes its
@@ -13,7 +14,7 @@
 use std::sync::Arc;
 
 use cudarc::cublas::sys::cublasOperation_t;
-use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
+use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaSlice, CudaStream};
 use ptxforge_runtime::launch::{Backend, CudaBackend, LaunchError};
@@ -111,6 +112,80 @@ fn nf4_tiled_vs_cublas(
         unsafe { blas.gemm(cfg, &w32, &a32, &mut c32) }.map_err(|e| format!("{e:?}"))
     })?;
     Ok((ours, cublas))
+}
+
+/// The MoE expert GEMM (linear, f32) against cuBLAS' strided-batched sgemm over the same
+/// experts and bin sizes (rows pre-gathered for cuBLAS): (ours ms, cuBLAS ms, capacity).
+fn expert_gemm_vs_cublas(
+    dev: &CudaBackend,
+    clock: &EventClock,
+    (experts, hidden, expert_dim, tokens): (u32, u32, u32, u32),
+) -> Result<(f64, f64, u32), String> {
+    use ptxforge_runtime::templates::moe::launch::ExpertWeights;
+    use ptxforge_runtime::templates::moe::{Ffn, MoeConfig};
+    use ptxforge_runtime::DType;
+    let e = |e: LaunchError| e.to_string();
+    let mut cfg = MoeConfig::new(experts, 2, hidden, expert_dim);
+    cfg.dtype = DType::F32;
+    cfg.ffn = Ffn::Linear;
+    let handle = cfg.compile_cached().map_err(|e| e.to_string())?;
+    let x = dev
+        .upload(&vec![0.01f32; (tokens * hidden) as usize])
+        .map_err(e)?;
+    let logits: Vec<f32> = (0..tokens * experts)
+        .map(|i| (i % experts) as f32 * 0.1)
+        .collect();
+    let logits = dev.upload(&logits).map_err(e)?;
+    let w = dev
+        .upload(&vec![0.01f32; (experts * expert_dim * hidden) as usize])
+        .map_err(e)?;
+    let mut ws = handle.workspace::<_, f32>(dev, tokens).map_err(e)?;
+    handle.gating(dev, tokens, &logits, &mut ws).map_err(e)?;
+    handle.permute(dev, tokens, &mut ws).map_err(e)?;
+    let ours = median_ms(clock, REPEATS, &mut || {
+        handle
+            .experts(dev, tokens, &x, ExpertWeights::Linear { w: &w }, &mut ws)
+            .map_err(e)
+    })?;
+    let capacity = ws.capacity;
+    let stream = dev.stream();
+    let blas = CudaBlas::new(stream.clone()).map_err(|e| format!("{e:?}"))?;
+    let rows = (experts * capacity) as usize;
+    let xg: CudaSlice<f32> = stream
+        .alloc_zeros(rows * hidden as usize)
+        .map_err(|e| format!("{e:?}"))?;
+    let wg: CudaSlice<f32> = stream
+        .alloc_zeros((experts * expert_dim * hidden) as usize)
+        .map_err(|e| format!("{e:?}"))?;
+    let mut yg: CudaSlice<f32> = stream
+        .alloc_zeros(rows * expert_dim as usize)
+        .map_err(|e| format!("{e:?}"))?;
+    // Per expert, row-major Y_e [C, F] = X_e [C, H] · W_eᵀ, as column-major Y_eᵀ = W_eᵀᵀ · X_eᵀ.
+    let (c, f, h) = (capacity as i32, expert_dim as i32, hidden as i32);
+    let cfg = StridedBatchedConfig {
+        gemm: GemmConfig {
+            transa: cublasOperation_t::CUBLAS_OP_T,
+            transb: cublasOperation_t::CUBLAS_OP_N,
+            m: f,
+            n: c,
+            k: h,
+            alpha: 1.0f32,
+            lda: h,
+            ldb: h,
+            beta: 0.0f32,
+            ldc: f,
+        },
+        batch_size: experts as i32,
+        stride_a: i64::from(f) * i64::from(h),
+        stride_b: i64::from(c) * i64::from(h),
+        stride_c: i64::from(c) * i64::from(f),
+    };
+    let cublas = median_ms(clock, REPEATS, &mut || {
+        // Every matrix was allocated with exactly the sizes `cfg` names.
+        #[allow(unsafe_code)]
+        unsafe { blas.gemm_strided_batched(cfg, &wg, &xg, &mut yg) }.map_err(|e| format!("{e:?}"))
+    })?;
+    Ok((ours, cublas, capacity))
 }
 
 /// Attention (f16, causal, B=2, H=16, S=1024, D=128) and conv2d (f32, N=8, 64→128 channels,
@@ -223,6 +298,14 @@ pub fn run(root: &std::path::Path, dev: &CudaBackend) -> Result<String, String> 
         md.push_str(&format!(
             "| {:?} | {ours:.3} ms | {cublas:.3} ms | {:.2} |\n",
             shape,
+            ours / cublas
+        ));
+    }
+    md.push_str("\n| MoE expert GEMM f32 (E, H, F, T) | ours | cuBLAS strided-batched sgemm | ours / cuBLAS |\n|---|---|---|---|\n");
+    for shape in [(8, 4096, 4096, 256), (8, 4096, 14336, 512)] {
+        let (ours, cublas, capacity) = expert_gemm_vs_cublas(dev, &clock, shape)?;
+        md.push_str(&format!(
+            "| {shape:?}, capacity {capacity} | {ours:.3} ms | {cublas:.3} ms | {:.2} |\n",
             ours / cublas
         ));
     }
