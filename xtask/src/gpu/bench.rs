@@ -7,9 +7,9 @@
 //! - NF4 tiled GEMM against cuBLAS `sgemm` on the dequantised weight, same `m, n, k`; the MoE
 //!   expert GEMM against cuBLAS' strided-batched `sgemm` over the same experts and bins.
 //! - Attention and conv2d against PyTorch (`scaled_dot_product_attention`,
-//!   `torch.nn.functional.conv2d`) when a Python with torch and CUDA is on the PATH: the shapes
-//!   go to a JSON file, the script times the same shapes with CUDA events and writes its
-//!   timings back.
+//!   `torch.nn.functional.conv2d`) when a Python with torch and CUDA is on the PATH:
+//!   `xtask/torch_bench.py` times the same shapes with CUDA events and writes its timings to a
+//!   JSON file read back here.
 
 use std::sync::Arc;
 
