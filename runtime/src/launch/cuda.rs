@@ -97,8 +97,9 @@ fn driver_library_present() -> bool {
 #[derive(Debug)]
 struct Entry {
     function: CudaFunction,
-    /// Parameter sizes in bytes, from the `.entry` declaration.
-    param_sizes: Vec<usize>,
+    /// Parameter sizes in bytes, from the `.entry` declaration (shared, so a launch copies no
+    /// list).
+    param_sizes: Arc<[usize]>,
 }
 
 #[derive(Debug)]
@@ -189,7 +190,11 @@ impl CudaBackend {
     }
 
     /// Entry `entry` of module `ptx` and its parameter sizes, loading the module on first use.
-    fn function(&self, ptx: &str, entry: &str) -> Result<(CudaFunction, Vec<usize>), LaunchError> {
+    fn function(
+        &self,
+        ptx: &str,
+        entry: &str,
+    ) -> Result<(CudaFunction, Arc<[usize]>), LaunchError> {
         let key = (ptx.as_ptr() as usize, ptx.len());
         let mut modules = self.modules();
         let fresh = match modules.get(&key) {
@@ -213,12 +218,13 @@ impl CudaBackend {
         }
         let loaded = modules.get_mut(&key).expect("inserted above");
         if let Some(e) = loaded.entries.get(entry) {
-            return Ok((e.function.clone(), e.param_sizes.clone()));
+            return Ok((e.function.clone(), Arc::clone(&e.param_sizes)));
         }
-        let param_sizes =
-            loaded.declared.get(entry).cloned().ok_or_else(|| {
-                LaunchError::Backend(format!("the module has no entry `{entry}`"))
-            })?;
+        let param_sizes: Arc<[usize]> = loaded
+            .declared
+            .get(entry)
+            .map(|sizes| sizes.as_slice().into())
+            .ok_or_else(|| LaunchError::Backend(format!("the module has no entry `{entry}`")))?;
         let function = loaded
             .module
             .load_function(entry)
@@ -227,7 +233,7 @@ impl CudaBackend {
             entry.to_string(),
             Entry {
                 function: function.clone(),
-                param_sizes: param_sizes.clone(),
+                param_sizes: Arc::clone(&param_sizes),
             },
         );
         Ok((function, param_sizes))
@@ -581,7 +587,7 @@ impl Backend for CudaBackend {
         // exists, in fixed arrays so a launch allocates nothing on the host.
         let mut words = [0u32; MAX_ARGS];
         let mut doubles = [0u64; MAX_ARGS];
-        for (index, (arg, &size)) in args.iter().zip(&sizes).enumerate() {
+        for (index, (arg, &size)) in args.iter().zip(sizes.iter()).enumerate() {
             let arg_size = match arg {
                 KernelArg::Buffer(raw) => {
                     if raw.ctx != self.own_context() {
