@@ -58,7 +58,7 @@ pub mod conv {
 pub mod prelude {
     pub use ptxforge_macros::{attention_kernel, conv2d_kernel, moe_kernel, nf4_gemm};
     pub use ptxforge_runtime::launch::{
-        Backend, DeviceBuffer, KernelEntry, LaunchError, SimBackend,
+        Backend, DeviceBuffer, DriverError, DriverErrorKind, KernelEntry, LaunchError, SimBackend,
     };
     pub use ptxforge_runtime::templates::attention::AttentionShape;
     pub use ptxforge_runtime::templates::conv::ConvShape;

@@ -2,6 +2,7 @@
 
 mod bench;
 mod examples;
+mod gpu;
 mod ptxas_install;
 
 use std::path::{Path, PathBuf};
@@ -15,6 +16,8 @@ fn main() -> ExitCode {
         Some("examples") => examples::run_all(),
         Some("bench") => bench(&args[1..]),
         Some("bench-optimised") => bench_optimised(&args[1..]),
+        Some("gpu-suite") => gpu_suite(&args[1..]),
+        Some("gpu-bench") => gpu_bench(&args[1..]),
         _ => Err(USAGE.to_string()),
     };
     match result {
@@ -29,8 +32,12 @@ fn main() -> ExitCode {
 const USAGE: &str = "usage: cargo xtask <command>
   test            install ptxas if needed, then fmt check, clippy, the whole test suite (ptxas required)
   examples        run every example (each exits non-zero when it disagrees with its reference)
+  test --gpu      the GPU suite: every numerics case on CudaBackend and the interpreter, compared
+                  with each other and the host reference, then the examples on the GPU (needs a GPU)
   emit --out DIR  write every kernel of the test matrix as DIR/<family>/<name>.<arch>.ptx
-  bench [--out F] measure code generation, ptxas resources, interpreter counters and throughput; write F (BENCHMARKS.md)";
+  bench [--out F] measure code generation, ptxas resources, interpreter counters and throughput; write F (BENCHMARKS.md)
+  bench --gpu [--out F]  time the kernels on the GPU with CUDA events against copy bandwidth, cuBLAS
+                  and PyTorch; write F (target/BENCHMARKS-GPU.md) (needs a GPU)";
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -58,6 +65,9 @@ fn cargo() -> Command {
 }
 
 fn test(extra: &[String]) -> Result<(), String> {
+    if extra.first().map(String::as_str) == Some("--gpu") {
+        return test_gpu(&extra[1..]);
+    }
     let root = workspace_root();
     let ptxas = ptxas_install::ensure(&root)?;
     eprintln!("xtask: using ptxas at {}", ptxas.display());
@@ -87,6 +97,18 @@ fn test(extra: &[String]) -> Result<(), String> {
         "ptxforge",
         "--features",
         "cuda",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
+    // The GPU suite and benchmarks must keep building too (their plumbing ran above, on the CPU).
+    run(cargo().args([
+        "clippy",
+        "--package",
+        "xtask",
+        "--features",
+        "cuda",
         "--",
         "-D",
         "warnings",
@@ -101,9 +123,93 @@ fn test(extra: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// `cargo xtask test --gpu`: the GPU suite in an optimised xtask built with the CUDA backend,
+/// then the examples on the GPU. Fails (non-zero) on a machine without a GPU.
+fn test_gpu(extra: &[String]) -> Result<(), String> {
+    run(&mut cuda_xtask("gpu-suite", extra))?;
+    // The examples that use the GPU (the others run on the interpreter in `cargo xtask test`).
+    run(cargo().args([
+        "run",
+        "--release",
+        "--features",
+        "cuda",
+        "--example",
+        "cudarc_interop",
+    ]))?;
+    Ok(())
+}
+
+/// This xtask again, optimised and with the CUDA backend, running `command`.
+fn cuda_xtask(command: &str, args: &[String]) -> Command {
+    let mut c = cargo();
+    c.args([
+        "run",
+        "--quiet",
+        "--release",
+        "--package",
+        "xtask",
+        "--features",
+        "cuda",
+        "--",
+    ])
+    .arg(command)
+    .args(args);
+    c
+}
+
+#[cfg(feature = "cuda")]
+fn cuda_device() -> Result<ptxforge_runtime::launch::CudaBackend, String> {
+    ptxforge_runtime::launch::CudaBackend::new(0)
+        .map_err(|e| format!("no GPU: {e}; the --gpu commands need a CUDA device and driver"))
+}
+
+#[cfg(feature = "cuda")]
+fn gpu_suite(_args: &[String]) -> Result<(), String> {
+    let dev = cuda_device()?;
+    let reports = gpu::run_suite(&dev, gpu::Size::Full)?;
+    let (table, ok) = gpu::report(&reports);
+    println!("{table}");
+    let path = workspace_root().join("target").join("gpu-suite.md");
+    std::fs::write(&path, &table).map_err(|e| format!("{}: {e}", path.display()))?;
+    if ok {
+        Ok(())
+    } else {
+        Err("the GPU suite found differences beyond tolerance".into())
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn gpu_bench(args: &[String]) -> Result<(), String> {
+    let root = workspace_root();
+    let out = match args {
+        [] => root.join("target").join("BENCHMARKS-GPU.md"),
+        [flag, file] if flag == "--out" => PathBuf::from(file),
+        _ => return Err(format!("bench --gpu takes [--out FILE]\n{USAGE}")),
+    };
+    let dev = cuda_device()?;
+    let md = gpu::bench::run(&root, &dev)?;
+    println!("{md}");
+    std::fs::write(&out, md).map_err(|e| format!("{}: {e}", out.display()))?;
+    eprintln!("xtask: wrote {}", out.display());
+    Ok(())
+}
+
+#[cfg(not(feature = "cuda"))]
+fn gpu_suite(_args: &[String]) -> Result<(), String> {
+    Err("this xtask was built without the CUDA backend: run `cargo xtask test --gpu`".into())
+}
+
+#[cfg(not(feature = "cuda"))]
+fn gpu_bench(_args: &[String]) -> Result<(), String> {
+    Err("this xtask was built without the CUDA backend: run `cargo xtask bench --gpu`".into())
+}
+
 /// Re-runs itself optimised, so code-generation times are those of an optimised build (macro
 /// expansion runs optimised code too, `[profile.dev.build-override]`).
 fn bench(args: &[String]) -> Result<(), String> {
+    if args.first().map(String::as_str) == Some("--gpu") {
+        return run(&mut cuda_xtask("gpu-bench", &args[1..]));
+    }
     run(cargo()
         .args([
             "run",

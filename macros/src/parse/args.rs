@@ -50,6 +50,8 @@ pub(crate) fn sort_out(attr: TokenStream, keys: Keys, errors: &mut Accumulator) 
     for item in pieces {
         let meta = match item {
             NestedMeta::Meta(meta) => meta,
+            // Turned into its parse error by `parse_piece`.
+            NestedMeta::NameValueInvalidExpr(_) => continue,
             NestedMeta::Lit(lit) => {
                 errors.push(
                     Error::custom(format!(
@@ -197,14 +199,19 @@ fn parse_piece(tokens: Vec<TokenTree>) -> darling::Result<NestedMeta> {
         }
         Ok(item)
     };
-    parser.parse2(stream).map_err(|e| {
+    let item = parser.parse2(stream).map_err(|e| {
         // syn reports running out of tokens at the call site; the last token is closer.
         if e.to_string().contains("end of input") {
             error_at(last.span(), e.to_string())
         } else {
-            e.into()
+            darling::Error::from(e)
         }
-    })
+    })?;
+    match item {
+        // `key = <not an expression>`: the expression's own parse error.
+        NestedMeta::NameValueInvalidExpr(invalid) => Err(invalid.error),
+        item => Ok(item),
+    }
 }
 
 #[cfg(test)]
@@ -239,7 +246,7 @@ mod tests {
             .iter()
             .map(|i| match i {
                 NestedMeta::Meta(m) => path_text(m.path()),
-                NestedMeta::Lit(_) => unreachable!(),
+                NestedMeta::Lit(_) | NestedMeta::NameValueInvalidExpr(_) => unreachable!(),
             })
             .collect()
     }

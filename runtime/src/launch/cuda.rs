@@ -97,8 +97,9 @@ fn driver_library_present() -> bool {
 #[derive(Debug)]
 struct Entry {
     function: CudaFunction,
-    /// Parameter sizes in bytes, from the `.entry` declaration.
-    param_sizes: Vec<usize>,
+    /// Parameter sizes in bytes, from the `.entry` declaration (shared, so a launch copies no
+    /// list).
+    param_sizes: Arc<[usize]>,
 }
 
 #[derive(Debug)]
@@ -189,7 +190,11 @@ impl CudaBackend {
     }
 
     /// Entry `entry` of module `ptx` and its parameter sizes, loading the module on first use.
-    fn function(&self, ptx: &str, entry: &str) -> Result<(CudaFunction, Vec<usize>), LaunchError> {
+    fn function(
+        &self,
+        ptx: &str,
+        entry: &str,
+    ) -> Result<(CudaFunction, Arc<[usize]>), LaunchError> {
         let key = (ptx.as_ptr() as usize, ptx.len());
         let mut modules = self.modules();
         let fresh = match modules.get(&key) {
@@ -213,12 +218,13 @@ impl CudaBackend {
         }
         let loaded = modules.get_mut(&key).expect("inserted above");
         if let Some(e) = loaded.entries.get(entry) {
-            return Ok((e.function.clone(), e.param_sizes.clone()));
+            return Ok((e.function.clone(), Arc::clone(&e.param_sizes)));
         }
-        let param_sizes =
-            loaded.declared.get(entry).cloned().ok_or_else(|| {
-                LaunchError::Backend(format!("the module has no entry `{entry}`"))
-            })?;
+        let param_sizes: Arc<[usize]> = loaded
+            .declared
+            .get(entry)
+            .map(|sizes| sizes.as_slice().into())
+            .ok_or_else(|| LaunchError::Backend(format!("the module has no entry `{entry}`")))?;
         let function = loaded
             .module
             .load_function(entry)
@@ -227,7 +233,7 @@ impl CudaBackend {
             entry.to_string(),
             Entry {
                 function: function.clone(),
-                param_sizes: param_sizes.clone(),
+                param_sizes: Arc::clone(&param_sizes),
             },
         );
         Ok((function, param_sizes))
@@ -392,15 +398,7 @@ fn view_of<T: Element>(
     offset: usize,
     len: usize,
 ) -> Result<(DeviceBuffer<CudaBackend, T>, Arc<AtomicBool>), LaunchError> {
-    let range_error = LaunchError::ViewRange {
-        offset,
-        len,
-        available: slice.len(),
-    };
-    let end = offset.checked_add(len).ok_or(range_error.clone())?;
-    if end > slice.len() {
-        return Err(range_error);
-    }
+    check_view_range(offset, len, slice.len())?;
     let size = T::KIND.size_bytes();
     let (base, _sync) = slice.device_ptr(slice.stream());
     let live = Arc::new(AtomicBool::new(true));
@@ -413,6 +411,18 @@ fn view_of<T: Element>(
         },
     };
     Ok((DeviceBuffer::from_raw(raw, len), live))
+}
+
+/// `offset .. offset + len` within `available` elements, without overflow.
+fn check_view_range(offset: usize, len: usize, available: usize) -> Result<(), LaunchError> {
+    match offset.checked_add(len) {
+        Some(end) if end <= available => Ok(()),
+        _ => Err(LaunchError::ViewRange {
+            offset,
+            len,
+            available,
+        }),
+    }
 }
 
 /// A read-only view of part of a caller's `CudaSlice`; dereferences to a buffer the wrappers
@@ -577,7 +587,7 @@ impl Backend for CudaBackend {
         // exists, in fixed arrays so a launch allocates nothing on the host.
         let mut words = [0u32; MAX_ARGS];
         let mut doubles = [0u64; MAX_ARGS];
-        for (index, (arg, &size)) in args.iter().zip(&sizes).enumerate() {
+        for (index, (arg, &size)) in args.iter().zip(sizes.iter()).enumerate() {
             let arg_size = match arg {
                 KernelArg::Buffer(raw) => {
                     if raw.ctx != self.own_context() {
@@ -687,6 +697,23 @@ mod tests {
         let sizes = entry_param_sizes(ptx);
         assert_eq!(sizes["k"], vec![8, 4, 8]);
         assert_eq!(sizes["j"], vec![2]);
+    }
+
+    #[test]
+    fn views_past_the_end_are_refused() {
+        assert!(check_view_range(0, 10, 10).is_ok());
+        assert!(check_view_range(4, 6, 10).is_ok());
+        assert!(check_view_range(10, 0, 10).is_ok());
+        assert_eq!(
+            check_view_range(4, 7, 10),
+            Err(LaunchError::ViewRange {
+                offset: 4,
+                len: 7,
+                available: 10
+            })
+        );
+        assert!(check_view_range(11, 0, 10).is_err());
+        assert!(check_view_range(usize::MAX, 2, 10).is_err());
     }
 
     #[test]
