@@ -146,6 +146,7 @@ pub mod json;
 pub mod memory;
 pub mod parse;
 pub mod sem;
+pub mod text;
 pub mod types;
 
 pub use counters::{Counters, InstructionCounts};

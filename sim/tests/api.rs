@@ -489,3 +489,42 @@ fn module_variables_are_settable_from_the_host() {
         Err(SimError::BufferSize { .. })
     ));
 }
+
+/// `write_at` initialises part of a buffer: initcheck flags only the bytes it left alone, and
+/// writes past the end are a typed error.
+#[test]
+fn write_at_initialises_part_of_a_buffer() {
+    let m = Module::parse(COPY).unwrap();
+    let mut d = Device::new();
+    let src = d.alloc(16 * 4);
+    let dst = d.upload(&[0u32; 16]);
+    d.write_at(src, 4, &[40u32, 50, 60, 70]).unwrap();
+    let args = [Arg::Buffer(src), Arg::Buffer(dst), Arg::U32(16)];
+    let r = d
+        .launch(
+            &m,
+            "copy",
+            [1, 1, 1],
+            [16, 1, 1],
+            0,
+            &args,
+            &Options::default(),
+        )
+        .unwrap();
+    let uninit: Vec<_> = r
+        .findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::Uninitialized)
+        .collect();
+    assert_eq!(uninit.len(), 1, "{:?}", r.findings);
+    assert_eq!(uninit[0].thread, [0, 0, 0]);
+    assert_eq!(
+        uninit[0].count, 12,
+        "threads 0..4 and 8..16 read unwritten bytes"
+    );
+    assert_eq!(&d.download::<u32>(dst).unwrap()[4..8], &[40, 50, 60, 70]);
+    assert!(matches!(
+        d.write_at(src, 14, &[1u32, 2, 3]),
+        Err(SimError::BufferSize { .. })
+    ));
+}

@@ -324,6 +324,7 @@ impl<'a, G: GlobalSpace> Engine<'a, G> {
                     other: None,
                     access: None,
                     count: 1,
+                    source: None,
                 });
                 self.fault_lane(bc, w, l);
             }
@@ -373,6 +374,7 @@ impl<'a, G: GlobalSpace> Engine<'a, G> {
             other: None,
             access: None,
             count: 1,
+            source: None,
         });
     }
 
@@ -721,6 +723,7 @@ impl<'a, G: GlobalSpace> Engine<'a, G> {
                         }),
                         access: None,
                         count: 1,
+                        source: None,
                     });
                 }
             }
@@ -814,6 +817,7 @@ impl<'a, G: GlobalSpace> Engine<'a, G> {
                     other: None,
                     access: None,
                     count: 1,
+                    source: None,
                 });
             }
         }
