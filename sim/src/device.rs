@@ -560,7 +560,10 @@ impl Device {
             findings_cap: options.max_findings.max(1),
             workers: options.threads.max(1),
         };
-        let (counters, findings) = exec::run(&spec, &mut self.mem);
+        let (counters, mut findings) = exec::run(&spec, &mut self.mem);
+        for f in &mut findings.list {
+            f.source = prog.source_of(f.pc);
+        }
         Ok(LaunchReport {
             findings: findings.list,
             counters,

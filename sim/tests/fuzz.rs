@@ -168,6 +168,10 @@ fn malformed_new_forms_are_parse_errors_with_their_line() {
         " testp.f32 %p1, %r1;",
         " addc.cc.u32 %r1, %r2;",
         " mov.u32 %r1, no_such_global;",
+        " .loc",
+        " .loc 1",
+        " .loc x 2 3",
+        " .loc 1 -2 3",
     ];
     for body in cases {
         match Module::parse(&wrap(body)) {
