@@ -20,6 +20,26 @@ use crate::sem::mma::MmaSpec;
 use crate::sem::{Cmp, F1, F2, F3};
 use crate::types::Ty;
 
+/// `bar.red.popc.u32 d, a{, b}, {!}c` / `bar.red.{and,or}.pred d, a{, b}, {!}c`: the predicate
+/// `c` (or its complement) of every participating thread, combined when the barrier completes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BarRed {
+    pub op: BarRedOp,
+    pub d: u32,
+    pub c: Src,
+    pub neg: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BarRedOp {
+    /// Number of threads whose predicate is true.
+    Popc,
+    /// All threads' predicates true.
+    And,
+    /// Some thread's predicate true.
+    Or,
+}
+
 /// A source operand.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Src {
@@ -220,6 +240,8 @@ pub enum Op {
         arrive: bool,
         id: Src,
         count: Option<Src>,
+        /// `bar.red`: the reduction this barrier also performs.
+        red: Option<BarRed>,
     },
     Shfl {
         mode: ShflMode,
