@@ -260,6 +260,31 @@ def cuda_cases():
     put("bug_exit_before_barrier", "x", f32(rng, 64))
     put("bug_misaligned", "bytes", rng.integers(0, 256, size=132, dtype=np.uint8))
     put("bug_shfl_divergent", "x", f32(rng, 32))
+
+    # block_vote.cu: blocks of 200 threads (last warp partial), n = 950 (last block ragged).
+    n, bs = 950, 200
+    x = f32(rng, n)
+    votes = []
+    for b in range(0, n, bs):
+        xb = x[b:b + bs]
+        votes += [(xb > 0).sum(), (xb > np.float32(0.99)).any(),
+                  (xb > np.float32(-0.99)).all(), np.isfinite(xb).all()]
+    put("block_vote", "x", x)
+    expect("block_vote", "out", np.array(votes, dtype=np.uint32))
+    n = 1000
+    x = f32(rng, n)
+    sel = x > np.float32(0.25)
+    rank = np.full(n, 0xFFFFFFFF, dtype=np.uint32)
+    for w in range(0, n, 32):
+        s = sel[w:w + 32]
+        rank[w:w + 32][s] = np.arange(s.sum())
+    put("warp_agg_count", "x", x)
+    expect("warp_agg_count", "count", np.array([sel.sum()], dtype=np.uint32))
+    expect("warp_agg_count", "rank", rank)
+    n, bs = 1000, 100
+    x = f32(rng, n)
+    put("tile_sum_partial", "x", x)
+    expect("tile_sum_partial", "out", [f64(x[b:b + bs]).sum() for b in range(0, n, bs)])
     return ptx
 
 
