@@ -510,3 +510,37 @@ fn every_known_entry_names_a_case() {
         );
     }
 }
+
+/// `buggy.cu` is compiled with `-lineinfo`: every finding on it names its `.cu` line from the
+/// `.loc` directives, next to the PTX line (the out-of-bounds read is `y[i] = x[i + 1] - x[i]`).
+#[test]
+fn findings_on_lineinfo_ptx_name_the_cuda_source_line() {
+    let options = Options {
+        threads: 1,
+        ..Options::default()
+    };
+    let buggy = CASES.iter().filter(|c| c.ptx == "cuda_buggy.ptx");
+    let mut seen = 0;
+    for case in buggy {
+        let (findings, _) = run(case, &options).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        for f in &findings {
+            let src = f.source.as_ref().unwrap_or_else(|| {
+                panic!(
+                    "{}: {:?} at PTX line {} has no source",
+                    case.name, f.kind, f.line
+                )
+            });
+            assert_eq!(src.file, "sim/tests/real/cuda/buggy.cu", "{}", case.name);
+            assert!(src.line > 0 && f.line > 0, "{}: {src}", case.name);
+            seen += 1;
+        }
+        if case.name == "bug_out_of_bounds" {
+            let oob = findings.iter().find(|f| f.kind.name() == "OutOfBounds");
+            let src = oob
+                .and_then(|f| f.source.as_ref())
+                .map(|s| (s.line, s.column));
+            assert_eq!(src.map(|s| s.0), Some(6), "{findings:#?}");
+        }
+    }
+    assert!(seen >= 7, "only {seen} findings on buggy.cu");
+}

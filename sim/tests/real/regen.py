@@ -11,6 +11,7 @@ configurations and tolerances live in ../real_compiler.rs; the shapes here must 
 
 import ctypes
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -29,7 +30,7 @@ def _pkg_dir(module):
     return Path(list(module.__path__)[0])
 
 
-def nvrtc_compile(name, source):
+def nvrtc_compile(name, source, extra=()):
     import nvidia.cuda_cccl
     import nvidia.cuda_nvrtc
     import nvidia.cuda_runtime
@@ -46,6 +47,7 @@ def nvrtc_compile(name, source):
         b"-I" + str(_pkg_dir(nvidia.cuda_runtime) / "include").encode(),
         b"-I" + str(_pkg_dir(nvidia.cuda_cccl) / "include").encode(),
         b"-I" + str(HERE / "cuda").encode(),
+        *extra,
     ]
     rc = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
     size = ctypes.c_size_t()
@@ -179,7 +181,14 @@ def triton_cases():
 def cuda_cases():
     ptx = {}
     for src in sorted((HERE / "cuda").glob("*.cu")):
-        ptx[f"cuda_{src.stem}"] = nvrtc_compile(src.name, src.read_text())
+        # The buggy kernels carry line information (.file/.loc), so findings name buggy.cu lines.
+        extra = [b"-lineinfo"] if src.stem == "buggy" else []
+        text = nvrtc_compile(src.name, src.read_text(), extra)
+        # NVRTC makes the program name absolute against the working directory: keep the
+        # committed PTX free of the local checkout path.
+        text = re.sub(r'(\.file\s+\d+ ")[^"]*/' + re.escape(src.name) + '"',
+                      r'\1sim/tests/real/cuda/' + src.name + '"', text)
+        ptx[f"cuda_{src.stem}"] = text
     rng = np.random.default_rng(12)
 
     n = 1000
