@@ -12,7 +12,7 @@
 //!     [--report json|text]
 //! ```
 //!
-//! `--spec` reads a JSON launch spec ([`spec_file`]) standing for flags at its place; flags after
+//! `--spec` reads a JSON launch spec (see [`flags_from_json`]) standing for flags at its place; flags after
 //! it add to or override it. `--dump` names a buffer or a module variable.
 
 mod spec_file;
