@@ -490,6 +490,31 @@ fn module_variables_are_settable_from_the_host() {
     ));
 }
 
+/// The findings of one kind, in report order.
+fn of_kind(r: &ptxforge_sim::LaunchReport, kind: FindingKind) -> Vec<&ptxforge_sim::Finding> {
+    r.findings.iter().filter(|f| f.kind == kind).collect()
+}
+
+/// Launches `entry` as one block of `threads` threads with every check on.
+fn launch_block(
+    d: &mut Device,
+    m: &Module,
+    entry: &str,
+    threads: u32,
+    args: &[Arg],
+) -> ptxforge_sim::LaunchReport {
+    d.launch(
+        m,
+        entry,
+        [1, 1, 1],
+        [threads, 1, 1],
+        0,
+        args,
+        &Options::default(),
+    )
+    .unwrap()
+}
+
 /// `write_at` initialises part of a buffer: initcheck flags only the bytes it left alone, and
 /// writes past the end are a typed error.
 #[test]
@@ -500,22 +525,8 @@ fn write_at_initialises_part_of_a_buffer() {
     let dst = d.upload(&[0u32; 16]);
     d.write_at(src, 4, &[40u32, 50, 60, 70]).unwrap();
     let args = [Arg::Buffer(src), Arg::Buffer(dst), Arg::U32(16)];
-    let r = d
-        .launch(
-            &m,
-            "copy",
-            [1, 1, 1],
-            [16, 1, 1],
-            0,
-            &args,
-            &Options::default(),
-        )
-        .unwrap();
-    let uninit: Vec<_> = r
-        .findings
-        .iter()
-        .filter(|f| f.kind == FindingKind::Uninitialized)
-        .collect();
+    let r = launch_block(&mut d, &m, "copy", 16, &args);
+    let uninit = of_kind(&r, FindingKind::Uninitialized);
     assert_eq!(uninit.len(), 1, "{:?}", r.findings);
     assert_eq!(uninit[0].thread, [0, 0, 0]);
     assert_eq!(
@@ -579,22 +590,8 @@ fn findings_carry_the_source_line_of_the_nearest_loc() {
     let m = Module::parse(ptx).unwrap();
     let mut d = Device::new();
     let out = d.upload(&[0u32; 4]);
-    let r = d
-        .launch(
-            &m,
-            "scale",
-            [1, 1, 1],
-            [4, 1, 1],
-            0,
-            &[Arg::Buffer(out)],
-            &Options::default(),
-        )
-        .unwrap();
-    let oob: Vec<_> = r
-        .findings
-        .iter()
-        .filter(|f| f.kind == FindingKind::OutOfBounds)
-        .collect();
+    let r = launch_block(&mut d, &m, "scale", 4, &[Arg::Buffer(out)]);
+    let oob = of_kind(&r, FindingKind::OutOfBounds);
     assert_eq!(oob.len(), 2, "{:#?}", r.findings);
     // The store in the callee: its `.loc` (file 2) wins over the caller's.
     let store = oob
@@ -628,17 +625,7 @@ fn findings_carry_the_source_line_of_the_nearest_loc() {
         .collect::<Vec<_>>()
         .join("\n");
     let m = Module::parse(&bare).unwrap();
-    let r = d
-        .launch(
-            &m,
-            "scale",
-            [1, 1, 1],
-            [4, 1, 1],
-            0,
-            &[Arg::Buffer(out)],
-            &Options::default(),
-        )
-        .unwrap();
+    let r = launch_block(&mut d, &m, "scale", 4, &[Arg::Buffer(out)]);
     assert!(r.findings.iter().all(|f| f.source.is_none()));
     assert!(r.findings.iter().any(|f| f.line == 16));
 }

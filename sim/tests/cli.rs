@@ -10,6 +10,22 @@ fn ptx(name: &str) -> String {
     format!("{}/tests/ptx/{name}", env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The launch of `buggy/oob_global.ptx` whose thread 32 writes one element past the end.
+const OOB_FLAGS: &[&str] = &[
+    "--entry",
+    "oob",
+    "--grid",
+    "1",
+    "--block",
+    "64",
+    "--buf",
+    "out=u32:zeros:32",
+    "--arg",
+    "out",
+    "--arg",
+    "u32:32",
+];
+
 #[test]
 fn clean_run_exits_zero_and_dumps() {
     let dump = std::env::temp_dir().join(format!("ptxforge-sim-cli-{}.bin", std::process::id()));
@@ -53,22 +69,8 @@ fn clean_run_exits_zero_and_dumps() {
 #[test]
 fn findings_exit_one_with_json_report() {
     let out = bin()
-        .args([
-            "run",
-            &ptx("buggy/oob_global.ptx"),
-            "--entry",
-            "oob",
-            "--grid",
-            "1",
-            "--block",
-            "64",
-            "--buf",
-            "out=u32:zeros:32",
-            "--arg",
-            "out",
-            "--arg",
-            "u32:32",
-        ])
+        .args(["run", &ptx("buggy/oob_global.ptx")])
+        .args(OOB_FLAGS)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -325,24 +327,9 @@ fn json_spec_file_replaces_flags() {
 /// `--report text` prints findings the way compute-sanitizer does, with a summary.
 #[test]
 fn text_report_reads_like_a_sanitizer() {
-    let (code, text, err) = run_sim(&[
-        "run",
-        &ptx("buggy/oob_global.ptx"),
-        "--entry",
-        "oob",
-        "--grid",
-        "1",
-        "--block",
-        "64",
-        "--buf",
-        "out=u32:zeros:32",
-        "--arg",
-        "out",
-        "--arg",
-        "u32:32",
-        "--report",
-        "text",
-    ]);
+    let kernel = ptx("buggy/oob_global.ptx");
+    let (code, text, err) =
+        run_sim(&[&["run", &kernel][..], OOB_FLAGS, &["--report", "text"]].concat());
     assert_eq!(code, Some(1), "{err}");
     assert!(text.starts_with("========= PTXFORGE-SIM\n"), "{text}");
     assert!(text.contains("========= OutOfBounds: "), "{text}");
