@@ -334,17 +334,35 @@ impl Device {
 
     /// Overwrites the start of a buffer with `data` (which must fit).
     pub fn write<T: Scalar>(&mut self, id: BufferId, data: &[T]) -> Result<(), SimError> {
+        self.write_at(id, 0, data)
+    }
+
+    /// Overwrites elements `first..first + data.len()` of a buffer of `T`s (which must fit).
+    /// Only those bytes become initialised: on an [`alloc`](Device::alloc)ed buffer, initcheck
+    /// still flags reads of the rest.
+    pub fn write_at<T: Scalar>(
+        &mut self,
+        id: BufferId,
+        first: usize,
+        data: &[T],
+    ) -> Result<(), SimError> {
         let bytes = to_bytes(data);
         let len = self.buf(id)?.data.len();
-        if bytes.len() > len {
+        let start = first.saturating_mul(T::SIZE);
+        let end = start.saturating_add(bytes.len());
+        if end > len {
             return Err(SimError::BufferSize {
                 id: id.0,
-                message: format!("writing {} bytes into a {len}-byte buffer", bytes.len()),
+                message: format!(
+                    "writing bytes {start}..{end} of a {len}-byte buffer (elements {first}..{} of {} bytes each)",
+                    first + data.len(),
+                    T::SIZE
+                ),
             });
         }
         let b = &mut self.mem.buffers[id.0 as usize];
-        b.data[..bytes.len()].copy_from_slice(&bytes);
-        b.mark_init(0, bytes.len());
+        b.data[start..end].copy_from_slice(&bytes);
+        b.mark_init(start, bytes.len());
         Ok(())
     }
 
@@ -542,7 +560,10 @@ impl Device {
             findings_cap: options.max_findings.max(1),
             workers: options.threads.max(1),
         };
-        let (counters, findings) = exec::run(&spec, &mut self.mem);
+        let (counters, mut findings) = exec::run(&spec, &mut self.mem);
+        for f in &mut findings.list {
+            f.source = prog.source_of(f.pc);
+        }
         Ok(LaunchReport {
             findings: findings.list,
             counters,

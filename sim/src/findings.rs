@@ -113,6 +113,27 @@ pub struct Finding {
     pub access: Option<AccessKind>,
     /// How many occurrences were folded into this one (same kind, pc, and other pc).
     pub count: u64,
+    /// The high-level source line of the instruction, from the nearest preceding `.loc`
+    /// directive (`None` when the PTX carries no line information).
+    pub source: Option<SourceLoc>,
+}
+
+/// A position in the source the PTX was compiled from (`.file` name, `.loc` line and column).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SourceLoc {
+    pub file: String,
+    pub line: u32,
+    pub column: u32,
+}
+
+impl std::fmt::Display for SourceLoc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.file, self.line)?;
+        if self.column > 0 {
+            write!(f, ":{}", self.column)?;
+        }
+        Ok(())
+    }
 }
 
 /// Collects findings: deduplicates by (kind, pc, other pc) and keeps the first `cap`.
@@ -186,6 +207,7 @@ mod tests {
             other: None,
             access: None,
             count: 1,
+            source: None,
         }
     }
 

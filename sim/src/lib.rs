@@ -23,7 +23,8 @@
 //! pc execute the next instruction together ("min-pc" reconvergence): exact lockstep for uniform
 //! code; divergent paths run one after the other and merge where their pcs meet. Such a group is
 //! one warp-level request for the coalescing and bank-conflict counters. `bar.sync`/`barrier.sync`
-//! (with optional thread count) and `bar.arrive` synchronise the block's threads; `shfl.sync`,
+//! (with optional thread count), `bar.arrive` and `bar.red` synchronise the block's threads
+//! (`bar.red` also combines their predicates: what `__syncthreads_count/_and/_or` compile to); `shfl.sync`,
 //! `vote.sync`, `redux.sync`, `match.sync` and `bar.warp.sync` wait for every non-exited lane of
 //! their member mask (lanes of a partial last warp and lanes that exited are not waited for, so
 //! `0xffffffff` is legal there). Atomics are sequential and therefore atomic.
@@ -35,8 +36,10 @@
 //! than 1024 pending calls stop the thread with `CallDepthExceeded`. Module-scope `.global`
 //! variables are allocated on each device the module is used on, with their initialisers
 //! (zero otherwise), and persist across launches; [`Device::write_symbol`],
-//! [`Device::read_symbol`] and [`Device::symbol_buffer`] reach them and `.const` variables. Everything is deterministic: same inputs, same outputs and
-//! findings, whatever the number of threads.
+//! [`Device::read_symbol`] and [`Device::symbol_buffer`] reach them and `.const` variables;
+//! [`Device::write_at`] initialises part of a buffer (initcheck still sees the rest).
+//! Everything is deterministic: same inputs, same outputs and findings, whatever the number of
+//! threads.
 //!
 //! # Checks (all on by default; see [`Options`])
 //! - memcheck: global accesses must fall inside a live allocation (buffers are 256-byte aligned
@@ -110,9 +113,26 @@
 //! integers (the carry flag is a per-thread register), `testp.*.{f32,f64}`, `copysign`,
 //! `activemask`; special registers `%laneid`, `%warpid`, `%nwarpid`, `%lanemask_*`,
 //! `%dynamic_smem_size`, `%total_smem_size`, `%reserved_smem_offset_*` (0), `%smid` (0),
-//! `%nsmid` (1), `%clock`, `%clock64`, `%globaltimer` (deterministic, see below); `.file`, `.loc`
-//! and DWARF `.section .debug_*` blocks are accepted and skipped (findings give PTX lines).
-//! Not yet: `bar.red`, `vprintf`, indirect calls, initialisers holding addresses.
+//! `%nsmid` (1), `%clock`, `%clock64`, `%globaltimer` (deterministic, see below);
+//! `bar{.cta}.red.popc.u32` and `bar{.cta}.red.{and,or}.pred` (also spelled `barrier`, with
+//! `.aligned`, a thread count and a negated predicate); DWARF `.section .debug_*` blocks are
+//! accepted and skipped; `.file`/`.loc` give each instruction the source position of the
+//! nearest preceding `.loc` of its function (line 0 means none), which findings carry as
+//! [`Finding::source`] next to the PTX line (NVRTC/nvcc `-lineinfo` output names `.cu` lines).
+//! Not yet ([`SimError::Unsupported`] naming the form): `vprintf` and other body-less callees
+//! but `__assertfail`, indirect calls, initialisers holding addresses, vector registers,
+//! textures and surfaces, `mbarrier`, clusters and distributed shared memory, `wgmma`/TMA
+//! (sm_90), `setmaxnreg`, `elect.sync`.
+//!
+//! # Command line
+//! `ptxforge-sim run` (see [`cli`]) launches one entry of a PTX file: buffers from files,
+//! zeros, iota, seeded random values or lists (`--buf`), part of a buffer written over
+//! (`--init NAME=FIRST..END:VALUES`), module variables set (`--global NAME=TYPE:VALUES`),
+//! buffers or module variables dumped (`--dump`), checks switched off, block order shuffled; or
+//! all of it from a JSON launch spec (`--spec FILE`). It prints the report as JSON or, with
+//! `--report text`, the way compute-sanitizer does (kind and message, PTX line and source line,
+//! thread and block, address, the conflicting access, an error summary); exit code 0 clean, 1
+//! findings, 2 usage, parse or unsupported.
 //!
 //! Findings are deduplicated by (kind, pc, other pc) with an occurrence count and capped per
 //! launch. Interpreter limitations (unsupported instructions) and host misuse are [`SimError`]s.
@@ -128,8 +148,11 @@
 //!   overflow to the largest finite value.
 //! - The memory model is sequential: no reordering, every store is visible at once; fences are
 //!   no-ops. Generic addressing maps shared and local memory at fixed windows.
-//! - `bar.sync` with a thread count counts threads, not whole warps. A barrier whose expected
-//!   threads have exited is released after a synccheck finding (hardware behaviour is undefined).
+//! - `bar.sync` with a thread count counts threads, not whole warps. The ISA marks arrival per
+//!   warp and gives thread counts in multiples of the warp size, so `bar.sync 0, 96` in an
+//!   80-thread block (a partial third warp) is expected to complete on hardware; here it is a
+//!   `DivergentBarrier` (80 of 96 arrive). A barrier whose expected threads have
+//!   exited is released after a synccheck finding (hardware behaviour is undefined).
 //! - `%clock`/`%clock64`/`%globaltimer` return the thread's executed-instruction count; `%smid` is
 //!   0 and `%nsmid` 1.
 //! - Integer division by zero gives all ones (quotient) and the dividend (remainder).
@@ -146,6 +169,7 @@ pub mod json;
 pub mod memory;
 pub mod parse;
 pub mod sem;
+pub mod text;
 pub mod types;
 
 pub use counters::{Counters, InstructionCounts};

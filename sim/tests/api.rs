@@ -227,11 +227,11 @@ fn malformed_and_unsupported_ptx_are_typed_errors_with_lines() {
         Err(SimError::Parse { line, .. }) => assert_eq!(line, 6),
         other => panic!("{other:?}"),
     }
-    let unsupported = ".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n .reg .b32 %r<3>;\n  mul24.lo.u32 %r1, %r2, %r2;\n}\n";
+    let unsupported = ".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n .reg .b32 %r<3>;\n  suq.width.b32 %r1, [%r2];\n}\n";
     match Module::parse(unsupported) {
         Err(SimError::Unsupported { line, opcode, .. }) => {
             assert_eq!(line, 7);
-            assert_eq!(opcode, "mul24.lo.u32");
+            assert_eq!(opcode, "suq.width.b32");
         }
         other => panic!("{other:?}"),
     }
@@ -488,4 +488,144 @@ fn module_variables_are_settable_from_the_host() {
         dev.write_symbol(&module, "scale", &[1u32, 2]),
         Err(SimError::BufferSize { .. })
     ));
+}
+
+/// The findings of one kind, in report order.
+fn of_kind(r: &ptxforge_sim::LaunchReport, kind: FindingKind) -> Vec<&ptxforge_sim::Finding> {
+    r.findings.iter().filter(|f| f.kind == kind).collect()
+}
+
+/// Launches `entry` as one block of `threads` threads with every check on.
+fn launch_block(
+    d: &mut Device,
+    m: &Module,
+    entry: &str,
+    threads: u32,
+    args: &[Arg],
+) -> ptxforge_sim::LaunchReport {
+    d.launch(
+        m,
+        entry,
+        [1, 1, 1],
+        [threads, 1, 1],
+        0,
+        args,
+        &Options::default(),
+    )
+    .unwrap()
+}
+
+/// `write_at` initialises part of a buffer: initcheck flags only the bytes it left alone, and
+/// writes past the end are a typed error.
+#[test]
+fn write_at_initialises_part_of_a_buffer() {
+    let m = Module::parse(COPY).unwrap();
+    let mut d = Device::new();
+    let src = d.alloc(16 * 4);
+    let dst = d.upload(&[0u32; 16]);
+    d.write_at(src, 4, &[40u32, 50, 60, 70]).unwrap();
+    let args = [Arg::Buffer(src), Arg::Buffer(dst), Arg::U32(16)];
+    let r = launch_block(&mut d, &m, "copy", 16, &args);
+    let uninit = of_kind(&r, FindingKind::Uninitialized);
+    assert_eq!(uninit.len(), 1, "{:?}", r.findings);
+    assert_eq!(uninit[0].thread, [0, 0, 0]);
+    assert_eq!(
+        uninit[0].count, 12,
+        "threads 0..4 and 8..16 read unwritten bytes"
+    );
+    assert_eq!(&d.download::<u32>(dst).unwrap()[4..8], &[40, 50, 60, 70]);
+    assert!(matches!(
+        d.write_at(src, 14, &[1u32, 2, 3]),
+        Err(SimError::BufferSize { .. })
+    ));
+}
+
+/// `.file`/`.loc` line information: a finding names the source line of the nearest preceding
+/// `.loc` (in the entry or in a called `.func`) next to the PTX line; without `.loc` it has none.
+#[test]
+fn findings_carry_the_source_line_of_the_nearest_loc() {
+    let ptx = r#"
+.version 7.0
+.target sm_80
+.address_size 64
+.file 1 "/src/kernels/scale.cu", 1700000000, 1234
+.file 2 "/src/kernels/helpers.cuh"
+
+.func store_at(.param .b64 p, .param .b32 v)
+{
+	.reg .b32 %r<2>;
+	.reg .b64 %rd<2>;
+	.loc 2 7 5
+	ld.param.b64 %rd1, [p];
+	ld.param.b32 %r1, [v];
+	.loc 2 9 3, function_name $L__info_string0, inlined_at 1 20 7
+	st.global.u32 [%rd1], %r1;
+	ret;
+}
+
+.visible .entry scale(.param .u64 pout)
+{
+	.reg .b32 %r<3>;
+	.reg .b64 %rd<4>;
+	ld.param.u64 %rd1, [pout];
+	.loc 1 12 10
+	mov.u32 %r1, %tid.x;
+	mul.wide.u32 %rd2, %r1, 4;
+	add.s64 %rd3, %rd1, %rd2;
+	.loc 1 0 0
+	add.s64 %rd3, %rd3, 4;
+	.loc 1 14 3
+	{
+	.param .b64 a0;
+	.param .b32 a1;
+	st.param.b64 [a0], %rd3;
+	st.param.b32 [a1], %r1;
+	call.uni store_at, (a0, a1);
+	}
+	.loc 1 15 3
+	ld.global.u32 %r2, [%rd1+16];
+	ret;
+}
+"#;
+    let m = Module::parse(ptx).unwrap();
+    let mut d = Device::new();
+    let out = d.upload(&[0u32; 4]);
+    let r = launch_block(&mut d, &m, "scale", 4, &[Arg::Buffer(out)]);
+    let oob = of_kind(&r, FindingKind::OutOfBounds);
+    assert_eq!(oob.len(), 2, "{:#?}", r.findings);
+    // The store in the callee: its `.loc` (file 2) wins over the caller's.
+    let store = oob
+        .iter()
+        .find(|f| f.line == 16)
+        .expect("store finding at PTX line 16");
+    let src = store.source.as_ref().expect("source location");
+    assert_eq!(
+        (src.file.as_str(), src.line, src.column),
+        ("/src/kernels/helpers.cuh", 9, 3)
+    );
+    assert_eq!(src.to_string(), "/src/kernels/helpers.cuh:9:3");
+    let load = oob
+        .iter()
+        .find(|f| f.line == 40)
+        .expect("load finding at PTX line 40");
+    assert_eq!(
+        load.source.as_ref().map(|s| s.to_string()).as_deref(),
+        Some("/src/kernels/scale.cu:15:3")
+    );
+    // The same kernel without line information: no source, same PTX lines.
+    let bare: String = ptx
+        .lines()
+        .map(|l| {
+            if l.trim_start().starts_with(".loc") {
+                ""
+            } else {
+                l
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let m = Module::parse(&bare).unwrap();
+    let r = launch_block(&mut d, &m, "scale", 4, &[Arg::Buffer(out)]);
+    assert!(r.findings.iter().all(|f| f.source.is_none()));
+    assert!(r.findings.iter().any(|f| f.line == 16));
 }

@@ -168,6 +168,13 @@ fn malformed_new_forms_are_parse_errors_with_their_line() {
         " testp.f32 %p1, %r1;",
         " addc.cc.u32 %r1, %r2;",
         " mov.u32 %r1, no_such_global;",
+        " bar.red.popc.u32 %r1, 0;",
+        " bar.red.xor.pred %p1, 0, %p1;",
+        " bar.red.and.u32 %r1, 0, %p1;",
+        " .loc",
+        " .loc 1",
+        " .loc x 2 3",
+        " .loc 1 -2 3",
     ];
     for body in cases {
         match Module::parse(&wrap(body)) {

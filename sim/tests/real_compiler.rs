@@ -158,6 +158,15 @@ const CASES: &[Case] = &[
     case("cg_block_max_f32", "cuda_cg_reduce_f32.ptx", "cg_block_max_f32", x(4), x(256), 0,
         &[In("x"), Out("out", F32, EXACT), Int(1000)],
         Expect::Clean),
+    case("block_vote", "cuda_block_vote.ptx", "block_vote", x(5), x(200), 0,
+        &[In("x"), Out("out", U32, EXACT), Int(950)],
+        Expect::Clean),
+    case("warp_agg_count", "cuda_block_vote.ptx", "warp_agg_count", x(8), x(128), 0,
+        &[In("x"), Out("count", U32, EXACT), Out("rank", U32, EXACT), Int(1000)],
+        Expect::Clean),
+    case("tile_sum_partial", "cuda_block_vote.ptx", "tile_sum_partial", x(10), x(100), 0,
+        &[In("x"), Out("out", F32, F32_SUM), Int(1000)],
+        Expect::Clean),
     case("scan_inclusive_i32", "cuda_scan.ptx", "scan_inclusive_i32", x(4), x(256), 0,
         &[In("x"), Out("y", I32, EXACT), Int(1000)],
         Expect::Clean),
@@ -500,4 +509,38 @@ fn every_known_entry_names_a_case() {
             "a KNOWN_ list names no case `{name}`"
         );
     }
+}
+
+/// `buggy.cu` is compiled with `-lineinfo`: every finding on it names its `.cu` line from the
+/// `.loc` directives, next to the PTX line (the out-of-bounds read is `y[i] = x[i + 1] - x[i]`).
+#[test]
+fn findings_on_lineinfo_ptx_name_the_cuda_source_line() {
+    let options = Options {
+        threads: 1,
+        ..Options::default()
+    };
+    let buggy = CASES.iter().filter(|c| c.ptx == "cuda_buggy.ptx");
+    let mut seen = 0;
+    for case in buggy {
+        let (findings, _) = run(case, &options).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        for f in &findings {
+            let src = f.source.as_ref().unwrap_or_else(|| {
+                panic!(
+                    "{}: {:?} at PTX line {} has no source",
+                    case.name, f.kind, f.line
+                )
+            });
+            assert_eq!(src.file, "sim/tests/real/cuda/buggy.cu", "{}", case.name);
+            assert!(src.line > 0 && f.line > 0, "{}: {src}", case.name);
+            seen += 1;
+        }
+        if case.name == "bug_out_of_bounds" {
+            let oob = findings.iter().find(|f| f.kind.name() == "OutOfBounds");
+            let src = oob
+                .and_then(|f| f.source.as_ref())
+                .map(|s| (s.line, s.column));
+            assert_eq!(src.map(|s| s.0), Some(6), "{findings:#?}");
+        }
+    }
+    assert!(seen >= 7, "only {seen} findings on buggy.cu");
 }

@@ -3,7 +3,10 @@
 
 use std::collections::HashMap;
 
-use super::{Addr, AtomFn, Class, Inst, MemSpace, Op, ShflMode, Special, Src, Sym, VoteMode};
+use super::{
+    Addr, AtomFn, BarRed, BarRedOp, Class, Inst, MemSpace, Op, ShflMode, Special, Src, Sym,
+    VoteMode,
+};
 use crate::error::SimError;
 use crate::memory::{LOCAL_WINDOW, SHARED_WINDOW};
 use crate::parse::ast::{Instr, Operand, Space};
@@ -1402,6 +1405,9 @@ impl Ctx {
         }
         m.take("cta");
         m.take("aligned");
+        if m.take("red") {
+            return self.barrier_red(ins, m);
+        }
         let arrive = match m.take_any(&["sync", "arrive"]) {
             Some("arrive") => true,
             Some(_) => false,
@@ -1422,6 +1428,62 @@ impl Ctx {
         } else {
             None
         };
-        Ok((Op::Bar { arrive, id, count }, Class::Barrier))
+        Ok((
+            Op::Bar {
+                arrive,
+                id,
+                count,
+                red: None,
+            },
+            Class::Barrier,
+        ))
+    }
+
+    /// `bar{.cta}.red.popc{.aligned}.u32 d, a{, b}, {!}c` and
+    /// `bar{.cta}.red.{and,or}{.aligned}.pred d, a{, b}, {!}c` (also spelled `barrier`).
+    fn barrier_red(&self, ins: &Instr, m: &mut Mods<'_>) -> R<(Op, Class)> {
+        let op = match m.take_any(&["popc", "and", "or"]) {
+            Some("popc") => BarRedOp::Popc,
+            Some("and") => BarRedOp::And,
+            Some("or") => BarRedOp::Or,
+            _ => return Err(bad(ins, "bar.red needs .popc, .and or .or")),
+        };
+        m.take("aligned");
+        let want = if op == BarRedOp::Popc { "u32" } else { "pred" };
+        if !m.take(want) {
+            return Err(bad(
+                ins,
+                format!("this bar.red form needs the type .{want}"),
+            ));
+        }
+        let o = &ins.operands;
+        if o.len() != 3 && o.len() != 4 {
+            return Err(bad(ins, "expected `d, a{, b}, {!}c`"));
+        }
+        let id = self.src(ins, &o[1], Ty::U32)?;
+        let count = if o.len() == 4 {
+            Some(self.src(ins, &o[2], Ty::U32)?)
+        } else {
+            None
+        };
+        let (c, neg) = match &o[o.len() - 1] {
+            Operand::Not(p) => (self.src(ins, p, Ty::Pred)?, true),
+            p => (self.src(ins, p, Ty::Pred)?, false),
+        };
+        let red = BarRed {
+            op,
+            d: self.dst(ins, &o[0])?,
+            c,
+            neg,
+        };
+        Ok((
+            Op::Bar {
+                arrive: false,
+                id,
+                count,
+                red: Some(red),
+            },
+            Class::Barrier,
+        ))
     }
 }

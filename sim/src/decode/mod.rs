@@ -12,12 +12,33 @@ pub use call::{ArgSrc, AssertFail, Call, RetDst};
 use std::collections::HashMap;
 
 use crate::error::SimError;
+use crate::findings::SourceLoc;
 use crate::parse::ast::{self, Space, Stmt};
 use crate::sem::cvt::CvtSpec;
 use crate::sem::int::F4;
 use crate::sem::mma::MmaSpec;
 use crate::sem::{Cmp, F1, F2, F3};
 use crate::types::Ty;
+
+/// `bar.red.popc.u32 d, a{, b}, {!}c` / `bar.red.{and,or}.pred d, a{, b}, {!}c`: the predicate
+/// `c` (or its complement) of every participating thread, combined when the barrier completes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BarRed {
+    pub op: BarRedOp,
+    pub d: u32,
+    pub c: Src,
+    pub neg: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BarRedOp {
+    /// Number of threads whose predicate is true.
+    Popc,
+    /// All threads' predicates true.
+    And,
+    /// Some thread's predicate true.
+    Or,
+}
 
 /// A source operand.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -219,6 +240,8 @@ pub enum Op {
         arrive: bool,
         id: Src,
         count: Option<Src>,
+        /// `bar.red`: the reduction this barrier also performs.
+        red: Option<BarRed>,
     },
     Shfl {
         mode: ShflMode,
@@ -385,6 +408,28 @@ pub struct Program {
     pub global_atomics: bool,
     /// The entry (index 0) and the `.func`s it calls: registers and local frame of each.
     pub funcs: Vec<FuncInfo>,
+    /// Per instruction, the nearest preceding `.loc` (kept beside `insts`, off the hot path).
+    pub locs: Vec<Option<ast::SrcPos>>,
+    /// The module's `.file` table.
+    pub files: Vec<(u32, String)>,
+}
+
+impl Program {
+    /// The source position of instruction `pc`, from its `.loc` and the `.file` table (a file
+    /// number without a `.file` shows as `file N`).
+    pub fn source_of(&self, pc: usize) -> Option<SourceLoc> {
+        let pos = (*self.locs.get(pc)?)?;
+        let file = self
+            .files
+            .iter()
+            .find(|(n, _)| *n == pos.file)
+            .map_or_else(|| format!("file {}", pos.file), |(_, f)| f.clone());
+        Some(SourceLoc {
+            file,
+            line: pos.line,
+            column: pos.column,
+        })
+    }
 }
 
 /// One function of a [`Program`]: its register slots and its local-frame bytes (both
@@ -736,6 +781,7 @@ pub fn decode_entry(
     }
     let sink = nregs;
     let mut insts = Vec::with_capacity(pc as usize);
+    let mut locs = Vec::with_capacity(pc as usize);
     for (g, mut cx) in funcs.iter().zip(ctxs) {
         cx.sink = sink;
         cx.cc = sink + 1;
@@ -743,8 +789,10 @@ pub fn decode_entry(
         for s in &g.body {
             if let Stmt::Instr(i) = s {
                 insts.push(cx.decode(i)?);
+                locs.push(i.loc);
             }
         }
+        locs.push(None);
         insts.push(Inst {
             op: Op::Ret,
             guard: None,
@@ -773,5 +821,7 @@ pub fn decode_entry(
         perf: f.perf.clone(),
         global_atomics,
         funcs: infos,
+        locs,
+        files: module.files.clone(),
     })
 }

@@ -408,6 +408,7 @@ impl<G: GlobalSpace> Engine<'_, G> {
             other: Some(other),
             access: Some(kind),
             count: 1,
+            source: None,
         });
     }
 }

@@ -229,6 +229,7 @@ impl<G: GlobalSpace> Engine<'_, G> {
             }),
             access: Some(AccessKind::Write),
             count: 1,
+            source: None,
         });
     }
 
@@ -377,6 +378,7 @@ impl<G: GlobalSpace> Engine<'_, G> {
                     }),
                     access: Some(kind),
                     count: 1,
+                    source: None,
                 });
             }
         }

@@ -24,7 +24,7 @@ mod tensor;
 use crate::checks::race::RaceDetector;
 use crate::checks::CheckConfig;
 use crate::counters::{Counters, InstructionCounts};
-use crate::decode::{Inst, Op, Program, Special, Src, NUM_CLASSES};
+use crate::decode::{BarRed, BarRedOp, Inst, Op, Program, Special, Src, NUM_CLASSES};
 use crate::findings::{Access, Finding, FindingKind, Findings};
 use crate::memory::GlobalMem;
 use crate::sem::cvt::convert;
@@ -85,6 +85,8 @@ struct Bar {
     first_thread: u32,
     /// Another pc that arrived at this barrier in the same phase (divergent barrier).
     mixed: Option<(u32, u32)>,
+    /// `bar.red`: arriving threads whose predicate was true.
+    red_true: u32,
 }
 
 /// Per-block state shared by its warps.
@@ -324,6 +326,7 @@ impl<'a, G: GlobalSpace> Engine<'a, G> {
                     other: None,
                     access: None,
                     count: 1,
+                    source: None,
                 });
                 self.fault_lane(bc, w, l);
             }
@@ -373,6 +376,7 @@ impl<'a, G: GlobalSpace> Engine<'a, G> {
             other: None,
             access: None,
             count: 1,
+            source: None,
         });
     }
 
@@ -591,9 +595,14 @@ impl<'a, G: GlobalSpace> Engine<'a, G> {
                 }
                 return Flow::Split;
             }
-            Op::Bar { arrive, id, count } => {
+            Op::Bar {
+                arrive,
+                id,
+                count,
+                red,
+            } => {
                 if exec != 0 {
-                    self.barrier(bc, w, pc, exec, arrive, id, count);
+                    self.barrier(bc, w, pc, exec, arrive, id, count, red);
                 }
             }
             Op::Shfl { .. }
@@ -657,6 +666,7 @@ impl<'a, G: GlobalSpace> Engine<'a, G> {
         arrive: bool,
         id: Src,
         count: Option<Src>,
+        red: Option<BarRed>,
     ) {
         let first = exec.trailing_zeros() as usize;
         let id = (self.rd(bc, w, id, first) & 15) as usize;
@@ -676,6 +686,15 @@ impl<'a, G: GlobalSpace> Engine<'a, G> {
             bar.mixed = Some((pc, thread));
         }
         bar.arrived += n;
+        if let Some(r) = red {
+            for l in lanes(exec) {
+                if (self.rd(bc, w, r.c, l) & 1 != 0) != r.neg {
+                    bc.bars[id].red_true += 1;
+                }
+            }
+        }
+        let bar = &bc.bars[id];
+        let reached = bar.arrived >= bar.expected;
         if !arrive {
             w.running &= !exec;
             w.at_bar |= exec;
@@ -684,7 +703,7 @@ impl<'a, G: GlobalSpace> Engine<'a, G> {
                 w.pc[l] = pc + 1;
             }
         }
-        if bar.arrived >= bar.expected {
+        if reached {
             bc.pending_release |= 1 << id;
         }
     }
@@ -721,6 +740,7 @@ impl<'a, G: GlobalSpace> Engine<'a, G> {
                         }),
                         access: None,
                         count: 1,
+                        source: None,
                     });
                 }
             }
@@ -733,12 +753,34 @@ impl<'a, G: GlobalSpace> Engine<'a, G> {
                 }
                 w.at_bar &= !m;
                 w.running |= m;
+                self.write_bar_red(w, m, &bar);
             }
             bc.bars[id] = Bar::default();
             self.counters.barrier_releases += 1;
             if let Some(r) = &mut self.race {
                 r.barrier();
             }
+        }
+    }
+
+    /// Gives the lanes `released` from barrier `bar` that waited at a `bar.red` its result.
+    fn write_bar_red(&self, w: &mut Warp, released: u32, bar: &Bar) {
+        for l in lanes(released) {
+            // A waiting lane's pc is already past its barrier instruction.
+            let at = self.spec.prog.insts.get(w.pc[l].wrapping_sub(1) as usize);
+            let Some(Inst {
+                op: Op::Bar { red: Some(r), .. },
+                ..
+            }) = at
+            else {
+                continue;
+            };
+            let v = match r.op {
+                BarRedOp::Popc => u64::from(bar.red_true),
+                BarRedOp::And => u64::from(bar.red_true == bar.arrived),
+                BarRedOp::Or => u64::from(bar.red_true > 0),
+            };
+            w.regs[r.d as usize * WARP + l] = v;
         }
     }
 
@@ -814,6 +856,7 @@ impl<'a, G: GlobalSpace> Engine<'a, G> {
                     other: None,
                     access: None,
                     count: 1,
+                    source: None,
                 });
             }
         }

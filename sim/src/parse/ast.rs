@@ -102,6 +102,8 @@ pub enum Stmt {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Instr {
     pub line: usize,
+    /// The nearest preceding `.loc` of the function body (source line information).
+    pub loc: Option<SrcPos>,
     /// Guard predicate register and whether it is negated (`@!%p`).
     pub pred: Option<(String, bool)>,
     pub opcode: String,
@@ -146,9 +148,19 @@ pub enum Operand {
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Module {
+    /// `.file N "name"` directives: file number and name.
+    pub files: Vec<(u32, String)>,
     pub version: Option<String>,
     pub target: Vec<String>,
     pub address_size: u32,
     pub vars: Vec<VarDecl>,
     pub functions: Vec<Function>,
+}
+
+/// A `.loc FILE LINE COLUMN` position (FILE is a `.file` number).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SrcPos {
+    pub file: u32,
+    pub line: u32,
+    pub column: u32,
 }

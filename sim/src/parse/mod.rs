@@ -17,6 +17,7 @@ pub fn parse(text: &str) -> Result<ast::Module, SimError> {
         toks,
         pos: 0,
         depth: 0,
+        loc: None,
     };
     p.module()
 }
@@ -26,6 +27,8 @@ struct Parser {
     pos: usize,
     /// Nesting of `{}` scopes and vector operands, bounded so hostile input cannot overflow the stack.
     depth: u32,
+    /// The last `.loc` seen in the current function body, given to the instructions after it.
+    loc: Option<ast::SrcPos>,
 }
 
 const MAX_DEPTH: u32 = 64;
@@ -146,6 +149,46 @@ impl Parser {
         }
     }
 
+    /// `.file N "name" [, timestamp, size]`: the number and name (`None` when written without a
+    /// name, as some tools do).
+    fn file_directive(&mut self, line: usize) -> PResult<Option<(u32, String)>> {
+        let n = self.small_int()?;
+        let name = match self.peek() {
+            Some(Tok::Str(s)) if self.line() == line => Some(s.clone()),
+            _ => None,
+        };
+        self.skip_line(line);
+        Ok(name.map(|name| (n, name)))
+    }
+
+    /// `.loc FILE LINE COLUMN [, function_name ..., inlined_at ...]`: the position (line 0 means
+    /// "no source line", as compilers emit for generated code).
+    fn loc_directive(&mut self, line: usize) -> PResult<Option<ast::SrcPos>> {
+        let int_at = |k: usize| {
+            self.toks
+                .get(self.pos + k)
+                .is_some_and(|t| t.line == line && matches!(t.tok, Tok::Int(_)))
+        };
+        if !(int_at(0) && int_at(1)) {
+            return Err(SimError::Parse {
+                line,
+                message: "`.loc` needs FILE LINE [COLUMN] integers on its line".into(),
+            });
+        }
+        let file = self.small_int()?;
+        let src_line = self.small_int()?;
+        let column = match self.peek() {
+            Some(Tok::Int(_)) if self.line() == line => self.small_int()?,
+            _ => 0,
+        };
+        self.skip_line(line);
+        Ok((src_line > 0).then_some(ast::SrcPos {
+            file,
+            line: src_line,
+            column,
+        }))
+    }
+
     fn module(&mut self) -> PResult<Module> {
         let mut m = Module {
             address_size: 64,
@@ -176,7 +219,12 @@ impl Parser {
                     }
                 }
                 "address_size" => m.address_size = self.small_int()?,
-                "file" | "loc" => self.skip_line(line),
+                "file" => {
+                    if let Some(f) = self.file_directive(line)? {
+                        m.files.push(f);
+                    }
+                }
+                "loc" => self.skip_line(line),
                 "visible" | "weak" | "common" => {}
                 "extern" => {
                     if matches!(self.dot(), Some("shared" | "global" | "const")) {
@@ -303,6 +351,7 @@ impl Parser {
     }
 
     fn function(&mut self, is_entry: bool, line: usize) -> PResult<Function> {
+        self.loc = None;
         // `.func (.param .b32 ret) name (...)`: a return-parameter list before the name.
         let rets = if !is_entry && self.is_punct('(') {
             self.param_list()?
@@ -457,7 +506,8 @@ impl Parser {
                             v.is_extern = true;
                             body.push(Stmt::Var(v));
                         }
-                        "loc" | "file" => self.skip_line(line),
+                        "loc" => self.loc = self.loc_directive(line)?,
+                        "file" => self.skip_line(line),
                         "pragma" => {
                             self.next()?;
                             self.expect_punct(';')?;
@@ -550,6 +600,7 @@ impl Parser {
         }
         Ok(Instr {
             line,
+            loc: self.loc,
             pred,
             opcode,
             mods,

@@ -11,6 +11,7 @@ configurations and tolerances live in ../real_compiler.rs; the shapes here must 
 
 import ctypes
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -29,7 +30,7 @@ def _pkg_dir(module):
     return Path(list(module.__path__)[0])
 
 
-def nvrtc_compile(name, source):
+def nvrtc_compile(name, source, extra=()):
     import nvidia.cuda_cccl
     import nvidia.cuda_nvrtc
     import nvidia.cuda_runtime
@@ -46,6 +47,7 @@ def nvrtc_compile(name, source):
         b"-I" + str(_pkg_dir(nvidia.cuda_runtime) / "include").encode(),
         b"-I" + str(_pkg_dir(nvidia.cuda_cccl) / "include").encode(),
         b"-I" + str(HERE / "cuda").encode(),
+        *extra,
     ]
     rc = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
     size = ctypes.c_size_t()
@@ -179,7 +181,14 @@ def triton_cases():
 def cuda_cases():
     ptx = {}
     for src in sorted((HERE / "cuda").glob("*.cu")):
-        ptx[f"cuda_{src.stem}"] = nvrtc_compile(src.name, src.read_text())
+        # The buggy kernels carry line information (.file/.loc), so findings name buggy.cu lines.
+        extra = [b"-lineinfo"] if src.stem == "buggy" else []
+        text = nvrtc_compile(src.name, src.read_text(), extra)
+        # NVRTC makes the program name absolute against the working directory: keep the
+        # committed PTX free of the local checkout path.
+        text = re.sub(r'(\.file\s+\d+ ")[^"]*/' + re.escape(src.name) + '"',
+                      r'\1sim/tests/real/cuda/' + src.name + '"', text)
+        ptx[f"cuda_{src.stem}"] = text
     rng = np.random.default_rng(12)
 
     n = 1000
@@ -260,6 +269,31 @@ def cuda_cases():
     put("bug_exit_before_barrier", "x", f32(rng, 64))
     put("bug_misaligned", "bytes", rng.integers(0, 256, size=132, dtype=np.uint8))
     put("bug_shfl_divergent", "x", f32(rng, 32))
+
+    # block_vote.cu: blocks of 200 threads (last warp partial), n = 950 (last block ragged).
+    n, bs = 950, 200
+    x = f32(rng, n)
+    votes = []
+    for b in range(0, n, bs):
+        xb = x[b:b + bs]
+        votes += [(xb > 0).sum(), (xb > np.float32(0.99)).any(),
+                  (xb > np.float32(-0.99)).all(), np.isfinite(xb).all()]
+    put("block_vote", "x", x)
+    expect("block_vote", "out", np.array(votes, dtype=np.uint32))
+    n = 1000
+    x = f32(rng, n)
+    sel = x > np.float32(0.25)
+    rank = np.full(n, 0xFFFFFFFF, dtype=np.uint32)
+    for w in range(0, n, 32):
+        s = sel[w:w + 32]
+        rank[w:w + 32][s] = np.arange(s.sum())
+    put("warp_agg_count", "x", x)
+    expect("warp_agg_count", "count", np.array([sel.sum()], dtype=np.uint32))
+    expect("warp_agg_count", "rank", rank)
+    n, bs = 1000, 100
+    x = f32(rng, n)
+    put("tile_sum_partial", "x", x)
+    expect("tile_sum_partial", "out", [f64(x[b:b + bs]).sum() for b in range(0, n, bs)])
     return ptx
 
 

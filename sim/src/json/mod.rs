@@ -1,4 +1,7 @@
-//! Hand-written JSON for a [`LaunchReport`] (used by the CLI; stable field names).
+//! JSON: hand-written output for a [`LaunchReport`] (used by the CLI; stable field names) and a
+//! small reader for launch spec files ([`read`]).
+
+pub mod read;
 
 use crate::device::LaunchReport;
 use crate::findings::{Access, Finding};
@@ -46,7 +49,7 @@ fn access(a: &Access) -> String {
 
 fn finding(f: &Finding) -> String {
     format!(
-        "{{\"kind\":{},\"message\":{},\"pc\":{},\"line\":{},\"thread\":{},\"block\":{},\"address\":{},\"access\":{},\"other\":{},\"count\":{}}}",
+        "{{\"kind\":{},\"message\":{},\"pc\":{},\"line\":{},\"thread\":{},\"block\":{},\"address\":{},\"access\":{},\"other\":{},\"count\":{},\"source\":{}}}",
         esc(f.kind.name()),
         esc(&f.message),
         f.pc,
@@ -56,7 +59,13 @@ fn finding(f: &Finding) -> String {
         f.address.map_or("null".into(), |a| a.to_string()),
         f.access.map_or("null".into(), |a| esc(a.name())),
         f.other.as_ref().map_or("null".into(), access),
-        f.count
+        f.count,
+        f.source.as_ref().map_or("null".into(), |s| format!(
+            "{{\"file\":{},\"line\":{},\"column\":{}}}",
+            esc(&s.file),
+            s.line,
+            s.column
+        ))
     )
 }
 

@@ -1,29 +1,43 @@
-//! The `ptxforge-sim run` command line: argument parsing, buffer sources, typed value lists, and
-//! running a kernel file. Also used by the corpus tests, whose case lines use the same syntax.
+//! The `ptxforge-sim run` command line: argument parsing and running a kernel file. Also used by
+//! the corpus tests, whose case lines use the same syntax.
 //!
 //! ```text
-//! ptxforge-sim run KERNEL.ptx --entry NAME --grid X[,Y[,Z]] --block X[,Y[,Z]] [--smem BYTES]
+//! ptxforge-sim run [KERNEL.ptx] [--spec LAUNCH.json] --entry NAME --grid X[,Y[,Z]] --block X[,Y[,Z]]
+//!     [--smem BYTES]
 //!     [--buf NAME=TYPE:SOURCE]...   SOURCE: file:PATH | zeros:N | iota:N | uninit:N | rand:N:SEED | list:V,V,..
+//!     [--init NAME=FIRST..END:VALUES]...   VALUES: zeros | iota | rand[:SEED] | fill:V | list:V,V,..
+//!     [--global NAME=TYPE:VALUES]...       VALUES: V,V,.. or a SOURCE (not uninit)
 //!     [--arg NAME | --arg TYPE:VALUE]...
 //!     [--dump NAME=PATH]... [--no-check KIND]... [--shuffle-blocks SEED] [--fuel N] [--threads N]
+//!     [--report json|text]
 //! ```
+//!
+//! `--spec` reads a JSON launch spec (see [`flags_from_json`]) standing for flags at its place; flags after
+//! it add to or override it. `--dump` names a buffer or a module variable.
+
+mod spec_file;
+mod values;
 
 use std::collections::HashMap;
 
 use crate::device::{Arg, BufferId, Device, LaunchReport, Module, Options};
 use crate::error::SimError;
-use crate::sem::{round_to, Rnd, BF16, F16};
 use crate::types::Ty;
 
-/// Where a buffer's initial contents come from.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Source {
-    File(String),
-    Zeros(usize),
-    Iota(usize),
-    Uninit(usize),
-    Rand(usize, u64),
-    List(Vec<String>),
+pub use spec_file::{flags_from_json, spec_flags};
+pub use values::{
+    expand_list, parse_global, parse_init, parse_scalar, parse_source, parse_ty, source_bytes,
+    value_bits, GlobalSpec, InitSpec, Source,
+};
+
+/// How the report is printed on stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReportFormat {
+    /// One JSON object (stable field names, see [`crate::json`]).
+    #[default]
+    Json,
+    /// The sanitizer-style human report ([`crate::text`]).
+    Text,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -49,8 +63,11 @@ pub struct RunSpec {
     pub smem: u32,
     pub bufs: Vec<BufSpec>,
     pub args: Vec<ArgSpec>,
+    pub inits: Vec<InitSpec>,
+    pub globals: Vec<GlobalSpec>,
     pub dumps: Vec<(String, String)>,
     pub options: Options,
+    pub report: ReportFormat,
 }
 
 fn dims(s: &str) -> Result<[u32; 3], String> {
@@ -66,180 +83,6 @@ fn dims(s: &str) -> Result<[u32; 3], String> {
             .map_err(|_| format!("bad dimension `{p}` in `{s}`"))?;
     }
     Ok(d)
-}
-
-/// Parses a buffer/element type name (`u32`, `f16`, ...).
-pub fn parse_ty(s: &str) -> Result<Ty, String> {
-    match s {
-        "u8" | "u16" | "u32" | "u64" | "s32" | "s64" | "f16" | "bf16" | "f32" | "f64" | "s8"
-        | "s16" => Ty::parse(s).ok_or_else(|| format!("unknown type `{s}`")),
-        _ => Err(format!(
-            "unknown type `{s}` (expected u8 u16 u32 u64 s32 s64 f16 bf16 f32 f64)"
-        )),
-    }
-}
-
-fn count(s: &str) -> Result<usize, String> {
-    s.parse().map_err(|_| format!("bad element count `{s}`"))
-}
-
-/// Parses `SOURCE` of `--buf`.
-pub fn parse_source(s: &str) -> Result<Source, String> {
-    let (kind, rest) = s
-        .split_once(':')
-        .ok_or_else(|| format!("bad buffer source `{s}`"))?;
-    Ok(match kind {
-        "file" => Source::File(rest.to_string()),
-        "zeros" => Source::Zeros(count(rest)?),
-        "iota" => Source::Iota(count(rest)?),
-        "uninit" => Source::Uninit(count(rest)?),
-        "rand" => {
-            let (n, seed) = rest
-                .split_once(':')
-                .ok_or_else(|| format!("`rand:N:SEED` expected, got `{s}`"))?;
-            Source::Rand(
-                count(n)?,
-                seed.parse().map_err(|_| format!("bad seed `{seed}`"))?,
-            )
-        }
-        "list" => Source::List(expand_list(rest)),
-        _ => {
-            return Err(format!(
-                "unknown buffer source `{kind}` (file, zeros, iota, uninit, rand, list)"
-            ))
-        }
-    })
-}
-
-/// Splits `a,b,c*3` into values (with `v*N` repetition).
-pub fn expand_list(s: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for item in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-        match item.rsplit_once('*') {
-            Some((v, n)) if n.parse::<usize>().is_ok() => {
-                for _ in 0..n.parse::<usize>().unwrap_or(0) {
-                    out.push(v.to_string());
-                }
-            }
-            _ => out.push(item.to_string()),
-        }
-    }
-    out
-}
-
-fn parse_int(s: &str) -> Option<i128> {
-    let (neg, t) = match s.strip_prefix('-') {
-        Some(t) => (true, t),
-        None => (false, s),
-    };
-    let v = if let Some(h) = t.strip_prefix("0x") {
-        i128::from_str_radix(h, 16).ok()?
-    } else {
-        t.parse::<i128>().ok()?
-    };
-    Some(if neg { -v } else { v })
-}
-
-fn parse_float(s: &str) -> Option<f64> {
-    match s {
-        "nan" | "NaN" => Some(f64::NAN),
-        "inf" | "+inf" => Some(f64::INFINITY),
-        "-inf" => Some(f64::NEG_INFINITY),
-        _ => s.parse().ok(),
-    }
-}
-
-/// Raw little-endian bits of one value of type `ty` (`0x…` is raw bits for float types).
-pub fn value_bits(ty: Ty, s: &str) -> Result<u64, String> {
-    let err = || format!("bad {ty:?} value `{s}`");
-    if ty.is_float() {
-        if let Some(h) = s.strip_prefix("0x") {
-            return u64::from_str_radix(h, 16).map_err(|_| err());
-        }
-        let x = parse_float(s).ok_or_else(err)?;
-        return Ok(match ty {
-            Ty::F32 => u64::from((x as f32).to_bits()),
-            Ty::F64 => x.to_bits(),
-            Ty::F16 => round_to(x, 0, F16, Rnd::Rn),
-            _ => round_to(x, 0, BF16, Rnd::Rn),
-        });
-    }
-    let v = parse_int(s).ok_or_else(err)?;
-    let bits = ty.bits();
-    // Accept both the signed and the unsigned spelling of a value of this width.
-    let (lo, hi) = (-(1i128 << (bits - 1)), (1i128 << bits) - 1);
-    if v < lo || v > hi {
-        return Err(format!("{ty:?} value `{s}` out of range"));
-    }
-    Ok((v as u64) & ty.mask())
-}
-
-fn push_bits(out: &mut Vec<u8>, ty: Ty, bits: u64) {
-    out.extend_from_slice(&bits.to_le_bytes()[..ty.bytes() as usize]);
-}
-
-/// Bytes of a buffer source (`None` for `uninit`, with its byte length).
-pub fn source_bytes(ty: Ty, src: &Source) -> Result<(Option<Vec<u8>>, usize), String> {
-    let size = ty.bytes() as usize;
-    let mut out = Vec::new();
-    match src {
-        Source::File(p) => {
-            let b = std::fs::read(p).map_err(|e| format!("cannot read `{p}`: {e}"))?;
-            let n = b.len();
-            return Ok((Some(b), n));
-        }
-        Source::Uninit(n) => return Ok((None, n * size)),
-        Source::Zeros(n) => out.resize(n * size, 0),
-        Source::Iota(n) => {
-            for i in 0..*n {
-                push_bits(&mut out, ty, value_bits(ty, &i.to_string())?);
-            }
-        }
-        Source::Rand(n, seed) => {
-            let mut s = *seed;
-            for _ in 0..*n {
-                s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
-                let mut z = s;
-                z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-                z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-                z ^= z >> 31;
-                let bits = if ty.is_float() {
-                    // Uniform in [-1, 1).
-                    let u = (z >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
-                    value_bits(ty, &format!("{u:e}"))?
-                } else {
-                    z & ty.mask()
-                };
-                push_bits(&mut out, ty, bits);
-            }
-        }
-        Source::List(vals) => {
-            for v in vals {
-                push_bits(&mut out, ty, value_bits(ty, v)?);
-            }
-        }
-    }
-    let n = out.len();
-    Ok((Some(out), n))
-}
-
-/// Parses a scalar `--arg TYPE:VALUE`.
-pub fn parse_scalar(s: &str) -> Result<Arg, String> {
-    let (t, v) = s
-        .split_once(':')
-        .ok_or_else(|| format!("bad argument `{s}`"))?;
-    let ty = parse_ty(t)?;
-    let bits = value_bits(ty, v)?;
-    Ok(match ty {
-        Ty::U8 | Ty::S8 => Arg::U8(bits as u8),
-        Ty::U16 | Ty::S16 | Ty::F16 | Ty::Bf16 => Arg::U16(bits as u16),
-        Ty::U32 => Arg::U32(bits as u32),
-        Ty::S32 => Arg::S32(bits as u32 as i32),
-        Ty::U64 => Arg::U64(bits),
-        Ty::S64 => Arg::S64(bits as i64),
-        Ty::F32 => Arg::F32(f32::from_bits(bits as u32)),
-        _ => Arg::F64(f64::from_bits(bits)),
-    })
 }
 
 fn kind_off(options: &mut Options, k: &str) -> Result<(), String> {
@@ -267,10 +110,30 @@ fn kind_off(options: &mut Options, k: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Parses the arguments after `run` (the kernel path first, options in any order after it).
-pub fn parse_run(args: &[String]) -> Result<RunSpec, String> {
+/// Splices the flags each `--spec FILE` stands for in its place.
+fn expand_specs(args: &[String]) -> Result<Vec<String>, String> {
+    let mut out = Vec::with_capacity(args.len());
     let mut it = args.iter();
-    let kernel = it.next().ok_or("missing KERNEL.ptx")?.clone();
+    while let Some(a) = it.next() {
+        if a == "--spec" {
+            let path = it.next().ok_or("`--spec` needs a value")?;
+            out.extend(spec_flags(path)?);
+        } else {
+            out.push(a.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// Parses the arguments after `run`: the kernel path first unless `--spec` or `--kernel` gives
+/// it, options in any order after it.
+pub fn parse_run(args: &[String]) -> Result<RunSpec, String> {
+    let args = expand_specs(args)?;
+    let mut it = args.iter().peekable();
+    let kernel = match it.peek() {
+        Some(a) if !a.starts_with("--") => it.next().cloned().unwrap_or_default(),
+        _ => String::new(),
+    };
     let mut spec = RunSpec {
         kernel,
         entry: String::new(),
@@ -279,8 +142,11 @@ pub fn parse_run(args: &[String]) -> Result<RunSpec, String> {
         smem: 0,
         bufs: Vec::new(),
         args: Vec::new(),
+        inits: Vec::new(),
+        globals: Vec::new(),
         dumps: Vec::new(),
         options: Options::default(),
+        report: ReportFormat::Json,
     };
     let (mut have_grid, mut have_block) = (false, false);
     while let Some(flag) = it.next() {
@@ -290,7 +156,17 @@ pub fn parse_run(args: &[String]) -> Result<RunSpec, String> {
                 .ok_or_else(|| format!("`{flag}` needs a value"))
         };
         match flag.as_str() {
+            "--kernel" => spec.kernel = val()?,
             "--entry" => spec.entry = val()?,
+            "--init" => spec.inits.push(parse_init(&val()?)?),
+            "--global" => spec.globals.push(parse_global(&val()?)?),
+            "--report" => {
+                spec.report = match val()?.as_str() {
+                    "json" => ReportFormat::Json,
+                    "text" => ReportFormat::Text,
+                    other => return Err(format!("unknown report `{other}` (json, text)")),
+                }
+            }
             "--grid" => {
                 spec.grid = dims(&val()?)?;
                 have_grid = true;
@@ -344,19 +220,28 @@ pub fn parse_run(args: &[String]) -> Result<RunSpec, String> {
             other => return Err(format!("unknown option `{other}`")),
         }
     }
+    if spec.kernel.is_empty() {
+        return Err("missing KERNEL.ptx (first argument, --kernel or a spec's \"kernel\")".into());
+    }
     if spec.entry.is_empty() {
         return Err("missing --entry NAME".into());
     }
     if !have_grid || !have_block {
         return Err("missing --grid or --block".into());
     }
+    let has_buf = |n: &str| spec.bufs.iter().any(|b| b.name == n);
     for a in &spec.args {
         if let ArgSpec::Buffer(n) = a {
-            if !spec.bufs.iter().any(|b| &b.name == n) {
+            if !has_buf(n) {
                 return Err(format!(
                     "--arg `{n}` names no --buf (scalars are written TYPE:VALUE)"
                 ));
             }
+        }
+    }
+    for i in &spec.inits {
+        if !has_buf(&i.name) {
+            return Err(format!("--init `{}` names no --buf", i.name));
         }
     }
     Ok(spec)
@@ -383,6 +268,8 @@ impl std::fmt::Display for RunError {
 pub struct RunOutcome {
     pub report: LaunchReport,
     pub device: Device,
+    /// The parsed kernel (for module variables: [`Device::read_symbol`]).
+    pub module: Module,
     pub buffers: HashMap<String, (BufferId, Ty)>,
 }
 
@@ -398,6 +285,30 @@ pub fn run_source(text: &str, spec: &RunSpec) -> Result<RunOutcome, RunError> {
             None => device.alloc(len),
         };
         buffers.insert(b.name.clone(), (id, b.ty));
+    }
+    for i in &spec.inits {
+        let (id, ty) = buffers[&i.name];
+        let (bytes, _) = source_bytes(ty, &i.source).map_err(RunError::Usage)?;
+        let size = ty.bytes() as usize;
+        let len = device.len_bytes(id).map_err(RunError::Sim)?;
+        if i.end * size > len {
+            return Err(RunError::Usage(format!(
+                "--init {}={}..{}: the buffer holds {} elements",
+                i.name,
+                i.first,
+                i.end,
+                len / size
+            )));
+        }
+        device
+            .write_at::<u8>(id, i.first * size, &bytes.unwrap_or_default())
+            .map_err(RunError::Sim)?;
+    }
+    for g in &spec.globals {
+        let (bytes, _) = source_bytes(g.ty, &g.source).map_err(RunError::Usage)?;
+        device
+            .write_symbol::<u8>(&module, &g.name, &bytes.unwrap_or_default())
+            .map_err(RunError::Sim)?;
     }
     let args = spec
         .args
@@ -424,13 +335,14 @@ pub fn run_source(text: &str, spec: &RunSpec) -> Result<RunOutcome, RunError> {
     Ok(RunOutcome {
         report,
         device,
+        module,
         buffers,
     })
 }
 
 /// `ptxforge-sim` main: returns the exit code (0 clean, 1 findings, 2 usage/parse/unsupported).
 pub fn main_with(args: &[String]) -> i32 {
-    const USAGE: &str = "usage: ptxforge-sim run KERNEL.ptx --entry NAME --grid X[,Y[,Z]] --block X[,Y[,Z]] [--smem BYTES]\n       [--buf NAME=TYPE:SOURCE]... [--arg NAME | --arg TYPE:VALUE]... [--dump NAME=PATH]...\n       [--no-check KIND]... [--shuffle-blocks SEED] [--fuel N] [--threads N]";
+    const USAGE: &str = "usage: ptxforge-sim run [KERNEL.ptx] [--spec LAUNCH.json] --entry NAME --grid X[,Y[,Z]] --block X[,Y[,Z]]\n       [--smem BYTES] [--buf NAME=TYPE:SOURCE]... [--init NAME=FIRST..END:VALUES]... [--global NAME=TYPE:VALUES]...\n       [--arg NAME | --arg TYPE:VALUE]... [--dump NAME=PATH]... [--no-check KIND]... [--shuffle-blocks SEED]\n       [--fuel N] [--threads N] [--report json|text]";
     let Some((cmd, rest)) = args.split_first() else {
         eprintln!("{USAGE}");
         return 2;
@@ -453,7 +365,7 @@ pub fn main_with(args: &[String]) -> i32 {
             return 2;
         }
     };
-    let out = match run_source(&text, &spec) {
+    let mut out = match run_source(&text, &spec) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("error: {e}");
@@ -461,16 +373,29 @@ pub fn main_with(args: &[String]) -> i32 {
         }
     };
     for (name, path) in &spec.dumps {
-        let Some((id, _)) = out.buffers.get(name) else {
-            eprintln!("error: --dump names unknown buffer `{name}`");
-            return 2;
+        let bytes = match dump_bytes(&mut out, name) {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("error: --dump {name}: {e}");
+                return 2;
+            }
         };
-        let bytes = out.device.download::<u8>(*id).unwrap_or_default();
         if let Err(e) = std::fs::write(path, bytes) {
             eprintln!("error: cannot write `{path}`: {e}");
             return 2;
         }
     }
-    println!("{}", crate::json::report_json(&out.report));
+    match spec.report {
+        ReportFormat::Json => println!("{}", crate::json::report_json(&out.report)),
+        ReportFormat::Text => print!("{}", crate::text::report_text(&spec.entry, &out.report)),
+    }
     i32::from(!out.report.is_clean())
+}
+
+/// The bytes of buffer `name`, or else of module variable `name`, after the launch.
+fn dump_bytes(out: &mut RunOutcome, name: &str) -> Result<Vec<u8>, SimError> {
+    match out.buffers.get(name) {
+        Some((id, _)) => out.device.download::<u8>(*id),
+        None => out.device.read_symbol::<u8>(&out.module, name),
+    }
 }
