@@ -23,13 +23,18 @@
 
 mod backward;
 mod backward_gemv;
+mod backward_tc;
 mod gemm;
+mod gemm_tc;
 mod gemv;
+mod tc;
+
+pub use tc::tensor_cores;
 
 use crate::arch::Arch;
 use crate::builder::{
-    Float, GlobalPtr, Int, KernelBuilder, ModuleBuilder, ParamHandle, Reg, Scalar, SharedArr, BF16,
-    F16, F32, U16, U32,
+    Float, GlobalPtr, Int, KernelBuilder, MmaInput, ModuleBuilder, PackedHalf, ParamHandle, Reg,
+    Scalar, SharedArr, BF16, F16, F32, M16N8K16, U16, U32,
 };
 use crate::dtype::DType;
 use crate::ir::{BinOp, CmpOp, Op, Operand, Rounding, Type};
@@ -81,6 +86,8 @@ impl KernelFamily for Nf4Config {
         self.validate()?;
         let mut module = ModuleBuilder::new(self.arch);
         match self.dtype {
+            DType::F16 if tensor_cores(self) => push_tc_entries::<F16>(&mut module, self),
+            DType::BF16 if tensor_cores(self) => push_tc_entries::<BF16>(&mut module, self),
             DType::F16 => push_entries::<F16>(&mut module, self),
             DType::BF16 => push_entries::<BF16>(&mut module, self),
             // `validate` rejected every other dtype.
@@ -109,6 +116,17 @@ fn push_entries<T: Float>(module: &mut ModuleBuilder, cfg: &Nf4Config) {
     module.push(gemv::build::<T>(cfg));
     module.push(gemm::build::<T>(cfg));
     module.push(backward::build::<T>(cfg));
+    module.push(backward_gemv::build::<T>(cfg));
+}
+
+/// f16/bf16 on sm_80+: the tiled GEMMs on tensor cores, the GEMVs (bandwidth-bound) as they are.
+fn push_tc_entries<T: Float + PackedHalf>(module: &mut ModuleBuilder, cfg: &Nf4Config)
+where
+    M16N8K16: MmaInput<T, Packed = T::Pair>,
+{
+    module.push(gemv::build::<T>(cfg));
+    module.push(gemm_tc::build::<T>(cfg));
+    module.push(backward_tc::build::<T>(cfg));
     module.push(backward_gemv::build::<T>(cfg));
 }
 
