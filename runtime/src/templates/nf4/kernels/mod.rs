@@ -16,6 +16,14 @@
 //! Activations and outputs have the config's dtype; every product is accumulated in f32 and the
 //! result rounded once to the output type (round to nearest even).
 //!
+//! Tensor cores: for f16/bf16 on targets with [`tensor_cores`] (sm_80+) the two tiled GEMMs
+//! are built by `gemm_tc` and `backward_tc` instead (same entry names, parameters, grid and
+//! block): activations by a 3-stage `cp.async` ring into padded shared memory and `ldmatrix`,
+//! packed codes by `cp.async` into shared memory and dequantised in registers straight into
+//! `mma.m16n8k16` B fragments (each weight rounded once to the activation type there), f32
+//! accumulators. f32 activations and older targets keep the CUDA-core GEMMs, silently; the
+//! GEMVs (bandwidth-bound, 16-byte loads) are the same on every target.
+//!
 //! Dequantisation is the host's, bit for bit: `ŵ = NF4_CODE[code] · absmax` (one `mul.rn.f32`),
 //! with `absmax = map[code8] · nested_absmax + offset` (`mul.rn`, `add.rn`: never contracted to
 //! an fma) under double quantisation. The 16 code values
