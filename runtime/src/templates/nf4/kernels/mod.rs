@@ -16,6 +16,14 @@
 //! Activations and outputs have the config's dtype; every product is accumulated in f32 and the
 //! result rounded once to the output type (round to nearest even).
 //!
+//! Tensor cores: for f16/bf16 on targets with [`tensor_cores`] (sm_80+) the two tiled GEMMs
+//! are built by `gemm_tc` and `backward_tc` instead (same entry names, parameters, grid and
+//! block): activations by a 3-stage `cp.async` ring into padded shared memory and `ldmatrix`,
+//! packed codes by `cp.async` into shared memory and dequantised in registers straight into
+//! `mma.m16n8k16` B fragments (each weight rounded once to the activation type there), f32
+//! accumulators. f32 activations and older targets keep the CUDA-core GEMMs, silently; the
+//! GEMVs (bandwidth-bound, 16-byte loads) are the same on every target.
+//!
 //! Dequantisation is the host's, bit for bit: `ŵ = NF4_CODE[code] · absmax` (one `mul.rn.f32`),
 //! with `absmax = map[code8] · nested_absmax + offset` (`mul.rn`, `add.rn`: never contracted to
 //! an fma) under double quantisation. The 16 code values
@@ -23,13 +31,18 @@
 
 mod backward;
 mod backward_gemv;
+mod backward_tc;
 mod gemm;
+mod gemm_tc;
 mod gemv;
+mod tc;
+
+pub use tc::tensor_cores;
 
 use crate::arch::Arch;
 use crate::builder::{
-    Float, GlobalPtr, Int, KernelBuilder, ModuleBuilder, ParamHandle, Reg, Scalar, SharedArr, BF16,
-    F16, F32, U16, U32,
+    Float, GlobalPtr, Int, KernelBuilder, MmaInput, ModuleBuilder, PackedHalf, ParamHandle, Reg,
+    Scalar, SharedArr, BF16, F16, F32, M16N8K16, U16, U32,
 };
 use crate::dtype::DType;
 use crate::ir::{BinOp, CmpOp, Op, Operand, Rounding, Type};
@@ -83,6 +96,8 @@ impl KernelFamily for Nf4Config {
         self.validate()?;
         let mut module = ModuleBuilder::new(self.arch);
         match self.dtype {
+            DType::F16 if tensor_cores(self) => push_tc_entries::<F16>(&mut module, self),
+            DType::BF16 if tensor_cores(self) => push_tc_entries::<BF16>(&mut module, self),
             DType::F16 => push_entries::<F16>(&mut module, self),
             DType::BF16 => push_entries::<BF16>(&mut module, self),
             // `validate` rejected every other dtype.
@@ -111,6 +126,17 @@ fn push_entries<T: Float>(module: &mut ModuleBuilder, cfg: &Nf4Config) {
     module.push(gemv::build::<T>(cfg));
     module.push(gemm::build::<T>(cfg));
     module.push(backward::build::<T>(cfg));
+    module.push(backward_gemv::build::<T>(cfg));
+}
+
+/// f16/bf16 on sm_80+: the tiled GEMMs on tensor cores, the GEMVs (bandwidth-bound) as they are.
+fn push_tc_entries<T: Float + PackedHalf>(module: &mut ModuleBuilder, cfg: &Nf4Config)
+where
+    M16N8K16: MmaInput<T, Packed = T::Pair>,
+{
+    module.push(gemv::build::<T>(cfg));
+    module.push(gemm_tc::build::<T>(cfg));
+    module.push(backward_tc::build::<T>(cfg));
     module.push(backward_gemv::build::<T>(cfg));
 }
 

@@ -1,0 +1,109 @@
+//! Tiled forward GEMM on tensor cores (sm_80+, f16/bf16): `C[i, j] = Σ_l A[i, l] · Ŵ[j, l]`.
+//!
+//! Same grid and tile as the CUDA-core [`super::gemm`] (64 × 64 of `C` per block of 256
+//! threads), fed by the [`super::tc`] ring ([`TC_K`] = 64 reduction elements per stage). Warp `w`
+//! owns columns `n_base + 8w .. + 8` and all 64 rows (4 m16 accumulators), so every weight is
+//! dequantised exactly once per block.
+//!
+//! B fragments straight from the codes (PTX ISA, `mma.m16n8k16` B layout): B's column `n` is
+//! `Ŵ` row `n`, so lane (`g = lane / 4`, `t = lane % 4`) needs `Ŵ[n_base + 8w + g, k]` at
+//! `k = 16s + 2t, 2t + 1` (register 0) and `16s + 2t + 8, 2t + 9` (register 1) of step `s`:
+//! one packed byte each (high nibble = the even `k`). Those are bytes `t + 4q` (`q = 2s, 2s+1`)
+//! of the row's 32 staged bytes, i.e. byte `t` of word `q`: one pair of 16-byte shared loads
+//! per lane and stage gives all eight bytes (eight rows 48 bytes apart: no bank conflict).
+//! Each code is looked up in the shared f32 code table, multiplied by its block's absmax and
+//! two of them packed by `cvt.rn.{f16x2,bf16x2}.f32`; nothing dequantised is written back.
+//!
+//! Absmax: when `k % block = 0` a row's 64-element slice lies in one block (two for block 32),
+//! one load each; otherwise blocks may start at any even element, so each byte gets its own.
+
+use super::tc::{absmax_clamped, CodeWindow, Pipeline, TC_K, W_STRIDE};
+use super::{entry_prologue, nibble, Entry, GEMM_ENTRY, THREADS, TILE_N};
+use crate::builder::{KernelBuilder, MmaInput, PackedHalf, Reg, F32, M16N8K16, U32};
+use crate::templates::nf4::Nf4Config;
+
+/// Builds the tensor-core `nf4_gemm` entry (grid `(ceil(n / 64), ceil(m / 64))`).
+pub(super) fn build<T: PackedHalf + crate::builder::Float>(cfg: &Nf4Config) -> KernelBuilder
+where
+    M16N8K16: MmaInput<T, Packed = T::Pair>,
+{
+    let mut k = KernelBuilder::new(GEMM_ENTRY, cfg.arch);
+    k.require_block([THREADS, 1, 1]);
+    let e = entry_prologue::<T>(&mut k, cfg, "a", "c");
+    let p = Pipeline::<T>::setup(&mut k, &e, cfg.k);
+    let bx = k.ctaid_x();
+    let n_base = k.mul_lo(bx, TILE_N);
+    let warp_col = k.mad_lo(p.warp, 8u32, p.group);
+    let n_row = k.add(n_base, warp_col);
+    let code_row = k.mul_lo(warp_col, W_STRIDE);
+    let byte_shift = k.shl(p.quad, 3u32);
+    let acc = Pipeline::<T>::zero_acc(&mut k);
+    let window = |k: &mut KernelBuilder, tile: Reg<U32>| CodeWindow {
+        row0: n_base,
+        byte0: k.mul_lo(tile, TC_K / 2),
+    };
+    let mut multiply = |k: &mut KernelBuilder, tile: Reg<U32>, slot: Reg<U32>| {
+        k.comment("dequantise this lane's codes into B fragments; mma over the slice");
+        let codes = p.code_slot(k, slot);
+        let at = k.add(codes, code_row);
+        let lo = k.ld_shared_v4::<U32>(at, 0);
+        let hi = k.ld_shared_v4::<U32>(at, 16);
+        let words: Vec<Reg<U32>> = lo.into_iter().chain(hi).collect();
+        let absmax = slice_absmax(k, cfg, &e, n_row, tile, p.quad);
+        let a_lane = p.a_lane(k, slot);
+        for s in 0..TC_K / 16 {
+            let regs: Vec<_> = (0..2)
+                .map(|r| {
+                    let q = (2 * s + r) as usize;
+                    let byte = k.shr(words[q], byte_shift);
+                    let even = nibble(k, byte, 4);
+                    let odd = nibble(k, byte, 0);
+                    Pipeline::<T>::dequant_pair(k, &e, (even, absmax[q]), (odd, absmax[q]))
+                })
+                .collect();
+            p.mma_step(k, a_lane, s, &regs, &acc);
+        }
+    };
+    p.run(
+        &mut k,
+        cfg,
+        &e,
+        cfg.k.div_ceil(TC_K),
+        &window,
+        &mut multiply,
+    );
+    p.store(&mut k, &e, n_base, cfg.n, &acc);
+    k
+}
+
+/// The absmax of each of this lane's eight bytes `q` (elements `64·tile + 2t + 8q`) of weight
+/// row `row`.
+fn slice_absmax<T: crate::builder::Scalar>(
+    k: &mut KernelBuilder,
+    cfg: &Nf4Config,
+    e: &Entry<T>,
+    row: Reg<U32>,
+    tile: Reg<U32>,
+    quad: Reg<U32>,
+) -> Vec<Reg<F32>> {
+    let col0 = k.mul_lo(tile, TC_K);
+    if cfg.k % cfg.block == 0 {
+        // Row starts are block-aligned and `col0` a multiple of 64: blocks of `run` elements.
+        let run = cfg.block.min(TC_K);
+        let runs: Vec<Reg<F32>> = (0..TC_K / run)
+            .map(|r| {
+                let col = k.add(col0, r * run);
+                absmax_clamped(k, cfg, e, row, col)
+            })
+            .collect();
+        (0..8).map(|q| runs[(8 * q / run) as usize]).collect()
+    } else {
+        let lane_col = k.mad_lo(quad, 2u32, col0);
+        (0..8)
+            .map(|q| {
+                let col = k.add(lane_col, 8 * q);
+                absmax_clamped(k, cfg, e, row, col)
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,416 @@
+//! The tensor-core pipeline shared by the tiled NF4 GEMMs on sm_80+ (f16/bf16 activations).
+//!
+//! Both GEMMs multiply a 64-row activation tile (`A` forward, `G_C` backward: `m` rows, the
+//! reduction along the row) by a 64-wide slice of the packed weight, [`TC_K`] reduction
+//! elements per pipeline stage, in a [`STAGES`]-deep `cp.async` ring:
+//!
+//! - **Activation tile** `64 × TC_K` halves → shared rows padded to [`A_STRIDE`] halves (144
+//!   bytes: the 8 rows one `ldmatrix` phase reads start 4 banks apart, conflict-free) → A
+//!   fragments by `ldmatrix.x4`. Copies are 16 bytes when the row length is a multiple of 8
+//!   halves, else 8 or 4 (rows of an even length always start 4-byte aligned); a chunk past the
+//!   matrix edge is zero-filled (`cp.async` src-size 0, reading from the matrix base).
+//! - **Packed codes**: 64 rows × 32 bytes (64 codes) per stage, rows padded to [`W_STRIDE`] =
+//!   48 bytes (rows 12 words apart: 8 rows read with 16-byte loads, or 4 even / 4 odd rows read
+//!   with 4-byte loads, land in distinct banks). Copies are 16, 8 or 4 bytes as the packed row
+//!   length `k / 2` allows; when it is not a multiple of 4, bytes are copied one by one with
+//!   ordinary loads and stores into the same ring slot (the barrier that publishes a slot
+//!   covers both). Codes are never widened in shared memory: each lane turns its codes into
+//!   B-fragment registers itself ([`Pipeline::dequant_pair`]).
+//!
+//! The ring: tiles `t + 1` and `t + 2` are in flight while tile `t` is multiplied; each step
+//! waits for its own group (`wait_group STAGES − 2`), synchronises, refills the slot freed by
+//! the previous step and commits one group even when empty, so the group count stays uniform.
+
+use super::{absmax_at, Entry};
+use crate::builder::{
+    FragA, FragB, FragC, GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Reg, Scalar, SharedArr,
+    F32, M16N8K16, U16, U32,
+};
+use crate::ir::CacheLevel;
+use crate::templates::nf4::Nf4Config;
+
+use super::{load_byte, U8};
+
+/// Reduction elements per pipeline stage.
+pub const TC_K: u32 = 64;
+/// Pipeline depth.
+pub const STAGES: u32 = 3;
+/// Rows of both staged tiles (output rows of the activation tile; weight rows or reduction
+/// rows of the code tile).
+const ROWS: u32 = 64;
+/// Padded activation row in halves.
+pub const A_STRIDE: u32 = TC_K + 8;
+/// Padded code row in bytes (`TC_K / 2 = 32` bytes of codes).
+pub const W_STRIDE: u32 = 48;
+const A_STAGE_BYTES: u32 = ROWS * A_STRIDE * 2;
+const W_STAGE_BYTES: u32 = ROWS * W_STRIDE;
+/// Bytes of codes per staged row.
+const W_ROW_BYTES: u32 = TC_K / 2;
+/// m16 tiles per warp (every warp covers all 64 rows; warps split the columns 8 each).
+pub const M_TILES: u32 = ROWS / 16;
+
+/// Whether the target runs the tensor-core GEMMs: `mma.m16n8k16`, `cp.async`, `ldmatrix` and
+/// packed f32 → f16x2/bf16x2 conversion (sm_80+). Older targets keep the CUDA-core GEMMs.
+pub fn tensor_cores(cfg: &Nf4Config) -> bool {
+    let a = cfg.arch;
+    a.has_mma_m16n8k16() && a.has_cp_async() && a.has_ldmatrix() && a.has_packed_f32_conversion()
+}
+
+/// Largest copy (16, 8 or 4 bytes) that divides a row of `row_bytes`, or `None` when rows are
+/// not 4-byte multiples (then codes are copied byte by byte).
+fn chunk_bytes(row_bytes: u32) -> Option<u32> {
+    [16, 8, 4].into_iter().find(|c| row_bytes % c == 0)
+}
+
+/// The code window of a reduction slice (`window(k, tile)` in [`Pipeline::run`]).
+pub(super) type WindowFn<'a> = &'a dyn Fn(&mut KernelBuilder, Reg<U32>) -> CodeWindow;
+/// The per-slice multiply (`multiply(k, tile, slot)` in [`Pipeline::run`]).
+pub(super) type MultiplyFn<'a> = &'a mut dyn FnMut(&mut KernelBuilder, Reg<U32>, Reg<U32>);
+
+/// One staged operand's place in the ring and in global memory.
+pub(super) struct Pipeline<T: Scalar> {
+    /// Activation matrix (`rows × a_cols`, row-major) and its compile-time row length.
+    act: GlobalPtr<T>,
+    a_cols: u32,
+    a_tiles: SharedArr<U8>,
+    w_tiles: SharedArr<U8>,
+    tid: Reg<U32>,
+    /// Rows of the activation matrix (`m`) and first row of this block's tile.
+    m: Reg<U32>,
+    m_base: Reg<U32>,
+    lane: Reg<U32>,
+    pub warp: Reg<U32>,
+    /// `lane / 4` and `lane % 4`: the mma fragment coordinates.
+    pub group: Reg<U32>,
+    pub quad: Reg<U32>,
+}
+
+/// Where the weight rows and packed bytes of one stage start: global row `row0 + r`, byte
+/// `byte0 + b` of a packed row, for `r < 64`, `b < 32`.
+pub(super) struct CodeWindow {
+    pub row0: Reg<U32>,
+    pub byte0: Reg<U32>,
+}
+
+impl<T: PackedHalf> Pipeline<T>
+where
+    M16N8K16: MmaInput<T, Packed = T::Pair>,
+{
+    /// Declares the rings and locates the thread; `a_cols` is the activation row length.
+    pub fn setup(k: &mut KernelBuilder, e: &Entry<T>, a_cols: u32) -> Self {
+        let a_tiles = k.shared_array::<U8>("a_ring", STAGES * A_STAGE_BYTES);
+        let w_tiles = k.shared_array::<U8>("code_ring", STAGES * W_STAGE_BYTES);
+        let tid = k.tid_x();
+        let lane = k.and(tid, 31u32);
+        let warp = k.shr(tid, 5u32);
+        let group = k.shr(lane, 2u32);
+        let quad = k.and(lane, 3u32);
+        let by = k.ctaid_y();
+        let m_base = k.mul_lo(by, ROWS);
+        Self {
+            act: e.input,
+            a_cols,
+            a_tiles,
+            w_tiles,
+            tid,
+            m: e.m,
+            m_base,
+            lane,
+            warp,
+            group,
+            quad,
+        }
+    }
+
+    fn slot_base(
+        k: &mut KernelBuilder,
+        ring: SharedArr<U8>,
+        bytes: u32,
+        slot: Reg<U32>,
+    ) -> Reg<U32> {
+        let base = k.shared_base(ring);
+        k.mad_lo(slot, bytes, base)
+    }
+
+    /// Shared byte address of ring slot `slot` of the code tiles.
+    pub fn code_slot(&self, k: &mut KernelBuilder, slot: Reg<U32>) -> Reg<U32> {
+        Self::slot_base(k, self.w_tiles, W_STAGE_BYTES, slot)
+    }
+
+    /// Starts the copies of reduction slice `tile` into ring slot `slot`: activation columns
+    /// `TC_K · tile ..` of the block's rows, and the code window `codes`.
+    pub fn load_stage(
+        &self,
+        k: &mut KernelBuilder,
+        cfg: &Nf4Config,
+        e: &Entry<T>,
+        tile: Reg<U32>,
+        slot: Reg<U32>,
+        codes: &CodeWindow,
+    ) {
+        let col0 = k.mul_lo(tile, TC_K);
+        self.load_activations(k, col0, slot);
+        self.load_codes(k, cfg, e, codes, slot);
+    }
+
+    /// `a_ring[slot][r][c] = act[m_base + r, col0 + c]` (0 outside): by `cp.async` when rows
+    /// have an even length, element by element otherwise.
+    fn load_activations(&self, k: &mut KernelBuilder, col0: Reg<U32>, slot: Reg<U32>) {
+        let stage = Self::slot_base(k, self.a_tiles, A_STAGE_BYTES, slot);
+        // Rows of an even number of halves start 4-byte aligned; the largest copy dividing the
+        // `2 · a_cols`-byte row keeps every chunk aligned and wholly inside or outside a row.
+        let bytes = if self.a_cols % 2 == 0 {
+            chunk_bytes(2 * self.a_cols).unwrap_or(4)
+        } else {
+            2
+        };
+        let elems = bytes / 2;
+        let per_row = TC_K / elems;
+        if bytes == 2 {
+            k.comment("copy the activation tile element by element (odd row length)");
+        } else {
+            k.comment("cp.async the activation tile");
+        }
+        for i in 0..ROWS * per_row / super::THREADS {
+            let c = k.add(self.tid, i * super::THREADS);
+            let row = k.shr(c, per_row.trailing_zeros());
+            let chunk = k.and(c, per_row - 1);
+            let col = k.mul_lo(chunk, elems);
+            let dst_off = k.mad_lo(row, A_STRIDE, col);
+            let dst = k.mad_lo(dst_off, 2u32, stage);
+            let grow = k.add(self.m_base, row);
+            let gcol = k.add(col0, col);
+            let inside = super::both_below(k, grow, self.m, gcol, self.a_cols);
+            let index = k.mad_lo(grow, self.a_cols, gcol);
+            let index = k.selp(index, 0u32, inside);
+            let src = k.elem_addr(self.act, index);
+            if bytes == 2 {
+                let value = k.var::<U16>(0u16);
+                k.if_then(inside, |k| {
+                    let v = k.ld_global_nc::<U16>(src, 0);
+                    k.assign(value, v);
+                });
+                k.st_shared::<U16>(dst, 0, value);
+            } else {
+                let src_bytes = k.selp(bytes, 0u32, inside);
+                let cache = if bytes == 16 {
+                    CacheLevel::Cg
+                } else {
+                    CacheLevel::Ca
+                };
+                k.cp_async_zfill(cache, dst, src, bytes, src_bytes);
+            }
+        }
+    }
+
+    /// `code_ring[slot][r][b] = packed[(row0 + r) · k/2 + byte0 + b]` (0 outside the weight).
+    fn load_codes(
+        &self,
+        k: &mut KernelBuilder,
+        cfg: &Nf4Config,
+        e: &Entry<T>,
+        w: &CodeWindow,
+        slot: Reg<U32>,
+    ) {
+        let row_bytes = cfg.k / 2;
+        let stage = Self::slot_base(k, self.w_tiles, W_STAGE_BYTES, slot);
+        let place = |k: &mut KernelBuilder, c: Reg<U32>, per_row: u32, bytes: u32| {
+            let r = k.shr(c, per_row.trailing_zeros());
+            let chunk = k.and(c, per_row - 1);
+            let b = k.mul_lo(chunk, bytes);
+            let dst_off = k.mad_lo(r, W_STRIDE, b);
+            let dst = k.add(stage, dst_off);
+            let grow = k.add(w.row0, r);
+            let gbyte = k.add(w.byte0, b);
+            let inside = super::both_below(k, grow, cfg.n, gbyte, row_bytes);
+            let index = k.mad_lo(grow, row_bytes, gbyte);
+            let index = k.selp(index, 0u32, inside);
+            let src = k.elem_addr(e.weights.packed, index);
+            (dst, src, inside)
+        };
+        match chunk_bytes(row_bytes) {
+            Some(bytes) => {
+                k.comment("cp.async the packed codes");
+                let per_row = W_ROW_BYTES / bytes;
+                let chunks = ROWS * per_row;
+                let cache = if bytes == 16 {
+                    CacheLevel::Cg
+                } else {
+                    CacheLevel::Ca
+                };
+                for i in 0..chunks.div_ceil(super::THREADS) {
+                    let c = k.add(self.tid, i * super::THREADS);
+                    let copy = |k: &mut KernelBuilder| {
+                        let (dst, src, inside) = place(k, c, per_row, bytes);
+                        let src_bytes = k.selp(bytes, 0u32, inside);
+                        k.cp_async_zfill(cache, dst, src, bytes, src_bytes);
+                    };
+                    if chunks % super::THREADS == 0 {
+                        copy(k);
+                    } else {
+                        let active = k.setp_lt(c, chunks);
+                        k.if_then(active, copy);
+                    }
+                }
+            }
+            None => {
+                k.comment("copy the packed codes byte by byte (rows not 4-byte aligned)");
+                for i in 0..ROWS * W_ROW_BYTES / super::THREADS {
+                    let c = k.add(self.tid, i * super::THREADS);
+                    let (dst, src, inside) = place(k, c, W_ROW_BYTES, 1);
+                    let value = k.var::<U32>(0u32);
+                    k.if_then(inside, |k| {
+                        let b = load_byte(k, src);
+                        k.assign(value, b);
+                    });
+                    let narrow = k.cvt::<U16, U32>(value, None);
+                    k.st_shared::<U8>(dst, 0, narrow.retype::<U8>());
+                }
+            }
+        }
+    }
+
+    /// This lane's `ldmatrix` row address in slot `slot` of the activation ring: row
+    /// `lane % 16`, column `8 · (lane / 16)` (add `16 · A_STRIDE · mi + 16 · s` halves for m16
+    /// tile `mi`, k16 step `s`).
+    pub fn a_lane(&self, k: &mut KernelBuilder, slot: Reg<U32>) -> Reg<U32> {
+        let stage = Self::slot_base(k, self.a_tiles, A_STAGE_BYTES, slot);
+        let row = k.and(self.lane, 15u32);
+        let half = k.shr(self.lane, 4u32);
+        let col = k.mul_lo(half, 8u32);
+        let off = k.mad_lo(row, A_STRIDE, col);
+        k.mad_lo(off, 2u32, stage)
+    }
+
+    /// One k16 step `s` of the slice: the B fragment from its two packed registers, the A
+    /// fragments of the 4 m16 tiles by `ldmatrix.x4`, and `acc[mi] += A[mi] · B`.
+    pub fn mma_step(
+        &self,
+        k: &mut KernelBuilder,
+        a_lane: Reg<U32>,
+        s: u32,
+        b_regs: &[Reg<T::Pair>],
+        acc: &[FragC<M16N8K16, F32>],
+    ) {
+        let b = FragB::<M16N8K16, T>::from_regs(b_regs);
+        let a = self.a_fragments(k, a_lane, s);
+        for (c, a) in acc.iter().zip(&a) {
+            k.mma_into(c, a, &b, c);
+        }
+    }
+
+    /// The A fragments of k16 step `s` for the 4 m16 tiles.
+    fn a_fragments(
+        &self,
+        k: &mut KernelBuilder,
+        a_lane: Reg<U32>,
+        s: u32,
+    ) -> Vec<FragA<M16N8K16, T>> {
+        (0..M_TILES)
+            .map(|mi| k.ldmatrix(a_lane, (2 * (mi * 16 * A_STRIDE + s * 16)) as i32))
+            .collect()
+    }
+
+    /// The warp's accumulators (one 16 × 8 per m16 tile), zeroed.
+    pub fn zero_acc(k: &mut KernelBuilder) -> Vec<FragC<M16N8K16, F32>> {
+        (0..M_TILES)
+            .map(|_| k.frag_c_zero::<M16N8K16, T, F32>())
+            .collect()
+    }
+
+    /// The ring around `multiply(k, tile, slot)`: prologue, per-tile wait + barrier + refill,
+    /// final `wait_all`. `window(k, tile)` gives the code window of reduction slice `tile`.
+    pub fn run(
+        &self,
+        k: &mut KernelBuilder,
+        cfg: &Nf4Config,
+        e: &Entry<T>,
+        tiles: u32,
+        window: WindowFn<'_>,
+        multiply: MultiplyFn<'_>,
+    ) {
+        k.comment("prologue: start the first stages");
+        for s in 0..STAGES - 1 {
+            if s < tiles {
+                let tile = k.var::<U32>(s);
+                let w = window(k, tile);
+                self.load_stage(k, cfg, e, tile, tile, &w);
+            }
+            k.cp_async_commit();
+        }
+        k.for_range(0u32, tiles, 1u32, |k, tile| {
+            k.comment("wait for this slice, then refill the slot freed last step");
+            k.cp_async_wait_group(STAGES - 2);
+            k.bar_sync();
+            let next = k.add(tile, STAGES - 1);
+            let present = k.setp_lt(next, tiles);
+            k.if_then(present, |k| {
+                let slot = k.rem(next, STAGES);
+                let w = window(k, next);
+                self.load_stage(k, cfg, e, next, slot, &w);
+            });
+            k.cp_async_commit();
+            let slot = k.rem(tile, STAGES);
+            multiply(k, tile, slot);
+        });
+        k.cp_async_wait_all();
+    }
+
+    /// `out[m_base + 16·mi + g (+8), col0 + 8w + 2t + {0, 1}] = acc[mi]` inside `m × cols`
+    /// (the accumulator layout: registers 0, 1 on row `g`, 2, 3 on row `g + 8`).
+    pub fn store(
+        &self,
+        k: &mut KernelBuilder,
+        e: &Entry<T>,
+        col0: Reg<U32>,
+        cols: u32,
+        acc: &[FragC<M16N8K16, F32>],
+    ) where
+        T: crate::builder::Float,
+    {
+        k.comment("store the output tile");
+        let warp_col = k.mad_lo(self.warp, 8u32, col0);
+        let col0 = k.mad_lo(self.quad, 2u32, warp_col);
+        let row0 = k.add(self.m_base, self.group);
+        for (mi, frag) in acc.iter().enumerate() {
+            for (i, v) in frag.f32_regs().into_iter().enumerate() {
+                let row = k.add(row0, 16 * mi as u32 + 8 * (i as u32 / 2));
+                let col = k.add(col0, i as u32 % 2);
+                let inside = super::both_below(k, row, self.m, col, cols);
+                k.if_then(inside, |k| {
+                    let index = k.mad_lo(row, cols, col);
+                    super::store_output(k, e.output, index, v);
+                });
+            }
+        }
+    }
+
+    /// Two dequantised weights packed as one B-fragment register: `lo` in bits 0..16. Each is
+    /// `NF4_CODE[code] · absmax` (one `mul.f32`, as the host), rounded once to `T`.
+    pub fn dequant_pair(
+        k: &mut KernelBuilder,
+        e: &Entry<T>,
+        (lo_code, lo_absmax): (Reg<U32>, Reg<F32>),
+        (hi_code, hi_absmax): (Reg<U32>, Reg<F32>),
+    ) -> Reg<T::Pair> {
+        let lo = super::dequant(k, &e.weights, lo_code, lo_absmax);
+        let hi = super::dequant(k, &e.weights, hi_code, hi_absmax);
+        k.pack_f32_pair::<T>(lo, hi)
+    }
+}
+
+/// The absmax of weight element `row · k + col`, the index clamped into the weight so that
+/// lanes working past its edge (whose products are discarded or multiplied by zero) still
+/// read in bounds.
+pub(super) fn absmax_clamped<T: Scalar>(
+    k: &mut KernelBuilder,
+    cfg: &Nf4Config,
+    e: &Entry<T>,
+    row: Reg<U32>,
+    col: impl Into<crate::builder::Val<U32>>,
+) -> Reg<F32> {
+    let elem = k.mad_lo(row, cfg.k, col);
+    let last = (cfg.weight_elements() - 1) as u32;
+    let elem = k.min(elem, last);
+    absmax_at(k, &e.weights, elem)
+}

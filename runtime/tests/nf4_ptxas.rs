@@ -1,0 +1,74 @@
+//! Assembles the NF4 kernels with ptxas: the family's matrix configurations plus shapes that
+//! select every copy width of the tensor-core ring (packed rows of 16/8/4-byte multiples and
+//! byte-wise ones; odd `n`, so `G_C` rows copied element by element), and fails on errors,
+//! warnings or spills. Prints `ptxas -v` registers and shared memory per entry. Skips loudly when
+//! ptxas is missing, unless `PTXFORGE_REQUIRE_PTXAS=1`.
+
+use ptxforge_runtime::arch::Arch;
+use ptxforge_runtime::dtype::DType;
+use ptxforge_runtime::ptxas::{assemble, locate, required};
+use ptxforge_runtime::templates::nf4::{matrix_configs, Nf4Config};
+use ptxforge_runtime::templates::KernelFamily;
+
+fn edge_configs() -> Vec<Nf4Config> {
+    let mut out = Vec::new();
+    for (n, k, block) in [(65, 130, 64), (96, 160, 32), (33, 48, 128), (7, 64, 256)] {
+        for dtype in [DType::F16, DType::BF16] {
+            for arch in [Arch::Sm80, Arch::Sm90] {
+                out.push(Nf4Config {
+                    block,
+                    double_quant: n % 2 == 1,
+                    dtype,
+                    arch,
+                    ..Nf4Config::new(n, k)
+                });
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn nf4_kernels_assemble_without_warnings_or_spills() {
+    let Some(ptxas) = locate() else {
+        assert!(
+            !required(),
+            "PTXFORGE_REQUIRE_PTXAS=1 but ptxas was not found"
+        );
+        eprintln!("SKIPPED: ptxas not found; set PTXAS");
+        return;
+    };
+    let mut configs = matrix_configs();
+    configs.extend(edge_configs());
+    let scratch = std::env::temp_dir().join(format!("ptxforge-nf4-{}", std::process::id()));
+    let mut failures = Vec::new();
+    for cfg in configs {
+        let name = format!("{}.{}", cfg.matrix_name(), cfg.arch);
+        let compiled = match cfg.compile() {
+            Ok(c) => c,
+            Err(e) => {
+                failures.push(format!("{name}: {e}"));
+                continue;
+            }
+        };
+        match assemble(&ptxas, &compiled.ptx, cfg.arch, &scratch) {
+            Err(e) => failures.push(format!("{name}: {e}")),
+            Ok(report) => {
+                for w in &report.warnings {
+                    failures.push(format!("{name}: {w}"));
+                }
+                for e in &report.entries {
+                    println!(
+                        "{name:<36} {:<20} regs {:>3} smem {:>6} spill {}/{}",
+                        e.entry, e.registers, e.shared_bytes, e.spill_stores, e.spill_loads
+                    );
+                    if e.spill_stores + e.spill_loads > 0 {
+                        failures.push(format!("{name}: {} spills", e.entry));
+                    }
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
