@@ -81,7 +81,7 @@ pub mod __private {
         ParamKind, ScalarKind,
     };
     pub use ptxforge_runtime::templates::attention::AttentionConfig;
-    pub use ptxforge_runtime::templates::conv::Conv2dConfig;
+    pub use ptxforge_runtime::templates::conv::{Conv2dConfig, Layout as ConvLayout};
     pub use ptxforge_runtime::templates::moe::{Ffn, MoeConfig};
     pub use ptxforge_runtime::templates::nf4::Nf4Config;
     pub use ptxforge_runtime::{Arch, DType};

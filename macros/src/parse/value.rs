@@ -13,6 +13,7 @@ use proc_macro2::{Punct, Spacing, Span, TokenStream, TokenTree};
 use quote::{ToTokens, TokenStreamExt};
 use syn::{Expr, ExprLit, Lit, Meta, UnOp};
 
+use ptxforge_runtime::templates::conv::Layout;
 use ptxforge_runtime::{Arch, DType};
 
 use super::suggest;
@@ -450,6 +451,22 @@ impl Value for DType {
             ("float64", "f64"),
         ];
         parse_name(expr, "dtype", &DTYPE_NAMES, ALIASES)
+    }
+}
+
+const LAYOUT_NAMES: [&str; 2] = [Layout::ALL[0].name(), Layout::ALL[1].name()];
+
+impl Value for Layout {
+    const EXPECTED: &'static str = "an activation layout (nchw, nhwc)";
+    const EXAMPLE: &'static str = "nhwc";
+
+    fn parse_value(expr: &Expr) -> Result<Self> {
+        const ALIASES: &[(&str, &str)] = &[
+            ("channels_last", "nhwc"),
+            ("channels_first", "nchw"),
+            ("contiguous", "nchw"),
+        ];
+        parse_name(expr, "layout", &LAYOUT_NAMES, ALIASES)
     }
 }
 
