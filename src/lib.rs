@@ -50,7 +50,9 @@ pub mod attention {
 
 /// The conv2d family's run-time types: shapes, output dimensions and host reference.
 pub mod conv {
-    pub use ptxforge_runtime::templates::conv::{reference, Conv2dConfig, ConvDims, ConvShape};
+    pub use ptxforge_runtime::templates::conv::{
+        reference, Conv2dConfig, ConvDims, ConvShape, Layout,
+    };
 }
 
 /// What most users need in scope: the attributes, the backends and buffer types, and the

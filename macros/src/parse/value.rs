@@ -675,6 +675,16 @@ mod tests {
     }
 
     #[test]
+    fn layouts() {
+        assert_eq!(parse::<Layout>(parse_quote!(nhwc)), Ok(Layout::Nhwc));
+        assert_eq!(parse::<Layout>(parse_quote!("nchw")), Ok(Layout::Nchw));
+        let alias = parse::<Layout>(parse_quote!(channels_last)).unwrap_err();
+        assert!(alias.contains("nhwc"), "{alias}");
+        let typo = parse::<Layout>(parse_quote!(nhcw)).unwrap_err();
+        assert!(typo.contains("nchw") && typo.contains("nhwc"), "{typo}");
+    }
+
+    #[test]
     fn dtypes_as_idents_or_strings() {
         assert_eq!(parse::<DType>(parse_quote!(bf16)), Ok(DType::BF16));
         assert_eq!(parse::<DType>(parse_quote!("f32")), Ok(DType::F32));
