@@ -8,12 +8,14 @@
 //! | [`gemm`](gemm) | `y = W_g · cols_g (+ b)` | (16, 16) | `(⌈N·OH·OW/64⌉, ⌈Og/block_m⌉, G)` |
 //! | [`1x1`](gemm) (1×1 kernels only) | `y` from `x` (implicit GEMM) | (16, 16) | as `gemm` |
 //! | [`implicit_gemm`](implicit_gemm) (f16/bf16, sm_80+) | `y` from `x` on tensor cores, NCHW or NHWC | 128 | `(⌈N·OH·OW/64⌉, ⌈Og/64⌉, G)` |
+//! | [`nhwc`](nhwc) (NHWC only) | `y` from `x` on CUDA cores, one thread per output | 256 | `⌈N·OH·OW·C_out/256⌉` |
 //! | [`direct`](direct) | `y` from `x` via shared tiles | (16, 16) | `(tiles, G·⌈Og/OCB⌉, N)` |
 //! | [`bwd_data`](backward_data) | `dx` from `gy` | 256 | `(⌈H·W/256⌉, min(N·C_in, 65535))` |
 //! | [`bwd_filter`](backward_filter) | `dw` from `x`, `gy` | 256 | `⌈C_out·Cg·KH·KW / 8⌉` |
 //! | [`bwd_bias`](backward_filter) (with bias) | `db` from `gy` | 256 | `⌈C_out / 8⌉` |
 //!
-//! Every entry takes its buffers, then `batch, height, width, out_height, out_width` (u32).
+//! The NHWC module has only `implicit_gemm` (where available) and `nhwc`. Every entry takes its
+//! buffers, then `batch, height, width, out_height, out_width` (u32).
 //! f16/bf16 are computed in f32, f64 in f64; nothing writes its inputs; no float atomics.
 
 mod backward_data;
