@@ -1,7 +1,8 @@
 //! A ResNet-style 3×3 convolution with bias on the CPU backend: forward through the direct and
 //! the im2col + GEMM paths, then both backward passes (data and filter + bias), through the
 //! wrappers `#[conv2d_kernel]` generated, each compared with the host reference (f64 on the
-//! same f32 inputs).
+//! same f32 inputs). Then the same layer in f16 on sm_80, where `forward` runs the tensor-core
+//! implicit GEMM, in the NCHW layout and in channels-last (`layout = nhwc`).
 //!
 //! Run: `cargo run --example conv2d`. Exits non-zero if any comparison fails.
 
@@ -13,6 +14,7 @@ use ptxforge::conv::reference;
 use ptxforge::prelude::*;
 
 use common::{Report, Rng};
+use half::f16;
 
 /// 16 → 32 channels, 3×3, padding 1, stride 1, with bias, f32.
 #[conv2d_kernel(in_channels = 16, out_channels = 32, kernel = 3, padding = 1, bias = true,
@@ -20,8 +22,34 @@ use common::{Report, Rng};
 #[derive(Debug)]
 pub struct ResNetConv;
 
+/// The same layer in f16: `forward` runs `conv2d_implicit_gemm` on tensor cores.
+#[conv2d_kernel(in_channels = 16, out_channels = 32, kernel = 3, padding = 1, bias = true,
+                dtype = f16, arch = sm_80)]
+#[derive(Debug)]
+pub struct ResNetConvF16;
+
+/// The same layer in f16, channels-last: `x [N, H, W, C]`, `w [O, KH, KW, I]`, `y [N, OH, OW, O]`.
+#[conv2d_kernel(in_channels = 16, out_channels = 32, kernel = 3, padding = 1, bias = true,
+                dtype = f16, arch = sm_80, layout = nhwc)]
+#[derive(Debug)]
+pub struct ResNetConvNhwc;
+
 /// f32 accumulation in a different order than the f64 reference.
 const TOLERANCE: f64 = 1e-5;
+/// f16 inputs, f32 accumulation, one rounding of the output to f16.
+const TOLERANCE_F16: f64 = 2e-3;
+
+/// `[N, C, H, W]` → `[N, H, W, C]` (and `[O, I, KH, KW]` → `[O, KH, KW, I]`).
+fn channels_last(v: &[f64], [_, c, h, w]: [usize; 4]) -> Vec<f64> {
+    let mut out = vec![0.0; v.len()];
+    for (i, value) in v.iter().enumerate() {
+        let (x, rest) = (i % w, i / w);
+        let (y, rest) = (rest % h, rest / h);
+        let (ch, b) = (rest % c, rest / c);
+        out[((b * h + y) * w + x) * c + ch] = *value;
+    }
+    out
+}
 
 fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {
     let cfg = ResNetConv::CONFIG;
@@ -120,5 +148,75 @@ fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {
         &want_db.unwrap_or_default(),
         TOLERANCE,
     );
+    half_precision_forward(&dev, &shape, &mut rng, &mut report)?;
     Ok(report.exit_code())
+}
+
+/// The f16 layer through `forward` (tensor cores) in NCHW and NHWC against the reference on
+/// the same f16-rounded inputs.
+fn half_precision_forward(
+    dev: &SimBackend,
+    shape: &ConvShape,
+    rng: &mut Rng,
+    report: &mut Report,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let cfg = ResNetConvF16::CONFIG;
+    let dims = cfg.check_shape(shape, false)?;
+    let mut data = |len: usize| -> Vec<f64> {
+        rng.vec(len, -1.0, 1.0)
+            .iter()
+            .map(|&v| f16::from_f64(v).to_f64())
+            .collect()
+    };
+    let (x, w, b) = (
+        data(dims.input_len(&cfg)),
+        data(cfg.weight_elements() as usize),
+        data(cfg.out_channels as usize),
+    );
+    let want = reference::forward(&cfg, shape, &x, &w, Some(&b))?;
+    let upload = |v: &[f64]| dev.upload(&v.iter().map(|&e| f16::from_f64(e)).collect::<Vec<_>>());
+    let download = |buf: &DeviceBuffer<SimBackend, f16>| -> Result<Vec<f64>, LaunchError> {
+        Ok(dev.download(buf)?.iter().map(|v| v.to_f64()).collect())
+    };
+    let bias = upload(&b)?;
+
+    let mut y = dev.alloc::<f16>(dims.output_len(&cfg))?;
+    ResNetConvF16.forward(dev, shape, &upload(&x)?, &upload(&w)?, &bias, &mut y)?;
+    report.compare(
+        "f16 forward (tensor-core implicit GEMM, NCHW) y vs host reference",
+        &download(&y)?,
+        &want,
+        TOLERANCE_F16,
+    );
+
+    let (n, c, o) = (shape.batch as usize, 16, 32);
+    let (h, wd) = (shape.height as usize, shape.width as usize);
+    let x_last = channels_last(&x, [n, c, h, wd]);
+    let w_last = channels_last(&w, [o, c, 3, 3]);
+    let want_last = channels_last(&want, [n, o, dims.out_h as usize, dims.out_w as usize]);
+    let mut y_last = dev.alloc::<f16>(dims.output_len(&cfg))?;
+    ResNetConvNhwc.forward(
+        dev,
+        shape,
+        &upload(&x_last)?,
+        &upload(&w_last)?,
+        &bias,
+        &mut y_last,
+    )?;
+    report.compare(
+        "f16 forward (tensor-core implicit GEMM, NHWC) y vs host reference",
+        &download(&y_last)?,
+        &want_last,
+        TOLERANCE_F16,
+    );
+    let log = dev.take_launch_log();
+    let tensor_core = log
+        .iter()
+        .filter(|r| r.entry == "conv2d_implicit_gemm" && r.counters.mma_instructions > 0)
+        .count();
+    report.check(
+        "both f16 forwards ran conv2d_implicit_gemm on tensor cores",
+        tensor_core == 2,
+    );
+    Ok(())
 }

@@ -50,7 +50,9 @@ pub mod attention {
 
 /// The conv2d family's run-time types: shapes, output dimensions and host reference.
 pub mod conv {
-    pub use ptxforge_runtime::templates::conv::{reference, Conv2dConfig, ConvDims, ConvShape};
+    pub use ptxforge_runtime::templates::conv::{
+        reference, Conv2dConfig, ConvDims, ConvShape, Layout,
+    };
 }
 
 /// What most users need in scope: the attributes, the backends and buffer types, and the
@@ -81,7 +83,7 @@ pub mod __private {
         ParamKind, ScalarKind,
     };
     pub use ptxforge_runtime::templates::attention::AttentionConfig;
-    pub use ptxforge_runtime::templates::conv::Conv2dConfig;
+    pub use ptxforge_runtime::templates::conv::{Conv2dConfig, Layout as ConvLayout};
     pub use ptxforge_runtime::templates::moe::{Ffn, MoeConfig};
     pub use ptxforge_runtime::templates::nf4::Nf4Config;
     pub use ptxforge_runtime::{Arch, DType};

@@ -8,7 +8,7 @@ use quote::{format_ident, quote};
 use syn::Path;
 
 use ptxforge_runtime::templates::attention::AttentionConfig;
-use ptxforge_runtime::templates::conv::Conv2dConfig;
+use ptxforge_runtime::templates::conv::{Conv2dConfig, Layout};
 use ptxforge_runtime::templates::moe::{kernels as moe_kernels, Ffn, MoeConfig};
 use ptxforge_runtime::templates::nf4::{kernels as nf4_kernels, Nf4Config};
 use ptxforge_runtime::templates::{
@@ -378,6 +378,7 @@ impl Family for Conv2d {
             ("bias", lit_bool(c.bias)),
             ("dtype", lit_dtype(c.dtype, krate)),
             ("arch", lit_arch(c.arch, krate)),
+            ("layout", lit_layout(c.layout, krate)),
         ]
     }
 
@@ -400,6 +401,7 @@ impl Family for Conv2d {
             ("bias", c.bias.to_string()),
             ("dtype", c.dtype.to_string()),
             ("arch", c.arch.to_string()),
+            ("layout", c.layout.to_string()),
         ]
     }
     fn entry_names(c: &Conv2dConfig) -> Vec<&'static str> {
@@ -450,6 +452,17 @@ fn lit_dtype(v: DType, krate: &Path) -> TokenStream {
     };
     let variant = format_ident!("{variant}");
     quote!(#krate::__private::DType::#variant)
+}
+
+fn lit_layout(v: Layout, krate: &Path) -> TokenStream {
+    let variant = format_ident!(
+        "{}",
+        match v {
+            Layout::Nchw => "Nchw",
+            Layout::Nhwc => "Nhwc",
+        }
+    );
+    quote!(#krate::__private::ConvLayout::#variant)
 }
 
 fn lit_arch(v: Arch, krate: &Path) -> TokenStream {

@@ -15,9 +15,10 @@ use half::{bf16, f16};
 use ptxforge_runtime::dtype::DType;
 use ptxforge_runtime::launch::{Backend, DeviceBuffer, Element, LaunchError, SimBackend};
 use ptxforge_runtime::templates::conv::launch::{
-    backward_data, backward_filter, forward_1x1, forward_direct, forward_im2col,
+    backward_data, backward_filter, forward, forward_1x1, forward_direct, forward_im2col,
+    forward_implicit_gemm, forward_nhwc,
 };
-use ptxforge_runtime::templates::conv::{reference, Conv2dConfig, ConvDims, ConvShape};
+use ptxforge_runtime::templates::conv::{reference, Conv2dConfig, ConvDims, ConvShape, Layout};
 use ptxforge_runtime::templates::testing::{from_f64, to_f64, HostFloat, SplitMix64};
 use ptxforge_runtime::templates::KernelFamily;
 use ptxforge_runtime::Arch;
@@ -259,6 +260,20 @@ fn run_case<T: HostFloat + Element>(case: &Case, dtype: DType, arch: Arch, seed:
         &want_y,
         tol,
     );
+
+    if cfg.has_tensor_core_forward() {
+        let mut y_tc = dev.alloc::<T>(dims.output_len(&cfg)).expect("alloc");
+        must(
+            &label,
+            forward_implicit_gemm(&cfg, &dev, &ptx, s, &x.dev, &w.dev, bias, &mut y_tc),
+        );
+        assert_close(
+            &format!("{label}: implicit GEMM (tensor cores)"),
+            &download(&dev, &y_tc),
+            &want_y,
+            tol,
+        );
+    }
 
     let mut cols = dev.alloc::<T>(dims.im2col_len(&cfg)).expect("alloc");
     let mut y2 = dev.alloc::<T>(dims.output_len(&cfg)).expect("alloc");
@@ -635,4 +650,295 @@ fn bad_input_is_a_typed_error_before_launch() {
     ));
     // Nothing ran for any of the rejected calls.
     assert_eq!(t.dev.take_launch_log().len(), 1);
+}
+
+// ---- tensor cores ------------------------------------------------------------------------
+
+/// A small ResNet-like 3×3 layer (64 → 64 channels, padding 1, bias, 16 × 16 image) in f16 on
+/// sm_80, in both layouts: the CUDA-core kernel (`conv2d_direct` / `conv2d_nhwc`) vs the
+/// tensor-core implicit GEMM, all checked against the reference; the implicit GEMM issues
+/// exactly the mma count its tiling implies (`⌈M/64⌉ · ⌈Og/64⌉ · ⌈K/32⌉` tiles × 4 warps × 16)
+/// with conflict-free `ldmatrix`, and in NHWC moves A and B with 16-byte `cp.async` only.
+#[test]
+fn tensor_core_counters_resnet_3x3() {
+    let case = Case {
+        name: "resnet 3x3 64→64",
+        cfg: Conv2dConfig::new(64, 64, 3)
+            .with_padding(1, 1)
+            .with_bias(true),
+        shape: shape(1, 16, 16),
+    };
+    let pixels = 16 * 16u64;
+    let outputs = (pixels * 64) as f64;
+    for layout in Layout::ALL {
+        let (dev, ran) = run_forward_on::<f16>(&case, DType::F16, Arch::Sm80, layout, 11);
+        assert!(ran.contains(&"conv2d_implicit_gemm"));
+        for record in dev.take_launch_log() {
+            let c = &record.counters;
+            let total = c.instructions.total();
+            eprintln!(
+                "{layout} {:<22} instructions/output {:.1}, tensor-core share {:.4}, mma {}, \
+                 global load efficiency {:.3} ({} load requests), cp.async bytes {}, ldmatrix \
+                 wavefronts/request {:.3} ({:.3} per 8x8 matrix), shared wavefronts/request {:.3}",
+                record.entry,
+                total as f64 / outputs,
+                c.instructions.tensor_core as f64 / total as f64,
+                c.mma_instructions,
+                c.global_load_efficiency(),
+                c.global_load_requests,
+                c.cp_async_bytes,
+                c.ldmatrix_wavefronts_per_request(),
+                c.ldmatrix_wavefronts_per_request() / 4.0,
+                c.shared_wavefronts_per_request(),
+            );
+            if record.entry == "conv2d_implicit_gemm" {
+                let tiles = pixels.div_ceil(64) * (64u64 * 9).div_ceil(32);
+                assert_eq!(c.mma_instructions, tiles * 4 * 16);
+                assert!(c.ldmatrix_wavefronts_per_request() <= 4.0 + 1e-9);
+                if layout == Layout::Nhwc {
+                    // Every operand byte arrives by cp.async; the only global loads left are
+                    // the epilogue's 8 bias reads per warp.
+                    assert!(c.cp_async_requests > 0);
+                    assert_eq!(c.global_load_requests, 4 * 4 * 8);
+                }
+            } else {
+                assert_eq!(c.mma_instructions, 0);
+            }
+        }
+    }
+}
+
+/// Shapes for the tensor-core paths: channel counts that are multiples of 8 (16-byte
+/// `cp.async` chunks of A in NHWC and of B), ragged pixel and channel tiles, several K tiles
+/// (the 3-stage ring wraps), and K or `Cg` not multiples of 8 (element-wise gathers).
+fn tensor_core_cases() -> Vec<Case> {
+    let c = Conv2dConfig::new;
+    vec![
+        Case {
+            name: "tc 3x3 p1 16→24 groups 2 + bias (Cg 8, K 72, ragged M and Og)",
+            cfg: c(16, 24, 3)
+                .with_padding(1, 1)
+                .with_groups(2)
+                .with_bias(true),
+            shape: shape(2, 9, 11),
+        },
+        Case {
+            name: "tc 1x1 s2 32→72 (two channel tiles, K 32)",
+            cfg: c(32, 72, 1).with_stride(2, 2),
+            shape: shape(1, 17, 15),
+        },
+        Case {
+            name: "tc 3x3 s2 d2 p2 8→8 + bias",
+            cfg: c(8, 8, 3)
+                .with_stride(2, 2)
+                .with_dilation(2, 2)
+                .with_padding(2, 2)
+                .with_bias(true),
+            shape: shape(2, 13, 10),
+        },
+        Case {
+            name: "tc 3x3 p1 64→16 (18 K tiles)",
+            cfg: c(64, 16, 3).with_padding(1, 1),
+            shape: shape(1, 8, 9),
+        },
+        Case {
+            name: "tc depthwise 3x3 24→24 groups 24 (Cg 1, K 9)",
+            cfg: c(24, 24, 3).with_groups(24).with_padding(1, 1),
+            shape: shape(1, 7, 6),
+        },
+        Case {
+            name: "tc 5x5 p2 12→20 groups 4 (Cg 3, K 75) + bias",
+            cfg: c(12, 20, 5)
+                .with_padding(2, 2)
+                .with_groups(4)
+                .with_bias(true),
+            shape: shape(1, 6, 7),
+        },
+    ]
+}
+
+/// `[N, C, H, W]` → `[N, H, W, C]` (also weights `[O, I, KH, KW]` → `[O, KH, KW, I]`).
+fn to_channels_last(v: &[f64], [n, c, h, w]: [usize; 4]) -> Vec<f64> {
+    let mut out = vec![0.0; v.len()];
+    for b in 0..n {
+        for ch in 0..c {
+            for y in 0..h {
+                for x in 0..w {
+                    out[((b * h + y) * w + x) * c + ch] = v[((b * c + ch) * h + y) * w + x];
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Runs the forward of `case` in `layout` with `dtype` on `arch` through every forward entry
+/// the module has, each against the NCHW reference (transposed for NHWC). Returns the entries
+/// run.
+fn run_forward<T: HostFloat + Element>(
+    case: &Case,
+    dtype: DType,
+    arch: Arch,
+    layout: Layout,
+    seed: u64,
+) -> Vec<&'static str> {
+    run_forward_on::<T>(case, dtype, arch, layout, seed).1
+}
+
+/// [`run_forward`], also returning the device (its launch log holds the counters).
+fn run_forward_on<T: HostFloat + Element>(
+    case: &Case,
+    dtype: DType,
+    arch: Arch,
+    layout: Layout,
+    seed: u64,
+) -> (SimBackend, Vec<&'static str>) {
+    let cfg = Conv2dConfig {
+        dtype,
+        arch,
+        ..case.cfg.with_layout(layout)
+    };
+    let label = format!(
+        "{} [{}] {layout} {dtype} {arch} {:?}",
+        case.name,
+        cfg.matrix_name(),
+        case.shape
+    );
+    let ptx = cfg.compile().unwrap_or_else(|e| panic!("{label}: {e}")).ptx;
+    let s = &case.shape;
+    let dims = cfg.check_shape(s, false).expect("valid shape");
+    let mut rng = SplitMix64::new(seed);
+    let round = |v: Vec<f64>| to_f64(&from_f64::<T>(&v));
+    let x = round(rng.vec_f64(dims.input_len(&cfg), -1.0, 1.0));
+    let w = round(rng.vec_f64(ConvDims::weight_len(&cfg), -1.0, 1.0));
+    let b = round(rng.vec_f64(cfg.out_channels as usize, -1.0, 1.0));
+    let want =
+        reference::forward(&cfg, s, &x, &w, cfg.bias.then_some(b.as_slice())).expect("reference");
+    let (n, c_in, c_out) = (
+        s.batch as usize,
+        cfg.in_channels as usize,
+        cfg.out_channels as usize,
+    );
+    let (x_dev, w_dev, want) = match layout {
+        Layout::Nchw => (x, w, want),
+        Layout::Nhwc => (
+            to_channels_last(&x, [n, c_in, s.height as usize, s.width as usize]),
+            to_channels_last(
+                &w,
+                [
+                    c_out,
+                    c_in / cfg.groups as usize,
+                    cfg.kernel_h as usize,
+                    cfg.kernel_w as usize,
+                ],
+            ),
+            to_channels_last(&want, [n, c_out, dims.out_h as usize, dims.out_w as usize]),
+        ),
+    };
+    let dev = SimBackend::new();
+    let upload = |v: &[f64]| dev.upload(&from_f64::<T>(v)).expect("upload");
+    let (x_buf, w_buf, b_buf) = (upload(&x_dev), upload(&w_dev), upload(&b));
+    let bias = cfg.bias.then_some(&b_buf);
+    let mut ran = Vec::new();
+    type Forward<T> = fn(
+        &Conv2dConfig,
+        &SimBackend,
+        &str,
+        &ConvShape,
+        &DeviceBuffer<SimBackend, T>,
+        &DeviceBuffer<SimBackend, T>,
+        Option<&DeviceBuffer<SimBackend, T>>,
+        &mut DeviceBuffer<SimBackend, T>,
+    ) -> Result<ConvDims, LaunchError>;
+    let paths: [(&'static str, Forward<T>); 3] = [
+        (
+            "conv2d_implicit_gemm",
+            forward_implicit_gemm::<SimBackend, T>,
+        ),
+        ("conv2d_nhwc", forward_nhwc::<SimBackend, T>),
+        ("conv2d_direct", forward_direct::<SimBackend, T>),
+    ];
+    for (entry, launch) in paths {
+        if !cfg.entry_names().contains(&entry) {
+            continue;
+        }
+        let mut y = dev.alloc::<T>(dims.output_len(&cfg)).expect("alloc");
+        must(
+            &label,
+            launch(&cfg, &dev, &ptx, s, &x_buf, &w_buf, bias, &mut y),
+        );
+        assert_close(
+            &format!("{label}: {entry}"),
+            &download(&dev, &y),
+            &want,
+            tolerance(dtype),
+        );
+        ran.push(entry);
+    }
+    let mut y = dev.alloc::<T>(dims.output_len(&cfg)).expect("alloc");
+    must(
+        &label,
+        forward(&cfg, &dev, &ptx, s, &x_buf, &w_buf, bias, &mut y),
+    );
+    assert_close(
+        &format!("{label}: forward"),
+        &download(&dev, &y),
+        &want,
+        tolerance(dtype),
+    );
+    (dev, ran)
+}
+
+/// Every case (the issue's, the fuzzed ones, the tensor-core ones) through the tensor-core
+/// implicit GEMM in both layouts: f16 on sm_80 and bf16 on sm_90 (the module must have the
+/// entry), with `forward` choosing it.
+#[test]
+fn tensor_core_forward_every_case_both_layouts() {
+    let mut cases = issue_cases();
+    cases.extend(fuzz_cases(2024, 8));
+    cases.extend(tensor_core_cases());
+    for (i, case) in cases.iter().enumerate() {
+        for layout in Layout::ALL {
+            let seed = 300 + i as u64;
+            let ran = run_forward::<f16>(case, DType::F16, Arch::Sm80, layout, seed);
+            assert!(
+                ran.contains(&"conv2d_implicit_gemm"),
+                "{}: {ran:?}",
+                case.name
+            );
+            let ran = run_forward::<bf16>(case, DType::BF16, Arch::Sm90, layout, seed);
+            assert!(
+                ran.contains(&"conv2d_implicit_gemm"),
+                "{}: {ran:?}",
+                case.name
+            );
+        }
+    }
+}
+
+/// NHWC without tensor cores (f32, f64, and f16 on sm_75) runs the CUDA-core `conv2d_nhwc`;
+/// the NCHW f16 module for sm_75 has no tensor-core entry either.
+#[test]
+fn nhwc_cuda_core_fallback() {
+    let mut cases = issue_cases();
+    cases.extend(tensor_core_cases());
+    for (i, case) in cases.iter().enumerate() {
+        let seed = 500 + i as u64;
+        let ran = run_forward::<f32>(case, DType::F32, Arch::Sm80, Layout::Nhwc, seed);
+        assert_eq!(ran, ["conv2d_nhwc"], "{}", case.name);
+        let ran = run_forward::<f64>(case, DType::F64, Arch::Sm90, Layout::Nhwc, seed);
+        assert_eq!(ran, ["conv2d_nhwc"], "{}", case.name);
+        let ran = run_forward::<f16>(case, DType::F16, Arch::Sm75, Layout::Nhwc, seed);
+        assert_eq!(ran, ["conv2d_nhwc"], "{}", case.name);
+        let nchw_sm75 = Conv2dConfig {
+            dtype: DType::F16,
+            arch: Arch::Sm75,
+            ..case.cfg
+        };
+        // (The dilation-50 case's direct tile exceeds sm_75's shared memory: rejected.)
+        if nchw_sm75.validate().is_ok() {
+            let ran = run_forward::<f16>(case, DType::F16, Arch::Sm75, Layout::Nchw, seed);
+            assert_eq!(ran, ["conv2d_direct"], "{}", case.name);
+        }
+    }
 }

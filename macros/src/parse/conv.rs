@@ -1,7 +1,7 @@
 //! `#[conv2d_kernel(..)]` arguments. `kernel`, `stride`, `padding` and `dilation` take a pair
 //! `(height, width)` or one number for both, and set the config's `_h`/`_w` fields.
 
-use ptxforge_runtime::templates::conv::Conv2dConfig;
+use ptxforge_runtime::templates::conv::{Conv2dConfig, Layout};
 use ptxforge_runtime::{Arch, DType};
 
 use super::value::Size2;
@@ -10,7 +10,7 @@ use super::{family_args, required, set};
 family_args! {
     /// The arguments of `#[conv2d_kernel(in_channels = 64, out_channels = 128, kernel = 3,
     /// stride = 1, padding = 1, dilation = 1, groups = 1, bias = true, dtype = f16,
-    /// arch = sm_80)]`.
+    /// arch = sm_80, layout = nhwc)]`.
     ConvArgs {
         in_channels: u32,
         out_channels: u32,
@@ -22,6 +22,7 @@ family_args! {
         bias: bool,
         dtype: DType,
         arch: Arch,
+        layout: Layout,
     }
 }
 
@@ -49,6 +50,7 @@ impl ConvArgs {
         set(&mut config.bias, &self.bias);
         set(&mut config.dtype, &self.dtype);
         set(&mut config.arch, &self.arch);
+        set(&mut config.layout, &self.layout);
         Some(config)
     }
 }

@@ -13,6 +13,7 @@ use proc_macro2::{Punct, Spacing, Span, TokenStream, TokenTree};
 use quote::{ToTokens, TokenStreamExt};
 use syn::{Expr, ExprLit, Lit, Meta, UnOp};
 
+use ptxforge_runtime::templates::conv::Layout;
 use ptxforge_runtime::{Arch, DType};
 
 use super::suggest;
@@ -453,6 +454,22 @@ impl Value for DType {
     }
 }
 
+const LAYOUT_NAMES: [&str; 2] = [Layout::ALL[0].name(), Layout::ALL[1].name()];
+
+impl Value for Layout {
+    const EXPECTED: &'static str = "an activation layout (nchw, nhwc)";
+    const EXAMPLE: &'static str = "nhwc";
+
+    fn parse_value(expr: &Expr) -> Result<Self> {
+        const ALIASES: &[(&str, &str)] = &[
+            ("channels_last", "nhwc"),
+            ("channels_first", "nchw"),
+            ("contiguous", "nchw"),
+        ];
+        parse_name(expr, "layout", &LAYOUT_NAMES, ALIASES)
+    }
+}
+
 impl Value for Arch {
     const EXPECTED: &'static str = "an architecture such as `sm_80`";
     const EXAMPLE: &'static str = "sm_80";
@@ -655,6 +672,16 @@ mod tests {
             .unwrap_err()
             .contains("`true` or `false`"));
         assert_eq!(bool::from_bare_key(), Some(true));
+    }
+
+    #[test]
+    fn layouts() {
+        assert_eq!(parse::<Layout>(parse_quote!(nhwc)), Ok(Layout::Nhwc));
+        assert_eq!(parse::<Layout>(parse_quote!("nchw")), Ok(Layout::Nchw));
+        let alias = parse::<Layout>(parse_quote!(channels_last)).unwrap_err();
+        assert!(alias.contains("nhwc"), "{alias}");
+        let typo = parse::<Layout>(parse_quote!(nhcw)).unwrap_err();
+        assert!(typo.contains("nchw") && typo.contains("nhwc"), "{typo}");
     }
 
     #[test]

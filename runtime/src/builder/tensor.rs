@@ -338,7 +338,35 @@ impl KernelBuilder {
     where
         M16N8K16: MmaInput<T>,
     {
-        let regs = self.ldmatrix_raw(LdmatrixCount::X4, true, addr, offset);
+        self.ldmatrix_b_pair_raw(true, addr, offset)
+    }
+
+    /// `ldmatrix.x4` (no transpose) as two m16n8k16 B fragments side by side, read from an
+    /// N×K tile stored n-major (each row `n` holds its K elements contiguously, as conv
+    /// weight rows do): lane `l` points at row `n0 + 8 · (l / 16) + l % 8`, column
+    /// `k0 + 8 · ((l / 8) % 2)`. Matrix `j` lands in register `j`; each lane then holds row
+    /// `n = l / 4`, k pair `2·(l % 4)`, which is exactly the B fragment layout.
+    pub fn ldmatrix_b_pair<T: PackedHalf>(
+        &mut self,
+        addr: Reg<U32>,
+        offset: i32,
+    ) -> (FragB<M16N8K16, T>, FragB<M16N8K16, T>)
+    where
+        M16N8K16: MmaInput<T>,
+    {
+        self.ldmatrix_b_pair_raw(false, addr, offset)
+    }
+
+    fn ldmatrix_b_pair_raw<T: PackedHalf>(
+        &mut self,
+        trans: bool,
+        addr: Reg<U32>,
+        offset: i32,
+    ) -> (FragB<M16N8K16, T>, FragB<M16N8K16, T>)
+    where
+        M16N8K16: MmaInput<T>,
+    {
+        let regs = self.ldmatrix_raw(LdmatrixCount::X4, trans, addr, offset);
         (
             FragB::from_ids(regs[..2].to_vec()),
             FragB::from_ids(regs[2..].to_vec()),

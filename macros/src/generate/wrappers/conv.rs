@@ -6,7 +6,7 @@
 use proc_macro2::{Ident, TokenStream};
 use quote::{format_ident, quote};
 
-use ptxforge_runtime::templates::conv::Conv2dConfig;
+use ptxforge_runtime::templates::conv::{Conv2dConfig, Layout};
 
 use super::{param, Wrapper, WrapperTypes};
 
@@ -32,10 +32,21 @@ pub(crate) fn wrappers(c: &Conv2dConfig, t: &WrapperTypes) -> Vec<Wrapper> {
         let function = format_ident!("{function}");
         quote!(#p::conv::#function(__config, dev, __ptx, shape, #args))
     };
+    let (inputs, output) = match c.layout {
+        Layout::Nchw => (
+            "`x [batch, in_channels, height, width]`, `w [out_channels, in_channels / groups, \
+             kernel_h, kernel_w]`",
+            "`y [batch, out_channels, out_height, out_width]`",
+        ),
+        Layout::Nhwc => (
+            "`x [batch, height, width, in_channels]`, `w [out_channels, kernel_h, kernel_w, \
+             in_channels / groups]`",
+            "`y [batch, out_height, out_width, out_channels]`",
+        ),
+    };
     let layouts = format!(
-        "Layouts: `x [batch, in_channels, height, width]`, `w [out_channels, in_channels / \
-         groups, kernel_h, kernel_w]`{}, `y [batch, out_channels, out_height, out_width]` \
-         (`out = (in + 2·padding − dilation·(kernel − 1) − 1) / stride + 1` per axis)",
+        "Layouts: {inputs}{}, {output} (`out = (in + 2·padding − dilation·(kernel − 1) − 1) / \
+         stride + 1` per axis)",
         if c.bias {
             ", `bias [out_channels]`"
         } else {
@@ -44,27 +55,29 @@ pub(crate) fn wrappers(c: &Conv2dConfig, t: &WrapperTypes) -> Vec<Wrapper> {
     );
     // Inside the formula's code span: never a nested backtick.
     let bias_term = if c.bias { " + bias" } else { "" };
+    let forward = Wrapper {
+        name: "forward",
+        doc: format!(
+            "Forward `y = conv2d(x, w){bias_term}` through the fastest entry of the target the \
+             module runs on: `conv2d_implicit_gemm` (tensor cores) for f16/bf16 on sm_80+, else \
+             {}. {layouts}. Returns the checked dimensions.",
+            match (c.layout, c.has_pointwise()) {
+                (Layout::Nhwc, _) => "`conv2d_nhwc`",
+                (Layout::Nchw, true) => "`conv2d_1x1`",
+                (Layout::Nchw, false) => "`conv2d_direct`",
+            }
+        ),
+        lifetimes: quote!(),
+        params: forward_params(&[]),
+        ok: dims.clone(),
+        body: call("forward", quote!(x, w, #bias_arg, y)),
+    };
+    if c.layout == Layout::Nhwc {
+        // The NHWC module holds the forward entries only.
+        return vec![forward];
+    }
     let mut wrappers = vec![
-        Wrapper {
-            name: "forward",
-            doc: format!(
-                "Forward `y = conv2d(x, w){bias_term}` through entry `{}`. {layouts}. Returns the \
-                 checked dimensions.",
-                if c.has_pointwise() {
-                    "conv2d_1x1"
-                } else {
-                    "conv2d_direct"
-                }
-            ),
-            lifetimes: quote!(),
-            params: forward_params(&[]),
-            ok: dims.clone(),
-            body: if c.has_pointwise() {
-                call("forward_1x1", quote!(x, w, #bias_arg, y))
-            } else {
-                call("forward_direct", quote!(x, w, #bias_arg, y))
-            },
-        },
+        forward,
         Wrapper {
             name: "forward_direct",
             doc: format!(

@@ -52,6 +52,55 @@ pub struct Conv2dConfig {
     pub dtype: DType,
     /// Target architecture. Default sm_80.
     pub arch: Arch,
+    /// Activation layout (argument `layout = nchw | nhwc`). Default NCHW.
+    pub layout: Layout,
+}
+
+/// How activations (and the weight's reduction axis) are laid out in memory.
+///
+/// - [`Layout::Nchw`]: `x [N, C_in, H, W]`, `y [N, C_out, OH, OW]`, `w [C_out, C_in/g, KH, KW]`.
+///   Every entry of the family supports it.
+/// - [`Layout::Nhwc`] (PyTorch's `channels_last`): `x [N, H, W, C_in]`, `y [N, OH, OW, C_out]`,
+///   `w [C_out, KH, KW, C_in/g]` (the memory order of a `channels_last` weight). Channels are
+///   innermost, so the implicit GEMM's reduction chunks are contiguous 16-byte runs of one
+///   pixel's channels. The module then holds only the implicit-GEMM forward entry
+///   (`conv2d_implicit_gemm`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Layout {
+    #[default]
+    Nchw,
+    Nhwc,
+}
+
+impl Layout {
+    /// Both layouts, in declaration order.
+    pub const ALL: [Layout; 2] = [Layout::Nchw, Layout::Nhwc];
+
+    /// The argument spelling, `nchw` or `nhwc`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Layout::Nchw => "nchw",
+            Layout::Nhwc => "nhwc",
+        }
+    }
+}
+
+impl std::str::FromStr for Layout {
+    type Err = String;
+
+    /// Parses the argument spelling (`nchw`, `nhwc`).
+    fn from_str(name: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|l| l.name() == name)
+            .ok_or_else(|| format!("unknown layout `{name}`: expected nchw or nhwc"))
+    }
+}
+
+impl std::fmt::Display for Layout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// The direct kernel's block tiling: each block computes an `out_h × out_w` tile of
@@ -131,6 +180,7 @@ impl Conv2dConfig {
         "bias",
         "dtype",
         "arch",
+        "layout",
     ];
     /// Arguments without a default.
     pub const REQUIRED: &'static [&'static str] = &["in_channels", "out_channels", "kernel"];
@@ -159,6 +209,7 @@ impl Conv2dConfig {
             bias: false,
             dtype: Self::DEFAULT_DTYPE,
             arch: Self::DEFAULT_ARCH,
+            layout: Layout::Nchw,
         }
     }
 
@@ -193,6 +244,12 @@ impl Conv2dConfig {
     /// Sets the group count.
     pub const fn with_groups(mut self, groups: u32) -> Self {
         self.groups = groups;
+        self
+    }
+
+    /// Sets the activation layout.
+    pub const fn with_layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
         self
     }
 
@@ -392,6 +449,8 @@ impl Conv2dConfig {
             );
         }
         // dtype: every dtype is supported on every arch; no rule.
+        // The direct kernel's tile limits bind only the NCHW module (the NHWC module has no
+        // direct kernel); the extent limit binds every kernel's index arithmetic.
         if sizes_ok {
             let (eh, ew) = self.dilated_extent();
             if eh > u64::from(u32::MAX) || ew > u64::from(u32::MAX) {
@@ -403,7 +462,7 @@ impl Conv2dConfig {
                         u32::MAX
                     ),
                 );
-            } else {
+            } else if self.layout == Layout::Nchw {
                 let tile = self.direct_tile();
                 let max_threads = self.arch.max_threads_per_block();
                 if tile.threads > max_threads {

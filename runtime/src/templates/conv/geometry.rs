@@ -4,7 +4,9 @@
 //! [`GemmTile`](super::GemmTile)) the kernels are built with.
 
 use super::config::Conv2dConfig;
-use super::kernels::{BLOCK_1D, WARPS_PER_BLOCK};
+use super::kernels::{
+    BLOCK_1D, IMPLICIT_THREADS, IMPLICIT_TILE_M, IMPLICIT_TILE_N, WARPS_PER_BLOCK,
+};
 use super::shapes::ConvDims;
 use crate::launch::{Dim3, LaunchConfig, LaunchError};
 use crate::templates::attention::SharedMemoryKind;
@@ -154,6 +156,45 @@ impl Conv2dConfig {
                 grid_dim("groups", u64::from(self.groups), MAX_GRID_YZ)?,
             ),
             block: Dim3::new(16, 16, 1),
+            dynamic_shared_bytes: 0,
+        })
+    }
+
+    /// `conv2d_implicit_gemm`: block 128; grid `(ceil(N·OH·OW / 64), ceil(Og / 64), groups)`.
+    pub fn implicit_gemm_launch_config(
+        &self,
+        dims: &ConvDims,
+    ) -> Result<LaunchConfig, LaunchError> {
+        let pixels = u64::from(dims.batch) * dims.out_pixels() as u64;
+        Ok(LaunchConfig {
+            grid: Dim3::new(
+                grid_dim(
+                    "implicit GEMM pixel tiles",
+                    pixels.div_ceil(u64::from(IMPLICIT_TILE_M)),
+                    MAX_GRID_X,
+                )?,
+                grid_dim(
+                    "implicit GEMM channel tiles",
+                    u64::from(self.out_per_group().div_ceil(IMPLICIT_TILE_N)),
+                    MAX_GRID_YZ,
+                )?,
+                grid_dim("groups", u64::from(self.groups), MAX_GRID_YZ)?,
+            ),
+            block: Dim3::new(IMPLICIT_THREADS, 1, 1),
+            dynamic_shared_bytes: 0,
+        })
+    }
+
+    /// `conv2d_nhwc`: block 256; grid `ceil(N·OH·OW·C_out / 256)`.
+    pub fn nhwc_launch_config(&self, dims: &ConvDims) -> Result<LaunchConfig, LaunchError> {
+        let outputs = dims.output_len(self) as u64;
+        Ok(LaunchConfig {
+            grid: Dim3::x(grid_dim(
+                "NHWC output blocks",
+                outputs.div_ceil(u64::from(BLOCK_1D)),
+                MAX_GRID_X,
+            )?),
+            block: Dim3::x(BLOCK_1D),
             dynamic_shared_bytes: 0,
         })
     }

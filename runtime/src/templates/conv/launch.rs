@@ -18,10 +18,10 @@
 //! `y [N, C_out, OH, OW]`, `cols [C_in·KH·KW, N·OH·OW]`; all row-major. Outputs are written
 //! completely (every element), inputs never.
 
-use super::config::Conv2dConfig;
+use super::config::{Conv2dConfig, Layout};
 use super::kernels::{
     fast_div_constants, ENTRY_1X1, ENTRY_BWD_BIAS, ENTRY_BWD_DATA, ENTRY_BWD_FILTER, ENTRY_DIRECT,
-    ENTRY_GEMM, ENTRY_IM2COL,
+    ENTRY_GEMM, ENTRY_IM2COL, ENTRY_IMPLICIT_GEMM, ENTRY_NHWC,
 };
 use super::shapes::{ConvDims, ConvError, ConvShape};
 use crate::dtype::DType;
@@ -80,6 +80,20 @@ impl Prepared {
                 name: errors.0.first().map_or("config", |e| e.fields[0]),
                 value: 0,
                 reason: format!("invalid configuration: {errors}"),
+            });
+        }
+        if !cfg.entry_names().contains(&entry) {
+            return Err(LaunchError::InvalidDim {
+                name: "layout",
+                value: 0,
+                reason: format!(
+                    "entry {entry} is not in the module of this configuration (layout {}, {} on \
+                     {}); its entries are {}",
+                    cfg.layout,
+                    cfg.dtype,
+                    cfg.arch,
+                    cfg.entry_names().join(", ")
+                ),
             });
         }
         let kind = kind_of(cfg.dtype);
@@ -157,6 +171,40 @@ fn check_bias<B: Backend, T: Element>(
     Ok(())
 }
 
+/// The buffers of a forward entry taking `(x, w, [bias,] y)`.
+struct ForwardBuffers<'a, B: Backend, T: Element> {
+    x: &'a DeviceBuffer<B, T>,
+    w: &'a DeviceBuffer<B, T>,
+    bias: Option<&'a DeviceBuffer<B, T>>,
+    y: &'a mut DeviceBuffer<B, T>,
+}
+
+/// Checks and launches a forward entry with parameters `(x, w, [bias,] y, dims…)` on the grid
+/// `geometry` gives.
+fn launch_x_w_y<B: Backend, T: Element>(
+    cfg: &Conv2dConfig,
+    dev: &B,
+    ptx: &str,
+    shape: &ConvShape,
+    entry: &'static str,
+    geometry: fn(&Conv2dConfig, &ConvDims) -> Result<LaunchConfig, LaunchError>,
+    buffers: ForwardBuffers<'_, B, T>,
+) -> Result<ConvDims, LaunchError> {
+    let ForwardBuffers { x, w, bias, y } = buffers;
+    let prep = Prepared::new::<T>(cfg, entry, shape, false)?;
+    let d = prep.dims;
+    check_len("x", d.input_len(cfg), x)?;
+    check_len("w", ConvDims::weight_len(cfg), w)?;
+    check_bias(cfg, "bias", bias)?;
+    check_len("y", d.output_len(cfg), y)?;
+    let config = geometry(cfg, &d)?;
+    let mut args = vec![KernelArg::buffer(x), KernelArg::buffer(w)];
+    args.extend(bias.map(KernelArg::buffer));
+    args.push(KernelArg::buffer(&*y));
+    prep.launch(dev, ptx, entry, config, args)?;
+    Ok(d)
+}
+
 /// Forward with the direct kernel (`conv2d_direct`): `y = conv(x, w) (+ bias)`.
 /// `bias` must be `Some` exactly when `cfg.bias`. Returns the checked dimensions.
 #[allow(clippy::too_many_arguments)]
@@ -170,18 +218,106 @@ pub fn forward_direct<B: Backend, T: Element>(
     bias: Option<&DeviceBuffer<B, T>>,
     y: &mut DeviceBuffer<B, T>,
 ) -> Result<ConvDims, LaunchError> {
-    let prep = Prepared::new::<T>(cfg, ENTRY_DIRECT, shape, false)?;
-    let d = prep.dims;
-    check_len("x", d.input_len(cfg), x)?;
-    check_len("w", ConvDims::weight_len(cfg), w)?;
-    check_bias(cfg, "bias", bias)?;
-    check_len("y", d.output_len(cfg), y)?;
-    let config = cfg.direct_launch_config(&d)?;
-    let mut args = vec![KernelArg::buffer(x), KernelArg::buffer(w)];
-    args.extend(bias.map(KernelArg::buffer));
-    args.push(KernelArg::buffer(&*y));
-    prep.launch(dev, ptx, ENTRY_DIRECT, config, args)?;
-    Ok(d)
+    let buffers = ForwardBuffers { x, w, bias, y };
+    launch_x_w_y(
+        cfg,
+        dev,
+        ptx,
+        shape,
+        ENTRY_DIRECT,
+        Conv2dConfig::direct_launch_config,
+        buffers,
+    )
+}
+
+/// Forward as an implicit GEMM on tensor cores (`conv2d_implicit_gemm`; f16/bf16 on sm_80+,
+/// NCHW or NHWC per `cfg.layout`): `y = conv(x, w) (+ bias)`. A config without that entry
+/// (other dtypes, older targets) is [`LaunchError::InvalidDim`] `dtype`; [`forward`] picks the
+/// entry automatically.
+#[allow(clippy::too_many_arguments)]
+pub fn forward_implicit_gemm<B: Backend, T: Element>(
+    cfg: &Conv2dConfig,
+    dev: &B,
+    ptx: &str,
+    shape: &ConvShape,
+    x: &DeviceBuffer<B, T>,
+    w: &DeviceBuffer<B, T>,
+    bias: Option<&DeviceBuffer<B, T>>,
+    y: &mut DeviceBuffer<B, T>,
+) -> Result<ConvDims, LaunchError> {
+    if !cfg.has_tensor_core_forward() {
+        return Err(LaunchError::InvalidDim {
+            name: "dtype",
+            value: 0,
+            reason: format!(
+                "conv2d_implicit_gemm needs f16 or bf16 on a target with mma.m16n8k16, the \
+                 config has {} on {}",
+                cfg.dtype, cfg.arch
+            ),
+        });
+    }
+    let buffers = ForwardBuffers { x, w, bias, y };
+    launch_x_w_y(
+        cfg,
+        dev,
+        ptx,
+        shape,
+        ENTRY_IMPLICIT_GEMM,
+        Conv2dConfig::implicit_gemm_launch_config,
+        buffers,
+    )
+}
+
+/// Forward on CUDA cores in the NHWC layout (`conv2d_nhwc`): `y = conv(x, w) (+ bias)` with
+/// `x [N, H, W, C_in]`, `w [C_out, KH, KW, C_in/g]`, `y [N, OH, OW, C_out]`. An NCHW config is
+/// [`LaunchError::InvalidDim`] `layout`.
+#[allow(clippy::too_many_arguments)]
+pub fn forward_nhwc<B: Backend, T: Element>(
+    cfg: &Conv2dConfig,
+    dev: &B,
+    ptx: &str,
+    shape: &ConvShape,
+    x: &DeviceBuffer<B, T>,
+    w: &DeviceBuffer<B, T>,
+    bias: Option<&DeviceBuffer<B, T>>,
+    y: &mut DeviceBuffer<B, T>,
+) -> Result<ConvDims, LaunchError> {
+    let buffers = ForwardBuffers { x, w, bias, y };
+    launch_x_w_y(
+        cfg,
+        dev,
+        ptx,
+        shape,
+        ENTRY_NHWC,
+        Conv2dConfig::nhwc_launch_config,
+        buffers,
+    )
+}
+
+/// Forward with the fastest entry the module has: the tensor-core implicit GEMM where the
+/// config has it ([`Conv2dConfig::has_tensor_core_forward`]), else (silently: f32/f64 and
+/// pre-sm_80 targets) the CUDA-core path: `conv2d_1x1` for a 1 × 1 kernel, `conv2d_direct`
+/// otherwise, `conv2d_nhwc` in the NHWC layout.
+#[allow(clippy::too_many_arguments)]
+pub fn forward<B: Backend, T: Element>(
+    cfg: &Conv2dConfig,
+    dev: &B,
+    ptx: &str,
+    shape: &ConvShape,
+    x: &DeviceBuffer<B, T>,
+    w: &DeviceBuffer<B, T>,
+    bias: Option<&DeviceBuffer<B, T>>,
+    y: &mut DeviceBuffer<B, T>,
+) -> Result<ConvDims, LaunchError> {
+    if cfg.has_tensor_core_forward() {
+        forward_implicit_gemm(cfg, dev, ptx, shape, x, w, bias, y)
+    } else if cfg.layout == Layout::Nhwc {
+        forward_nhwc(cfg, dev, ptx, shape, x, w, bias, y)
+    } else if cfg.has_pointwise() {
+        forward_1x1(cfg, dev, ptx, shape, x, w, bias, y)
+    } else {
+        forward_direct(cfg, dev, ptx, shape, x, w, bias, y)
+    }
 }
 
 /// Forward through im2col + GEMM: `conv2d_im2col` fills `cols [C_in·KH·KW, N·OH·OW]` (every

@@ -1,5 +1,7 @@
-//! The 2-D convolution kernel family (NCHW): direct, 1×1, im2col + GEMM, backward-data and
-//! backward-filter, all with groups, stride, padding and dilation.
+//! The 2-D convolution kernel family: direct, 1×1, im2col + GEMM, backward-data and
+//! backward-filter (NCHW), all with groups, stride, padding and dilation; the tensor-core
+//! implicit-GEMM forward for f16/bf16 on sm_80+ (NCHW and NHWC); and the CUDA-core NHWC
+//! forward for everything else in the channels-last layout ([`Layout`]).
 //!
 //! This module owns the configuration ([`Conv2dConfig`]), run-time shapes and output sizes
 //! ([`ConvShape`], [`ConvDims`], [`output_len`]), the host references ([`mod@reference`]),
@@ -13,7 +15,7 @@ pub mod launch;
 pub mod reference;
 mod shapes;
 
-pub use config::{Conv2dConfig, DirectTile, GemmTile};
+pub use config::{Conv2dConfig, DirectTile, GemmTile, Layout};
 pub use geometry::{INDEX_LIMIT, MAX_GRID_X, MAX_GRID_YZ};
 pub use kernels::matrix_configs;
 pub use shapes::{output_len, ConvDims, ConvError, ConvShape};

@@ -2,6 +2,7 @@
 //! shape parameters every entry takes, the compile-time problem constants, and a few builder
 //! helpers (predicated loads, warp sums in the accumulation type).
 
+use crate::arch::Arch;
 use crate::builder::{
     Float, GlobalPtr, KernelBuilder, ParamHandle, Pred, Reg, Scalar, Val, BF16, F16, F32, F64, U32,
 };
@@ -17,6 +18,11 @@ pub(crate) trait ConvElem: Float {
     fn widen(k: &mut KernelBuilder, v: Reg<Self>) -> Reg<Self::Acc>;
     /// Rounds an accumulated value to the storage type (nearest even).
     fn narrow(k: &mut KernelBuilder, v: Reg<Self::Acc>) -> Reg<Self>;
+    /// The tensor-core forward entry where this type and `cfg` have one (f16/bf16 on
+    /// `mma.m16n8k16` targets), else `None`.
+    fn tensor_core_forward(_cfg: &Conv2dConfig, _arch: Arch) -> Option<KernelBuilder> {
+        None
+    }
 }
 
 impl ConvElem for F16 {
@@ -27,6 +33,10 @@ impl ConvElem for F16 {
     fn narrow(k: &mut KernelBuilder, v: Reg<F32>) -> Reg<F16> {
         k.from_f32(v)
     }
+    fn tensor_core_forward(cfg: &Conv2dConfig, arch: Arch) -> Option<KernelBuilder> {
+        cfg.has_tensor_core_forward()
+            .then(|| super::implicit_gemm::build::<F16>(cfg, arch))
+    }
 }
 
 impl ConvElem for BF16 {
@@ -36,6 +46,10 @@ impl ConvElem for BF16 {
     }
     fn narrow(k: &mut KernelBuilder, v: Reg<F32>) -> Reg<BF16> {
         k.from_f32(v)
+    }
+    fn tensor_core_forward(cfg: &Conv2dConfig, arch: Arch) -> Option<KernelBuilder> {
+        cfg.has_tensor_core_forward()
+            .then(|| super::implicit_gemm::build::<BF16>(cfg, arch))
     }
 }
 

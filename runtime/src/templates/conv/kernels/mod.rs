@@ -7,12 +7,15 @@
 //! | [`im2col`](im2col) | `cols` from `x` | 256 | `(⌈N·OH·OW/256⌉, min(C_in·KH·KW, 65535))` |
 //! | [`gemm`](gemm) | `y = W_g · cols_g (+ b)` | (16, 16) | `(⌈N·OH·OW/64⌉, ⌈Og/block_m⌉, G)` |
 //! | [`1x1`](gemm) (1×1 kernels only) | `y` from `x` (implicit GEMM) | (16, 16) | as `gemm` |
+//! | [`implicit_gemm`](implicit_gemm) (f16/bf16, sm_80+) | `y` from `x` on tensor cores, NCHW or NHWC | 128 | `(⌈N·OH·OW/64⌉, ⌈Og/64⌉, G)` |
+//! | [`nhwc`](nhwc) (NHWC only) | `y` from `x` on CUDA cores, one thread per output | 256 | `⌈N·OH·OW·C_out/256⌉` |
 //! | [`direct`](direct) | `y` from `x` via shared tiles | (16, 16) | `(tiles, G·⌈Og/OCB⌉, N)` |
 //! | [`bwd_data`](backward_data) | `dx` from `gy` | 256 | `(⌈H·W/256⌉, min(N·C_in, 65535))` |
 //! | [`bwd_filter`](backward_filter) | `dw` from `x`, `gy` | 256 | `⌈C_out·Cg·KH·KW / 8⌉` |
 //! | [`bwd_bias`](backward_filter) (with bias) | `db` from `gy` | 256 | `⌈C_out / 8⌉` |
 //!
-//! Every entry takes its buffers, then `batch, height, width, out_height, out_width` (u32).
+//! The NHWC module has only `implicit_gemm` (where available) and `nhwc`. Every entry takes its
+//! buffers, then `batch, height, width, out_height, out_width` (u32).
 //! f16/bf16 are computed in f32, f64 in f64; nothing writes its inputs; no float atomics.
 
 mod backward_data;
@@ -21,6 +24,8 @@ mod common;
 mod direct;
 mod gemm;
 mod im2col;
+mod implicit_gemm;
+mod nhwc;
 
 pub use backward_data::ENTRY as ENTRY_BWD_DATA;
 pub use backward_filter::{ENTRY_BIAS as ENTRY_BWD_BIAS, ENTRY_FILTER as ENTRY_BWD_FILTER};
@@ -28,6 +33,11 @@ pub use common::{fast_div_constants, DIM_PARAMS, DIVISOR_PARAMS};
 pub use direct::ENTRY as ENTRY_DIRECT;
 pub use gemm::{ENTRY_1X1, ENTRY_GEMM};
 pub use im2col::ENTRY as ENTRY_IM2COL;
+pub use implicit_gemm::{
+    ENTRY as ENTRY_IMPLICIT_GEMM, THREADS as IMPLICIT_THREADS, TILE_M as IMPLICIT_TILE_M,
+    TILE_N as IMPLICIT_TILE_N,
+};
+pub use nhwc::ENTRY as ENTRY_NHWC;
 
 /// Threads per block of the 1-D entries (im2col, backward-data, backward-filter/bias).
 pub const BLOCK_1D: u32 = 256;
@@ -40,7 +50,7 @@ use gemm::Operand;
 use crate::arch::Arch;
 use crate::builder::{ModuleBuilder, BF16, F16, F32, F64};
 use crate::dtype::DType;
-use crate::templates::conv::Conv2dConfig;
+use crate::templates::conv::{Conv2dConfig, Layout};
 use crate::templates::{CompiledFamily, KernelFamily, TemplateError};
 
 impl Conv2dConfig {
@@ -49,9 +59,29 @@ impl Conv2dConfig {
         self.kernel_h == 1 && self.kernel_w == 1
     }
 
-    /// The entries of this configuration's module, in module order.
+    /// Whether the module has the tensor-core forward `conv2d_implicit_gemm` (f16/bf16 on
+    /// targets with `mma.m16n8k16`; other dtypes and older targets silently keep the CUDA-core
+    /// entries only).
+    pub fn has_tensor_core_forward(&self) -> bool {
+        implicit_gemm::available(self)
+    }
+
+    /// The entries of this configuration's module, in module order. The NHWC module holds the
+    /// forward entries only: the tensor-core implicit GEMM where available and the CUDA-core
+    /// `conv2d_nhwc`.
     pub fn entry_names(&self) -> Vec<&'static str> {
+        if self.layout == Layout::Nhwc {
+            let mut names = Vec::new();
+            if self.has_tensor_core_forward() {
+                names.push(ENTRY_IMPLICIT_GEMM);
+            }
+            names.push(ENTRY_NHWC);
+            return names;
+        }
         let mut names = vec![ENTRY_IM2COL, ENTRY_GEMM];
+        if self.has_tensor_core_forward() {
+            names.push(ENTRY_IMPLICIT_GEMM);
+        }
         if self.has_pointwise() {
             names.push(ENTRY_1X1);
         }
@@ -65,8 +95,18 @@ impl Conv2dConfig {
 
 fn build_module<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> ModuleBuilder {
     let mut m = ModuleBuilder::new(arch);
+    if cfg.layout == Layout::Nhwc {
+        if let Some(tc) = T::tensor_core_forward(cfg, arch) {
+            m.push(tc);
+        }
+        m.push(nhwc::build::<T>(cfg, arch));
+        return m;
+    }
     m.push(im2col::build::<T>(cfg, arch));
     m.push(gemm::build::<T>(cfg, arch, Operand::Im2col));
+    if let Some(tc) = T::tensor_core_forward(cfg, arch) {
+        m.push(tc);
+    }
     if cfg.has_pointwise() {
         m.push(gemm::build::<T>(cfg, arch, Operand::Pointwise));
     }
@@ -93,10 +133,10 @@ impl KernelFamily for Conv2dConfig {
         Ok(CompiledFamily::from_module(&m.build()?))
     }
 
-    /// `k{KH}x{KW}_s{SH}x{SW}_p{PH}x{PW}_d{DH}x{DW}_c{C_in}x{C_out}_g{G}[_bias]_{dtype}`.
+    /// `k{KH}x{KW}_s{SH}x{SW}_p{PH}x{PW}_d{DH}x{DW}_c{C_in}x{C_out}_g{G}[_bias][_nhwc]_{dtype}`.
     fn matrix_name(&self) -> String {
         format!(
-            "k{}x{}_s{}x{}_p{}x{}_d{}x{}_c{}x{}_g{}{}_{}",
+            "k{}x{}_s{}x{}_p{}x{}_d{}x{}_c{}x{}_g{}{}{}_{}",
             self.kernel_h,
             self.kernel_w,
             self.stride_h,
@@ -109,6 +149,11 @@ impl KernelFamily for Conv2dConfig {
             self.out_channels,
             self.groups,
             if self.bias { "_bias" } else { "" },
+            if self.layout == Layout::Nhwc {
+                "_nhwc"
+            } else {
+                ""
+            },
             self.dtype
         )
     }
@@ -118,9 +163,11 @@ impl KernelFamily for Conv2dConfig {
     }
 }
 
-/// The emit-matrix configurations: every dtype × four representative shapes (ResNet 3×3 with
-/// bias, the 7×7 stride-2 stem, a strided grouped 1×1 with bias, a dilated depthwise 3×3) ×
-/// every target (every dtype is supported on every arch).
+/// The emit-matrix configurations: every dtype × four representative NCHW shapes (ResNet 3×3
+/// with bias, the 7×7 stride-2 stem, a strided grouped 1×1 with bias, a dilated depthwise 3×3)
+/// and two NHWC ones (ResNet 3×3 with bias: 16-byte A chunks; the stem: element-wise A) ×
+/// every target (every dtype is supported on every arch; f16/bf16 on sm_80+ add the
+/// tensor-core entry).
 pub fn matrix_configs() -> Vec<Conv2dConfig> {
     let shapes = [
         Conv2dConfig::new(64, 64, 3)
@@ -137,6 +184,14 @@ pub fn matrix_configs() -> Vec<Conv2dConfig> {
             .with_groups(32)
             .with_padding(2, 2)
             .with_dilation(2, 2),
+        Conv2dConfig::new(64, 64, 3)
+            .with_padding(1, 1)
+            .with_bias(true)
+            .with_layout(Layout::Nhwc),
+        Conv2dConfig::new(3, 64, 7)
+            .with_stride(2, 2)
+            .with_padding(3, 3)
+            .with_layout(Layout::Nhwc),
     ];
     let mut out = Vec::new();
     for arch in Arch::ALL {

@@ -1,0 +1,521 @@
+//! `conv2d_implicit_gemm`: the forward convolution as an implicit GEMM on tensor cores (f16 and
+//! bf16 on targets with `mma.m16n8k16`; f32 accumulation).
+//!
+//! Per group `g`, `Y_g [M, Og] = A [M, K] · W_gᵀ` with `M = N·OH·OW` output pixels and
+//! `K = Cg·KH·KW`. Row `m = (n·OH + oh)·OW + ow` of A is the receptive field of that pixel,
+//! gathered straight from `x` with im2col addressing (no `cols` buffer): reduction index `k`
+//! is `(ci, kh, kw)` in the weight's order — `ci·KH·KW + kh·KW + kw` for NCHW,
+//! `(kh·KW + kw)·Cg + ci` for NHWC — and reads `x[n, g·Cg + ci, oh·SH − PH + kh·DH,
+//! ow·SW − PW + kw·DW]`, 0 in the padding. The weight rows `W[g·Og + o, 0..K]` are already
+//! contiguous in `k`, i.e. the column-major B operand, so B fragments come from plain
+//! (untransposed) `ldmatrix`.
+//!
+//! A block of [`THREADS`] threads (4 warps, 2 × 2) computes a [`TILE_M`] × [`TILE_N`] tile
+//! (pixels × output channels of one group); grid `(⌈M / 64⌉, ⌈Og / 64⌉, groups)`. Each warp owns
+//! 32 × 32 as 2 × 4 `m16n8k16` accumulators. K advances [`TILE_K`] per step through a
+//! [`STAGES`]-stage ring in shared memory: tiles `t + 1` and `t + 2` are being filled while `t`
+//! is multiplied. Both tiles are stored `[row][k]` with rows padded by 8 halves (80 bytes), so
+//! the eight 16-byte rows of every `ldmatrix` phase hit distinct bank groups.
+//!
+//! Filling a tile moves chunks of 8 consecutive `k` of one row:
+//! - with `cp.async` 16 bytes (zero-filled, `src-size 0`, where the chunk lies outside the
+//!   problem or in the padding) when the 8 elements are contiguous and 16-byte aligned in
+//!   global memory: A chunks in NHWC when `Cg` and `C_in` are multiples of 8 (one pixel's
+//!   channels); B chunks when `K` is a multiple of 8;
+//! - otherwise element by element (predicated 16-bit loads, zeros outside, `st.shared.u16`)
+//!   into the same ring slot, which is free because every thread has passed the barrier after
+//!   its last use. NCHW's A is always gathered this way: consecutive `k` there are
+//!   neighbouring taps, strided and misaligned in `x`.
+//!
+//! The epilogue adds the bias in f32, rounds once to the storage type and stores inside
+//! `M × Og` only.
+
+use super::common::{div_const, load_or_zero, rem_const, ConvElem, DimParams, Dims, Problem};
+use crate::arch::Arch;
+use crate::builder::{
+    FragA, FragB, FragC, GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Pred, Reg, SharedArr, F32,
+    M16N8K16, U16, U32,
+};
+use crate::dtype::DType;
+use crate::ir::CacheLevel;
+use crate::templates::conv::{Conv2dConfig, Layout};
+
+/// The entry name.
+pub const ENTRY: &str = "conv2d_implicit_gemm";
+/// Output pixels per block.
+pub const TILE_M: u32 = 64;
+/// Output channels (of one group) per block.
+pub const TILE_N: u32 = 64;
+/// Reduction depth per pipeline step.
+pub const TILE_K: u32 = 32;
+/// Threads per block (4 warps).
+pub const THREADS: u32 = 128;
+/// Pipeline depth.
+pub const STAGES: u32 = 3;
+/// Elements per copy chunk (16 bytes of f16/bf16).
+const CHUNK: u32 = 8;
+/// Padded shared row length in elements.
+const ROW: u32 = TILE_K + 8;
+/// Elements of one stage of one operand.
+const STAGE_ELEMS: u32 = TILE_M * ROW;
+/// Each warp's 32 × 32 quadrant: 2 (m16) × 4 (n8) accumulators.
+const WARP_TILE: u32 = 32;
+const WARP_M_TILES: u32 = 2;
+const WARP_N_TILES: u32 = 4;
+
+/// One 8-element chunk this thread fills in every stage: tile row `row`, columns
+/// `col..col + 8`, and what stays fixed about its global row along the whole K loop.
+struct Chunk {
+    /// Column within the tile (a multiple of 8).
+    col: Reg<U32>,
+    /// Byte offset within a stage.
+    slot_bytes: Reg<U32>,
+    /// The global row exists (pixel `< M`, or output channel `< Og`).
+    row_ok: Pred,
+    /// The global row's fixed part of its element indices (see [`Conv::a_index`] and
+    /// [`Conv::b_index`]).
+    base: Reg<U32>,
+    /// A only: the receptive field's top-left input position `(oh·SH − PH, ow·SW − PW)`
+    /// (wrapping below zero, so one unsigned compare checks both ends).
+    origin: Option<(Reg<U32>, Reg<U32>)>,
+}
+
+/// One output channel of this lane in the epilogue: the channel within the group, whether it
+/// exists, and its bias.
+type OutputColumn<A> = (Reg<U32>, Pred, Option<Reg<A>>);
+
+/// Everything the phases share.
+struct Conv<T: ConvElem> {
+    p: Problem,
+    layout: Layout,
+    d: Dims,
+    x: GlobalPtr<T>,
+    w: GlobalPtr<T>,
+    bias: Option<GlobalPtr<T>>,
+    y: GlobalPtr<T>,
+    /// `N·OH·OW`.
+    pixels: Reg<U32>,
+    group: Reg<U32>,
+    block_m: Reg<U32>,
+    block_n: Reg<U32>,
+    lane: Reg<U32>,
+    warp_m: Reg<U32>,
+    warp_n: Reg<U32>,
+    a_tiles: SharedArr<T>,
+    b_tiles: SharedArr<T>,
+    a_chunks: Vec<Chunk>,
+    b_chunks: Vec<Chunk>,
+}
+
+/// Whether this configuration has the tensor-core forward entry: f16/bf16 on a target with
+/// `mma.m16n8k16` (other dtypes and older targets keep the CUDA-core entries).
+pub(crate) fn available(cfg: &Conv2dConfig) -> bool {
+    matches!(cfg.dtype, DType::F16 | DType::BF16) && cfg.arch.has_mma_m16n8k16()
+}
+
+/// Builds `conv2d_implicit_gemm(x, w, [bias,] y, dims…)`.
+pub(crate) fn build<T: ConvElem + PackedHalf>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilder
+where
+    M16N8K16: MmaInput<T>,
+{
+    let mut k = KernelBuilder::new(ENTRY, arch);
+    let c = Conv::<T>::setup(&mut k, cfg);
+    let k_tiles = c.p.filter_len().div_ceil(TILE_K);
+    let mut acc: Vec<Vec<FragC<M16N8K16, F32>>> = (0..WARP_M_TILES)
+        .map(|_| {
+            (0..WARP_N_TILES)
+                .map(|_| k.frag_c_zero::<M16N8K16, T, F32>())
+                .collect()
+        })
+        .collect();
+    let (a_lane, b_lane) = c.fragment_offsets(&mut k);
+    k.comment("prologue: start the first stages");
+    for s in 0..STAGES - 1 {
+        if s < k_tiles {
+            let tile = k.var::<U32>(s);
+            c.fill(&mut k, tile, tile);
+        }
+        k.cp_async_commit();
+    }
+    k.for_range(0u32, k_tiles, 1u32, |k, tile| {
+        k.comment("wait for this tile, then refill the slot freed last iteration");
+        k.cp_async_wait_group(STAGES - 2);
+        k.bar_sync();
+        let next = k.add(tile, STAGES - 1);
+        let present = k.setp_lt(next, k_tiles);
+        k.if_then(present, |k| {
+            let slot = k.rem(next, STAGES);
+            c.fill(k, next, slot);
+        });
+        k.cp_async_commit();
+        k.comment("multiply the tile on the tensor cores");
+        let slot = k.rem(tile, STAGES);
+        let a_stage = c.stage_base(k, c.a_tiles, slot);
+        let b_stage = c.stage_base(k, c.b_tiles, slot);
+        let a_at = k.add(a_stage, a_lane);
+        let b_at = k.add(b_stage, b_lane);
+        multiply_tile::<T>(k, &mut acc, a_at, b_at);
+    });
+    k.cp_async_wait_all();
+    c.store(&mut k, &acc);
+    k
+}
+
+impl<T: ConvElem + PackedHalf> Conv<T> {
+    /// Declares the parameters and shared tiles and locates the thread and its chunks.
+    fn setup(k: &mut KernelBuilder, cfg: &Conv2dConfig) -> Self {
+        let p = Problem::new(cfg);
+        k.require_block([THREADS, 1, 1]);
+        let x = k.param_ptr::<T>("x");
+        let w = k.param_ptr::<T>("w");
+        let bias = p.bias.then(|| k.param_ptr::<T>("bias"));
+        let y = k.param_ptr::<T>("y");
+        let dims = DimParams::declare(k);
+        let (x, w, y) = (k.global_ptr(x), k.global_ptr(w), k.global_ptr(y));
+        let bias = bias.map(|b| k.global_ptr(b));
+        let d = dims.load(k);
+        let a_tiles = k.shared_array::<T>("a_tiles", STAGES * STAGE_ELEMS);
+        let b_tiles = k.shared_array::<T>("b_tiles", STAGES * STAGE_ELEMS);
+        let tid = k.tid_x();
+        let lane = k.and(tid, 31u32);
+        let warp = k.shr(tid, 5u32);
+        let warp_m = k.shr(warp, 1u32);
+        let warp_n = k.and(warp, 1u32);
+        let bx = k.ctaid_x();
+        let block_m = k.mul_lo(bx, TILE_M);
+        let by = k.ctaid_y();
+        let block_n = k.mul_lo(by, TILE_N);
+        let group = k.ctaid_z();
+        let pixels = k.mul_lo(d.batch, d.ohw);
+        let mut c = Self {
+            p,
+            layout: cfg.layout,
+            d,
+            x,
+            w,
+            bias,
+            y,
+            pixels,
+            group,
+            block_m,
+            block_n,
+            lane,
+            warp_m,
+            warp_n,
+            a_tiles,
+            b_tiles,
+            a_chunks: Vec::new(),
+            b_chunks: Vec::new(),
+        };
+        let per_row = TILE_K / CHUNK;
+        for i in 0..TILE_M * per_row / THREADS {
+            let chunk = k.add(tid, i * THREADS);
+            let row = div_const(k, chunk, per_row);
+            let piece = rem_const(k, chunk, per_row);
+            let col = k.mul_lo(piece, CHUNK);
+            let slot = k.mad_lo(row, ROW, col);
+            let slot_bytes = k.mul_lo(slot, T::TYPE.bytes());
+            c.a_chunks.push(c.pixel_chunk(k, row, col, slot_bytes));
+            c.b_chunks.push(c.weight_chunk(k, row, col, slot_bytes));
+        }
+        c
+    }
+
+    /// A chunk of tile row `row`: pixel `m = block_m + row` → image `n`, `(oh, ow)`; its fixed
+    /// index part is the image's (and group's) first element: NCHW `(n·C_in + g·Cg)·H·W`,
+    /// NHWC `n·H·W·C_in + g·Cg`.
+    fn pixel_chunk(
+        &self,
+        k: &mut KernelBuilder,
+        row: Reg<U32>,
+        col: Reg<U32>,
+        slot_bytes: Reg<U32>,
+    ) -> Chunk {
+        let p = &self.p;
+        let m = k.add(self.block_m, row);
+        let row_ok = k.setp_lt(m, self.pixels);
+        let (image, pix) = self.d.ohw_div.divmod(k, m);
+        let (oh, ow) = self.d.ow_div.divmod(k, pix);
+        let ih = k.mul_lo(oh, p.sh);
+        let ih = k.sub(ih, p.ph);
+        let iw = k.mul_lo(ow, p.sw);
+        let iw = k.sub(iw, p.pw);
+        let hw = k.mul_lo(self.d.h, self.d.w);
+        let first_channel = k.mul_lo(self.group, p.cg);
+        let base = match self.layout {
+            Layout::Nchw => {
+                let plane = k.mad_lo(image, p.c_in, first_channel);
+                k.mul_lo(plane, hw)
+            }
+            Layout::Nhwc => {
+                let image_start = k.mul_lo(image, hw);
+                let image_start = k.mul_lo(image_start, p.c_in);
+                k.add(image_start, first_channel)
+            }
+        };
+        Chunk {
+            col,
+            slot_bytes,
+            row_ok,
+            base,
+            origin: Some((ih, iw)),
+        }
+    }
+
+    /// A chunk of weight row `row`: output channel `o = block_n + row` of the group; its fixed
+    /// index part is the row start `(g·Og + o)·K`.
+    fn weight_chunk(
+        &self,
+        k: &mut KernelBuilder,
+        row: Reg<U32>,
+        col: Reg<U32>,
+        slot_bytes: Reg<U32>,
+    ) -> Chunk {
+        let o = k.add(self.block_n, row);
+        let row_ok = k.setp_lt(o, self.p.og);
+        let channel = k.mad_lo(self.group, self.p.og, o);
+        let base = k.mul_lo(channel, self.p.filter_len());
+        Chunk {
+            col,
+            slot_bytes,
+            row_ok,
+            base,
+            origin: None,
+        }
+    }
+
+    /// Whether A chunks are 8 contiguous, 16-byte-aligned channels of one pixel (NHWC with
+    /// `Cg` and `C_in` multiples of 8: a chunk never crosses a tap, and every pixel's group
+    /// starts on a 16-byte boundary).
+    fn a_is_contiguous(&self) -> bool {
+        self.layout == Layout::Nhwc && self.p.cg % CHUNK == 0 && self.p.c_in % CHUNK == 0
+    }
+
+    /// Whether B chunks are 16-byte-aligned runs of a weight row (`K` a multiple of 8).
+    fn b_is_contiguous(&self) -> bool {
+        self.p.filter_len() % CHUNK == 0
+    }
+
+    /// `x` index and in-bounds predicate of A element `(row of chunk, k)`: with `k` split
+    /// into `(ci, kh, kw)` by the layout's order, input position `(ih, iw) = origin +
+    /// (kh·DH, kw·DW)`; NCHW `base + ci·H·W + ih·W + iw`, NHWC `base + (ih·W + iw)·C_in + ci`.
+    fn a_index(&self, k: &mut KernelBuilder, chunk: &Chunk, kk: Reg<U32>) -> (Reg<U32>, Pred) {
+        let p = &self.p;
+        let (ci, tap) = match self.layout {
+            Layout::Nchw => (div_const(k, kk, p.taps), rem_const(k, kk, p.taps)),
+            Layout::Nhwc => (rem_const(k, kk, p.cg), div_const(k, kk, p.cg)),
+        };
+        let kh = div_const(k, tap, p.kw);
+        let kw = rem_const(k, tap, p.kw);
+        let (ih0, iw0) = chunk.origin.expect("A chunks have an origin");
+        let ih = k.mad_lo(kh, p.dh, ih0);
+        let iw = k.mad_lo(kw, p.dw, iw0);
+        let k_ok = k.setp_lt(kk, p.filter_len());
+        let ok = k.and_pred(chunk.row_ok, k_ok);
+        let h_ok = k.setp_lt(ih, self.d.h);
+        let ok = k.and_pred(ok, h_ok);
+        let w_ok = k.setp_lt(iw, self.d.w);
+        let ok = k.and_pred(ok, w_ok);
+        let position = k.mad_lo(ih, self.d.w, iw);
+        let index = match self.layout {
+            Layout::Nchw => {
+                let hw = k.mul_lo(self.d.h, self.d.w);
+                let plane = k.mad_lo(ci, hw, chunk.base);
+                k.add(plane, position)
+            }
+            Layout::Nhwc => {
+                let at = k.mad_lo(position, p.c_in, chunk.base);
+                k.add(at, ci)
+            }
+        };
+        (index, ok)
+    }
+
+    /// `w` index and in-bounds predicate of B element `(row of chunk, k)`: `base + k`.
+    fn b_index(&self, k: &mut KernelBuilder, chunk: &Chunk, kk: Reg<U32>) -> (Reg<U32>, Pred) {
+        let k_ok = k.setp_lt(kk, self.p.filter_len());
+        let ok = k.and_pred(chunk.row_ok, k_ok);
+        (k.add(chunk.base, kk), ok)
+    }
+
+    /// Shared byte address of ring slot `slot` of `tiles`.
+    fn stage_base(&self, k: &mut KernelBuilder, tiles: SharedArr<T>, slot: Reg<U32>) -> Reg<U32> {
+        let base = k.shared_base(tiles);
+        k.mad_lo(slot, STAGE_ELEMS * T::TYPE.bytes(), base)
+    }
+
+    /// Fills ring slot `slot` with K tile `k_tile` of both operands.
+    fn fill(&self, k: &mut KernelBuilder, k_tile: Reg<U32>, slot: Reg<U32>) {
+        let k0 = k.mul_lo(k_tile, TILE_K);
+        let a_stage = self.stage_base(k, self.a_tiles, slot);
+        let b_stage = self.stage_base(k, self.b_tiles, slot);
+        for chunk in &self.a_chunks {
+            let first = k.add(k0, chunk.col);
+            let dst = k.add(a_stage, chunk.slot_bytes);
+            let contiguous = self.a_is_contiguous();
+            self.copy_chunk(k, self.x, dst, first, contiguous, |k, kk| {
+                self.a_index(k, chunk, kk)
+            });
+        }
+        for chunk in &self.b_chunks {
+            let first = k.add(k0, chunk.col);
+            let dst = k.add(b_stage, chunk.slot_bytes);
+            let contiguous = self.b_is_contiguous();
+            self.copy_chunk(k, self.w, dst, first, contiguous, |k, kk| {
+                self.b_index(k, chunk, kk)
+            });
+        }
+    }
+
+    /// Copies the 8 elements `first..first + 8` of one row to shared `dst`: one 16-byte
+    /// `cp.async` (zero-filled where `index_of(first)` is out of bounds, reading from the
+    /// buffer start so no lane forms a wild address) when `contiguous`, else 8 predicated
+    /// element loads and stores (zeros out of bounds).
+    fn copy_chunk(
+        &self,
+        k: &mut KernelBuilder,
+        src: GlobalPtr<T>,
+        dst: Reg<U32>,
+        first: Reg<U32>,
+        contiguous: bool,
+        index_of: impl Fn(&mut KernelBuilder, Reg<U32>) -> (Reg<U32>, Pred),
+    ) {
+        if contiguous {
+            let (index, ok) = index_of(k, first);
+            let index = k.selp(index, 0u32, ok);
+            let addr = k.elem_addr(src, index);
+            let bytes = k.selp(16u32, 0u32, ok);
+            k.cp_async_zfill(CacheLevel::Cg, dst, addr, 16, bytes);
+            return;
+        }
+        let bits = k.cast_ptr::<T, U16>(src);
+        for e in 0..CHUNK {
+            let kk = k.add(first, e);
+            let (index, ok) = index_of(k, kk);
+            let v = k.var::<U16>(0u16);
+            k.if_then(ok, |k| {
+                let addr = k.elem_addr(bits, index);
+                let loaded = k.ld_global_nc::<U16>(addr, 0);
+                k.assign(v, loaded);
+            });
+            k.st_shared(dst, (e * 2) as i32, v);
+        }
+    }
+
+    /// This lane's `ldmatrix` row addresses within a stage: A at row `32·warp_m + l % 16`,
+    /// column `8 · (l / 16)`; B (n-major) at row `32·warp_n + 8 · (l / 16) + l % 8`, column
+    /// `8 · ((l / 8) % 2)` (see [`KernelBuilder::ldmatrix_b_pair`]).
+    fn fragment_offsets(&self, k: &mut KernelBuilder) -> (Reg<U32>, Reg<U32>) {
+        let bytes = T::TYPE.bytes();
+        let l16 = k.and(self.lane, 15u32);
+        let half = k.shr(self.lane, 4u32);
+        let a_row = k.mad_lo(self.warp_m, WARP_TILE, l16);
+        let a_col = k.mul_lo(half, CHUNK);
+        let a_slot = k.mad_lo(a_row, ROW, a_col);
+        let a_off = k.mul_lo(a_slot, bytes);
+        let l8 = k.and(self.lane, 7u32);
+        let b_row = k.mad_lo(half, CHUNK, l8);
+        let b_row = k.mad_lo(self.warp_n, WARP_TILE, b_row);
+        let which = k.shr(self.lane, 3u32);
+        let which = k.and(which, 1u32);
+        let b_col = k.mul_lo(which, CHUNK);
+        let b_slot = k.mad_lo(b_row, ROW, b_col);
+        let b_off = k.mul_lo(b_slot, bytes);
+        (a_off, b_off)
+    }
+
+    /// Stores the warp's accumulators inside `M × Og`: accumulator `(mi, ni)` covers pixels
+    /// `block_m + 32·warp_m + 16·mi + {l/4, l/4 + 8}` and channels `block_n + 32·warp_n +
+    /// 8·ni + 2·(l % 4) + {0, 1}`; `y[pixel, g·Og + o] = acc + bias`, rounded once.
+    fn store(&self, k: &mut KernelBuilder, acc: &[Vec<FragC<M16N8K16, F32>>]) {
+        k.comment("epilogue: bias, round, store inside M x Og");
+        let p = &self.p;
+        let quad_row = k.shr(self.lane, 2u32);
+        let quad = k.and(self.lane, 3u32);
+        let warp_row = k.mad_lo(self.warp_m, WARP_TILE, self.block_m);
+        let row_base = k.add(warp_row, quad_row);
+        let warp_col = k.mad_lo(self.warp_n, WARP_TILE, self.block_n);
+        let col_base = k.mad_lo(quad, 2u32, warp_col);
+        let first_channel = k.mul_lo(self.group, p.og);
+        // This lane's 8 output channels (per n8 accumulator, 2 columns) and their biases,
+        // loaded once for all its rows.
+        let columns: Vec<OutputColumn<T::Acc>> = (0..WARP_N_TILES * 2)
+            .map(|c| {
+                let o = k.add(col_base, (c / 2) * 8 + c % 2);
+                let o_ok = k.setp_lt(o, p.og);
+                let bias = self.bias.map(|b| {
+                    let channel = k.add(first_channel, o);
+                    load_or_zero::<T>(k, b, channel, o_ok)
+                });
+                (o, o_ok, bias)
+            })
+            .collect();
+        for (mi, row_accs) in acc.iter().enumerate() {
+            for half in 0..2u32 {
+                let m = k.add(row_base, mi as u32 * 16 + half * 8);
+                let m_ok = k.setp_lt(m, self.pixels);
+                // Output index of channel 0 of the group at this pixel, and the step between
+                // channels.
+                let (start, channel_step) = match self.layout {
+                    Layout::Nchw => {
+                        let (image, pix) = self.d.ohw_div.divmod(k, m);
+                        let plane = k.mad_lo(image, p.c_out, first_channel);
+                        (k.mad_lo(plane, self.d.ohw, pix), Some(self.d.ohw))
+                    }
+                    Layout::Nhwc => (k.mad_lo(m, p.c_out, first_channel), None),
+                };
+                for (ni, frag) in row_accs.iter().enumerate() {
+                    let regs = frag.f32_regs();
+                    for j in 0..2 {
+                        let (o, o_ok, bias) = columns[2 * ni + j];
+                        let ok = k.and_pred(m_ok, o_ok);
+                        let value: Reg<T::Acc> = regs[2 * half as usize + j].retype();
+                        k.if_then(ok, |k| {
+                            let value = match bias {
+                                Some(b) => k.add(value, b),
+                                None => value,
+                            };
+                            let index = match channel_step {
+                                Some(step) => k.mad_lo(o, step, start),
+                                None => k.add(start, o),
+                            };
+                            let out = T::narrow(k, value);
+                            let addr = k.elem_addr(self.y, index);
+                            k.st_global(addr, 0, out);
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One K tile of the warp's 32 × 32 quadrant: per 16-deep slice, two A fragments
+/// (`ldmatrix.x4`), four B fragments (two untransposed `ldmatrix.x4`), eight `mma.m16n8k16`.
+fn multiply_tile<T: PackedHalf>(
+    k: &mut KernelBuilder,
+    acc: &mut [Vec<FragC<M16N8K16, F32>>],
+    a_at: Reg<U32>,
+    b_at: Reg<U32>,
+) where
+    M16N8K16: MmaInput<T>,
+{
+    let bytes = T::TYPE.bytes();
+    for ks in 0..TILE_K / 16 {
+        let a: Vec<FragA<M16N8K16, T>> = (0..WARP_M_TILES)
+            .map(|mi| k.ldmatrix(a_at, ((mi * 16 * ROW + ks * 16) * bytes) as i32))
+            .collect();
+        let b: Vec<FragB<M16N8K16, T>> = (0..WARP_N_TILES / 2)
+            .flat_map(|pair| {
+                let off = (pair * 16 * ROW + ks * 16) * bytes;
+                let (lo, hi) = k.ldmatrix_b_pair::<T>(b_at, off as i32);
+                [lo, hi]
+            })
+            .collect();
+        for (mi, row) in acc.iter_mut().enumerate() {
+            for (ni, c) in row.iter_mut().enumerate() {
+                k.mma_into(c, &a[mi], &b[ni], c);
+            }
+        }
+    }
+}
