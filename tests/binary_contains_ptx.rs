@@ -14,7 +14,7 @@ use ptxforge::runtime::DType;
 /// dtype = bf16, ffn = swiglu, arch = sm_80)]` of `examples/moe_layer.rs`.
 fn example_config() -> MoeConfig {
     MoeConfig {
-        capacity_factor: 1.25,
+        capacity_factor: Some(1.25),
         dtype: DType::BF16,
         ffn: Ffn::Swiglu,
         ..MoeConfig::new(8, 2, 64, 96)

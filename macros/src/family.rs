@@ -140,7 +140,7 @@ impl Family for Moe {
             ("top_k", lit_u32(c.top_k)),
             ("hidden", lit_u32(c.hidden)),
             ("expert_dim", lit_u32(c.expert_dim)),
-            ("capacity_factor", lit_f32(c.capacity_factor)),
+            ("capacity_factor", lit_capacity_factor(c.capacity_factor)),
             ("dtype", lit_dtype(c.dtype, krate)),
             ("ffn", lit_ffn(c.ffn, krate)),
             ("normalize_topk", lit_bool(c.normalize_topk)),
@@ -154,7 +154,12 @@ impl Family for Moe {
             ("top_k", c.top_k.to_string()),
             ("hidden", c.hidden.to_string()),
             ("expert_dim", c.expert_dim.to_string()),
-            ("capacity_factor", format!("{:?}", c.capacity_factor)),
+            (
+                "capacity_factor",
+                // Dropless routing is written by leaving `capacity_factor` out.
+                c.capacity_factor
+                    .map_or_else(|| "unset (dropless)".to_string(), |x| format!("{x:?}")),
+            ),
             ("dtype", c.dtype.to_string()),
             ("ffn", c.ffn.to_string()),
             ("normalize_topk", c.normalize_topk.to_string()),
@@ -430,6 +435,17 @@ fn lit_bool(v: bool) -> TokenStream {
 
 /// An `f32` literal; the non-finite values (which validation rejects) as the named constants,
 /// since there is no literal for them.
+/// `Some(x)` (capacity-limited routing) or `None` (dropless).
+fn lit_capacity_factor(v: Option<f32>) -> TokenStream {
+    match v {
+        Some(x) => {
+            let x = lit_f32(x);
+            quote!(::core::option::Option::Some(#x))
+        }
+        None => quote!(::core::option::Option::None),
+    }
+}
+
 fn lit_f32(v: f32) -> TokenStream {
     if v.is_finite() {
         let lit = proc_macro2::Literal::f32_suffixed(v);

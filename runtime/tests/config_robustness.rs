@@ -44,7 +44,10 @@ fn validate_never_panics() {
             pick(&mut rng),
             pick(&mut rng),
         );
-        moe.capacity_factor = factors[rng.below(factors.len() as u64) as usize];
+        moe.capacity_factor = match rng.below(4) {
+            0 => None,
+            _ => Some(factors[rng.below(factors.len() as u64) as usize]),
+        };
         moe.ffn = if rng.below(2) == 0 {
             Ffn::Linear
         } else {

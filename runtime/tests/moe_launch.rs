@@ -8,7 +8,7 @@ use ptxforge_runtime::launch::{
     ScalarKind,
 };
 use ptxforge_runtime::templates::moe::kernels::{
-    EXPERT_LINEAR, EXPERT_SWIGLU_DOWN, EXPERT_SWIGLU_UP, GATING, PERMUTE, UNPERMUTE,
+    EXPERT_LINEAR, EXPERT_SWIGLU_DOWN, EXPERT_SWIGLU_UP, GATING, PERMUTE, SCHEDULE, UNPERMUTE,
 };
 use ptxforge_runtime::templates::moe::launch::{forward, ExpertWeights, MoeLaunch};
 use ptxforge_runtime::templates::moe::{Ffn, MoeConfig};
@@ -21,6 +21,7 @@ fn mixtral_bf16() -> MoeConfig {
     MoeConfig {
         dtype: DType::BF16,
         ffn: Ffn::Swiglu,
+        capacity_factor: Some(1.25),
         ..MoeConfig::new(8, 2, 64, 96)
     }
 }
@@ -118,6 +119,8 @@ fn forward_launches_every_phase_in_order_with_its_grid() {
         vec![
             (GATING, ([1, 1, 1], [128, 1, 1])), // 8 experts: a thread per token
             (PERMUTE, ([8, 1, 1], [256, 1, 1])),
+            (SCHEDULE, ([1, 1, 1], [32, 1, 1])),
+            // 8 bins of ≤ 32 rows: at most one row tile each.
             (EXPERT_SWIGLU_UP, ([8, 2, 1], [256, 1, 1])),
             (EXPERT_SWIGLU_DOWN, ([8, 1, 1], [256, 1, 1])),
             (UNPERMUTE, ([100, 1, 1], [256, 1, 1])),
@@ -127,10 +130,40 @@ fn forward_launches_every_phase_in_order_with_its_grid() {
     assert!(launches.iter().all(|l| l.config.dynamic_shared_bytes == 0));
 }
 
+/// Dropless (the default): the grouped GEMM grid is bounded by the routed rows, not by
+/// `E · ceil(T / 64)`: 200 rows in 8 bins need at most `(200 + 63 · 8) / 64 = 11` row tiles.
+#[test]
+fn dropless_grid_is_bounded_by_the_routed_rows() {
+    let cfg = MoeConfig {
+        capacity_factor: None,
+        ..mixtral_bf16()
+    };
+    let compiled = cfg.compile().unwrap();
+    let dev = Recorder::default();
+    let tokens = 100u32;
+    let i = inputs(&dev, &cfg, tokens as usize);
+    let launch = MoeLaunch::new(&cfg, &dev, &compiled.ptx, tokens).unwrap();
+    assert_eq!((launch.shape().capacity, launch.shape().rows), (100, 200));
+    let ws = launch.workspace::<bf16>().unwrap();
+    assert_eq!(ws.expert_out.len(), 200 * 64);
+    assert_eq!(ws.work_items.len(), 1 + 2 * 11);
+    launch
+        .forward_with(&ws, &i.x, &i.logits, swiglu(&i), &i.out)
+        .unwrap();
+    let launches = dev.launches();
+    let up = launches
+        .iter()
+        .find(|l| l.entry == EXPERT_SWIGLU_UP)
+        .unwrap();
+    assert_eq!(dims(up.config).0, [11, 2, 1]);
+    assert_args_match(&compiled, &launches);
+}
+
 #[test]
 fn linear_forward_uses_the_linear_entry() {
     let cfg = MoeConfig {
         dtype: DType::BF16,
+        capacity_factor: Some(1.25),
         ..MoeConfig::new(64, 6, 48, 200)
     };
     let compiled = cfg.compile().unwrap();
@@ -144,11 +177,14 @@ fn linear_forward_uses_the_linear_entry() {
         .unwrap();
     let launches = dev.launches();
     let names: Vec<&str> = launches.iter().map(|l| l.entry.as_str()).collect();
-    assert_eq!(names, vec![GATING, PERMUTE, EXPERT_LINEAR, UNPERMUTE]);
+    assert_eq!(
+        names,
+        vec![GATING, PERMUTE, SCHEDULE, EXPERT_LINEAR, UNPERMUTE]
+    );
     // 64 experts × 1 slot tile, ceil(200 / 64) = 4 column tiles.
-    assert_eq!(dims(launches[2].config).0, [64, 4, 1]);
+    assert_eq!(dims(launches[3].config).0, [64, 4, 1]);
     // out_width 200 → one unpermute column block.
-    assert_eq!(dims(launches[3].config).0, [333, 1, 1]);
+    assert_eq!(dims(launches[4].config).0, [333, 1, 1]);
     assert_args_match(&compiled, &launches);
 }
 
@@ -262,7 +298,7 @@ fn zero_tokens_and_index_overflow_are_rejected() {
     );
     // T·K fits u32 but leaves no headroom for the permute scan's loop counter.
     let thin = MoeConfig {
-        capacity_factor: 0.5,
+        capacity_factor: Some(0.5),
         ..MoeConfig::new(1, 1, 1, 1)
     };
     let tokens = u32::MAX - 10;

@@ -123,6 +123,7 @@ fn run_case<T: TestFloat>(
 struct CaseResult {
     log: Vec<LaunchRecord>,
     out_bits: Vec<u64>,
+    counts: Vec<u32>,
 }
 
 /// [`run_case`] on a given backend.
@@ -242,9 +243,23 @@ fn run_case_on<T: TestFloat>(
     assert_eq!(stats.routed, perm.routed, "{what}: routed");
     assert_eq!(stats.dropped, perm.dropped, "{what}: dropped");
 
-    // Experts (permuted layout, empty slots zero) and the layer output.
+    // Routing is readable after the forward pass.
+    assert_eq!(stats.indices, want.gating.indices, "{what}: stats.indices");
+    assert_eq!(stats.weights, weights, "{what}: stats.weights");
+
+    // Experts (permuted layout: packed bins when dropless, `e·C` otherwise); only routed rows
+    // are written, so only those are compared.
+    let filled = perm.filled_rows();
+    let width = cfg.out_width() as usize;
+    let routed_rows = |rows: &[f64]| -> Vec<f64> {
+        rows.chunks(width)
+            .zip(&filled)
+            .filter(|(_, &f)| f)
+            .flat_map(|(row, _)| row.iter().copied())
+            .collect()
+    };
     let expert_out = to_f64(&dev.download(&ws.expert_out).expect("download"));
-    let err = error_relative_to_max(&expert_out, &want.expert_out);
+    let err = error_relative_to_max(&routed_rows(&expert_out), &routed_rows(&want.expert_out));
     assert!(
         err <= T::VALUE_TOL,
         "{what}: expert outputs off by {err:e} (relative to max) > {:e}",
@@ -258,7 +273,6 @@ fn run_case_on<T: TestFloat>(
         T::VALUE_TOL
     );
     // Dropped pairs contribute nothing: a token with every pair dropped has a zero row.
-    let width = cfg.out_width() as usize;
     for token in 0..t {
         if perm.slot_of[token * k..(token + 1) * k]
             .iter()
@@ -275,23 +289,76 @@ fn run_case_on<T: TestFloat>(
     CaseResult {
         log: dev.take_launch_log(),
         out_bits: out.iter().map(|v| v.to_bits()).collect(),
+        counts: stats.counts,
     }
 }
 
-/// Mixtral-like routing, scaled down: 8 experts, top-2, swiglu, renormalised weights.
+/// Mixtral-like routing, scaled down: 8 experts, top-2, swiglu, renormalised weights,
+/// capacity-limited (Switch/GShard-style, factor 1.25).
 fn mixtral() -> MoeConfig {
     MoeConfig {
         ffn: Ffn::Swiglu,
+        capacity_factor: Some(1.25),
         ..MoeConfig::new(8, 2, 64, 96)
     }
 }
 
 /// DeepSeek-like routing, scaled down: 64 experts, top-6, raw probabilities (linear experts;
-/// swiglu is covered by the Mixtral-like and fuzzed cases).
+/// swiglu is covered by the Mixtral-like and fuzzed cases), capacity-limited (factor 1.25).
 fn deepseek() -> MoeConfig {
     MoeConfig {
         normalize_topk: false,
+        capacity_factor: Some(1.25),
         ..MoeConfig::new(64, 6, 48, 40)
+    }
+}
+
+/// The same layer with the default, dropless routing.
+fn dropless(cfg: MoeConfig) -> MoeConfig {
+    MoeConfig {
+        capacity_factor: None,
+        ..cfg
+    }
+}
+
+/// Dropless routing (the default): every pair kept, bins packed by their counts, for every
+/// dtype and both FFNs, over token counts that leave ragged row tiles and give bins of ≥ 2 tiles.
+#[test]
+fn dropless_matches_reference() {
+    for (i, tokens) in [1, 7, 64, 333].into_iter().enumerate() {
+        let seed = 400 + i as u64;
+        run_case::<f32>(dropless(mixtral()), tokens, Logits::Random, seed);
+        run_case::<f32>(dropless(deepseek()), tokens, Logits::Random, seed);
+    }
+    for (i, tokens) in [7, 150].into_iter().enumerate() {
+        let seed = 410 + i as u64;
+        run_case::<f16>(dropless(mixtral()), tokens, Logits::Random, seed);
+        run_case::<bf16>(dropless(mixtral()), tokens, Logits::Random, seed);
+        run_case::<f64>(dropless(deepseek()), tokens, Logits::Random, seed);
+        run_case::<bf16>(dropless(deepseek()), tokens, Logits::Random, seed);
+    }
+}
+
+/// Dropless with skewed routing: expert 3 is every token's first choice (one bin holds all `T`
+/// tokens, ≥ 2 row tiles, the others share the second choices); nothing is dropped and the
+/// output matches the reference.
+#[test]
+fn dropless_skewed_routing_keeps_every_pair() {
+    let skew = Logits::Skewed {
+        expert: 3,
+        bias: 40.0,
+    };
+    for (i, tokens) in [64u32, 200].into_iter().enumerate() {
+        let seed = 420 + i as u64;
+        let counts = [
+            run_case_on::<f32>(device(), dropless(mixtral()), tokens, skew, seed).counts,
+            run_case_on::<bf16>(device(), dropless(mixtral()), tokens, skew, seed).counts,
+            run_case_on::<f16>(device(), dropless(deepseek()), tokens, skew, seed).counts,
+            run_case_on::<f64>(device(), dropless(deepseek()), tokens, skew, seed).counts,
+        ];
+        for c in counts {
+            assert_eq!(c[3], tokens, "expert 3 holds every token: {c:?}");
+        }
     }
 }
 
@@ -359,7 +426,7 @@ fn deepseek_like_swiglu() {
 #[test]
 fn capacity_overflow_drops_and_counts() {
     let cfg = MoeConfig {
-        capacity_factor: 0.25,
+        capacity_factor: Some(0.25),
         ..mixtral()
     };
     for (i, tokens) in [7, 64].into_iter().enumerate() {
@@ -367,7 +434,7 @@ fn capacity_overflow_drops_and_counts() {
     }
     run_case::<f16>(cfg, 64, Logits::Random, 102);
     let linear = MoeConfig {
-        capacity_factor: 0.3,
+        capacity_factor: Some(0.3),
         ..deepseek()
     };
     run_case::<f64>(linear, 64, Logits::Random, 103);
@@ -390,7 +457,7 @@ fn skewed_routing() {
 #[test]
 fn ties_go_to_lower_index() {
     let cfg = MoeConfig {
-        capacity_factor: 4.0,
+        capacity_factor: Some(4.0),
         ..MoeConfig::new(8, 3, 16, 8)
     };
     run_case::<f32>(cfg, 5, Logits::Constant, 120);
@@ -403,7 +470,7 @@ fn ties_go_to_lower_index() {
 fn odd_and_tiny_sizes() {
     let odd = MoeConfig {
         ffn: Ffn::Swiglu,
-        capacity_factor: 1.0,
+        capacity_factor: Some(1.0),
         ..MoeConfig::new(40, 3, 33, 70)
     };
     run_case::<f32>(odd, 7, Logits::Random, 130);
@@ -429,7 +496,10 @@ fn fuzzed_configurations() {
         let experts = 1 + rng.below(70) as u32;
         let top_k = 1 + rng.below(u64::from(experts.min(8))) as u32;
         let cfg = MoeConfig {
-            capacity_factor: rng.uniform(0.3, 2.0) as f32,
+            capacity_factor: match rng.below(3) {
+                0 => None,
+                _ => Some(rng.uniform(0.3, 2.0) as f32),
+            },
             ffn: if rng.below(2) == 0 {
                 Ffn::Linear
             } else {
@@ -489,7 +559,7 @@ fn block_order_does_not_change_results() {
 #[test]
 fn expert_gemm_counters() {
     let base = MoeConfig {
-        capacity_factor: 1.0,
+        capacity_factor: Some(1.0),
         ..MoeConfig::new(8, 2, 128, 128)
     };
     let swiglu = MoeConfig {
@@ -545,7 +615,7 @@ fn expert_gemm_counters() {
 #[test]
 fn permute_marks_non_expert_indices_dropped() {
     let cfg = MoeConfig {
-        capacity_factor: 0.5,
+        capacity_factor: Some(0.5),
         ..MoeConfig::new(4, 2, 1, 1)
     };
     let tokens = 5u32;

@@ -9,7 +9,8 @@ use super::{family_args, required, set};
 
 family_args! {
     /// The arguments of `#[moe_kernel(experts = 8, top_k = 2, hidden = 4096, expert_dim = 14336,
-    /// capacity_factor = 1.25, dtype = bf16, ffn = swiglu, arch = sm_80)]`.
+    /// capacity_factor = 1.25, dtype = bf16, ffn = swiglu, arch = sm_80)]`; without
+    /// `capacity_factor` the routing is dropless.
     MoeArgs {
         experts: u32,
         top_k: u32,
@@ -33,7 +34,9 @@ impl MoeArgs {
             required(&self.hidden)?,
             required(&self.expert_dim)?,
         );
-        set(&mut config.capacity_factor, &self.capacity_factor);
+        if let Some(arg) = &self.capacity_factor {
+            config.capacity_factor = Some(arg.value);
+        }
         set(&mut config.dtype, &self.dtype);
         set(&mut config.ffn, &self.ffn);
         set(&mut config.normalize_topk, &self.normalize_topk);

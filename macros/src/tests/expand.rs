@@ -32,7 +32,10 @@ fn valid_moe_gets_config_and_docs() {
         "{out}"
     );
     assert!(out.contains("experts : 8"), "{out}");
-    assert!(out.contains("capacity_factor : 1.25f32"), "{out}");
+    assert!(
+        out.contains("capacity_factor : :: core :: option :: Option :: Some (1.25f32)"),
+        "{out}"
+    );
     assert!(
         out.contains(":: ptxforge :: __private :: DType :: BF16"),
         "{out}"
@@ -285,6 +288,7 @@ fn valid_moe_gets_ptx_entries_and_typed_wrappers() {
             "PTX",
             "GATING",
             "PERMUTE",
+            "SCHEDULE",
             "EXPERT_SWIGLU_UP",
             "EXPERT_SWIGLU_DOWN",
             "UNPERMUTE"

@@ -48,7 +48,7 @@ fn f32_values(v: Vec<f64>) -> Vec<f64> {
 
 fn data() -> Result<Data, HarnessError> {
     let mut cfg = MoeConfig::new(MOE_EXPERTS, MOE_TOP_K, MOE_HIDDEN, MOE_EXPERT_DIM);
-    cfg.capacity_factor = MOE_CAPACITY_FACTOR;
+    cfg.capacity_factor = Some(MOE_CAPACITY_FACTOR);
     let t = MOE_TOKENS as usize;
     let (e, h, f) = (
         MOE_EXPERTS as usize,

@@ -293,7 +293,7 @@ impl CompiledKernel<MoeConfig> {
         out: &mut DeviceBuffer<B, T>,
     ) -> Result<(), LaunchError> {
         self.launcher(dev, tokens)?
-            .unpermute(&ws.expert_out, ws.routing(), &ws.slot_of, &*out)
+            .unpermute(&ws.expert_out, ws.routing(), ws.bins(), &*out)
     }
 }
 

@@ -9,7 +9,7 @@ fn main() {
     const C: ptxforge::runtime::templates::moe::MoeConfig = Mixtral::CONFIG;
     assert_eq!(C.experts, 8);
     assert_eq!(C.top_k, 2);
-    assert_eq!(C.capacity_factor, 1.25);
+    assert_eq!(C.capacity_factor, Some(1.25));
     assert_eq!(C.dtype, DType::BF16);
     assert_eq!(C.arch, Arch::Sm80);
     assert!(C.normalize_topk);

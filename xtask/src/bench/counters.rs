@@ -52,7 +52,7 @@ fn moe(rows: &mut Vec<Row>) -> Result<()> {
         let cfg = MoeConfig {
             ffn,
             dtype,
-            capacity_factor: 1.25,
+            capacity_factor: Some(1.25),
             arch: Arch::Sm80,
             ..MoeConfig::new(8, 2, 128, 128)
         };
@@ -349,8 +349,10 @@ pub fn same_shapes_section(md: &mut String) -> Result<()> {
     let mut rows: Vec<(String, LaunchRecord, u64)> = Vec::new();
 
     // MoE: E=8 K=2 H=64 F=128 T=64 f32, linear experts (the peer has no SwiGLU).
+    // Capacity-limited like the peer's (factor 1.25).
     let cfg = MoeConfig {
         arch: Arch::Sm80,
+        capacity_factor: Some(1.25),
         ..MoeConfig::new(8, 2, 64, 128)
     };
     let ptx = cfg.compile().map_err(err)?.ptx;
@@ -381,6 +383,7 @@ pub fn same_shapes_section(md: &mut String) -> Result<()> {
     for r in dev.take_launch_log() {
         let outputs = match r.entry.as_str() {
             "moe_gating" | "moe_permute" => u64::from(t * 2),
+            "moe_schedule" => u64::from(e),
             "moe_expert_linear" => slots * u64::from(f),
             _ => u64::from(t * f),
         };

@@ -100,8 +100,10 @@ pub(crate) fn wrappers(c: &MoeConfig, t: &WrapperTypes) -> Vec<Wrapper> {
         },
         Wrapper {
             name: "permute",
-            doc: "Phase 2, entry `moe_permute`: `ws.indices` → the expert bins (`ws.token_ids`, \
-                  `ws.counts`, `ws.routed`, `ws.slot_of`), dropping pairs past the capacity."
+            doc: "Phase 2, entries `moe_permute` and `moe_schedule`: `ws.indices` → the expert \
+                  bins (`ws.token_ids`, `ws.counts`, `ws.routed`, `ws.slot_of`), dropping pairs \
+                  past the capacity when capacity-limited, then the bin offsets and the grouped \
+                  expert GEMMs' work list (`ws.offsets`, `ws.work_items`)."
                 .into(),
             lifetimes: quote!(),
             params: vec![t.dev(), tokens.clone(), ws_mut.clone()],
@@ -111,8 +113,8 @@ pub(crate) fn wrappers(c: &MoeConfig, t: &WrapperTypes) -> Vec<Wrapper> {
         Wrapper {
             name: "experts",
             doc: format!(
-                "Phase 3, {}: `ws.expert_out [experts · capacity, N]` from `x [T, hidden]` \
-                 gathered through the bins.",
+                "Phase 3, {}: `ws.expert_out [rows, N]` (`rows` = `T · top_k` when dropless, \
+                 `experts · capacity` otherwise) from `x [T, hidden]` gathered through the bins.",
                 match c.ffn {
                     Ffn::Linear => "entry `moe_expert_linear`",
                     Ffn::Swiglu => "entries `moe_expert_swiglu_up` and `moe_expert_swiglu_down`",
@@ -140,7 +142,7 @@ pub(crate) fn wrappers(c: &MoeConfig, t: &WrapperTypes) -> Vec<Wrapper> {
             ],
             ok: quote!(()),
             body: quote! {
-                #launcher.unpermute(&ws.expert_out, ws.routing(), &ws.slot_of, &*out)
+                #launcher.unpermute(&ws.expert_out, ws.routing(), ws.bins(), &*out)
             },
         },
     ]

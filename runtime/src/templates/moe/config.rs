@@ -72,10 +72,16 @@ impl FromStr for Ffn {
 }
 
 /// Configuration of one MoE layer: `#[moe_kernel(experts = 8, top_k = 2, hidden = 4096,
-/// expert_dim = 14336, capacity_factor = 1.25, dtype = bf16, ffn = swiglu, arch = sm_80)]`.
+/// expert_dim = 14336, dtype = bf16, ffn = swiglu, arch = sm_80)]`.
 ///
 /// Field names are the macro argument names. The token count `T` is a run-time argument; see
 /// [`MoeConfig::capacity`] and [`MoeConfig::run_shape`].
+///
+/// Routing is **dropless** by default (Mixtral and DeepSeek inference): every routed pair is
+/// kept, and the expert outputs are packed bin after bin, each bin exactly as long as its count
+/// (offsets computed on the device from the counts). `capacity_factor = x` opts into
+/// Switch/GShard-style capacity-limited routing: bins of `C = ceil(x · T · K / E)` slots,
+/// pairs past a full bin dropped and counted.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MoeConfig {
     /// Number of experts `E`, `1 ..= arch.max_threads_per_block()` (the gating kernel gives each
@@ -87,9 +93,9 @@ pub struct MoeConfig {
     pub hidden: u32,
     /// Expert inner width `F`, ≥ 1.
     pub expert_dim: u32,
-    /// Bin size factor: capacity `C = ceil(capacity_factor · T · K / E)`; finite, in
-    /// `(0, MAX_CAPACITY_FACTOR]`. Default 1.25.
-    pub capacity_factor: f32,
+    /// `None` (the default): dropless routing. `Some(x)`: capacity-limited routing with
+    /// `C = ceil(x · T · K / E)` slots per bin; `x` finite, in `(0, MAX_CAPACITY_FACTOR]`.
+    pub capacity_factor: Option<f32>,
     /// Element type of activations, weights and outputs (gating logits and weights too).
     /// Every dtype is supported on every arch (bf16 is converted in software before sm_80).
     /// Default f32.
@@ -108,8 +114,11 @@ pub struct MoeConfig {
 pub struct MoeRunShape {
     /// Tokens `T`.
     pub tokens: u32,
-    /// Slots per expert bin `C`.
+    /// Slots per expert bin `C` (the `token_ids [E, C]` row stride; `T` when dropless).
     pub capacity: u32,
+    /// Rows of the permuted expert outputs: `T·K` packed bins when dropless, `E·C` when
+    /// capacity-limited (bin `e` at row `e·C`).
+    pub rows: u32,
 }
 
 /// A run-time token count the kernels cannot handle.
@@ -145,7 +154,8 @@ impl MoeConfig {
     /// Arguments without a default.
     pub const REQUIRED: &'static [&'static str] = &["experts", "top_k", "hidden", "expert_dim"];
 
-    pub const DEFAULT_CAPACITY_FACTOR: f32 = 1.25;
+    /// Dropless routing unless a capacity factor is given.
+    pub const DEFAULT_CAPACITY_FACTOR: Option<f32> = None;
     pub const DEFAULT_DTYPE: DType = DType::F32;
     pub const DEFAULT_FFN: Ffn = Ffn::Linear;
     pub const DEFAULT_NORMALIZE_TOPK: bool = true;
@@ -212,7 +222,7 @@ impl MoeConfig {
                 "expert_dim = 0: experts need at least one unit",
             );
         }
-        let cf = self.capacity_factor;
+        let cf = self.capacity_factor.unwrap_or(1.0);
         if !cf.is_finite() || cf <= 0.0 {
             errs.push(
                 &["capacity_factor"],
@@ -246,8 +256,15 @@ impl MoeConfig {
         errs.into_result()
     }
 
-    /// Slots per expert bin for `tokens` tokens: `C = ceil(capacity_factor · T · K / E)`, and at
-    /// least 1 when `T ≥ 1` (0 for `T = 0`).
+    /// Whether every routed pair is kept (no `capacity_factor`).
+    pub const fn is_dropless(&self) -> bool {
+        self.capacity_factor.is_none()
+    }
+
+    /// Slots per expert bin for `tokens` tokens. Dropless: `T` (a token routes to an expert at
+    /// most once, so no bin can overflow; this only sizes the `token_ids` scratch, the expert
+    /// outputs are packed by the actual counts). Capacity-limited:
+    /// `C = ceil(capacity_factor · T · K / E)`, and at least 1 when `T ≥ 1` (0 for `T = 0`).
     ///
     /// `capacity_factor` is taken as the shortest decimal that round-trips to its `f32` (what
     /// `{}` prints: `1.1` means exactly 11/10, not 1.10000002384…), and the product is computed
@@ -258,9 +275,12 @@ impl MoeConfig {
         if tokens == 0 {
             return 0;
         }
+        let Some(capacity_factor) = self.capacity_factor else {
+            return u64::from(tokens);
+        };
         let experts = u128::from(self.experts.max(1));
         let pairs = u128::from(tokens) * u128::from(self.top_k);
-        let exact = decimal_fraction(self.capacity_factor).and_then(|(num, den)| {
+        let exact = decimal_fraction(capacity_factor).and_then(|(num, den)| {
             let n = num.checked_mul(pairs)?;
             let d = den.checked_mul(experts)?;
             Some(n.div_ceil(d))
@@ -268,7 +288,7 @@ impl MoeConfig {
         let c = match exact {
             Some(c) => u64::try_from(c).unwrap_or(u64::MAX),
             None => {
-                let x = f64::from(self.capacity_factor) * f64::from(tokens) * f64::from(self.top_k)
+                let x = f64::from(capacity_factor) * f64::from(tokens) * f64::from(self.top_k)
                     / f64::from(self.experts.max(1));
                 // Saturating float-to-int conversion.
                 x.ceil() as u64
@@ -288,11 +308,16 @@ impl MoeConfig {
         let t = u128::from(tokens);
         let e = u128::from(self.experts);
         let widest = u128::from(self.hidden.max(self.expert_dim));
+        let rows = if self.is_dropless() {
+            t * u128::from(self.top_k)
+        } else {
+            e * u128::from(capacity)
+        };
         let checks = [
             ("logits", t * e),
             ("indices", t * u128::from(self.top_k)),
             ("token_ids", e * u128::from(capacity)),
-            ("permuted", e * u128::from(capacity) * widest),
+            ("permuted", rows * widest),
             ("output", t * u128::from(self.out_width())),
         ];
         for (tensor, elements) in checks {
@@ -304,9 +329,14 @@ impl MoeConfig {
                 });
             }
         }
-        // token_ids fits u32, so does capacity.
+        // token_ids and the permuted rows fit u32, so do capacity and rows.
         let capacity = u32::try_from(capacity).unwrap_or(u32::MAX);
-        Ok(MoeRunShape { tokens, capacity })
+        let rows = u32::try_from(rows).unwrap_or(u32::MAX);
+        Ok(MoeRunShape {
+            tokens,
+            capacity,
+            rows,
+        })
     }
 }
 
@@ -360,7 +390,7 @@ mod tests {
     #[test]
     fn reports_every_violation() {
         let cfg = MoeConfig {
-            capacity_factor: f32::NAN,
+            capacity_factor: Some(f32::NAN),
             ..MoeConfig::new(0, 0, 0, 0)
         };
         assert_eq!(
@@ -374,7 +404,7 @@ mod tests {
             ]
         );
         let cfg = MoeConfig {
-            capacity_factor: 2000.0,
+            capacity_factor: Some(2000.0),
             ..MoeConfig::new(2048, 1, 1, 1)
         };
         assert_eq!(
@@ -382,7 +412,7 @@ mod tests {
             vec![vec!["experts", "arch"], vec!["capacity_factor"]]
         );
         let cfg = MoeConfig {
-            capacity_factor: -1.0,
+            capacity_factor: Some(-1.0),
             ..MoeConfig::new(4, 1, 1, 1)
         };
         assert_eq!(fields_of(&cfg), vec![vec!["capacity_factor"]]);
@@ -404,10 +434,10 @@ mod tests {
     #[test]
     fn capacity_is_exact_in_decimal() {
         let mut cfg = MoeConfig::new(1, 1, 1, 1);
-        cfg.capacity_factor = 1.1;
+        cfg.capacity_factor = Some(1.1);
         assert_eq!(cfg.capacity(10), 11);
         let cfg8 = MoeConfig {
-            capacity_factor: 1.25,
+            capacity_factor: Some(1.25),
             ..MoeConfig::new(8, 2, 1, 1)
         };
         assert_eq!(cfg8.capacity(16), 5); // 1.25 · 16 · 2 / 8 = 5
@@ -415,12 +445,12 @@ mod tests {
         assert_eq!(cfg8.capacity(1), 1); // 0.3125 → 1
         assert_eq!(cfg8.capacity(0), 0);
         let tiny = MoeConfig {
-            capacity_factor: 1e-30,
+            capacity_factor: Some(1e-30),
             ..MoeConfig::new(8, 2, 1, 1)
         };
         assert_eq!(tiny.capacity(5), 1);
         let subnormal = MoeConfig {
-            capacity_factor: 1e-45,
+            capacity_factor: Some(1e-45),
             ..MoeConfig::new(8, 2, 1, 1)
         };
         assert_eq!(subnormal.capacity(5), 1);
@@ -428,10 +458,16 @@ mod tests {
 
     #[test]
     fn run_shape_checks_index_limits() {
-        let cfg = MoeConfig::new(8, 2, 4096, 14336);
+        let cfg = MoeConfig {
+            capacity_factor: Some(1.25),
+            ..MoeConfig::new(8, 2, 4096, 14336)
+        };
         assert_eq!(cfg.run_shape(0), Err(MoeShapeError::NoTokens));
         let s = cfg.run_shape(100).unwrap();
         assert_eq!(s.capacity, 32); // 1.25 · 100 · 2 / 8 = 31.25
+        assert_eq!(s.rows, 8 * 32);
+        let dropless = MoeConfig::new(8, 2, 4096, 14336).run_shape(100).unwrap();
+        assert_eq!((dropless.capacity, dropless.rows), (100, 200));
         match cfg.run_shape(1 << 20) {
             Err(MoeShapeError::TooLarge { tensor, .. }) => assert_eq!(tensor, "permuted"),
             other => panic!("{other:?}"),

@@ -14,19 +14,21 @@
 //! are `u32`. Routing weights are stored in the dtype (computed in f32, or f64 for f64).
 //!
 //! Shapes (`T` tokens, `E` experts, `K = top_k`, `H = hidden`, `F = expert_dim`,
-//! `C = cfg.capacity(T)`, `N = cfg.out_width()`):
+//! `C = cfg.capacity(T)` (`T` when dropless), `rows` = `T·K` when dropless (bins packed by
+//! their counts) or `E·C` when capacity-limited, `N = cfg.out_width()`):
 //!
 //! | buffer | elements |
 //! |---|---|
 //! | `logits` | `T·E` |
 //! | `indices`, `weights`, `slot_of` | `T·K` |
 //! | `token_ids` | `E·C` |
-//! | `counts`, `routed` | `E` |
+//! | `counts`, `routed`, `offsets` | `E` |
+//! | `work_items` | `1 + 2·n_max` ([`max_work_items`]) |
 //! | `x` | `T·H` |
 //! | `w` (linear), `w1`, `w3` | `E·F·H` |
 //! | `w2` | `E·H·F` |
-//! | `gated` (swiglu intermediate) | `E·C·F` |
-//! | `y` (permuted expert outputs) | `E·C·N` |
+//! | `gated` (swiglu intermediate) | `rows·F` |
+//! | `y` (permuted expert outputs) | `rows·N` |
 //! | `out` | `T·N` |
 
 use crate::dtype::DType;
@@ -37,8 +39,9 @@ use crate::launch::{
 
 use super::config::{Ffn, MoeConfig, MoeRunShape, MoeShapeError};
 use super::kernels::{
-    gating_tokens_per_block, EXPERT_LINEAR, EXPERT_SWIGLU_DOWN, EXPERT_SWIGLU_UP, GATING,
-    GATING_BLOCK, GEMM_THREADS, PERMUTE, PERMUTE_BLOCK, TILE_M, TILE_N, UNPERMUTE, UNPERMUTE_BLOCK,
+    gating_tokens_per_block, max_work_items, EXPERT_LINEAR, EXPERT_SWIGLU_DOWN, EXPERT_SWIGLU_UP,
+    GATING, GATING_BLOCK, GEMM_THREADS, PERMUTE, PERMUTE_BLOCK, SCHEDULE, SCHEDULE_BLOCK, TILE_N,
+    UNPERMUTE, UNPERMUTE_BLOCK,
 };
 
 /// Headroom kept below `u32::MAX` for every loop bound, so `i + step` (steps ≤ 256) and tile
@@ -50,7 +53,7 @@ const MAX_GRID_YZ: u32 = 65_535;
 const MAX_GRID_X: u32 = i32::MAX as u32;
 
 /// What [`MoeLaunch::forward`] reports besides the output.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MoeStats {
     /// `[E]`: pairs kept in each expert's bin, `min(routed, C)`.
     pub counts: Vec<u32>,
@@ -58,8 +61,12 @@ pub struct MoeStats {
     pub routed: Vec<u32>,
     /// Pairs dropped because their bin was full, `Σ (routed − counts)`.
     pub dropped: u32,
-    /// Slots per bin `C` for this launch.
+    /// Slots per bin `C` for this launch (`T` when dropless: no bin can overflow).
     pub capacity: u32,
+    /// `[T, K]`: the expert of each pair, best first (the routing the layer used).
+    pub indices: Vec<u32>,
+    /// `[T, K]`: the routing weight of each pair, widened exactly from the dtype.
+    pub weights: Vec<f64>,
 }
 
 /// The permutation buffers written by [`MoeLaunch::permute`].
@@ -73,6 +80,10 @@ pub struct Bins<'a, B: Backend> {
     pub routed: &'a DeviceBuffer<B, u32>,
     /// `[T, K]` slot of each pair, `u32::MAX` when dropped.
     pub slot_of: &'a DeviceBuffer<B, u32>,
+    /// `[E]` first permuted row of each bin (written by the schedule phase).
+    pub offsets: &'a DeviceBuffer<B, u32>,
+    /// `[1 + 2·n_max]` the grouped GEMM's work list (written by the schedule phase).
+    pub work_items: &'a DeviceBuffer<B, u32>,
 }
 
 /// The routing written by [`MoeLaunch::gating`].
@@ -132,9 +143,11 @@ pub struct MoeWorkspace<B: Backend, T: Element> {
     pub counts: DeviceBuffer<B, u32>,
     pub routed: DeviceBuffer<B, u32>,
     pub slot_of: DeviceBuffer<B, u32>,
-    /// `[E·C, F]` swiglu intermediate (`None` for linear).
+    pub offsets: DeviceBuffer<B, u32>,
+    pub work_items: DeviceBuffer<B, u32>,
+    /// `[rows, F]` swiglu intermediate (`None` for linear).
     pub gated: Option<DeviceBuffer<B, T>>,
-    /// `[E·C, N]` permuted expert outputs.
+    /// `[rows, N]` permuted expert outputs.
     pub expert_out: DeviceBuffer<B, T>,
     /// Slots per bin `C` of the token count the workspace was made for.
     pub capacity: u32,
@@ -149,12 +162,19 @@ impl<B: Backend, T: Element> MoeWorkspace<B, T> {
         }
     }
 
-    /// The statistics of the last forward pass run through this workspace, read from its
-    /// `counts` and `routed` buffers: the one place a forward's statistics leave the device
-    /// (two small downloads, which wait for the queued work), when the caller asks.
+    /// The statistics and routing of the last forward pass run through this workspace, read
+    /// from its `counts`, `routed`, `indices` and `weights` buffers: the one place a forward's
+    /// results other than the output leave the device (small downloads, which wait for the
+    /// queued work), when the caller asks.
     pub fn stats(&self, dev: &B) -> Result<MoeStats, LaunchError> {
         let counts = dev.download(&self.counts)?;
         let routed = dev.download(&self.routed)?;
+        let indices = dev.download(&self.indices)?;
+        let weights = dev
+            .download(&self.weights)?
+            .into_iter()
+            .map(element_to_f64)
+            .collect::<Result<Vec<f64>, LaunchError>>()?;
         let kept: u64 = counts.iter().map(|&c| u64::from(c)).sum();
         let total: u64 = routed.iter().map(|&r| u64::from(r)).sum();
         let dropped = u32::try_from(total.saturating_sub(kept)).unwrap_or(u32::MAX);
@@ -163,6 +183,8 @@ impl<B: Backend, T: Element> MoeWorkspace<B, T> {
             routed,
             dropped,
             capacity: self.capacity,
+            indices,
+            weights,
         })
     }
 
@@ -173,6 +195,8 @@ impl<B: Backend, T: Element> MoeWorkspace<B, T> {
             counts: &self.counts,
             routed: &self.routed,
             slot_of: &self.slot_of,
+            offsets: &self.offsets,
+            work_items: &self.work_items,
         }
     }
 }
@@ -351,15 +375,28 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
         }
     }
 
-    /// Expert GEMM grid for `width` output columns: `(E · ceil(C / TILE_M), ceil(width / TILE_N))`.
-    fn expert_config(&self, width: u32) -> LaunchConfig {
-        let slot_tiles = self.capacity().div_ceil(TILE_M);
+    fn schedule_config(&self) -> LaunchConfig {
         LaunchConfig {
-            grid: Dim3::new(
-                self.cfg.experts.saturating_mul(slot_tiles),
-                width.div_ceil(TILE_N),
-                1,
-            ),
+            grid: Dim3::x(1),
+            block: Dim3::x(SCHEDULE_BLOCK),
+            dynamic_shared_bytes: 0,
+        }
+    }
+
+    /// Work items the schedule can produce at most (the expert GEMMs' `gridDim.x`).
+    fn max_work_items(&self) -> u32 {
+        let pairs = u32::try_from(self.pairs()).unwrap_or(u32::MAX);
+        max_work_items(
+            self.cfg.experts,
+            self.capacity(),
+            pairs.min(self.shape.rows),
+        )
+    }
+
+    /// Grouped expert GEMM grid for `width` output columns: `(n_max, ceil(width / TILE_N))`.
+    fn expert_config(&self, width: u32) -> LaunchConfig {
+        LaunchConfig {
+            grid: Dim3::new(self.max_work_items(), width.div_ceil(TILE_N), 1),
             block: Dim3::x(GEMM_THREADS),
             dynamic_shared_bytes: 0,
         }
@@ -401,7 +438,9 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
         )
     }
 
-    /// Permute (`moe_permute`): `indices [T, K]` → `bins` (token-major slots, drops past `C`).
+    /// Permute (`moe_permute`, then `moe_schedule`): `indices [T, K]` → `bins` (token-major
+    /// slots, drops past `C` when capacity-limited), then the bin offsets and the expert GEMMs'
+    /// work list from the counts.
     pub fn permute(
         &self,
         indices: &DeviceBuffer<B, u32>,
@@ -421,7 +460,8 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
                 KernelArg::U32(self.tokens()),
                 KernelArg::U32(self.capacity()),
             ],
-        )
+        )?;
+        self.schedule(bins)
     }
 
     fn check_bins(
@@ -433,13 +473,46 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
         check_len("token_ids", bins.token_ids, self.slots())?;
         check_len("counts", bins.counts, self.cfg.experts as usize)?;
         check_len("routed", bins.routed, self.cfg.experts as usize)?;
-        check_len("slot_of", bins.slot_of, self.pairs())
+        check_len("slot_of", bins.slot_of, self.pairs())?;
+        check_len("offsets", bins.offsets, self.cfg.experts as usize)?;
+        check_len("work_items", bins.work_items, self.work_items_len())
     }
 
-    /// Expert compute in the permuted layout: `y [E·C, N]` from `x [T, H]` gathered through
-    /// `bins.token_ids`. Linear: one launch of `moe_expert_linear`. Swiglu:
+    /// `1 + 2·n_max`: the work-item count and two words per item.
+    fn work_items_len(&self) -> usize {
+        1 + 2 * self.max_work_items() as usize
+    }
+
+    /// `E·C` or `T·K`: rows of the permuted expert outputs.
+    fn rows(&self) -> usize {
+        self.shape.rows as usize
+    }
+
+    /// Schedule (`moe_schedule`): `bins.counts` → `bins.offsets` (packed when dropless, `e·C`
+    /// otherwise) and `bins.work_items`, the grouped GEMMs' list of row tiles.
+    fn schedule(&self, bins: Bins<'_, B>) -> Result<(), LaunchError> {
+        check_len("counts", bins.counts, self.cfg.experts as usize)?;
+        check_len("offsets", bins.offsets, self.cfg.experts as usize)?;
+        check_len("work_items", bins.work_items, self.work_items_len())?;
+        self.dev.launch(
+            self.ptx,
+            SCHEDULE,
+            self.schedule_config(),
+            &[
+                KernelArg::buffer(bins.counts),
+                KernelArg::buffer(bins.offsets),
+                KernelArg::buffer(bins.work_items),
+                KernelArg::U32(self.capacity()),
+                KernelArg::U32(u32::from(self.cfg.is_dropless())),
+            ],
+        )
+    }
+
+    /// Expert compute in the permuted layout: `y [rows, N]` from `x [T, H]` gathered through
+    /// `bins.token_ids`, one grouped launch per GEMM over the work list of
+    /// [`MoeLaunch::schedule`]. Linear: one launch of `moe_expert_linear`. Swiglu:
     /// `moe_expert_swiglu_up` into `gated [E·C, F]`, then `moe_expert_swiglu_down`; `gated` is
-    /// required for swiglu and ignored for linear. Rows of empty slots are zero.
+    /// required for swiglu and ignored for linear. Only routed rows are written.
     pub fn experts<T: Element>(
         &self,
         x: &DeviceBuffer<B, T>,
@@ -453,7 +526,9 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
         check_len("x", x, elems(self.tokens(), cfg.hidden))?;
         check_len("token_ids", bins.token_ids, self.slots())?;
         check_len("counts", bins.counts, cfg.experts as usize)?;
-        check_len("y", y, self.slots() * cfg.out_width() as usize)?;
+        check_len("offsets", bins.offsets, cfg.experts as usize)?;
+        check_len("work_items", bins.work_items, self.work_items_len())?;
+        check_len("y", y, self.rows() * cfg.out_width() as usize)?;
         match (cfg.ffn, weights) {
             (Ffn::Linear, ExpertWeights::Linear { w }) => {
                 self.check_elem::<T>(EXPERT_LINEAR, 0)?;
@@ -466,6 +541,8 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
                         KernelArg::buffer(x),
                         KernelArg::buffer(bins.token_ids),
                         KernelArg::buffer(bins.counts),
+                        KernelArg::buffer(bins.offsets),
+                        KernelArg::buffer(bins.work_items),
                         KernelArg::buffer(w),
                         KernelArg::buffer(y),
                         KernelArg::U32(self.tokens()),
@@ -480,10 +557,10 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
                 check_len("w2", w2, weight_len)?;
                 let gated = gated.ok_or(LaunchError::BufferLength {
                     name: "gated",
-                    expected: self.slots() * cfg.expert_dim as usize,
+                    expected: self.rows() * cfg.expert_dim as usize,
                     actual: 0,
                 })?;
-                check_len("gated", gated, self.slots() * cfg.expert_dim as usize)?;
+                check_len("gated", gated, self.rows() * cfg.expert_dim as usize)?;
                 self.dev.launch(
                     self.ptx,
                     EXPERT_SWIGLU_UP,
@@ -492,6 +569,8 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
                         KernelArg::buffer(x),
                         KernelArg::buffer(bins.token_ids),
                         KernelArg::buffer(bins.counts),
+                        KernelArg::buffer(bins.offsets),
+                        KernelArg::buffer(bins.work_items),
                         KernelArg::buffer(w1),
                         KernelArg::buffer(w3),
                         KernelArg::buffer(gated),
@@ -506,9 +585,10 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
                     &[
                         KernelArg::buffer(gated),
                         KernelArg::buffer(bins.counts),
+                        KernelArg::buffer(bins.offsets),
+                        KernelArg::buffer(bins.work_items),
                         KernelArg::buffer(w2),
                         KernelArg::buffer(y),
-                        KernelArg::U32(self.capacity()),
                     ],
                 )
             }
@@ -517,20 +597,21 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
     }
 
     /// Unpermute (`moe_unpermute`): `out [T, N]` = the routing-weighted sum of each token's
-    /// kept expert rows of `y [E·C, N]`.
+    /// kept expert rows of `y [rows, N]` (bin `e` from row `bins.offsets[e]`).
     pub fn unpermute<T: Element>(
         &self,
         y: &DeviceBuffer<B, T>,
         routing: Routing<'_, B, T>,
-        slot_of: &DeviceBuffer<B, u32>,
+        bins: Bins<'_, B>,
         out: &DeviceBuffer<B, T>,
     ) -> Result<(), LaunchError> {
         self.check_elem::<T>(UNPERMUTE, 0)?;
         let width = self.cfg.out_width() as usize;
-        check_len("y", y, self.slots() * width)?;
+        check_len("y", y, self.rows() * width)?;
         check_len("indices", routing.indices, self.pairs())?;
         check_len("weights", routing.weights, self.pairs())?;
-        check_len("slot_of", slot_of, self.pairs())?;
+        check_len("slot_of", bins.slot_of, self.pairs())?;
+        check_len("offsets", bins.offsets, self.cfg.experts as usize)?;
         check_len("out", out, self.tokens() as usize * width)?;
         self.dev.launch(
             self.ptx,
@@ -540,7 +621,8 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
                 KernelArg::buffer(y),
                 KernelArg::buffer(routing.indices),
                 KernelArg::buffer(routing.weights),
-                KernelArg::buffer(slot_of),
+                KernelArg::buffer(bins.slot_of),
+                KernelArg::buffer(bins.offsets),
                 KernelArg::buffer(out),
                 KernelArg::U32(self.capacity()),
             ],
@@ -558,11 +640,13 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
             counts: self.dev.alloc(experts)?,
             routed: self.dev.alloc(experts)?,
             slot_of: self.dev.alloc(self.pairs())?,
+            offsets: self.dev.alloc(experts)?,
+            work_items: self.dev.alloc(self.work_items_len())?,
             gated: match cfg.ffn {
                 Ffn::Linear => None,
-                Ffn::Swiglu => Some(self.dev.alloc(self.slots() * cfg.expert_dim as usize)?),
+                Ffn::Swiglu => Some(self.dev.alloc(self.rows() * cfg.expert_dim as usize)?),
             },
-            expert_out: self.dev.alloc(self.slots() * cfg.out_width() as usize)?,
+            expert_out: self.dev.alloc(self.rows() * cfg.out_width() as usize)?,
             capacity: self.capacity(),
         })
     }
@@ -581,8 +665,8 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
         workspace.stats(self.dev)
     }
 
-    /// The whole layer with caller-provided intermediates: gating → permute → experts →
-    /// unpermute. Every buffer is checked before the first launch. Only queues the four
+    /// The whole layer with caller-provided intermediates: gating → permute → schedule →
+    /// experts → unpermute. Every buffer is checked before the first launch. Only queues the
     /// phases: nothing waits, allocates or downloads, so the pass can be captured in a CUDA
     /// graph; the statistics stay in `ws` until [`MoeWorkspace::stats`] reads them.
     pub fn forward_with<T: Element>(
@@ -597,7 +681,7 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
         self.gating(logits, ws.routing())?;
         self.permute(&ws.indices, ws.bins())?;
         self.experts(x, ws.bins(), weights, ws.gated.as_ref(), &ws.expert_out)?;
-        self.unpermute(&ws.expert_out, ws.routing(), &ws.slot_of, out)
+        self.unpermute(&ws.expert_out, ws.routing(), ws.bins(), out)
     }
 
     /// Every check of the four phases, done up front so that a bad buffer launches nothing.
@@ -622,7 +706,7 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
                 check_len("w1", w1, weight_len)?;
                 check_len("w3", w3, weight_len)?;
                 check_len("w2", w2, weight_len)?;
-                let expected = self.slots() * cfg.expert_dim as usize;
+                let expected = self.rows() * cfg.expert_dim as usize;
                 match &ws.gated {
                     Some(g) => check_len("gated", g, expected)?,
                     None => {
@@ -637,7 +721,7 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
             (ffn, _) => return Err(ffn_mismatch(ffn)),
         }
         let width = cfg.out_width() as usize;
-        check_len("expert_out", &ws.expert_out, self.slots() * width)?;
+        check_len("expert_out", &ws.expert_out, self.rows() * width)?;
         check_len("out", out, self.tokens() as usize * width)
     }
 }
@@ -665,7 +749,8 @@ fn config_value(cfg: &MoeConfig, field: &str) -> u64 {
 }
 
 /// The whole layer in one call: checks, allocates the intermediates, runs gating → permute →
-/// experts → unpermute into `out [T, N]`, and returns the per-expert counts and dropped total.
+/// schedule → experts → unpermute into `out [T, N]`, and returns the per-expert counts, the
+/// dropped total (0 when dropless) and the routing.
 /// `ptx` must be the module compiled from `cfg` (`cfg.compile()`, or the macro's `const PTX`).
 #[allow(clippy::too_many_arguments)]
 pub fn forward<B: Backend, T: Element>(
@@ -679,4 +764,26 @@ pub fn forward<B: Backend, T: Element>(
     out: &DeviceBuffer<B, T>,
 ) -> Result<MoeStats, LaunchError> {
     MoeLaunch::new(cfg, dev, ptx, tokens)?.forward(x, logits, weights, out)
+}
+
+/// A downloaded routing weight widened to f64 (exact for every dtype the family stores).
+fn element_to_f64<T: Element>(v: T) -> Result<f64, LaunchError> {
+    let mut bytes = Vec::with_capacity(8);
+    v.write_le(&mut bytes);
+    let value = match (T::KIND, bytes.as_slice()) {
+        (ScalarKind::F16, &[a, b]) => half::f16::from_le_bytes([a, b]).to_f64(),
+        (ScalarKind::BF16, &[a, b]) => half::bf16::from_le_bytes([a, b]).to_f64(),
+        (ScalarKind::F32, &[a, b, c, d]) => f64::from(f32::from_le_bytes([a, b, c, d])),
+        (ScalarKind::F64, b) if b.len() == 8 => {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(b);
+            f64::from_le_bytes(a)
+        }
+        (kind, _) => {
+            return Err(LaunchError::Shape(format!(
+                "routing weights of kind {kind:?} are not a MoE dtype"
+            )))
+        }
+    };
+    Ok(value)
 }

@@ -90,8 +90,13 @@ pub fn gating(cfg: &MoeConfig, logits: &[f64], tokens: usize) -> Result<Gating, 
 /// Slot assignment of the routed pairs to the experts' bins.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Permutation {
-    /// Slots per bin `C`.
+    /// Slots per bin `C` (`T` when dropless).
     pub capacity: u32,
+    /// `[E]`: the first row of bin `e` in the permuted expert outputs: the exclusive prefix sum
+    /// of `counts` when dropless (bins packed), `e·C` when capacity-limited.
+    pub offsets: Vec<u32>,
+    /// Rows of the permuted expert outputs: `T·K` when dropless, `E·C` otherwise.
+    pub rows: u32,
     /// `[E, C]`: the token in each slot, `u32::MAX` for an empty slot.
     pub token_ids: Vec<u32>,
     /// `[E]`: pairs kept in each bin, `min(routed, C)`.
@@ -106,7 +111,8 @@ pub struct Permutation {
 
 /// Permute: pairs `(t, k)` are visited token-major (`t` ascending, then `k` ascending); pair
 /// `(t, k)` routed to `e = indices[t, k]` gets slot `s` = the number of earlier pairs routed to
-/// `e`, and is dropped when `s ≥ C` (`C = cfg.capacity(T)`).
+/// `e`, and is dropped when `s ≥ C` (`C = cfg.capacity(T)`, which is `T` when dropless, so
+/// nothing is dropped there).
 ///
 /// Kernels assigning slots with atomics produce some other order; such a kernel must be
 /// compared per bin as a set, or assign slots deterministically (e.g. by a scan) to match this.
@@ -142,14 +148,46 @@ pub fn permute(
     }
     let counts: Vec<u32> = routed.iter().map(|&r| r.min(capacity)).collect();
     let dropped = routed.iter().zip(&counts).map(|(r, c)| r - c).sum();
+    let (offsets, rows) = if cfg.is_dropless() {
+        let offsets = counts
+            .iter()
+            .scan(0u32, |next, &count| {
+                let start = *next;
+                *next += count;
+                Some(start)
+            })
+            .collect();
+        (offsets, (tokens * k) as u32)
+    } else {
+        (
+            (0..cfg.experts).map(|ex| ex * capacity).collect(),
+            cfg.experts * capacity,
+        )
+    };
     Ok(Permutation {
         capacity,
+        offsets,
+        rows,
         token_ids,
         counts,
         routed,
         slot_of,
         dropped,
     })
+}
+
+impl Permutation {
+    /// Whether each row of the permuted outputs holds a routed pair (`s < counts[e]` of its
+    /// bin): the rows the expert kernels write.
+    pub fn filled_rows(&self) -> Vec<bool> {
+        let mut filled = vec![false; self.rows as usize];
+        for (&start, &count) in self.offsets.iter().zip(&self.counts) {
+            for row in start..start + count {
+                filled[row as usize] = true;
+            }
+        }
+        filled
+    }
 }
 
 /// Expert weights, row-major, matching `cfg.ffn`.
@@ -174,12 +212,14 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
-/// Expert compute in the permuted layout `Y [E·C, out_width]`: for every filled slot `s` of bin
-/// `e` with token `t = token_ids[e·C + s]` and `x = X[t]` (`X [T, H]`):
-/// - linear: `Y[e·C + s] = W[e] · x` (`[F]`);
-/// - swiglu: `Y[e·C + s] = W2[e] · (silu(W1[e] · x) ⊙ (W3[e] · x))` (`[H]`).
+/// Expert compute in the permuted layout `Y [rows, out_width]`: for every filled slot `s` of
+/// bin `e` with token `t = token_ids[e·C + s]` and `x = X[t]` (`X [T, H]`), row
+/// `r = offsets[e] + s`:
+/// - linear: `Y[r] = W[e] · x` (`[F]`);
+/// - swiglu: `Y[r] = W2[e] · (silu(W1[e] · x) ⊙ (W3[e] · x))` (`[H]`).
 ///
-/// Empty slots are zero rows.
+/// Rows of empty slots are zero here; the kernels leave them unwritten (see
+/// [`Permutation::filled_rows`]).
 pub fn expert_forward(
     cfg: &MoeConfig,
     x: &[f64],
@@ -216,7 +256,7 @@ pub fn expert_forward(
             })
         }
     }
-    let mut y = vec![0.0; e * c * width];
+    let mut y = vec![0.0; perm.rows as usize * width];
     for ex in 0..e {
         for s in 0..c {
             let t = perm.token_ids[ex * c + s];
@@ -224,7 +264,8 @@ pub fn expert_forward(
                 continue;
             }
             let xr = &x[t as usize * h..(t as usize + 1) * h];
-            let out = &mut y[(ex * c + s) * width..(ex * c + s + 1) * width];
+            let r = perm.offsets[ex] as usize + s;
+            let out = &mut y[r * width..(r + 1) * width];
             match weights {
                 ExpertWeights::Linear { w } => {
                     for (j, o) in out.iter_mut().enumerate() {
@@ -250,7 +291,7 @@ pub fn expert_forward(
     Ok(y)
 }
 
-/// Unpermute: `out[t] = Σ_k weights[t, k] · Y[indices[t, k] · C + slot_of[t, k]]` over the
+/// Unpermute: `out[t] = Σ_k weights[t, k] · Y[offsets[indices[t, k]] + slot_of[t, k]]` over the
 /// non-dropped `k` (ascending `k`), `out [T, out_width]`; a token whose pairs were all dropped
 /// gets a zero row.
 pub fn unpermute(
@@ -264,7 +305,7 @@ pub fn unpermute(
     let k = cfg.top_k as usize;
     let c = perm.capacity as usize;
     let width = cfg.out_width() as usize;
-    check("y", e * c * width, y.len())?;
+    check("y", perm.rows as usize * width, y.len())?;
     check("indices", tokens * k, gating.indices.len())?;
     check("weights", tokens * k, gating.weights.len())?;
     check("slot_of", tokens * k, perm.slot_of.len())?;
@@ -278,7 +319,7 @@ pub fn unpermute(
             if slot == u32::MAX || ex >= e || slot as usize >= c {
                 continue;
             }
-            let row = (ex * c + slot as usize) * width;
+            let row = (perm.offsets[ex] as usize + slot as usize) * width;
             let wgt = gating.weights[pair];
             for (d, yv) in o.iter_mut().zip(&y[row..row + width]) {
                 *d += wgt * yv;
@@ -295,7 +336,7 @@ pub struct MoeOutput {
     pub out: Vec<f64>,
     pub gating: Gating,
     pub permutation: Permutation,
-    /// `[E·C, out_width]`, the permuted expert outputs.
+    /// `[rows, out_width]`, the permuted expert outputs.
     pub expert_out: Vec<f64>,
 }
 
@@ -394,7 +435,7 @@ mod tests {
     fn permute_is_token_major_and_counts_drops() {
         // E = 2, K = 2, T = 4, capacity_factor 0.5: C = ceil(0.5 · 4 · 2 / 2) = 2.
         let c = MoeConfig {
-            capacity_factor: 0.5,
+            capacity_factor: Some(0.5),
             ..cfg(2, 2, 1, 1)
         };
         let indices = [0, 1, 1, 0, 0, 1, 1, 0];
@@ -409,7 +450,10 @@ mod tests {
         assert_eq!(p.routed, vec![4, 4]);
         assert_eq!(p.dropped, 4);
         // Partly filled bins leave u32::MAX slots.
-        let c = cfg(4, 1, 1, 1); // capacity 1.25 · 2 · 1 / 4 → 1
+        let c = MoeConfig {
+            capacity_factor: Some(1.25), // capacity 1.25 · 2 · 1 / 4 → 1
+            ..cfg(4, 1, 1, 1)
+        };
         let p = permute(&c, &[2, 2], 2).unwrap();
         assert_eq!(p.token_ids, vec![u32::MAX, u32::MAX, 0, u32::MAX]);
         assert_eq!(p.dropped, 1);
@@ -424,10 +468,23 @@ mod tests {
     }
 
     #[test]
+    fn dropless_packs_bins_by_their_counts() {
+        // E = 3, K = 2, T = 3, every token on expert 2: nothing dropped, bins packed.
+        let c = cfg(3, 2, 1, 1);
+        let p = permute(&c, &[2, 0, 2, 1, 0, 2], 3).unwrap();
+        assert_eq!(p.capacity, 3);
+        assert_eq!((p.dropped, p.rows), (0, 6));
+        assert_eq!(p.counts, vec![2, 1, 3]);
+        assert_eq!(p.offsets, vec![0, 2, 3]);
+        assert_eq!(p.slot_of, vec![0, 0, 1, 0, 1, 2]);
+        assert!(p.filled_rows().iter().all(|&f| f));
+    }
+
+    #[test]
     fn linear_layer_hand_computed() {
         // E = 2, K = 1, H = 2, F = 1; W[0] = [1, 0], W[1] = [0, 2]; cf 2 → C = T.
         let c = MoeConfig {
-            capacity_factor: 2.0,
+            capacity_factor: Some(2.0),
             ..cfg(2, 1, 2, 1)
         };
         let x = [1.0, 2.0, 3.0, 4.0];
@@ -446,7 +503,7 @@ mod tests {
         let (e, k, h, f, t) = (4usize, 2usize, 3usize, 5usize, 6usize);
         let c = MoeConfig {
             ffn: Ffn::Swiglu,
-            capacity_factor: 4.0, // C = 4 · 6 · 2 / 4 = 12 ≥ T: nothing dropped
+            capacity_factor: Some(4.0), // C = 4 · 6 · 2 / 4 = 12 ≥ T: nothing dropped
             ..cfg(e as u32, k as u32, h as u32, f as u32)
         };
         let mut rng = SplitMix64::new(5);

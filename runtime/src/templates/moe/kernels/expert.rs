@@ -6,40 +6,52 @@
 //!   stored in the dtype.
 //! - `moe_expert_swiglu_down`: `Y[e·C + s] = W2[e] · G[e·C + s]`, `Y [E·C, H]`.
 //!
-//! Grid `(E · ceil(C / TILE_M), ceil(N / TILE_N))`, [`GEMM_THREADS`] threads, static shared
-//! memory only. Rows of empty slots are written as zeros (their accumulators stay zero), so the
-//! whole output is initialised.
+//! Every row index `e·C + s` above is `offsets[e] + s` in the permuted outputs (packed bins when
+//! dropless, `e·C` when capacity-limited; see [`super::schedule`]).
+//!
+//! Grid `(max work items, ceil(N / TILE_N))`, [`GEMM_THREADS`] threads, static shared memory
+//! only. Only routed rows are computed and written: empty slots of a capacity-limited bin are
+//! left as they were.
 
 use crate::builder::{KernelBuilder, U32};
 
 use super::common::MoeElem;
 use super::gemm::{
     gathered_rows, permuted_rows, reduction_loop, silu_times, store_outputs, tile_coords, tile_k,
-    weight_rows, zero_accumulators, GEMM_THREADS,
+    weight_rows, zero_accumulators, Schedule, GEMM_THREADS,
 };
 use super::MoeShape;
 
-/// `moe_expert_linear`: params `x [T, H]`, `token_ids [E, C]`, `counts [E]`, `w [E, F, H]`,
-/// `y [E·C, F]`, `tokens`, `capacity`.
+/// `moe_expert_linear`: params `x [T, H]`, `token_ids [E, C]`, `counts [E]`, `offsets [E]`,
+/// `work_items`, `w [E, F, H]`, `y [rows, F]`, `tokens`, `capacity`.
 pub(crate) fn build_linear<T: MoeElem>(shape: &MoeShape, k: &mut KernelBuilder) {
     k.require_block([GEMM_THREADS, 1, 1]);
     let x = k.param_ptr::<T>("x");
     let token_ids = k.param_ptr::<U32>("token_ids");
     let counts = k.param_ptr::<U32>("counts");
+    let offsets = k.param_ptr::<U32>("offsets");
+    let work_items = k.param_ptr::<U32>("work_items");
     let w = k.param_ptr::<T>("w");
     let y = k.param_ptr::<T>("y");
     let tokens = k.param::<U32>("tokens");
     let capacity = k.param::<U32>("capacity");
-    let (x, token_ids, counts, w, y) = (
+    let (x, token_ids, counts, offsets, work_items, w, y) = (
         k.global_ptr(x),
         k.global_ptr(token_ids),
         k.global_ptr(counts),
+        k.global_ptr(offsets),
+        k.global_ptr(work_items),
         k.global_ptr(w),
         k.global_ptr(y),
     );
     let tokens = k.load_param(tokens);
     let capacity = k.load_param(capacity);
-    let tile = tile_coords(k, counts, capacity, tile_k::<T>());
+    let schedule = Schedule {
+        counts,
+        offsets,
+        work_items,
+    };
+    let tile = tile_coords(k, schedule, capacity, tile_k::<T>());
     let a_rows = gathered_rows(k, &tile, token_ids, tokens, shape.hidden);
     let b_rows = weight_rows(k, &tile, shape.expert_dim, shape.hidden);
     let acc = zero_accumulators::<T::Acc>(k);
@@ -49,29 +61,38 @@ pub(crate) fn build_linear<T: MoeElem>(shape: &MoeShape, k: &mut KernelBuilder) 
     store_outputs(k, &tile, y, shape.expert_dim, |_, i, j| acc[i][j]);
 }
 
-/// `moe_expert_swiglu_up`: params `x [T, H]`, `token_ids [E, C]`, `counts [E]`,
-/// `w1 [E, F, H]`, `w3 [E, F, H]`, `gated [E·C, F]`, `tokens`, `capacity`.
+/// `moe_expert_swiglu_up`: params `x [T, H]`, `token_ids [E, C]`, `counts [E]`, `offsets [E]`,
+/// `work_items`, `w1 [E, F, H]`, `w3 [E, F, H]`, `gated [rows, F]`, `tokens`, `capacity`.
 pub(crate) fn build_swiglu_up<T: MoeElem>(shape: &MoeShape, k: &mut KernelBuilder) {
     k.require_block([GEMM_THREADS, 1, 1]);
     let x = k.param_ptr::<T>("x");
     let token_ids = k.param_ptr::<U32>("token_ids");
     let counts = k.param_ptr::<U32>("counts");
+    let offsets = k.param_ptr::<U32>("offsets");
+    let work_items = k.param_ptr::<U32>("work_items");
     let w1 = k.param_ptr::<T>("w1");
     let w3 = k.param_ptr::<T>("w3");
     let gated = k.param_ptr::<T>("gated");
     let tokens = k.param::<U32>("tokens");
     let capacity = k.param::<U32>("capacity");
-    let (x, token_ids, counts, w1, w3, gated) = (
+    let (x, token_ids, counts, offsets, work_items, w1, w3, gated) = (
         k.global_ptr(x),
         k.global_ptr(token_ids),
         k.global_ptr(counts),
+        k.global_ptr(offsets),
+        k.global_ptr(work_items),
         k.global_ptr(w1),
         k.global_ptr(w3),
         k.global_ptr(gated),
     );
     let tokens = k.load_param(tokens);
     let capacity = k.load_param(capacity);
-    let tile = tile_coords(k, counts, capacity, tile_k::<T>());
+    let schedule = Schedule {
+        counts,
+        offsets,
+        work_items,
+    };
+    let tile = tile_coords(k, schedule, capacity, tile_k::<T>());
     let a_rows = gathered_rows(k, &tile, token_ids, tokens, shape.hidden);
     let b_rows = weight_rows(k, &tile, shape.expert_dim, shape.hidden);
     let accs = [
@@ -94,23 +115,32 @@ pub(crate) fn build_swiglu_up<T: MoeElem>(shape: &MoeShape, k: &mut KernelBuilde
     });
 }
 
-/// `moe_expert_swiglu_down`: params `gated [E·C, F]`, `counts [E]`, `w2 [E, H, F]`,
-/// `y [E·C, H]`, `capacity`.
+/// `moe_expert_swiglu_down`: params `gated [rows, F]`, `counts [E]`, `offsets [E]`,
+/// `work_items`, `w2 [E, H, F]`, `y [rows, H]` (no `token_ids`: its rows are already permuted).
 pub(crate) fn build_swiglu_down<T: MoeElem>(shape: &MoeShape, k: &mut KernelBuilder) {
     k.require_block([GEMM_THREADS, 1, 1]);
     let gated = k.param_ptr::<T>("gated");
     let counts = k.param_ptr::<U32>("counts");
+    let offsets = k.param_ptr::<U32>("offsets");
+    let work_items = k.param_ptr::<U32>("work_items");
     let w2 = k.param_ptr::<T>("w2");
     let y = k.param_ptr::<T>("y");
-    let capacity = k.param::<U32>("capacity");
-    let (gated, counts, w2, y) = (
+    let (gated, counts, offsets, work_items, w2, y) = (
         k.global_ptr(gated),
         k.global_ptr(counts),
+        k.global_ptr(offsets),
+        k.global_ptr(work_items),
         k.global_ptr(w2),
         k.global_ptr(y),
     );
-    let capacity = k.load_param(capacity);
-    let tile = tile_coords(k, counts, capacity, tile_k::<T>());
+    // Only the gathering kernels read `token_ids`, whose row stride this is.
+    let capacity = k.var::<U32>(0u32);
+    let schedule = Schedule {
+        counts,
+        offsets,
+        work_items,
+    };
+    let tile = tile_coords(k, schedule, capacity, tile_k::<T>());
     let a_rows = permuted_rows(k, &tile, shape.expert_dim);
     let b_rows = weight_rows(k, &tile, shape.hidden, shape.expert_dim);
     let accs = [zero_accumulators::<T::Acc>(k)];

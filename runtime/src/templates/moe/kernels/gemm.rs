@@ -15,8 +15,10 @@
 //!   warp: broadcast) and 4 `B` values (16 consecutive words per warp) — one wavefront each —
 //!   and does 16 FMAs into register accumulators.
 //!
-//! The loop over the reduction dimension is block-uniform, and a block whose slot tile holds no
-//! routed row skips it as a whole (both barriers stay uniform).
+//! Grouped: one launch covers every expert. Block `x` takes work item `x` of the list
+//! `moe_schedule` built from the counts (see [`super::schedule`]), so only row tiles holding
+//! routed rows are computed; the loop over the reduction dimension is block-uniform, and a block
+//! past the list skips it and the stores as a whole (both barriers stay uniform).
 
 use crate::builder::{Float, GlobalPtr, KernelBuilder, Pred, Reg, Scalar, SharedArr, U32};
 
@@ -49,9 +51,13 @@ pub(crate) struct Tile {
     pub m0: Reg<U32>,
     /// First output column of the tile.
     pub n0: Reg<U32>,
-    /// Routed rows in this expert's bin (`counts[e]`).
+    /// Routed rows in this expert's bin (`counts[e]`); 0 for a block past the work list, so
+    /// such a block neither multiplies nor stores.
     pub count: Reg<U32>,
+    /// Row stride of `token_ids [E, C]`.
     pub capacity: Reg<U32>,
+    /// Permuted row of the bin's slot 0 (`offsets[e]`).
+    pub out_start: Reg<U32>,
     tx: Reg<U32>,
     ty: Reg<U32>,
     /// Loader position: element `kk` of rows `r0 + i · rows_per_pass`.
@@ -70,11 +76,20 @@ impl Tile {
     }
 }
 
-/// Decodes the grid: `ctaid.x = e · slot_tiles + slot_tile`, `ctaid.y` = column tile, with
-/// `slot_tiles = ceil(C / TILE_M)`; reads `counts[e]`.
+/// The device-side schedule of the grouped GEMM (written by `moe_schedule`): bin offsets and
+/// the `(expert, first slot)` work items.
+#[derive(Clone, Copy)]
+pub(crate) struct Schedule {
+    pub counts: GlobalPtr<U32>,
+    pub offsets: GlobalPtr<U32>,
+    pub work_items: GlobalPtr<U32>,
+}
+
+/// Decodes the grid: `ctaid.x` = work item (blocks past `work_items[0]` get `count = 0`),
+/// `ctaid.y` = column tile; reads the item, `counts[e]` and `offsets[e]`.
 pub(crate) fn tile_coords(
     k: &mut KernelBuilder,
-    counts: GlobalPtr<U32>,
+    schedule: Schedule,
     capacity: Reg<U32>,
     tile_k: u32,
 ) -> Tile {
@@ -83,22 +98,38 @@ pub(crate) fn tile_coords(
     let ty = k.shr(tid, EDGE.trailing_zeros());
     let kk = k.and(tid, tile_k - 1);
     let r0 = k.shr(tid, tile_k.trailing_zeros());
-    let padded = k.add(capacity, TILE_M - 1);
-    let slot_tiles = k.shr(padded, TILE_M.trailing_zeros());
-    let bx = k.ctaid_x();
-    let expert = k.div_int(bx, slot_tiles);
-    let slot_tile = k.rem(bx, slot_tiles);
-    let m0 = k.mul_lo(slot_tile, TILE_M);
+    let item = k.ctaid_x();
+    let items = k.ld_global::<U32>(schedule.work_items.addr, 0);
+    let active = k.setp_lt(item, items);
+    let (expert, m0, count, out_start) = (
+        k.var::<U32>(0u32),
+        k.var::<U32>(0u32),
+        k.var::<U32>(0u32),
+        k.var::<U32>(0u32),
+    );
+    k.if_then(active, |k| {
+        let slot = k.mad_lo(item, 2u32, 1u32);
+        let addr = k.elem_addr(schedule.work_items, slot);
+        let e = k.ld_global::<U32>(addr, 0);
+        let first = k.ld_global::<U32>(addr, 4);
+        k.assign(expert, e);
+        k.assign(m0, first);
+        let count_addr = k.elem_addr(schedule.counts, e);
+        let c = k.ld_global::<U32>(count_addr, 0);
+        k.assign(count, c);
+        let offset_addr = k.elem_addr(schedule.offsets, e);
+        let o = k.ld_global::<U32>(offset_addr, 0);
+        k.assign(out_start, o);
+    });
     let by = k.ctaid_y();
     let n0 = k.mul_lo(by, TILE_N);
-    let count_addr = k.elem_addr(counts, expert);
-    let count = k.ld_global::<U32>(count_addr, 0);
     Tile {
         expert,
         m0,
         n0,
         count,
         capacity,
+        out_start,
         tx,
         ty,
         kk,
@@ -147,10 +178,10 @@ pub(crate) fn gathered_rows(
     rows
 }
 
-/// `A` rows of the permuted layout: slot `s = m0 + r` of bin `e` is row `e·C + s`, present
-/// when `s < counts[e]`.
+/// `A` rows of the permuted layout: slot `s = m0 + r` of bin `e` is row `offsets[e] + s`,
+/// present when `s < counts[e]`.
 pub(crate) fn permuted_rows(k: &mut KernelBuilder, tile: &Tile, len: u32) -> LoaderRows {
-    let bin_start = k.mul_lo(tile.expert, tile.capacity);
+    let bin_start = tile.out_start;
     let mut rows = LoaderRows {
         base: Vec::new(),
         valid: Vec::new(),
@@ -304,8 +335,9 @@ pub(crate) fn reduction_loop<T: MoeElem>(
     });
 }
 
-/// Writes the thread's outputs `out[(e·C + m0 + ty + 16i) · N + n0 + tx + 16j] = f(i, j)` for
-/// in-range slots and columns (rows of empty slots get whatever `f` makes of zero accumulators).
+/// Writes the thread's outputs `out[(offsets[e] + m0 + ty + 16i) · N + n0 + tx + 16j] = f(i, j)`
+/// for routed slots (`< counts[e]`, so packed bins never write into their neighbours) and
+/// in-range columns.
 pub(crate) fn store_outputs<T: MoeElem>(
     k: &mut KernelBuilder,
     tile: &Tile,
@@ -314,11 +346,11 @@ pub(crate) fn store_outputs<T: MoeElem>(
     mut value: impl FnMut(&mut KernelBuilder, usize, usize) -> Reg<T::Acc>,
 ) {
     k.comment("store the output tile");
-    let bin_start = k.mul_lo(tile.expert, tile.capacity);
+    let bin_start = tile.out_start;
     for i in 0..PER_THREAD {
         let m_in_tile = k.add(tile.ty, EDGE * i);
         let slot = k.add(tile.m0, m_in_tile);
-        let slot_ok = k.setp_lt(slot, tile.capacity);
+        let slot_ok = k.setp_lt(slot, tile.count);
         let row = k.add(bin_start, slot);
         let row_start = k.mul_lo(row, n_total);
         for j in 0..PER_THREAD {

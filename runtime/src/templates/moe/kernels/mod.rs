@@ -4,25 +4,30 @@
 //! |---|---|---|
 //! | [`GATING`] | softmax + top-k + weights | `ceil(T/4)` × 128 (a warp per token, `E ≥ 32`); `ceil(T/128)` × 128 (a thread per token, `E < 32`) |
 //! | [`PERMUTE`] | slot assignment | `E` × 256 (a block per expert) |
-//! | [`EXPERT_LINEAR`] | `Y = X·Wᵀ` (ffn = linear) | `(E·ceil(C/64), ceil(F/64))` × 256 |
-//! | [`EXPERT_SWIGLU_UP`] | `G = silu(X·W1ᵀ) ⊙ X·W3ᵀ` (ffn = swiglu) | `(E·ceil(C/64), ceil(F/64))` × 256 |
-//! | [`EXPERT_SWIGLU_DOWN`] | `Y = G·W2ᵀ` (ffn = swiglu) | `(E·ceil(C/64), ceil(H/64))` × 256 |
+//! | [`SCHEDULE`] | bin offsets + GEMM work list | 1 × 32 |
+//! | [`EXPERT_LINEAR`] | `Y = X·Wᵀ` (ffn = linear) | `(n_max, ceil(F/64))` × 256 |
+//! | [`EXPERT_SWIGLU_UP`] | `G = silu(X·W1ᵀ) ⊙ X·W3ᵀ` (ffn = swiglu) | `(n_max, ceil(F/64))` × 256 |
+//! | [`EXPERT_SWIGLU_DOWN`] | `Y = G·W2ᵀ` (ffn = swiglu) | `(n_max, ceil(H/64))` × 256 |
 //! | [`UNPERMUTE`] | weighted combine | `(T, ceil(N/256))` × 256 |
 //!
 //! The configuration's `experts`, `top_k`, `hidden` and `expert_dim` are baked into the PTX as
 //! immediates; the token count `T` and capacity `C` are kernel parameters. Every element index
 //! is `u32` (byte addresses `u64` via `mul.wide`); the launch functions check the sizes first.
+//! The expert GEMMs are one grouped launch each: `n_max` ([`max_work_items`]) blocks along x,
+//! each taking one `(expert, row tile)` item of the list [`SCHEDULE`] built from the counts.
 
 mod common;
 mod expert;
 mod gating;
 mod gemm;
 mod permute;
+mod schedule;
 mod unpermute;
 
 pub use gating::{gating_tokens_per_block, GATING_BLOCK, GATING_WARPS, GATING_WARP_MIN_EXPERTS};
 pub use gemm::{GEMM_THREADS, TILE_M, TILE_N};
 pub use permute::PERMUTE_BLOCK;
+pub use schedule::{max_work_items, SCHEDULE_BLOCK};
 pub use unpermute::UNPERMUTE_BLOCK;
 
 use crate::arch::Arch;
@@ -38,6 +43,8 @@ use common::MoeElem;
 pub const GATING: &str = "moe_gating";
 /// Entry name of the permute kernel.
 pub const PERMUTE: &str = "moe_permute";
+/// Entry name of the schedule kernel (bin offsets and the grouped GEMM's work list).
+pub const SCHEDULE: &str = "moe_schedule";
 /// Entry name of the linear expert kernel (ffn = linear only).
 pub const EXPERT_LINEAR: &str = "moe_expert_linear";
 /// Entry name of the swiglu up-projection (ffn = swiglu only).
@@ -74,10 +81,11 @@ impl MoeShape {
 /// The entries of a configuration's module, in launch order.
 pub fn entry_names(ffn: Ffn) -> &'static [&'static str] {
     match ffn {
-        Ffn::Linear => &[GATING, PERMUTE, EXPERT_LINEAR, UNPERMUTE],
+        Ffn::Linear => &[GATING, PERMUTE, SCHEDULE, EXPERT_LINEAR, UNPERMUTE],
         Ffn::Swiglu => &[
             GATING,
             PERMUTE,
+            SCHEDULE,
             EXPERT_SWIGLU_UP,
             EXPERT_SWIGLU_DOWN,
             UNPERMUTE,
@@ -104,6 +112,7 @@ fn build_module<T: MoeElem>(cfg: &MoeConfig) -> ModuleBuilder {
     let mut module = ModuleBuilder::new(arch);
     module.push(entry(GATING, arch, &shape, gating::build::<T>));
     module.push(entry(PERMUTE, arch, &shape, permute::build));
+    module.push(entry(SCHEDULE, arch, &shape, schedule::build));
     match cfg.ffn {
         Ffn::Linear => {
             module.push(entry(
@@ -151,6 +160,7 @@ impl KernelFamily for MoeConfig {
             "e{}_k{}_h{}_f{}_{}_{}",
             self.experts, self.top_k, self.hidden, self.expert_dim, self.ffn, self.dtype
         );
+
         if !self.normalize_topk {
             name.push_str("_raw");
         }
@@ -177,7 +187,7 @@ pub fn matrix_configs() -> Vec<MoeConfig> {
         },
         MoeConfig {
             ffn: Ffn::Swiglu,
-            capacity_factor: 1.0,
+            capacity_factor: Some(1.0),
             ..MoeConfig::new(40, 3, 33, 70)
         },
     ];

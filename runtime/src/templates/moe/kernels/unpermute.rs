@@ -1,4 +1,5 @@
-//! `moe_unpermute`: `out[t, j] = Σ_k weights[t, k] · Y[indices[t, k] · C + slot_of[t, k], j]`
+//! `moe_unpermute`: `out[t, j] = Σ_k weights[t, k] · Y[offsets[e] + slot_of[t, k], j]` with
+//! `e = indices[t, k]`
 //! over the pairs that were kept, in ascending `k` (a fixed order: deterministic), accumulated
 //! in the compute type. `O(K)` per element, no scan; dropped pairs (`slot_of = u32::MAX`) and
 //! pairs routed to a non-expert contribute nothing, so a token whose pairs were all dropped gets
@@ -16,21 +17,23 @@ use super::MoeShape;
 /// Threads per unpermute block (output columns per block).
 pub const UNPERMUTE_BLOCK: u32 = 256;
 
-/// Builds the unpermute entry: params `y [E·C, N]`, `indices [T, K]`, `weights [T, K]`,
-/// `slot_of [T, K]`, `out [T, N]`, `capacity`; `N = out_width`.
+/// Builds the unpermute entry: params `y [rows, N]`, `indices [T, K]`, `weights [T, K]`,
+/// `slot_of [T, K]`, `offsets [E]`, `out [T, N]`, `capacity`; `N = out_width`.
 pub(crate) fn build<T: MoeElem>(shape: &MoeShape, k: &mut KernelBuilder) {
     k.require_block([UNPERMUTE_BLOCK, 1, 1]);
     let y = k.param_ptr::<T>("y");
     let indices = k.param_ptr::<U32>("indices");
     let weights = k.param_ptr::<T>("weights");
     let slot_of = k.param_ptr::<U32>("slot_of");
+    let offsets = k.param_ptr::<U32>("offsets");
     let out = k.param_ptr::<T>("out");
     let capacity = k.param::<U32>("capacity");
-    let (y, indices, weights, slot_of, out) = (
+    let (y, indices, weights, slot_of, offsets, out) = (
         k.global_ptr(y),
         k.global_ptr(indices),
         k.global_ptr(weights),
         k.global_ptr(slot_of),
+        k.global_ptr(offsets),
         k.global_ptr(out),
     );
     let capacity = k.load_param(capacity);
@@ -56,7 +59,9 @@ pub(crate) fn build<T: MoeElem>(shape: &MoeShape, k: &mut KernelBuilder) {
                 let weight_addr = k.elem_addr(weights, pair);
                 let w_raw = k.ld_global_nc::<T>(weight_addr, 0);
                 let w = widen(k, w_raw);
-                let row = k.mad_lo(expert, capacity, slot);
+                let offset_addr = k.elem_addr(offsets, expert);
+                let bin_start = k.ld_global_nc::<U32>(offset_addr, 0);
+                let row = k.add(bin_start, slot);
                 let index = k.mad_lo(row, width, j);
                 let y_addr = k.elem_addr(y, index);
                 let y_raw = k.ld_global_nc::<T>(y_addr, 0);
