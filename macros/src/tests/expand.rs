@@ -408,7 +408,13 @@ fn every_family_expands_to_valid_rust_with_wrappers() {
             "backward_input_tiled",
             "upload_weights",
         ],
-        &["__targets", "__target", "__ptx_static", "forward", "forward_strided"],
+        &[
+            "__targets",
+            "__target",
+            "__ptx_static",
+            "forward",
+            "forward_strided",
+        ],
         &[
             "__targets",
             "__target",

@@ -345,6 +345,25 @@ impl KernelBuilder {
         )
     }
 
+    /// `ldmatrix.x4` (no `.trans`) as two m16n8k16 B fragments side by side, read from a tile
+    /// whose rows are the B *columns* (n-major, e.g. the keys of `K` for `Q·Kᵀ`): lane `l`
+    /// points at n-row `n0 + l % 8 + 8 · (l / 16)`, k-column `k0 + 8 · ((l / 8) % 2)`; the first
+    /// fragment covers `n0..n0+8`, the second `n0+8..n0+16`.
+    pub fn ldmatrix_b_pair<T: PackedHalf>(
+        &mut self,
+        addr: Reg<U32>,
+        offset: i32,
+    ) -> (FragB<M16N8K16, T>, FragB<M16N8K16, T>)
+    where
+        M16N8K16: MmaInput<T>,
+    {
+        let regs = self.ldmatrix_raw(LdmatrixCount::X4, false, addr, offset);
+        (
+            FragB::from_ids(regs[..2].to_vec()),
+            FragB::from_ids(regs[2..].to_vec()),
+        )
+    }
+
     fn ldmatrix_raw(
         &mut self,
         count: LdmatrixCount,

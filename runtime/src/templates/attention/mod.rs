@@ -13,7 +13,8 @@ pub mod layout;
 pub mod reference;
 
 pub use config::{
-    AttentionConfig, AttentionShape, AttentionShapeError, AttentionTiles, SharedMemoryKind,
+    AttentionConfig, AttentionPath, AttentionShape, AttentionShapeError, AttentionTiles,
+    SharedMemoryKind,
 };
 pub use kernels::{matrix_configs, ENTRY};
 pub use layout::{AttentionLayouts, LayoutError, TensorLayout};
