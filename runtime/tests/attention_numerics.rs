@@ -33,7 +33,9 @@ use ptxforge_runtime::arch::Arch;
 use ptxforge_runtime::dtype::DType;
 use ptxforge_runtime::launch::{Backend, Element, LaunchError, SimBackend};
 use ptxforge_runtime::templates::attention::launch::{forward, AttentionBuffers};
-use ptxforge_runtime::templates::attention::{reference, AttentionConfig, AttentionShape};
+use ptxforge_runtime::templates::attention::{
+    reference, AttentionConfig, AttentionPath, AttentionShape,
+};
 use ptxforge_runtime::templates::testing::{to_f64, HostFloat, SplitMix64};
 use ptxforge_runtime::templates::KernelFamily;
 use ptxforge_sim::Options;
@@ -396,6 +398,111 @@ fn loads_are_coalesced_and_shared_accesses_conflict_free() {
     }
 }
 
+/// A configuration that must build the tensor-core kernel (f16/bf16 on sm_80+).
+fn tc_config(head_dim: u32, dtype: DType, causal: bool, arch: Arch) -> AttentionConfig {
+    let cfg = config(head_dim, dtype, causal, arch);
+    assert_eq!(cfg.path(), AttentionPath::TensorCores, "{cfg:?}");
+    cfg
+}
+
+/// The tensor-core path over every `(Sq, Skv)` pair (partial Q tiles, partial and multiple KV
+/// tiles, `Sq > Skv` with fully masked rows), causal off and on, f16 and bf16.
+#[test]
+fn tensor_cores_every_sequence_pair_causal_and_not() {
+    let dev = device();
+    for (dtype, arch) in [(DType::F16, Arch::Sm80), (DType::BF16, Arch::Sm90)] {
+        for causal in [false, true] {
+            for sq in SEQS {
+                for skv in SEQS {
+                    check(
+                        &dev,
+                        Case {
+                            cfg: tc_config(64, dtype, causal, arch),
+                            shape: shape(1, 1, 1, sq, skv),
+                            scale: None,
+                            seed: u64::from(sq * 1000 + skv) + u64::from(causal),
+                        },
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Every head_dim on the tensor-core path (Q fragments in registers up to 128, re-read from
+/// shared memory at 256), on every tensor-core target, with at least two KV tiles.
+#[test]
+fn tensor_cores_every_head_dim_and_target() {
+    let dev = device();
+    let archs = [Arch::Sm80, Arch::Sm86, Arch::Sm89, Arch::Sm90, Arch::Sm90a];
+    for (i, head_dim) in AttentionConfig::HEAD_DIMS.into_iter().enumerate() {
+        for causal in [false, true] {
+            let dtype = if (i + usize::from(causal)) % 2 == 0 {
+                DType::F16
+            } else {
+                DType::BF16
+            };
+            check(
+                &dev,
+                Case {
+                    cfg: tc_config(head_dim, dtype, causal, archs[(i + 2) % archs.len()]),
+                    shape: shape(1, 2, 1, 70, 150),
+                    scale: None,
+                    seed: u64::from(head_dim) + u64::from(causal),
+                },
+            );
+        }
+    }
+}
+
+/// Explicit tilings on the tensor-core path (1 to 8 warps, 16 to 128 keys per tile) with a
+/// sharp softmax, GQA and a batch.
+#[test]
+fn tensor_cores_explicit_tilings_and_scale_override() {
+    let dev = device();
+    for (head_dim, block_m, block_n, scale, dtype) in [
+        (32, 16, 16, 0.3, DType::F16),
+        (64, 128, 16, 2.0, DType::BF16),
+        (64, 16, 128, 0.3, DType::F16),
+        (96, 32, 64, 2.0, DType::F16),
+        (128, 64, 32, 4.0, DType::BF16),
+    ] {
+        let cfg = AttentionConfig {
+            block_m,
+            block_n,
+            ..tc_config(head_dim, dtype, true, Arch::Sm80)
+        };
+        check(
+            &dev,
+            Case {
+                cfg,
+                shape: shape(2, 4, 2, 33, 140),
+                scale: Some(scale),
+                seed: u64::from(block_m + block_n),
+            },
+        );
+    }
+}
+
+#[test]
+fn tensor_cores_shuffled_block_order() {
+    for seed in [1, 2] {
+        let dev = SimBackend::with_options(Options {
+            shuffle_blocks: Some(seed),
+            ..Options::default()
+        });
+        check(
+            &dev,
+            Case {
+                cfg: tc_config(32, DType::BF16, true, Arch::Sm80),
+                shape: shape(2, 4, 2, 129, 64),
+                scale: None,
+                seed,
+            },
+        );
+    }
+}
+
 #[test]
 fn bad_inputs_are_rejected_before_launching() {
     let dev = device();
@@ -633,7 +740,27 @@ mod strided {
             causal: true,
             ..AttentionConfig::new(96)
         };
+        assert_eq!(cfg.path(), AttentionPath::TensorCores);
         check_all_layouts::<half::f16>(cfg, half::f16::NAN);
+    }
+
+    #[test]
+    fn strided_layouts_match_the_contiguous_result_bf16_tensor_cores() {
+        let cfg = AttentionConfig {
+            dtype: DType::BF16,
+            arch: Arch::Sm90,
+            ..AttentionConfig::new(64)
+        };
+        assert_eq!(cfg.path(), AttentionPath::TensorCores);
+        check_all_layouts::<half::bf16>(cfg, half::bf16::NAN);
+        let f16_on_cuda_cores = AttentionConfig {
+            dtype: DType::F16,
+            causal: true,
+            arch: Arch::Sm75,
+            ..AttentionConfig::new(32)
+        };
+        assert_eq!(f16_on_cuda_cores.path(), AttentionPath::CudaCores);
+        check_all_layouts::<half::f16>(f16_on_cuda_cores, half::f16::NAN);
     }
 
     #[test]

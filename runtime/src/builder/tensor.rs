@@ -338,11 +338,7 @@ impl KernelBuilder {
     where
         M16N8K16: MmaInput<T>,
     {
-        let regs = self.ldmatrix_raw(LdmatrixCount::X4, true, addr, offset);
-        (
-            FragB::from_ids(regs[..2].to_vec()),
-            FragB::from_ids(regs[2..].to_vec()),
-        )
+        self.ldmatrix_b_pair_raw(true, addr, offset)
     }
 
     /// `ldmatrix.x4` (no `.trans`) as two m16n8k16 B fragments side by side, read from a tile
@@ -357,7 +353,17 @@ impl KernelBuilder {
     where
         M16N8K16: MmaInput<T>,
     {
-        let regs = self.ldmatrix_raw(LdmatrixCount::X4, false, addr, offset);
+        self.ldmatrix_b_pair_raw(false, addr, offset)
+    }
+
+    /// One `ldmatrix.x4{.trans}` split into two m16n8k16 B fragments.
+    fn ldmatrix_b_pair_raw<T: PackedHalf>(
+        &mut self,
+        trans: bool,
+        addr: Reg<U32>,
+        offset: i32,
+    ) -> (FragB<M16N8K16, T>, FragB<M16N8K16, T>) {
+        let regs = self.ldmatrix_raw(LdmatrixCount::X4, trans, addr, offset);
         (
             FragB::from_ids(regs[..2].to_vec()),
             FragB::from_ids(regs[2..].to_vec()),
