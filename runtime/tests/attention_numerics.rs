@@ -184,21 +184,29 @@ fn check(dev: &SimBackend, case: Case) -> f64 {
 
 const SEQS: [u32; 4] = [1, 17, 64, 129];
 
+/// Every `(Sq, Skv)` pair (partial Q tiles, partial and multiple KV tiles, `Sq > Skv` with
+/// fully masked rows), causal off and on, on CUDA cores (f32) and on tensor cores (f16, bf16).
 #[test]
 fn every_sequence_pair_causal_and_not() {
     let dev = device();
-    for causal in [false, true] {
-        for sq in SEQS {
-            for skv in SEQS {
-                check(
-                    &dev,
-                    Case {
-                        cfg: config(64, DType::F32, causal, Arch::Sm80),
-                        shape: shape(1, 1, 1, sq, skv),
-                        scale: None,
-                        seed: u64::from(sq * 1000 + skv) + u64::from(causal),
-                    },
-                );
+    for (dtype, arch) in [
+        (DType::F32, Arch::Sm80),
+        (DType::F16, Arch::Sm80),
+        (DType::BF16, Arch::Sm90),
+    ] {
+        for causal in [false, true] {
+            for sq in SEQS {
+                for skv in SEQS {
+                    check(
+                        &dev,
+                        Case {
+                            cfg: config(64, dtype, causal, arch),
+                            shape: shape(1, 1, 1, sq, skv),
+                            scale: None,
+                            seed: u64::from(sq * 1000 + skv) + u64::from(causal),
+                        },
+                    );
+                }
             }
         }
     }
@@ -340,15 +348,20 @@ fn shuffled_block_order() {
             shuffle_blocks: Some(seed),
             ..Options::default()
         });
-        check(
-            &dev,
-            Case {
-                cfg: config(32, DType::F32, true, Arch::Sm80),
-                shape: shape(2, 4, 2, 129, 64),
-                scale: None,
-                seed,
-            },
-        );
+        for cfg in [
+            config(32, DType::F32, true, Arch::Sm80),
+            tc_config(32, DType::BF16, true, Arch::Sm80),
+        ] {
+            check(
+                &dev,
+                Case {
+                    cfg,
+                    shape: shape(2, 4, 2, 129, 64),
+                    scale: None,
+                    seed,
+                },
+            );
+        }
     }
 }
 
@@ -403,30 +416,6 @@ fn tc_config(head_dim: u32, dtype: DType, causal: bool, arch: Arch) -> Attention
     let cfg = config(head_dim, dtype, causal, arch);
     assert_eq!(cfg.path(), AttentionPath::TensorCores, "{cfg:?}");
     cfg
-}
-
-/// The tensor-core path over every `(Sq, Skv)` pair (partial Q tiles, partial and multiple KV
-/// tiles, `Sq > Skv` with fully masked rows), causal off and on, f16 and bf16.
-#[test]
-fn tensor_cores_every_sequence_pair_causal_and_not() {
-    let dev = device();
-    for (dtype, arch) in [(DType::F16, Arch::Sm80), (DType::BF16, Arch::Sm90)] {
-        for causal in [false, true] {
-            for sq in SEQS {
-                for skv in SEQS {
-                    check(
-                        &dev,
-                        Case {
-                            cfg: tc_config(64, dtype, causal, arch),
-                            shape: shape(1, 1, 1, sq, skv),
-                            scale: None,
-                            seed: u64::from(sq * 1000 + skv) + u64::from(causal),
-                        },
-                    );
-                }
-            }
-        }
-    }
 }
 
 /// Every head_dim on the tensor-core path (Q fragments in registers up to 128, re-read from
@@ -484,22 +473,75 @@ fn tensor_cores_explicit_tilings_and_scale_override() {
     }
 }
 
+/// Interpreter counters of the same job (f16, `B = 1, H = 2, S = 128, D = 64`, causal off and
+/// on) on CUDA cores (sm_75) and on tensor cores (sm_80): the tensor-core kernel's `cp.async`
+/// copies read whole sectors, every `ldmatrix` is an x4 at 4 wavefronts (one per 8×8 matrix:
+/// conflict-free), the tensor cores do all of `Q·Kᵀ` and `P·V`, and it issues fewer
+/// instructions per output.
 #[test]
-fn tensor_cores_shuffled_block_order() {
-    for seed in [1, 2] {
-        let dev = SimBackend::with_options(Options {
-            shuffle_blocks: Some(seed),
-            ..Options::default()
-        });
-        check(
-            &dev,
-            Case {
-                cfg: tc_config(32, DType::BF16, true, Arch::Sm80),
-                shape: shape(2, 4, 2, 129, 64),
-                scale: None,
-                seed,
-            },
-        );
+fn tensor_core_counters_against_cuda_cores() {
+    let dev = device();
+    for causal in [false, true] {
+        let mut per_output = Vec::new();
+        for arch in [Arch::Sm75, Arch::Sm80] {
+            let cfg = config(64, DType::F16, causal, arch);
+            let s = shape(1, 2, 2, 128, 128);
+            let _ = dev.take_launch_log();
+            check(
+                &dev,
+                Case {
+                    cfg,
+                    shape: s,
+                    scale: None,
+                    seed: 11,
+                },
+            );
+            let log = dev.take_launch_log();
+            let c = &log[0].counters;
+            let outputs = s.q_len(64) as f64;
+            let total = c.instructions.total() as f64;
+            // Q·Kᵀ and P·V of the unmasked problem: 2 · 2 · Sq · Skv · D per head.
+            let gemm_flops = 4.0 * 2.0 * 128.0 * 128.0 * 64.0;
+            let cp_async_efficiency = if c.cp_async_sectors == 0 {
+                1.0
+            } else {
+                c.cp_async_bytes as f64 / (c.cp_async_sectors * 32) as f64
+            };
+            let ldmatrix = match c.ldmatrix_requests {
+                0 => "n/a (none)".to_string(),
+                _ => format!(
+                    "{:.2} ({:.2} per 8x8 matrix)",
+                    c.ldmatrix_wavefronts_per_request(),
+                    c.ldmatrix_wavefronts_per_request() / 4.0
+                ),
+            };
+            println!(
+                "{} {:?} {arch}: {:.1} thread-instructions per output, tensor-core \
+                 instructions {:.4} of all, mma flops / attention flops {:.3}, global load \
+                 efficiency {:.3} (ld) {cp_async_efficiency:.3} (cp.async), store {:.3}, \
+                 ldmatrix wavefronts per request {ldmatrix}, shared wavefronts per request \
+                 {:.3}, barriers {}",
+                cfg.matrix_name(),
+                cfg.path(),
+                total / outputs,
+                c.instructions.tensor_core as f64 / total,
+                c.mma_flops as f64 / gemm_flops,
+                c.global_load_efficiency(),
+                c.global_store_efficiency(),
+                c.shared_wavefronts_per_request(),
+                c.barriers
+            );
+            if cfg.path() == AttentionPath::TensorCores {
+                assert!(c.mma_instructions > 0);
+                assert!(c.ldmatrix_wavefronts_per_request() <= 4.0);
+                assert!(cp_async_efficiency > 0.999);
+                assert!(c.global_load_efficiency() > 0.999);
+                // Causal tiles above the diagonal are skipped, so at most the whole problem.
+                assert!(c.mma_flops as f64 <= gemm_flops);
+            }
+            per_output.push(total / outputs);
+        }
+        assert!(per_output[1] < per_output[0], "{per_output:?}");
     }
 }
 
