@@ -369,13 +369,17 @@ fn shuffled_block_order() {
 /// global load is fully coalesced (Q rows and K/V tiles are read in whole 32-byte sectors),
 /// and shared accesses need at most a few percent more wavefronts than their minimum — the
 /// only requests above one wavefront are the 16-byte-per-thread tile stores and, at `D = 256`
-/// (16 threads per row reading 256 bytes), the K/V reads, which need two.
+/// (16 threads per row reading 256 bytes), the K/V reads, which need two; on tensor cores the
+/// 16-byte reads of the staged O tile, which need four.
 #[test]
 fn loads_are_coalesced_and_shared_accesses_conflict_free() {
     let dev = device();
     for (head_dim, dtype, max_wavefronts_per_request) in [
         (64, DType::F32, 1.05),
-        (128, DType::F16, 1.10),
+        // Tensor cores (ldmatrix and cp.async are counted apart): per warp the O staging's 32
+        // conflict-free 4-byte stores and 8 16-byte reads at their minimum of 4 wavefronts,
+        // (32 + 8 · 4) / 40 = 1.6.
+        (128, DType::F16, 1.601),
         (256, DType::F32, 2.0),
         (64, DType::F64, 1.2),
     ] {

@@ -35,7 +35,7 @@ use scores::{FragState, QFragments};
 ///     S = Qa·Ks[t mod 2]ᵀ                             mma
 ///     s = S·scale·log2 e, masked; online softmax; P  fragments
 ///     O += P·Vs[t mod 2]                              mma, P from registers
-/// O / ℓ, LSE                                          store_output
+/// O / ℓ, LSE; O staged in shared, 16-byte stores    store_output
 /// ```
 ///
 /// The tile count is uniform in the block and every lane runs every iteration, so all
@@ -108,6 +108,6 @@ where
         accumulate_pv::<T>(k, &plan, &state, &p, v_stage);
     });
     k.cp_async_wait_all();
-    store_output(&mut k, &params, &lane, &heads, &state);
+    store_output(&mut k, &plan, &params, &lane, &heads, &state, shared);
     k
 }

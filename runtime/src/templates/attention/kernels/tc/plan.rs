@@ -96,6 +96,8 @@ pub(super) fn allocate_shared(k: &mut KernelBuilder, plan: &TcPlan) -> Reg<U32> 
 #[derive(Debug, Clone, Copy)]
 pub(super) struct LanePlace {
     pub tid: Reg<U32>,
+    /// `tid mod 32`.
+    pub lane: Reg<U32>,
     /// `lane / 4`: the fragment row (and `+ 8`) this lane holds.
     pub group: Reg<U32>,
     /// `lane % 4`: the fragment column pair `2 · quad, 2 · quad + 1` this lane holds.
@@ -138,6 +140,7 @@ impl LanePlace {
         let block = k.ctaid_x();
         Self {
             tid,
+            lane,
             group: k.shr(lane, 2u32),
             quad: k.and(lane, 3u32),
             tile_start: k.mul_lo(block, plan.block_m),
