@@ -10,7 +10,11 @@
 //! - a scale override, and seeded fuzzed shapes;
 //! - blocks run in shuffled orders (no block depends on another);
 //! - interpreter counters: Q/K/V loads fully coalesced, shared-memory accesses at their
-//!   bank-conflict minimum.
+//!   bank-conflict minimum;
+//! - the tensor-core path (f16/bf16 on sm_80+, chosen automatically) in the sequence-pair,
+//!   dtype, GQA, fuzzed, shuffled and strided sweeps above, plus every head_dim on every
+//!   tensor-core target, explicit tilings (1 to 8 warps, 16 to 128 keys) and its counters
+//!   against the CUDA-core kernel on the same job.
 //!
 //! Tolerances (error of O relative to the largest |O| of the reference; LSE absolute, scaled by
 //! max(1, |LSE|)):
@@ -24,7 +28,10 @@
 //!
 //! Half types: inputs are rounded to the storage type before the reference sees them, so the
 //! tolerance covers the kernel's f32 arithmetic and the final rounding of O (half an ulp:
-//! 4.9e-4 for f16, 3.9e-3 for bf16). Fully masked rows must be exactly `O = 0`, `LSE = −∞`.
+//! 4.9e-4 for f16, 3.9e-3 for bf16). On tensor cores P is also rounded to the storage type
+//! before `P·V` (the same half-ulp per weight, averaged over the keys); the same tolerances
+//! hold, with the largest errors seen at about a quarter of them. Fully masked rows must be
+//! exactly `O = 0`, `LSE = −∞`.
 //! Q, K and V must be unchanged after the launch.
 
 #![cfg(feature = "sim")]

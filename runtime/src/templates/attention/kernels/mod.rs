@@ -4,7 +4,9 @@
 //! Phases live in their own modules, each function with its formula: [`plan`] (build-time
 //! geometry, thread placement, running state), [`loads`] (Q into registers, K/V tiles into
 //! shared memory), [`softmax`] (scores and the online-softmax update), [`output`] (`P·V` and
-//! the final stores). [`ext`] holds builder helpers only this family needs.
+//! the final stores). [`ext`] holds builder helpers only this family needs. Those phases are the
+//! CUDA-core kernel; [`tc`] is the tensor-core kernel (f16/bf16 on sm_80+), which reuses the
+//! parameters, head offsets, tile count and causal bound from [`plan`].
 
 mod ext;
 mod forward;
