@@ -10,7 +10,11 @@
 //! - a scale override, and seeded fuzzed shapes;
 //! - blocks run in shuffled orders (no block depends on another);
 //! - interpreter counters: Q/K/V loads fully coalesced, shared-memory accesses at their
-//!   bank-conflict minimum.
+//!   bank-conflict minimum;
+//! - the tensor-core path (f16/bf16 on sm_80+, chosen automatically) in the sequence-pair,
+//!   dtype, GQA, fuzzed, shuffled and strided sweeps above, plus every head_dim on every
+//!   tensor-core target, explicit tilings (1 to 8 warps, 16 to 128 keys) and its counters
+//!   against the CUDA-core kernel on the same job.
 //!
 //! Tolerances (error of O relative to the largest |O| of the reference; LSE absolute, scaled by
 //! max(1, |LSE|)):
@@ -24,7 +28,10 @@
 //!
 //! Half types: inputs are rounded to the storage type before the reference sees them, so the
 //! tolerance covers the kernel's f32 arithmetic and the final rounding of O (half an ulp:
-//! 4.9e-4 for f16, 3.9e-3 for bf16). Fully masked rows must be exactly `O = 0`, `LSE = −∞`.
+//! 4.9e-4 for f16, 3.9e-3 for bf16). On tensor cores P is also rounded to the storage type
+//! before `P·V` (the same half-ulp per weight, averaged over the keys); the same tolerances
+//! hold, with the largest errors seen at about a quarter of them. Fully masked rows must be
+//! exactly `O = 0`, `LSE = −∞`.
 //! Q, K and V must be unchanged after the launch.
 
 #![cfg(feature = "sim")]
@@ -33,7 +40,9 @@ use ptxforge_runtime::arch::Arch;
 use ptxforge_runtime::dtype::DType;
 use ptxforge_runtime::launch::{Backend, Element, LaunchError, SimBackend};
 use ptxforge_runtime::templates::attention::launch::{forward, AttentionBuffers};
-use ptxforge_runtime::templates::attention::{reference, AttentionConfig, AttentionShape};
+use ptxforge_runtime::templates::attention::{
+    reference, AttentionConfig, AttentionPath, AttentionShape,
+};
 use ptxforge_runtime::templates::testing::{to_f64, HostFloat, SplitMix64};
 use ptxforge_runtime::templates::KernelFamily;
 use ptxforge_sim::Options;
@@ -183,21 +192,29 @@ fn check(dev: &SimBackend, case: Case) -> f64 {
 
 const SEQS: [u32; 4] = [1, 17, 64, 129];
 
+/// Every `(Sq, Skv)` pair (partial Q tiles, partial and multiple KV tiles, `Sq > Skv` with
+/// fully masked rows), causal off and on, on CUDA cores (f32) and on tensor cores (f16, bf16).
 #[test]
 fn every_sequence_pair_causal_and_not() {
     let dev = device();
-    for causal in [false, true] {
-        for sq in SEQS {
-            for skv in SEQS {
-                check(
-                    &dev,
-                    Case {
-                        cfg: config(64, DType::F32, causal, Arch::Sm80),
-                        shape: shape(1, 1, 1, sq, skv),
-                        scale: None,
-                        seed: u64::from(sq * 1000 + skv) + u64::from(causal),
-                    },
-                );
+    for (dtype, arch) in [
+        (DType::F32, Arch::Sm80),
+        (DType::F16, Arch::Sm80),
+        (DType::BF16, Arch::Sm90),
+    ] {
+        for causal in [false, true] {
+            for sq in SEQS {
+                for skv in SEQS {
+                    check(
+                        &dev,
+                        Case {
+                            cfg: config(64, dtype, causal, arch),
+                            shape: shape(1, 1, 1, sq, skv),
+                            scale: None,
+                            seed: u64::from(sq * 1000 + skv) + u64::from(causal),
+                        },
+                    );
+                }
             }
         }
     }
@@ -339,15 +356,20 @@ fn shuffled_block_order() {
             shuffle_blocks: Some(seed),
             ..Options::default()
         });
-        check(
-            &dev,
-            Case {
-                cfg: config(32, DType::F32, true, Arch::Sm80),
-                shape: shape(2, 4, 2, 129, 64),
-                scale: None,
-                seed,
-            },
-        );
+        for cfg in [
+            config(32, DType::F32, true, Arch::Sm80),
+            tc_config(32, DType::BF16, true, Arch::Sm80),
+        ] {
+            check(
+                &dev,
+                Case {
+                    cfg,
+                    shape: shape(2, 4, 2, 129, 64),
+                    scale: None,
+                    seed,
+                },
+            );
+        }
     }
 }
 
@@ -355,13 +377,17 @@ fn shuffled_block_order() {
 /// global load is fully coalesced (Q rows and K/V tiles are read in whole 32-byte sectors),
 /// and shared accesses need at most a few percent more wavefronts than their minimum — the
 /// only requests above one wavefront are the 16-byte-per-thread tile stores and, at `D = 256`
-/// (16 threads per row reading 256 bytes), the K/V reads, which need two.
+/// (16 threads per row reading 256 bytes), the K/V reads, which need two; on tensor cores the
+/// 16-byte reads of the staged O tile, which need four.
 #[test]
 fn loads_are_coalesced_and_shared_accesses_conflict_free() {
     let dev = device();
     for (head_dim, dtype, max_wavefronts_per_request) in [
         (64, DType::F32, 1.05),
-        (128, DType::F16, 1.10),
+        // Tensor cores (ldmatrix and cp.async are counted apart): per warp the O staging's 32
+        // conflict-free 4-byte stores and 8 16-byte reads at their minimum of 4 wavefronts,
+        // (32 + 8 · 4) / 40 = 1.6.
+        (128, DType::F16, 1.601),
         (256, DType::F32, 2.0),
         (64, DType::F64, 1.2),
     ] {
@@ -394,6 +420,140 @@ fn loads_are_coalesced_and_shared_accesses_conflict_free() {
             "{}: {wavefronts}",
             cfg.matrix_name()
         );
+    }
+}
+
+/// A configuration that must build the tensor-core kernel (f16/bf16 on sm_80+).
+fn tc_config(head_dim: u32, dtype: DType, causal: bool, arch: Arch) -> AttentionConfig {
+    let cfg = config(head_dim, dtype, causal, arch);
+    assert_eq!(cfg.path(), AttentionPath::TensorCores, "{cfg:?}");
+    cfg
+}
+
+/// Every head_dim on the tensor-core path (Q fragments in registers up to 128, re-read from
+/// shared memory at 256), on every tensor-core target, with at least two KV tiles.
+#[test]
+fn tensor_cores_every_head_dim_and_target() {
+    let dev = device();
+    let archs = [Arch::Sm80, Arch::Sm86, Arch::Sm89, Arch::Sm90, Arch::Sm90a];
+    for (i, head_dim) in AttentionConfig::HEAD_DIMS.into_iter().enumerate() {
+        for causal in [false, true] {
+            let dtype = if (i + usize::from(causal)) % 2 == 0 {
+                DType::F16
+            } else {
+                DType::BF16
+            };
+            check(
+                &dev,
+                Case {
+                    cfg: tc_config(head_dim, dtype, causal, archs[(i + 2) % archs.len()]),
+                    shape: shape(1, 2, 1, 70, 150),
+                    scale: None,
+                    seed: u64::from(head_dim) + u64::from(causal),
+                },
+            );
+        }
+    }
+}
+
+/// Explicit tilings on the tensor-core path (1 to 8 warps, 16 to 128 keys per tile) with a
+/// sharp softmax, GQA and a batch.
+#[test]
+fn tensor_cores_explicit_tilings_and_scale_override() {
+    let dev = device();
+    for (head_dim, block_m, block_n, scale, dtype) in [
+        (32, 16, 16, 0.3, DType::F16),
+        (64, 128, 16, 2.0, DType::BF16),
+        (64, 16, 128, 0.3, DType::F16),
+        (96, 32, 64, 2.0, DType::F16),
+        (128, 64, 32, 4.0, DType::BF16),
+    ] {
+        let cfg = AttentionConfig {
+            block_m,
+            block_n,
+            ..tc_config(head_dim, dtype, true, Arch::Sm80)
+        };
+        check(
+            &dev,
+            Case {
+                cfg,
+                shape: shape(2, 4, 2, 33, 140),
+                scale: Some(scale),
+                seed: u64::from(block_m + block_n),
+            },
+        );
+    }
+}
+
+/// Interpreter counters of the same job (f16, `B = 1, H = 2, S = 128, D = 64`, causal off and
+/// on) on CUDA cores (sm_75) and on tensor cores (sm_80): the tensor-core kernel's `cp.async`
+/// copies read whole sectors, every `ldmatrix` is an x4 at 4 wavefronts (one per 8×8 matrix:
+/// conflict-free), the tensor cores do all of `Q·Kᵀ` and `P·V`, and it issues fewer
+/// instructions per output.
+#[test]
+fn tensor_core_counters_against_cuda_cores() {
+    let dev = device();
+    for causal in [false, true] {
+        let mut per_output = Vec::new();
+        for arch in [Arch::Sm75, Arch::Sm80] {
+            let cfg = config(64, DType::F16, causal, arch);
+            let s = shape(1, 2, 2, 128, 128);
+            let _ = dev.take_launch_log();
+            check(
+                &dev,
+                Case {
+                    cfg,
+                    shape: s,
+                    scale: None,
+                    seed: 11,
+                },
+            );
+            let log = dev.take_launch_log();
+            let c = &log[0].counters;
+            let outputs = s.q_len(64) as f64;
+            let total = c.instructions.total() as f64;
+            // Q·Kᵀ and P·V of the unmasked problem: 2 · 2 · Sq · Skv · D per head.
+            let gemm_flops = 4.0 * 2.0 * 128.0 * 128.0 * 64.0;
+            let cp_async_efficiency = if c.cp_async_sectors == 0 {
+                1.0
+            } else {
+                c.cp_async_bytes as f64 / (c.cp_async_sectors * 32) as f64
+            };
+            let ldmatrix = match c.ldmatrix_requests {
+                0 => "n/a (none)".to_string(),
+                _ => format!(
+                    "{:.2} ({:.2} per 8x8 matrix)",
+                    c.ldmatrix_wavefronts_per_request(),
+                    c.ldmatrix_wavefronts_per_request() / 4.0
+                ),
+            };
+            println!(
+                "{} {:?} {arch}: {:.1} thread-instructions per output, tensor-core \
+                 instructions {:.4} of all, mma flops / attention flops {:.3}, global load \
+                 efficiency {:.3} (ld) {cp_async_efficiency:.3} (cp.async), store {:.3}, \
+                 ldmatrix wavefronts per request {ldmatrix}, shared wavefronts per request \
+                 {:.3}, barriers {}",
+                cfg.matrix_name(),
+                cfg.path(),
+                total / outputs,
+                c.instructions.tensor_core as f64 / total,
+                c.mma_flops as f64 / gemm_flops,
+                c.global_load_efficiency(),
+                c.global_store_efficiency(),
+                c.shared_wavefronts_per_request(),
+                c.barriers
+            );
+            if cfg.path() == AttentionPath::TensorCores {
+                assert!(c.mma_instructions > 0);
+                assert!(c.ldmatrix_wavefronts_per_request() <= 4.0);
+                assert!(cp_async_efficiency > 0.999);
+                assert!(c.global_load_efficiency() > 0.999);
+                // Causal tiles above the diagonal are skipped, so at most the whole problem.
+                assert!(c.mma_flops as f64 <= gemm_flops);
+            }
+            per_output.push(total / outputs);
+        }
+        assert!(per_output[1] < per_output[0], "{per_output:?}");
     }
 }
 
@@ -634,7 +794,27 @@ mod strided {
             causal: true,
             ..AttentionConfig::new(96)
         };
+        assert_eq!(cfg.path(), AttentionPath::TensorCores);
         check_all_layouts::<half::f16>(cfg, half::f16::NAN);
+    }
+
+    #[test]
+    fn strided_layouts_match_the_contiguous_result_bf16_tensor_cores() {
+        let cfg = AttentionConfig {
+            dtype: DType::BF16,
+            arch: Arch::Sm90,
+            ..AttentionConfig::new(64)
+        };
+        assert_eq!(cfg.path(), AttentionPath::TensorCores);
+        check_all_layouts::<half::bf16>(cfg, half::bf16::NAN);
+        let f16_on_cuda_cores = AttentionConfig {
+            dtype: DType::F16,
+            causal: true,
+            arch: Arch::Sm75,
+            ..AttentionConfig::new(32)
+        };
+        assert_eq!(f16_on_cuda_cores.path(), AttentionPath::CudaCores);
+        check_all_layouts::<half::f16>(f16_on_cuda_cores, half::f16::NAN);
     }
 
     #[test]

@@ -17,6 +17,8 @@ fn edge_configs() -> Vec<AttentionConfig> {
         (256, DType::F64, Arch::Sm90),
         (96, DType::BF16, Arch::Sm75),
         (128, DType::F16, Arch::Sm86),
+        (256, DType::BF16, Arch::Sm90),
+        (64, DType::F16, Arch::Sm80),
     ] {
         for block_m in AttentionConfig::BLOCKS {
             for block_n in AttentionConfig::BLOCKS {

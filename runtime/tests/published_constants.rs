@@ -65,7 +65,7 @@ fn moe_capacity_is_ceil_of_factor_tokens_topk_over_experts() {
     ];
     for (experts, top_k, cf, tokens, want) in cases {
         let cfg = MoeConfig {
-            capacity_factor: cf,
+            capacity_factor: Some(cf),
             ..MoeConfig::new(experts, top_k, 1, 1)
         };
         assert_eq!(

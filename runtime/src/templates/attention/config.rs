@@ -26,6 +26,29 @@ pub struct AttentionConfig {
     pub arch: Arch,
 }
 
+/// Which kernel a configuration builds.
+///
+/// f16/bf16 on targets with `mma.sync.m16n8k16`, `cp.async` and `ldmatrix` (sm_80+) run on
+/// tensor cores; everything else (f32, f64, older targets) on CUDA cores. The choice is silent:
+/// a target without tensor cores is never an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AttentionPath {
+    /// One query row per `threads_per_row` threads, scalar FMAs, K/V staged as the accumulator
+    /// type.
+    CudaCores,
+    /// One warp per 16 query rows, `S = Q·Kᵀ` and `O += P·V` on `mma.m16n8k16`, K/V tiles
+    /// double-buffered by `cp.async` in their storage type.
+    TensorCores,
+}
+
+/// Pipeline stages of the K and V tiles on the tensor-core path (double buffering: the next
+/// tile's copies overlap this tile's arithmetic).
+pub const TC_STAGES: u32 = 2;
+/// Halves of padding after each shared row on the tensor-core path: 16 bytes, so the eight
+/// 16-byte rows one `ldmatrix` phase reads (row stride `2·D + 16` bytes ≡ 16 or 80 mod 128)
+/// start in eight distinct groups of four banks.
+pub const TC_ROW_PAD: u32 = 8;
+
 /// Where a kernel's shared memory lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SharedMemoryKind {
@@ -38,12 +61,18 @@ pub enum SharedMemoryKind {
 
 /// The resolved tiling of an attention kernel: tile sizes and the thread → data mapping.
 ///
+/// On the [`AttentionPath::TensorCores`] path a warp owns 16 query rows; the fields then read:
+/// `threads_per_row` = 4 (the lanes of an mma fragment sharing a row), `cols_per_thread` =
+/// `D / 4` (of two rows), `vector` = 8 (16-byte `cp.async` chunks), `threads` = `2 · block_m`,
+/// `p_row_stride` = 0 (P stays in registers).
+///
 /// Each query row of the `block_m`-row tile is owned by `threads_per_row` adjacent threads (a
 /// power of two, at most 16, so a row never straddles a warp); thread `g` of a row owns the
 /// `cols_per_thread` columns `c · threads_per_row · vector + g · vector + e` (`e < vector`) of
 /// Q and O, so one vector access of the row's threads covers consecutive addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct AttentionTiles {
+    pub path: AttentionPath,
     pub block_m: u32,
     pub block_n: u32,
     /// Threads sharing one query row: `max(next_pow2(⌈D / 16⌉), block_n / 16)`, so each thread
@@ -206,8 +235,34 @@ impl AttentionConfig {
         1.0 / f64::from(self.head_dim).sqrt()
     }
 
+    /// The kernel this configuration builds (see [`AttentionPath`]).
+    pub const fn path(&self) -> AttentionPath {
+        let half = matches!(self.dtype, DType::F16 | DType::BF16);
+        let arch = self.arch;
+        if half && arch.has_mma_m16n8k16() && arch.has_cp_async() && arch.has_ldmatrix() {
+            AttentionPath::TensorCores
+        } else {
+            AttentionPath::CudaCores
+        }
+    }
+
+    /// Tile pairs the tensor-core defaults are picked from, in order of preference: 64 query
+    /// rows (4 warps) and the widest KV tile whose registers and shared memory fit.
+    pub const TC_TILE_CANDIDATES: [(u32, u32); 4] = [(64, 64), (64, 32), (32, 32), (16, 16)];
+
+    /// Registers a tensor-core thread needs beyond its fragments (measured with ptxas 12.9:
+    /// 33 to 83 over the fragment count across the matrix).
+    pub const TC_REGISTER_OVERHEAD: u32 = 56;
+
+    fn tensor_cores(&self) -> bool {
+        matches!(self.path(), AttentionPath::TensorCores)
+    }
+
     /// Threads sharing one query row for a KV tile of `block_n` keys (see [`AttentionTiles`]).
     pub fn threads_per_row_for(&self, block_n: u32) -> u32 {
+        if self.tensor_cores() {
+            return 4;
+        }
         self.head_dim
             .div_ceil(16)
             .next_power_of_two()
@@ -225,7 +280,11 @@ impl AttentionConfig {
 
     /// Elements per vector access of a thread's columns: 4 (16 bytes of f32 in shared memory;
     /// 8 bytes of f16/bf16, 16 of f32 in global memory), 2 for f64 (16 bytes).
+    /// On tensor cores: 8 (one 16-byte `cp.async` chunk of halves).
     pub const fn vector_elems(&self) -> u32 {
+        if matches!(self.path(), AttentionPath::TensorCores) {
+            return 8;
+        }
         match self.dtype {
             DType::F64 => 2,
             _ => 4,
@@ -233,7 +292,11 @@ impl AttentionConfig {
     }
 
     /// Row stride, in elements, of the P tile: `block_n` padded to `≡ threads_per_row (mod 32)`.
+    /// 0 on tensor cores (no P tile).
     pub fn p_row_stride_for(&self, block_n: u32) -> u32 {
+        if self.tensor_cores() {
+            return 0;
+        }
         let g = self.threads_per_row_for(block_n);
         block_n + (g + 32 - block_n % 32) % 32
     }
@@ -247,7 +310,18 @@ impl AttentionConfig {
     /// with `acc` = f64 for f64, else f32: K and V are converted to the accumulator type once,
     /// when the tile is staged, instead of once per reading thread. Q and O live in registers.
     /// This is exactly what the kernel allocates. Computed in u64; saturates at `u32::MAX`.
+    ///
+    /// On tensor cores, in the storage type with padded rows of `D + TC_ROW_PAD` halves:
+    ///
+    /// ```text
+    /// (block_m + 2 · TC_STAGES · block_n) · (D + 8) · 2     Q tile, K and V rings
+    /// ```
     pub fn shared_bytes_for(&self, block_m: u32, block_n: u32) -> u32 {
+        if self.tensor_cores() {
+            let rows = u64::from(block_m) + 2 * u64::from(TC_STAGES) * u64::from(block_n);
+            let bytes = rows * u64::from(self.head_dim + TC_ROW_PAD) * 2;
+            return u32::try_from(bytes).unwrap_or(u32::MAX);
+        }
         let acc = u64::from(self.acc_bytes());
         let (m, n, d) = (
             u64::from(block_m),
@@ -260,7 +334,11 @@ impl AttentionConfig {
     }
 
     /// Threads per block for tiles `block_m × block_n`.
+    /// On tensor cores one warp per 16 query rows: `2 · block_m`.
     pub fn threads_for(&self, block_m: u32, block_n: u32) -> u32 {
+        if self.tensor_cores() {
+            return block_m / 16 * 32;
+        }
         block_m * self.threads_per_row_for(block_n)
     }
 
@@ -270,7 +348,16 @@ impl AttentionConfig {
     /// (`block_n / threads_per_row`), all in accumulator words, plus
     /// [`Self::REGISTER_OVERHEAD`] for addresses, loop state and loaded values. Used to reject
     /// tilings that would spill.
+    ///
+    /// On tensor cores, per lane: the O accumulators (`D / 2` f32), the Q fragments (`D / 4`
+    /// packed pairs, kept in registers for `D ≤ 128`), the scores (`block_n / 2` f32) and P
+    /// (`block_n / 4` pairs), plus [`Self::TC_REGISTER_OVERHEAD`].
     pub fn registers_estimate(&self, block_n: u32) -> u32 {
+        if self.tensor_cores() {
+            let d = self.head_dim;
+            let q = if d <= 128 { d / 4 } else { 0 };
+            return d / 2 + q + block_n / 2 + block_n / 4 + Self::TC_REGISTER_OVERHEAD;
+        }
         let g = self.threads_per_row_for(block_n);
         let words = self.acc_bytes() / 4;
         let live_partials = g.trailing_zeros() + 1;
@@ -287,7 +374,19 @@ impl AttentionConfig {
     /// [`Self::DEFAULT_TILE_CANDIDATES`] with at most [`Self::DEFAULT_MAX_THREADS`] threads whose
     /// footprint fits static shared memory (48 KiB), else the first that fits the arch's
     /// dynamic maximum, else `(16, 16)` (which `validate` rejects).
+    ///
+    /// On tensor cores: the first of [`Self::TC_TILE_CANDIDATES`] whose registers fit and whose
+    /// footprint fits the arch's dynamic maximum.
     pub fn default_tiles(&self) -> (u32, u32) {
+        if self.tensor_cores() {
+            return Self::TC_TILE_CANDIDATES
+                .into_iter()
+                .find(|&(m, n)| {
+                    self.registers_estimate(n) <= self.register_limit(self.threads_for(m, n))
+                        && self.shared_bytes_for(m, n) <= self.arch.max_dynamic_shared_bytes()
+                })
+                .unwrap_or((16, 16));
+        }
         self.first_fitting(|_, _| true).unwrap_or((16, 16))
     }
 
@@ -328,6 +427,7 @@ impl AttentionConfig {
         let shared_bytes = r.shared_bytes_for(r.block_m, r.block_n);
         let threads_per_row = r.threads_per_row_for(r.block_n);
         AttentionTiles {
+            path: r.path(),
             block_m: r.block_m,
             block_n: r.block_n,
             threads_per_row,
@@ -336,12 +436,25 @@ impl AttentionConfig {
             threads: r.threads_for(r.block_m, r.block_n),
             p_row_stride: r.p_row_stride_for(r.block_n),
             shared_bytes,
-            shared_kind: if shared_bytes <= self.arch.max_static_shared_bytes() {
+            // Tensor cores: always dynamic. With a static footprint ptxas caps registers to fit
+            // as many blocks as that footprint allows per SM (measured: 128 registers and
+            // spills for D = 64 on sm_90 at 46 KiB), and the fragments need more.
+            shared_kind: if r.path() == AttentionPath::CudaCores
+                && shared_bytes <= self.arch.max_static_shared_bytes()
+            {
                 SharedMemoryKind::Static
             } else {
                 SharedMemoryKind::Dynamic
             },
         }
+    }
+
+    /// Registers per thread a block of `threads` may use without spilling: ptxas allocates
+    /// registers of a `.reqntid` block for two resident blocks per SM (measured: it spills to
+    /// fit 64 registers at 512 threads), so the budget is half the register file per block.
+    fn register_limit(&self, threads: u32) -> u32 {
+        (self.arch.registers_per_block() / (2 * threads.max(1)))
+            .min(self.arch.max_registers_per_thread())
     }
 
     /// Checks every rule; returns all violations, each tagged with the argument(s) at fault.
@@ -382,11 +495,7 @@ impl AttentionConfig {
                 );
             }
             let regs = self.registers_estimate(t.block_n);
-            // ptxas allocates registers of a `.reqntid` block for two resident blocks per SM
-            // (measured: it spills to fit 64 registers at 512 threads), so the budget is half
-            // the register file per block.
-            let reg_limit = (self.arch.registers_per_block() / (2 * t.threads.max(1)))
-                .min(self.arch.max_registers_per_thread());
+            let reg_limit = self.register_limit(t.threads);
             if t.threads <= max_threads && regs > reg_limit {
                 let fields: &[&'static str] = match (self.block_m, self.block_n) {
                     (0, _) => &["block_n", "head_dim", "dtype"],
@@ -435,12 +544,20 @@ mod tests {
         assert_eq!(cfg.threads_per_row_for(64), 4);
         assert_eq!(cfg.p_row_stride_for(64), 68);
         assert_eq!(cfg.shared_bytes_for(64, 64), 32768 + 17408);
-        // Half types stage K and V as f32.
+        // Half types on CUDA cores (before sm_80) stage K and V as f32.
         let f16 = AttentionConfig {
             dtype: DType::F16,
+            arch: Arch::Sm75,
             ..cfg
         };
         assert_eq!(f16.shared_bytes_for(64, 64), 32768 + 17408);
+        // On tensor cores: Q tile plus two stages of K and V, rows of 64 + 8 halves.
+        let tc = AttentionConfig {
+            dtype: DType::F16,
+            ..cfg
+        };
+        assert_eq!(tc.path(), AttentionPath::TensorCores);
+        assert_eq!(tc.shared_bytes_for(64, 64), (64 + 4 * 64) * 72 * 2);
         let f64 = AttentionConfig {
             dtype: DType::F64,
             ..cfg
@@ -476,9 +593,14 @@ mod tests {
     #[test]
     fn defaults_fit_static_when_possible() {
         for d in AttentionConfig::HEAD_DIMS {
-            for dtype in [DType::F16, DType::BF16, DType::F32] {
+            for (dtype, arch) in [
+                (DType::F16, Arch::Sm75),
+                (DType::BF16, Arch::Sm70),
+                (DType::F32, Arch::Sm80),
+            ] {
                 let t = AttentionConfig {
                     dtype,
+                    arch,
                     ..AttentionConfig::new(d)
                 }
                 .tiles();
@@ -491,9 +613,51 @@ mod tests {
         assert_eq!((f32_256.block_m, f32_256.block_n), (16, 16));
         let f16 = AttentionConfig {
             dtype: DType::F16,
+            arch: Arch::Sm75,
             ..AttentionConfig::new(32)
         };
         assert_eq!((f16.tiles().block_m, f16.tiles().block_n), (64, 64));
+    }
+
+    #[test]
+    fn tensor_core_path_and_defaults() {
+        for arch in Arch::ALL {
+            for dtype in DType::ALL {
+                let cfg = AttentionConfig {
+                    dtype,
+                    arch,
+                    ..AttentionConfig::new(64)
+                };
+                let tc = matches!(dtype, DType::F16 | DType::BF16) && arch.has_mma_m16n8k16();
+                assert_eq!(
+                    cfg.path() == AttentionPath::TensorCores,
+                    tc,
+                    "{arch} {dtype}"
+                );
+            }
+        }
+        // 64 query rows (4 warps); the widest KV tile that fits: D = 256 takes 32 keys where
+        // 99 KiB of shared memory is the limit (sm_86) and 64 where 227 KiB is (sm_90).
+        for (d, arch, tiles) in [
+            (32, Arch::Sm80, (64, 64)),
+            (128, Arch::Sm86, (64, 64)),
+            (256, Arch::Sm80, (64, 32)),
+            (256, Arch::Sm86, (64, 32)),
+            (256, Arch::Sm90, (64, 64)),
+        ] {
+            let cfg = AttentionConfig {
+                dtype: DType::BF16,
+                arch,
+                ..AttentionConfig::new(d)
+            };
+            let t = cfg.tiles();
+            assert_eq!((t.block_m, t.block_n), tiles, "d={d} {arch}");
+            assert_eq!(t.threads, 128);
+            assert_eq!(t.vector, 8);
+            assert_eq!(t.shared_kind, SharedMemoryKind::Dynamic);
+            assert!(t.shared_bytes <= arch.max_dynamic_shared_bytes());
+            assert_eq!(cfg.validate(), Ok(()));
+        }
     }
 
     #[test]

@@ -316,6 +316,11 @@ mod tests {
         let t = cfg.tiles();
         assert_eq!(lc.grid, Dim3::new(130u32.div_ceil(t.block_m), 4, 2));
         assert_eq!(lc.block, Dim3::x(t.threads));
+        // The tensor-core path always sizes its shared memory at launch.
+        assert_eq!(lc.dynamic_shared_bytes, t.shared_bytes);
+        let f32_cfg = AttentionConfig::new(64);
+        let lc = launch_config(&f32_cfg, &shape()).unwrap();
+        assert_eq!(lc.block, Dim3::x(f32_cfg.tiles().threads));
         assert_eq!(lc.dynamic_shared_bytes, 0);
         let f64_big = AttentionConfig {
             dtype: DType::F64,

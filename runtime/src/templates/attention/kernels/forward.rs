@@ -53,10 +53,12 @@ pub(super) fn forward_kernel<T: Float, A: Float>(cfg: &AttentionConfig) -> Kerne
     let p_own = k.mad_lo(place.lane_in_row, plan.acc_bytes, p_row);
     let lane = copy_lane(&mut k, &plan, &place);
     // Own key `t·G + g` of the tile at `kv0` is visible iff `t·G < visible_end − g − kv0`.
-    let visible_end = row_visible_end(&mut k, &plan, &place, params.seq_q, params.seq_kv);
+    let seqs = (params.seq_q, params.seq_kv);
+    let visible_end = row_visible_end(&mut k, plan.causal, place.row, seqs);
     let g_signed = k.cvt::<S32, _>(place.lane_in_row, None);
     let own_visible_end = k.sub(visible_end, g_signed);
-    let tiles = kv_tile_count(&mut k, &plan, &place, params.seq_q, params.seq_kv);
+    let tile_sizes = (plan.tiles.block_m, plan.tiles.block_n);
+    let tiles = kv_tile_count(&mut k, plan.causal, tile_sizes, place.tile_start, seqs);
 
     let block_n = plan.tiles.block_n;
     k.for_range(0u32, tiles, 1u32, |k, tile| {

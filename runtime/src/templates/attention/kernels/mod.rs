@@ -4,7 +4,9 @@
 //! Phases live in their own modules, each function with its formula: [`plan`] (build-time
 //! geometry, thread placement, running state), [`loads`] (Q into registers, K/V tiles into
 //! shared memory), [`softmax`] (scores and the online-softmax update), [`output`] (`P·V` and
-//! the final stores). [`ext`] holds builder helpers only this family needs.
+//! the final stores). [`ext`] holds builder helpers only this family needs. Those phases are the
+//! CUDA-core kernel; [`tc`] is the tensor-core kernel (f16/bf16 on sm_80+), which reuses the
+//! parameters, head offsets, tile count and causal bound from [`plan`].
 
 mod ext;
 mod forward;
@@ -12,10 +14,11 @@ mod loads;
 mod output;
 mod plan;
 mod softmax;
+mod tc;
 
 pub use forward::ENTRY;
 
-use super::config::AttentionConfig;
+use super::config::{AttentionConfig, AttentionPath};
 use crate::arch::Arch;
 use crate::builder::{ModuleBuilder, BF16, F16, F32, F64};
 use crate::dtype::DType;
@@ -28,7 +31,10 @@ impl KernelFamily for AttentionConfig {
     fn compile(&self) -> Result<CompiledFamily, TemplateError> {
         self.validate()?;
         let cfg = self.resolved();
+        let tensor_cores = cfg.path() == AttentionPath::TensorCores;
         let kernel = match cfg.dtype {
+            DType::F16 if tensor_cores => tc::forward_kernel::<F16>(&cfg),
+            DType::BF16 if tensor_cores => tc::forward_kernel::<BF16>(&cfg),
             DType::F16 => forward::forward_kernel::<F16, F32>(&cfg),
             DType::BF16 => forward::forward_kernel::<BF16, F32>(&cfg),
             DType::F32 => forward::forward_kernel::<F32, F32>(&cfg),

@@ -86,7 +86,7 @@ pub(super) fn store_output<T: Float, A: Float>(
 
 /// `ln ℓ + m` in f32 from the running max `m` and sum `ℓ` (`lg2.approx` is within 2⁻²² of
 /// `log2`, far below the f32 LSE tolerance).
-fn log_sum_exp<A: Float>(k: &mut KernelBuilder, m: Reg<A>, l: Reg<A>) -> Reg<F32> {
+pub(super) fn log_sum_exp<A: Float>(k: &mut KernelBuilder, m: Reg<A>, l: Reg<A>) -> Reg<F32> {
     let ln2 = std::f32::consts::LN_2;
     match A::TYPE {
         Type::F64 => {

@@ -272,16 +272,17 @@ pub(super) fn head_offsets<T: Scalar, A: Scalar>(
 /// The KV tiles this block visits: `⌈kv_end / block_n⌉` with `kv_end = Skv`, or with the
 /// bottom-right causal mask `kv_end = clamp(min(tile_start + block_m, Sq) + Skv − Sq, 0, Skv)`
 /// (later keys are masked for every row of the tile, so those tiles are skipped). The same in
-/// every thread of the block, so the tile loop may contain barriers.
+/// every thread of the block, so the tile loop may contain barriers. `tile_start` is the
+/// block's first query row; `(block_m, block_n)` its tile sizes.
 pub(super) fn kv_tile_count(
     k: &mut KernelBuilder,
-    plan: &Plan,
-    place: &ThreadPlace,
-    seq_q: Reg<U32>,
-    seq_kv: Reg<U32>,
+    causal: bool,
+    (block_m, block_n): (u32, u32),
+    tile_start: Reg<U32>,
+    (seq_q, seq_kv): (Reg<U32>, Reg<U32>),
 ) -> Reg<U32> {
-    let kv_end = if plan.causal {
-        let tile_end = k.add(place.tile_start, plan.tiles.block_m);
+    let kv_end = if causal {
+        let tile_end = k.add(tile_start, block_m);
         let last_row_end = k.min(tile_end, seq_q);
         let shift = signed_diff(k, seq_kv, seq_q);
         let last_row_end = k.cvt::<S32, U32>(last_row_end, None);
@@ -293,8 +294,8 @@ pub(super) fn kv_tile_count(
     } else {
         seq_kv
     };
-    let rounded = k.add(kv_end, plan.tiles.block_n - 1);
-    k.shr(rounded, Plan::log2(plan.tiles.block_n))
+    let rounded = k.add(kv_end, block_n - 1);
+    k.shr(rounded, Plan::log2(block_n))
 }
 
 /// `a − b` as s32 (both below 2³¹: shapes are validated to u32 element counts).
@@ -304,21 +305,20 @@ fn signed_diff(k: &mut KernelBuilder, a: Reg<U32>, b: Reg<U32>) -> Reg<S32> {
     k.sub(a, b)
 }
 
-/// One past the last key this thread's row may see: `Skv`, or with the causal mask
+/// One past the last key query row `row` may see: `Skv`, or with the causal mask
 /// `min(Skv, row + 1 + Skv − Sq)` (≤ 0 for fully masked rows).
 pub(super) fn row_visible_end(
     k: &mut KernelBuilder,
-    plan: &Plan,
-    place: &ThreadPlace,
-    seq_q: Reg<U32>,
-    seq_kv: Reg<U32>,
+    causal: bool,
+    row: Reg<U32>,
+    (seq_q, seq_kv): (Reg<U32>, Reg<U32>),
 ) -> Reg<S32> {
     let skv = k.cvt::<S32, U32>(seq_kv, None);
-    if !plan.causal {
+    if !causal {
         return skv;
     }
     let shift = signed_diff(k, seq_kv, seq_q);
-    let row = k.cvt::<S32, U32>(place.row, None);
+    let row = k.cvt::<S32, U32>(row, None);
     let end = k.add(row, shift);
     let end = k.add(end, 1i32);
     k.min(end, skv)

@@ -1,0 +1,113 @@
+//! The tensor-core forward kernel (f16/bf16 on sm_80+), FlashAttention-2 on `mma.m16n8k16`.
+//!
+//! Each warp owns 16 query rows. The block's Q tile goes to shared memory once by `cp.async`
+//! and into registers as `ldmatrix` A fragments; K and V tiles stream through a two-stage
+//! `cp.async` ring of padded rows (conflict-free `ldmatrix`). Per KV tile a warp computes
+//! `S = Q·Kᵀ` on the tensor cores, runs the online softmax on the S fragments, packs P into
+//! A fragments in registers and accumulates `O += P·V`. Phases: [`plan`] (geometry, lane
+//! addresses), [`copy`] (the asynchronous tile copies), [`scores`] (the tile arithmetic),
+//! [`output`] (normalise and store).
+
+mod copy;
+mod output;
+mod plan;
+mod scores;
+
+use super::forward::ENTRY;
+use super::plan::{declare_params, head_offsets, kv_tile_count, row_visible_end};
+use crate::builder::{Float, KernelBuilder, MmaInput, PackedHalf, F32, M16N8K16, S32, U32};
+use crate::templates::attention::config::AttentionConfig;
+use copy::{chunk_places, copy_kv_tile, copy_q_tile};
+use output::store_output;
+use plan::{allocate_shared, LanePlace, TcPlan};
+use scores::{accumulate_pv, online_softmax_update, scale_and_mask, score_tile};
+use scores::{FragState, QFragments};
+
+/// Builds `attention_forward` on tensor cores for storage type `T` (f16 or bf16):
+///
+/// ```text
+/// Qs ← Q tile; Ks[0], Vs[0] ← KV tile 0            cp.async, one group; wait; bar
+/// Qa ← ldmatrix(Qs)                                 registers for the whole kernel (D ≤ 128)
+/// m = −∞, ℓ = 0, O = 0
+/// for each KV tile t visible to some row of the block:
+///     wait_group 0; bar                             tile t landed; slot (t+1) mod 2 free
+///     Ks, Vs[(t+1) mod 2] ← KV tile t + 1            cp.async (if any); commit
+///     S = Qa·Ks[t mod 2]ᵀ                             mma
+///     s = S·scale·log2 e, masked; online softmax; P  fragments
+///     O += P·Vs[t mod 2]                              mma, P from registers
+/// O / ℓ, LSE; O staged in shared, 16-byte stores    store_output
+/// ```
+///
+/// The tile count is uniform in the block and every lane runs every iteration, so all
+/// barriers are reached by the whole block; rows past `Sq` only skip their stores.
+pub(super) fn forward_kernel<T: PackedHalf + Float>(cfg: &AttentionConfig) -> KernelBuilder
+where
+    M16N8K16: MmaInput<T, Packed = T::Pair>,
+{
+    let plan = TcPlan::new(cfg);
+    let mut k = KernelBuilder::new(ENTRY, cfg.arch);
+    k.require_block([plan.threads, 1, 1]);
+    let params = declare_params::<T, F32>(&mut k);
+    let shared = allocate_shared(&mut k, &plan);
+    let lane = LanePlace::new(&mut k, &plan);
+    let heads = head_offsets(&mut k, &params);
+    let seqs = (params.seq_q, params.seq_kv);
+    let tile_sizes = (plan.block_m, plan.block_n);
+    let tiles = kv_tile_count(&mut k, plan.causal, tile_sizes, lane.tile_start, seqs);
+    let q_chunks = chunk_places(&mut k, &plan, lane.tid, plan.block_m);
+    let kv_chunks = chunk_places(&mut k, &plan, lane.tid, plan.block_n);
+
+    k.comment("prologue: the Q tile and KV tile 0 in one group");
+    copy_q_tile(&mut k, &q_chunks, &params, &heads, lane.tile_start, shared);
+    let first = k.var::<U32>(0u32);
+    let any = k.setp_lt(first, tiles);
+    k.if_then(any, |k| {
+        copy_kv_tile(k, &plan, &kv_chunks, &params, &heads, shared, first);
+    });
+    k.cp_async_commit();
+    k.cp_async_wait_group(0);
+    k.bar_sync();
+    let q_lane = k.add(shared, lane.q_ldm);
+    let q = QFragments::<T>::new(&mut k, &plan, q_lane);
+    let state = FragState::new::<T>(&mut k, &plan);
+    let factor = k.mul(params.scale, std::f32::consts::LOG2_E);
+    // Key `8j + e` of the tile at `kv0` is visible to row half `h` iff
+    // `8j + e < visible_end(row_h) − kv0 − 2·quad`.
+    let quad_keys = k.shl(lane.quad, 1u32);
+    let quad_keys = k.cvt::<S32, _>(quad_keys, None);
+    let own_end: [_; 2] = std::array::from_fn(|h| {
+        let row = lane.row(&mut k, h as u32);
+        let end = row_visible_end(&mut k, plan.causal, row, seqs);
+        k.sub(end, quad_keys)
+    });
+    let k_lane = k.add(shared, lane.k_ldm);
+    let k_lane = k.add(k_lane, plan.k_ring());
+    let v_lane = k.add(shared, lane.v_ldm);
+    let v_lane = k.add(v_lane, plan.v_ring());
+
+    k.for_range(0u32, tiles, 1u32, |k, tile| {
+        k.comment("tile t has landed and every warp is done with the other slot");
+        k.cp_async_wait_group(0);
+        k.bar_sync();
+        let next = k.add(tile, 1u32);
+        let more = k.setp_lt(next, tiles);
+        k.if_then(more, |k| {
+            copy_kv_tile(k, &plan, &kv_chunks, &params, &heads, shared, next);
+        });
+        k.cp_async_commit();
+        let slot = k.and(tile, 1u32);
+        let slot_bytes = k.mul_lo(slot, plan.kv_tile_bytes());
+        let k_stage = k.add(k_lane, slot_bytes);
+        let v_stage = k.add(v_lane, slot_bytes);
+        let s = score_tile::<T>(k, &plan, &q, k_stage);
+        let kv0 = k.mul_lo(tile, plan.block_n);
+        let kv0 = k.cvt::<S32, _>(kv0, None);
+        let limit = own_end.map(|end| k.sub(end, kv0));
+        let s = scale_and_mask(k, &s, factor, limit);
+        let p = online_softmax_update::<T>(k, &state, &s);
+        accumulate_pv::<T>(k, &plan, &state, &p, v_stage);
+    });
+    k.cp_async_wait_all();
+    store_output(&mut k, &plan, &params, &lane, &heads, &state, shared);
+    k
+}

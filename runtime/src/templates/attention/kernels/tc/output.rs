@@ -1,0 +1,101 @@
+//! The final normalisation and the stores of O and LSE from the O fragments.
+
+use super::super::ext::AttentionBuilderExt;
+use super::super::output::log_sum_exp;
+use super::super::plan::{HeadOffsets, Params};
+use super::plan::{LanePlace, TcPlan, WARP_ROWS};
+use super::scores::{row_sum, FragState};
+use crate::builder::{Float, KernelBuilder, PackedHalf, Reg, F32, U32};
+use crate::ir::CmpOp;
+
+/// Normalises and stores this lane's two rows, per row half `h`:
+///
+/// ```text
+/// ℓ        = Σ over the row's 4 lanes of their shares
+/// O[row]   = ℓ > 0 ? O / ℓ : 0        (rounded to T)
+/// LSE[row] = ℓ > 0 ? (m + log2 ℓ) · ln 2 : −∞
+/// ```
+///
+/// A lane's O fragment holds 4-byte column pairs, so the warp first stages its 16 × D tile in
+/// its own rows of the (no longer needed) Q region and then stores it in 16-byte row chunks:
+/// whole sectors instead of half-used ones. Rows past `Sq` store nothing; the lane with
+/// `quad = 0` stores the row's LSE.
+pub(super) fn store_output<T: PackedHalf + Float>(
+    k: &mut KernelBuilder,
+    plan: &TcPlan,
+    p: &Params<T, F32>,
+    lane: &LanePlace,
+    heads: &HeadOffsets,
+    state: &FragState,
+    shared: Reg<U32>,
+) {
+    k.comment("normalise: O / l and LSE; O staged in the warp's Q rows");
+    k.bar_sync();
+    let own_row = k.add(lane.warp_row, lane.group);
+    let quad_bytes = k.shl(lane.quad, 2u32);
+    let stage = k.mad_lo(own_row, plan.row_bytes(), quad_bytes);
+    let stage = k.add(shared, stage);
+    for h in 0..2u32 {
+        let l = row_sum(k, state.l[h as usize]);
+        let has_mass = k.setp(CmpOp::Gt, l, 0.0f32);
+        let inv = k.recip(l);
+        let inv = k.selp(inv, 0.0f32, has_mass);
+        for (j, o) in state.o.iter().enumerate() {
+            let regs = o.f32_regs();
+            let lo = k.mul(regs[2 * h as usize], inv);
+            let hi = k.mul(regs[2 * h as usize + 1], inv);
+            let pair = k.pack_f32_pair::<T>(lo, hi);
+            let word = k.pair_bits::<T>(pair);
+            let offset = h * 8 * plan.row_bytes() + j as u32 * 16;
+            k.st_shared(stage, offset as i32, word);
+        }
+        let lse = log_sum_exp::<F32>(k, state.m[h as usize], l);
+        let lse = k.selp(lse, f32::NEG_INFINITY, has_mass);
+        let row = lane.row(k, h);
+        let valid = k.setp_lt(row, p.seq_q);
+        let first_in_row = k.setp(CmpOp::Eq, lane.quad, 0u32);
+        let stores_lse = k.and_pred(valid, first_in_row);
+        k.if_then(stores_lse, |k| {
+            let index = k.add(heads.lse_rows, row);
+            let addr = k.elem_addr(p.lse, index);
+            k.st_global(addr, 0, lse);
+        });
+    }
+    k.bar_sync();
+    store_staged_rows(k, plan, p, lane, heads, shared);
+}
+
+/// Copies the warp's staged 16 × D output tile to O in 16-byte chunks: chunk
+/// `c = lane + 32·i` is row `c / (D / 8)`, columns `8 · (c mod D / 8) ..` (a warp request
+/// covers whole rows: every sector fully used).
+fn store_staged_rows<T: PackedHalf + Float>(
+    k: &mut KernelBuilder,
+    plan: &TcPlan,
+    p: &Params<T, F32>,
+    lane: &LanePlace,
+    heads: &HeadOffsets,
+    shared: Reg<U32>,
+) {
+    k.comment("O: 16-byte row chunks from the staged tile");
+    let per_row = plan.chunks_per_row();
+    let warp_first = k.add(lane.tile_start, lane.warp_row);
+    for i in 0..WARP_ROWS * per_row / 32 {
+        let c = k.add(lane.lane, 32 * i);
+        let row = k.div_int(c, per_row);
+        let chunk = k.rem(c, per_row);
+        let tile_row = k.add(lane.warp_row, row);
+        let chunk_bytes = k.shl(chunk, 4u32);
+        let src = k.mad_lo(tile_row, plan.row_bytes(), chunk_bytes);
+        let src = k.add(shared, src);
+        let words = k.ld_shared_v4::<U32>(src, 0);
+        let global_row = k.add(warp_first, row);
+        let valid = k.setp_lt(global_row, p.seq_q);
+        k.if_then(valid, |k| {
+            let start = k.mad_lo(global_row, p.o_layout.seq, heads.o_start);
+            let col = k.shl(chunk, 3u32);
+            let index = k.add(start, col);
+            let addr = k.elem_addr(p.o, index);
+            k.st_global_v4(addr, 0, words);
+        });
+    }
+}

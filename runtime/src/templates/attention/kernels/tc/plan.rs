@@ -1,0 +1,160 @@
+//! Build-time geometry of the tensor-core forward kernel (tile sizes, the shared layout) and
+//! each lane's fixed place: its warp's query rows and its `ldmatrix` row addresses.
+
+use crate::builder::{KernelBuilder, Reg, U32};
+use crate::templates::attention::config::{
+    AttentionConfig, SharedMemoryKind, TC_ROW_PAD, TC_STAGES,
+};
+
+/// Query rows one warp owns (the `m` of `mma.m16n8k16`).
+pub(super) const WARP_ROWS: u32 = 16;
+
+/// Everything about the tensor-core kernel's shape that is fixed at build time.
+///
+/// Shared memory, in the storage type, rows padded to `D + TC_ROW_PAD` halves:
+///
+/// ```text
+/// [ Q: block_m rows | K: TC_STAGES × block_n rows | V: TC_STAGES × block_n rows ]
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub(super) struct TcPlan {
+    pub head_dim: u32,
+    pub causal: bool,
+    pub block_m: u32,
+    pub block_n: u32,
+    pub threads: u32,
+    pub shared_bytes: u32,
+    pub shared_kind: SharedMemoryKind,
+    /// Whether the warp keeps its Q fragments in registers (`D ≤ 128`) or re-reads them from
+    /// the Q tile each KV tile (`D = 256`: `D / 4` more registers would spill next to the
+    /// `D / 2` O accumulators).
+    pub q_in_registers: bool,
+}
+
+impl TcPlan {
+    pub fn new(cfg: &AttentionConfig) -> Self {
+        let t = cfg.tiles();
+        Self {
+            head_dim: cfg.head_dim,
+            causal: cfg.causal,
+            block_m: t.block_m,
+            block_n: t.block_n,
+            threads: t.threads,
+            shared_bytes: t.shared_bytes,
+            shared_kind: t.shared_kind,
+            q_in_registers: cfg.head_dim <= 128,
+        }
+    }
+
+    /// Bytes between consecutive shared rows: `(D + 8) · 2`.
+    pub fn row_bytes(&self) -> u32 {
+        (self.head_dim + TC_ROW_PAD) * 2
+    }
+
+    /// 16-byte chunks in one row of `D` halves.
+    pub fn chunks_per_row(&self) -> u32 {
+        self.head_dim / 8
+    }
+
+    /// Bytes of one K or V stage.
+    pub fn kv_tile_bytes(&self) -> u32 {
+        self.block_n * self.row_bytes()
+    }
+
+    /// Offset of the K ring from the start of shared memory.
+    pub fn k_ring(&self) -> u32 {
+        self.block_m * self.row_bytes()
+    }
+
+    /// Offset of the V ring.
+    pub fn v_ring(&self) -> u32 {
+        self.k_ring() + TC_STAGES * self.kv_tile_bytes()
+    }
+
+    /// `k16` steps over the head dimension (Q·Kᵀ) and `n16` pairs of O columns (P·V).
+    pub fn d_steps(&self) -> u32 {
+        self.head_dim / 16
+    }
+
+    /// `k16` steps over the keys of a tile (P·V) and `n16` pairs of S columns (Q·Kᵀ).
+    pub fn key_steps(&self) -> u32 {
+        self.block_n / 16
+    }
+}
+
+/// Allocates the whole footprint as one array (static up to 48 KiB, else dynamic) and returns
+/// its shared base address.
+pub(super) fn allocate_shared(k: &mut KernelBuilder, plan: &TcPlan) -> Reg<U32> {
+    let all = match plan.shared_kind {
+        SharedMemoryKind::Static => k.shared_array::<U32>("tiles", plan.shared_bytes / 4),
+        SharedMemoryKind::Dynamic => k.dynamic_shared::<U32>(plan.shared_bytes),
+    };
+    k.shared_base(all)
+}
+
+/// This lane's fixed place in the block.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct LanePlace {
+    pub tid: Reg<U32>,
+    /// `tid mod 32`.
+    pub lane: Reg<U32>,
+    /// `lane / 4`: the fragment row (and `+ 8`) this lane holds.
+    pub group: Reg<U32>,
+    /// `lane % 4`: the fragment column pair `2 · quad, 2 · quad + 1` this lane holds.
+    pub quad: Reg<U32>,
+    /// First query row of the block, `ctaid.x · block_m`.
+    pub tile_start: Reg<U32>,
+    /// The warp's first query row in the block tile, `16 · warp`.
+    pub warp_row: Reg<U32>,
+    /// Byte offset in the Q tile of this lane's `ldmatrix.x4` row for an A fragment: row
+    /// `16 · warp + lane % 16`, column `8 · (lane / 16)`.
+    pub q_ldm: Reg<U32>,
+    /// Byte offset in a K stage of this lane's row for two B fragments of `Kᵀ` (no `.trans`:
+    /// keys are the B columns): key `lane % 8 + 8 · (lane / 16)`, column `8 · ((lane / 8) % 2)`.
+    pub k_ldm: Reg<U32>,
+    /// Byte offset in a V stage of this lane's row for two B fragments of V (`.trans`): key
+    /// `lane % 16`, column `8 · (lane / 16)`.
+    pub v_ldm: Reg<U32>,
+}
+
+impl LanePlace {
+    pub fn new(k: &mut KernelBuilder, plan: &TcPlan) -> Self {
+        let row_bytes = plan.row_bytes();
+        let tid = k.tid_x();
+        let lane = k.and(tid, 31u32);
+        let warp = k.shr(tid, 5u32);
+        let half = k.shr(lane, 4u32);
+        let half_bytes = k.shl(half, 4u32);
+        let warp_row = k.mul_lo(warp, WARP_ROWS);
+        let lane16 = k.and(lane, 15u32);
+        let q_row = k.add(warp_row, lane16);
+        let q_ldm = k.mad_lo(q_row, row_bytes, half_bytes);
+        let lane8 = k.and(lane, 7u32);
+        let key_high = k.shl(half, 3u32);
+        let key = k.or(lane8, key_high);
+        let k_col = k.shr(lane, 3u32);
+        let k_col = k.and(k_col, 1u32);
+        let k_col_bytes = k.shl(k_col, 4u32);
+        let k_ldm = k.mad_lo(key, row_bytes, k_col_bytes);
+        let v_ldm = k.mad_lo(lane16, row_bytes, half_bytes);
+        let block = k.ctaid_x();
+        Self {
+            tid,
+            lane,
+            group: k.shr(lane, 2u32),
+            quad: k.and(lane, 3u32),
+            tile_start: k.mul_lo(block, plan.block_m),
+            warp_row,
+            q_ldm,
+            k_ldm,
+            v_ldm,
+        }
+    }
+
+    /// Global query row of fragment row half `h` (0: `lane / 4`, 1: `lane / 4 + 8`).
+    pub fn row(&self, k: &mut KernelBuilder, h: u32) -> Reg<U32> {
+        let r = k.add(self.tile_start, self.warp_row);
+        let r = k.add(r, self.group);
+        k.add(r, 8 * h)
+    }
+}
