@@ -342,7 +342,7 @@ mod tests {
             })
         ));
         let mut l = AttentionLayouts::contiguous(&s, 32);
-        l.q.batch = 1 << 31;
+        l.q.batch = 1 << 32;
         assert!(matches!(
             l.check(&s, 32, 4, [usize::MAX, kv, kv, q]),
             Err(LayoutError::IndexRange { tensor: "q", .. })
