@@ -2,15 +2,8 @@
 //! attribute and get, at compile time and without a CUDA toolkit, a validated `const` PTX string
 //! and typed launch wrappers for the CPU interpreter backend and (feature `cuda`) real GPUs.
 //!
-//! ```
-//! use ptxforge::prelude::*;
-//!
-//! #[nf4_gemm(n = 64, k = 64)]
-//! pub struct Proj;
-//!
-//! assert!(Proj::PTX.contains(".entry nf4_gemv"));
-//! assert_eq!(Proj::GEMV.name, "nf4_gemv");
-//! ```
+//! The README follows; its code blocks are this crate's doc tests.
+#![doc = include_str!("../README.md")]
 
 pub use ptxforge_runtime as runtime;
 pub use ptxforge_sim as sim;
@@ -68,6 +61,9 @@ pub mod prelude {
     /// [`CompiledKernel`] with the attribute's wrappers.
     pub use ptxforge_runtime::templates::{CompileCached, CompiledKernel};
     pub use ptxforge_runtime::{Arch, DType};
+
+    /// The half-precision element types of `dtype = bf16` / `dtype = f16` buffers.
+    pub use half::{bf16, f16};
 
     #[cfg(feature = "cuda")]
     pub use ptxforge_runtime::launch::{BorrowedBuffer, BorrowedBufferMut, CudaBackend};

@@ -73,6 +73,6 @@ pub(super) fn forward_kernel<T: Float, A: Float>(cfg: &AttentionConfig) -> Kerne
         accumulate_pv::<A>(k, &plan, &state, p_row, v_thread);
         k.bar_sync();
     });
-    store_output(&mut k, &plan, &params, &place, &heads, &state);
+    store_output(&mut k, &plan, &params, &place, &state);
     k
 }

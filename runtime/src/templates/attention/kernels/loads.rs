@@ -36,7 +36,8 @@ pub(super) fn load_query_slice<T: Float, A: Float>(
     let vector = plan.tiles.vector;
     let q_copy = q.clone();
     k.if_then(place.row_valid, |k| {
-        let row_addr = row_address(k, plan, p.q, heads.q_start, p.q_layout.seq, place);
+        let seq_stride = p.q_layout.seq(k);
+        let row_addr = row_address(k, plan, p.q, heads.q_start, seq_stride, place);
         for c in 0..plan.chunks() {
             let offset = (plan.chunk_col(c) * plan.elem_bytes) as i32;
             let raw = k.ld_global_nc_n::<T>(row_addr, offset, vector as usize);
@@ -111,8 +112,6 @@ pub(super) fn load_kv_tile<T: Float, A: Float>(
     let rest = k.sub(p.seq_kv, kv0);
     let rows_valid = k.min(rest, plan.tiles.block_n);
     let valid_vectors = k.mul_lo(rows_valid, vectors_per_row);
-    let k_first = k.mul_lo(kv0, p.k_layout.seq);
-    let v_first = k.mul_lo(kv0, p.v_layout.seq);
     let k_dst = k.add(smem.k, lane.shared_offset);
     let v_dst = k.add(smem.v, lane.shared_offset);
     let threads = plan.tiles.threads;
@@ -123,16 +122,20 @@ pub(super) fn load_kv_tile<T: Float, A: Float>(
         let index = k.add(lane.tid, first);
         let valid = k.setp_lt(index, valid_vectors);
         let copy = |k: &mut KernelBuilder| {
+            // Position `kv0 + i / (D / vector)`, column `(i mod (D / vector)) · vector`; the
+            // strides are read from the parameters here (constant bank operands, no register
+            // held across the loop).
             let row = k.div_int(index, vectors_per_row);
             let col = k.rem(index, vectors_per_row);
             let col = k.mul_lo(col, vector);
+            let position = k.add(kv0, row);
             let sources = [
-                (heads.k_head, k_first, p.k_layout.seq, k_dst),
-                (heads.v_head, v_first, p.v_layout.seq, v_dst),
+                (heads.k_head, &p.k_layout, k_dst),
+                (heads.v_head, &p.v_layout, v_dst),
             ];
-            for (head, tile_first, seq_stride, dst) in sources {
-                let elem = k.mad_lo(row, seq_stride, tile_first);
-                let elem = k.add(elem, col);
+            for (head, layout, dst) in sources {
+                let seq_stride = layout.seq(k);
+                let elem = k.mad_lo(position, seq_stride, col);
                 let bytes = k.mul_wide(elem, plan.elem_bytes);
                 let src = k.add(head, bytes);
                 let values: Vec<Reg<A>> = (0..vector)

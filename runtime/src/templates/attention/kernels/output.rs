@@ -2,10 +2,10 @@
 
 use super::ext::{acc_imm, AttentionBuilderExt};
 use super::loads::row_address;
-use super::plan::{HeadOffsets, Params, Plan, RowState, ThreadPlace};
+use super::plan::{Params, Plan, RowState, ThreadPlace};
 use super::softmax::row_allreduce;
 use crate::builder::{Float, KernelBuilder, Reg, F32, F64, U32};
-use crate::ir::{CmpOp, CvtRounding, MathFn, Precision, Rounding, Type};
+use crate::ir::{CmpOp, CvtRounding, MathFn, Precision, Rounding, SpecialReg, Type};
 
 /// `O[row, col(c)] += Σ_j P[row, j] · Vs[j, col(c)]` over the tile's `block_n` keys.
 ///
@@ -51,7 +51,6 @@ pub(super) fn store_output<T: Float, A: Float>(
     plan: &Plan,
     p: &Params<T, A>,
     place: &ThreadPlace,
-    heads: &HeadOffsets,
     state: &RowState<A>,
 ) {
     k.comment("normalise: O / l and LSE, store");
@@ -63,7 +62,12 @@ pub(super) fn store_output<T: Float, A: Float>(
     let lse = k.selp(lse, f32::NEG_INFINITY, has_mass);
     let vector = plan.tiles.vector as usize;
     k.if_then(place.row_valid, |k| {
-        let row_addr = row_address(k, plan, p.o, heads.o_start, p.o_layout.seq, place);
+        // O's head start and LSE's row are computed here, not kept live through the tile loop.
+        let (h, b) = (k.ctaid_y(), k.ctaid_z());
+        let o_start = p.o_layout.head_start(k, b, h);
+        let seq_stride = p.o_layout.seq(k);
+        let o = k.global_ptr(p.o);
+        let row_addr = row_address(k, plan, o, o_start, seq_stride, place);
         for c in 0..plan.chunks() {
             let values: Vec<Reg<T>> = (0..vector)
                 .map(|e| {
@@ -77,8 +81,13 @@ pub(super) fn store_output<T: Float, A: Float>(
         }
         let first_in_row = k.setp(CmpOp::Eq, place.lane_in_row, 0u32);
         k.if_then(first_in_row, |k| {
-            let index = k.add(heads.lse_rows, place.row);
-            let addr = k.elem_addr(p.lse, index);
+            // `(b · Hq + h) · Sq + row` with `Hq = nctaid.y` (the grid has one block row per
+            // query head), so `heads_q` need not stay live through the tile loop.
+            let heads_q = k.special(SpecialReg::NctaidY);
+            let bh = k.mad_lo(b, heads_q, h);
+            let index = k.mad_lo(bh, p.seq_q, place.row);
+            let lse_ptr = k.global_ptr(p.lse);
+            let addr = k.elem_addr(lse_ptr, index);
             k.st_global(addr, 0, lse);
         });
     });

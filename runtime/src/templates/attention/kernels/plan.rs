@@ -1,7 +1,9 @@
 //! The compile-time plan of one attention kernel (tile sizes, thread → data mapping, shared
 //! layout) and the per-thread values every phase starts from (indices, addresses).
 
-use crate::builder::{Float, GlobalPtr, KernelBuilder, Pred, Reg, Scalar, F32, S32, U32, U64};
+use crate::builder::{
+    Float, GlobalPtr, KernelBuilder, ParamHandle, Pred, Reg, Scalar, F32, S32, U32, U64,
+};
 use crate::ir::CmpOp;
 use crate::templates::attention::config::{AttentionConfig, AttentionTiles, SharedMemoryKind};
 
@@ -77,8 +79,10 @@ pub(super) struct Params<T: Scalar, A: Scalar> {
     pub q: GlobalPtr<T>,
     pub k: GlobalPtr<T>,
     pub v: GlobalPtr<T>,
-    pub o: GlobalPtr<T>,
-    pub lse: GlobalPtr<F32>,
+    /// O and LSE are only written at the end: their parameters are read there, not held in
+    /// registers through the tile loop.
+    pub o: ParamHandle<GlobalPtr<T>>,
+    pub lse: ParamHandle<GlobalPtr<F32>>,
     pub seq_q: Reg<U32>,
     pub seq_kv: Reg<U32>,
     pub heads_q: Reg<U32>,
@@ -91,25 +95,44 @@ pub(super) struct Params<T: Scalar, A: Scalar> {
     pub o_layout: Layout,
 }
 
-/// One tensor's `offset, batch, head, seq` (elements), loaded from the parameters.
+/// One tensor's `offset, batch, head, seq` (elements) parameters. They are loaded where they are
+/// used (`ld.param` reads the constant bank), never held in registers across the kernel: the
+/// tile loop is register-bound.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Layout {
-    pub offset: Reg<U32>,
-    pub batch: Reg<U32>,
-    pub head: Reg<U32>,
-    pub seq: Reg<U32>,
+    offset: ParamHandle<U32>,
+    batch: ParamHandle<U32>,
+    head: ParamHandle<U32>,
+    seq: ParamHandle<U32>,
 }
 
 impl Layout {
-    /// Names of the four parameters of tensor `t`, in launch order.
-    fn names(t: &str) -> [String; 4] {
-        ["offset", "batch", "head", "seq"].map(|f| format!("{t}_{f}"))
+    /// Declares tensor `t`'s four parameters, in launch order.
+    fn declare(k: &mut KernelBuilder, t: &str) -> Self {
+        let [offset, batch, head, seq] =
+            ["offset", "batch", "head", "seq"].map(|f| k.param::<U32>(&format!("{t}_{f}")));
+        Self {
+            offset,
+            batch,
+            head,
+            seq,
+        }
     }
 
     /// Element index of head `(b, h)`'s first element: `offset + b · batch + h · head`.
     pub fn head_start(&self, k: &mut KernelBuilder, b: Reg<U32>, h: Reg<U32>) -> Reg<U32> {
-        let start = k.mad_lo(b, self.batch, self.offset);
-        k.mad_lo(h, self.head, start)
+        let (offset, batch, head) = (
+            k.load_param(self.offset),
+            k.load_param(self.batch),
+            k.load_param(self.head),
+        );
+        let start = k.mad_lo(b, batch, offset);
+        k.mad_lo(h, head, start)
+    }
+
+    /// The sequence stride.
+    pub fn seq(&self, k: &mut KernelBuilder) -> Reg<U32> {
+        k.load_param(self.seq)
     }
 }
 
@@ -127,20 +150,14 @@ pub(super) fn declare_params<T: Float, A: Float>(k: &mut KernelBuilder) -> Param
     let (seq_q, seq_kv) = (k.param::<U32>("seq_q"), k.param::<U32>("seq_kv"));
     let (heads_q, heads_kv) = (k.param::<U32>("heads_q"), k.param::<U32>("heads_kv"));
     let scale = k.param::<A>("scale");
-    let layouts = ["q", "k", "v", "o"].map(|t| Layout::names(t).map(|n| k.param::<U32>(&n)));
     let [q_layout, k_layout, v_layout, o_layout] =
-        layouts.map(|[offset, batch, head, seq]| Layout {
-            offset: k.load_param(offset),
-            batch: k.load_param(batch),
-            head: k.load_param(head),
-            seq: k.load_param(seq),
-        });
+        ["q", "k", "v", "o"].map(|t| Layout::declare(k, t));
     Params {
         q: k.global_ptr(q),
         k: k.global_ptr(kk),
         v: k.global_ptr(v),
-        o: k.global_ptr(o),
-        lse: k.global_ptr(lse),
+        o,
+        lse,
         seq_q: k.load_param(seq_q),
         seq_kv: k.load_param(seq_kv),
         heads_q: k.load_param(heads_q),
@@ -235,14 +252,11 @@ pub(super) fn thread_place(k: &mut KernelBuilder, plan: &Plan, seq_q: Reg<U32>) 
     }
 }
 
-/// Where this block's (batch, head) starts in each tensor.
+/// Where this block's (batch, head) starts in Q, K and V.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct HeadOffsets {
-    /// Index of the head's first LSE row in the contiguous `[B·Hq·Sq]` rows: `(b · Hq + h) · Sq`.
-    pub lse_rows: Reg<U32>,
-    /// Element index of the head's first Q and O elements (layout offset and strides applied).
+    /// Element index of the head's first Q element (layout offset and strides applied).
     pub q_start: Reg<U32>,
-    pub o_start: Reg<U32>,
     /// Global addresses of the kv head's first K and V elements, kv head `h / (Hq / Hkv)`.
     pub k_head: Reg<U64>,
     pub v_head: Reg<U64>,
@@ -254,16 +268,12 @@ pub(super) fn head_offsets<T: Scalar, A: Scalar>(
     p: &Params<T, A>,
 ) -> HeadOffsets {
     let (h, b) = (k.ctaid_y(), k.ctaid_z());
-    let bh_q = k.mad_lo(b, p.heads_q, h);
-    let lse_rows = k.mul_lo(bh_q, p.seq_q);
     let group_size = k.div_int(p.heads_q, p.heads_kv);
     let kv_head = k.div_int(h, group_size);
     let k_start = p.k_layout.head_start(k, b, kv_head);
     let v_start = p.v_layout.head_start(k, b, kv_head);
     HeadOffsets {
-        lse_rows,
         q_start: p.q_layout.head_start(k, b, h),
-        o_start: p.o_layout.head_start(k, b, h),
         k_head: k.elem_addr(p.k, k_start),
         v_head: k.elem_addr(p.v, v_start),
     }

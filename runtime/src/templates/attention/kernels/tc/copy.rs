@@ -123,7 +123,7 @@ pub(super) fn copy_q_tile<T: Float>(
     k.comment("Q tile: cp.async to shared (zero past Sq)");
     let src = RowSource {
         head: k.elem_addr(p.q, heads.q_start),
-        seq_stride: p.q_layout.seq,
+        seq_stride: p.q_layout.seq(k),
     };
     copy_tile_async(k, chunks, tile_start, p.seq_q, &[(src, shared)]);
 }
@@ -144,10 +144,11 @@ pub(super) fn copy_kv_tile<T: Float>(
     let slot_base = k.mad_lo(slot, plan.kv_tile_bytes(), shared);
     let k_dst = k.add(slot_base, plan.k_ring());
     let v_dst = k.add(slot_base, plan.v_ring());
+    let (k_seq, v_seq) = (p.k_layout.seq(k), p.v_layout.seq(k));
     let source = |head, seq_stride| RowSource { head, seq_stride };
     let pairs = [
-        (source(heads.k_head, p.k_layout.seq), k_dst),
-        (source(heads.v_head, p.v_layout.seq), v_dst),
+        (source(heads.k_head, k_seq), k_dst),
+        (source(heads.v_head, v_seq), v_dst),
     ];
     copy_tile_async(k, chunks, kv0, p.seq_kv, &pairs);
 }

@@ -108,6 +108,6 @@ where
         accumulate_pv::<T>(k, &plan, &state, &p, v_stage);
     });
     k.cp_async_wait_all();
-    store_output(&mut k, &plan, &params, &lane, &heads, &state, shared);
+    store_output(&mut k, &plan, &params, &lane, &state, shared);
     k
 }

@@ -2,7 +2,7 @@
 
 use super::super::ext::AttentionBuilderExt;
 use super::super::output::log_sum_exp;
-use super::super::plan::{HeadOffsets, Params};
+use super::super::plan::Params;
 use super::plan::{LanePlace, TcPlan, WARP_ROWS};
 use super::scores::{row_sum, FragState};
 use crate::builder::{Float, KernelBuilder, PackedHalf, Reg, F32, U32};
@@ -25,7 +25,6 @@ pub(super) fn store_output<T: PackedHalf + Float>(
     plan: &TcPlan,
     p: &Params<T, F32>,
     lane: &LanePlace,
-    heads: &HeadOffsets,
     state: &FragState,
     shared: Reg<U32>,
 ) {
@@ -56,13 +55,17 @@ pub(super) fn store_output<T: PackedHalf + Float>(
         let first_in_row = k.setp(CmpOp::Eq, lane.quad, 0u32);
         let stores_lse = k.and_pred(valid, first_in_row);
         k.if_then(stores_lse, |k| {
-            let index = k.add(heads.lse_rows, row);
-            let addr = k.elem_addr(p.lse, index);
+            // `(b · Hq + h) · Sq + row`: LSE is contiguous `[B, Hq, Sq]`.
+            let (head, batch) = (k.ctaid_y(), k.ctaid_z());
+            let bh = k.mad_lo(batch, p.heads_q, head);
+            let index = k.mad_lo(bh, p.seq_q, row);
+            let lse_ptr = k.global_ptr(p.lse);
+            let addr = k.elem_addr(lse_ptr, index);
             k.st_global(addr, 0, lse);
         });
     }
     k.bar_sync();
-    store_staged_rows(k, plan, p, lane, heads, shared);
+    store_staged_rows(k, plan, p, lane, shared);
 }
 
 /// Copies the warp's staged 16 × D output tile to O in 16-byte chunks: chunk
@@ -73,12 +76,15 @@ fn store_staged_rows<T: PackedHalf + Float>(
     plan: &TcPlan,
     p: &Params<T, F32>,
     lane: &LanePlace,
-    heads: &HeadOffsets,
     shared: Reg<U32>,
 ) {
     k.comment("O: 16-byte row chunks from the staged tile");
     let per_row = plan.chunks_per_row();
     let warp_first = k.add(lane.tile_start, lane.warp_row);
+    let (head, batch) = (k.ctaid_y(), k.ctaid_z());
+    let o_start = p.o_layout.head_start(k, batch, head);
+    let o_seq = p.o_layout.seq(k);
+    let o = k.global_ptr(p.o);
     for i in 0..WARP_ROWS * per_row / 32 {
         let c = k.add(lane.lane, 32 * i);
         let row = k.div_int(c, per_row);
@@ -91,10 +97,10 @@ fn store_staged_rows<T: PackedHalf + Float>(
         let global_row = k.add(warp_first, row);
         let valid = k.setp_lt(global_row, p.seq_q);
         k.if_then(valid, |k| {
-            let start = k.mad_lo(global_row, p.o_layout.seq, heads.o_start);
+            let start = k.mad_lo(global_row, o_seq, o_start);
             let col = k.shl(chunk, 3u32);
             let index = k.add(start, col);
-            let addr = k.elem_addr(p.o, index);
+            let addr = k.elem_addr(o, index);
             k.st_global_v4(addr, 0, words);
         });
     }
