@@ -84,6 +84,9 @@ impl<'a> KernelPrinter<'a> {
             }
             None => {}
         }
+        if let Some(n) = k.max_registers {
+            let _ = writeln!(out, ".maxnreg {n}");
+        }
         out.push_str("{\n");
         self.print_decls(out);
         for stmt in &k.body {

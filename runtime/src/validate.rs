@@ -18,7 +18,8 @@
 //!    table) are met by the module's target and `.version`, and the `.version` is at least what the
 //!    target needs.
 //! 7. **Resources fit the arch**: static shared memory ≤ 48 KiB, static + declared dynamic shared
-//!    memory ≤ the arch's dynamic maximum, block-shape directives ≤ the arch's threads per block.
+//!    memory ≤ the arch's dynamic maximum, block-shape directives ≤ the arch's threads per block,
+//!    `.maxnreg` within the arch's registers per thread.
 //! 8. **Barriers are not predicated** (`@p bar.sync` is divergent by construction).
 //! 9. **Names are unique and printable**: kernel, parameter and shared-array names are PTX
 //!    identifiers, unique in their scope; phase comments are single-line ASCII (ptxas rejects
@@ -224,6 +225,7 @@ impl KernelCheck<'_> {
 
     fn check_resources(&mut self) {
         let arch = self.module.target;
+        self.check_max_registers(arch);
         let static_bytes = self.kernel.static_shared_bytes();
         if static_bytes > u64::from(arch.max_static_shared_bytes()) {
             self.error(
@@ -266,6 +268,20 @@ impl KernelCheck<'_> {
                         "block shape {dims:?} ({threads} threads) is outside 1..={} threads per block",
                         arch.max_threads_per_block()
                     ),
+                );
+            }
+        }
+    }
+
+    /// `.maxnreg` within 1..= the arch's registers per thread.
+    fn check_max_registers(&mut self, arch: crate::arch::Arch) {
+        if let Some(n) = self.kernel.max_registers {
+            let max = arch.max_registers_per_thread();
+            if n == 0 || n > max {
+                self.error(
+                    None,
+                    None,
+                    format!(".maxnreg {n} is outside 1..={max} registers per thread on {arch}"),
                 );
             }
         }

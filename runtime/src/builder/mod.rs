@@ -71,6 +71,7 @@ impl KernelBuilder {
                 shared: Vec::new(),
                 max_dynamic_shared_bytes: 0,
                 block_shape: None,
+                max_registers: None,
                 body: Vec::new(),
             },
             arch,
@@ -90,6 +91,13 @@ impl KernelBuilder {
     /// Declares `.reqntid x, y, z`: the kernel must be launched with exactly this block.
     pub fn require_block(&mut self, block: [u32; 3]) {
         self.kernel.block_shape = Some(BlockShape::Exact(block));
+    }
+
+    /// Declares `.maxnreg n`: ptxas may give each thread up to `n` registers. Without it, ptxas
+    /// chooses its own register target for the block shape, which for some kernels is below
+    /// what they need (they then spill although the block's register budget had room).
+    pub fn max_registers(&mut self, n: u32) {
+        self.kernel.max_registers = Some(n);
     }
 
     /// Declares `.maxntid x, y, z`.

@@ -175,6 +175,9 @@ pub struct Kernel {
     /// The largest dynamic shared memory the kernel is meant to be launched with (bytes).
     pub max_dynamic_shared_bytes: u32,
     pub block_shape: Option<BlockShape>,
+    /// `.maxnreg n`: the most registers per thread ptxas may allocate (it otherwise picks its
+    /// own target, which can be lower than the block shape allows and spill).
+    pub max_registers: Option<u32>,
     pub body: Vec<Stmt>,
 }
 

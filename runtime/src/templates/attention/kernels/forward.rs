@@ -34,6 +34,13 @@ pub(super) fn forward_kernel<T: Float, A: Float>(cfg: &AttentionConfig) -> Kerne
     let plan = Plan::new(cfg);
     let mut k = KernelBuilder::new(ENTRY, cfg.arch);
     k.require_block([plan.tiles.threads, 1, 1]);
+    // Every register the block can launch with: without it ptxas may target fewer (measured:
+    // 64 at 256 threads) and spill, although `validate` checked the tiling against a budget
+    // the block has room for.
+    let threads = plan.tiles.threads.max(1);
+    k.max_registers(
+        (cfg.arch.registers_per_block() / threads).min(cfg.arch.max_registers_per_thread()),
+    );
     let params = declare_params::<T, A>(&mut k);
     let smem = allocate_shared(&mut k, &plan);
     let place = thread_place(&mut k, &plan, params.seq_q);
