@@ -82,5 +82,8 @@ fn moe_kernels_assemble_without_warnings_or_spills() {
     }
     let _ = std::fs::remove_dir_all(&scratch);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert!(tensor_core_entries > 0, "no tensor-core expert entry assembled");
+    assert!(
+        tensor_core_entries > 0,
+        "no tensor-core expert entry assembled"
+    );
 }

@@ -155,12 +155,15 @@ where
         .collect()
 }
 
+/// Fills ring slot `slot` (second argument) with K tile `tile` (first argument).
+pub type FillFn<'a> = &'a dyn Fn(&mut KernelBuilder, Reg<U32>, Reg<U32>);
+
 /// The ring around `multiply(k, slot)` over `k_tiles` K tiles: prologue, per-tile wait +
 /// barrier + refill (`fill(k, tile, slot)`), final `wait_all`.
 pub fn run_ring(
     k: &mut KernelBuilder,
     k_tiles: u32,
-    fill: &dyn Fn(&mut KernelBuilder, Reg<U32>, Reg<U32>),
+    fill: FillFn<'_>,
     multiply: &mut dyn FnMut(&mut KernelBuilder, Reg<U32>),
 ) {
     k.comment("prologue: start the first stages");

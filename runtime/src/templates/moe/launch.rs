@@ -39,9 +39,9 @@ use crate::launch::{
 
 use super::config::{Ffn, MoeConfig, MoeRunShape, MoeShapeError};
 use super::kernels::{
-    gating_tokens_per_block, max_work_items, EXPERT_LINEAR, EXPERT_SWIGLU_DOWN, EXPERT_SWIGLU_UP,
-    expert_threads, GATING, GATING_BLOCK, PERMUTE, PERMUTE_BLOCK, SCHEDULE, SCHEDULE_BLOCK, TILE_N,
-    UNPERMUTE, UNPERMUTE_BLOCK,
+    expert_threads, gating_tokens_per_block, max_work_items, EXPERT_LINEAR, EXPERT_SWIGLU_DOWN,
+    EXPERT_SWIGLU_UP, GATING, GATING_BLOCK, PERMUTE, PERMUTE_BLOCK, SCHEDULE, SCHEDULE_BLOCK,
+    TILE_N, UNPERMUTE, UNPERMUTE_BLOCK,
 };
 
 /// Headroom kept below `u32::MAX` for every loop bound, so `i + step` (steps ≤ 256) and tile
@@ -306,7 +306,9 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
             launch.gating_config().grid,
             launch.permute_config().grid,
             launch.expert_config(EXPERT_LINEAR, cfg.expert_dim).grid,
-            launch.expert_config(EXPERT_SWIGLU_DOWN, cfg.out_width()).grid,
+            launch
+                .expert_config(EXPERT_SWIGLU_DOWN, cfg.out_width())
+                .grid,
             launch.unpermute_config().grid,
         ] {
             if grid.x > MAX_GRID_X || grid.y > MAX_GRID_YZ || grid.x == 0 || grid.y == 0 {

@@ -33,8 +33,8 @@
 use super::common::{div_const, load_or_zero, rem_const, ConvElem, DimParams, Dims, Problem};
 use crate::arch::Arch;
 use crate::builder::{
-    FragC, GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Pred, Reg, SharedArr, F32,
-    M16N8K16, U16, U32,
+    FragC, GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Pred, Reg, SharedArr, F32, M16N8K16,
+    U16, U32,
 };
 use crate::dtype::DType;
 use crate::ir::CacheLevel;
@@ -42,8 +42,8 @@ use crate::templates::conv::{Conv2dConfig, Layout};
 
 /// The entry name.
 pub const ENTRY: &str = "conv2d_implicit_gemm";
-pub use crate::templates::warp_mma::{THREADS, TILE_M, TILE_N};
 use crate::templates::warp_mma::{self as tile, WarpPos, CHUNK, TILE_K, WARP_N_TILES};
+pub use crate::templates::warp_mma::{THREADS, TILE_M, TILE_N};
 
 /// One 8-element chunk this thread fills in every stage: tile row `row`, columns
 /// `col..col + 8`, and what stays fixed about its global row along the whole K loop.

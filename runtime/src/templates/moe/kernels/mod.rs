@@ -102,12 +102,7 @@ pub fn entry_names(ffn: Ffn) -> &'static [&'static str] {
     }
 }
 
-fn entry(
-    name: &str,
-    arch: Arch,
-    shape: &MoeShape,
-    body: Body,
-) -> KernelBuilder {
+fn entry(name: &str, arch: Arch, shape: &MoeShape, body: Body) -> KernelBuilder {
     let mut k = KernelBuilder::new(name, arch);
     declare_index_bound(&mut k, &INDEX_BOUND);
     body(shape, &mut k);

@@ -54,6 +54,9 @@ pub fn takes(cfg: &MoeConfig, entry: &str) -> bool {
         && len % CHUNK == 0
 }
 
+/// The epilogue's value of one output from the matching output of every accumulator set.
+type Epilogue<'a> = &'a dyn Fn(&mut KernelBuilder, &[Reg<F32>]) -> Reg<F32>;
+
 /// One staged row of an operand: element index of its start and whether it exists.
 type Row = (Reg<U32>, Pred);
 
@@ -127,7 +130,8 @@ where
         let k0 = k.mul_lo(k_tile, TILE_K);
         for op in std::iter::once(&a).chain(&bs) {
             let stage = tile::stage_base(k, op.ring, slot);
-            for ((&(base, row_ok), &col), &at) in op.rows.iter().zip(&chunks.cols).zip(&chunks.slots)
+            for ((&(base, row_ok), &col), &at) in
+                op.rows.iter().zip(&chunks.cols).zip(&chunks.slots)
             {
                 let first = k.add(k0, col);
                 let col_ok = k.setp_lt(first, len);
@@ -173,7 +177,7 @@ fn store<T: MoeElem + PackedHalf>(
     out: GlobalPtr<T>,
     n_total: u32,
     acc: &[Accumulators],
-    value: &dyn Fn(&mut KernelBuilder, &[Reg<F32>]) -> Reg<F32>,
+    value: Epilogue<'_>,
 ) where
     M16N8K16: MmaInput<T>,
 {
@@ -253,7 +257,7 @@ fn gathering<T: MoeElem + PackedHalf>(
     k: &mut KernelBuilder,
     weights: &[&str],
     output: &str,
-    value: &dyn Fn(&mut KernelBuilder, &[Reg<F32>]) -> Reg<F32>,
+    value: Epilogue<'_>,
 ) where
     M16N8K16: MmaInput<T>,
 {
