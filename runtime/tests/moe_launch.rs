@@ -120,9 +120,10 @@ fn forward_launches_every_phase_in_order_with_its_grid() {
             (GATING, ([1, 1, 1], [128, 1, 1])), // 8 experts: a thread per token
             (PERMUTE, ([8, 1, 1], [256, 1, 1])),
             (SCHEDULE, ([1, 1, 1], [32, 1, 1])),
-            // 8 bins of ≤ 32 rows: at most one row tile each.
-            (EXPERT_SWIGLU_UP, ([8, 2, 1], [256, 1, 1])),
-            (EXPERT_SWIGLU_DOWN, ([8, 1, 1], [256, 1, 1])),
+            // 8 bins of ≤ 32 rows: at most one row tile each; bf16 on sm_80 with H and F
+            // multiples of 8: the tensor-core GEMMs, 4 warps per block.
+            (EXPERT_SWIGLU_UP, ([8, 2, 1], [128, 1, 1])),
+            (EXPERT_SWIGLU_DOWN, ([8, 1, 1], [128, 1, 1])),
             (UNPERMUTE, ([100, 1, 1], [256, 1, 1])),
         ]
     );

@@ -20,6 +20,7 @@
 //! outputs rounded to the dtype, which the tolerances cover.
 
 use half::{bf16, f16};
+use ptxforge_runtime::arch::Arch;
 use ptxforge_runtime::launch::{Backend, DeviceBuffer, Element, LaunchRecord, SimBackend};
 use ptxforge_runtime::templates::moe::kernels::GATING_WARP_MIN_EXPERTS;
 use ptxforge_runtime::templates::moe::launch::{ExpertWeights, MoeLaunch};
@@ -573,8 +574,18 @@ fn expert_gemm_counters() {
             32,
         ),
         (
+            // sm_75: the CUDA-core GEMM (sm_80+ takes the tensor-core one, measured in
+            // `expert_gemm_tensor_core_counters`).
             "bf16 linear",
-            run_case::<bf16>(base, 256, Logits::Balanced, 201),
+            run_case::<bf16>(
+                MoeConfig {
+                    arch: Arch::Sm75,
+                    ..base
+                },
+                256,
+                Logits::Balanced,
+                201,
+            ),
             32,
         ),
         (
@@ -606,6 +617,57 @@ fn expert_gemm_counters() {
             );
             assert!(efficiency >= 0.85, "{what} {}: {efficiency}", rec.entry);
             assert!(wavefronts <= 1.1, "{what} {}: {wavefronts}", rec.entry);
+        }
+    }
+}
+
+/// The expert GEMMs of the Mixtral-like layer (8 experts, top-2, swiglu, H = 64, F = 96,
+/// 256 tokens, capacity factor 1.25), bf16, on the CUDA-core path (sm_70) and the tensor-core
+/// path (sm_80), every check on: instructions per output element, the tensor-core share of
+/// instructions, `ldmatrix` wavefronts per x4 request (4.00 = conflict-free) and `cp.async`
+/// sector use. The tensor-core path must issue mma and run its ldmatrix conflict-free; both
+/// paths already match the reference in [`run_case`].
+#[test]
+fn expert_gemm_tensor_core_counters() {
+    for arch in [Arch::Sm70, Arch::Sm80] {
+        let cfg = MoeConfig { arch, ..mixtral() };
+        let log = run_case::<bf16>(cfg, 256, Logits::Random, 300);
+        for rec in log.iter().filter(|r| r.entry.starts_with("moe_expert")) {
+            let c = &rec.counters;
+            let width = if rec.entry == "moe_expert_swiglu_down" {
+                cfg.hidden
+            } else {
+                cfg.expert_dim
+            };
+            // Routed rows: T·K pairs less the dropped ones ≈ every slot the GEMM wrote.
+            let outputs = u64::from(width) * 256 * u64::from(cfg.top_k);
+            let total = c.instructions.total();
+            let tensor = c.instructions.tensor_core;
+            eprintln!(
+                "{arch} {}: block {} instructions/output {:.2} (per thread, all kinds), \
+                 tensor-core share {:.3}, mma {}, ldmatrix wavefronts/request {:.3} \
+                 (/matrix {:.3}), cp.async bytes/sector-byte {:.3}, shared wavefronts/request {:.3}",
+                rec.entry,
+                rec.config.block.x,
+                total as f64 / outputs as f64,
+                tensor as f64 / total.max(1) as f64,
+                c.mma_instructions,
+                c.ldmatrix_wavefronts_per_request(),
+                c.ldmatrix_wavefronts_per_request() / 4.0,
+                c.cp_async_bytes as f64 / (c.cp_async_sectors.max(1) * 32) as f64,
+                c.shared_wavefronts_per_request(),
+            );
+            if arch == Arch::Sm80 {
+                assert!(c.mma_instructions > 0, "{}: no mma", rec.entry);
+                let w = c.ldmatrix_wavefronts_per_request();
+                assert!(
+                    (w - 4.0).abs() < 1e-9,
+                    "{}: {w} wavefronts per x4",
+                    rec.entry
+                );
+            } else {
+                assert_eq!(c.mma_instructions, 0, "{}", rec.entry);
+            }
         }
     }
 }

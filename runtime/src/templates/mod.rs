@@ -8,6 +8,7 @@ pub mod moe;
 pub mod nf4;
 #[doc(hidden)]
 pub mod testing;
+pub(crate) mod warp_mma;
 
 mod compiled;
 pub use compiled::{nf4_upload_weights, CompileCached, CompiledKernel};

@@ -39,9 +39,9 @@ use crate::launch::{
 
 use super::config::{Ffn, MoeConfig, MoeRunShape, MoeShapeError};
 use super::kernels::{
-    gating_tokens_per_block, max_work_items, EXPERT_LINEAR, EXPERT_SWIGLU_DOWN, EXPERT_SWIGLU_UP,
-    GATING, GATING_BLOCK, GEMM_THREADS, PERMUTE, PERMUTE_BLOCK, SCHEDULE, SCHEDULE_BLOCK, TILE_N,
-    UNPERMUTE, UNPERMUTE_BLOCK,
+    expert_threads, gating_tokens_per_block, max_work_items, EXPERT_LINEAR, EXPERT_SWIGLU_DOWN,
+    EXPERT_SWIGLU_UP, GATING, GATING_BLOCK, PERMUTE, PERMUTE_BLOCK, SCHEDULE, SCHEDULE_BLOCK,
+    TILE_N, UNPERMUTE, UNPERMUTE_BLOCK,
 };
 
 /// Headroom kept below `u32::MAX` for every loop bound, so `i + step` (steps ≤ 256) and tile
@@ -305,8 +305,10 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
         for grid in [
             launch.gating_config().grid,
             launch.permute_config().grid,
-            launch.expert_config(cfg.expert_dim).grid,
-            launch.expert_config(cfg.out_width()).grid,
+            launch.expert_config(EXPERT_LINEAR, cfg.expert_dim).grid,
+            launch
+                .expert_config(EXPERT_SWIGLU_DOWN, cfg.out_width())
+                .grid,
             launch.unpermute_config().grid,
         ] {
             if grid.x > MAX_GRID_X || grid.y > MAX_GRID_YZ || grid.x == 0 || grid.y == 0 {
@@ -393,11 +395,12 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
         )
     }
 
-    /// Grouped expert GEMM grid for `width` output columns: `(n_max, ceil(width / TILE_N))`.
-    fn expert_config(&self, width: u32) -> LaunchConfig {
+    /// Grouped expert GEMM grid for `width` output columns: `(n_max, ceil(width / TILE_N))`,
+    /// with the block of `entry`'s path (tensor-core or CUDA-core).
+    fn expert_config(&self, entry: &str, width: u32) -> LaunchConfig {
         LaunchConfig {
             grid: Dim3::new(self.max_work_items(), width.div_ceil(TILE_N), 1),
-            block: Dim3::x(GEMM_THREADS),
+            block: Dim3::x(expert_threads(self.cfg, entry)),
             dynamic_shared_bytes: 0,
         }
     }
@@ -536,7 +539,7 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
                 self.dev.launch(
                     self.ptx,
                     EXPERT_LINEAR,
-                    self.expert_config(cfg.expert_dim),
+                    self.expert_config(EXPERT_LINEAR, cfg.expert_dim),
                     &[
                         KernelArg::buffer(x),
                         KernelArg::buffer(bins.token_ids),
@@ -564,7 +567,7 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
                 self.dev.launch(
                     self.ptx,
                     EXPERT_SWIGLU_UP,
-                    self.expert_config(cfg.expert_dim),
+                    self.expert_config(EXPERT_SWIGLU_UP, cfg.expert_dim),
                     &[
                         KernelArg::buffer(x),
                         KernelArg::buffer(bins.token_ids),
@@ -581,7 +584,7 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
                 self.dev.launch(
                     self.ptx,
                     EXPERT_SWIGLU_DOWN,
-                    self.expert_config(cfg.hidden),
+                    self.expert_config(EXPERT_SWIGLU_DOWN, cfg.hidden),
                     &[
                         KernelArg::buffer(gated),
                         KernelArg::buffer(bins.counts),

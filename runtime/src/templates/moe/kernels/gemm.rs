@@ -85,19 +85,23 @@ pub(crate) struct Schedule {
     pub work_items: GlobalPtr<U32>,
 }
 
+/// One block's work: the `(expert, first slot)` item and its column tile.
+#[derive(Clone, Copy)]
+pub(crate) struct WorkItem {
+    pub expert: Reg<U32>,
+    /// First slot of the tile in the bin.
+    pub m0: Reg<U32>,
+    /// First output column of the tile.
+    pub n0: Reg<U32>,
+    /// Routed rows in this expert's bin (`counts[e]`); 0 for a block past the work list.
+    pub count: Reg<U32>,
+    /// Permuted row of the bin's slot 0 (`offsets[e]`).
+    pub out_start: Reg<U32>,
+}
+
 /// Decodes the grid: `ctaid.x` = work item (blocks past `work_items[0]` get `count = 0`),
-/// `ctaid.y` = column tile; reads the item, `counts[e]` and `offsets[e]`.
-pub(crate) fn tile_coords(
-    k: &mut KernelBuilder,
-    schedule: Schedule,
-    capacity: Reg<U32>,
-    tile_k: u32,
-) -> Tile {
-    let tid = k.tid_x();
-    let tx = k.and(tid, EDGE - 1);
-    let ty = k.shr(tid, EDGE.trailing_zeros());
-    let kk = k.and(tid, tile_k - 1);
-    let r0 = k.shr(tid, tile_k.trailing_zeros());
+/// `ctaid.y` = column tile of [`TILE_N`] columns; reads the item, `counts[e]` and `offsets[e]`.
+pub(crate) fn work_item(k: &mut KernelBuilder, schedule: Schedule) -> WorkItem {
     let item = k.ctaid_x();
     let items = k.ld_global::<U32>(schedule.work_items.addr, 0);
     let active = k.setp_lt(item, items);
@@ -123,6 +127,34 @@ pub(crate) fn tile_coords(
     });
     let by = k.ctaid_y();
     let n0 = k.mul_lo(by, TILE_N);
+    WorkItem {
+        expert,
+        m0,
+        n0,
+        count,
+        out_start,
+    }
+}
+
+/// [`work_item`] plus the CUDA-core thread layout.
+pub(crate) fn tile_coords(
+    k: &mut KernelBuilder,
+    schedule: Schedule,
+    capacity: Reg<U32>,
+    tile_k: u32,
+) -> Tile {
+    let tid = k.tid_x();
+    let tx = k.and(tid, EDGE - 1);
+    let ty = k.shr(tid, EDGE.trailing_zeros());
+    let kk = k.and(tid, tile_k - 1);
+    let r0 = k.shr(tid, tile_k.trailing_zeros());
+    let WorkItem {
+        expert,
+        m0,
+        n0,
+        count,
+        out_start,
+    } = work_item(k, schedule);
     Tile {
         expert,
         m0,
@@ -144,8 +176,93 @@ pub(crate) struct LoaderRows {
     valid: Vec<Pred>,
 }
 
-/// `A` rows gathered by token: slot `s = m0 + r` of bin `e` holds token
-/// `t = token_ids[e·C + s]` when `s < counts[e]` (and `t < T`); its row starts at `t · len`.
+impl Tile {
+    fn item(&self) -> WorkItem {
+        WorkItem {
+            expert: self.expert,
+            m0: self.m0,
+            n0: self.n0,
+            count: self.count,
+            out_start: self.out_start,
+        }
+    }
+
+    /// The tile rows this thread stages, one per loader pass.
+    fn loader_rows(
+        &self,
+        k: &mut KernelBuilder,
+        mut row: impl FnMut(&mut KernelBuilder, Reg<U32>) -> (Reg<U32>, Pred),
+    ) -> LoaderRows {
+        let mut rows = LoaderRows {
+            base: Vec::new(),
+            valid: Vec::new(),
+        };
+        for i in 0..self.passes() {
+            let r = k.add(self.r0, i * self.rows_per_pass());
+            let (base, valid) = row(k, r);
+            rows.base.push(base);
+            rows.valid.push(valid);
+        }
+        rows
+    }
+}
+
+/// `A` row `r` of the tile gathered by token: slot `s = m0 + r` of bin `e` holds token
+/// `t = token_ids[e·C + s]` when `s < counts[e]` (and `t < T`); returns the element index
+/// `t · len` of its row start and whether it exists.
+pub(crate) fn gathered_row(
+    k: &mut KernelBuilder,
+    item: &WorkItem,
+    bin_start: Reg<U32>,
+    token_ids: GlobalPtr<U32>,
+    tokens: Reg<U32>,
+    len: u32,
+    r: Reg<U32>,
+) -> (Reg<U32>, Pred) {
+    let slot = k.add(item.m0, r);
+    let routed = k.setp_lt(slot, item.count);
+    let token = k.var::<U32>(0u32);
+    k.if_then(routed, |k| {
+        let index = k.add(bin_start, slot);
+        let addr = k.elem_addr(token_ids, index);
+        let t = k.ld_global::<U32>(addr, 0);
+        k.assign(token, t);
+    });
+    let known = k.setp_lt(token, tokens);
+    let valid = k.and_pred(routed, known);
+    (k.mul_lo(token, len), valid)
+}
+
+/// `A` row `r` of the permuted layout: slot `s = m0 + r` of bin `e` is row `offsets[e] + s`,
+/// present when `s < counts[e]`.
+pub(crate) fn permuted_row(
+    k: &mut KernelBuilder,
+    item: &WorkItem,
+    len: u32,
+    r: Reg<U32>,
+) -> (Reg<U32>, Pred) {
+    let slot = k.add(item.m0, r);
+    let valid = k.setp_lt(slot, item.count);
+    let row = k.add(item.out_start, slot);
+    (k.mul_lo(row, len), valid)
+}
+
+/// `B` row `r`: output column `n = n0 + r` is weight row `W[e, n, :]`, present when `n < N`.
+pub(crate) fn weight_row(
+    k: &mut KernelBuilder,
+    item: &WorkItem,
+    n_total: u32,
+    len: u32,
+    r: Reg<U32>,
+) -> (Reg<U32>, Pred) {
+    let n = k.add(item.n0, r);
+    let valid = k.setp_lt(n, n_total);
+    let first_row = k.mul_lo(item.expert, n_total);
+    let row = k.add(first_row, n);
+    (k.mul_lo(row, len), valid)
+}
+
+/// The loader's `A` rows gathered by token ([`gathered_row`]).
 pub(crate) fn gathered_rows(
     k: &mut KernelBuilder,
     tile: &Tile,
@@ -154,70 +271,28 @@ pub(crate) fn gathered_rows(
     len: u32,
 ) -> LoaderRows {
     k.comment("gather: token of each staged row");
+    let item = tile.item();
     let bin_start = k.mul_lo(tile.expert, tile.capacity);
-    let mut rows = LoaderRows {
-        base: Vec::new(),
-        valid: Vec::new(),
-    };
-    for i in 0..tile.passes() {
-        let r = k.add(tile.r0, i * tile.rows_per_pass());
-        let slot = k.add(tile.m0, r);
-        let routed = k.setp_lt(slot, tile.count);
-        let token = k.var::<U32>(0u32);
-        k.if_then(routed, |k| {
-            let index = k.add(bin_start, slot);
-            let addr = k.elem_addr(token_ids, index);
-            let t = k.ld_global::<U32>(addr, 0);
-            k.assign(token, t);
-        });
-        let known = k.setp_lt(token, tokens);
-        let valid = k.and_pred(routed, known);
-        rows.base.push(k.mul_lo(token, len));
-        rows.valid.push(valid);
-    }
-    rows
+    tile.loader_rows(k, |k, r| {
+        gathered_row(k, &item, bin_start, token_ids, tokens, len, r)
+    })
 }
 
-/// `A` rows of the permuted layout: slot `s = m0 + r` of bin `e` is row `offsets[e] + s`,
-/// present when `s < counts[e]`.
+/// The loader's `A` rows of the permuted layout ([`permuted_row`]).
 pub(crate) fn permuted_rows(k: &mut KernelBuilder, tile: &Tile, len: u32) -> LoaderRows {
-    let bin_start = tile.out_start;
-    let mut rows = LoaderRows {
-        base: Vec::new(),
-        valid: Vec::new(),
-    };
-    for i in 0..tile.passes() {
-        let r = k.add(tile.r0, i * tile.rows_per_pass());
-        let slot = k.add(tile.m0, r);
-        let valid = k.setp_lt(slot, tile.count);
-        let row = k.add(bin_start, slot);
-        rows.base.push(k.mul_lo(row, len));
-        rows.valid.push(valid);
-    }
-    rows
+    let item = tile.item();
+    tile.loader_rows(k, |k, r| permuted_row(k, &item, len, r))
 }
 
-/// `B` rows: output column `n = n0 + r` is weight row `W[e, n, :]`, present when `n < N`.
+/// The loader's `B` rows ([`weight_row`]).
 pub(crate) fn weight_rows(
     k: &mut KernelBuilder,
     tile: &Tile,
     n_total: u32,
     len: u32,
 ) -> LoaderRows {
-    let first_row = k.mul_lo(tile.expert, n_total);
-    let mut rows = LoaderRows {
-        base: Vec::new(),
-        valid: Vec::new(),
-    };
-    for i in 0..tile.passes() {
-        let r = k.add(tile.r0, i * tile.rows_per_pass());
-        let n = k.add(tile.n0, r);
-        let valid = k.setp_lt(n, n_total);
-        let row = k.add(first_row, n);
-        rows.base.push(k.mul_lo(row, len));
-        rows.valid.push(valid);
-    }
-    rows
+    let item = tile.item();
+    tile.loader_rows(k, |k, r| weight_row(k, &item, n_total, len, r))
 }
 
 /// A shared tile `[TILE_K][TILE_M + 1]` in the compute type.

@@ -5,9 +5,9 @@
 //! | [`GATING`] | softmax + top-k + weights | `ceil(T/4)` × 128 (a warp per token, `E ≥ 32`); `ceil(T/128)` × 128 (a thread per token, `E < 32`) |
 //! | [`PERMUTE`] | slot assignment | `E` × 256 (a block per expert) |
 //! | [`SCHEDULE`] | bin offsets + GEMM work list | 1 × 32 |
-//! | [`EXPERT_LINEAR`] | `Y = X·Wᵀ` (ffn = linear) | `(n_max, ceil(F/64))` × 256 |
-//! | [`EXPERT_SWIGLU_UP`] | `G = silu(X·W1ᵀ) ⊙ X·W3ᵀ` (ffn = swiglu) | `(n_max, ceil(F/64))` × 256 |
-//! | [`EXPERT_SWIGLU_DOWN`] | `Y = G·W2ᵀ` (ffn = swiglu) | `(n_max, ceil(H/64))` × 256 |
+//! | [`EXPERT_LINEAR`] | `Y = X·Wᵀ` (ffn = linear) | `(n_max, ceil(F/64))` × 256 (128 on tensor cores) |
+//! | [`EXPERT_SWIGLU_UP`] | `G = silu(X·W1ᵀ) ⊙ X·W3ᵀ` (ffn = swiglu) | `(n_max, ceil(F/64))` × 256 (128) |
+//! | [`EXPERT_SWIGLU_DOWN`] | `Y = G·W2ᵀ` (ffn = swiglu) | `(n_max, ceil(H/64))` × 256 (128) |
 //! | [`UNPERMUTE`] | weighted combine | `(T, ceil(N/256))` × 256 |
 //!
 //! The configuration's `experts`, `top_k`, `hidden` and `expert_dim` are baked into the PTX as
@@ -15,6 +15,11 @@
 //! is `u32` (byte addresses `u64` via `mul.wide`); the launch functions check the sizes first.
 //! The expert GEMMs are one grouped launch each: `n_max` ([`max_work_items`]) blocks along x,
 //! each taking one `(expert, row tile)` item of the list [`SCHEDULE`] built from the counts.
+//!
+//! The expert GEMMs run on tensor cores (`mma.m16n8k16`, 3-stage `cp.async` ring, see
+//! `tc.rs`) for f16/bf16 on sm_80+ when the reduction length is a multiple of 8
+//! ([`tensor_cores`]); f32/f64, older targets and other lengths keep the CUDA-core GEMMs
+//! (`gemm.rs`), silently. Launchers size the block with [`expert_threads`].
 
 mod common;
 mod expert;
@@ -22,16 +27,20 @@ mod gating;
 mod gemm;
 mod permute;
 mod schedule;
+mod tc;
 mod unpermute;
 
 pub use gating::{gating_tokens_per_block, GATING_BLOCK, GATING_WARPS, GATING_WARP_MIN_EXPERTS};
 pub use gemm::{GEMM_THREADS, TILE_M, TILE_N};
 pub use permute::PERMUTE_BLOCK;
 pub use schedule::{max_work_items, SCHEDULE_BLOCK};
+pub use tc::{takes as tensor_cores, TC_THREADS};
 pub use unpermute::UNPERMUTE_BLOCK;
 
 use crate::arch::Arch;
-use crate::builder::{KernelBuilder, ModuleBuilder, BF16, F16, F32, F64};
+use crate::builder::{
+    KernelBuilder, MmaInput, ModuleBuilder, PackedHalf, BF16, F16, F32, F64, M16N8K16,
+};
 use crate::dtype::DType;
 use crate::templates::{CompiledFamily, KernelFamily, TemplateError};
 
@@ -93,20 +102,49 @@ pub fn entry_names(ffn: Ffn) -> &'static [&'static str] {
     }
 }
 
-fn entry(
-    name: &str,
-    arch: Arch,
-    shape: &MoeShape,
-    body: fn(&MoeShape, &mut KernelBuilder),
-) -> KernelBuilder {
+fn entry(name: &str, arch: Arch, shape: &MoeShape, body: Body) -> KernelBuilder {
     let mut k = KernelBuilder::new(name, arch);
     declare_index_bound(&mut k, &INDEX_BOUND);
     body(shape, &mut k);
     k
 }
 
-/// Every entry of the family for storage type `T`.
-fn build_module<T: MoeElem>(cfg: &MoeConfig) -> ModuleBuilder {
+/// Threads per block of expert entry `entry` of `cfg`: [`TC_THREADS`] on the tensor-core path
+/// ([`tensor_cores`]), [`GEMM_THREADS`] on the CUDA-core path.
+pub fn expert_threads(cfg: &MoeConfig, entry: &str) -> u32 {
+    if tensor_cores(cfg, entry) {
+        TC_THREADS
+    } else {
+        GEMM_THREADS
+    }
+}
+
+/// A kernel body.
+type Body = fn(&MoeShape, &mut KernelBuilder);
+
+/// The tensor-core expert entries (linear, swiglu up, swiglu down) of a dtype that has them.
+type TcBodies = [Body; 3];
+
+fn tc_bodies<T: MoeElem + PackedHalf>() -> TcBodies
+where
+    M16N8K16: MmaInput<T>,
+{
+    [
+        tc::build_linear::<T>,
+        tc::build_swiglu_up::<T>,
+        tc::build_swiglu_down::<T>,
+    ]
+}
+
+/// Every entry of the family for storage type `T`; the expert entries from `tc` where
+/// [`tensor_cores`] takes them.
+fn build_module<T: MoeElem>(cfg: &MoeConfig, tc: Option<TcBodies>) -> ModuleBuilder {
+    let pick = |name: &str, i: usize, cuda: Body| -> Body {
+        match tc {
+            Some(bodies) if tensor_cores(cfg, name) => bodies[i],
+            _ => cuda,
+        }
+    };
     let shape = MoeShape::of(cfg);
     let arch = cfg.arch;
     let mut module = ModuleBuilder::new(arch);
@@ -119,7 +157,7 @@ fn build_module<T: MoeElem>(cfg: &MoeConfig) -> ModuleBuilder {
                 EXPERT_LINEAR,
                 arch,
                 &shape,
-                expert::build_linear::<T>,
+                pick(EXPERT_LINEAR, 0, expert::build_linear::<T>),
             ));
         }
         Ffn::Swiglu => {
@@ -127,13 +165,13 @@ fn build_module<T: MoeElem>(cfg: &MoeConfig) -> ModuleBuilder {
                 EXPERT_SWIGLU_UP,
                 arch,
                 &shape,
-                expert::build_swiglu_up::<T>,
+                pick(EXPERT_SWIGLU_UP, 1, expert::build_swiglu_up::<T>),
             ));
             module.push(entry(
                 EXPERT_SWIGLU_DOWN,
                 arch,
                 &shape,
-                expert::build_swiglu_down::<T>,
+                pick(EXPERT_SWIGLU_DOWN, 2, expert::build_swiglu_down::<T>),
             ));
         }
     }
@@ -147,10 +185,10 @@ impl KernelFamily for MoeConfig {
     fn compile(&self) -> Result<CompiledFamily, TemplateError> {
         self.validate()?;
         let module = match self.dtype {
-            DType::F16 => build_module::<F16>(self),
-            DType::BF16 => build_module::<BF16>(self),
-            DType::F32 => build_module::<F32>(self),
-            DType::F64 => build_module::<F64>(self),
+            DType::F16 => build_module::<F16>(self, Some(tc_bodies::<F16>())),
+            DType::BF16 => build_module::<BF16>(self, Some(tc_bodies::<BF16>())),
+            DType::F32 => build_module::<F32>(self, None),
+            DType::F64 => build_module::<F64>(self, None),
         };
         Ok(CompiledFamily::from_module(&module.build()?))
     }

@@ -1,0 +1,339 @@
+//! The expert GEMMs on tensor cores (f16/bf16 on sm_80+): the same grouped GEMMs as
+//! [`super::expert`] — same entries, parameters, grid `(n_max, ceil(N / 64))` and work list —
+//! computed by the shared 64 × 64 `mma.m16n8k16` block tile of [`crate::templates::warp_mma`]
+//! (4 warps, 3-stage `cp.async` ring, padded rows, `ldmatrix`, f32 accumulators).
+//!
+//! - **A** (the bin's rows, `TILE_M` slots from `m0`): `moe_expert_linear` and
+//!   `moe_expert_swiglu_up` gather `X[token_ids[e·C + s]]` (the token id read once per staged
+//!   row, outside the K loop); `moe_expert_swiglu_down` reads the permuted rows
+//!   `G[offsets[e] + s]`. Rows past `counts[e]` are zero-filled (`cp.async` src-size 0).
+//! - **B** (`W[e]`, `[N, len]` row-major): weight rows are the mma's columns and are contiguous
+//!   along the reduction, so they stage like A and give B fragments by untransposed `ldmatrix`.
+//!   SwiGLU's up-projection stages `W1[e]` and `W3[e]` beside one `X` tile and keeps two
+//!   accumulator sets; the epilogue forms `silu(h1) ⊙ h3` in f32.
+//! - **Copies** are 16-byte `cp.async` chunks, so the reduction length (`H` for linear and up,
+//!   `F` for down) must be a multiple of 8: every chunk is then 16-byte aligned and wholly
+//!   inside or outside its row. Other lengths take the CUDA-core entry ([`takes`]).
+//! - **Epilogue**: `out[offsets[e] + m0 + r, n0 + c]` for routed slots and in-range columns,
+//!   rounded once; column pairs are stored as one packed 32-bit word when `N` is even.
+
+use crate::builder::{
+    GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Pred, Reg, SharedArr, F32, M16N8K16, U32,
+};
+use crate::dtype::DType;
+use crate::ir::{CacheLevel, VoteMode};
+use crate::templates::moe::MoeConfig;
+use crate::templates::warp_mma::{self as tile, Accumulators, WarpPos, CHUNK, TILE_K, TILE_M};
+
+use super::common::{narrow, MoeElem};
+use super::gemm::{gathered_row, permuted_row, silu_times, weight_row, work_item, Schedule};
+use super::gemm::{TILE_M as GEMM_TILE_M, TILE_N as GEMM_TILE_N};
+use super::{MoeShape, EXPERT_SWIGLU_DOWN};
+
+/// Threads per tensor-core expert-GEMM block.
+pub const TC_THREADS: u32 = tile::THREADS;
+
+// The work list and the grid are shared with the CUDA-core entries.
+const _: () = assert!(TILE_M == GEMM_TILE_M && tile::TILE_N == GEMM_TILE_N);
+
+/// Whether expert entry `entry` of `cfg` runs on tensor cores: f16/bf16, a target with
+/// `mma.m16n8k16`, `cp.async`, `ldmatrix` and packed f32 → f16x2/bf16x2 conversion (sm_80+), and a reduction length that is a
+/// multiple of 8 (16-byte copies). Everything else keeps the CUDA-core entry, silently.
+pub fn takes(cfg: &MoeConfig, entry: &str) -> bool {
+    let a = cfg.arch;
+    let len = if entry == EXPERT_SWIGLU_DOWN {
+        cfg.expert_dim
+    } else {
+        cfg.hidden
+    };
+    matches!(cfg.dtype, DType::F16 | DType::BF16)
+        && a.has_mma_m16n8k16()
+        && a.has_cp_async()
+        && a.has_ldmatrix()
+        && a.has_packed_f32_conversion()
+        && len % CHUNK == 0
+}
+
+/// The epilogue's value of one output from the matching output of every accumulator set.
+type Epilogue<'a> = &'a dyn Fn(&mut KernelBuilder, &[Reg<F32>]) -> Reg<F32>;
+
+/// One staged row of an operand: element index of its start and whether it exists.
+type Row = (Reg<U32>, Pred);
+
+/// One operand's ring and the rows this thread copies into it.
+struct Operand<T: PackedHalf> {
+    src: GlobalPtr<T>,
+    ring: SharedArr<T>,
+    rows: Vec<Row>,
+}
+
+/// The copies this thread makes per stage: chunk `i` is tile row `rows[i]`, columns
+/// `cols[i]..+8`, at byte `slots[i]` of the stage (the same positions for every operand).
+struct Chunks {
+    rows: Vec<Reg<U32>>,
+    cols: Vec<Reg<U32>>,
+    slots: Vec<Reg<U32>>,
+}
+
+/// The grouped GEMM of one work item: `acc[o] = A · B_oᵀ` over `len`, A rows from `a_row(r)`,
+/// B rows `W_o[e, n0 + r, :]`. Blocks whose tile holds no routed row (past the work list)
+/// skip the loop (a block-uniform branch).
+#[allow(clippy::too_many_arguments)]
+fn grouped_gemm<T: MoeElem + PackedHalf>(
+    k: &mut KernelBuilder,
+    tid: Reg<U32>,
+    pos: &WarpPos,
+    item: &super::gemm::WorkItem,
+    a_src: GlobalPtr<T>,
+    a_row: &mut dyn FnMut(&mut KernelBuilder, Reg<U32>) -> Row,
+    b_srcs: &[GlobalPtr<T>],
+    n_total: u32,
+    len: u32,
+) -> Vec<Accumulators>
+where
+    M16N8K16: MmaInput<T>,
+{
+    let bytes = T::TYPE.bytes();
+    let mut chunks = Chunks {
+        rows: Vec::new(),
+        cols: Vec::new(),
+        slots: Vec::new(),
+    };
+    for i in 0..tile::CHUNKS_PER_THREAD {
+        let (row, col, slot) = tile::chunk_slot_bytes(k, tid, i, bytes);
+        chunks.rows.push(row);
+        chunks.cols.push(col);
+        chunks.slots.push(slot);
+    }
+    k.comment("staged rows: gathered A rows, weight rows");
+    let a = Operand {
+        src: a_src,
+        ring: tile::ring::<T>(k, "a_ring"),
+        rows: chunks.rows.iter().map(|&r| a_row(k, r)).collect(),
+    };
+    let bs: Vec<Operand<T>> = b_srcs
+        .iter()
+        .enumerate()
+        .map(|(o, &src)| Operand {
+            src,
+            ring: tile::ring::<T>(k, &format!("b_ring{o}")),
+            rows: chunks
+                .rows
+                .iter()
+                .map(|&r| weight_row(k, item, n_total, len, r))
+                .collect(),
+        })
+        .collect();
+    let mut acc: Vec<Accumulators> = b_srcs.iter().map(|_| tile::zero_acc::<T>(k)).collect();
+    let (a_lane, b_lane) = pos.fragment_offsets(k, bytes);
+    let fill = |k: &mut KernelBuilder, k_tile: Reg<U32>, slot: Reg<U32>| {
+        let k0 = k.mul_lo(k_tile, TILE_K);
+        for op in std::iter::once(&a).chain(&bs) {
+            let stage = tile::stage_base(k, op.ring, slot);
+            for ((&(base, row_ok), &col), &at) in
+                op.rows.iter().zip(&chunks.cols).zip(&chunks.slots)
+            {
+                let first = k.add(k0, col);
+                let col_ok = k.setp_lt(first, len);
+                let ok = k.and_pred(row_ok, col_ok);
+                let index = k.add(base, first);
+                let index = k.selp(index, 0u32, ok);
+                let src = k.elem_addr(op.src, index);
+                let dst = k.add(stage, at);
+                let src_bytes = k.selp(16u32, 0u32, ok);
+                k.cp_async_zfill(CacheLevel::Cg, dst, src, 16, src_bytes);
+            }
+        }
+    };
+    // The item was read from global memory, so the validator cannot know every lane holds the
+    // same one; `vote.any` of a predicate that is in fact block-uniform restates it as a
+    // visibly warp-uniform value for the branch around the mma loop.
+    let has_rows = k.setp_lt(item.m0, item.count);
+    let has_rows = k.vote(VoteMode::Any, has_rows);
+    k.if_then(has_rows, |k| {
+        tile::run_ring(k, len.div_ceil(TILE_K), &fill, &mut |k, slot| {
+            let a_stage = tile::stage_base(k, a.ring, slot);
+            let a_at = k.add(a_stage, a_lane);
+            let b_at: Vec<Reg<U32>> = bs
+                .iter()
+                .map(|b| {
+                    let stage = tile::stage_base(k, b.ring, slot);
+                    k.add(stage, b_lane)
+                })
+                .collect();
+            tile::multiply_tile::<T>(k, &mut acc, a_at, &b_at);
+        });
+    });
+    acc
+}
+
+/// Stores `value(outputs of every accumulator set)` at `out[(offsets[e] + m0 + r) · N + n0 +
+/// c]` for routed slots and columns `< N`: packed pairs when `N` is even (then `c` even and
+/// `c + 1 < N` together), single elements otherwise.
+fn store<T: MoeElem + PackedHalf>(
+    k: &mut KernelBuilder,
+    pos: &WarpPos,
+    item: &super::gemm::WorkItem,
+    out: GlobalPtr<T>,
+    n_total: u32,
+    acc: &[Accumulators],
+    value: Epilogue<'_>,
+) where
+    M16N8K16: MmaInput<T>,
+{
+    k.comment("epilogue: round and store routed rows");
+    let (row0, col0) = pos.output_origin(k);
+    let col0 = k.add(item.n0, col0);
+    let words = k.cast_ptr::<T, U32>(out);
+    let regs: Vec<Vec<Vec<Vec<Reg<F32>>>>> = acc
+        .iter()
+        .map(|set| {
+            set.iter()
+                .map(|row| row.iter().map(|frag| frag.f32_regs()).collect())
+                .collect()
+        })
+        .collect();
+    for mi in 0..tile::WARP_M_TILES as usize {
+        for h in 0..2usize {
+            let r = k.add(row0, 16 * mi as u32 + 8 * h as u32);
+            let slot = k.add(item.m0, r);
+            let slot_ok = k.setp_lt(slot, item.count);
+            let row = k.add(item.out_start, slot);
+            let row_start = k.mul_lo(row, n_total);
+            for ni in 0..tile::WARP_N_TILES as usize {
+                let outputs: Vec<Reg<F32>> = (0..2)
+                    .map(|j| {
+                        let set: Vec<Reg<F32>> =
+                            regs.iter().map(|s| s[mi][ni][2 * h + j]).collect();
+                        value(k, &set)
+                    })
+                    .collect();
+                let n = k.add(col0, 8 * ni as u32);
+                if n_total % 2 == 0 {
+                    let n_ok = k.setp_lt(n, n_total);
+                    let ok = k.and_pred(slot_ok, n_ok);
+                    k.if_then(ok, |k| {
+                        let pair = k.pack_f32_pair::<T>(outputs[0], outputs[1]);
+                        let bits = k.pair_bits::<T>(pair);
+                        let index = k.add(row_start, n);
+                        let word = k.shr(index, 1u32);
+                        let addr = k.elem_addr(words, word);
+                        k.st_global(addr, 0, bits);
+                    });
+                } else {
+                    for (j, &v) in outputs.iter().enumerate() {
+                        let c = k.add(n, j as u32);
+                        let n_ok = k.setp_lt(c, n_total);
+                        let ok = k.and_pred(slot_ok, n_ok);
+                        k.if_then(ok, |k| {
+                            let stored = narrow::<T>(k, v.retype());
+                            let index = k.add(row_start, c);
+                            let addr = k.elem_addr(out, index);
+                            k.st_global(addr, 0, stored);
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The schedule pointers every expert entry takes.
+fn schedule(k: &mut KernelBuilder) -> Schedule {
+    let counts = k.param_ptr::<U32>("counts");
+    let offsets = k.param_ptr::<U32>("offsets");
+    let work_items = k.param_ptr::<U32>("work_items");
+    Schedule {
+        counts: k.global_ptr(counts),
+        offsets: k.global_ptr(offsets),
+        work_items: k.global_ptr(work_items),
+    }
+}
+
+/// The gathering entries (linear, swiglu up): `x`, `token_ids`, schedule, the weights, the
+/// output, `tokens`, `capacity`; returns `acc[o] = X_gathered · W_o[e]ᵀ` and the store target.
+fn gathering<T: MoeElem + PackedHalf>(
+    shape: &MoeShape,
+    k: &mut KernelBuilder,
+    weights: &[&str],
+    output: &str,
+    value: Epilogue<'_>,
+) where
+    M16N8K16: MmaInput<T>,
+{
+    k.require_block([TC_THREADS, 1, 1]);
+    let x = k.param_ptr::<T>("x");
+    let token_ids = k.param_ptr::<U32>("token_ids");
+    let schedule = schedule(k);
+    let ws: Vec<_> = weights.iter().map(|w| k.param_ptr::<T>(w)).collect();
+    let y = k.param_ptr::<T>(output);
+    let tokens = k.param::<U32>("tokens");
+    let capacity = k.param::<U32>("capacity");
+    let (x, token_ids, y) = (k.global_ptr(x), k.global_ptr(token_ids), k.global_ptr(y));
+    let ws: Vec<GlobalPtr<T>> = ws.into_iter().map(|w| k.global_ptr(w)).collect();
+    let tokens = k.load_param(tokens);
+    let capacity = k.load_param(capacity);
+    let (tid, pos) = WarpPos::of_thread(k);
+    let item = work_item(k, schedule);
+    let bin_start = k.mul_lo(item.expert, capacity);
+    let hidden = shape.hidden;
+    let acc = grouped_gemm(
+        k,
+        tid,
+        &pos,
+        &item,
+        x,
+        &mut |k, r| gathered_row(k, &item, bin_start, token_ids, tokens, hidden, r),
+        &ws,
+        shape.expert_dim,
+        hidden,
+    );
+    store(k, &pos, &item, y, shape.expert_dim, &acc, value);
+}
+
+/// `moe_expert_linear` on tensor cores (parameters as [`super::expert::build_linear`]).
+pub(crate) fn build_linear<T: MoeElem + PackedHalf>(shape: &MoeShape, k: &mut KernelBuilder)
+where
+    M16N8K16: MmaInput<T>,
+{
+    gathering::<T>(shape, k, &["w"], "y", &|_, v| v[0]);
+}
+
+/// `moe_expert_swiglu_up` on tensor cores (parameters as [`super::expert::build_swiglu_up`]).
+pub(crate) fn build_swiglu_up<T: MoeElem + PackedHalf>(shape: &MoeShape, k: &mut KernelBuilder)
+where
+    M16N8K16: MmaInput<T>,
+{
+    gathering::<T>(shape, k, &["w1", "w3"], "gated", &|k, v| {
+        silu_times(k, v[0], v[1])
+    });
+}
+
+/// `moe_expert_swiglu_down` on tensor cores (parameters as
+/// [`super::expert::build_swiglu_down`]).
+pub(crate) fn build_swiglu_down<T: MoeElem + PackedHalf>(shape: &MoeShape, k: &mut KernelBuilder)
+where
+    M16N8K16: MmaInput<T>,
+{
+    k.require_block([TC_THREADS, 1, 1]);
+    let gated = k.param_ptr::<T>("gated");
+    let schedule = schedule(k);
+    let w2 = k.param_ptr::<T>("w2");
+    let y = k.param_ptr::<T>("y");
+    let (gated, w2, y) = (k.global_ptr(gated), k.global_ptr(w2), k.global_ptr(y));
+    let (tid, pos) = WarpPos::of_thread(k);
+    let item = work_item(k, schedule);
+    let len = shape.expert_dim;
+    let acc = grouped_gemm(
+        k,
+        tid,
+        &pos,
+        &item,
+        gated,
+        &mut |k, r| permuted_row(k, &item, len, r),
+        &[w2],
+        shape.hidden,
+        len,
+    );
+    store(k, &pos, &item, y, shape.hidden, &acc, &|_, v| v[0]);
+}

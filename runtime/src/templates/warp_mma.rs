@@ -1,0 +1,227 @@
+//! The 64 × 64 tensor-core block tile shared by the families whose GEMMs have both operands
+//! contiguous along the reduction (conv's implicit GEMM, MoE's expert GEMMs): `C [64, 64] +=
+//! A [64, K] · Bᵀ` with `B [64, K]` stored n-major, f16/bf16 inputs, f32 accumulators.
+//!
+//! - **Block**: [`THREADS`] threads = 4 warps as 2 × 2; each warp owns a 32 × 32 quadrant as
+//!   [`WARP_M_TILES`] × [`WARP_N_TILES`] `m16n8k16` accumulators.
+//! - **Shared layout**: both operand tiles are stored `[row][k]`, [`TILE_K`] deep, rows padded
+//!   to [`ROW`] elements (80 bytes): the eight 16-byte rows one `ldmatrix` phase reads start
+//!   20 words apart, in distinct bank groups, so every request is conflict-free.
+//! - **Fragments**: A by `ldmatrix.x4`; B by untransposed `ldmatrix.x4` (its rows are the
+//!   mma's columns, see [`KernelBuilder::ldmatrix_b_pair`]).
+//! - **Pipeline** ([`run_ring`]): [`STAGES`] ring slots; K tiles `t + 1` and `t + 2` are being
+//!   filled by `cp.async` while `t` is multiplied. Each step waits for its own group
+//!   (`wait_group STAGES − 2`), synchronises, refills the slot freed by the previous step and
+//!   commits one group even when empty, so the group count stays uniform.
+//!
+//! Callers fill a ring slot themselves (their addressing differs: im2col, gathered tokens) in
+//! 16-byte chunks of [`CHUNK`] elements, at byte offset [`chunk_slot_bytes`] of the stage.
+
+use crate::builder::{
+    FragA, FragB, FragC, KernelBuilder, MmaInput, PackedHalf, Reg, SharedArr, F32, M16N8K16, U32,
+};
+
+/// Output rows per block.
+pub const TILE_M: u32 = 64;
+/// Output columns per block.
+pub const TILE_N: u32 = 64;
+/// Reduction depth per pipeline step.
+pub const TILE_K: u32 = 32;
+/// Threads per block (4 warps).
+pub const THREADS: u32 = 128;
+/// Pipeline depth.
+pub const STAGES: u32 = 3;
+/// Elements per copy chunk (16 bytes of f16/bf16).
+pub const CHUNK: u32 = 8;
+/// Padded shared row length in elements.
+pub const ROW: u32 = TILE_K + 8;
+/// Elements of one stage of one operand.
+pub const STAGE_ELEMS: u32 = TILE_M * ROW;
+/// Each warp's quadrant edge.
+pub const WARP_TILE: u32 = 32;
+/// m16 accumulators per warp.
+pub const WARP_M_TILES: u32 = 2;
+/// n8 accumulators per warp.
+pub const WARP_N_TILES: u32 = 4;
+/// 16-byte chunks of one operand stage each thread copies.
+pub const CHUNKS_PER_THREAD: u32 = TILE_M * (TILE_K / CHUNK) / THREADS;
+
+/// A warp's accumulators `[mi][ni]`.
+pub type Accumulators = Vec<Vec<FragC<M16N8K16, F32>>>;
+
+/// The thread's place in the block: lane, and the warp's quadrant.
+#[derive(Clone, Copy)]
+pub struct WarpPos {
+    pub lane: Reg<U32>,
+    pub warp_m: Reg<U32>,
+    pub warp_n: Reg<U32>,
+}
+
+impl WarpPos {
+    /// Reads `tid.x` and splits it.
+    pub fn of_thread(k: &mut KernelBuilder) -> (Reg<U32>, Self) {
+        let tid = k.tid_x();
+        let lane = k.and(tid, 31u32);
+        let warp = k.shr(tid, 5u32);
+        let warp_m = k.shr(warp, 1u32);
+        let warp_n = k.and(warp, 1u32);
+        (
+            tid,
+            Self {
+                lane,
+                warp_m,
+                warp_n,
+            },
+        )
+    }
+
+    /// This lane's `ldmatrix` row addresses within a stage (bytes): A at row
+    /// `32·warp_m + l % 16`, column `8 · (l / 16)`; B (n-major) at row
+    /// `32·warp_n + 8 · (l / 16) + l % 8`, column `8 · ((l / 8) % 2)`.
+    pub fn fragment_offsets(&self, k: &mut KernelBuilder, elem_bytes: u32) -> (Reg<U32>, Reg<U32>) {
+        let l16 = k.and(self.lane, 15u32);
+        let half = k.shr(self.lane, 4u32);
+        let a_row = k.mad_lo(self.warp_m, WARP_TILE, l16);
+        let a_col = k.mul_lo(half, CHUNK);
+        let a_slot = k.mad_lo(a_row, ROW, a_col);
+        let a_off = k.mul_lo(a_slot, elem_bytes);
+        let l8 = k.and(self.lane, 7u32);
+        let b_row = k.mad_lo(half, CHUNK, l8);
+        let b_row = k.mad_lo(self.warp_n, WARP_TILE, b_row);
+        let which = k.shr(self.lane, 3u32);
+        let which = k.and(which, 1u32);
+        let b_col = k.mul_lo(which, CHUNK);
+        let b_slot = k.mad_lo(b_row, ROW, b_col);
+        let b_off = k.mul_lo(b_slot, elem_bytes);
+        (a_off, b_off)
+    }
+
+    /// The epilogue coordinates: accumulator `(mi, ni)` register `2·h + j` is the output at
+    /// tile row `row0 + 16·mi + 8·h`, tile column `col0 + 8·ni + j`.
+    pub fn output_origin(&self, k: &mut KernelBuilder) -> (Reg<U32>, Reg<U32>) {
+        let quad_row = k.shr(self.lane, 2u32);
+        let quad = k.and(self.lane, 3u32);
+        let row0 = k.mad_lo(self.warp_m, WARP_TILE, quad_row);
+        let warp_col = k.mul_lo(self.warp_n, WARP_TILE);
+        let col0 = k.mad_lo(quad, 2u32, warp_col);
+        (row0, col0)
+    }
+}
+
+/// Chunk `i` of [`CHUNKS_PER_THREAD`] of thread `tid`: its tile row, its first column and its
+/// byte offset within a stage.
+pub fn chunk_slot_bytes(
+    k: &mut KernelBuilder,
+    tid: Reg<U32>,
+    i: u32,
+    elem_bytes: u32,
+) -> (Reg<U32>, Reg<U32>, Reg<U32>) {
+    let per_row = TILE_K / CHUNK;
+    let chunk = k.add(tid, i * THREADS);
+    let row = k.shr(chunk, per_row.trailing_zeros());
+    let piece = k.and(chunk, per_row - 1);
+    let col = k.mul_lo(piece, CHUNK);
+    let slot = k.mad_lo(row, ROW, col);
+    let slot_bytes = k.mul_lo(slot, elem_bytes);
+    (row, col, slot_bytes)
+}
+
+/// Shared byte address of ring slot `slot` of `tiles` ([`STAGES`] × [`STAGE_ELEMS`]).
+pub fn stage_base<T: PackedHalf>(
+    k: &mut KernelBuilder,
+    tiles: SharedArr<T>,
+    slot: Reg<U32>,
+) -> Reg<U32> {
+    let base = k.shared_base(tiles);
+    k.mad_lo(slot, STAGE_ELEMS * T::TYPE.bytes(), base)
+}
+
+/// A ring of [`STAGES`] operand tiles.
+pub fn ring<T: PackedHalf>(k: &mut KernelBuilder, name: &str) -> SharedArr<T> {
+    k.shared_array::<T>(name, STAGES * STAGE_ELEMS)
+}
+
+/// The warp's accumulators, zero.
+pub fn zero_acc<T: PackedHalf>(k: &mut KernelBuilder) -> Accumulators
+where
+    M16N8K16: MmaInput<T>,
+{
+    (0..WARP_M_TILES)
+        .map(|_| {
+            (0..WARP_N_TILES)
+                .map(|_| k.frag_c_zero::<M16N8K16, T, F32>())
+                .collect()
+        })
+        .collect()
+}
+
+/// Fills ring slot `slot` (second argument) with K tile `tile` (first argument).
+pub type FillFn<'a> = &'a dyn Fn(&mut KernelBuilder, Reg<U32>, Reg<U32>);
+
+/// The ring around `multiply(k, slot)` over `k_tiles` K tiles: prologue, per-tile wait +
+/// barrier + refill (`fill(k, tile, slot)`), final `wait_all`.
+pub fn run_ring(
+    k: &mut KernelBuilder,
+    k_tiles: u32,
+    fill: FillFn<'_>,
+    multiply: &mut dyn FnMut(&mut KernelBuilder, Reg<U32>),
+) {
+    k.comment("prologue: start the first stages");
+    for s in 0..STAGES - 1 {
+        if s < k_tiles {
+            let tile = k.var::<U32>(s);
+            fill(k, tile, tile);
+        }
+        k.cp_async_commit();
+    }
+    k.for_range(0u32, k_tiles, 1u32, |k, tile| {
+        k.comment("wait for this tile, then refill the slot freed last iteration");
+        k.cp_async_wait_group(STAGES - 2);
+        k.bar_sync();
+        let next = k.add(tile, STAGES - 1);
+        let present = k.setp_lt(next, k_tiles);
+        k.if_then(present, |k| {
+            let slot = k.rem(next, STAGES);
+            fill(k, next, slot);
+        });
+        k.cp_async_commit();
+        k.comment("multiply the tile on the tensor cores");
+        let slot = k.rem(tile, STAGES);
+        multiply(k, slot);
+    });
+    k.cp_async_wait_all();
+}
+
+/// One K tile of the warp's 32 × 32 quadrant for every B operand (`b_at[o]` → `acc[o]`; MoE's
+/// SwiGLU shares the A fragments between W1 and W3): per 16-deep slice, two A fragments
+/// (`ldmatrix.x4`), four B fragments per operand (two untransposed `ldmatrix.x4`), eight
+/// `mma.m16n8k16` per operand.
+pub fn multiply_tile<T: PackedHalf>(
+    k: &mut KernelBuilder,
+    acc: &mut [Accumulators],
+    a_at: Reg<U32>,
+    b_at: &[Reg<U32>],
+) where
+    M16N8K16: MmaInput<T>,
+{
+    let bytes = T::TYPE.bytes();
+    for ks in 0..TILE_K / 16 {
+        let a: Vec<FragA<M16N8K16, T>> = (0..WARP_M_TILES)
+            .map(|mi| k.ldmatrix(a_at, ((mi * 16 * ROW + ks * 16) * bytes) as i32))
+            .collect();
+        for (&b_at, acc) in b_at.iter().zip(acc.iter_mut()) {
+            let b: Vec<FragB<M16N8K16, T>> = (0..WARP_N_TILES / 2)
+                .flat_map(|pair| {
+                    let off = (pair * 16 * ROW + ks * 16) * bytes;
+                    let (lo, hi) = k.ldmatrix_b_pair::<T>(b_at, off as i32);
+                    [lo, hi]
+                })
+                .collect();
+            for (mi, row) in acc.iter_mut().enumerate() {
+                for (ni, c) in row.iter_mut().enumerate() {
+                    k.mma_into(c, &a[mi], &b[ni], c);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! Assembles the MoE kernels with ptxas: the family's matrix configurations (every dtype ×
+//! target, so both expert-GEMM paths: tensor cores for f16/bf16 on sm_80+ with reduction
+//! lengths that are multiples of 8, CUDA cores otherwise) plus a Mixtral-like swiglu and a
+//! linear shape on sm_80/sm_90 whose reduction lengths take the tensor-core path in both GEMMs,
+//! and fails on errors, warnings or spills. Prints `ptxas -v` registers and shared memory per
+//! expert entry. Skips loudly when ptxas is missing, unless `PTXFORGE_REQUIRE_PTXAS=1`.
+
+use ptxforge_runtime::arch::Arch;
+use ptxforge_runtime::dtype::DType;
+use ptxforge_runtime::ptxas::{assemble, locate, required};
+use ptxforge_runtime::templates::moe::kernels::tensor_cores;
+use ptxforge_runtime::templates::moe::{matrix_configs, Ffn, MoeConfig};
+use ptxforge_runtime::templates::KernelFamily;
+
+fn tensor_core_configs() -> Vec<MoeConfig> {
+    let mut out = Vec::new();
+    for (ffn, hidden, expert_dim) in [(Ffn::Swiglu, 128, 256), (Ffn::Linear, 40, 136)] {
+        for dtype in [DType::F16, DType::BF16] {
+            for arch in [Arch::Sm80, Arch::Sm90] {
+                out.push(MoeConfig {
+                    ffn,
+                    dtype,
+                    arch,
+                    ..MoeConfig::new(8, 2, hidden, expert_dim)
+                });
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn moe_kernels_assemble_without_warnings_or_spills() {
+    let Some(ptxas) = locate() else {
+        assert!(
+            !required(),
+            "PTXFORGE_REQUIRE_PTXAS=1 but ptxas was not found"
+        );
+        eprintln!("SKIPPED: ptxas not found; set PTXAS");
+        return;
+    };
+    let mut configs = matrix_configs();
+    configs.extend(tensor_core_configs());
+    let scratch = std::env::temp_dir().join(format!("ptxforge-moe-{}", std::process::id()));
+    let mut failures = Vec::new();
+    let mut tensor_core_entries = 0;
+    for cfg in configs {
+        let name = format!("{}.{}", cfg.matrix_name(), cfg.arch);
+        let compiled = match cfg.compile() {
+            Ok(c) => c,
+            Err(e) => {
+                failures.push(format!("{name}: {e}"));
+                continue;
+            }
+        };
+        match assemble(&ptxas, &compiled.ptx, cfg.arch, &scratch) {
+            Err(e) => failures.push(format!("{name}: {e}")),
+            Ok(report) => {
+                for w in &report.warnings {
+                    failures.push(format!("{name}: {w}"));
+                }
+                for e in &report.entries {
+                    if e.entry.starts_with("moe_expert") {
+                        let tc = tensor_cores(&cfg, &e.entry);
+                        tensor_core_entries += usize::from(tc);
+                        println!(
+                            "{name:<40} {:<24} {} regs {:>3} smem {:>6} spill {}/{}",
+                            e.entry,
+                            if tc { "tc  " } else { "cuda" },
+                            e.registers,
+                            e.shared_bytes,
+                            e.spill_stores,
+                            e.spill_loads
+                        );
+                    }
+                    if e.spill_stores + e.spill_loads > 0 {
+                        failures.push(format!("{name}: {} spills", e.entry));
+                    }
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(
+        tensor_core_entries > 0,
+        "no tensor-core expert entry assembled"
+    );
+}
