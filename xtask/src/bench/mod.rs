@@ -3,6 +3,7 @@
 //! interpreter counters per kernel, interpreter throughput.
 
 mod counters;
+mod model;
 
 use std::fmt::Write as _;
 use std::path::Path;
