@@ -4,6 +4,7 @@
 
 mod counters;
 mod model;
+mod realistic;
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -34,6 +35,7 @@ pub fn bench(root: &Path, ptxas: &Path) -> Result<String, String> {
     )?;
     counters::section(&mut md)?;
     counters::tensor_core_section(&mut md)?;
+    realistic::section(&mut md)?;
     peers_section(&mut md, root, ptxas)?;
     throughput_section(&mut md, root)?;
     md.push_str(
