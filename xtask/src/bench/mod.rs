@@ -5,6 +5,7 @@
 mod counters;
 mod model;
 mod realistic;
+mod triton;
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -36,6 +37,7 @@ pub fn bench(root: &Path, ptxas: &Path) -> Result<String, String> {
     counters::section(&mut md)?;
     counters::tensor_core_section(&mut md)?;
     realistic::section(&mut md)?;
+    triton::section(&mut md, root)?;
     peers_section(&mut md, root, ptxas)?;
     throughput_section(&mut md, root)?;
     md.push_str(

@@ -247,6 +247,7 @@ pub fn us(seconds: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ptxforge_sim::InstructionCounts;
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() <= 1e-9 * b.abs().max(1e-30)
@@ -256,12 +257,17 @@ mod tests {
     /// thread-instructions and 2^35 thread-instructions in all.
     #[test]
     fn bound_terms_match_hand_computed_numbers() {
-        let mut c = Counters::default();
-        c.global_load_sectors = 1 << 21; // 64 MiB
-        c.global_load_bytes = 1 << 26;
-        c.mma_flops = 1_000_000_000_000;
-        c.instructions.float_arith = 1 << 30;
-        c.instructions.int_arith = (1 << 35) - (1 << 30);
+        let c = Counters {
+            global_load_sectors: 1 << 21, // 64 MiB
+            global_load_bytes: 1 << 26,
+            mma_flops: 1_000_000_000_000,
+            instructions: InstructionCounts {
+                float_arith: 1 << 30,
+                int_arith: (1 << 35) - (1 << 30),
+                ..InstructionCounts::default()
+            },
+            ..Counters::default()
+        };
         let w = Work::from_counters(&c);
         assert_eq!(w.thread_instructions, (1u64 << 35) as f64);
         assert_eq!(w.load_efficiency(), 1.0);
