@@ -589,7 +589,7 @@ pub fn tensor_core_section(md: &mut String) -> Result<()> {
 
 /// Uploads `a` and `b` and launches a `(a, b, c, m, n, k)` GEMM entry.
 #[allow(clippy::too_many_arguments)]
-fn launch_gemm<T: ptxforge_runtime::launch::Element>(
+pub(super) fn launch_gemm<T: ptxforge_runtime::launch::Element>(
     dev: &SimBackend,
     ptx: &str,
     name: &str,

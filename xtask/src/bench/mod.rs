@@ -3,6 +3,9 @@
 //! interpreter counters per kernel, interpreter throughput.
 
 mod counters;
+mod model;
+mod realistic;
+mod triton;
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -33,6 +36,8 @@ pub fn bench(root: &Path, ptxas: &Path) -> Result<String, String> {
     )?;
     counters::section(&mut md)?;
     counters::tensor_core_section(&mut md)?;
+    realistic::section(&mut md)?;
+    triton::section(&mut md, root)?;
     peers_section(&mut md, root, ptxas)?;
     throughput_section(&mut md, root)?;
     md.push_str(
