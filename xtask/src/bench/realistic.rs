@@ -336,7 +336,7 @@ fn moe(rows: &mut Vec<Row>) -> Result<()> {
                     let cfg = MoeConfig {
                         ffn: Ffn::Linear,
                         dtype: DType::BF16,
-                        capacity_factor: 1.25,
+                        capacity_factor: Some(1.25),
                         arch,
                         ..MoeConfig::new(E, TOP, h, FS)
                     };

@@ -166,23 +166,11 @@ impl Conv2dConfig {
         dims: &ConvDims,
     ) -> Result<LaunchConfig, LaunchError> {
         let pixels = u64::from(dims.batch) * dims.out_pixels() as u64;
-        Ok(LaunchConfig {
-            grid: Dim3::new(
-                grid_dim(
-                    "implicit GEMM pixel tiles",
-                    pixels.div_ceil(u64::from(IMPLICIT_TILE_M)),
-                    MAX_GRID_X,
-                )?,
-                grid_dim(
-                    "implicit GEMM channel tiles",
-                    u64::from(self.out_per_group().div_ceil(IMPLICIT_TILE_N)),
-                    MAX_GRID_YZ,
-                )?,
-                grid_dim("groups", u64::from(self.groups), MAX_GRID_YZ)?,
-            ),
-            block: Dim3::new(IMPLICIT_THREADS, 1, 1),
-            dynamic_shared_bytes: 0,
-        })
+        implicit_gemm_grid(
+            pixels,
+            self.out_per_group(),
+            ("groups", u64::from(self.groups)),
+        )
     }
 
     /// `conv2d_nhwc`: block 256; grid `ceil(N·OH·OW·C_out / 256)`.
@@ -218,6 +206,17 @@ impl Conv2dConfig {
         })
     }
 
+    /// `conv2d_bwd_data_implicit_gemm`: block 128; grid `(ceil(H·W / 64), ceil(Cg / 64),
+    /// N·groups)` (a pixel tile stays within one image).
+    pub fn backward_data_implicit_gemm_launch_config(
+        &self,
+        dims: &ConvDims,
+    ) -> Result<LaunchConfig, LaunchError> {
+        let pixels = u64::from(dims.in_h) * u64::from(dims.in_w);
+        let planes = u64::from(dims.batch) * u64::from(self.groups);
+        implicit_gemm_grid(pixels, self.in_per_group(), ("images × groups", planes))
+    }
+
     /// `conv2d_bwd_filter`: block 256 (8 warps, one weight element each); grid
     /// `ceil(C_out·Cg·KH·KW / 8)`.
     pub fn backward_filter_launch_config(&self) -> Result<LaunchConfig, LaunchError> {
@@ -237,6 +236,32 @@ impl Conv2dConfig {
             dynamic_shared_bytes: 0,
         }
     }
+}
+
+/// The launch of a tensor-core implicit GEMM: block 128; grid `(ceil(rows / 64),
+/// ceil(columns / 64), z)` with `z` named for the error.
+fn implicit_gemm_grid(
+    rows: u64,
+    columns: u32,
+    (z_name, z): (&'static str, u64),
+) -> Result<LaunchConfig, LaunchError> {
+    Ok(LaunchConfig {
+        grid: Dim3::new(
+            grid_dim(
+                "implicit GEMM pixel tiles",
+                rows.div_ceil(u64::from(IMPLICIT_TILE_M)),
+                MAX_GRID_X,
+            )?,
+            grid_dim(
+                "implicit GEMM channel tiles",
+                u64::from(columns.div_ceil(IMPLICIT_TILE_N)),
+                MAX_GRID_YZ,
+            )?,
+            grid_dim(z_name, z, MAX_GRID_YZ)?,
+        ),
+        block: Dim3::new(IMPLICIT_THREADS, 1, 1),
+        dynamic_shared_bytes: 0,
+    })
 }
 
 #[cfg(test)]

@@ -20,8 +20,8 @@
 
 use super::config::{Conv2dConfig, Layout};
 use super::kernels::{
-    fast_div_constants, ENTRY_1X1, ENTRY_BWD_BIAS, ENTRY_BWD_DATA, ENTRY_BWD_FILTER, ENTRY_DIRECT,
-    ENTRY_GEMM, ENTRY_IM2COL, ENTRY_IMPLICIT_GEMM, ENTRY_NHWC,
+    fast_div_constants, ENTRY_1X1, ENTRY_BWD_BIAS, ENTRY_BWD_DATA, ENTRY_BWD_DATA_IMPLICIT_GEMM,
+    ENTRY_BWD_FILTER, ENTRY_DIRECT, ENTRY_GEMM, ENTRY_IM2COL, ENTRY_IMPLICIT_GEMM, ENTRY_NHWC,
 };
 use super::shapes::{ConvDims, ConvError, ConvShape};
 use crate::dtype::DType;
@@ -395,8 +395,10 @@ pub fn forward_1x1<B: Backend, T: Element>(
     Ok(d)
 }
 
-/// Backward-data (`conv2d_bwd_data`): `dx = conv_transpose(gy, w)`, the adjoint of the
-/// bias-free forward. `shape` is the *input* shape.
+/// Backward-data: `dx = conv_transpose(gy, w)`, the adjoint of the bias-free forward, with the
+/// fastest entry the module has: the tensor-core `conv2d_bwd_data_implicit_gemm` where the
+/// config has it ([`Conv2dConfig::has_tensor_core_backward_data`]), else (silently: f32/f64
+/// and pre-sm_80 targets) the CUDA-core `conv2d_bwd_data`. `shape` is the *input* shape.
 pub fn backward_data<B: Backend, T: Element>(
     cfg: &Conv2dConfig,
     dev: &B,
@@ -406,18 +408,45 @@ pub fn backward_data<B: Backend, T: Element>(
     w: &DeviceBuffer<B, T>,
     dx: &mut DeviceBuffer<B, T>,
 ) -> Result<ConvDims, LaunchError> {
-    let prep = Prepared::new::<T>(cfg, ENTRY_BWD_DATA, shape, false)?;
+    let entry = if cfg.has_tensor_core_backward_data() {
+        ENTRY_BWD_DATA_IMPLICIT_GEMM
+    } else {
+        ENTRY_BWD_DATA
+    };
+    backward_data_with(cfg, dev, ptx, shape, entry, gy, w, dx)
+}
+
+/// Backward-data with a named entry: `conv2d_bwd_data` (CUDA cores, every config) or
+/// `conv2d_bwd_data_implicit_gemm` (tensor cores; an entry the module lacks is
+/// [`LaunchError::InvalidDim`] `layout`, listing the entries it has). [`backward_data`]
+/// picks the fastest automatically; this one lets a caller compare them.
+#[allow(clippy::too_many_arguments)]
+pub fn backward_data_with<B: Backend, T: Element>(
+    cfg: &Conv2dConfig,
+    dev: &B,
+    ptx: &str,
+    shape: &ConvShape,
+    entry: &'static str,
+    gy: &DeviceBuffer<B, T>,
+    w: &DeviceBuffer<B, T>,
+    dx: &mut DeviceBuffer<B, T>,
+) -> Result<ConvDims, LaunchError> {
+    let prep = Prepared::new::<T>(cfg, entry, shape, false)?;
     let d = prep.dims;
     check_len("gy", d.output_len(cfg), gy)?;
     check_len("w", ConvDims::weight_len(cfg), w)?;
     check_len("dx", d.input_len(cfg), dx)?;
-    let config = cfg.backward_data_launch_config(&d)?;
+    let config = if entry == ENTRY_BWD_DATA_IMPLICIT_GEMM {
+        cfg.backward_data_implicit_gemm_launch_config(&d)?
+    } else {
+        cfg.backward_data_launch_config(&d)?
+    };
     let args = vec![
         KernelArg::buffer(gy),
         KernelArg::buffer(w),
         KernelArg::buffer(&*dx),
     ];
-    prep.launch(dev, ptx, ENTRY_BWD_DATA, config, args)?;
+    prep.launch(dev, ptx, entry, config, args)?;
     Ok(d)
 }
 

@@ -8,10 +8,12 @@
 //! planes `ctaid.y, ctaid.y + nctaid.y, …`. Consecutive threads are consecutive `iw`, so they
 //! read consecutive `ow` of `gy` (stride 1) and write consecutive `dx`.
 
-use super::common::{bytes_of, div_const, rem_const, ConvElem, DimParams, Dims, Problem};
+use super::common::{
+    bytes_of, div_const, output_coord, rem_const, ConvElem, DimParams, Dims, Problem,
+};
 use crate::arch::Arch;
-use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, U32};
-use crate::ir::{CmpOp, SpecialReg};
+use crate::builder::{GlobalPtr, KernelBuilder, Reg, U32};
+use crate::ir::SpecialReg;
 use crate::templates::conv::Conv2dConfig;
 
 /// The entry name.
@@ -49,33 +51,6 @@ pub(crate) fn build<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilde
         });
     });
     k
-}
-
-/// The output coordinate tap `t` of one axis reads, if any: `o = (i + pad − t·dil) / stride`
-/// when `i + pad ≥ t·dil`, the division is exact and `o < out_len`.
-fn output_coord(
-    k: &mut KernelBuilder,
-    i: Reg<U32>,
-    t: Reg<U32>,
-    pad: u32,
-    dil: u32,
-    stride: u32,
-    out_len: Reg<U32>,
-) -> (Reg<U32>, Pred) {
-    let shifted = k.add(i, pad);
-    let reach = k.mul_lo(t, dil);
-    let not_before = k.setp_ge(shifted, reach);
-    let num = k.sub(shifted, reach);
-    let o = div_const(k, num, stride);
-    let inside = k.setp_lt(o, out_len);
-    let ok = k.and_pred(not_before, inside);
-    if stride == 1 {
-        return (o, ok);
-    }
-    let rest = rem_const(k, num, stride);
-    let exact = k.setp(CmpOp::Eq, rest, 0u32);
-    let ok = k.and_pred(ok, exact);
-    (o, ok)
 }
 
 /// `Σ_{kh, kw, oc} gy[n, oc, oh, ow] · w[oc, ci, kh, kw]` for input pixel `(ih, iw)` of

@@ -2,11 +2,12 @@
 //! shape parameters every entry takes, the compile-time problem constants, and a few builder
 //! helpers (predicated loads, warp sums in the accumulation type).
 
+use super::implicit_gemm::{self, Pass};
 use crate::arch::Arch;
 use crate::builder::{
     Float, GlobalPtr, KernelBuilder, ParamHandle, Pred, Reg, Scalar, Val, BF16, F16, F32, F64, U32,
 };
-use crate::ir::{Op, Operand, Type};
+use crate::ir::{CmpOp, Op, Operand, Type};
 use crate::templates::conv::Conv2dConfig;
 
 /// A tensor element type of the family and the type it is computed in: f16 and bf16 are
@@ -18,9 +19,9 @@ pub(crate) trait ConvElem: Float {
     fn widen(k: &mut KernelBuilder, v: Reg<Self>) -> Reg<Self::Acc>;
     /// Rounds an accumulated value to the storage type (nearest even).
     fn narrow(k: &mut KernelBuilder, v: Reg<Self::Acc>) -> Reg<Self>;
-    /// The tensor-core forward entry where this type and `cfg` have one (f16/bf16 on
-    /// `mma.m16n8k16` targets), else `None`.
-    fn tensor_core_forward(_cfg: &Conv2dConfig, _arch: Arch) -> Option<KernelBuilder> {
+    /// The tensor-core implicit-GEMM entry of `pass` where this type and `cfg` have one
+    /// (f16/bf16 on `mma.m16n8k16` targets), else `None`.
+    fn implicit_gemm(_cfg: &Conv2dConfig, _arch: Arch, _pass: Pass) -> Option<KernelBuilder> {
         None
     }
 }
@@ -33,9 +34,8 @@ impl ConvElem for F16 {
     fn narrow(k: &mut KernelBuilder, v: Reg<F32>) -> Reg<F16> {
         k.from_f32(v)
     }
-    fn tensor_core_forward(cfg: &Conv2dConfig, arch: Arch) -> Option<KernelBuilder> {
-        cfg.has_tensor_core_forward()
-            .then(|| super::implicit_gemm::build::<F16>(cfg, arch))
+    fn implicit_gemm(cfg: &Conv2dConfig, arch: Arch, pass: Pass) -> Option<KernelBuilder> {
+        implicit_gemm::available(cfg, pass).then(|| implicit_gemm::build::<F16>(cfg, arch, pass))
     }
 }
 
@@ -47,9 +47,8 @@ impl ConvElem for BF16 {
     fn narrow(k: &mut KernelBuilder, v: Reg<F32>) -> Reg<BF16> {
         k.from_f32(v)
     }
-    fn tensor_core_forward(cfg: &Conv2dConfig, arch: Arch) -> Option<KernelBuilder> {
-        cfg.has_tensor_core_forward()
-            .then(|| super::implicit_gemm::build::<BF16>(cfg, arch))
+    fn implicit_gemm(cfg: &Conv2dConfig, arch: Arch, pass: Pass) -> Option<KernelBuilder> {
+        implicit_gemm::available(cfg, pass).then(|| implicit_gemm::build::<BF16>(cfg, arch, pass))
     }
 }
 
@@ -281,6 +280,33 @@ pub(crate) fn rem_const(k: &mut KernelBuilder, a: Reg<U32>, d: u32) -> Reg<U32> 
     } else {
         k.rem(a, d)
     }
+}
+
+/// The output coordinate tap `t` of one axis reads, if any: `o = (i + pad − t·dil) / stride`
+/// when `i + pad ≥ t·dil`, the division is exact and `o < out_len`.
+pub(crate) fn output_coord(
+    k: &mut KernelBuilder,
+    i: Reg<U32>,
+    t: Reg<U32>,
+    pad: u32,
+    dil: u32,
+    stride: u32,
+    out_len: Reg<U32>,
+) -> (Reg<U32>, Pred) {
+    let shifted = k.add(i, pad);
+    let reach = k.mul_lo(t, dil);
+    let not_before = k.setp_ge(shifted, reach);
+    let num = k.sub(shifted, reach);
+    let o = div_const(k, num, stride);
+    let inside = k.setp_lt(o, out_len);
+    let ok = k.and_pred(not_before, inside);
+    if stride == 1 {
+        return (o, ok);
+    }
+    let rest = rem_const(k, num, stride);
+    let exact = k.setp(CmpOp::Eq, rest, 0u32);
+    let ok = k.and_pred(ok, exact);
+    (o, ok)
 }
 
 /// `a < b && c < d` (unsigned).

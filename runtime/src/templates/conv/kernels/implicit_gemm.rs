@@ -1,6 +1,9 @@
-//! `conv2d_implicit_gemm`: the forward convolution as an implicit GEMM on tensor cores (f16 and
-//! bf16 on targets with `mma.m16n8k16`; f32 accumulation).
+//! `conv2d_implicit_gemm` and `conv2d_bwd_data_implicit_gemm`: the forward convolution and its
+//! input gradient as implicit GEMMs on tensor cores (f16 and bf16 on targets with
+//! `mma.m16n8k16`; f32 accumulation). Both share everything below but the operand addressing
+//! and the output indexing ([`Pass`]).
 //!
+//! **Forward.**
 //! Per group `g`, `Y_g [M, Og] = A [M, K] · W_gᵀ` with `M = N·OH·OW` output pixels and
 //! `K = Cg·KH·KW`. Row `m = (n·OH + oh)·OW + ow` of A is the receptive field of that pixel,
 //! gathered straight from `x` with im2col addressing (no `cols` buffer): reduction index `k`
@@ -29,21 +32,75 @@
 //!
 //! The epilogue adds the bias in f32, rounds once to the storage type and stores inside
 //! `M × Og` only.
+//!
+//! **Backward-data** (NCHW). Per image `n` and group `g`, `dX [M, Cg] = A [M, K] · B [K, Cg]`
+//! with `M = H·W` input pixels, `K = Og·KH·KW` and `k = o·KH·KW + kh·KW + kw`:
+//! `A[(h, w), k] = gy[n, g·Og + o, oh, ow]` where `oh·SH = h + PH − kh·DH` exactly and
+//! `0 ≤ oh < OH` (likewise `ow`), 0 otherwise (the taps that skip this pixel under the
+//! stride, or fall outside the output); `B[k, c] = w[g·Og + o, c, kh, kw]`, stored `[c][k]`
+//! like the forward's B so the same untransposed `ldmatrix` reads it. The grid is
+//! `(⌈H·W / 64⌉, ⌈Cg / 64⌉, N·G)`: a tile never spans two images, so no run-time division
+//! by `H·W` is needed. Consecutive `k` are neighbouring taps (A) and, across `o`, rows
+//! `Cg·KH·KW` apart (B), so both are gathered element by element — except B when `KH·KW` is a
+//! multiple of 8 (a chunk then stays within one `o` and is 16-byte aligned). Every `dx`
+//! element is one dot product summed in `k` order by one warp's `mma` chain: deterministic,
+//! no atomics.
 
-use super::common::{div_const, load_or_zero, rem_const, ConvElem, DimParams, Dims, Problem};
+use super::common::{
+    div_const, load_or_zero, output_coord, rem_const, ConvElem, DimParams, Dims, Problem,
+};
 use crate::arch::Arch;
 use crate::builder::{
-    FragC, GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Pred, Reg, SharedArr, F32, M16N8K16,
-    U16, U32,
+    FragA, FragB, FragC, GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Pred, Reg, SharedArr, F32,
+    M16N8K16, U16, U32,
 };
 use crate::dtype::DType;
 use crate::ir::CacheLevel;
 use crate::templates::conv::{Conv2dConfig, Layout};
 
-/// The entry name.
+/// The forward entry name.
 pub const ENTRY: &str = "conv2d_implicit_gemm";
-use crate::templates::warp_mma::{self as tile, WarpPos, CHUNK, TILE_K, WARP_N_TILES};
-pub use crate::templates::warp_mma::{THREADS, TILE_M, TILE_N};
+/// The backward-data entry name.
+pub const ENTRY_BWD_DATA: &str = "conv2d_bwd_data_implicit_gemm";
+
+/// Which implicit GEMM a kernel computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pass {
+    /// `y` from `x` and `w` (NCHW or NHWC), with the bias.
+    Forward,
+    /// `dx` from `gy` and `w` (NCHW).
+    BackwardData,
+}
+
+impl Pass {
+    /// The entry name.
+    const fn entry(self) -> &'static str {
+        match self {
+            Pass::Forward => ENTRY,
+            Pass::BackwardData => ENTRY_BWD_DATA,
+        }
+    }
+}
+/// Output pixels per block.
+pub const TILE_M: u32 = 64;
+/// Output channels (of one group) per block.
+pub const TILE_N: u32 = 64;
+/// Reduction depth per pipeline step.
+pub const TILE_K: u32 = 32;
+/// Threads per block (4 warps).
+pub const THREADS: u32 = 128;
+/// Pipeline depth.
+pub const STAGES: u32 = 3;
+/// Elements per copy chunk (16 bytes of f16/bf16).
+const CHUNK: u32 = 8;
+/// Padded shared row length in elements.
+const ROW: u32 = TILE_K + 8;
+/// Elements of one stage of one operand.
+const STAGE_ELEMS: u32 = TILE_M * ROW;
+/// Each warp's 32 × 32 quadrant: 2 (m16) × 4 (n8) accumulators.
+const WARP_TILE: u32 = 32;
+const WARP_M_TILES: u32 = 2;
+const WARP_N_TILES: u32 = 4;
 
 /// One 8-element chunk this thread fills in every stage: tile row `row`, columns
 /// `col..col + 8`, and what stays fixed about its global row along the whole K loop.
@@ -52,13 +109,14 @@ struct Chunk {
     col: Reg<U32>,
     /// Byte offset within a stage.
     slot_bytes: Reg<U32>,
-    /// The global row exists (pixel `< M`, or output channel `< Og`).
+    /// The global row exists (pixel `< M`, or GEMM column `< N`).
     row_ok: Pred,
     /// The global row's fixed part of its element indices (see [`Conv::a_index`] and
     /// [`Conv::b_index`]).
     base: Reg<U32>,
-    /// A only: the receptive field's top-left input position `(oh·SH − PH, ow·SW − PW)`
-    /// (wrapping below zero, so one unsigned compare checks both ends).
+    /// A only. Forward: the receptive field's top-left input position `(oh·SH − PH,
+    /// ow·SW − PW)` (wrapping below zero, so one unsigned compare checks both ends).
+    /// Backward-data: the input pixel `(h, w)`.
     origin: Option<(Reg<U32>, Reg<U32>)>,
 }
 
@@ -69,99 +127,160 @@ type OutputColumn<A> = (Reg<U32>, Pred, Option<Reg<A>>);
 /// Everything the phases share.
 struct Conv<T: ConvElem> {
     p: Problem,
+    pass: Pass,
     layout: Layout,
     d: Dims,
-    x: GlobalPtr<T>,
+    /// The A source: `x` (forward) or `gy` (backward-data).
+    a_src: GlobalPtr<T>,
     w: GlobalPtr<T>,
     bias: Option<GlobalPtr<T>>,
-    y: GlobalPtr<T>,
-    /// `N·OH·OW`.
+    /// The output: `y` (forward) or `dx` (backward-data).
+    out: GlobalPtr<T>,
+    /// The GEMM rows: `N·OH·OW` (forward) or `H·W` of this block's image (backward-data).
     pixels: Reg<U32>,
+    /// Backward-data: this block's image.
+    image: Option<Reg<U32>>,
     group: Reg<U32>,
     block_m: Reg<U32>,
     block_n: Reg<U32>,
-    pos: WarpPos,
+    lane: Reg<U32>,
+    warp_m: Reg<U32>,
+    warp_n: Reg<U32>,
     a_tiles: SharedArr<T>,
     b_tiles: SharedArr<T>,
     a_chunks: Vec<Chunk>,
     b_chunks: Vec<Chunk>,
 }
 
-/// Whether this configuration has the tensor-core forward entry: f16/bf16 on a target with
-/// `mma.m16n8k16` (other dtypes and older targets keep the CUDA-core entries).
-pub(crate) fn available(cfg: &Conv2dConfig) -> bool {
-    matches!(cfg.dtype, DType::F16 | DType::BF16) && cfg.arch.has_mma_m16n8k16()
+/// Whether this configuration has the tensor-core entry of `pass`: f16/bf16 on a target with
+/// `mma.m16n8k16` (other dtypes and older targets keep the CUDA-core entries); backward-data
+/// in the NCHW layout only (the NHWC module has forward entries only).
+pub(crate) fn available(cfg: &Conv2dConfig, pass: Pass) -> bool {
+    let layout_ok = pass == Pass::Forward || cfg.layout == Layout::Nchw;
+    matches!(cfg.dtype, DType::F16 | DType::BF16) && cfg.arch.has_mma_m16n8k16() && layout_ok
 }
 
-/// Builds `conv2d_implicit_gemm(x, w, [bias,] y, dims…)`.
-pub(crate) fn build<T: ConvElem + PackedHalf>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilder
+/// Builds `conv2d_implicit_gemm(x, w, [bias,] y, dims…)` or
+/// `conv2d_bwd_data_implicit_gemm(gy, w, dx, dims…)`.
+pub(crate) fn build<T: ConvElem + PackedHalf>(
+    cfg: &Conv2dConfig,
+    arch: Arch,
+    pass: Pass,
+) -> KernelBuilder
 where
     M16N8K16: MmaInput<T>,
 {
-    let mut k = KernelBuilder::new(ENTRY, arch);
-    let c = Conv::<T>::setup(&mut k, cfg);
-    let k_tiles = c.p.filter_len().div_ceil(TILE_K);
-    let mut acc = [tile::zero_acc::<T>(&mut k)];
-    let (a_lane, b_lane) = c.pos.fragment_offsets(&mut k, T::TYPE.bytes());
-    tile::run_ring(
-        &mut k,
-        k_tiles,
-        &|k, k_tile, slot| c.fill(k, k_tile, slot),
-        &mut |k, slot| {
-            let a_stage = tile::stage_base(k, c.a_tiles, slot);
-            let b_stage = tile::stage_base(k, c.b_tiles, slot);
-            let a_at = k.add(a_stage, a_lane);
-            let b_at = k.add(b_stage, b_lane);
-            tile::multiply_tile::<T>(k, &mut acc, a_at, &[b_at]);
-        },
-    );
-    let [acc] = acc;
+    let mut k = KernelBuilder::new(pass.entry(), arch);
+    let c = Conv::<T>::setup(&mut k, cfg, pass);
+    let k_tiles = c.k_len().div_ceil(TILE_K);
+    let mut acc: Vec<Vec<FragC<M16N8K16, F32>>> = (0..WARP_M_TILES)
+        .map(|_| {
+            (0..WARP_N_TILES)
+                .map(|_| k.frag_c_zero::<M16N8K16, T, F32>())
+                .collect()
+        })
+        .collect();
+    let (a_lane, b_lane) = c.fragment_offsets(&mut k);
+    k.comment("prologue: start the first stages");
+    for s in 0..STAGES - 1 {
+        if s < k_tiles {
+            let tile = k.var::<U32>(s);
+            c.fill(&mut k, tile, tile);
+        }
+        k.cp_async_commit();
+    }
+    k.for_range(0u32, k_tiles, 1u32, |k, tile| {
+        k.comment("wait for this tile, then refill the slot freed last iteration");
+        k.cp_async_wait_group(STAGES - 2);
+        k.bar_sync();
+        let next = k.add(tile, STAGES - 1);
+        let present = k.setp_lt(next, k_tiles);
+        k.if_then(present, |k| {
+            let slot = k.rem(next, STAGES);
+            c.fill(k, next, slot);
+        });
+        k.cp_async_commit();
+        k.comment("multiply the tile on the tensor cores");
+        let slot = k.rem(tile, STAGES);
+        let a_stage = c.stage_base(k, c.a_tiles, slot);
+        let b_stage = c.stage_base(k, c.b_tiles, slot);
+        let a_at = k.add(a_stage, a_lane);
+        let b_at = k.add(b_stage, b_lane);
+        multiply_tile::<T>(k, &mut acc, a_at, b_at);
+    });
+    k.cp_async_wait_all();
     c.store(&mut k, &acc);
     k
 }
 
 impl<T: ConvElem + PackedHalf> Conv<T> {
     /// Declares the parameters and shared tiles and locates the thread and its chunks.
-    fn setup(k: &mut KernelBuilder, cfg: &Conv2dConfig) -> Self {
+    fn setup(k: &mut KernelBuilder, cfg: &Conv2dConfig, pass: Pass) -> Self {
         let p = Problem::new(cfg);
         k.require_block([THREADS, 1, 1]);
-        let x = k.param_ptr::<T>("x");
+        let (a_name, out_name) = match pass {
+            Pass::Forward => ("x", "y"),
+            Pass::BackwardData => ("gy", "dx"),
+        };
+        let a_src = k.param_ptr::<T>(a_name);
         let w = k.param_ptr::<T>("w");
-        let bias = p.bias.then(|| k.param_ptr::<T>("bias"));
-        let y = k.param_ptr::<T>("y");
+        let bias = (pass == Pass::Forward && p.bias).then(|| k.param_ptr::<T>("bias"));
+        let out = k.param_ptr::<T>(out_name);
         let dims = DimParams::declare(k);
-        let (x, w, y) = (k.global_ptr(x), k.global_ptr(w), k.global_ptr(y));
+        let (a_src, w, out) = (k.global_ptr(a_src), k.global_ptr(w), k.global_ptr(out));
         let bias = bias.map(|b| k.global_ptr(b));
         let d = dims.load(k);
-        let a_tiles = tile::ring::<T>(k, "a_tiles");
-        let b_tiles = tile::ring::<T>(k, "b_tiles");
-        let (tid, pos) = WarpPos::of_thread(k);
+        let a_tiles = k.shared_array::<T>("a_tiles", STAGES * STAGE_ELEMS);
+        let b_tiles = k.shared_array::<T>("b_tiles", STAGES * STAGE_ELEMS);
+        let tid = k.tid_x();
+        let lane = k.and(tid, 31u32);
+        let warp = k.shr(tid, 5u32);
+        let warp_m = k.shr(warp, 1u32);
+        let warp_n = k.and(warp, 1u32);
         let bx = k.ctaid_x();
         let block_m = k.mul_lo(bx, TILE_M);
         let by = k.ctaid_y();
         let block_n = k.mul_lo(by, TILE_N);
-        let group = k.ctaid_z();
-        let pixels = k.mul_lo(d.batch, d.ohw);
+        let z = k.ctaid_z();
+        let (pixels, image, group) = match pass {
+            Pass::Forward => (k.mul_lo(d.batch, d.ohw), None, z),
+            Pass::BackwardData => {
+                let groups = p.c_in / p.cg;
+                let image = div_const(k, z, groups);
+                let group = rem_const(k, z, groups);
+                (k.mul_lo(d.h, d.w), Some(image), group)
+            }
+        };
         let mut c = Self {
             p,
+            pass,
             layout: cfg.layout,
             d,
-            x,
+            a_src,
             w,
             bias,
-            y,
+            out,
             pixels,
+            image,
             group,
             block_m,
             block_n,
-            pos,
+            lane,
+            warp_m,
+            warp_n,
             a_tiles,
             b_tiles,
             a_chunks: Vec::new(),
             b_chunks: Vec::new(),
         };
-        for i in 0..tile::CHUNKS_PER_THREAD {
-            let (row, col, slot_bytes) = tile::chunk_slot_bytes(k, tid, i, T::TYPE.bytes());
+        let per_row = TILE_K / CHUNK;
+        for i in 0..TILE_M * per_row / THREADS {
+            let chunk = k.add(tid, i * THREADS);
+            let row = div_const(k, chunk, per_row);
+            let piece = rem_const(k, chunk, per_row);
+            let col = k.mul_lo(piece, CHUNK);
+            let slot = k.mad_lo(row, ROW, col);
+            let slot_bytes = k.mul_lo(slot, T::TYPE.bytes());
             c.a_chunks.push(c.pixel_chunk(k, row, col, slot_bytes));
             c.b_chunks.push(c.weight_chunk(k, row, col, slot_bytes));
         }
@@ -181,6 +300,20 @@ impl<T: ConvElem + PackedHalf> Conv<T> {
         let p = &self.p;
         let m = k.add(self.block_m, row);
         let row_ok = k.setp_lt(m, self.pixels);
+        if let Some(image) = self.image {
+            // Backward-data: input pixel (h, w) of `image`; the fixed part is the gy plane of
+            // (image, g·Og), `(n·C_out + g·Og)·OH·OW`.
+            let (h, w) = self.d.w_div.divmod(k, m);
+            let first_channel = k.mul_lo(self.group, p.og);
+            let plane = k.mad_lo(image, p.c_out, first_channel);
+            return Chunk {
+                col,
+                slot_bytes,
+                row_ok,
+                base: k.mul_lo(plane, self.d.ohw),
+                origin: Some((h, w)),
+            };
+        }
         let (image, pix) = self.d.ohw_div.divmod(k, m);
         let (oh, ow) = self.d.ow_div.divmod(k, pix);
         let ih = k.mul_lo(oh, p.sh);
@@ -209,8 +342,9 @@ impl<T: ConvElem + PackedHalf> Conv<T> {
         }
     }
 
-    /// A chunk of weight row `row`: output channel `o = block_n + row` of the group; its fixed
-    /// index part is the row start `(g·Og + o)·K`.
+    /// A chunk of B row `row`. Forward: output channel `o = block_n + row` of the group, fixed
+    /// index part the row start `(g·Og + o)·K`. Backward-data: input channel `c = block_n +
+    /// row` of the group, fixed part `(g·Og·Cg + c)·KH·KW` (the filter of `(g·Og, c)`).
     fn weight_chunk(
         &self,
         k: &mut KernelBuilder,
@@ -218,10 +352,19 @@ impl<T: ConvElem + PackedHalf> Conv<T> {
         col: Reg<U32>,
         slot_bytes: Reg<U32>,
     ) -> Chunk {
-        let o = k.add(self.block_n, row);
-        let row_ok = k.setp_lt(o, self.p.og);
-        let channel = k.mad_lo(self.group, self.p.og, o);
-        let base = k.mul_lo(channel, self.p.filter_len());
+        let p = &self.p;
+        let n = k.add(self.block_n, row);
+        let row_ok = k.setp_lt(n, self.n_len());
+        let base = match self.pass {
+            Pass::Forward => {
+                let channel = k.mad_lo(self.group, p.og, n);
+                k.mul_lo(channel, p.filter_len())
+            }
+            Pass::BackwardData => {
+                let filter = k.mad_lo(self.group, p.og * p.cg, n);
+                k.mul_lo(filter, p.taps)
+            }
+        };
         Chunk {
             col,
             slot_bytes,
@@ -234,19 +377,67 @@ impl<T: ConvElem + PackedHalf> Conv<T> {
     /// Whether A chunks are 8 contiguous, 16-byte-aligned channels of one pixel (NHWC with
     /// `Cg` and `C_in` multiples of 8: a chunk never crosses a tap, and every pixel's group
     /// starts on a 16-byte boundary).
+    /// Backward-data's A is always gathered.
     fn a_is_contiguous(&self) -> bool {
-        self.layout == Layout::Nhwc && self.p.cg % CHUNK == 0 && self.p.c_in % CHUNK == 0
+        self.pass == Pass::Forward
+            && self.layout == Layout::Nhwc
+            && self.p.cg % CHUNK == 0
+            && self.p.c_in % CHUNK == 0
     }
 
-    /// Whether B chunks are 16-byte-aligned runs of a weight row (`K` a multiple of 8).
+    /// Whether B chunks are 16-byte-aligned runs of a weight row: forward when `K` is a
+    /// multiple of 8, backward-data when `KH·KW` is (a chunk then stays within one filter).
     fn b_is_contiguous(&self) -> bool {
-        self.p.filter_len() % CHUNK == 0
+        match self.pass {
+            Pass::Forward => self.p.filter_len() % CHUNK == 0,
+            Pass::BackwardData => self.p.taps % CHUNK == 0,
+        }
+    }
+
+    /// The GEMM's N extent: `Og` (forward) or `Cg` (backward-data).
+    fn n_len(&self) -> u32 {
+        match self.pass {
+            Pass::Forward => self.p.og,
+            Pass::BackwardData => self.p.cg,
+        }
+    }
+
+    /// The reduction depth K: `Cg·KH·KW` (forward) or `Og·KH·KW` (backward-data).
+    fn k_len(&self) -> u32 {
+        match self.pass {
+            Pass::Forward => self.p.filter_len(),
+            Pass::BackwardData => self.p.og * self.p.taps,
+        }
+    }
+
+    /// Backward-data's `gy` index and predicate of A element `(row of chunk, k)`: `k` splits
+    /// into `(o, kh, kw)`; the tap reads output `(oh, ow)` when the input pixel lies on its
+    /// stride grid and inside the output ([`output_coord`]); `base + o·OH·OW + oh·OW + ow`.
+    fn a_index_bwd(&self, k: &mut KernelBuilder, chunk: &Chunk, kk: Reg<U32>) -> (Reg<U32>, Pred) {
+        let p = &self.p;
+        let o = div_const(k, kk, p.taps);
+        let tap = rem_const(k, kk, p.taps);
+        let kh = div_const(k, tap, p.kw);
+        let kw = rem_const(k, tap, p.kw);
+        let (h, w) = chunk.origin.expect("A chunks have an origin");
+        let (oh, oh_ok) = output_coord(k, h, kh, p.ph, p.dh, p.sh, self.d.oh);
+        let (ow, ow_ok) = output_coord(k, w, kw, p.pw, p.dw, p.sw, self.d.ow);
+        let k_ok = k.setp_lt(kk, self.k_len());
+        let ok = k.and_pred(chunk.row_ok, k_ok);
+        let ok = k.and_pred(ok, oh_ok);
+        let ok = k.and_pred(ok, ow_ok);
+        let plane = k.mad_lo(o, self.d.ohw, chunk.base);
+        let row = k.mad_lo(oh, self.d.ow, plane);
+        (k.add(row, ow), ok)
     }
 
     /// `x` index and in-bounds predicate of A element `(row of chunk, k)`: with `k` split
     /// into `(ci, kh, kw)` by the layout's order, input position `(ih, iw) = origin +
     /// (kh·DH, kw·DW)`; NCHW `base + ci·H·W + ih·W + iw`, NHWC `base + (ih·W + iw)·C_in + ci`.
     fn a_index(&self, k: &mut KernelBuilder, chunk: &Chunk, kk: Reg<U32>) -> (Reg<U32>, Pred) {
+        if self.pass == Pass::BackwardData {
+            return self.a_index_bwd(k, chunk, kk);
+        }
         let p = &self.p;
         let (ci, tap) = match self.layout {
             Layout::Nchw => (div_const(k, kk, p.taps), rem_const(k, kk, p.taps)),
@@ -278,23 +469,40 @@ impl<T: ConvElem + PackedHalf> Conv<T> {
         (index, ok)
     }
 
-    /// `w` index and in-bounds predicate of B element `(row of chunk, k)`: `base + k`.
+    /// `w` index and in-bounds predicate of B element `(row of chunk, k)`: forward
+    /// `base + k`; backward-data, with `k = (o, tap)`, `base + o·Cg·KH·KW + tap`.
     fn b_index(&self, k: &mut KernelBuilder, chunk: &Chunk, kk: Reg<U32>) -> (Reg<U32>, Pred) {
-        let k_ok = k.setp_lt(kk, self.p.filter_len());
+        let k_ok = k.setp_lt(kk, self.k_len());
         let ok = k.and_pred(chunk.row_ok, k_ok);
-        (k.add(chunk.base, kk), ok)
+        let index = match self.pass {
+            Pass::Forward => k.add(chunk.base, kk),
+            Pass::BackwardData => {
+                let p = &self.p;
+                let o = div_const(k, kk, p.taps);
+                let tap = rem_const(k, kk, p.taps);
+                let filter = k.mad_lo(o, p.cg * p.taps, chunk.base);
+                k.add(filter, tap)
+            }
+        };
+        (index, ok)
+    }
+
+    /// Shared byte address of ring slot `slot` of `tiles`.
+    fn stage_base(&self, k: &mut KernelBuilder, tiles: SharedArr<T>, slot: Reg<U32>) -> Reg<U32> {
+        let base = k.shared_base(tiles);
+        k.mad_lo(slot, STAGE_ELEMS * T::TYPE.bytes(), base)
     }
 
     /// Fills ring slot `slot` with K tile `k_tile` of both operands.
     fn fill(&self, k: &mut KernelBuilder, k_tile: Reg<U32>, slot: Reg<U32>) {
         let k0 = k.mul_lo(k_tile, TILE_K);
-        let a_stage = tile::stage_base(k, self.a_tiles, slot);
-        let b_stage = tile::stage_base(k, self.b_tiles, slot);
+        let a_stage = self.stage_base(k, self.a_tiles, slot);
+        let b_stage = self.stage_base(k, self.b_tiles, slot);
         for chunk in &self.a_chunks {
             let first = k.add(k0, chunk.col);
             let dst = k.add(a_stage, chunk.slot_bytes);
             let contiguous = self.a_is_contiguous();
-            self.copy_chunk(k, self.x, dst, first, contiguous, |k, kk| {
+            self.copy_chunk(k, self.a_src, dst, first, contiguous, |k, kk| {
                 self.a_index(k, chunk, kk)
             });
         }
@@ -343,22 +551,48 @@ impl<T: ConvElem + PackedHalf> Conv<T> {
         }
     }
 
-    /// Stores the warp's accumulators inside `M × Og`: accumulator `(mi, ni)` covers pixels
+    /// This lane's `ldmatrix` row addresses within a stage: A at row `32·warp_m + l % 16`,
+    /// column `8 · (l / 16)`; B (n-major) at row `32·warp_n + 8 · (l / 16) + l % 8`, column
+    /// `8 · ((l / 8) % 2)` (see [`KernelBuilder::ldmatrix_b_pair`]).
+    fn fragment_offsets(&self, k: &mut KernelBuilder) -> (Reg<U32>, Reg<U32>) {
+        let bytes = T::TYPE.bytes();
+        let l16 = k.and(self.lane, 15u32);
+        let half = k.shr(self.lane, 4u32);
+        let a_row = k.mad_lo(self.warp_m, WARP_TILE, l16);
+        let a_col = k.mul_lo(half, CHUNK);
+        let a_slot = k.mad_lo(a_row, ROW, a_col);
+        let a_off = k.mul_lo(a_slot, bytes);
+        let l8 = k.and(self.lane, 7u32);
+        let b_row = k.mad_lo(half, CHUNK, l8);
+        let b_row = k.mad_lo(self.warp_n, WARP_TILE, b_row);
+        let which = k.shr(self.lane, 3u32);
+        let which = k.and(which, 1u32);
+        let b_col = k.mul_lo(which, CHUNK);
+        let b_slot = k.mad_lo(b_row, ROW, b_col);
+        let b_off = k.mul_lo(b_slot, bytes);
+        (a_off, b_off)
+    }
+
+    /// Stores the warp's accumulators inside `M × N`: accumulator `(mi, ni)` covers pixels
     /// `block_m + 32·warp_m + 16·mi + {l/4, l/4 + 8}` and channels `block_n + 32·warp_n +
-    /// 8·ni + 2·(l % 4) + {0, 1}`; `y[pixel, g·Og + o] = acc + bias`, rounded once.
+    /// 8·ni + 2·(l % 4) + {0, 1}`; forward `y[pixel, g·Og + o] = acc + bias`, backward-data
+    /// `dx[n, g·Cg + c, pixel] = acc`, rounded once.
     fn store(&self, k: &mut KernelBuilder, acc: &[Vec<FragC<M16N8K16, F32>>]) {
-        k.comment("epilogue: bias, round, store inside M x Og");
+        k.comment("epilogue: bias, round, store inside M x N");
         let p = &self.p;
-        let (row0, col0) = self.pos.output_origin(k);
-        let row_base = k.add(self.block_m, row0);
-        let col_base = k.add(self.block_n, col0);
-        let first_channel = k.mul_lo(self.group, p.og);
+        let quad_row = k.shr(self.lane, 2u32);
+        let quad = k.and(self.lane, 3u32);
+        let warp_row = k.mad_lo(self.warp_m, WARP_TILE, self.block_m);
+        let row_base = k.add(warp_row, quad_row);
+        let warp_col = k.mad_lo(self.warp_n, WARP_TILE, self.block_n);
+        let col_base = k.mad_lo(quad, 2u32, warp_col);
+        let first_channel = k.mul_lo(self.group, self.n_len());
         // This lane's 8 output channels (per n8 accumulator, 2 columns) and their biases,
         // loaded once for all its rows.
         let columns: Vec<OutputColumn<T::Acc>> = (0..WARP_N_TILES * 2)
             .map(|c| {
                 let o = k.add(col_base, (c / 2) * 8 + c % 2);
-                let o_ok = k.setp_lt(o, p.og);
+                let o_ok = k.setp_lt(o, self.n_len());
                 let bias = self.bias.map(|b| {
                     let channel = k.add(first_channel, o);
                     load_or_zero::<T>(k, b, channel, o_ok)
@@ -372,13 +606,17 @@ impl<T: ConvElem + PackedHalf> Conv<T> {
                 let m_ok = k.setp_lt(m, self.pixels);
                 // Output index of channel 0 of the group at this pixel, and the step between
                 // channels.
-                let (start, channel_step) = match self.layout {
-                    Layout::Nchw => {
+                let (start, channel_step) = match (self.image, self.layout) {
+                    (Some(image), _) => {
+                        let plane = k.mad_lo(image, p.c_in, first_channel);
+                        (k.mad_lo(plane, self.pixels, m), Some(self.pixels))
+                    }
+                    (None, Layout::Nchw) => {
                         let (image, pix) = self.d.ohw_div.divmod(k, m);
                         let plane = k.mad_lo(image, p.c_out, first_channel);
                         (k.mad_lo(plane, self.d.ohw, pix), Some(self.d.ohw))
                     }
-                    Layout::Nhwc => (k.mad_lo(m, p.c_out, first_channel), None),
+                    (None, Layout::Nhwc) => (k.mad_lo(m, p.c_out, first_channel), None),
                 };
                 for (ni, frag) in row_accs.iter().enumerate() {
                     let regs = frag.f32_regs();
@@ -396,11 +634,41 @@ impl<T: ConvElem + PackedHalf> Conv<T> {
                                 None => k.add(start, o),
                             };
                             let out = T::narrow(k, value);
-                            let addr = k.elem_addr(self.y, index);
+                            let addr = k.elem_addr(self.out, index);
                             k.st_global(addr, 0, out);
                         });
                     }
                 }
+            }
+        }
+    }
+}
+
+/// One K tile of the warp's 32 × 32 quadrant: per 16-deep slice, two A fragments
+/// (`ldmatrix.x4`), four B fragments (two untransposed `ldmatrix.x4`), eight `mma.m16n8k16`.
+fn multiply_tile<T: PackedHalf>(
+    k: &mut KernelBuilder,
+    acc: &mut [Vec<FragC<M16N8K16, F32>>],
+    a_at: Reg<U32>,
+    b_at: Reg<U32>,
+) where
+    M16N8K16: MmaInput<T>,
+{
+    let bytes = T::TYPE.bytes();
+    for ks in 0..TILE_K / 16 {
+        let a: Vec<FragA<M16N8K16, T>> = (0..WARP_M_TILES)
+            .map(|mi| k.ldmatrix(a_at, ((mi * 16 * ROW + ks * 16) * bytes) as i32))
+            .collect();
+        let b: Vec<FragB<M16N8K16, T>> = (0..WARP_N_TILES / 2)
+            .flat_map(|pair| {
+                let off = (pair * 16 * ROW + ks * 16) * bytes;
+                let (lo, hi) = k.ldmatrix_b_pair::<T>(b_at, off as i32);
+                [lo, hi]
+            })
+            .collect();
+        for (mi, row) in acc.iter_mut().enumerate() {
+            for (ni, c) in row.iter_mut().enumerate() {
+                k.mma_into(c, &a[mi], &b[ni], c);
             }
         }
     }

@@ -11,6 +11,7 @@
 //! | [`nhwc`](nhwc) (NHWC only) | `y` from `x` on CUDA cores, one thread per output | 256 | `⌈N·OH·OW·C_out/256⌉` |
 //! | [`direct`](direct) | `y` from `x` via shared tiles | (16, 16) | `(tiles, G·⌈Og/OCB⌉, N)` |
 //! | [`bwd_data`](backward_data) | `dx` from `gy` | 256 | `(⌈H·W/256⌉, min(N·C_in, 65535))` |
+//! | [`bwd_data_implicit_gemm`](implicit_gemm) (f16/bf16, sm_80+) | `dx` from `gy` on tensor cores | 128 | `(⌈H·W/64⌉, ⌈Cg/64⌉, N·G)` |
 //! | [`bwd_filter`](backward_filter) | `dw` from `x`, `gy` | 256 | `⌈C_out·Cg·KH·KW / 8⌉` |
 //! | [`bwd_bias`](backward_filter) (with bias) | `db` from `gy` | 256 | `⌈C_out / 8⌉` |
 //!
@@ -34,8 +35,8 @@ pub use direct::ENTRY as ENTRY_DIRECT;
 pub use gemm::{ENTRY_1X1, ENTRY_GEMM};
 pub use im2col::ENTRY as ENTRY_IM2COL;
 pub use implicit_gemm::{
-    ENTRY as ENTRY_IMPLICIT_GEMM, THREADS as IMPLICIT_THREADS, TILE_M as IMPLICIT_TILE_M,
-    TILE_N as IMPLICIT_TILE_N,
+    ENTRY as ENTRY_IMPLICIT_GEMM, ENTRY_BWD_DATA as ENTRY_BWD_DATA_IMPLICIT_GEMM,
+    THREADS as IMPLICIT_THREADS, TILE_M as IMPLICIT_TILE_M, TILE_N as IMPLICIT_TILE_N,
 };
 pub use nhwc::ENTRY as ENTRY_NHWC;
 
@@ -46,6 +47,7 @@ pub const WARPS_PER_BLOCK: u32 = backward_filter::WARPS;
 
 use common::ConvElem;
 use gemm::Operand;
+use implicit_gemm::Pass;
 
 use crate::arch::Arch;
 use crate::builder::{ModuleBuilder, BF16, F16, F32, F64};
@@ -63,7 +65,14 @@ impl Conv2dConfig {
     /// targets with `mma.m16n8k16`; other dtypes and older targets silently keep the CUDA-core
     /// entries only).
     pub fn has_tensor_core_forward(&self) -> bool {
-        implicit_gemm::available(self)
+        implicit_gemm::available(self, Pass::Forward)
+    }
+
+    /// Whether the module has the tensor-core backward-data `conv2d_bwd_data_implicit_gemm`
+    /// (f16/bf16 on targets with `mma.m16n8k16`, NCHW; otherwise silently only the CUDA-core
+    /// `conv2d_bwd_data`).
+    pub fn has_tensor_core_backward_data(&self) -> bool {
+        implicit_gemm::available(self, Pass::BackwardData)
     }
 
     /// The entries of this configuration's module, in module order. The NHWC module holds the
@@ -85,7 +94,11 @@ impl Conv2dConfig {
         if self.has_pointwise() {
             names.push(ENTRY_1X1);
         }
-        names.extend([ENTRY_DIRECT, ENTRY_BWD_DATA, ENTRY_BWD_FILTER]);
+        names.extend([ENTRY_DIRECT, ENTRY_BWD_DATA]);
+        if self.has_tensor_core_backward_data() {
+            names.push(ENTRY_BWD_DATA_IMPLICIT_GEMM);
+        }
+        names.push(ENTRY_BWD_FILTER);
         if self.bias {
             names.push(ENTRY_BWD_BIAS);
         }
@@ -96,7 +109,7 @@ impl Conv2dConfig {
 fn build_module<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> ModuleBuilder {
     let mut m = ModuleBuilder::new(arch);
     if cfg.layout == Layout::Nhwc {
-        if let Some(tc) = T::tensor_core_forward(cfg, arch) {
+        if let Some(tc) = T::implicit_gemm(cfg, arch, Pass::Forward) {
             m.push(tc);
         }
         m.push(nhwc::build::<T>(cfg, arch));
@@ -104,7 +117,7 @@ fn build_module<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> ModuleBuilder {
     }
     m.push(im2col::build::<T>(cfg, arch));
     m.push(gemm::build::<T>(cfg, arch, Operand::Im2col));
-    if let Some(tc) = T::tensor_core_forward(cfg, arch) {
+    if let Some(tc) = T::implicit_gemm(cfg, arch, Pass::Forward) {
         m.push(tc);
     }
     if cfg.has_pointwise() {
@@ -112,6 +125,9 @@ fn build_module<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> ModuleBuilder {
     }
     m.push(direct::build::<T>(cfg, arch));
     m.push(backward_data::build::<T>(cfg, arch));
+    if let Some(tc) = T::implicit_gemm(cfg, arch, Pass::BackwardData) {
+        m.push(tc);
+    }
     m.push(backward_filter::build_filter::<T>(cfg, arch));
     if cfg.bias {
         m.push(backward_filter::build_bias::<T>(cfg, arch));
