@@ -61,12 +61,13 @@ fn moe_wrappers_pass_the_const_ptx() -> Result<(), LaunchError> {
         [
             Mixtral::GATING.name,
             Mixtral::PERMUTE.name,
+            Mixtral::SCHEDULE.name,
             Mixtral::EXPERT_SWIGLU_UP.name,
             Mixtral::EXPERT_SWIGLU_DOWN.name,
             Mixtral::UNPERMUTE.name
         ]
     );
-    assert_const_ptx(&dev.launches(), Mixtral::__ptx_static(), Mixtral::PTX, 5);
+    assert_const_ptx(&dev.launches(), Mixtral::__ptx_static(), Mixtral::PTX, 6);
 
     dev.clear();
     let mut ws = Mixtral.workspace(&dev, tokens)?;
@@ -75,7 +76,8 @@ fn moe_wrappers_pass_the_const_ptx() -> Result<(), LaunchError> {
     Mixtral.experts(&dev, tokens, &x, &w, &w, &w, &mut ws)?;
     Mixtral.unpermute(&dev, tokens, &ws, &mut out)?;
     Mixtral.forward_with(&dev, tokens, &mut ws, &x, &logits, &w, &w, &w, &mut out)?;
-    assert_const_ptx(&dev.launches(), Mixtral::__ptx_static(), Mixtral::PTX, 10);
+    // The phase wrappers (permute also queues the schedule) and one forward_with: 6 + 6.
+    assert_const_ptx(&dev.launches(), Mixtral::__ptx_static(), Mixtral::PTX, 12);
 
     // A wrong length is caught before the first launch.
     dev.clear();
@@ -187,6 +189,7 @@ fn entry_consts_match_the_runtime_module() {
     let consts = [
         Mixtral::GATING,
         Mixtral::PERMUTE,
+        Mixtral::SCHEDULE,
         Mixtral::EXPERT_SWIGLU_UP,
         Mixtral::EXPERT_SWIGLU_DOWN,
         Mixtral::UNPERMUTE,
