@@ -132,6 +132,8 @@ pub struct Counters {
     /// Shared-memory wavefronts of those: per 8×8 matrix (one phase of 8 row addresses of 16
     /// bytes), the largest number of distinct 4-byte words one bank must serve.
     pub ldmatrix_wavefronts: u64,
+    /// 8×8 matrices those requests read (1, 2 or 4 per request: `.x1`, `.x2`, `.x4`).
+    pub ldmatrix_matrices: u64,
     /// Warp-level `cp.async` requests (active lanes of a warp issuing one `cp.async` together).
     pub cp_async_requests: u64,
     /// 32-byte global sectors those read (lanes with a zero src-size read none).
@@ -158,6 +160,7 @@ impl Counters {
         self.mma_flops += o.mma_flops;
         self.ldmatrix_requests += o.ldmatrix_requests;
         self.ldmatrix_wavefronts += o.ldmatrix_wavefronts;
+        self.ldmatrix_matrices += o.ldmatrix_matrices;
         self.cp_async_requests += o.cp_async_requests;
         self.cp_async_sectors += o.cp_async_sectors;
         self.cp_async_bytes += o.cp_async_bytes;
@@ -166,6 +169,12 @@ impl Counters {
     /// Average wavefronts per `ldmatrix` request (an x4 without bank conflicts has 4).
     pub fn ldmatrix_wavefronts_per_request(&self) -> f64 {
         ratio(self.ldmatrix_wavefronts, self.ldmatrix_requests)
+    }
+
+    /// Average wavefronts per 8×8 matrix an `ldmatrix` read (1.0 = conflict-free, whatever
+    /// the mix of `.x1`, `.x2` and `.x4`).
+    pub fn ldmatrix_wavefronts_per_matrix(&self) -> f64 {
+        ratio(self.ldmatrix_wavefronts, self.ldmatrix_matrices)
     }
 
     /// Bytes requested ÷ bytes moved in 32-byte sectors (1.0 = perfectly coalesced).

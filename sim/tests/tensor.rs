@@ -38,12 +38,17 @@ fn ldmatrix_counts_one_wavefront_per_conflict_free_matrix() {
     // 4-bank groups, so each matrix is one wavefront.
     let c = run("ldmatrix_x1.ptx", &[]).report.counters;
     assert_eq!((c.ldmatrix_requests, c.ldmatrix_wavefronts), (1, 1));
+    assert_eq!(c.ldmatrix_matrices, 1);
+    assert_eq!(c.ldmatrix_wavefronts_per_matrix(), 1.0);
     // Stride 48 bytes (x4): rows r and r + 8 of the tile map to the same banks (8 · 48 = 384 =
     // 3 · 128), and each matrix's 8 rows (5l mod 32 for l in 8i..8i+8) hit each bank at most
     // twice, so wavefronts lie between 1 and 2 per matrix.
     let c = run("ldmatrix_x4.ptx", &[]).report.counters;
     assert_eq!(c.ldmatrix_requests, 1);
     assert!((4..=8).contains(&c.ldmatrix_wavefronts), "{c:?}");
+    assert_eq!(c.ldmatrix_matrices, 4);
+    let per_matrix = c.ldmatrix_wavefronts_per_matrix();
+    assert!((1.0..=2.0).contains(&per_matrix), "{c:?}");
 }
 
 #[test]

@@ -126,6 +126,7 @@ impl<G: GlobalSpace> Engine<'_, G> {
             }
         }
         self.counters.ldmatrix_requests += 1;
+        self.counters.ldmatrix_matrices += u64::from(num);
         for (m, &n) in known.iter().enumerate().take(usize::from(num)) {
             if n > 0 {
                 self.counters.ldmatrix_wavefronts += wavefronts(&offs[m][..n], 16);
