@@ -99,7 +99,7 @@ fn rounded(dtype: DType, v: Vec<f64>) -> Vec<f64> {
 /// `n` is even, and its codes only when `k / 2` is a multiple of 4).
 fn assert_tensor_core_path(log: &[LaunchRecord], cfg: &Nf4Config, what: &str) {
     assert_eq!(log.len(), 2);
-    let backward_async = cfg.n % 2 == 0 || (cfg.k / 2) % 4 == 0;
+    let backward_async = cfg.n.is_multiple_of(2) || (cfg.k / 2).is_multiple_of(4);
     for (r, async_expected) in log.iter().zip([true, backward_async]) {
         let c = &r.counters;
         assert!(c.mma_instructions > 0, "{what} {}: no mma", r.entry);

@@ -131,7 +131,7 @@ impl Arch {
         targets
             .iter()
             .copied()
-            .filter(|&t| device.map_or(true, |d| d.at_least(t)))
+            .filter(|&t| device.is_none_or(|d| d.at_least(t)))
             .max()
     }
 

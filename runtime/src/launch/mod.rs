@@ -293,7 +293,7 @@ pub fn select_target<'t, B: Backend + ?Sized, M>(
     let device = dev.arch();
     targets
         .iter()
-        .filter(|(target, _)| device.map_or(true, |d| d.at_least(*target)))
+        .filter(|(target, _)| device.is_none_or(|d| d.at_least(*target)))
         .max_by_key(|(target, _)| *target)
         .map(|(_, module)| module)
         .ok_or_else(|| LaunchError::NoTargetForDevice {

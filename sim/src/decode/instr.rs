@@ -821,7 +821,7 @@ impl Ctx {
     fn mov(&self, ins: &Instr, ty: Ty, d: &Operand, a: &Operand) -> R<Op> {
         if let Operand::Vector(ds) = d {
             let n = ds.len();
-            if !(n == 2 || n == 4) || ty.bits() % n as u32 != 0 {
+            if !(n == 2 || n == 4) || !ty.bits().is_multiple_of(n as u32) {
                 return Err(bad(ins, "unpack needs 2 or 4 destinations"));
             }
             let regs = ds.iter().map(|x| self.dst(ins, x)).collect::<R<Vec<_>>>()?;
@@ -834,7 +834,7 @@ impl Ctx {
         }
         if let Operand::Vector(parts) = a {
             let n = parts.len();
-            if !(n == 2 || n == 4) || ty.bits() % n as u32 != 0 {
+            if !(n == 2 || n == 4) || !ty.bits().is_multiple_of(n as u32) {
                 return Err(bad(ins, "pack needs 2 or 4 sources"));
             }
             let ew = ty.bits() / n as u32;

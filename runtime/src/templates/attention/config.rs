@@ -140,7 +140,7 @@ impl AttentionShape {
                 return Err(AttentionShapeError::ZeroDim { name });
             }
         }
-        if self.heads_q % self.heads_kv != 0 {
+        if !self.heads_q.is_multiple_of(self.heads_kv) {
             return Err(AttentionShapeError::HeadsNotMultiple {
                 heads_q: self.heads_q,
                 heads_kv: self.heads_kv,

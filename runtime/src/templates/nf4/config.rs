@@ -124,7 +124,7 @@ impl Nf4Config {
         }
         if self.k == 0 {
             errs.push(&["k"], "k = 0: the weight needs at least one column");
-        } else if self.k % 2 != 0 {
+        } else if !self.k.is_multiple_of(2) {
             errs.push(
                 &["k"],
                 format!(

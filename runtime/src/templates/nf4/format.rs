@@ -131,7 +131,7 @@ impl Nf4Weights {
     /// The 4-bit code of element `i` (`i < len`).
     pub fn code(&self, i: usize) -> u8 {
         let byte = self.packed[i / 2];
-        if i % 2 == 0 {
+        if i.is_multiple_of(2) {
             byte >> 4
         } else {
             byte & 0x0F
@@ -147,7 +147,7 @@ impl Nf4Weights {
 }
 
 fn check_block(block: usize) -> Result<(), Nf4FormatError> {
-    if block == 0 || block % 2 != 0 {
+    if block == 0 || !block.is_multiple_of(2) {
         return Err(Nf4FormatError::InvalidBlock { block });
     }
     Ok(())
@@ -194,7 +194,7 @@ pub fn quantize(w: &[f32], block: usize) -> Result<Nf4Weights, Nf4FormatError> {
                 code_of(x * recip)
             };
             let i = b * block + j;
-            packed[i / 2] |= if i % 2 == 0 { code << 4 } else { code };
+            packed[i / 2] |= if i.is_multiple_of(2) { code << 4 } else { code };
         }
     }
     if w.len() % 2 == 1 {

@@ -381,16 +381,16 @@ impl<T: ConvElem + PackedHalf> Conv<T> {
     fn a_is_contiguous(&self) -> bool {
         self.pass == Pass::Forward
             && self.layout == Layout::Nhwc
-            && self.p.cg % CHUNK == 0
-            && self.p.c_in % CHUNK == 0
+            && self.p.cg.is_multiple_of(CHUNK)
+            && self.p.c_in.is_multiple_of(CHUNK)
     }
 
     /// Whether B chunks are 16-byte-aligned runs of a weight row: forward when `K` is a
     /// multiple of 8, backward-data when `KH·KW` is (a chunk then stays within one filter).
     fn b_is_contiguous(&self) -> bool {
         match self.pass {
-            Pass::Forward => self.p.filter_len() % CHUNK == 0,
-            Pass::BackwardData => self.p.taps % CHUNK == 0,
+            Pass::Forward => self.p.filter_len().is_multiple_of(CHUNK),
+            Pass::BackwardData => self.p.taps.is_multiple_of(CHUNK),
         }
     }
 

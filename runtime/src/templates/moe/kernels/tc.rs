@@ -209,7 +209,7 @@ fn store<T: MoeElem + PackedHalf>(
                     })
                     .collect();
                 let n = k.add(col0, 8 * ni as u32);
-                if n_total % 2 == 0 {
+                if n_total.is_multiple_of(2) {
                     let n_ok = k.setp_lt(n, n_total);
                     let ok = k.and_pred(slot_ok, n_ok);
                     k.if_then(ok, |k| {

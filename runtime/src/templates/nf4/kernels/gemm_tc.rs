@@ -87,7 +87,7 @@ fn slice_absmax<T: crate::builder::Scalar>(
     quad: Reg<U32>,
 ) -> Vec<Reg<F32>> {
     let col0 = k.mul_lo(tile, TC_K);
-    if cfg.k % cfg.block == 0 {
+    if cfg.k.is_multiple_of(cfg.block) {
         // Row starts are block-aligned and `col0` a multiple of 64: blocks of `run` elements.
         let run = cfg.block.min(TC_K);
         let runs: Vec<Reg<F32>> = (0..TC_K / run)

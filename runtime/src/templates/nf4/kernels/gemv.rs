@@ -164,7 +164,7 @@ fn accumulate_window<T: Float>(
     let end_elem = k.add(r.row_elem, col_end);
     let start = k.shr(window_elem, 1u32);
     let end = k.shr(end_elem, 1u32);
-    if cfg.k % CHUNK_CODES == 0 {
+    if cfg.k.is_multiple_of(CHUNK_CODES) {
         // Every row, hence every window, starts 16-byte aligned: the whole window is body.
         body_chunk(k, cfg, e, r, window_elem, start, end);
         return;
@@ -235,7 +235,7 @@ fn chunk_slots(
     let col = k.sub(elem0, window_elem);
     let index = padded(k, col);
     let base = k.shared_elem(r.a_tile, index);
-    if cfg.k % CHUNK_CODES == 0 {
+    if cfg.k.is_multiple_of(CHUNK_CODES) {
         return vec![base; CHUNK_CODES as usize];
     }
     let next_group = k.add(base, 4u32);

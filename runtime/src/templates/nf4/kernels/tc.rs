@@ -59,7 +59,7 @@ pub fn tensor_cores(cfg: &Nf4Config) -> bool {
 /// Largest copy (16, 8 or 4 bytes) that divides a row of `row_bytes`, or `None` when rows are
 /// not 4-byte multiples (then codes are copied byte by byte).
 fn chunk_bytes(row_bytes: u32) -> Option<u32> {
-    [16, 8, 4].into_iter().find(|c| row_bytes % c == 0)
+    [16, 8, 4].into_iter().find(|c| row_bytes.is_multiple_of(*c))
 }
 
 /// The code window of a reduction slice (`window(k, tile)` in [`Pipeline::run`]).
@@ -159,7 +159,7 @@ where
         let stage = Self::slot_base(k, self.a_tiles, A_STAGE_BYTES, slot);
         // Rows of an even number of halves start 4-byte aligned; the largest copy dividing the
         // `2 · a_cols`-byte row keeps every chunk aligned and wholly inside or outside a row.
-        let bytes = if self.a_cols % 2 == 0 {
+        let bytes = if self.a_cols.is_multiple_of(2) {
             chunk_bytes(2 * self.a_cols).unwrap_or(4)
         } else {
             2
@@ -245,7 +245,7 @@ where
                         let src_bytes = k.selp(bytes, 0u32, inside);
                         k.cp_async_zfill(cache, dst, src, bytes, src_bytes);
                     };
-                    if chunks % super::THREADS == 0 {
+                    if chunks.is_multiple_of(super::THREADS) {
                         copy(k);
                     } else {
                         let active = k.setp_lt(c, chunks);

@@ -41,7 +41,7 @@ pub(super) fn chunk_places(
         let shared_offset = k.mad_lo(row, plan.row_bytes(), chunk_bytes);
         (row, col, shared_offset)
     };
-    let uniform = threads % per_row == 0;
+    let uniform = threads.is_multiple_of(per_row);
     let first = place(k, tid);
     (0..total.div_ceil(threads))
         .map(|i| {
