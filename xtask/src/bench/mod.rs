@@ -3,6 +3,7 @@
 //! interpreter counters per kernel, interpreter throughput.
 
 mod counters;
+mod families;
 mod model;
 mod realistic;
 mod triton;
@@ -36,6 +37,7 @@ pub fn bench(root: &Path, ptxas: &Path) -> Result<String, String> {
     )?;
     counters::section(&mut md)?;
     counters::tensor_core_section(&mut md)?;
+    families::section(&mut md, ptxas, &root.join("target").join("bench-ptxas"))?;
     realistic::section(&mut md)?;
     triton::section(&mut md, root)?;
     peers_section(&mut md, root, ptxas)?;

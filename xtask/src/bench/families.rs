@@ -1,0 +1,341 @@
+//! Each family's tensor-core kernels next to their CUDA-core path on one small shape each: the
+//! same launch on sm_70 (no tensor cores) and on sm_80 (what the family chooses there), in the
+//! interpreter with every check on. Per entry: thread-instructions per output, the tensor-core
+//! share, `ldmatrix` wavefronts per 8×8 matrix, shared wavefronts per request, global load
+//! efficiency, and the registers and spills ptxas reports for that entry on that target.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use half::{bf16, f16};
+use ptxforge_runtime::launch::{Backend, LaunchRecord, SimBackend};
+use ptxforge_runtime::ptxas::{assemble, EntryReport};
+use ptxforge_runtime::templates::attention::launch::{
+    forward as attention_forward, AttentionBuffers,
+};
+use ptxforge_runtime::templates::attention::{AttentionConfig, AttentionShape};
+use ptxforge_runtime::templates::conv::launch as conv;
+use ptxforge_runtime::templates::conv::{Conv2dConfig, ConvShape, Layout};
+use ptxforge_runtime::templates::moe::launch::{forward as moe_forward, ExpertWeights};
+use ptxforge_runtime::templates::moe::{Ffn, MoeConfig};
+use ptxforge_runtime::templates::nf4::launch::DeviceWeights;
+use ptxforge_runtime::templates::nf4::launch::{backward_input, forward as nf4_forward};
+use ptxforge_runtime::templates::nf4::{quantize, Nf4Config};
+use ptxforge_runtime::templates::testing::SplitMix64;
+use ptxforge_runtime::templates::KernelFamily;
+use ptxforge_runtime::{Arch, DType};
+
+type Result<T> = std::result::Result<T, String>;
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// The two paths: CUDA cores, and what the family picks where tensor cores exist.
+const PATHS: [Arch; 2] = [Arch::Sm70, Arch::Sm80];
+
+/// One family job: a shape, the launches it makes on `arch` (module text and launch log), and
+/// the outputs each reported entry writes.
+struct Job {
+    name: &'static str,
+    run: fn(Arch) -> Result<(String, Vec<LaunchRecord>)>,
+    /// `(entry prefix, outputs)`: the launches reported, each with its output count.
+    report: &'static [(&'static str, u64)],
+}
+
+fn halves(rng: &mut SplitMix64, n: usize, lo: f32, hi: f32) -> Vec<f16> {
+    rng.vec_f32(n, lo, hi)
+        .into_iter()
+        .map(f16::from_f32)
+        .collect()
+}
+
+// MoE: bf16, 8 experts, top-2, H 64, F 96, 256 tokens, SwiGLU, dropless (every routed row is
+// an output row of the expert GEMMs: 512 rows).
+const MOE: (u32, u32, u32, u32, u32) = (8, 2, 64, 96, 256);
+
+fn moe(arch: Arch) -> Result<(String, Vec<LaunchRecord>)> {
+    let (e, k, h, f, t) = MOE;
+    let cfg = MoeConfig {
+        ffn: Ffn::Swiglu,
+        dtype: DType::BF16,
+        arch,
+        ..MoeConfig::new(e, k, h, f)
+    };
+    let ptx = cfg.compile().map_err(err)?.ptx;
+    let dev = SimBackend::new();
+    let mut rng = SplitMix64::new(31);
+    let mut up = |n: u32, r: f32| {
+        let v: Vec<bf16> = rng
+            .vec_f32(n as usize, -r, r)
+            .into_iter()
+            .map(bf16::from_f32)
+            .collect();
+        dev.upload(&v).map_err(err)
+    };
+    let x = up(t * h, 1.0)?;
+    let logits = up(t * e, 2.0)?;
+    let (w1, w3, w2) = (
+        up(e * f * h, 0.1)?,
+        up(e * f * h, 0.1)?,
+        up(e * h * f, 0.1)?,
+    );
+    let out = dev
+        .alloc::<bf16>((t * cfg.out_width()) as usize)
+        .map_err(err)?;
+    let weights = ExpertWeights::Swiglu {
+        w1: &w1,
+        w3: &w3,
+        w2: &w2,
+    };
+    moe_forward(&cfg, &dev, &ptx, t, &x, &logits, weights, &out).map_err(err)?;
+    Ok((ptx, dev.take_launch_log()))
+}
+
+// NF4: f16, M 64, N 256, K 512, block 64: the tiled forward and backward-input GEMMs.
+const NF4: (u32, u32, u32) = (64, 256, 512);
+
+fn nf4(arch: Arch) -> Result<(String, Vec<LaunchRecord>)> {
+    let (m, n, k) = NF4;
+    let cfg = Nf4Config {
+        dtype: DType::F16,
+        arch,
+        ..Nf4Config::new(n, k)
+    };
+    let ptx = cfg.compile().map_err(err)?.ptx;
+    let mut rng = SplitMix64::new(32);
+    let w = quantize(
+        &rng.vec_f32((n * k) as usize, -1.0, 1.0),
+        cfg.block as usize,
+    )
+    .map_err(err)?;
+    let dev = SimBackend::new();
+    let weights = DeviceWeights::upload(&dev, &w).map_err(err)?;
+    let a = dev
+        .upload(&halves(&mut rng, (m * k) as usize, -1.0, 1.0))
+        .map_err(err)?;
+    let mut c = dev.alloc::<f16>((m * n) as usize).map_err(err)?;
+    nf4_forward(&cfg, &dev, &ptx, m, &a, &weights, &mut c).map_err(err)?;
+    let g = dev
+        .upload(&halves(&mut rng, (m * n) as usize, -1.0, 1.0))
+        .map_err(err)?;
+    let mut ga = dev.alloc::<f16>((m * k) as usize).map_err(err)?;
+    backward_input(&cfg, &dev, &ptx, m, &g, &weights, &mut ga).map_err(err)?;
+    Ok((ptx, dev.take_launch_log()))
+}
+
+// Attention: f16, B 1, H 2, S 128, D 64.
+const ATTENTION: (u32, u32, u32) = (2, 128, 64);
+
+fn attention(arch: Arch, causal: bool) -> Result<(String, Vec<LaunchRecord>)> {
+    let (heads, seq, d) = ATTENTION;
+    let cfg = AttentionConfig {
+        causal,
+        dtype: DType::F16,
+        arch,
+        ..AttentionConfig::new(d)
+    };
+    let ptx = cfg.compile().map_err(err)?.ptx;
+    let shape = AttentionShape {
+        batch: 1,
+        heads_q: heads,
+        heads_kv: heads,
+        seq_q: seq,
+        seq_kv: seq,
+    };
+    let n = (heads * seq * d) as usize;
+    let dev = SimBackend::new();
+    let mut rng = SplitMix64::new(33);
+    let mut up = || dev.upload(&halves(&mut rng, n, -1.0, 1.0)).map_err(err);
+    let (q, k, v) = (up()?, up()?, up()?);
+    let o = dev.alloc::<f16>(n).map_err(err)?;
+    let lse = dev.alloc::<f32>((heads * seq) as usize).map_err(err)?;
+    let buffers = AttentionBuffers {
+        q: &q,
+        k: &k,
+        v: &v,
+        o: &o,
+        lse: &lse,
+    };
+    attention_forward(&cfg, &dev, &ptx, &shape, &buffers, None).map_err(err)?;
+    Ok((ptx, dev.take_launch_log()))
+}
+
+// Conv: f16, 3×3, stride 1, padding 1, N 1, 64 → 64 channels, 16×16.
+const CONV: (u32, u32) = (64, 16);
+
+fn conv2d(arch: Arch, layout: Layout) -> Result<(String, Vec<LaunchRecord>)> {
+    let (c, hw) = CONV;
+    let cfg = Conv2dConfig {
+        padding_h: 1,
+        padding_w: 1,
+        dtype: DType::F16,
+        arch,
+        layout,
+        ..Conv2dConfig::new(c, c, 3)
+    };
+    let ptx = cfg.compile().map_err(err)?.ptx;
+    let shape = ConvShape {
+        batch: 1,
+        height: hw,
+        width: hw,
+    };
+    let act = (c * hw * hw) as usize;
+    let dev = SimBackend::new();
+    let mut rng = SplitMix64::new(34);
+    let x = dev.upload(&halves(&mut rng, act, -1.0, 1.0)).map_err(err)?;
+    let w = dev
+        .upload(&halves(&mut rng, (c * c * 9) as usize, -0.2, 0.2))
+        .map_err(err)?;
+    let mut y = dev.alloc::<f16>(act).map_err(err)?;
+    conv::forward(&cfg, &dev, &ptx, &shape, &x, &w, None, &mut y).map_err(err)?;
+    if layout == Layout::Nchw {
+        let gy = dev.upload(&halves(&mut rng, act, -1.0, 1.0)).map_err(err)?;
+        let mut dx = dev.alloc::<f16>(act).map_err(err)?;
+        conv::backward_data(&cfg, &dev, &ptx, &shape, &gy, &w, &mut dx).map_err(err)?;
+        let mut dw = dev.alloc::<f16>((c * c * 9) as usize).map_err(err)?;
+        conv::backward_filter(&cfg, &dev, &ptx, &shape, &x, &gy, &mut dw, None).map_err(err)?;
+    }
+    Ok((ptx, dev.take_launch_log()))
+}
+
+const MOE_UP: u64 = (MOE.3 * MOE.1 * MOE.4) as u64;
+const MOE_DOWN: u64 = (MOE.2 * MOE.1 * MOE.4) as u64;
+const ATT_OUT: u64 = (ATTENTION.0 * ATTENTION.1 * ATTENTION.2) as u64;
+const CONV_ACT: u64 = (CONV.0 * CONV.1 * CONV.1) as u64;
+const CONV_W: u64 = (CONV.0 * CONV.0 * 9) as u64;
+
+const JOBS: [Job; 6] = [
+    Job {
+        name: "MoE SwiGLU experts (bf16, E 8, top-2, H 64, F 96, 256 tokens)",
+        run: moe,
+        report: &[
+            ("moe_expert_swiglu_up", MOE_UP),
+            ("moe_expert_swiglu_down", MOE_DOWN),
+        ],
+    },
+    Job {
+        name: "NF4 tiled (f16, M 64, N 256, K 512, block 64)",
+        run: nf4,
+        report: &[
+            ("nf4_gemm", (NF4.0 * NF4.1) as u64),
+            ("nf4_backward_input", (NF4.0 * NF4.2) as u64),
+        ],
+    },
+    Job {
+        name: "attention full (f16, B 1, H 2, S 128, D 64)",
+        run: |arch| attention(arch, false),
+        report: &[("attention_forward", ATT_OUT)],
+    },
+    Job {
+        name: "attention causal (same)",
+        run: |arch| attention(arch, true),
+        report: &[("attention_forward", ATT_OUT)],
+    },
+    Job {
+        name: "conv 3×3 64→64, NCHW (f16, N 1, 16×16, padding 1)",
+        run: |arch| conv2d(arch, Layout::Nchw),
+        report: &[
+            ("conv2d_", CONV_ACT),
+            ("conv2d_bwd_data", CONV_ACT),
+            ("conv2d_bwd_filter", CONV_W),
+        ],
+    },
+    Job {
+        name: "conv 3×3 64→64, NHWC (same)",
+        run: |arch| conv2d(arch, Layout::Nhwc),
+        report: &[("conv2d_", CONV_ACT)],
+    },
+];
+
+/// The output count of `entry` in `job`: the longest matching prefix wins, so `conv2d_` covers
+/// the forward entries and `conv2d_bwd_data` the backward ones.
+fn outputs(job: &Job, entry: &str) -> Option<u64> {
+    job.report
+        .iter()
+        .filter(|(prefix, _)| entry.starts_with(prefix))
+        .max_by_key(|(prefix, _)| prefix.len())
+        .map(|&(_, n)| n)
+}
+
+fn registers(reports: &[EntryReport], entry: &str) -> String {
+    match reports.iter().find(|r| r.entry == entry) {
+        Some(r) => format!("{} ({})", r.registers, r.spill_stores + r.spill_loads),
+        None => "–".to_string(),
+    }
+}
+
+/// Runs every job on both paths and writes the section.
+pub fn section(md: &mut String, ptxas: &Path, scratch: &Path) -> Result<()> {
+    md.push_str("### Families: CUDA-core path vs tensor-core path\n\n");
+    md.push_str(
+        "The same launches on sm_70 (no tensor cores: the CUDA-core path) and sm_80 (the path \
+         the family chooses there), in the interpreter with every check on and no finding (the \
+         numerics tests check both paths against host references). Instructions are dynamic \
+         thread-instructions per output element of that entry (a warp-wide `mma` counts 32); \
+         ldmatrix is wavefronts per 8×8 matrix (1.00 = conflict-free); smem is wavefronts per \
+         ordinary shared request; load eff. is bytes requested ÷ 32-byte sectors moved by \
+         ordinary global loads (above 1 = lanes share addresses; `cp.async` traffic is not in \
+         it); registers (spilled bytes) from `ptxas -v` for that entry on that target. Command: \
+         `cargo xtask bench`.\n\n",
+    );
+    md.push_str(
+        "| kernel (shape) | target | entry | instr/output | tensor-core share | ldmatrix wf/matrix | smem wf/req | load eff. | registers (spills) |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for job in &JOBS {
+        for arch in PATHS {
+            let (ptx, log) = (job.run)(arch).map_err(|e| format!("{} on {arch}: {e}", job.name))?;
+            let reports = assemble(ptxas, &ptx, arch, scratch)
+                .map_err(|e| format!("{} on {arch}: {e}", job.name))?
+                .entries;
+            for r in &log {
+                let Some(outputs) = outputs(job, &r.entry) else {
+                    continue;
+                };
+                let c = &r.counters;
+                let total = c.instructions.total();
+                let ldmatrix = if c.ldmatrix_matrices == 0 {
+                    "–".to_string()
+                } else {
+                    format!("{:.2}", c.ldmatrix_wavefronts_per_matrix())
+                };
+                let _ = writeln!(
+                    md,
+                    "| {} | {arch} | {} | {:.1} | {:.1}% | {ldmatrix} | {:.2} | {:.2} | {} |",
+                    job.name,
+                    r.entry,
+                    total as f64 / outputs as f64,
+                    100.0 * c.instructions.tensor_core as f64 / total.max(1) as f64,
+                    c.shared_wavefronts_per_request(),
+                    c.global_load_efficiency(),
+                    registers(&reports, &r.entry),
+                );
+            }
+        }
+    }
+    md.push('\n');
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Slow (every family on both paths with every check on): run with `--include-ignored`.
+    #[test]
+    #[ignore]
+    fn families_section_runs() {
+        let ptxas =
+            ptxforge_runtime::ptxas::locate().expect("ptxas (cargo xtask test installs it)");
+        let scratch = std::env::temp_dir().join("ptxforge-families-section");
+        let mut md = String::new();
+        section(&mut md, &ptxas, &scratch).expect("section");
+        println!("{md}");
+        for entry in ["moe_expert_swiglu_up", "nf4_gemm", "attention_forward"] {
+            assert!(
+                md.contains(&format!("| sm_80 | {entry}")),
+                "{entry} on sm_80"
+            );
+        }
+    }
+}
