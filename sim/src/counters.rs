@@ -119,6 +119,9 @@ pub struct Counters {
     /// Warp-level shared-memory requests (loads, stores and atomics).
     pub shared_requests: u64,
     pub shared_wavefronts: u64,
+    /// The fewest wavefronts those requests could take ([`min_wavefronts`]): 1 per request for
+    /// 4-byte accesses, 4 for a warp's 16-byte ones.
+    pub shared_min_wavefronts: u64,
     /// Barrier instructions executed (per thread).
     pub barriers: u64,
     /// Barrier completions (per block).
@@ -154,6 +157,7 @@ impl Counters {
         self.global_store_bytes += o.global_store_bytes;
         self.shared_requests += o.shared_requests;
         self.shared_wavefronts += o.shared_wavefronts;
+        self.shared_min_wavefronts += o.shared_min_wavefronts;
         self.barriers += o.barriers;
         self.barrier_releases += o.barrier_releases;
         self.mma_instructions += o.mma_instructions;
@@ -186,9 +190,16 @@ impl Counters {
         ratio(self.global_store_bytes, self.global_store_sectors * 32)
     }
 
-    /// Average wavefronts per shared request (1.0 = no bank conflicts).
+    /// Average wavefronts per shared request (1.0 = no bank conflicts for accesses of up to 4
+    /// bytes per lane; vector accesses need more, see [`Self::shared_bank_conflict_factor`]).
     pub fn shared_wavefronts_per_request(&self) -> f64 {
         ratio(self.shared_wavefronts, self.shared_requests)
+    }
+
+    /// Shared wavefronts ÷ the fewest the same requests could take (1.0 = no bank conflicts,
+    /// whatever the access width).
+    pub fn shared_bank_conflict_factor(&self) -> f64 {
+        ratio(self.shared_wavefronts, self.shared_min_wavefronts)
     }
 }
 
@@ -215,9 +226,8 @@ pub fn sectors(addrs: &[u64], size: u64) -> u64 {
     s.len() as u64
 }
 
-/// Shared-memory wavefronts of a warp-level access: the largest number of distinct 4-byte words
-/// any one of the 32 banks must serve (lanes reading the same word share it); at least 1.
-pub fn wavefronts(addrs: &[u64], size: u64) -> u64 {
+/// The distinct 4-byte words a warp-level access of `size` bytes per lane touches.
+fn distinct_words(addrs: &[u64], size: u64) -> Vec<u64> {
     let mut words: Vec<u64> = Vec::with_capacity(addrs.len() * 4);
     for &a in addrs {
         let first = a >> 2;
@@ -228,11 +238,25 @@ pub fn wavefronts(addrs: &[u64], size: u64) -> u64 {
     }
     words.sort_unstable();
     words.dedup();
+    words
+}
+
+/// Shared-memory wavefronts of a warp-level access: the largest number of distinct 4-byte words
+/// any one of the 32 banks must serve (lanes reading the same word share it); at least 1.
+pub fn wavefronts(addrs: &[u64], size: u64) -> u64 {
     let mut per_bank = [0u64; 32];
-    for w in words {
+    for w in distinct_words(addrs, size) {
         per_bank[(w % 32) as usize] += 1;
     }
     per_bank.iter().copied().max().unwrap_or(0).max(1)
+}
+
+/// The fewest wavefronts the same access could take: its distinct words spread evenly over the
+/// 32 banks (4 for a warp's contiguous 16-byte accesses); at least 1.
+pub fn min_wavefronts(addrs: &[u64], size: u64) -> u64 {
+    (distinct_words(addrs, size).len() as u64)
+        .div_ceil(32)
+        .max(1)
 }
 
 #[cfg(test)]
@@ -257,5 +281,15 @@ mod tests {
         assert_eq!(wavefronts(&two_way, 4), 2);
         let column: Vec<u64> = (0..32).map(|i| 128 * i).collect();
         assert_eq!(wavefronts(&column, 4), 32);
+        assert_eq!(min_wavefronts(&column, 4), 1);
+        // A warp's contiguous 16-byte accesses: 512 bytes, 4 words per bank, as few as possible.
+        let vector: Vec<u64> = (0..32).map(|i| 16 * i).collect();
+        assert_eq!(
+            (wavefronts(&vector, 16), min_wavefronts(&vector, 16)),
+            (4, 4)
+        );
+        // Rows 32 words apart: every lane's 4 words in the same 4 banks.
+        let rows: Vec<u64> = (0..32).map(|i| 128 * i).collect();
+        assert_eq!((wavefronts(&rows, 16), min_wavefronts(&rows, 16)), (32, 4));
     }
 }

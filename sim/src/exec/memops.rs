@@ -4,7 +4,7 @@
 
 use super::global::GlobalSpace;
 use super::{lanes, BlockCtx, Engine, Warp, WARP};
-use crate::counters::{sectors, wavefronts};
+use crate::counters::{min_wavefronts, sectors, wavefronts};
 use crate::decode::{Addr, AtomFn, Inst, MemSpace, Op};
 use crate::findings::{Access, AccessKind, Finding, FindingKind};
 use crate::memory::{read_bytes, write_bytes, LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE};
@@ -173,7 +173,9 @@ impl<G: GlobalSpace> Engine<'_, G> {
         }
         if ns > 0 {
             self.counters.shared_requests += 1;
-            self.counters.shared_wavefronts += wavefronts(&saddrs[..ns], bytes.min(16));
+            let (addrs, size) = (&saddrs[..ns], bytes.min(16));
+            self.counters.shared_wavefronts += wavefronts(addrs, size);
+            self.counters.shared_min_wavefronts += min_wavefronts(addrs, size);
         }
     }
 

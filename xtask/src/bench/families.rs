@@ -273,14 +273,15 @@ pub fn section(md: &mut String, ptxas: &Path, scratch: &Path) -> Result<()> {
          the family chooses there), in the interpreter with every check on and no finding (the \
          numerics tests check both paths against host references). Instructions are dynamic \
          thread-instructions per output element of that entry (a warp-wide `mma` counts 32); \
-         ldmatrix is wavefronts per 8×8 matrix (1.00 = conflict-free); smem is wavefronts per \
-         ordinary shared request; load eff. is bytes requested ÷ 32-byte sectors moved by \
+         ldmatrix is wavefronts per 8×8 matrix (1.00 = conflict-free); smem is the ordinary \
+         shared requests' wavefronts ÷ the fewest they could take (1.00 = conflict-free, \
+         whatever the access width); load eff. is bytes requested ÷ 32-byte sectors moved by \
          ordinary global loads (above 1 = lanes share addresses; `cp.async` traffic is not in \
          it); registers (spilled bytes) from `ptxas -v` for that entry on that target. Command: \
          `cargo xtask bench`.\n\n",
     );
     md.push_str(
-        "| kernel (shape) | target | entry | instr/output | tensor-core share | ldmatrix wf/matrix | smem wf/req | load eff. | registers (spills) |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n",
+        "| kernel (shape) | target | entry | instr/output | tensor-core share | ldmatrix wf/matrix | smem wf/min | load eff. | registers (spills) |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n",
     );
     for job in &JOBS {
         for arch in PATHS {
@@ -306,7 +307,7 @@ pub fn section(md: &mut String, ptxas: &Path, scratch: &Path) -> Result<()> {
                     r.entry,
                     total as f64 / outputs as f64,
                     100.0 * c.instructions.tensor_core as f64 / total.max(1) as f64,
-                    c.shared_wavefronts_per_request(),
+                    c.shared_bank_conflict_factor(),
                     c.global_load_efficiency(),
                     registers(&reports, &r.entry),
                 );

@@ -59,7 +59,9 @@ pub fn tensor_cores(cfg: &Nf4Config) -> bool {
 /// Largest copy (16, 8 or 4 bytes) that divides a row of `row_bytes`, or `None` when rows are
 /// not 4-byte multiples (then codes are copied byte by byte).
 fn chunk_bytes(row_bytes: u32) -> Option<u32> {
-    [16, 8, 4].into_iter().find(|c| row_bytes.is_multiple_of(*c))
+    [16, 8, 4]
+        .into_iter()
+        .find(|c| row_bytes.is_multiple_of(*c))
 }
 
 /// The code window of a reduction slice (`window(k, tile)` in [`Pipeline::run`]).
