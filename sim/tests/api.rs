@@ -629,3 +629,49 @@ fn findings_carry_the_source_line_of_the_nearest_loc() {
     assert!(r.findings.iter().all(|f| f.source.is_none()));
     assert!(r.findings.iter().any(|f| f.line == 16));
 }
+
+/// `bar.sync 1, 64` in a block of 48 threads: arrivals count per warp, so the partial second
+/// warp (16 threads) stands for 32 and the barrier completes; the data exchanged through it is
+/// right and nothing is reported. A count of 96 is never reached (a real deadlock).
+#[test]
+fn counted_barrier_counts_the_partial_last_warp_as_a_warp() {
+    let src = r#"
+.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry swap(.param .u64 pout, .param .u32 pcount)
+{
+	.reg .b32 %r<8>;
+	.reg .b64 %rd<4>;
+	.shared .align 4 .b32 buf[48];
+	ld.param.u64 %rd1, [pout];
+	ld.param.u32 %r6, [pcount];
+	mov.u32 %r1, %tid.x;
+	mov.u32 %r2, buf;
+	shl.b32 %r3, %r1, 2;
+	add.u32 %r4, %r2, %r3;
+	st.shared.u32 [%r4], %r1;
+	bar.sync 1, %r6;
+	sub.u32 %r5, 47, %r1;
+	shl.b32 %r5, %r5, 2;
+	add.u32 %r5, %r2, %r5;
+	ld.shared.u32 %r7, [%r5];
+	mul.wide.u32 %rd2, %r1, 4;
+	add.s64 %rd3, %rd1, %rd2;
+	st.global.u32 [%rd3], %r7;
+	ret;
+}
+"#;
+    let m = Module::parse(src).unwrap();
+    let mut d = Device::new();
+    let out = d.upload(&[0u32; 48]);
+    let r = launch_block(&mut d, &m, "swap", 48, &[Arg::Buffer(out), Arg::U32(64)]);
+    assert!(r.findings.is_empty(), "{:?}", r.findings);
+    let want: Vec<u32> = (0..48).rev().collect();
+    assert_eq!(d.download::<u32>(out).unwrap(), want);
+    let r = launch_block(&mut d, &m, "swap", 48, &[Arg::Buffer(out), Arg::U32(96)]);
+    assert!(
+        !r.findings.is_empty(),
+        "a count of 96 in a 48-thread block is never reached"
+    );
+}

@@ -87,6 +87,8 @@ struct Bar {
     mixed: Option<(u32, u32)>,
     /// `bar.red`: arriving threads whose predicate was true.
     red_true: u32,
+    /// The block's partial last warp has been counted as a whole warp in this phase.
+    padded: bool,
 }
 
 /// Per-block state shared by its warps.
@@ -686,6 +688,14 @@ impl<'a, G: GlobalSpace> Engine<'a, G> {
             bar.mixed = Some((pc, thread));
         }
         bar.arrived += n;
+        // With a thread count (a multiple of the warp size), arrivals are counted per warp: the
+        // block's partial last warp stands for a whole warp, its absent lanes included.
+        let absent =
+            (WARP as u32).saturating_sub(bc.nthreads.saturating_sub(w.index * WARP as u32));
+        if count.is_some() && absent > 0 && !bar.padded {
+            bar.arrived += absent;
+            bar.padded = true;
+        }
         if let Some(r) = red {
             for l in lanes(exec) {
                 if (self.rd(bc, w, r.c, l) & 1 != 0) != r.neg {
