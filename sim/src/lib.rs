@@ -148,10 +148,10 @@
 //!   overflow to the largest finite value.
 //! - The memory model is sequential: no reordering, every store is visible at once; fences are
 //!   no-ops. Generic addressing maps shared and local memory at fixed windows.
-//! - `bar.sync` with a thread count counts threads, not whole warps. The ISA marks arrival per
-//!   warp and gives thread counts in multiples of the warp size, so `bar.sync 0, 96` in an
-//!   80-thread block (a partial third warp) is expected to complete on hardware; here it is a
-//!   `DivergentBarrier` (80 of 96 arrive). A barrier whose expected threads have
+//! - `bar.sync` with a thread count counts arriving threads, with the block's partial last warp
+//!   standing for a whole warp (the ISA marks arrival per warp and gives counts in multiples of
+//!   the warp size, so `bar.sync 0, 96` completes in an 80-thread block). Exited lanes of a
+//!   warp are not counted for it. A barrier whose expected threads have
 //!   exited is released after a synccheck finding (hardware behaviour is undefined).
 //! - `%clock`/`%clock64`/`%globaltimer` return the thread's executed-instruction count; `%smid` is
 //!   0 and `%nsmid` 1.
