@@ -340,7 +340,7 @@ impl AttentionConfig {
     /// two blocks of that footprint fit the arch's dynamic shared memory (ptxas budgets
     /// registers for two resident blocks, [`Self::register_limit`], so a deeper ring must not
     /// halve occupancy), else [`TC_MIN_STAGES`]. With (64, 64) tiles: three for D ≤ 64 on
-    /// sm_80 and sm_90 and D = 32 on sm_86/89, two otherwise.
+    /// sm_80, D ≤ 96 on sm_90 and D = 32 on sm_86/89, two otherwise.
     pub fn tc_stages_for(&self, block_m: u32, block_n: u32) -> u32 {
         let deep = self.tc_footprint(block_m, block_n, TC_MAX_STAGES);
         if u64::from(deep) * 2 <= u64::from(self.arch.max_dynamic_shared_bytes()) {

@@ -78,7 +78,7 @@ pub(super) struct Pipeline<T: Scalar> {
     /// Rows of the activation matrix (`m`) and first row of this block's tile.
     m: Reg<U32>,
     m_base: Reg<U32>,
-    lane: Reg<U32>,
+    pub lane: Reg<U32>,
     pub warp: Reg<U32>,
     /// `lane / 4` and `lane % 4`: the mma fragment coordinates.
     pub group: Reg<U32>,
