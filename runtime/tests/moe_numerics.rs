@@ -488,6 +488,52 @@ fn odd_and_tiny_sizes() {
     run_case::<f64>(tiny_swiglu, 3, Logits::Random, 136);
 }
 
+/// Reduction lengths that are not multiples of 8 stay on the tensor cores: the ring slot is
+/// filled by 8-byte (`H = 76, F = 92`) or 4-byte (`H = 70, F = 90`; `H = 130`: 5 K tiles, so every
+/// slot is refilled) `cp.async` copies, or element by element for odd lengths (`H = 69, F = 45`),
+/// zero past the length; both FFNs, f16 and bf16, every check on, against the reference in
+/// [`run_case`].
+#[test]
+fn tensor_cores_ragged_reduction_lengths() {
+    let shapes = [(70, 90), (76, 92), (69, 45), (130, 38), (72, 37)];
+    for (i, (hidden, expert_dim)) in shapes.into_iter().enumerate() {
+        for ffn in [Ffn::Linear, Ffn::Swiglu] {
+            let cfg = MoeConfig {
+                ffn,
+                capacity_factor: None,
+                arch: [Arch::Sm80, Arch::Sm90][i % 2],
+                ..MoeConfig::new(6, 2, hidden, expert_dim)
+            };
+            let seed = 900 + 2 * i as u64 + u64::from(ffn == Ffn::Swiglu);
+            let log = if i % 2 == 0 {
+                run_case::<f16>(cfg, 75, Logits::Random, seed)
+            } else {
+                run_case::<bf16>(cfg, 75, Logits::Random, seed)
+            };
+            let experts: Vec<_> = log
+                .iter()
+                .filter(|r| r.entry.starts_with("moe_expert"))
+                .collect();
+            assert!(!experts.is_empty(), "{cfg:?}: no expert launch");
+            for rec in experts {
+                let len = if rec.entry == "moe_expert_swiglu_down" {
+                    expert_dim
+                } else {
+                    hidden
+                };
+                let c = &rec.counters;
+                assert!(c.mma_instructions > 0, "{cfg:?} {}: no mma", rec.entry);
+                assert_eq!(
+                    c.cp_async_requests > 0,
+                    len % 2 == 0,
+                    "{cfg:?} {}: cp.async for len {len}",
+                    rec.entry
+                );
+            }
+        }
+    }
+}
+
 /// Seeded random configurations: experts, top-k, widths, token count, capacity factor, ffn,
 /// normalisation and dtype all drawn at random.
 #[test]
