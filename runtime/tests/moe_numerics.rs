@@ -534,6 +534,60 @@ fn tensor_cores_ragged_reduction_lengths() {
     }
 }
 
+/// Ragged reduction lengths (`H = 70, F = 90`, SwiGLU, bf16, 128 tokens, dropless): the expert
+/// GEMMs on CUDA cores (sm_75, where every length went before) and on tensor cores (sm_80,
+/// 4-byte `cp.async`), printed for the benchmarks; the tensor-core entries issue fewer
+/// instructions per output and run ldmatrix conflict-free.
+#[test]
+fn ragged_expert_gemm_counters() {
+    let mut per_output = Vec::new();
+    for arch in [Arch::Sm75, Arch::Sm80] {
+        let cfg = MoeConfig {
+            ffn: Ffn::Swiglu,
+            capacity_factor: None,
+            arch,
+            ..MoeConfig::new(8, 2, 70, 90)
+        };
+        let log = run_case::<bf16>(cfg, 128, Logits::Random, 310);
+        let mut row = Vec::new();
+        for rec in log.iter().filter(|r| r.entry.starts_with("moe_expert")) {
+            let c = &rec.counters;
+            let width = if rec.entry == "moe_expert_swiglu_down" {
+                cfg.hidden
+            } else {
+                cfg.expert_dim
+            };
+            let outputs = u64::from(width) * 128 * u64::from(cfg.top_k);
+            let total = c.instructions.total();
+            eprintln!(
+                "ragged h70 f90 {arch} {}: instructions/output {:.2}, tensor-core share {:.3}, \
+                 mma {}, global load eff {:.3}, cp.async bytes/sector-byte {:.3}, ldmatrix \
+                 wavefronts/request {:.3}, shared wavefronts/request {:.3}",
+                rec.entry,
+                total as f64 / outputs as f64,
+                c.instructions.tensor_core as f64 / total.max(1) as f64,
+                c.mma_instructions,
+                c.global_load_efficiency(),
+                c.cp_async_bytes as f64 / (c.cp_async_sectors.max(1) * 32) as f64,
+                c.ldmatrix_wavefronts_per_request(),
+                c.shared_wavefronts_per_request(),
+            );
+            if arch == Arch::Sm80 {
+                let w = c.ldmatrix_wavefronts_per_request();
+                assert!((w - 4.0).abs() < 1e-9, "{}: {w} wavefronts", rec.entry);
+            }
+            row.push(total as f64 / outputs as f64);
+        }
+        per_output.push(row);
+    }
+    for (cuda, tc) in per_output[0].iter().zip(&per_output[1]) {
+        assert!(
+            tc < cuda,
+            "instructions/output: tensor cores {tc} vs CUDA cores {cuda}"
+        );
+    }
+}
+
 /// Seeded random configurations: experts, top-k, widths, token count, capacity factor, ffn,
 /// normalisation and dtype all drawn at random.
 #[test]
