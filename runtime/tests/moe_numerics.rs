@@ -488,6 +488,16 @@ fn odd_and_tiny_sizes() {
     run_case::<f64>(tiny_swiglu, 3, Logits::Random, 136);
 }
 
+/// Output width and reduction length of expert entry `entry`: `(F, H)` for linear and SwiGLU
+/// up, `(H, F)` for SwiGLU down.
+fn expert_dims(cfg: &MoeConfig, entry: &str) -> (u32, u32) {
+    if entry == "moe_expert_swiglu_down" {
+        (cfg.hidden, cfg.expert_dim)
+    } else {
+        (cfg.expert_dim, cfg.hidden)
+    }
+}
+
 /// Reduction lengths that are not multiples of 8 stay on the tensor cores: the ring slot is
 /// filled by 8-byte (`H = 76, F = 92`) or 4-byte (`H = 70, F = 90`; `H = 130`: 5 K tiles, so every
 /// slot is refilled) `cp.async` copies, or element by element for odd lengths (`H = 69, F = 45`),
@@ -516,11 +526,7 @@ fn tensor_cores_ragged_reduction_lengths() {
                 .collect();
             assert!(!experts.is_empty(), "{cfg:?}: no expert launch");
             for rec in experts {
-                let len = if rec.entry == "moe_expert_swiglu_down" {
-                    expert_dim
-                } else {
-                    hidden
-                };
+                let (_, len) = expert_dims(&cfg, &rec.entry);
                 let c = &rec.counters;
                 assert!(c.mma_instructions > 0, "{cfg:?} {}: no mma", rec.entry);
                 assert_eq!(
@@ -552,11 +558,7 @@ fn ragged_expert_gemm_counters() {
         let mut row = Vec::new();
         for rec in log.iter().filter(|r| r.entry.starts_with("moe_expert")) {
             let c = &rec.counters;
-            let width = if rec.entry == "moe_expert_swiglu_down" {
-                cfg.hidden
-            } else {
-                cfg.expert_dim
-            };
+            let (width, _) = expert_dims(&cfg, &rec.entry);
             let outputs = u64::from(width) * 128 * u64::from(cfg.top_k);
             let total = c.instructions.total();
             eprintln!(
@@ -734,11 +736,7 @@ fn expert_gemm_tensor_core_counters() {
         let log = run_case::<bf16>(cfg, 256, Logits::Random, 300);
         for rec in log.iter().filter(|r| r.entry.starts_with("moe_expert")) {
             let c = &rec.counters;
-            let width = if rec.entry == "moe_expert_swiglu_down" {
-                cfg.hidden
-            } else {
-                cfg.expert_dim
-            };
+            let (width, _) = expert_dims(&cfg, &rec.entry);
             // Routed rows: T·K pairs less the dropped ones ≈ every slot the GEMM wrote.
             let outputs = u64::from(width) * 256 * u64::from(cfg.top_k);
             let total = c.instructions.total();
