@@ -456,6 +456,44 @@ fn tensor_cores_every_head_dim_and_target() {
     }
 }
 
+/// The K/V ring is three deep where two blocks of that footprint fit the target (D = 32 and 64
+/// on sm_80, D = 32 on sm_86), two deep otherwise (D = 64 on sm_86, D = 128 on sm_90): the
+/// launch asks for exactly `(64 + 2 · stages · 64) · (D + 8) · 2` bytes (tiles 64 × 64), and
+/// with 6 KV tiles every slot is refilled at least once while its neighbours are in flight.
+#[test]
+fn tensor_cores_kv_ring_depth_follows_shared_memory() {
+    let dev = device();
+    for (head_dim, arch, stages, dtype) in [
+        (32, Arch::Sm80, 3, DType::BF16),
+        (64, Arch::Sm80, 3, DType::F16),
+        (32, Arch::Sm86, 3, DType::F16),
+        (64, Arch::Sm86, 2, DType::BF16),
+        (128, Arch::Sm90, 2, DType::F16),
+    ] {
+        for causal in [false, true] {
+            let cfg = tc_config(head_dim, dtype, causal, arch);
+            let _ = dev.take_launch_log();
+            check(
+                &dev,
+                Case {
+                    cfg,
+                    shape: shape(1, 2, 1, 70, 333),
+                    scale: None,
+                    seed: u64::from(head_dim * stages) + u64::from(causal),
+                },
+            );
+            let log = dev.take_launch_log();
+            let footprint = (64 + 2 * stages * 64) * (head_dim + 8) * 2;
+            assert_eq!(
+                log[0].config.dynamic_shared_bytes,
+                footprint,
+                "{}: {stages} stages",
+                cfg.matrix_name()
+            );
+        }
+    }
+}
+
 /// Explicit tilings on the tensor-core path (1 to 8 warps, 16 to 128 keys per tile) with a
 /// sharp softmax, GQA and a batch.
 #[test]

@@ -488,6 +488,108 @@ fn odd_and_tiny_sizes() {
     run_case::<f64>(tiny_swiglu, 3, Logits::Random, 136);
 }
 
+/// Output width and reduction length of expert entry `entry`: `(F, H)` for linear and SwiGLU
+/// up, `(H, F)` for SwiGLU down.
+fn expert_dims(cfg: &MoeConfig, entry: &str) -> (u32, u32) {
+    if entry == "moe_expert_swiglu_down" {
+        (cfg.hidden, cfg.expert_dim)
+    } else {
+        (cfg.expert_dim, cfg.hidden)
+    }
+}
+
+/// Reduction lengths that are not multiples of 8 stay on the tensor cores: the ring slot is
+/// filled by 8-byte (`H = 76, F = 92`) or 4-byte (`H = 70, F = 90`; `H = 130`: 5 K tiles, so every
+/// slot is refilled) `cp.async` copies, or element by element for odd lengths (`H = 69, F = 45`),
+/// zero past the length; both FFNs, f16 and bf16, every check on, against the reference in
+/// [`run_case`].
+#[test]
+fn tensor_cores_ragged_reduction_lengths() {
+    let shapes = [(70, 90), (76, 92), (69, 45), (130, 38), (72, 37)];
+    for (i, (hidden, expert_dim)) in shapes.into_iter().enumerate() {
+        for ffn in [Ffn::Linear, Ffn::Swiglu] {
+            let cfg = MoeConfig {
+                ffn,
+                capacity_factor: None,
+                arch: [Arch::Sm80, Arch::Sm90][i % 2],
+                ..MoeConfig::new(6, 2, hidden, expert_dim)
+            };
+            let seed = 900 + 2 * i as u64 + u64::from(ffn == Ffn::Swiglu);
+            let log = if i % 2 == 0 {
+                run_case::<f16>(cfg, 75, Logits::Random, seed)
+            } else {
+                run_case::<bf16>(cfg, 75, Logits::Random, seed)
+            };
+            let experts: Vec<_> = log
+                .iter()
+                .filter(|r| r.entry.starts_with("moe_expert"))
+                .collect();
+            assert!(!experts.is_empty(), "{cfg:?}: no expert launch");
+            for rec in experts {
+                let (_, len) = expert_dims(&cfg, &rec.entry);
+                let c = &rec.counters;
+                assert!(c.mma_instructions > 0, "{cfg:?} {}: no mma", rec.entry);
+                assert_eq!(
+                    c.cp_async_requests > 0,
+                    len % 2 == 0,
+                    "{cfg:?} {}: cp.async for len {len}",
+                    rec.entry
+                );
+            }
+        }
+    }
+}
+
+/// Ragged reduction lengths (`H = 70, F = 90`, SwiGLU, bf16, 128 tokens, dropless): the expert
+/// GEMMs on CUDA cores (sm_75, where every length went before) and on tensor cores (sm_80,
+/// 4-byte `cp.async`), printed for the benchmarks; the tensor-core entries issue fewer
+/// instructions per output and run ldmatrix conflict-free.
+#[test]
+fn ragged_expert_gemm_counters() {
+    let mut per_output = Vec::new();
+    for arch in [Arch::Sm75, Arch::Sm80] {
+        let cfg = MoeConfig {
+            ffn: Ffn::Swiglu,
+            capacity_factor: None,
+            arch,
+            ..MoeConfig::new(8, 2, 70, 90)
+        };
+        let log = run_case::<bf16>(cfg, 128, Logits::Random, 310);
+        let mut row = Vec::new();
+        for rec in log.iter().filter(|r| r.entry.starts_with("moe_expert")) {
+            let c = &rec.counters;
+            let (width, _) = expert_dims(&cfg, &rec.entry);
+            let outputs = u64::from(width) * 128 * u64::from(cfg.top_k);
+            let total = c.instructions.total();
+            eprintln!(
+                "ragged h70 f90 {arch} {}: instructions/output {:.2}, tensor-core share {:.3}, \
+                 mma {}, global load eff {:.3}, cp.async bytes/sector-byte {:.3}, ldmatrix \
+                 wavefronts/request {:.3}, shared wavefronts/request {:.3}",
+                rec.entry,
+                total as f64 / outputs as f64,
+                c.instructions.tensor_core as f64 / total.max(1) as f64,
+                c.mma_instructions,
+                c.global_load_efficiency(),
+                c.cp_async_bytes as f64 / (c.cp_async_sectors.max(1) * 32) as f64,
+                c.ldmatrix_wavefronts_per_request(),
+                c.shared_wavefronts_per_request(),
+            );
+            if arch == Arch::Sm80 {
+                let w = c.ldmatrix_wavefronts_per_request();
+                assert!((w - 4.0).abs() < 1e-9, "{}: {w} wavefronts", rec.entry);
+            }
+            row.push(total as f64 / outputs as f64);
+        }
+        per_output.push(row);
+    }
+    for (cuda, tc) in per_output[0].iter().zip(&per_output[1]) {
+        assert!(
+            tc < cuda,
+            "instructions/output: tensor cores {tc} vs CUDA cores {cuda}"
+        );
+    }
+}
+
 /// Seeded random configurations: experts, top-k, widths, token count, capacity factor, ffn,
 /// normalisation and dtype all drawn at random.
 #[test]
@@ -634,11 +736,7 @@ fn expert_gemm_tensor_core_counters() {
         let log = run_case::<bf16>(cfg, 256, Logits::Random, 300);
         for rec in log.iter().filter(|r| r.entry.starts_with("moe_expert")) {
             let c = &rec.counters;
-            let width = if rec.entry == "moe_expert_swiglu_down" {
-                cfg.hidden
-            } else {
-                cfg.expert_dim
-            };
+            let (width, _) = expert_dims(&cfg, &rec.entry);
             // Routed rows: T·K pairs less the dropped ones ≈ every slot the GEMM wrote.
             let outputs = u64::from(width) * 256 * u64::from(cfg.top_k);
             let total = c.instructions.total();

@@ -124,6 +124,62 @@ fn assert_tensor_core_path(log: &[LaunchRecord], cfg: &Nf4Config, what: &str) {
     }
 }
 
+/// Both launches' `ld.global`s read whole sectors (efficiency ≥ 0.9; lanes reading the same
+/// address count each, so broadcasts score above 1). Holds for plain absmax (the forward's
+/// two-sector absmax window, the backward's row-contiguous ones) when packed rows are
+/// 4-byte multiples (`k % 8 = 0`; else the codes are copied byte by byte with ordinary loads)
+/// and the weight is not tiny (an absmax array under a sector cannot fill one).
+fn assert_whole_sector_loads(log: &[LaunchRecord], cfg: &Nf4Config, what: &str) {
+    assert!(
+        !cfg.double_quant && cfg.k.is_multiple_of(8),
+        "{what}: not a whole-sector shape"
+    );
+    for r in log {
+        let eff = r.counters.global_load_efficiency();
+        assert!(
+            eff >= 0.9,
+            "{what} {}: global load efficiency {eff}",
+            r.entry
+        );
+    }
+}
+
+/// Runs both GEMMs of `cfg` on random activations and compares them with the kernel-exact
+/// reference within the dtype's tolerance; with `whole_sectors`, also that every global load
+/// reads whole sectors.
+fn check_against_reference(cfg: &Nf4Config, m: u32, rng: &mut SplitMix64, whole_sectors: bool) {
+    let (n, k, dtype) = (cfg.n, cfg.k, cfg.dtype);
+    let a = rounded(dtype, rng.vec_f64((m * k) as usize, -1.0, 1.0));
+    let g = rounded(dtype, rng.vec_f64((m * n) as usize, -1.0, 1.0));
+    let r = run_dtype(cfg, m, &a, &g);
+    let what = format!("{cfg:?} m={m}");
+    assert_tensor_core_path(&r.log, cfg, &what);
+    if whole_sectors {
+        assert_whole_sector_loads(&r.log, cfg, &what);
+    }
+    let (m, n, k) = (m as usize, n as usize, k as usize);
+    let w = &r.weights;
+    let fwd: Vec<f64> = (0..m * n)
+        .map(|o| (0..k).map(|l| a[o / n * k + l] * w[o % n * k + l]).sum())
+        .collect();
+    let bwd: Vec<f64> = (0..m * k)
+        .map(|o| (0..n).map(|j| g[o / k * n + j] * w[j * k + o % k]).sum())
+        .collect();
+    let tol = if dtype == DType::F16 { 2e-3 } else { 2e-2 };
+    for (name, got, want) in [("forward", &r.forward, fwd), ("backward", &r.backward, bwd)] {
+        let scale = want.iter().fold(0.0f64, |s, x| s.max(x.abs()));
+        let worst = got
+            .iter()
+            .zip(&want)
+            .map(|(g, e)| (g - e).abs())
+            .fold(0.0f64, f64::max);
+        assert!(
+            worst <= tol * scale,
+            "{what} {name}: max |err| {worst:e} > {tol} · max |ref| {scale:e}"
+        );
+    }
+}
+
 #[test]
 fn tensor_core_gemms_match_a_kernel_exact_reference() {
     let shapes = [
@@ -132,6 +188,8 @@ fn tensor_core_gemms_match_a_kernel_exact_reference() {
         (65, 150, 200, 128, false), // k/2 = 100: 4-byte copies; n/2 ragged
         (33, 190, 230, 256, true),  // k/2 = 115: byte-wise codes
         (9, 129, 144, 64, true),    // k/2 = 72: 8-byte copies; small m
+        (70, 96, 448, 32, false),   // k % block = 0, two blocks per slice, rows off sectors
+        (40, 72, 512, 256, false),  // k % block = 0, a block over four slices
     ];
     let mut rng = SplitMix64::new(0x7C_4E46);
     for (i, (m, n, k, block, double_quant)) in shapes.into_iter().enumerate() {
@@ -143,34 +201,28 @@ fn tensor_core_gemms_match_a_kernel_exact_reference() {
                 arch: [Arch::Sm80, Arch::Sm90][i % 2],
                 ..Nf4Config::new(n, k)
             };
-            let a = rounded(dtype, rng.vec_f64((m * k) as usize, -1.0, 1.0));
-            let g = rounded(dtype, rng.vec_f64((m * n) as usize, -1.0, 1.0));
-            let r = run_dtype(&cfg, m, &a, &g);
-            let what = format!("{cfg:?} m={m}");
-            assert_tensor_core_path(&r.log, &cfg, &what);
-            let (m, n, k) = (m as usize, n as usize, k as usize);
-            let w = &r.weights;
-            let fwd: Vec<f64> = (0..m * n)
-                .map(|o| (0..k).map(|l| a[o / n * k + l] * w[o % n * k + l]).sum())
-                .collect();
-            let bwd: Vec<f64> = (0..m * k)
-                .map(|o| (0..n).map(|j| g[o / k * n + j] * w[j * k + o % k]).sum())
-                .collect();
-            let tol = if dtype == DType::F16 { 2e-3 } else { 2e-2 };
-            for (name, got, want) in [("forward", &r.forward, fwd), ("backward", &r.backward, bwd)]
-            {
-                let scale = want.iter().fold(0.0f64, |s, x| s.max(x.abs()));
-                let worst = got
-                    .iter()
-                    .zip(&want)
-                    .map(|(g, e)| (g - e).abs())
-                    .fold(0.0f64, f64::max);
-                assert!(
-                    worst <= tol * scale,
-                    "{what} {name}: max |err| {worst:e} > {tol} · max |ref| {scale:e}"
-                );
-            }
+            check_against_reference(&cfg, m, &mut rng, !double_quant && k % 8 == 0);
         }
+    }
+}
+
+/// Random shapes (even `k`, any block, both absmax forms): the absmax window meets blocks
+/// spanning rows, rows starting anywhere in a sector, and the array's ragged end.
+#[test]
+fn tensor_core_gemms_fuzzed_shapes() {
+    let mut rng = SplitMix64::new(0xF0_2217);
+    for i in 0..6 {
+        let n = 1 + rng.below(150) as u32;
+        let k = 2 * (1 + rng.below(200) as u32);
+        let m = 1 + rng.below(90) as u32;
+        let cfg = Nf4Config {
+            block: Nf4Config::BLOCKS[rng.below(4) as usize],
+            double_quant: i % 3 == 2,
+            dtype: [DType::F16, DType::BF16][i % 2],
+            arch: [Arch::Sm80, Arch::Sm86, Arch::Sm90][rng.below(3) as usize],
+            ..Nf4Config::new(n, k)
+        };
+        check_against_reference(&cfg, m, &mut rng, false);
     }
 }
 
@@ -256,6 +308,9 @@ fn counters_cuda_core_vs_tensor_core() {
                 c.shared_wavefronts_per_request(),
             );
             assert_eq!(c.mma_instructions > 0, arch == Arch::Sm80, "{}", rec.entry);
+        }
+        if arch == Arch::Sm80 {
+            assert_whole_sector_loads(&r.log, &cfg, "counters");
         }
     }
 }

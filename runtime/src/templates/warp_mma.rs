@@ -15,11 +15,14 @@
 //!   commits one group even when empty, so the group count stays uniform.
 //!
 //! Callers fill a ring slot themselves (their addressing differs: im2col, gathered tokens) in
-//! 16-byte chunks of [`CHUNK`] elements, at byte offset [`chunk_slot_bytes`] of the stage.
+//! chunks of [`CHUNK`] elements, at byte offset [`chunk_slot_bytes`] of the stage; a chunk of a
+//! row-major source with rows of `len` elements is one [`fill_chunk`].
 
 use crate::builder::{
-    FragA, FragB, FragC, KernelBuilder, MmaInput, PackedHalf, Reg, SharedArr, F32, M16N8K16, U32,
+    FragA, FragB, FragC, GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Pred, Reg, SharedArr, F32,
+    M16N8K16, U32,
 };
+use crate::templates::staging::{copy_elems, copy_piece};
 
 /// Output rows per block.
 pub const TILE_M: u32 = 64;
@@ -124,6 +127,30 @@ pub fn chunk_slot_bytes(
     let slot = k.mad_lo(row, ROW, col);
     let slot_bytes = k.mul_lo(slot, elem_bytes);
     (row, col, slot_bytes)
+}
+
+/// One [`CHUNK`] of a staged row: `dst[i] = src[row_start + first + i]` for `i < CHUNK` where
+/// `row_ok` and `first + i < len`, else 0, in copies of [`copy_elems`]`(len)` elements
+/// ([`copy_piece`]). The last chunk of a row may reach past `len`; its pieces there are zero,
+/// so the mma adds nothing for the reduction's ragged end.
+pub fn fill_chunk<T: PackedHalf>(
+    k: &mut KernelBuilder,
+    src: GlobalPtr<T>,
+    row_start: Reg<U32>,
+    first: Reg<U32>,
+    row_ok: Pred,
+    len: u32,
+    dst: Reg<U32>,
+) {
+    let elems = copy_elems(len, CHUNK);
+    for piece in 0..CHUNK / elems {
+        let col = k.add(first, piece * elems);
+        let col_ok = k.setp_lt(col, len);
+        let ok = k.and_pred(row_ok, col_ok);
+        let index = k.add(row_start, col);
+        let to = k.add(dst, piece * elems * T::TYPE.bytes());
+        copy_piece(k, src, index, ok, to, elems);
+    }
 }
 
 /// Shared byte address of ring slot `slot` of `tiles` ([`STAGES`] × [`STAGE_ELEMS`]).

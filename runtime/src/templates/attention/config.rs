@@ -37,13 +37,15 @@ pub enum AttentionPath {
     /// type.
     CudaCores,
     /// One warp per 16 query rows, `S = Q·Kᵀ` and `O += P·V` on `mma.m16n8k16`, K/V tiles
-    /// double-buffered by `cp.async` in their storage type.
+    /// streamed through a 2- or 3-stage `cp.async` ring in their storage type.
     TensorCores,
 }
 
-/// Pipeline stages of the K and V tiles on the tensor-core path (double buffering: the next
-/// tile's copies overlap this tile's arithmetic).
-pub const TC_STAGES: u32 = 2;
+/// Pipeline stages of the K and V rings on the tensor-core path: three (two tiles in flight
+/// while one is multiplied) where the footprint allows, else two (double buffering); see
+/// [`AttentionConfig::tc_stages_for`].
+pub const TC_MAX_STAGES: u32 = 3;
+pub const TC_MIN_STAGES: u32 = 2;
 /// Halves of padding after each shared row on the tensor-core path: 16 bytes, so the eight
 /// 16-byte rows one `ldmatrix` phase reads (row stride `2·D + 16` bytes ≡ 16 or 80 mod 128)
 /// start in eight distinct groups of four banks.
@@ -314,13 +316,14 @@ impl AttentionConfig {
     /// On tensor cores, in the storage type with padded rows of `D + TC_ROW_PAD` halves:
     ///
     /// ```text
-    /// (block_m + 2 · TC_STAGES · block_n) · (D + 8) · 2     Q tile, K and V rings
+    /// (block_m + 2 · stages · block_n) · (D + 8) · 2     Q tile, K and V rings
     /// ```
+    ///
+    /// with `stages` = [`Self::tc_stages_for`].
     pub fn shared_bytes_for(&self, block_m: u32, block_n: u32) -> u32 {
         if self.tensor_cores() {
-            let rows = u64::from(block_m) + 2 * u64::from(TC_STAGES) * u64::from(block_n);
-            let bytes = rows * u64::from(self.head_dim + TC_ROW_PAD) * 2;
-            return u32::try_from(bytes).unwrap_or(u32::MAX);
+            let stages = self.tc_stages_for(block_m, block_n);
+            return self.tc_footprint(block_m, block_n, stages);
         }
         let acc = u64::from(self.acc_bytes());
         let (m, n, d) = (
@@ -330,6 +333,27 @@ impl AttentionConfig {
         );
         let stride = u64::from(self.p_row_stride_for(block_n));
         let bytes = (2 * n * d + m * stride) * acc;
+        u32::try_from(bytes).unwrap_or(u32::MAX)
+    }
+
+    /// Stages of the tensor-core K/V ring for tiles `block_m × block_n`: [`TC_MAX_STAGES`] when
+    /// two blocks of that footprint fit the arch's dynamic shared memory (ptxas budgets
+    /// registers for two resident blocks, [`Self::register_limit`], so a deeper ring must not
+    /// halve occupancy), else [`TC_MIN_STAGES`]. With (64, 64) tiles: three for D ≤ 64 on
+    /// sm_80, D ≤ 96 on sm_90 and D = 32 on sm_86/89, two otherwise.
+    pub fn tc_stages_for(&self, block_m: u32, block_n: u32) -> u32 {
+        let deep = self.tc_footprint(block_m, block_n, TC_MAX_STAGES);
+        if u64::from(deep) * 2 <= u64::from(self.arch.max_dynamic_shared_bytes()) {
+            TC_MAX_STAGES
+        } else {
+            TC_MIN_STAGES
+        }
+    }
+
+    /// `(block_m + 2 · stages · block_n) · (D + 8) · 2` bytes, saturating at `u32::MAX`.
+    fn tc_footprint(&self, block_m: u32, block_n: u32, stages: u32) -> u32 {
+        let rows = u64::from(block_m) + 2 * u64::from(stages) * u64::from(block_n);
+        let bytes = rows * u64::from(self.head_dim + TC_ROW_PAD) * 2;
         u32::try_from(bytes).unwrap_or(u32::MAX)
     }
 
@@ -551,13 +575,29 @@ mod tests {
             ..cfg
         };
         assert_eq!(f16.shared_bytes_for(64, 64), 32768 + 17408);
-        // On tensor cores: Q tile plus two stages of K and V, rows of 64 + 8 halves.
+        // On tensor cores: Q tile plus three stages of K and V, rows of 64 + 8 halves, while two
+        // such blocks fit the arch (sm_80: 2 · 64512 ≤ 163 KiB; sm_86: 2 · 64512 > 99 KiB).
         let tc = AttentionConfig {
             dtype: DType::F16,
+            arch: Arch::Sm80,
             ..cfg
         };
         assert_eq!(tc.path(), AttentionPath::TensorCores);
-        assert_eq!(tc.shared_bytes_for(64, 64), (64 + 4 * 64) * 72 * 2);
+        assert_eq!(tc.tc_stages_for(64, 64), 3);
+        assert_eq!(tc.shared_bytes_for(64, 64), (64 + 6 * 64) * 72 * 2);
+        let sm86 = AttentionConfig {
+            arch: Arch::Sm86,
+            ..tc
+        };
+        assert_eq!(sm86.tc_stages_for(64, 64), 2);
+        assert_eq!(sm86.shared_bytes_for(64, 64), (64 + 4 * 64) * 72 * 2);
+        // D = 128 on sm_90: 2 · (64 + 384) · 136 · 2 = 243712 > 227 KiB.
+        let d128 = AttentionConfig {
+            head_dim: 128,
+            arch: Arch::Sm90,
+            ..tc
+        };
+        assert_eq!(d128.tc_stages_for(64, 64), 2);
         let f64 = AttentionConfig {
             dtype: DType::F64,
             ..cfg

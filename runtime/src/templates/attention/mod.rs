@@ -2,7 +2,7 @@
 //!
 //! Two kernels share one entry, parameters and launch ([`AttentionPath`], chosen silently from
 //! the dtype and target): f16/bf16 on sm_80+ run on tensor cores (`mma.m16n8k16`, `cp.async`
-//! double-buffered K/V, P kept in registers); f32, f64 and older targets on CUDA cores.
+//! K/V rings of 2 or 3 stages, P kept in registers); f32, f64 and older targets on CUDA cores.
 //!
 //! This module owns the configuration ([`AttentionConfig`]) with its tile defaults and
 //! shared-memory footprint, the run-time shape ([`AttentionShape`]), the host reference

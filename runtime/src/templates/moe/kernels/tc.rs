@@ -11,9 +11,13 @@
 //!   along the reduction, so they stage like A and give B fragments by untransposed `ldmatrix`.
 //!   SwiGLU's up-projection stages `W1[e]` and `W3[e]` beside one `X` tile and keeps two
 //!   accumulator sets; the epilogue forms `silu(h1) ⊙ h3` in f32.
-//! - **Copies** are 16-byte `cp.async` chunks, so the reduction length (`H` for linear and up,
-//!   `F` for down) must be a multiple of 8: every chunk is then 16-byte aligned and wholly
-//!   inside or outside its row. Other lengths take the CUDA-core entry ([`takes`]).
+//! - **Copies** ([`tile::fill_chunk`]) are 16-byte `cp.async` chunks when the reduction length
+//!   (`H` for linear and up, `F` for down) is a multiple of 8, 8- or 4-byte ones when it is a
+//!   multiple of 4 or 2 (each copy aligned and wholly inside or outside its row), and element
+//!   by element for odd lengths; past the length the ring slot is zero, so ragged lengths stay
+//!   on the tensor cores. A narrower copy covers 4 or 8 bytes of each lane's 16-byte chunk per
+//!   request (the chunk's other pieces follow through L1, `cp.async.ca`), so its per-request
+//!   sector use is lower (measured 0.41 at `H = 70`, 1.0 for 16-byte copies).
 //! - **Epilogue**: `out[offsets[e] + m0 + r, n0 + c]` for routed slots and in-range columns,
 //!   rounded once; column pairs are stored as one packed 32-bit word when `N` is even.
 
@@ -21,14 +25,14 @@ use crate::builder::{
     GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Pred, Reg, SharedArr, F32, M16N8K16, U32,
 };
 use crate::dtype::DType;
-use crate::ir::{CacheLevel, VoteMode};
+use crate::ir::VoteMode;
 use crate::templates::moe::MoeConfig;
-use crate::templates::warp_mma::{self as tile, Accumulators, WarpPos, CHUNK, TILE_K, TILE_M};
+use crate::templates::warp_mma::{self as tile, Accumulators, WarpPos, TILE_K, TILE_M};
 
 use super::common::{narrow, MoeElem};
 use super::gemm::{gathered_row, permuted_row, silu_times, weight_row, work_item, Schedule};
 use super::gemm::{TILE_M as GEMM_TILE_M, TILE_N as GEMM_TILE_N};
-use super::{MoeShape, EXPERT_SWIGLU_DOWN};
+use super::MoeShape;
 
 /// Threads per tensor-core expert-GEMM block.
 pub const TC_THREADS: u32 = tile::THREADS;
@@ -36,22 +40,17 @@ pub const TC_THREADS: u32 = tile::THREADS;
 // The work list and the grid are shared with the CUDA-core entries.
 const _: () = assert!(TILE_M == GEMM_TILE_M && tile::TILE_N == GEMM_TILE_N);
 
-/// Whether expert entry `entry` of `cfg` runs on tensor cores: f16/bf16, a target with
-/// `mma.m16n8k16`, `cp.async`, `ldmatrix` and packed f32 → f16x2/bf16x2 conversion (sm_80+), and a reduction length that is a
-/// multiple of 8 (16-byte copies). Everything else keeps the CUDA-core entry, silently.
-pub fn takes(cfg: &MoeConfig, entry: &str) -> bool {
+/// Whether expert entry `entry` of `cfg` runs on tensor cores: f16/bf16 on a target with
+/// `mma.m16n8k16`, `cp.async`, `ldmatrix` and packed f32 → f16x2/bf16x2 conversion (sm_80+),
+/// whatever the reduction length, for every expert entry. Everything else keeps the CUDA-core
+/// entry, silently.
+pub fn takes(cfg: &MoeConfig, _entry: &str) -> bool {
     let a = cfg.arch;
-    let len = if entry == EXPERT_SWIGLU_DOWN {
-        cfg.expert_dim
-    } else {
-        cfg.hidden
-    };
     matches!(cfg.dtype, DType::F16 | DType::BF16)
         && a.has_mma_m16n8k16()
         && a.has_cp_async()
         && a.has_ldmatrix()
         && a.has_packed_f32_conversion()
-        && len % CHUNK == 0
 }
 
 /// The epilogue's value of one output from the matching output of every accumulator set.
@@ -134,14 +133,8 @@ where
                 op.rows.iter().zip(&chunks.cols).zip(&chunks.slots)
             {
                 let first = k.add(k0, col);
-                let col_ok = k.setp_lt(first, len);
-                let ok = k.and_pred(row_ok, col_ok);
-                let index = k.add(base, first);
-                let index = k.selp(index, 0u32, ok);
-                let src = k.elem_addr(op.src, index);
                 let dst = k.add(stage, at);
-                let src_bytes = k.selp(16u32, 0u32, ok);
-                k.cp_async_zfill(CacheLevel::Cg, dst, src, 16, src_bytes);
+                tile::fill_chunk(k, op.src, base, first, row_ok, len, dst);
             }
         }
     };

@@ -14,9 +14,13 @@
 //! Each code is looked up in the shared f32 code table, multiplied by its block's absmax and
 //! two of them packed by `cvt.rn.{f16x2,bf16x2}.f32`; nothing dequantised is written back.
 //!
-//! Absmax: when `k % block = 0` a row's 64-element slice lies in one block (two for block 32),
-//! one load each; otherwise blocks may start at any even element, so each byte gets its own.
+//! Absmax: each quad keeps a sliding two-sector window of its row's absmax in registers
+//! ([`AbsmaxWindow`]: whole-sector loads, values shuffled within the quad). Under double
+//! quantisation each absmax is decoded on its own: when `k % block = 0` a row's 64-element slice
+//! lies in one block (two for block 32), one decode each; otherwise blocks may start at any even
+//! element, so each byte gets its own.
 
+use super::absmax_window::AbsmaxWindow;
 use super::tc::{absmax_clamped, CodeWindow, Pipeline, TC_K, W_STRIDE};
 use super::{entry_prologue, nibble, Entry, GEMM_ENTRY, THREADS, TILE_N};
 use crate::builder::{KernelBuilder, MmaInput, PackedHalf, Reg, F32, M16N8K16, U32};
@@ -37,6 +41,7 @@ where
     let n_row = k.add(n_base, warp_col);
     let code_row = k.mul_lo(warp_col, W_STRIDE);
     let byte_shift = k.shl(p.quad, 3u32);
+    let absmax_window = AbsmaxWindow::new(&mut k, cfg, &e, n_row, p.lane, p.quad);
     let acc = Pipeline::<T>::zero_acc(&mut k);
     let window = |k: &mut KernelBuilder, tile: Reg<U32>| CodeWindow {
         row0: n_base,
@@ -49,7 +54,11 @@ where
         let lo = k.ld_shared_v4::<U32>(at, 0);
         let hi = k.ld_shared_v4::<U32>(at, 16);
         let words: Vec<Reg<U32>> = lo.into_iter().chain(hi).collect();
-        let absmax = slice_absmax(k, cfg, &e, n_row, tile, p.quad);
+        let col0 = k.mul_lo(tile, TC_K);
+        let absmax = match &absmax_window {
+            Some(w) => w.slice(k, cfg, col0),
+            None => slice_absmax(k, cfg, &e, n_row, col0, p.quad),
+        };
         let a_lane = p.a_lane(k, slot);
         for s in 0..TC_K / 16 {
             let regs: Vec<_> = (0..2)
@@ -76,17 +85,16 @@ where
     k
 }
 
-/// The absmax of each of this lane's eight bytes `q` (elements `64·tile + 2t + 8q`) of weight
-/// row `row`.
+/// The absmax of each of this lane's eight bytes `q` (elements `col0 + 2t + 8q`) of weight
+/// row `row`, each decoded on its own (double quantisation).
 fn slice_absmax<T: crate::builder::Scalar>(
     k: &mut KernelBuilder,
     cfg: &Nf4Config,
     e: &Entry<T>,
     row: Reg<U32>,
-    tile: Reg<U32>,
+    col0: Reg<U32>,
     quad: Reg<U32>,
 ) -> Vec<Reg<F32>> {
-    let col0 = k.mul_lo(tile, TC_K);
     if cfg.k.is_multiple_of(cfg.block) {
         // Row starts are block-aligned and `col0` a multiple of 64: blocks of `run` elements.
         let run = cfg.block.min(TC_K);

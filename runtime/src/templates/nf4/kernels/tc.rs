@@ -28,6 +28,7 @@ use crate::builder::{
 };
 use crate::ir::CacheLevel;
 use crate::templates::nf4::Nf4Config;
+use crate::templates::staging::{copy_elems, copy_piece};
 
 use super::{load_byte, U8};
 
@@ -80,7 +81,7 @@ pub(super) struct Pipeline<T: Scalar> {
     /// Rows of the activation matrix (`m`) and first row of this block's tile.
     m: Reg<U32>,
     m_base: Reg<U32>,
-    lane: Reg<U32>,
+    pub lane: Reg<U32>,
     pub warp: Reg<U32>,
     /// `lane / 4` and `lane % 4`: the mma fragment coordinates.
     pub group: Reg<U32>,
@@ -159,16 +160,9 @@ where
     /// have an even length, element by element otherwise.
     fn load_activations(&self, k: &mut KernelBuilder, col0: Reg<U32>, slot: Reg<U32>) {
         let stage = Self::slot_base(k, self.a_tiles, A_STAGE_BYTES, slot);
-        // Rows of an even number of halves start 4-byte aligned; the largest copy dividing the
-        // `2 · a_cols`-byte row keeps every chunk aligned and wholly inside or outside a row.
-        let bytes = if self.a_cols.is_multiple_of(2) {
-            chunk_bytes(2 * self.a_cols).unwrap_or(4)
-        } else {
-            2
-        };
-        let elems = bytes / 2;
+        let elems = copy_elems(self.a_cols, 8);
         let per_row = TC_K / elems;
-        if bytes == 2 {
+        if elems == 1 {
             k.comment("copy the activation tile element by element (odd row length)");
         } else {
             k.comment("cp.async the activation tile");
@@ -184,24 +178,7 @@ where
             let gcol = k.add(col0, col);
             let inside = super::both_below(k, grow, self.m, gcol, self.a_cols);
             let index = k.mad_lo(grow, self.a_cols, gcol);
-            let index = k.selp(index, 0u32, inside);
-            let src = k.elem_addr(self.act, index);
-            if bytes == 2 {
-                let value = k.var::<U16>(0u16);
-                k.if_then(inside, |k| {
-                    let v = k.ld_global_nc::<U16>(src, 0);
-                    k.assign(value, v);
-                });
-                k.st_shared::<U16>(dst, 0, value);
-            } else {
-                let src_bytes = k.selp(bytes, 0u32, inside);
-                let cache = if bytes == 16 {
-                    CacheLevel::Cg
-                } else {
-                    CacheLevel::Ca
-                };
-                k.cp_async_zfill(cache, dst, src, bytes, src_bytes);
-            }
+            copy_piece(k, self.act, index, inside, dst, elems);
         }
     }
 

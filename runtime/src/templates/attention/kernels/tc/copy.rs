@@ -128,7 +128,7 @@ pub(super) fn copy_q_tile<T: Float>(
     copy_tile_async(k, chunks, tile_start, p.seq_q, &[(src, shared)]);
 }
 
-/// KV tile `tile` (keys `tile · block_n ..`) into ring slot `tile mod 2` of K and V.
+/// KV tile `tile` (keys `tile · block_n ..`) into ring slot `tile mod kv_stages` of K and V.
 pub(super) fn copy_kv_tile<T: Float>(
     k: &mut KernelBuilder,
     plan: &TcPlan,
@@ -140,7 +140,7 @@ pub(super) fn copy_kv_tile<T: Float>(
 ) {
     k.comment("K and V tiles: cp.async into the free ring slot (zero past Skv)");
     let kv0 = k.mul_lo(tile, plan.block_n);
-    let slot = k.and(tile, 1u32);
+    let slot = plan.kv_slot(k, tile);
     let slot_base = k.mad_lo(slot, plan.kv_tile_bytes(), shared);
     let k_dst = k.add(slot_base, plan.k_ring());
     let v_dst = k.add(slot_base, plan.v_ring());

@@ -1,8 +1,8 @@
 //! The tensor-core forward kernel (f16/bf16 on sm_80+), FlashAttention-2 on `mma.m16n8k16`.
 //!
 //! Each warp owns 16 query rows. The block's Q tile goes to shared memory once by `cp.async`
-//! and into registers as `ldmatrix` A fragments; K and V tiles stream through a two-stage
-//! `cp.async` ring of padded rows (conflict-free `ldmatrix`). Per KV tile a warp computes
+//! and into registers as `ldmatrix` A fragments; K and V tiles stream through a two- or
+//! three-stage (`TcPlan::kv_stages`, `R` below) `cp.async` ring of padded rows (conflict-free `ldmatrix`). Per KV tile a warp computes
 //! `S = Q·Kᵀ` on the tensor cores, runs the online softmax on the S fragments, packs P into
 //! A fragments in registers and accumulates `O += P·V`. Phases: [`plan`] (geometry, lane
 //! addresses), [`copy`] (the asynchronous tile copies), [`scores`] (the tile arithmetic),
@@ -26,15 +26,17 @@ use scores::{FragState, QFragments};
 /// Builds `attention_forward` on tensor cores for storage type `T` (f16 or bf16):
 ///
 /// ```text
-/// Qs ← Q tile; Ks[0], Vs[0] ← KV tile 0            cp.async, one group; wait; bar
+/// Qs ← Q tile; Ks[0], Vs[0] ← KV tile 0            cp.async, one group
+/// Ks, Vs[i] ← KV tile i, 0 < i < R − 1             one group each (empty past the last)
+/// wait_group R − 2; bar                             Q and tile 0 landed
 /// Qa ← ldmatrix(Qs)                                 registers for the whole kernel (D ≤ 128)
 /// m = −∞, ℓ = 0, O = 0
 /// for each KV tile t visible to some row of the block:
-///     wait_group 0; bar                             tile t landed; slot (t+1) mod 2 free
-///     Ks, Vs[(t+1) mod 2] ← KV tile t + 1            cp.async (if any); commit
-///     S = Qa·Ks[t mod 2]ᵀ                             mma
+///     wait_group R − 2; bar                         tile t landed; slot (t−1) mod R free
+///     Ks, Vs[(t+R−1) mod R] ← KV tile t + R − 1      cp.async (if any); commit
+///     S = Qa·Ks[t mod R]ᵀ                             mma
 ///     s = S·scale·log2 e, masked; online softmax; P  fragments
-///     O += P·Vs[t mod 2]                              mma, P from registers
+///     O += P·Vs[t mod R]                              mma, P from registers
 /// O / ℓ, LSE; O staged in shared, 16-byte stores    store_output
 /// ```
 ///
@@ -57,15 +59,18 @@ where
     let q_chunks = chunk_places(&mut k, &plan, lane.tid, plan.block_m);
     let kv_chunks = chunk_places(&mut k, &plan, lane.tid, plan.block_n);
 
-    k.comment("prologue: the Q tile and KV tile 0 in one group");
+    k.comment("prologue: the Q tile with KV tile 0, then KV tiles 1 .. R - 1, a group each");
     copy_q_tile(&mut k, &q_chunks, &params, &heads, lane.tile_start, shared);
-    let first = k.var::<U32>(0u32);
-    let any = k.setp_lt(first, tiles);
-    k.if_then(any, |k| {
-        copy_kv_tile(k, &plan, &kv_chunks, &params, &heads, shared, first);
-    });
-    k.cp_async_commit();
-    k.cp_async_wait_group(0);
+    let ahead = plan.kv_stages - 1;
+    for i in 0..ahead {
+        let tile = k.var::<U32>(i);
+        let present = k.setp_lt(tile, tiles);
+        k.if_then(present, |k| {
+            copy_kv_tile(k, &plan, &kv_chunks, &params, &heads, shared, tile);
+        });
+        k.cp_async_commit();
+    }
+    k.cp_async_wait_group(ahead - 1);
     k.bar_sync();
     let q_lane = k.add(shared, lane.q_ldm);
     let q = QFragments::<T>::new(&mut k, &plan, q_lane);
@@ -86,16 +91,16 @@ where
     let v_lane = k.add(v_lane, plan.v_ring());
 
     k.for_range(0u32, tiles, 1u32, |k, tile| {
-        k.comment("tile t has landed and every warp is done with the other slot");
-        k.cp_async_wait_group(0);
+        k.comment("tile t has landed and every warp is done with the slot of tile t - 1");
+        k.cp_async_wait_group(ahead - 1);
         k.bar_sync();
-        let next = k.add(tile, 1u32);
+        let next = k.add(tile, ahead);
         let more = k.setp_lt(next, tiles);
         k.if_then(more, |k| {
             copy_kv_tile(k, &plan, &kv_chunks, &params, &heads, shared, next);
         });
         k.cp_async_commit();
-        let slot = k.and(tile, 1u32);
+        let slot = plan.kv_slot(k, tile);
         let slot_bytes = k.mul_lo(slot, plan.kv_tile_bytes());
         let k_stage = k.add(k_lane, slot_bytes);
         let v_stage = k.add(v_lane, slot_bytes);

@@ -2,9 +2,7 @@
 //! each lane's fixed place: its warp's query rows and its `ldmatrix` row addresses.
 
 use crate::builder::{KernelBuilder, Reg, U32};
-use crate::templates::attention::config::{
-    AttentionConfig, SharedMemoryKind, TC_ROW_PAD, TC_STAGES,
-};
+use crate::templates::attention::config::{AttentionConfig, SharedMemoryKind, TC_ROW_PAD};
 
 /// Query rows one warp owns (the `m` of `mma.m16n8k16`).
 pub(super) const WARP_ROWS: u32 = 16;
@@ -14,7 +12,7 @@ pub(super) const WARP_ROWS: u32 = 16;
 /// Shared memory, in the storage type, rows padded to `D + TC_ROW_PAD` halves:
 ///
 /// ```text
-/// [ Q: block_m rows | K: TC_STAGES × block_n rows | V: TC_STAGES × block_n rows ]
+/// [ Q: block_m rows | K: kv_stages × block_n rows | V: kv_stages × block_n rows ]
 /// ```
 #[derive(Debug, Clone, Copy)]
 pub(super) struct TcPlan {
@@ -25,6 +23,8 @@ pub(super) struct TcPlan {
     pub threads: u32,
     pub shared_bytes: u32,
     pub shared_kind: SharedMemoryKind,
+    /// Depth of the K/V `cp.async` ring ([`AttentionConfig::tc_stages_for`]).
+    pub kv_stages: u32,
     /// Whether the warp keeps its Q fragments in registers (`D ≤ 128`) or re-reads them from
     /// the Q tile each KV tile (`D = 256`: `D / 4` more registers would spill next to the
     /// `D / 2` O accumulators).
@@ -42,6 +42,7 @@ impl TcPlan {
             threads: t.threads,
             shared_bytes: t.shared_bytes,
             shared_kind: t.shared_kind,
+            kv_stages: cfg.tc_stages_for(t.block_m, t.block_n),
             q_in_registers: cfg.head_dim <= 128,
         }
     }
@@ -68,7 +69,16 @@ impl TcPlan {
 
     /// Offset of the V ring.
     pub fn v_ring(&self) -> u32 {
-        self.k_ring() + TC_STAGES * self.kv_tile_bytes()
+        self.k_ring() + self.kv_stages * self.kv_tile_bytes()
+    }
+
+    /// Ring slot of KV tile `tile`: `tile mod kv_stages`.
+    pub fn kv_slot(&self, k: &mut KernelBuilder, tile: Reg<U32>) -> Reg<U32> {
+        if self.kv_stages.is_power_of_two() {
+            k.and(tile, self.kv_stages - 1)
+        } else {
+            k.rem(tile, self.kv_stages)
+        }
     }
 
     /// `k16` steps over the head dimension (Q·Kᵀ) and `n16` pairs of O columns (P·V).
