@@ -1,8 +1,13 @@
 //! The emit matrix: every kernel the project can produce for its test matrix, each as its own
 //! PTX module per target. `cargo xtask emit` writes it, the ptxas harness assembles it and
 //! `cargo xtask bench` times its code generation.
+//!
+//! [`matrix`] passes every module through the 32-bit address lint ([`crate::lint::address`]), so
+//! no family, and no module added to the matrix later, can widen an undeclared 32-bit index
+//! product into an address.
 
 use crate::arch::Arch;
+use crate::lint::address::{check_module, AddressFinding};
 use crate::samples::{sample_module, SAMPLES, TENSOR_CORE_SAMPLES};
 use crate::templates::{KernelFamily, TemplateError};
 
@@ -24,7 +29,7 @@ impl MatrixEntry {
     }
 }
 
-/// A matrix kernel that failed to build.
+/// A matrix kernel that failed to build or to pass the address lint.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{family}/{name} for {arch}: {source}")]
 pub struct MatrixError {
@@ -32,7 +37,17 @@ pub struct MatrixError {
     pub name: String,
     pub arch: Arch,
     #[source]
-    pub source: TemplateError,
+    pub source: MatrixFailure,
+}
+
+/// Why a matrix kernel was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum MatrixFailure {
+    #[error(transparent)]
+    Build(#[from] TemplateError),
+    /// Widenings of 32-bit index products into addresses that no declared bound covers.
+    #[error("{} undeclared 32-bit index widening(s) into addresses; first: {}", .0.len(), .0[0])]
+    AddressLint(Vec<AddressFinding>),
 }
 
 /// A matrix kernel not yet built: what it is and how to build it (so benchmarks can time it).
@@ -52,18 +67,33 @@ impl std::fmt::Debug for MatrixJob {
 impl MatrixJob {
     /// Builds the job's PTX.
     pub fn run(&self) -> Result<MatrixEntry, MatrixError> {
-        let ptx = (self.build)().map_err(|source| MatrixError {
-            family: self.family,
-            name: self.name.clone(),
-            arch: self.arch,
-            source,
-        })?;
+        let ptx = (self.build)().map_err(|e| self.error(e.into()))?;
         Ok(MatrixEntry {
             family: self.family,
             name: self.name.clone(),
             arch: self.arch,
             ptx,
         })
+    }
+
+    /// Builds the job's PTX ([`Self::run`]) and refuses it if the address lint finds anything.
+    pub fn run_checked(&self) -> Result<MatrixEntry, MatrixError> {
+        let entry = self.run()?;
+        let findings = check_module(&entry.ptx);
+        if findings.is_empty() {
+            Ok(entry)
+        } else {
+            Err(self.error(MatrixFailure::AddressLint(findings)))
+        }
+    }
+
+    fn error(&self, source: MatrixFailure) -> MatrixError {
+        MatrixError {
+            family: self.family,
+            name: self.name.clone(),
+            arch: self.arch,
+            source,
+        }
     }
 }
 
@@ -98,9 +128,9 @@ pub fn jobs() -> Vec<MatrixJob> {
     out
 }
 
-/// Builds the whole matrix.
+/// Builds the whole matrix, every module checked by the address lint.
 pub fn matrix() -> Result<Vec<MatrixEntry>, MatrixError> {
-    jobs().iter().map(MatrixJob::run).collect()
+    jobs().iter().map(MatrixJob::run_checked).collect()
 }
 
 /// Adds one job per configuration of a family.

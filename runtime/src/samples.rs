@@ -2,16 +2,20 @@
 //! add, saxpy, warp-shuffle and shared-memory reductions, an atomic histogram, a tiled GEMM, a
 //! row softmax, ballots, dynamic shared memory and float conversions. They are part of the ptxas
 //! matrix and run in the interpreter against plain-Rust references, so they test the builder,
-//! validator and emitter end to end.
+//! validator and emitter end to end. Every sample declares [`INDEX_BOUND`]; [`check_launch`]
+//! checks a launch against it.
 
+mod index_bound;
 mod tensor_core;
 
+pub use index_bound::{check_launch, SampleLaunchError, INDEX_BOUND};
 pub use tensor_core::{TC_BLOCK_THREADS, TC_STAGES, TC_TILE_K, TC_TILE_M, TC_TILE_N};
 
 use crate::arch::Arch;
 use crate::builder::{Float, KernelBuilder, ModuleBuilder, BF16, F16, F32, F64, U32};
 use crate::ir::{AtomOp, CmpOp, MathFn, Precision, Rounding, VoteMode};
 use crate::validate::ValidationErrors;
+use index_bound::sample_kernel;
 
 /// Threads per block of the block-level samples.
 pub const BLOCK: u32 = 256;
@@ -165,7 +169,7 @@ pub fn all_samples_module(arch: Arch) -> Result<String, ValidationErrors> {
 
 /// `c[i] = a[i] + b[i]` for `i < n`, computed in f32 for the half types.
 fn vec_add<T: Float>(name: &str, arch: Arch) -> KernelBuilder {
-    let mut k = KernelBuilder::new(name, arch);
+    let mut k = sample_kernel(name, arch);
     let (a, b, c) = (
         k.param_ptr::<T>("a"),
         k.param_ptr::<T>("b"),
@@ -198,7 +202,7 @@ fn vec_add<T: Float>(name: &str, arch: Arch) -> KernelBuilder {
 
 /// `y[i] = alpha · x[i] + y[i]`.
 fn saxpy(arch: Arch) -> KernelBuilder {
-    let mut k = KernelBuilder::new("saxpy_f32", arch);
+    let mut k = sample_kernel("saxpy_f32", arch);
     let (x, y) = (k.param_ptr::<F32>("x"), k.param_ptr::<F32>("y"));
     let (alpha, n) = (k.param::<F32>("alpha"), k.param::<U32>("n"));
     let (x, y) = (k.global_ptr(x), k.global_ptr(y));
@@ -217,7 +221,7 @@ fn saxpy(arch: Arch) -> KernelBuilder {
 /// One warp per 32 elements: `out[w] = Σ x[32w .. 32w+32]` by butterfly shuffles.
 /// Elements past `n` count as zero.
 fn warp_reduce_sum(arch: Arch) -> KernelBuilder {
-    let mut k = KernelBuilder::new("warp_reduce_sum_f32", arch);
+    let mut k = sample_kernel("warp_reduce_sum_f32", arch);
     let (x, out) = (k.param_ptr::<F32>("x"), k.param_ptr::<F32>("out"));
     let n = k.param::<U32>("n");
     let (x, out) = (k.global_ptr(x), k.global_ptr(out));
@@ -246,7 +250,7 @@ fn warp_reduce_sum(arch: Arch) -> KernelBuilder {
 /// One block of `BLOCK` threads per `BLOCK` elements: tree reduction in shared memory.
 /// `out[block] = Σ x[block·BLOCK ..]`.
 fn block_reduce_sum(arch: Arch) -> KernelBuilder {
-    let mut k = KernelBuilder::new("block_reduce_sum_f32", arch);
+    let mut k = sample_kernel("block_reduce_sum_f32", arch);
     k.require_block([BLOCK, 1, 1]);
     let (x, out) = (k.param_ptr::<F32>("x"), k.param_ptr::<F32>("out"));
     let n = k.param::<U32>("n");
@@ -292,7 +296,7 @@ fn block_reduce_sum(arch: Arch) -> KernelBuilder {
 /// `bins[v % HISTOGRAM_BINS] += 1` for each input value: per-block shared histogram with
 /// shared atomics, merged into global bins with `red.global.add`.
 fn histogram(arch: Arch) -> KernelBuilder {
-    let mut k = KernelBuilder::new("histogram_u32", arch);
+    let mut k = sample_kernel("histogram_u32", arch);
     k.require_block([BLOCK, 1, 1]);
     let (values, bins) = (k.param_ptr::<U32>("values"), k.param_ptr::<U32>("bins"));
     let n = k.param::<U32>("n");
@@ -330,7 +334,7 @@ fn histogram(arch: Arch) -> KernelBuilder {
 /// staging TILE × TILE tiles of A and B in shared memory; out-of-range elements load as zero.
 fn gemm_tiled(arch: Arch) -> KernelBuilder {
     let t = GEMM_TILE;
-    let mut k = KernelBuilder::new("gemm_tiled_f32", arch);
+    let mut k = sample_kernel("gemm_tiled_f32", arch);
     k.require_block([t, t, 1]);
     let (a, b, c) = (
         k.param_ptr::<F32>("a"),
@@ -403,7 +407,7 @@ fn gemm_tiled(arch: Arch) -> KernelBuilder {
 
 /// Row softmax of `x [rows, cols]`: one warp per row, max-subtracted, `exp` via `ex2.approx`.
 fn softmax_row(arch: Arch) -> KernelBuilder {
-    let mut k = KernelBuilder::new("softmax_row_f32", arch);
+    let mut k = sample_kernel("softmax_row_f32", arch);
     k.require_block([32, 1, 1]);
     let (x, y) = (k.param_ptr::<F32>("x"), k.param_ptr::<F32>("y"));
     let cols = k.param::<U32>("cols");
@@ -449,7 +453,7 @@ fn softmax_row(arch: Arch) -> KernelBuilder {
 /// Per warp: `counts[warp] = #{lanes with x > 0}` via `vote.sync.ballot` and `popc`; also
 /// `all_positive[warp] = 1` when every lane's value is positive (`vote.sync.all`).
 fn ballot_count_positive(arch: Arch) -> KernelBuilder {
-    let mut k = KernelBuilder::new("ballot_count_positive_f32", arch);
+    let mut k = sample_kernel("ballot_count_positive_f32", arch);
     let (x, counts, all) = (
         k.param_ptr::<F32>("x"),
         k.param_ptr::<U32>("counts"),
@@ -479,7 +483,7 @@ fn ballot_count_positive(arch: Arch) -> KernelBuilder {
 /// Reverses each block's `ntid.x` elements through dynamic shared memory:
 /// `y[b·B + t] = x[b·B + (B − 1 − t)]`. Launch with `ntid.x · 4` bytes of dynamic shared memory.
 fn reverse_dynamic_smem(arch: Arch) -> KernelBuilder {
-    let mut k = KernelBuilder::new("reverse_dynamic_smem_u32", arch);
+    let mut k = sample_kernel("reverse_dynamic_smem_u32", arch);
     k.max_block([1024, 1, 1]);
     let (x, y) = (k.param_ptr::<U32>("x"), k.param_ptr::<U32>("y"));
     let (x, y) = (k.global_ptr(x), k.global_ptr(y));
@@ -504,7 +508,7 @@ fn reverse_dynamic_smem(arch: Arch) -> KernelBuilder {
 /// `y[i] = D(x[i])`, f32 narrowed with round-to-nearest-even (software path for bf16 before
 /// sm_80), then widened back into `z[i]` as f32.
 fn convert_from_f32<D: Float>(name: &str, arch: Arch) -> KernelBuilder {
-    let mut k = KernelBuilder::new(name, arch);
+    let mut k = sample_kernel(name, arch);
     let (x, y, z) = (
         k.param_ptr::<F32>("x"),
         k.param_ptr::<D>("y"),
@@ -528,7 +532,7 @@ fn convert_from_f32<D: Float>(name: &str, arch: Arch) -> KernelBuilder {
 
 /// `y[i] = x[i] / sqrt(x[i]·x[i] + 1)` in f64 with IEEE-rounded `sqrt` and `div`.
 fn rsqrt_norm_f64(arch: Arch) -> KernelBuilder {
-    let mut k = KernelBuilder::new("rsqrt_norm_f64", arch);
+    let mut k = sample_kernel("rsqrt_norm_f64", arch);
     let (x, y) = (k.param_ptr::<F64>("x"), k.param_ptr::<F64>("y"));
     let n = k.param::<U32>("n");
     let (x, y) = (k.global_ptr(x), k.global_ptr(y));
@@ -547,7 +551,7 @@ fn rsqrt_norm_f64(arch: Arch) -> KernelBuilder {
 
 /// `y[i] = e^x[i]` in f64 (software exponential, see `KernelBuilder::exp_f64`).
 fn exp_f64(arch: Arch) -> KernelBuilder {
-    let mut k = KernelBuilder::new("exp_f64", arch);
+    let mut k = sample_kernel("exp_f64", arch);
     let (x, y) = (k.param_ptr::<F64>("x"), k.param_ptr::<F64>("y"));
     let n = k.param::<U32>("n");
     let (x, y) = (k.global_ptr(x), k.global_ptr(y));

@@ -8,8 +8,8 @@ use ptxforge_runtime::launch::{
     Backend, Dim3, Element, KernelArg, LaunchConfig, ScalarKind, SimBackend,
 };
 use ptxforge_runtime::samples::{
-    sample_module, Sample, BLOCK, GEMM_TILE, HISTOGRAM_BINS, SAMPLES, TC_BLOCK_THREADS, TC_TILE_M,
-    TC_TILE_N, TENSOR_CORE_SAMPLES,
+    check_launch, sample_module, Sample, BLOCK, GEMM_TILE, HISTOGRAM_BINS, SAMPLES,
+    TC_BLOCK_THREADS, TC_TILE_M, TC_TILE_N, TENSOR_CORE_SAMPLES,
 };
 use ptxforge_runtime::templates::testing::SplitMix64;
 use ptxforge_runtime::Arch;
@@ -51,6 +51,7 @@ fn launch_sample(
         block,
         dynamic_shared_bytes: smem,
     };
+    check_launch(&cfg, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));
     dev.launch(&ptx, name, cfg, args)
         .unwrap_or_else(|e| panic!("{name} on {arch}: {e}"));
 }

@@ -24,6 +24,7 @@
 //! src-size 0, or zeros stored on sm_75) and reads from the matrix base so that no lane forms an
 //! out-of-bounds address; outputs are stored only inside `M × N`.
 
+use super::index_bound::sample_kernel;
 use crate::arch::Arch;
 use crate::builder::{
     FragA, FragB, FragC, GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Pred, Reg, Scalar,
@@ -354,7 +355,7 @@ pub(super) fn gemm_m16n8k16<T: PackedHalf>(name: &str, arch: Arch) -> KernelBuil
 where
     M16N8K16: MmaInput<T>,
 {
-    let mut k = KernelBuilder::new(name, arch);
+    let mut k = sample_kernel(name, arch);
     let g = Gemm::<T>::setup(&mut k, TC_STAGES);
     let k_tiles = g.k_tiles(&mut k);
     let mut acc = zero_accumulators::<M16N8K16, T>(&mut k);
@@ -425,7 +426,7 @@ fn warp_tile_k16<T: PackedHalf>(
 
 /// The sm_75 kernel: synchronous loads, `ldmatrix.x2` / `.x1.trans`, `mma.m16n8k8` (f16).
 pub(super) fn gemm_m16n8k8_f16(name: &str, arch: Arch) -> KernelBuilder {
-    let mut k = KernelBuilder::new(name, arch);
+    let mut k = sample_kernel(name, arch);
     let g = Gemm::<F16>::setup(&mut k, 1);
     let k_tiles = g.k_tiles(&mut k);
     let mut acc = zero_accumulators::<M16N8K8, F16>(&mut k);
@@ -467,7 +468,7 @@ pub(super) fn gemm_m16n8k8_f16(name: &str, arch: Arch) -> KernelBuilder {
 /// `g = lane / 4`, `t = lane % 4`, A registers 0–3 hold `(g, t)`, `(g + 8, t)`, `(g, t + 4)`,
 /// `(g + 8, t + 4)`; B registers 0–1 hold `(k = t, n = g)`, `(k = t + 4, n = g)`.
 pub(super) fn mma_tf32_tile(name: &str, arch: Arch) -> KernelBuilder {
-    let mut k = KernelBuilder::new(name, arch);
+    let mut k = sample_kernel(name, arch);
     k.require_block([32, 1, 1]);
     let (a, b, c) = (
         k.param_ptr::<F32>("a"),
@@ -510,7 +511,7 @@ pub(super) fn mma_tf32_tile(name: &str, arch: Arch) -> KernelBuilder {
 pub(super) fn mma_f16_accumulate_tile(name: &str, arch: Arch) -> KernelBuilder {
     const A_ROW: u32 = 24;
     const B_ROW: u32 = 16;
-    let mut k = KernelBuilder::new(name, arch);
+    let mut k = sample_kernel(name, arch);
     k.require_block([32, 1, 1]);
     let (a, b, c) = (
         k.param_ptr::<F16>("a"),
@@ -566,7 +567,7 @@ pub(super) fn mma_f16_accumulate_tile(name: &str, arch: Arch) -> KernelBuilder {
 /// f16 `lo` in bits 0..16, bf16 `lo` in 16..32) and `swapped[i]` = the f16 pair unpacked and
 /// repacked as `{hi, lo}`.
 pub(super) fn pack_f32_pairs(name: &str, arch: Arch) -> KernelBuilder {
-    let mut k = KernelBuilder::new(name, arch);
+    let mut k = sample_kernel(name, arch);
     let x = k.param_ptr::<F32>("x");
     let outs = ["f16x2", "bf16x2", "mixed", "swapped"].map(|o| k.param_ptr::<U32>(o));
     let n = k.param::<U32>("n");

@@ -3,7 +3,19 @@
 
 use crate::arch::Arch;
 use crate::dtype::DType;
+use crate::lint::address::IndexBound;
 use crate::templates::ConfigErrors;
+
+/// The bound the attention kernels declare for the 32-bit address lint
+/// ([`crate::lint::address`]): every element index they compute in `u32` and widen into an
+/// address (`offset + b·batch + h·head + s·seq + d`, and the LSE row) is at most `u32::MAX`.
+/// [`AttentionShape::validate`] proves it for the contiguous tensors and
+/// [`AttentionLayouts::check`](super::AttentionLayouts::check) for any strided layout, both by
+/// comparing against this `limit`.
+pub const INDEX_BOUND: IndexBound = IndexBound {
+    limit: u32::MAX as u64,
+    proof: "AttentionShape::validate (B*H*S*D) and AttentionLayouts::check (strided max index)",
+};
 
 /// Configuration of one FlashAttention-2-style forward kernel: `#[attention_kernel(head_dim =
 /// 128, causal = true, dtype = bf16, arch = sm_80)]`.
@@ -104,7 +116,7 @@ pub enum AttentionShapeError {
     HeadsNotMultiple { heads_q: u32, heads_kv: u32 },
     #[error(
         "tensor `{tensor}` would have {elements} elements, more than the u32 index limit {limit}",
-        limit = u32::MAX
+        limit = INDEX_BOUND.limit
     )]
     TooLarge {
         tensor: &'static str,
@@ -160,7 +172,7 @@ impl AttentionShape {
                 b * u128::from(self.heads_kv) * u128::from(self.seq_kv) * d,
             ),
         ] {
-            if elements > u128::from(u32::MAX) {
+            if elements > u128::from(INDEX_BOUND.limit) {
                 return Err(AttentionShapeError::TooLarge { tensor, elements });
             }
         }

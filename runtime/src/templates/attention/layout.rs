@@ -15,7 +15,7 @@
 //!   The check is the usual sufficient one: sorted by stride, each dimension's stride exceeds
 //!   the largest offset the smaller ones reach.
 
-use super::AttentionShape;
+use super::{AttentionShape, INDEX_BOUND};
 
 /// Strides (and a start offset), in elements, of one `[B, H, S, D]`-indexed tensor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -233,7 +233,7 @@ impl AttentionLayouts {
                 }
             }
             let max_index = layout.max_index(shape.batch, heads, seq, head_dim);
-            if max_index > u128::from(u32::MAX) {
+            if max_index > u128::from(INDEX_BOUND.limit) {
                 return Err(LayoutError::IndexRange { tensor, max_index });
             }
             if max_index >= len as u128 {

@@ -18,7 +18,7 @@ pub mod reference;
 
 pub use config::{
     AttentionConfig, AttentionPath, AttentionShape, AttentionShapeError, AttentionTiles,
-    SharedMemoryKind,
+    SharedMemoryKind, INDEX_BOUND,
 };
 pub use kernels::{matrix_configs, ENTRY};
 pub use layout::{AttentionLayouts, LayoutError, TensorLayout};

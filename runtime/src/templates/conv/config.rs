@@ -6,14 +6,26 @@
 //! not `"kernel_h"`), so the macro can point at the token; [`Conv2dConfig::argument_of`] maps a
 //! field name to its argument.
 //!
-//! Index width: the kernels compute element indices in `u32` (byte addresses in `u64`), so each
-//! tensor's element count must be at most `u32::MAX`; the weight is checked here, the run-time
-//! tensors by [`Conv2dConfig::output_size`] and [`Conv2dConfig::check_shape`].
+//! Index width: the kernels compute element indices in `u32` (byte addresses in `u64`) and keep
+//! them below 2^31 ([`INDEX_BOUND`]); the weight is checked here, the run-time tensors and
+//! padded positions by [`Conv2dConfig::check_index_range`] at launch.
 
 use crate::arch::Arch;
 use crate::dtype::DType;
+use crate::lint::address::IndexBound;
 use crate::templates::attention::SharedMemoryKind;
 use crate::templates::ConfigErrors;
+
+/// The bound every conv entry declares for the 32-bit address lint ([`crate::lint::address`]):
+/// each element index or padded position it computes in `u32` and widens into an address is at
+/// most `i32::MAX` (below 2^31, leaving room for the last partial block and loop increments).
+/// [`Conv2dConfig::validate`] proves it for the weight, [`Conv2dConfig::check_index_range`] for
+/// the run-time tensors and positions, both by comparing against this `limit`.
+pub const INDEX_BOUND: IndexBound = IndexBound {
+    limit: i32::MAX as u64,
+    proof:
+        "Conv2dConfig::validate (weight) and Conv2dConfig::check_index_range (tensors, positions)",
+};
 
 /// Configuration of one NCHW 2-D convolution: `#[conv2d_kernel(in_channels = 64, out_channels =
 /// 128, kernel = 3, padding = 1, groups = 1, bias = true, dtype = f16, arch = sm_80)]`.
@@ -438,13 +450,13 @@ impl Conv2dConfig {
             }
         }
         let weight = self.weight_elements();
-        if weight > u64::from(u32::MAX) {
+        if weight > INDEX_BOUND.limit {
             errs.push(
                 &["kernel", "in_channels", "out_channels"],
                 format!(
                     "the weight has {weight} elements (out_channels · in_channels/groups · \
-                     kernel_h · kernel_w), more than the u32 index limit {}",
-                    u32::MAX
+                     kernel_h · kernel_w), more than the kernels' index limit {}",
+                    INDEX_BOUND.limit
                 ),
             );
         }

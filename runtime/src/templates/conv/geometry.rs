@@ -15,9 +15,9 @@ use crate::templates::attention::SharedMemoryKind;
 pub const MAX_GRID_YZ: u32 = 65535;
 /// The largest `gridDim.x`.
 pub const MAX_GRID_X: u32 = i32::MAX as u32;
-/// Every run-time element count and padded position stays at most this (the kernels index in
-/// u32; keeping below 2^31 leaves room for the last partial block and loop increments).
-pub const INDEX_LIMIT: u64 = i32::MAX as u64;
+/// Every run-time element count and padded position stays at most this: the family's
+/// declared [`INDEX_BOUND`](super::INDEX_BOUND).
+pub const INDEX_LIMIT: u64 = super::INDEX_BOUND.limit;
 
 fn grid_dim(name: &'static str, value: u64, max: u32) -> Result<u32, LaunchError> {
     if value > u64::from(max) {

@@ -15,7 +15,7 @@ pub mod launch;
 pub mod reference;
 mod shapes;
 
-pub use config::{Conv2dConfig, DirectTile, GemmTile, Layout};
+pub use config::{Conv2dConfig, DirectTile, GemmTile, Layout, INDEX_BOUND};
 pub use geometry::{INDEX_LIMIT, MAX_GRID_X, MAX_GRID_YZ};
 pub use kernels::matrix_configs;
 pub use shapes::{output_len, ConvDims, ConvError, ConvShape};

@@ -9,7 +9,8 @@ use super::plan::{
 };
 use super::softmax::{online_softmax_update, score_tile};
 use crate::builder::{Float, KernelBuilder, S32};
-use crate::templates::attention::config::AttentionConfig;
+use crate::lint::address::declare_index_bound;
+use crate::templates::attention::config::{AttentionConfig, INDEX_BOUND};
 
 /// The entry name of the forward kernel in every attention module.
 pub const ENTRY: &str = "attention_forward";
@@ -33,6 +34,7 @@ pub const ENTRY: &str = "attention_forward";
 pub(super) fn forward_kernel<T: Float, A: Float>(cfg: &AttentionConfig) -> KernelBuilder {
     let plan = Plan::new(cfg);
     let mut k = KernelBuilder::new(ENTRY, cfg.arch);
+    declare_index_bound(&mut k, &INDEX_BOUND);
     k.require_block([plan.tiles.threads, 1, 1]);
     // Every register the block can launch with: without it ptxas may target fewer (measured:
     // 64 at 256 threads) and spill, although `validate` checked the tiling against a budget

@@ -9,7 +9,7 @@
 //! read consecutive `ow` of `gy` (stride 1) and write consecutive `dx`.
 
 use super::common::{
-    bytes_of, div_const, output_coord, rem_const, ConvElem, DimParams, Dims, Problem,
+    bytes_of, conv_kernel, div_const, output_coord, rem_const, ConvElem, DimParams, Dims, Problem,
 };
 use crate::arch::Arch;
 use crate::builder::{GlobalPtr, KernelBuilder, Reg, U32};
@@ -24,7 +24,7 @@ pub const BLOCK: u32 = 256;
 /// Builds `conv2d_bwd_data(gy, w, dx, batch, height, width, out_height, out_width)`.
 pub(crate) fn build<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilder {
     let p = Problem::new(cfg);
-    let mut k = KernelBuilder::new(ENTRY, arch);
+    let mut k = conv_kernel(ENTRY, arch);
     k.require_block([BLOCK, 1, 1]);
     let gy = k.param_ptr::<T>("gy");
     let w = k.param_ptr::<T>("w");

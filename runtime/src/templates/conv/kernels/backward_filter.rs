@@ -9,7 +9,7 @@
 //! (stride 1) consecutive `iw` of `x`.
 
 use super::common::{
-    both_below, div_const, rem_const, warp_sum, ConvElem, DimParams, Dims, Problem,
+    both_below, conv_kernel, div_const, rem_const, warp_sum, ConvElem, DimParams, Dims, Problem,
 };
 use crate::arch::Arch;
 use crate::builder::{GlobalPtr, KernelBuilder, Reg, U32};
@@ -34,7 +34,7 @@ enum Reduction {
 
 /// Builds `conv2d_bwd_filter(x, gy, dw, dims…)`.
 pub(crate) fn build_filter<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilder {
-    let mut k = KernelBuilder::new(ENTRY_FILTER, arch);
+    let mut k = conv_kernel(ENTRY_FILTER, arch);
     k.require_block([32 * WARPS, 1, 1]);
     let x = k.param_ptr::<T>("x");
     let gy = k.param_ptr::<T>("gy");
@@ -50,7 +50,7 @@ pub(crate) fn build_filter<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> Kerne
 
 /// Builds `conv2d_bwd_bias(gy, db, dims…)`.
 pub(crate) fn build_bias<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilder {
-    let mut k = KernelBuilder::new(ENTRY_BIAS, arch);
+    let mut k = conv_kernel(ENTRY_BIAS, arch);
     k.require_block([32 * WARPS, 1, 1]);
     let gy = k.param_ptr::<T>("gy");
     let db = k.param_ptr::<T>("db");

@@ -8,7 +8,16 @@ use crate::builder::{
     Float, GlobalPtr, KernelBuilder, ParamHandle, Pred, Reg, Scalar, Val, BF16, F16, F32, F64, U32,
 };
 use crate::ir::{CmpOp, Op, Operand, Type};
-use crate::templates::conv::Conv2dConfig;
+use crate::lint::address::declare_index_bound;
+use crate::templates::conv::{Conv2dConfig, INDEX_BOUND};
+
+/// A conv entry named `name`: a builder with the family's [`INDEX_BOUND`] declared (every
+/// entry indexes in `u32` within that bound).
+pub(crate) fn conv_kernel(name: &str, arch: Arch) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name, arch);
+    declare_index_bound(&mut k, &INDEX_BOUND);
+    k
+}
 
 /// A tensor element type of the family and the type it is computed in: f16 and bf16 are
 /// widened to f32 on load and rounded to nearest even on store; f32 and f64 compute natively.

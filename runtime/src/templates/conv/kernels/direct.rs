@@ -9,7 +9,8 @@
 //! output channels.
 
 use super::common::{
-    both_below, bytes_of, div_const, load_or_zero, rem_const, ConvElem, DimParams, Dims, Problem,
+    both_below, bytes_of, conv_kernel, div_const, load_or_zero, rem_const, ConvElem, DimParams,
+    Dims, Problem,
 };
 use crate::arch::Arch;
 use crate::builder::{GlobalPtr, KernelBuilder, Reg, SharedArr, U32};
@@ -41,7 +42,7 @@ struct BlockPos {
 pub(crate) fn build<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilder {
     let p = Problem::new(cfg);
     let tile = cfg.direct_tile();
-    let mut k = KernelBuilder::new(ENTRY, arch);
+    let mut k = conv_kernel(ENTRY, arch);
     k.require_block([tile.out_w, tile.out_h, 1]);
     let x = k.param_ptr::<T>("x");
     let w = k.param_ptr::<T>("w");

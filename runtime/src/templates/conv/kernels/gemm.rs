@@ -12,7 +12,8 @@
 //! banks), B is 16 consecutive elements per half-warp.
 
 use super::common::{
-    both_below, bytes_of, div_const, load_or_zero, rem_const, ConvElem, DimParams, Dims, Problem,
+    both_below, bytes_of, conv_kernel, div_const, load_or_zero, rem_const, ConvElem, DimParams,
+    Dims, Problem,
 };
 use crate::arch::Arch;
 use crate::builder::{Float, GlobalPtr, KernelBuilder, Pred, Reg, SharedArr, U32};
@@ -61,7 +62,7 @@ pub(crate) fn build<T: ConvElem>(
         Operand::Im2col => ENTRY_GEMM,
         Operand::Pointwise => ENTRY_1X1,
     };
-    let mut k = KernelBuilder::new(name, arch);
+    let mut k = conv_kernel(name, arch);
     k.require_block([16, 16, 1]);
     let w = k.param_ptr::<T>("w");
     let b_param = k.param_ptr::<T>(match operand {

@@ -7,7 +7,7 @@
 //! rows `ctaid.y, ctaid.y + nctaid.y, …`. Consecutive threads read consecutive input columns
 //! (for stride 1) and write consecutive `cols` elements.
 
-use super::common::{both_below, div_const, rem_const, ConvElem, DimParams, Problem};
+use super::common::{both_below, conv_kernel, div_const, rem_const, ConvElem, DimParams, Problem};
 use crate::arch::Arch;
 use crate::builder::KernelBuilder;
 use crate::ir::SpecialReg;
@@ -25,7 +25,7 @@ pub const BLOCK: u32 = 256;
 pub(crate) fn build<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilder {
     let p = Problem::new(cfg);
     let rows = p.c_in * p.taps;
-    let mut k = KernelBuilder::new(ENTRY, arch);
+    let mut k = conv_kernel(ENTRY, arch);
     k.require_block([BLOCK, 1, 1]);
     let x = k.param_ptr::<T>("x");
     let cols = k.param_ptr::<T>("cols");

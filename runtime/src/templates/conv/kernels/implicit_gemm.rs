@@ -47,7 +47,8 @@
 //! no atomics.
 
 use super::common::{
-    div_const, load_or_zero, output_coord, rem_const, ConvElem, DimParams, Dims, Problem,
+    conv_kernel, div_const, load_or_zero, output_coord, rem_const, ConvElem, DimParams, Dims,
+    Problem,
 };
 use crate::arch::Arch;
 use crate::builder::{
@@ -170,7 +171,7 @@ pub(crate) fn build<T: ConvElem + PackedHalf>(
 where
     M16N8K16: MmaInput<T>,
 {
-    let mut k = KernelBuilder::new(pass.entry(), arch);
+    let mut k = conv_kernel(pass.entry(), arch);
     let c = Conv::<T>::setup(&mut k, cfg, pass);
     let k_tiles = c.k_len().div_ceil(TILE_K);
     let mut acc: Vec<Vec<FragC<M16N8K16, F32>>> = (0..WARP_M_TILES)

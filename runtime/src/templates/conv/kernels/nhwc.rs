@@ -10,7 +10,7 @@
 //! It is the reference-quality fallback, not a tuned kernel: the tensor-core
 //! `conv2d_implicit_gemm` is the fast NHWC path.
 
-use super::common::{div_const, rem_const, ConvElem, DimParams, Problem};
+use super::common::{conv_kernel, div_const, rem_const, ConvElem, DimParams, Problem};
 use crate::arch::Arch;
 use crate::builder::KernelBuilder;
 use crate::templates::conv::Conv2dConfig;
@@ -21,7 +21,7 @@ pub const ENTRY: &str = "conv2d_nhwc";
 /// Builds `conv2d_nhwc(x, w, [bias,] y, dims…)`.
 pub(crate) fn build<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilder {
     let p = Problem::new(cfg);
-    let mut k = KernelBuilder::new(ENTRY, arch);
+    let mut k = conv_kernel(ENTRY, arch);
     let x = k.param_ptr::<T>("x");
     let w = k.param_ptr::<T>("w");
     let bias = p.bias.then(|| k.param_ptr::<T>("bias"));

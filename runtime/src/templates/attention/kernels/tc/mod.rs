@@ -16,7 +16,8 @@ mod scores;
 use super::forward::ENTRY;
 use super::plan::{declare_params, head_offsets, kv_tile_count, row_visible_end};
 use crate::builder::{Float, KernelBuilder, MmaInput, PackedHalf, F32, M16N8K16, S32, U32};
-use crate::templates::attention::config::AttentionConfig;
+use crate::lint::address::declare_index_bound;
+use crate::templates::attention::config::{AttentionConfig, INDEX_BOUND};
 use copy::{chunk_places, copy_kv_tile, copy_q_tile};
 use output::store_output;
 use plan::{allocate_shared, LanePlace, TcPlan};
@@ -48,6 +49,7 @@ where
 {
     let plan = TcPlan::new(cfg);
     let mut k = KernelBuilder::new(ENTRY, cfg.arch);
+    declare_index_bound(&mut k, &INDEX_BOUND);
     k.require_block([plan.threads, 1, 1]);
     let params = declare_params::<T, F32>(&mut k);
     let shared = allocate_shared(&mut k, &plan);
