@@ -4,19 +4,21 @@
 //! matrix and run in the interpreter against plain-Rust references, so they test the builder,
 //! validator and emitter end to end.
 
+mod gemm_tiled;
 mod tensor_core;
 
+pub use gemm_tiled::{GEMM_THREADS, GEMM_TILE, GEMM_TILE_K};
 pub use tensor_core::{TC_BLOCK_THREADS, TC_STAGES, TC_TILE_K, TC_TILE_M, TC_TILE_N};
 
 use crate::arch::Arch;
-use crate::builder::{Float, KernelBuilder, ModuleBuilder, BF16, F16, F32, F64, U32};
+use crate::builder::{
+    Float, GlobalPtr, KernelBuilder, ModuleBuilder, Reg, Scalar, BF16, F16, F32, F64, U32,
+};
 use crate::ir::{AtomOp, CmpOp, MathFn, Precision, Rounding, VoteMode};
 use crate::validate::ValidationErrors;
 
 /// Threads per block of the block-level samples.
 pub const BLOCK: u32 = 256;
-/// Tile edge of the tiled GEMM (a `TILE × TILE` block computes a `TILE × TILE` output tile).
-pub const GEMM_TILE: u32 = 16;
 /// Bins of the histogram sample.
 pub const HISTOGRAM_BINS: u32 = 64;
 
@@ -63,7 +65,7 @@ pub const SAMPLES: &[Sample] = &[
     },
     Sample {
         name: "gemm_tiled_f32",
-        build: gemm_tiled,
+        build: gemm_tiled::gemm_tiled,
     },
     Sample {
         name: "softmax_row_f32",
@@ -148,6 +150,42 @@ pub const TENSOR_CORE_SAMPLES: &[TargetedSample] = &[
         supports: Arch::has_packed_f32_conversion,
     },
 ];
+
+/// The loaded parameters `(a, b, c, m, n, k)` of every GEMM sample:
+/// `C[M, N] (f32) = A[M, K] · B[K, N]`, A and B of `T`.
+struct GemmParams<T: Scalar> {
+    a: GlobalPtr<T>,
+    b: GlobalPtr<T>,
+    c: GlobalPtr<F32>,
+    m: Reg<U32>,
+    n: Reg<U32>,
+    k: Reg<U32>,
+}
+
+impl<T: Scalar> GemmParams<T> {
+    fn declare(k: &mut KernelBuilder) -> Self {
+        let (a, b, c) = (
+            k.param_ptr::<T>("a"),
+            k.param_ptr::<T>("b"),
+            k.param_ptr::<F32>("c"),
+        );
+        let (m, n, kk) = (
+            k.param::<U32>("m"),
+            k.param::<U32>("n"),
+            k.param::<U32>("k"),
+        );
+        let (a, b, c) = (k.global_ptr(a), k.global_ptr(b), k.global_ptr(c));
+        let (m, n, kk) = (k.load_param(m), k.load_param(n), k.load_param(kk));
+        Self {
+            a,
+            b,
+            c,
+            m,
+            n,
+            k: kk,
+        }
+    }
+}
 
 /// A module holding one sample, for `arch`.
 pub fn sample_module(sample: &Sample, arch: Arch) -> Result<String, ValidationErrors> {
@@ -322,81 +360,6 @@ fn histogram(arch: Arch) -> KernelBuilder {
         let count = k.ld_shared::<U32>(slot, 0);
         let addr = k.elem_addr(bins, tid);
         k.red_global::<U32>(AtomOp::Add, addr, count);
-    });
-    k
-}
-
-/// `C[M, N] = A[M, K] · B[K, N]`, row-major, f32. Block (TILE, TILE) computes one output tile,
-/// staging TILE × TILE tiles of A and B in shared memory; out-of-range elements load as zero.
-fn gemm_tiled(arch: Arch) -> KernelBuilder {
-    let t = GEMM_TILE;
-    let mut k = KernelBuilder::new("gemm_tiled_f32", arch);
-    k.require_block([t, t, 1]);
-    let (a, b, c) = (
-        k.param_ptr::<F32>("a"),
-        k.param_ptr::<F32>("b"),
-        k.param_ptr::<F32>("c"),
-    );
-    let (m, n, kk) = (
-        k.param::<U32>("m"),
-        k.param::<U32>("n"),
-        k.param::<U32>("k"),
-    );
-    let (a, b, c) = (k.global_ptr(a), k.global_ptr(b), k.global_ptr(c));
-    let (m, n, kk) = (k.load_param(m), k.load_param(n), k.load_param(kk));
-    let tile_a = k.shared_array::<F32>("tile_a", t * t);
-    let tile_b = k.shared_array::<F32>("tile_b", t * t);
-    let (tx, ty) = (k.tid_x(), k.tid_y());
-    let (bx, by) = (k.ctaid_x(), k.ctaid_y());
-    let row = k.mad_lo(by, t, ty);
-    let col = k.mad_lo(bx, t, tx);
-    let acc = k.var::<F32>(0.0f32);
-    let my_slot = k.mad_lo(ty, t, tx);
-    let a_slot = k.shared_elem(tile_a, my_slot);
-    let b_slot = k.shared_elem(tile_b, my_slot);
-    let row_ok = k.setp_lt(row, m);
-    let col_ok = k.setp_lt(col, n);
-    k.for_range(0u32, kk, t, |k, k0| {
-        k.comment("stage one tile of A and B (zero outside the matrices)");
-        let a_col = k.add(k0, tx);
-        let a_col_ok = k.setp_lt(a_col, kk);
-        let a_ok = k.and_pred(row_ok, a_col_ok);
-        let a_val = k.var::<F32>(0.0f32);
-        k.if_then(a_ok, |k| {
-            let idx = k.mad_lo(row, kk, a_col);
-            let addr = k.elem_addr(a, idx);
-            let v = k.ld_global_nc::<F32>(addr, 0);
-            k.assign(a_val, v);
-        });
-        k.st_shared(a_slot, 0, a_val);
-        let b_row = k.add(k0, ty);
-        let b_row_ok = k.setp_lt(b_row, kk);
-        let b_ok = k.and_pred(b_row_ok, col_ok);
-        let b_val = k.var::<F32>(0.0f32);
-        k.if_then(b_ok, |k| {
-            let idx = k.mad_lo(b_row, n, col);
-            let addr = k.elem_addr(b, idx);
-            let v = k.ld_global_nc::<F32>(addr, 0);
-            k.assign(b_val, v);
-        });
-        k.st_shared(b_slot, 0, b_val);
-        k.bar_sync();
-        k.comment("multiply the staged tiles");
-        let a_row_base = k.mul_lo(ty, t);
-        let a_row_addr = k.shared_elem(tile_a, a_row_base);
-        let b_col_addr = k.shared_elem(tile_b, tx);
-        for kk_i in 0..t {
-            let av = k.ld_shared::<F32>(a_row_addr, (kk_i * 4) as i32);
-            let bv = k.ld_shared::<F32>(b_col_addr, (kk_i * t * 4) as i32);
-            k.fma_into(acc, av, bv, acc);
-        }
-        k.bar_sync();
-    });
-    let ok = k.and_pred(row_ok, col_ok);
-    k.if_then(ok, |k| {
-        let idx = k.mad_lo(row, n, col);
-        let addr = k.elem_addr(c, idx);
-        k.st_global(addr, 0, acc);
     });
     k
 }

@@ -8,8 +8,8 @@ use ptxforge_runtime::launch::{
     Backend, Dim3, Element, KernelArg, LaunchConfig, ScalarKind, SimBackend,
 };
 use ptxforge_runtime::samples::{
-    sample_module, Sample, BLOCK, GEMM_TILE, HISTOGRAM_BINS, SAMPLES, TC_BLOCK_THREADS, TC_TILE_M,
-    TC_TILE_N, TENSOR_CORE_SAMPLES,
+    sample_module, Sample, BLOCK, GEMM_THREADS, GEMM_TILE, HISTOGRAM_BINS, SAMPLES,
+    TC_BLOCK_THREADS, TC_TILE_M, TC_TILE_N, TENSOR_CORE_SAMPLES,
 };
 use ptxforge_runtime::templates::testing::SplitMix64;
 use ptxforge_runtime::Arch;
@@ -283,7 +283,17 @@ fn histogram_counts_every_value() {
 #[test]
 fn tiled_gemm_matches_naive_matmul() {
     let mut rng = SplitMix64::new(5);
-    for (m, n, k) in [(1u32, 1u32, 1u32), (17, 33, 5), (32, 16, 40)] {
+    // Edge-only blocks (ragged M, N, K; N not a multiple of 4), interior blocks with quads
+    // throughout, and a mix with a K tail.
+    let shapes = [
+        (1u32, 1u32, 1u32),
+        (17, 33, 5),
+        (32, 16, 40),
+        (64, 64, 32),
+        (130, 68, 36),
+        (64, 66, 20),
+    ];
+    for (m, n, k) in shapes {
         let a: Vec<f32> = (0..m * k).map(|_| rng.uniform(-1.0, 1.0) as f32).collect();
         let b: Vec<f32> = (0..k * n).map(|_| rng.uniform(-1.0, 1.0) as f32).collect();
         let dev = SimBackend::new();
@@ -306,7 +316,7 @@ fn tiled_gemm_matches_naive_matmul() {
             "gemm_tiled_f32",
             Arch::Sm80,
             grid,
-            Dim3::new(GEMM_TILE, GEMM_TILE, 1),
+            Dim3::x(GEMM_THREADS),
             0,
             &args,
         );
@@ -327,9 +337,11 @@ fn tiled_gemm_matches_naive_matmul() {
         assert_close("gemm_tiled_f32", &got, &want, 1e-5);
         let log = dev.take_launch_log();
         let c = &log[0].counters;
+        // Per 16-wide K tile a warp issues 64 conflict-free `ld.shared.v4` (1 wavefront) and 8
+        // `st.shared.v4` of 512 distinct bytes (4 wavefronts, the minimum): 96 / 72 = 4/3.
         assert!(
-            c.shared_wavefronts_per_request() <= 1.1,
-            "tile reads are conflict-free: {}",
+            c.shared_wavefronts_per_request() <= 4.0 / 3.0 + 1e-9,
+            "tile reads are conflict-free ({m}×{n}×{k}): {}",
             c.shared_wavefronts_per_request()
         );
     }

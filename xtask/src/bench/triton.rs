@@ -13,7 +13,8 @@ use std::path::Path;
 use half::f16;
 use ptxforge_runtime::launch::{Backend, Dim3, KernelArg, LaunchConfig, LaunchRecord, SimBackend};
 use ptxforge_runtime::samples::{
-    sample_module, GEMM_TILE, SAMPLES, TC_BLOCK_THREADS, TC_TILE_M, TC_TILE_N, TENSOR_CORE_SAMPLES,
+    sample_module, GEMM_THREADS, GEMM_TILE, SAMPLES, TC_BLOCK_THREADS, TC_TILE_M, TC_TILE_N,
+    TENSOR_CORE_SAMPLES,
 };
 use ptxforge_runtime::templates::attention::launch::{
     forward as attention_forward, AttentionBuffers,
@@ -160,8 +161,8 @@ fn ptxforge_gemm(name: &str, a: &[f32], b: &[f32]) -> Result<(Counters, Vec<f64>
     let (sample, grid, block) = match (tiled, tc) {
         (Some(s), _) => (
             s,
-            Dim3::new(n / GEMM_TILE, m / GEMM_TILE, 1),
-            Dim3::new(GEMM_TILE, GEMM_TILE, 1),
+            Dim3::new(n.div_ceil(GEMM_TILE), m.div_ceil(GEMM_TILE), 1),
+            Dim3::x(GEMM_THREADS),
         ),
         (None, Some(t)) => (
             &t.sample,
