@@ -364,7 +364,9 @@ fn histogram(arch: Arch) -> KernelBuilder {
     k
 }
 
-/// Row softmax of `x [rows, cols]`: one warp per row, max-subtracted, `exp` via `ex2.approx`.
+/// Row softmax of `x [rows, cols]`, `cols ≤` [`SOFTMAX_MAX_COLS`]: one warp per row, the row
+/// read once into registers (lane `l` holds columns `l + 32·s`), max-subtracted, `exp` via
+/// `ex2.approx`.
 fn softmax_row(arch: Arch) -> KernelBuilder {
     let mut k = KernelBuilder::new("softmax_row_f32", arch);
     k.require_block([32, 1, 1]);
@@ -375,38 +377,65 @@ fn softmax_row(arch: Arch) -> KernelBuilder {
     let lane = k.tid_x();
     let row = k.ctaid_x();
     let row_start = k.mul_lo(row, cols);
-    let xr = k.offset_ptr(x, row_start);
-    let yr = k.offset_ptr(y, row_start);
-    k.comment("row maximum");
+    let first = k.add(row_start, lane);
+    let xr = k.elem_addr(x, first);
+    let yr = k.elem_addr(y, first);
+    // Slot `s` holds column `lane + 32·s`, which exists iff `s < (cols + 31 − lane) / 32`.
+    let with_slack = k.add(cols, 31u32);
+    let with_slack = k.sub(with_slack, lane);
+    let slots = k.shr(with_slack, 5u32);
+    let held: Vec<Reg<F32>> = (0..SOFTMAX_SLOTS).map(|_| k.reg::<F32>()).collect();
+    k.comment("read the row once; row maximum");
     let m = k.var::<F32>(f32::NEG_INFINITY);
-    k.for_range(lane, cols, 32u32, |k, j| {
-        let addr = k.elem_addr(xr, j);
-        let v = k.ld_global_nc::<F32>(addr, 0);
+    for_each_slot(&mut k, slots, |k, s| {
+        let v = k.ld_global_nc::<F32>(xr, slot_offset(s));
+        k.assign(held[s as usize], v);
         k.max_into(m, m, v);
     });
     let m = k.warp_max_f32(m);
-    k.comment("sum of exponentials");
-    let s = k.var::<F32>(0.0f32);
-    k.for_range(lane, cols, 32u32, |k, j| {
-        let addr = k.elem_addr(xr, j);
-        let v = k.ld_global_nc::<F32>(addr, 0);
+    k.comment("exponentials and their sum");
+    let sum = k.var::<F32>(0.0f32);
+    for_each_slot(&mut k, slots, |k, s| {
+        let v = held[s as usize];
         let d = k.sub(v, m);
         let e = k.exp_approx(d);
-        k.add_into(s, s, e);
+        k.assign(v, e);
+        k.add_into(sum, sum, e);
     });
-    let s = k.warp_sum_f32(s);
-    let inv = k.math(MathFn::Rcp, s, Precision::Rounded(Rounding::Rn));
+    let sum = k.warp_sum_f32(sum);
+    let inv = k.math(MathFn::Rcp, sum, Precision::Rounded(Rounding::Rn));
     k.comment("normalise");
-    k.for_range(lane, cols, 32u32, |k, j| {
-        let addr = k.elem_addr(xr, j);
-        let v = k.ld_global_nc::<F32>(addr, 0);
-        let d = k.sub(v, m);
-        let e = k.exp_approx(d);
-        let p = k.mul(e, inv);
-        let out = k.elem_addr(yr, j);
-        k.st_global(out, 0, p);
+    for_each_slot(&mut k, slots, |k, s| {
+        let p = k.mul(held[s as usize], inv);
+        k.st_global(yr, slot_offset(s), p);
     });
     k
+}
+
+/// Registers per lane holding a softmax row.
+const SOFTMAX_SLOTS: u32 = 32;
+/// Longest row `softmax_row_f32` takes (32 columns per lane register).
+pub const SOFTMAX_MAX_COLS: u32 = 32 * SOFTMAX_SLOTS;
+
+/// Byte offset of slot `s` (column `lane + 32·s`) from the lane's first column.
+fn slot_offset(s: u32) -> i32 {
+    (s * 32 * 4) as i32
+}
+
+/// Runs `body(s)` for the slots `s < slots` (ascending, unrolled): each slot is one compare and
+/// branch past the rest, so a short row pays only for the slots it has.
+fn for_each_slot(
+    k: &mut KernelBuilder,
+    slots: Reg<U32>,
+    mut body: impl FnMut(&mut KernelBuilder, u32),
+) {
+    let done = k.label("slots_done");
+    for s in 0..SOFTMAX_SLOTS {
+        let past = k.setp(CmpOp::Le, slots, s);
+        k.bra_if(past, false, done);
+        body(k, s);
+    }
+    k.place(done);
 }
 
 /// Per warp: `counts[warp] = #{lanes with x > 0}` via `vote.sync.ballot` and `popc`; also

@@ -9,7 +9,7 @@ use ptxforge_runtime::launch::{
 };
 use ptxforge_runtime::samples::{
     sample_module, Sample, BLOCK, GEMM_THREADS, GEMM_TILE, HISTOGRAM_BINS, SAMPLES,
-    TC_BLOCK_THREADS, TC_TILE_M, TC_TILE_N, TENSOR_CORE_SAMPLES,
+    SOFTMAX_MAX_COLS, TC_BLOCK_THREADS, TC_TILE_M, TC_TILE_N, TENSOR_CORE_SAMPLES,
 };
 use ptxforge_runtime::templates::testing::SplitMix64;
 use ptxforge_runtime::Arch;
@@ -633,47 +633,56 @@ fn packed_conversions_put_lo_in_the_low_half() {
     }
 }
 
+/// Rows of 1 to `SOFTMAX_MAX_COLS` columns, each read from global memory exactly once.
 #[test]
 fn softmax_rows_sum_to_one() {
     let mut rng = SplitMix64::new(6);
-    let (rows, cols) = (5u32, 77u32);
-    let x: Vec<f32> = (0..rows * cols)
-        .map(|_| rng.uniform(-8.0, 8.0) as f32)
-        .collect();
-    let dev = SimBackend::new();
-    let (dx, dy) = (
-        dev.upload(&x).unwrap(),
-        dev.alloc::<f32>((rows * cols) as usize).unwrap(),
-    );
-    let args = [
-        KernelArg::buffer(&dx),
-        KernelArg::buffer(&dy),
-        KernelArg::U32(cols),
-    ];
-    launch(
-        &dev,
-        "softmax_row_f32",
-        Arch::Sm80,
-        Dim3::x(rows),
-        Dim3::x(32),
-        0,
-        &args,
-    );
-    let got: Vec<f64> = dev
-        .download(&dy)
-        .unwrap()
-        .into_iter()
-        .map(f64::from)
-        .collect();
-    let mut want = Vec::new();
-    for r in x.chunks(cols as usize) {
-        let m = r
-            .iter()
-            .fold(f64::NEG_INFINITY, |a, &v| a.max(f64::from(v)));
-        let s: f64 = r.iter().map(|&v| (f64::from(v) - m).exp()).sum();
-        want.extend(r.iter().map(|&v| (f64::from(v) - m).exp() / s));
+    for cols in [1u32, 33, 77, SOFTMAX_MAX_COLS] {
+        let rows = 5u32;
+        let x: Vec<f32> = (0..rows * cols)
+            .map(|_| rng.uniform(-8.0, 8.0) as f32)
+            .collect();
+        let dev = SimBackend::new();
+        let (dx, dy) = (
+            dev.upload(&x).unwrap(),
+            dev.alloc::<f32>((rows * cols) as usize).unwrap(),
+        );
+        let args = [
+            KernelArg::buffer(&dx),
+            KernelArg::buffer(&dy),
+            KernelArg::U32(cols),
+        ];
+        launch(
+            &dev,
+            "softmax_row_f32",
+            Arch::Sm80,
+            Dim3::x(rows),
+            Dim3::x(32),
+            0,
+            &args,
+        );
+        let got: Vec<f64> = dev
+            .download(&dy)
+            .unwrap()
+            .into_iter()
+            .map(f64::from)
+            .collect();
+        let mut want = Vec::new();
+        for r in x.chunks(cols as usize) {
+            let m = r
+                .iter()
+                .fold(f64::NEG_INFINITY, |a, &v| a.max(f64::from(v)));
+            let s: f64 = r.iter().map(|&v| (f64::from(v) - m).exp()).sum();
+            want.extend(r.iter().map(|&v| (f64::from(v) - m).exp() / s));
+        }
+        assert_close("softmax_row_f32", &got, &want, 1e-6);
+        let log = dev.take_launch_log();
+        assert_eq!(
+            log[0].counters.global_load_bytes,
+            u64::from(rows * cols * 4),
+            "each element is read once (cols = {cols})"
+        );
     }
-    assert_close("softmax_row_f32", &got, &want, 1e-6);
 }
 
 #[test]
