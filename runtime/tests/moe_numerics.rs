@@ -791,6 +791,38 @@ fn gating_both_mappings_every_dtype() {
     }
 }
 
+/// The warp-per-token gating reads each logit once (held in registers for the K selection rounds
+/// and the softmax sum); only the lanes writing weights read back their pick's index and logit.
+#[test]
+fn gating_warp_mapping_reads_each_logit_once() {
+    for experts in [GATING_WARP_MIN_EXPERTS + 1, 64] {
+        let (top_k, tokens) = (4u32, 64u32);
+        let cfg = MoeConfig {
+            normalize_topk: false,
+            ..MoeConfig::new(experts, top_k, 64, 128)
+        };
+        let log = run_case::<f32>(cfg, tokens, Logits::Random, 16);
+        let rec = log
+            .iter()
+            .find(|r| r.entry == "moe_gating")
+            .expect("gating ran");
+        let c = &rec.counters;
+        eprintln!(
+            "moe_gating E={experts} K={top_k} T={tokens} f32: {:.1} thread-instructions per \
+             output, {} load bytes",
+            c.instructions.total() as f64 / f64::from(tokens * top_k),
+            c.global_load_bytes
+        );
+        let logits = tokens * experts * 4;
+        let read_back = tokens * top_k * (4 + 4);
+        assert_eq!(
+            c.global_load_bytes,
+            u64::from(logits + read_back),
+            "E = {experts}"
+        );
+    }
+}
+
 /// Interpreter counters of `moe_gating` at E = 8, K = 2, T = 64, f32 (the bench's shape):
 /// dynamic thread-instructions per routed pair and global load efficiency.
 #[test]
