@@ -201,7 +201,20 @@ pub fn all_samples_module(arch: Arch) -> Result<String, ValidationErrors> {
     m.emit()
 }
 
-/// `c[i] = a[i] + b[i]` for `i < n`, computed in f32 for the half types.
+/// Elements of `T` one `vec_add` thread handles: a 16-byte vector of f32 or f64, 4 halves
+/// (8 bytes).
+pub const fn vec_add_width(elem_bytes: u32) -> u32 {
+    if elem_bytes == 8 {
+        2
+    } else {
+        4
+    }
+}
+
+/// `c[i] = a[i] + b[i]` for `i < n`, computed in f32 for the half types. Thread `t` handles
+/// elements `w·t .. w·t + w` ([`vec_add_width`]) with one vector load of each input and one
+/// vector store when all `w` are inside, element by element in the ragged tail; `a`, `b`, `c`
+/// must be `w`-element aligned (allocations are).
 fn vec_add<T: Float>(name: &str, arch: Arch) -> KernelBuilder {
     let mut k = KernelBuilder::new(name, arch);
     let (a, b, c) = (
@@ -212,25 +225,54 @@ fn vec_add<T: Float>(name: &str, arch: Arch) -> KernelBuilder {
     let n = k.param::<U32>("n");
     let (a, b, c) = (k.global_ptr(a), k.global_ptr(b), k.global_ptr(c));
     let n = k.load_param(n);
-    k.for_global_index(n, |k, i| {
-        let x: crate::builder::Reg<T> = {
-            let addr = k.elem_addr(a, i);
-            k.ld_global_nc(addr, 0)
-        };
-        let y: crate::builder::Reg<T> = {
-            let addr = k.elem_addr(b, i);
-            k.ld_global_nc(addr, 0)
-        };
-        let sum = if T::TYPE.is_half() {
+    let width = vec_add_width(T::TYPE.bytes());
+    let t = k.global_index_x();
+    let first = k.mul_lo(t, width);
+    let end = k.add(first, width);
+    let whole = k.setp(CmpOp::Le, end, n);
+    let sum = |k: &mut KernelBuilder, x: Reg<T>, y: Reg<T>| -> Reg<T> {
+        if T::TYPE.is_half() {
             let (xf, yf) = (k.to_f32(x), k.to_f32(y));
             let s = k.add(xf, yf);
             k.from_f32::<T>(s)
         } else {
             k.add(x, y)
-        };
-        let addr = k.elem_addr(c, i);
-        k.st_global(addr, 0, sum);
-    });
+        }
+    };
+    let (a_at, b_at, c_at) = (
+        k.elem_addr(a, first),
+        k.elem_addr(b, first),
+        k.elem_addr(c, first),
+    );
+    k.if_else(
+        whole,
+        |k| {
+            if width == 4 {
+                let x = k.ld_global_v4::<T>(a_at, 0, true);
+                let y = k.ld_global_v4::<T>(b_at, 0, true);
+                let z: [Reg<T>; 4] = std::array::from_fn(|e| sum(k, x[e], y[e]));
+                k.st_global_v4(c_at, 0, z);
+            } else {
+                let x = k.ld_global_v2::<T>(a_at, 0, true);
+                let y = k.ld_global_v2::<T>(b_at, 0, true);
+                let z: [Reg<T>; 2] = std::array::from_fn(|e| sum(k, x[e], y[e]));
+                k.st_global_v2(c_at, 0, z);
+            }
+        },
+        |k| {
+            for e in 0..width {
+                let i = k.add(first, e);
+                let inside = k.setp_lt(i, n);
+                let offset = (e * T::TYPE.bytes()) as i32;
+                k.if_then(inside, |k| {
+                    let x = k.ld_global_nc::<T>(a_at, offset);
+                    let y = k.ld_global_nc::<T>(b_at, offset);
+                    let z = sum(k, x, y);
+                    k.st_global(c_at, offset, z);
+                });
+            }
+        },
+    );
     k
 }
 

@@ -8,7 +8,7 @@ use ptxforge_runtime::launch::{
     Backend, Dim3, Element, KernelArg, LaunchConfig, ScalarKind, SimBackend,
 };
 use ptxforge_runtime::samples::{
-    sample_module, Sample, BLOCK, GEMM_THREADS, GEMM_TILE, HISTOGRAM_BINS, SAMPLES,
+    sample_module, vec_add_width, Sample, BLOCK, GEMM_THREADS, GEMM_TILE, HISTOGRAM_BINS, SAMPLES,
     SOFTMAX_MAX_COLS, TC_BLOCK_THREADS, TC_TILE_M, TC_TILE_N, TENSOR_CORE_SAMPLES,
 };
 use ptxforge_runtime::templates::testing::SplitMix64;
@@ -93,7 +93,32 @@ fn vec_add<T: Element + PartialEq>(dev: &SimBackend, arch: Arch, a: &[T], b: &[T
         KernelArg::buffer(&dc),
         KernelArg::U32(n),
     ];
-    launch(dev, &name, arch, blocks_for(n, 128), Dim3::x(128), 0, &args);
+    let bytes = std::mem::size_of::<T>() as u32;
+    let width = vec_add_width(bytes);
+    let threads = n.div_ceil(width);
+    launch(
+        dev,
+        &name,
+        arch,
+        blocks_for(threads, 128),
+        Dim3::x(128),
+        0,
+        &args,
+    );
+    let log = dev.take_launch_log();
+    let c = &log[0].counters;
+    // Each input element read once; per whole vector of `width` elements one load of each input
+    // and one store (16 bytes for f32 and f64, 8 for halves), per tail element three.
+    assert_eq!(
+        c.global_load_bytes,
+        u64::from(2 * n * bytes),
+        "{name}: each input element read once"
+    );
+    let accesses = 3 * u64::from(n / width + n % width);
+    assert_eq!(
+        c.instructions.mem_global, accesses,
+        "{name}: one vector access per input and output per {width} elements (n = {n})"
+    );
     dev.download(&dc).unwrap()
 }
 
