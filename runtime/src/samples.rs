@@ -5,22 +5,24 @@
 //! validator and emitter end to end. Every sample declares [`INDEX_BOUND`]; [`check_launch`]
 //! checks a launch against it.
 
+mod gemm_tiled;
 mod index_bound;
 mod tensor_core;
 
+pub use gemm_tiled::{GEMM_THREADS, GEMM_TILE, GEMM_TILE_K};
 pub use index_bound::{check_launch, SampleLaunchError, INDEX_BOUND};
 pub use tensor_core::{TC_BLOCK_THREADS, TC_STAGES, TC_TILE_K, TC_TILE_M, TC_TILE_N};
 
 use crate::arch::Arch;
-use crate::builder::{Float, KernelBuilder, ModuleBuilder, BF16, F16, F32, F64, U32};
+use crate::builder::{
+    Float, GlobalPtr, KernelBuilder, ModuleBuilder, Reg, Scalar, BF16, F16, F32, F64, U32,
+};
 use crate::ir::{AtomOp, CmpOp, MathFn, Precision, Rounding, VoteMode};
 use crate::validate::ValidationErrors;
 use index_bound::sample_kernel;
 
 /// Threads per block of the block-level samples.
 pub const BLOCK: u32 = 256;
-/// Tile edge of the tiled GEMM (a `TILE × TILE` block computes a `TILE × TILE` output tile).
-pub const GEMM_TILE: u32 = 16;
 /// Bins of the histogram sample.
 pub const HISTOGRAM_BINS: u32 = 64;
 
@@ -67,7 +69,7 @@ pub const SAMPLES: &[Sample] = &[
     },
     Sample {
         name: "gemm_tiled_f32",
-        build: gemm_tiled,
+        build: gemm_tiled::gemm_tiled,
     },
     Sample {
         name: "softmax_row_f32",
@@ -153,6 +155,42 @@ pub const TENSOR_CORE_SAMPLES: &[TargetedSample] = &[
     },
 ];
 
+/// The loaded parameters `(a, b, c, m, n, k)` of every GEMM sample:
+/// `C[M, N] (f32) = A[M, K] · B[K, N]`, A and B of `T`.
+struct GemmParams<T: Scalar> {
+    a: GlobalPtr<T>,
+    b: GlobalPtr<T>,
+    c: GlobalPtr<F32>,
+    m: Reg<U32>,
+    n: Reg<U32>,
+    k: Reg<U32>,
+}
+
+impl<T: Scalar> GemmParams<T> {
+    fn declare(k: &mut KernelBuilder) -> Self {
+        let (a, b, c) = (
+            k.param_ptr::<T>("a"),
+            k.param_ptr::<T>("b"),
+            k.param_ptr::<F32>("c"),
+        );
+        let (m, n, kk) = (
+            k.param::<U32>("m"),
+            k.param::<U32>("n"),
+            k.param::<U32>("k"),
+        );
+        let (a, b, c) = (k.global_ptr(a), k.global_ptr(b), k.global_ptr(c));
+        let (m, n, kk) = (k.load_param(m), k.load_param(n), k.load_param(kk));
+        Self {
+            a,
+            b,
+            c,
+            m,
+            n,
+            k: kk,
+        }
+    }
+}
+
 /// A module holding one sample, for `arch`.
 pub fn sample_module(sample: &Sample, arch: Arch) -> Result<String, ValidationErrors> {
     ModuleBuilder::new(arch).kernel((sample.build)(arch)).emit()
@@ -167,7 +205,20 @@ pub fn all_samples_module(arch: Arch) -> Result<String, ValidationErrors> {
     m.emit()
 }
 
-/// `c[i] = a[i] + b[i]` for `i < n`, computed in f32 for the half types.
+/// Elements of `T` one `vec_add` thread handles: a 16-byte vector of f32 or f64, 4 halves
+/// (8 bytes).
+pub const fn vec_add_width(elem_bytes: u32) -> u32 {
+    if elem_bytes == 8 {
+        2
+    } else {
+        4
+    }
+}
+
+/// `c[i] = a[i] + b[i]` for `i < n`, computed in f32 for the half types. Thread `t` handles
+/// elements `w·t .. w·t + w` ([`vec_add_width`]) with one vector load of each input and one
+/// vector store when all `w` are inside, element by element in the ragged tail; `a`, `b`, `c`
+/// must be `w`-element aligned (allocations are).
 fn vec_add<T: Float>(name: &str, arch: Arch) -> KernelBuilder {
     let mut k = sample_kernel(name, arch);
     let (a, b, c) = (
@@ -178,25 +229,54 @@ fn vec_add<T: Float>(name: &str, arch: Arch) -> KernelBuilder {
     let n = k.param::<U32>("n");
     let (a, b, c) = (k.global_ptr(a), k.global_ptr(b), k.global_ptr(c));
     let n = k.load_param(n);
-    k.for_global_index(n, |k, i| {
-        let x: crate::builder::Reg<T> = {
-            let addr = k.elem_addr(a, i);
-            k.ld_global_nc(addr, 0)
-        };
-        let y: crate::builder::Reg<T> = {
-            let addr = k.elem_addr(b, i);
-            k.ld_global_nc(addr, 0)
-        };
-        let sum = if T::TYPE.is_half() {
+    let width = vec_add_width(T::TYPE.bytes());
+    let t = k.global_index_x();
+    let first = k.mul_lo(t, width);
+    let end = k.add(first, width);
+    let whole = k.setp(CmpOp::Le, end, n);
+    let sum = |k: &mut KernelBuilder, x: Reg<T>, y: Reg<T>| -> Reg<T> {
+        if T::TYPE.is_half() {
             let (xf, yf) = (k.to_f32(x), k.to_f32(y));
             let s = k.add(xf, yf);
             k.from_f32::<T>(s)
         } else {
             k.add(x, y)
-        };
-        let addr = k.elem_addr(c, i);
-        k.st_global(addr, 0, sum);
-    });
+        }
+    };
+    let (a_at, b_at, c_at) = (
+        k.elem_addr(a, first),
+        k.elem_addr(b, first),
+        k.elem_addr(c, first),
+    );
+    k.if_else(
+        whole,
+        |k| {
+            if width == 4 {
+                let x = k.ld_global_v4::<T>(a_at, 0, true);
+                let y = k.ld_global_v4::<T>(b_at, 0, true);
+                let z: [Reg<T>; 4] = std::array::from_fn(|e| sum(k, x[e], y[e]));
+                k.st_global_v4(c_at, 0, z);
+            } else {
+                let x = k.ld_global_v2::<T>(a_at, 0, true);
+                let y = k.ld_global_v2::<T>(b_at, 0, true);
+                let z: [Reg<T>; 2] = std::array::from_fn(|e| sum(k, x[e], y[e]));
+                k.st_global_v2(c_at, 0, z);
+            }
+        },
+        |k| {
+            for e in 0..width {
+                let i = k.add(first, e);
+                let inside = k.setp_lt(i, n);
+                let offset = (e * T::TYPE.bytes()) as i32;
+                k.if_then(inside, |k| {
+                    let x = k.ld_global_nc::<T>(a_at, offset);
+                    let y = k.ld_global_nc::<T>(b_at, offset);
+                    let z = sum(k, x, y);
+                    k.st_global(c_at, offset, z);
+                });
+            }
+        },
+    );
     k
 }
 
@@ -330,82 +410,10 @@ fn histogram(arch: Arch) -> KernelBuilder {
     k
 }
 
-/// `C[M, N] = A[M, K] · B[K, N]`, row-major, f32. Block (TILE, TILE) computes one output tile,
-/// staging TILE × TILE tiles of A and B in shared memory; out-of-range elements load as zero.
-fn gemm_tiled(arch: Arch) -> KernelBuilder {
-    let t = GEMM_TILE;
-    let mut k = sample_kernel("gemm_tiled_f32", arch);
-    k.require_block([t, t, 1]);
-    let (a, b, c) = (
-        k.param_ptr::<F32>("a"),
-        k.param_ptr::<F32>("b"),
-        k.param_ptr::<F32>("c"),
-    );
-    let (m, n, kk) = (
-        k.param::<U32>("m"),
-        k.param::<U32>("n"),
-        k.param::<U32>("k"),
-    );
-    let (a, b, c) = (k.global_ptr(a), k.global_ptr(b), k.global_ptr(c));
-    let (m, n, kk) = (k.load_param(m), k.load_param(n), k.load_param(kk));
-    let tile_a = k.shared_array::<F32>("tile_a", t * t);
-    let tile_b = k.shared_array::<F32>("tile_b", t * t);
-    let (tx, ty) = (k.tid_x(), k.tid_y());
-    let (bx, by) = (k.ctaid_x(), k.ctaid_y());
-    let row = k.mad_lo(by, t, ty);
-    let col = k.mad_lo(bx, t, tx);
-    let acc = k.var::<F32>(0.0f32);
-    let my_slot = k.mad_lo(ty, t, tx);
-    let a_slot = k.shared_elem(tile_a, my_slot);
-    let b_slot = k.shared_elem(tile_b, my_slot);
-    let row_ok = k.setp_lt(row, m);
-    let col_ok = k.setp_lt(col, n);
-    k.for_range(0u32, kk, t, |k, k0| {
-        k.comment("stage one tile of A and B (zero outside the matrices)");
-        let a_col = k.add(k0, tx);
-        let a_col_ok = k.setp_lt(a_col, kk);
-        let a_ok = k.and_pred(row_ok, a_col_ok);
-        let a_val = k.var::<F32>(0.0f32);
-        k.if_then(a_ok, |k| {
-            let idx = k.mad_lo(row, kk, a_col);
-            let addr = k.elem_addr(a, idx);
-            let v = k.ld_global_nc::<F32>(addr, 0);
-            k.assign(a_val, v);
-        });
-        k.st_shared(a_slot, 0, a_val);
-        let b_row = k.add(k0, ty);
-        let b_row_ok = k.setp_lt(b_row, kk);
-        let b_ok = k.and_pred(b_row_ok, col_ok);
-        let b_val = k.var::<F32>(0.0f32);
-        k.if_then(b_ok, |k| {
-            let idx = k.mad_lo(b_row, n, col);
-            let addr = k.elem_addr(b, idx);
-            let v = k.ld_global_nc::<F32>(addr, 0);
-            k.assign(b_val, v);
-        });
-        k.st_shared(b_slot, 0, b_val);
-        k.bar_sync();
-        k.comment("multiply the staged tiles");
-        let a_row_base = k.mul_lo(ty, t);
-        let a_row_addr = k.shared_elem(tile_a, a_row_base);
-        let b_col_addr = k.shared_elem(tile_b, tx);
-        for kk_i in 0..t {
-            let av = k.ld_shared::<F32>(a_row_addr, (kk_i * 4) as i32);
-            let bv = k.ld_shared::<F32>(b_col_addr, (kk_i * t * 4) as i32);
-            k.fma_into(acc, av, bv, acc);
-        }
-        k.bar_sync();
-    });
-    let ok = k.and_pred(row_ok, col_ok);
-    k.if_then(ok, |k| {
-        let idx = k.mad_lo(row, n, col);
-        let addr = k.elem_addr(c, idx);
-        k.st_global(addr, 0, acc);
-    });
-    k
-}
-
 /// Row softmax of `x [rows, cols]`: one warp per row, max-subtracted, `exp` via `ex2.approx`.
+/// A row of up to [`SOFTMAX_MAX_COLS`] columns is read once into registers (lane `l` holds
+/// columns `l + 32·s`); a longer one streams through global memory in three passes (maximum,
+/// sum, normalise), so every row is written whatever its length.
 fn softmax_row(arch: Arch) -> KernelBuilder {
     let mut k = sample_kernel("softmax_row_f32", arch);
     k.require_block([32, 1, 1]);
@@ -418,7 +426,71 @@ fn softmax_row(arch: Arch) -> KernelBuilder {
     let row_start = k.mul_lo(row, cols);
     let xr = k.offset_ptr(x, row_start);
     let yr = k.offset_ptr(y, row_start);
-    k.comment("row maximum");
+    let fits = k.setp(CmpOp::Le, cols, SOFTMAX_MAX_COLS);
+    k.if_else(
+        fits,
+        |k| softmax_held(k, cols, lane, xr, yr),
+        |k| softmax_streamed(k, cols, lane, xr, yr),
+    );
+    k
+}
+
+/// The row held in registers: one global read per element.
+fn softmax_held(
+    k: &mut KernelBuilder,
+    cols: Reg<U32>,
+    lane: Reg<U32>,
+    xr: GlobalPtr<F32>,
+    yr: GlobalPtr<F32>,
+) {
+    let xl = k.elem_addr(xr, lane);
+    let yl = k.elem_addr(yr, lane);
+    // Slot `s` holds column `lane + 32·s`, which exists iff `s < (cols + 31 − lane) / 32`.
+    let with_slack = k.add(cols, 31u32);
+    let with_slack = k.sub(with_slack, lane);
+    let slots = k.shr(with_slack, 5u32);
+    let held: Vec<Reg<F32>> = (0..SOFTMAX_SLOTS).map(|_| k.reg::<F32>()).collect();
+    k.comment("read the row once; row maximum");
+    let m = k.var::<F32>(f32::NEG_INFINITY);
+    for_each_slot(k, slots, |k, s| {
+        let v = k.ld_global_nc::<F32>(xl, slot_offset(s));
+        k.assign(held[s as usize], v);
+        k.max_into(m, m, v);
+    });
+    let m = k.warp_max_f32(m);
+    k.comment("exponentials and their sum");
+    let sum = k.var::<F32>(0.0f32);
+    for_each_slot(k, slots, |k, s| {
+        let v = held[s as usize];
+        let d = k.sub(v, m);
+        let e = k.exp_approx(d);
+        k.assign(v, e);
+        k.add_into(sum, sum, e);
+    });
+    let sum = k.warp_sum_f32(sum);
+    let inv = k.math(MathFn::Rcp, sum, Precision::Rounded(Rounding::Rn));
+    k.comment("normalise");
+    for_each_slot(k, slots, |k, s| {
+        let p = k.mul(held[s as usize], inv);
+        k.st_global(yl, slot_offset(s), p);
+    });
+}
+
+/// A row longer than the registers hold: three strided passes over global memory.
+fn softmax_streamed(
+    k: &mut KernelBuilder,
+    cols: Reg<U32>,
+    lane: Reg<U32>,
+    xr: GlobalPtr<F32>,
+    yr: GlobalPtr<F32>,
+) {
+    let exp_of = |k: &mut KernelBuilder, j: Reg<U32>, m: Reg<F32>| {
+        let addr = k.elem_addr(xr, j);
+        let v = k.ld_global_nc::<F32>(addr, 0);
+        let d = k.sub(v, m);
+        k.exp_approx(d)
+    };
+    k.comment("long row: maximum");
     let m = k.var::<F32>(f32::NEG_INFINITY);
     k.for_range(lane, cols, 32u32, |k, j| {
         let addr = k.elem_addr(xr, j);
@@ -426,28 +498,47 @@ fn softmax_row(arch: Arch) -> KernelBuilder {
         k.max_into(m, m, v);
     });
     let m = k.warp_max_f32(m);
-    k.comment("sum of exponentials");
-    let s = k.var::<F32>(0.0f32);
+    k.comment("long row: sum of exponentials");
+    let sum = k.var::<F32>(0.0f32);
     k.for_range(lane, cols, 32u32, |k, j| {
-        let addr = k.elem_addr(xr, j);
-        let v = k.ld_global_nc::<F32>(addr, 0);
-        let d = k.sub(v, m);
-        let e = k.exp_approx(d);
-        k.add_into(s, s, e);
+        let e = exp_of(k, j, m);
+        k.add_into(sum, sum, e);
     });
-    let s = k.warp_sum_f32(s);
-    let inv = k.math(MathFn::Rcp, s, Precision::Rounded(Rounding::Rn));
-    k.comment("normalise");
+    let sum = k.warp_sum_f32(sum);
+    let inv = k.math(MathFn::Rcp, sum, Precision::Rounded(Rounding::Rn));
+    k.comment("long row: normalise");
     k.for_range(lane, cols, 32u32, |k, j| {
-        let addr = k.elem_addr(xr, j);
-        let v = k.ld_global_nc::<F32>(addr, 0);
-        let d = k.sub(v, m);
-        let e = k.exp_approx(d);
+        let e = exp_of(k, j, m);
         let p = k.mul(e, inv);
         let out = k.elem_addr(yr, j);
         k.st_global(out, 0, p);
     });
-    k
+}
+
+/// Registers per lane holding a softmax row.
+const SOFTMAX_SLOTS: u32 = 32;
+/// Longest row `softmax_row_f32` takes (32 columns per lane register).
+pub const SOFTMAX_MAX_COLS: u32 = 32 * SOFTMAX_SLOTS;
+
+/// Byte offset of slot `s` (column `lane + 32·s`) from the lane's first column.
+fn slot_offset(s: u32) -> i32 {
+    (s * 32 * 4) as i32
+}
+
+/// Runs `body(s)` for the slots `s < slots` (ascending, unrolled): each slot is one compare and
+/// branch past the rest, so a short row pays only for the slots it has.
+fn for_each_slot(
+    k: &mut KernelBuilder,
+    slots: Reg<U32>,
+    mut body: impl FnMut(&mut KernelBuilder, u32),
+) {
+    let done = k.label("slots_done");
+    for s in 0..SOFTMAX_SLOTS {
+        let past = k.setp(CmpOp::Le, slots, s);
+        k.bra_if(past, false, done);
+        body(k, s);
+    }
+    k.place(done);
 }
 
 /// Per warp: `counts[warp] = #{lanes with x > 0}` via `vote.sync.ballot` and `popc`; also

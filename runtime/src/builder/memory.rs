@@ -250,10 +250,25 @@ impl KernelBuilder {
 
     /// `st.global.v4.T`.
     pub fn st_global_v4<T: Scalar>(&mut self, addr: Reg<U64>, offset: i32, v: [Reg<T>; 4]) {
+        self.st_global_vec(addr, offset, VecWidth::V4, &v);
+    }
+
+    /// `st.global.v2.T`.
+    pub fn st_global_v2<T: Scalar>(&mut self, addr: Reg<U64>, offset: i32, v: [Reg<T>; 2]) {
+        self.st_global_vec(addr, offset, VecWidth::V2, &v);
+    }
+
+    fn st_global_vec<T: Scalar>(
+        &mut self,
+        addr: Reg<U64>,
+        offset: i32,
+        vec: VecWidth,
+        v: &[Reg<T>],
+    ) {
         let op = Op::St {
             space: Space::Global,
             ty: T::MOVE_TYPE,
-            vec: VecWidth::V4,
+            vec,
         };
         self.push(
             op,

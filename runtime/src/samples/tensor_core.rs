@@ -25,6 +25,7 @@
 //! out-of-bounds address; outputs are stored only inside `M × N`.
 
 use super::index_bound::sample_kernel;
+use super::GemmParams;
 use crate::arch::Arch;
 use crate::builder::{
     FragA, FragB, FragC, GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Pred, Reg, Scalar,
@@ -57,12 +58,7 @@ const WARP_TILE: u32 = 32;
 /// Everything the phases of one GEMM kernel share: parameters, shared tiles and this thread's
 /// place in the block.
 struct Gemm<T: PackedHalf> {
-    a: GlobalPtr<T>,
-    b: GlobalPtr<T>,
-    c: GlobalPtr<F32>,
-    m: Reg<U32>,
-    n: Reg<U32>,
-    k: Reg<U32>,
+    p: GemmParams<T>,
     a_tiles: SharedArr<T>,
     b_tiles: SharedArr<T>,
     lane: Reg<U32>,
@@ -141,18 +137,7 @@ impl<T: PackedHalf> Gemm<T> {
     /// Declares parameters and shared tiles (`stages` copies of each) and locates the thread.
     fn setup(k: &mut KernelBuilder, stages: u32) -> Self {
         k.require_block([TC_BLOCK_THREADS, 1, 1]);
-        let (a, b, c) = (
-            k.param_ptr::<T>("a"),
-            k.param_ptr::<T>("b"),
-            k.param_ptr::<F32>("c"),
-        );
-        let (m, n, kk) = (
-            k.param::<U32>("m"),
-            k.param::<U32>("n"),
-            k.param::<U32>("k"),
-        );
-        let (a, b, c) = (k.global_ptr(a), k.global_ptr(b), k.global_ptr(c));
-        let (m, n, kk) = (k.load_param(m), k.load_param(n), k.load_param(kk));
+        let p = GemmParams::<T>::declare(k);
         let a_tiles = k.shared_array::<T>("a_tiles", stages * A_TILE_ELEMS);
         let b_tiles = k.shared_array::<T>("b_tiles", stages * B_TILE_ELEMS);
         let tid = k.tid_x();
@@ -168,12 +153,7 @@ impl<T: PackedHalf> Gemm<T> {
         let b_chunks =
             ChunkPlace::all::<T>(k, tid, (TC_TILE_K, TC_TILE_N, B_STRIDE), false, block_col);
         Self {
-            a,
-            b,
-            c,
-            m,
-            n,
-            k: kk,
+            p,
             a_tiles,
             b_tiles,
             lane,
@@ -188,7 +168,7 @@ impl<T: PackedHalf> Gemm<T> {
 
     /// `ceil(K / TC_TILE_K)`.
     fn k_tiles(&self, k: &mut KernelBuilder) -> Reg<U32> {
-        let rounded = k.add(self.k, TC_TILE_K - 1);
+        let rounded = k.add(self.p.k, TC_TILE_K - 1);
         k.div_int(rounded, TC_TILE_K)
     }
 
@@ -221,8 +201,8 @@ impl<T: PackedHalf> Gemm<T> {
             let at = (c.fixed, gcol);
             out.push(chunk_copy(
                 k,
-                self.a,
-                (self.m, self.k),
+                self.p.a,
+                (self.p.m, self.p.k),
                 at,
                 a_stage,
                 c.slot_bytes,
@@ -233,8 +213,8 @@ impl<T: PackedHalf> Gemm<T> {
             let at = (grow, c.fixed);
             out.push(chunk_copy(
                 k,
-                self.b,
-                (self.k, self.n),
+                self.p.b,
+                (self.p.k, self.p.n),
                 at,
                 b_stage,
                 c.slot_bytes,
@@ -321,15 +301,15 @@ impl<T: PackedHalf> Gemm<T> {
                 let regs = frag.f32_regs();
                 for half in 0..2u32 {
                     let row = k.add(row_base, mi as u32 * 16 + half * 8);
-                    let row_ok = k.setp_lt(row, self.m);
+                    let row_ok = k.setp_lt(row, self.p.m);
                     for j in 0..2u32 {
                         let col = k.add(col_base, ni as u32 * 8 + j);
-                        let col_ok = k.setp_lt(col, self.n);
+                        let col_ok = k.setp_lt(col, self.p.n);
                         let ok = k.and_pred(row_ok, col_ok);
                         let v = regs[(2 * half + j) as usize];
                         k.if_then(ok, |k| {
-                            let index = k.mad_lo(row, self.n, col);
-                            let addr = k.elem_addr(self.c, index);
+                            let index = k.mad_lo(row, self.p.n, col);
+                            let addr = k.elem_addr(self.p.c, index);
                             k.st_global(addr, 0, v);
                         });
                     }

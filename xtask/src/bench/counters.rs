@@ -495,8 +495,8 @@ pub fn same_shapes_section(md: &mut String) -> Result<()> {
 pub fn tensor_core_section(md: &mut String) -> Result<()> {
     use ptxforge_runtime::launch::{Dim3, LaunchConfig};
     use ptxforge_runtime::samples::{
-        sample_module, Sample, GEMM_TILE, SAMPLES, TC_BLOCK_THREADS, TC_TILE_M, TC_TILE_N,
-        TENSOR_CORE_SAMPLES,
+        sample_module, Sample, GEMM_THREADS, GEMM_TILE, SAMPLES, TC_BLOCK_THREADS, TC_TILE_M,
+        TC_TILE_N, TENSOR_CORE_SAMPLES,
     };
     let (m, n, k) = (128u32, 128u32, 256u32);
     let mut rng = SplitMix64::new(16);
@@ -535,8 +535,8 @@ pub fn tensor_core_section(md: &mut String) -> Result<()> {
         run(
             tiled,
             Arch::Sm80,
-            Dim3::new(n / GEMM_TILE, m / GEMM_TILE, 1),
-            Dim3::new(GEMM_TILE, GEMM_TILE, 1),
+            Dim3::new(n.div_ceil(GEMM_TILE), m.div_ceil(GEMM_TILE), 1),
+            Dim3::x(GEMM_THREADS),
         )?,
     )];
     for t in TENSOR_CORE_SAMPLES

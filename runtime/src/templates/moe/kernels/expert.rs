@@ -17,7 +17,7 @@ use crate::builder::{KernelBuilder, U32};
 
 use super::common::MoeElem;
 use super::gemm::{
-    gathered_rows, permuted_rows, reduction_loop, silu_times, store_outputs, tile_coords, tile_k,
+    gathered_rows, permuted_rows, reduction_loop, silu_times, store_outputs, tile_coords,
     weight_rows, zero_accumulators, Schedule, GEMM_THREADS,
 };
 use super::MoeShape;
@@ -51,7 +51,7 @@ pub(crate) fn build_linear<T: MoeElem>(shape: &MoeShape, k: &mut KernelBuilder) 
         offsets,
         work_items,
     };
-    let tile = tile_coords(k, schedule, capacity, tile_k::<T>());
+    let tile = tile_coords::<T>(k, schedule, capacity);
     let a_rows = gathered_rows(k, &tile, token_ids, tokens, shape.hidden);
     let b_rows = weight_rows(k, &tile, shape.expert_dim, shape.hidden);
     let acc = zero_accumulators::<T::Acc>(k);
@@ -92,7 +92,7 @@ pub(crate) fn build_swiglu_up<T: MoeElem>(shape: &MoeShape, k: &mut KernelBuilde
         offsets,
         work_items,
     };
-    let tile = tile_coords(k, schedule, capacity, tile_k::<T>());
+    let tile = tile_coords::<T>(k, schedule, capacity);
     let a_rows = gathered_rows(k, &tile, token_ids, tokens, shape.hidden);
     let b_rows = weight_rows(k, &tile, shape.expert_dim, shape.hidden);
     let accs = [
@@ -140,7 +140,7 @@ pub(crate) fn build_swiglu_down<T: MoeElem>(shape: &MoeShape, k: &mut KernelBuil
         offsets,
         work_items,
     };
-    let tile = tile_coords(k, schedule, capacity, tile_k::<T>());
+    let tile = tile_coords::<T>(k, schedule, capacity);
     let a_rows = permuted_rows(k, &tile, shape.expert_dim);
     let b_rows = weight_rows(k, &tile, shape.hidden, shape.expert_dim);
     let accs = [zero_accumulators::<T::Acc>(k)];

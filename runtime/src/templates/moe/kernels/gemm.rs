@@ -3,24 +3,31 @@
 //!
 //! Both operands are contiguous along the reduction dimension (`A` rows are token rows or
 //! permuted rows, `B` rows are weight rows `W[e, n, :]`), so:
-//! - **Loads**: a warp loads `TILE_K` consecutive elements of one row (f32: 128 bytes, f16/bf16:
-//!   64 bytes, f64 with `TILE_K = 16`: two rows of 128 bytes): whole sectors, coalesced.
-//!   Elements outside the matrices (rows past the bin's count or `N`, columns past the
-//!   reduction length) load as zero by predication.
+//! - **Loads**: each thread stages quads: `TILE_K / 8` consecutive elements of one row (f32:
+//!   16 bytes, `ld.global.nc.v4`; f16/bf16: 8 bytes, `.v4.b16`; f64 with `TILE_K = 16`: 16
+//!   bytes, `.v2`), 8 quads per tile row, two rows per thread. A warp reads one whole 32-byte
+//!   sector of each of its rows (16 rows × 2 quads, or 8 rows × 4 quads for halves). When the reduction length is not a
+//!   multiple of the quad, quads are loaded element by element. Elements outside the matrices
+//!   (rows past the bin's count or `N`, columns past the reduction length) load as zero by
+//!   predication.
 //! - **Shared layout**: tiles are stored transposed, `tile[kk][row]`, in the compute type, with
-//!   rows padded to `TILE_M + 1` so the transposing stores of a warp (32 consecutive `kk`, one
-//!   row) hit 32 different banks.
+//!   rows padded to `TILE_M + 4` (16-byte aligned rows for the quad reads). A warp's
+//!   transposing stores of element `e` land on bank `(16·q + 4·e + row) mod 32` (f32 compute):
+//!   32 different banks with 2 quads per row (`16·(l mod 2) + l / 2`); 16 with 4 quads per row
+//!   (halves: a 2-way conflict, the price of whole-sector global reads).
 //! - **Inner loop**: thread `(tx, ty)` of the 16 × 16 block owns outputs
-//!   `(ty + 16i, tx + 16j)`, `i, j < 4`. Per `kk` it reads 4 `A` values (two distinct words per
-//!   warp: broadcast) and 4 `B` values (16 consecutive words per warp) — one wavefront each —
-//!   and does 16 FMAs into register accumulators.
+//!   `(4·ty + i, 4·tx + j)`, `i, j < 4` in f32 compute (`(ty + 16i, tx + 16j)` in f64, see
+//!   [`own_step`]). Per `kk` it reads its 4 `A` values and 4 `B` values as one `ld.shared.v4`
+//!   each (f64: 4 scalar reads, 16 consecutive doubles per warp) and does 16 FMAs into register
+//!   accumulators. Outputs are stored as quads (`st.global.v4`) when `N` is a multiple of 4 and
+//!   the columns are adjacent.
 //!
 //! Grouped: one launch covers every expert. Block `x` takes work item `x` of the list
 //! `moe_schedule` built from the counts (see [`super::schedule`]), so only row tiles holding
 //! routed rows are computed; the loop over the reduction dimension is block-uniform, and a block
 //! past the list skips it and the stores as a whole (both barriers stay uniform).
 
-use crate::builder::{Float, GlobalPtr, KernelBuilder, Pred, Reg, Scalar, SharedArr, U32};
+use crate::builder::{Float, GlobalPtr, KernelBuilder, Pred, Reg, Scalar, SharedArr, U32, U64};
 
 use super::common::{narrow, widen, MoeElem};
 
@@ -34,6 +41,14 @@ pub const TILE_N: u32 = 64;
 const PER_THREAD: u32 = 4;
 /// Thread grid edge (16).
 const EDGE: u32 = TILE_M / PER_THREAD;
+/// Padded row of a transposed shared tile (compute-type elements).
+const SHARED_STRIDE: u32 = TILE_M + 4;
+/// Quads per staged tile row (a quad is `TILE_K / 8` elements).
+const QUADS_PER_ROW: u32 = 8;
+/// Tile rows one loader pass covers.
+const ROWS_PER_PASS: u32 = GEMM_THREADS / QUADS_PER_ROW;
+/// Loader passes per tile.
+const PASSES: u32 = TILE_M / ROWS_PER_PASS;
 
 /// Reduction step: 32 elements (16 for f64, to keep the swiglu kernel's three tiles small).
 pub(crate) fn tile_k<T: MoeElem>() -> u32 {
@@ -58,21 +73,21 @@ pub(crate) struct Tile {
     pub capacity: Reg<U32>,
     /// Permuted row of the bin's slot 0 (`offsets[e]`).
     pub out_start: Reg<U32>,
-    tx: Reg<U32>,
-    ty: Reg<U32>,
-    /// Loader position: element `kk` of rows `r0 + i · rows_per_pass`.
+    /// First of this thread's 4 output rows and columns in the tile, and the distance between
+    /// them (see [`own_step`]).
+    row_in_tile: Reg<U32>,
+    col_in_tile: Reg<U32>,
+    own_step: u32,
+    /// Loader position: the quad starting at element `kk` of rows `r0 + i · ROWS_PER_PASS`.
     kk: Reg<U32>,
     r0: Reg<U32>,
     tile_k: u32,
 }
 
 impl Tile {
-    fn rows_per_pass(&self) -> u32 {
-        GEMM_THREADS / self.tile_k
-    }
-
-    fn passes(&self) -> u32 {
-        TILE_M / self.rows_per_pass()
+    /// Elements per staged quad.
+    fn quad(&self) -> u32 {
+        self.tile_k / QUADS_PER_ROW
     }
 }
 
@@ -136,18 +151,54 @@ pub(crate) fn work_item(k: &mut KernelBuilder, schedule: Schedule) -> WorkItem {
     }
 }
 
-/// [`work_item`] plus the CUDA-core thread layout.
-pub(crate) fn tile_coords(
+/// Distance between a thread's 4 output rows (and columns): adjacent (`4·ty + i`) in f32
+/// compute, so 4 values are one `ld.shared.v4`; 16 apart (`ty + 16·i`) in f64 compute, where
+/// there is no 4-wide load and adjacent 8-byte columns would put a warp's 16 `tx` 32 bytes
+/// apart (a 4-way bank conflict) instead of on 16 consecutive doubles.
+fn own_step<A: Float>() -> u32 {
+    if A::TYPE.bytes() == 4 {
+        1
+    } else {
+        EDGE
+    }
+}
+
+/// [`work_item`] plus the CUDA-core thread layout for storage type `T`.
+pub(crate) fn tile_coords<T: MoeElem>(
     k: &mut KernelBuilder,
     schedule: Schedule,
     capacity: Reg<U32>,
-    tile_k: u32,
 ) -> Tile {
+    let tile_k = tile_k::<T>();
+    let own_step = own_step::<T::Acc>();
     let tid = k.tid_x();
     let tx = k.and(tid, EDGE - 1);
     let ty = k.shr(tid, EDGE.trailing_zeros());
-    let kk = k.and(tid, tile_k - 1);
-    let r0 = k.shr(tid, tile_k.trailing_zeros());
+    // First owned row/column: 4·ty when adjacent, ty when 16 apart.
+    let spread = if own_step == 1 { PER_THREAD } else { 1 };
+    let row_in_tile = k.mul_lo(ty, spread);
+    let col_in_tile = k.mul_lo(tx, spread);
+    // A warp covers one 32-byte sector of each of its rows: `lanes` adjacent quads per row
+    // (2 of 16 bytes, or 4 of 8), `32 / lanes` rows; `QUADS_PER_ROW / lanes` warps side by side.
+    // Lane l of warp w: quad `l mod lanes + lanes·(w mod side)`, row `l / lanes + rows·(w / side)`.
+    let quad_bytes = tile_k / QUADS_PER_ROW * T::TYPE.bytes();
+    let lanes = (32 / quad_bytes).clamp(1, QUADS_PER_ROW);
+    let side = QUADS_PER_ROW / lanes;
+    let lane = k.and(tid, 31u32);
+    let warp = k.shr(tid, 5u32);
+    let first_quad = {
+        let w = k.and(warp, side - 1);
+        k.mul_lo(w, lanes)
+    };
+    let lane_quad = k.and(lane, lanes - 1);
+    let quad = k.add(first_quad, lane_quad);
+    let kk = k.mul_lo(quad, tile_k / QUADS_PER_ROW);
+    let first_row = {
+        let w = k.shr(warp, side.trailing_zeros());
+        k.mul_lo(w, 32 / lanes)
+    };
+    let lane_row = k.shr(lane, lanes.trailing_zeros());
+    let r0 = k.add(first_row, lane_row);
     let WorkItem {
         expert,
         m0,
@@ -162,8 +213,9 @@ pub(crate) fn tile_coords(
         count,
         capacity,
         out_start,
-        tx,
-        ty,
+        row_in_tile,
+        col_in_tile,
+        own_step,
         kk,
         r0,
         tile_k,
@@ -197,8 +249,8 @@ impl Tile {
             base: Vec::new(),
             valid: Vec::new(),
         };
-        for i in 0..self.passes() {
-            let r = k.add(self.r0, i * self.rows_per_pass());
+        for i in 0..PASSES {
+            let r = k.add(self.r0, i * ROWS_PER_PASS);
             let (base, valid) = row(k, r);
             rows.base.push(base);
             rows.valid.push(valid);
@@ -295,17 +347,19 @@ pub(crate) fn weight_rows(
     tile.loader_rows(k, |k, r| weight_row(k, &item, n_total, len, r))
 }
 
-/// A shared tile `[TILE_K][TILE_M + 1]` in the compute type.
+/// A shared tile `[TILE_K][TILE_M + 4]` in the compute type.
 pub(crate) fn shared_tile<A: Float>(
     k: &mut KernelBuilder,
     name: &str,
     tile_k: u32,
 ) -> SharedArr<A> {
-    k.shared_array::<A>(name, tile_k * (TILE_M + 1))
+    k.shared_array::<A>(name, tile_k * SHARED_STRIDE)
 }
 
-/// Stages columns `k0 .. k0 + TILE_K` of the loader rows: `tile[kk][r] = src[base_r + k0 + kk]`,
-/// zero outside the matrix.
+/// Stages columns `k0 .. k0 + TILE_K` of the loader rows: `tile[kk + e][r] = src[base_r + k0 +
+/// kk + e]` for the thread's quad, zero outside the matrix. One vector load per quad when `len`
+/// is a multiple of the quad (so a quad starting inside a row ends inside it), else one load
+/// per element.
 pub(crate) fn stage_tile<T: MoeElem>(
     k: &mut KernelBuilder,
     tile: &Tile,
@@ -315,23 +369,72 @@ pub(crate) fn stage_tile<T: MoeElem>(
     k0: Reg<U32>,
     len: u32,
 ) {
+    let quad = tile.quad();
     let col = k.add(k0, tile.kk);
     let col_ok = k.setp_lt(col, len);
-    let slot = k.mad_lo(tile.kk, TILE_M + 1, tile.r0);
+    let slot = k.mad_lo(tile.kk, SHARED_STRIDE, tile.r0);
     let store = k.shared_elem(smem, slot);
     let elem = T::Acc::TYPE.bytes();
     for (i, (&base, &row_ok)) in rows.base.iter().zip(&rows.valid).enumerate() {
-        let ok = k.and_pred(row_ok, col_ok);
-        let value = super::common::constant::<T::Acc>(k, 0.0);
-        k.if_then(ok, |k| {
-            let index = k.add(base, col);
-            let addr = k.elem_addr(src, index);
-            let raw = k.ld_global_nc::<T>(addr, 0);
-            let v = widen(k, raw);
-            k.assign(value, v);
-        });
-        let offset = i as u32 * tile.rows_per_pass() * elem;
-        k.st_shared(store, offset as i32, value);
+        let values: Vec<Reg<T::Acc>> = (0..quad)
+            .map(|_| super::common::constant::<T::Acc>(k, 0.0))
+            .collect();
+        let index = k.add(base, col);
+        if len.is_multiple_of(quad) {
+            let ok = k.and_pred(row_ok, col_ok);
+            k.if_then(ok, |k| {
+                let addr = k.elem_addr(src, index);
+                let raw = load_quad::<T>(k, addr, quad);
+                for (&d, r) in values.iter().zip(raw) {
+                    let v = widen(k, r);
+                    k.assign(d, v);
+                }
+            });
+        } else {
+            for (e, &d) in values.iter().enumerate() {
+                let col_e = k.add(col, e as u32);
+                let col_e_ok = k.setp_lt(col_e, len);
+                let ok = k.and_pred(row_ok, col_e_ok);
+                k.if_then(ok, |k| {
+                    let addr = k.elem_addr(src, index);
+                    let raw = k.ld_global_nc::<T>(addr, (e as u32 * T::TYPE.bytes()) as i32);
+                    let v = widen(k, raw);
+                    k.assign(d, v);
+                });
+            }
+        }
+        let row_offset = i as u32 * ROWS_PER_PASS * elem;
+        for (e, &v) in values.iter().enumerate() {
+            let offset = row_offset + e as u32 * SHARED_STRIDE * elem;
+            k.st_shared(store, offset as i32, v);
+        }
+    }
+}
+
+/// `quad` (4 or 2) consecutive elements at `addr` with one `ld.global.nc.v4` / `.v2`.
+fn load_quad<T: MoeElem>(k: &mut KernelBuilder, addr: Reg<U64>, quad: u32) -> Vec<Reg<T>> {
+    if quad == 4 {
+        k.ld_global_v4::<T>(addr, 0, true).to_vec()
+    } else {
+        k.ld_global_v2::<T>(addr, 0, true).to_vec()
+    }
+}
+
+/// The thread's four values of a shared row ([`own_step`] apart): one `ld.shared.v4` when
+/// adjacent, four loads otherwise.
+fn read_four<A: Float>(
+    k: &mut KernelBuilder,
+    tile: &Tile,
+    addr: Reg<U32>,
+    offset: i32,
+) -> Vec<Reg<A>> {
+    if tile.own_step == 1 {
+        k.ld_shared_v4::<A>(addr, offset).to_vec()
+    } else {
+        let step = (tile.own_step * A::TYPE.bytes()) as i32;
+        (0..PER_THREAD as i32)
+            .map(|e| k.ld_shared::<A>(addr, offset + e * step))
+            .collect()
     }
 }
 
@@ -346,7 +449,7 @@ pub(crate) fn zero_accumulators<A: Float>(k: &mut KernelBuilder) -> Vec<Vec<Reg<
         .collect()
 }
 
-/// `acc_b[i][j] += Σ_kk a_tile[kk][ty + 16i] · b_tile_b[kk][tx + 16j]` for every `B` operand
+/// `acc_b[i][j] += Σ_kk a_tile[kk][row_i] · b_tile_b[kk][col_j]` for every `B` operand
 /// (the swiglu up-projection shares the `A` values between two weight tiles).
 pub(crate) fn multiply_tiles<A: Float>(
     k: &mut KernelBuilder,
@@ -356,17 +459,16 @@ pub(crate) fn multiply_tiles<A: Float>(
     accs: &[Vec<Vec<Reg<A>>>],
 ) {
     let elem = A::TYPE.bytes();
-    let a_read = k.shared_elem(a_tile, tile.ty);
-    let b_reads: Vec<Reg<U32>> = b_tiles.iter().map(|&b| k.shared_elem(b, tile.tx)).collect();
+    let a_read = k.shared_elem(a_tile, tile.row_in_tile);
+    let b_reads: Vec<Reg<U32>> = b_tiles
+        .iter()
+        .map(|&b| k.shared_elem(b, tile.col_in_tile))
+        .collect();
     for kk in 0..tile.tile_k {
-        let row_offset = kk * (TILE_M + 1);
-        let a: Vec<Reg<A>> = (0..PER_THREAD)
-            .map(|i| k.ld_shared::<A>(a_read, ((row_offset + EDGE * i) * elem) as i32))
-            .collect();
+        let row_offset = (kk * SHARED_STRIDE * elem) as i32;
+        let a = read_four::<A>(k, tile, a_read, row_offset);
         for (&b_read, acc) in b_reads.iter().zip(accs) {
-            let b: Vec<Reg<A>> = (0..PER_THREAD)
-                .map(|j| k.ld_shared::<A>(b_read, ((row_offset + EDGE * j) * elem) as i32))
-                .collect();
+            let b = read_four::<A>(k, tile, b_read, row_offset);
             for (i, &av) in a.iter().enumerate() {
                 for (j, &bv) in b.iter().enumerate() {
                     let d = acc[i][j];
@@ -410,9 +512,10 @@ pub(crate) fn reduction_loop<T: MoeElem>(
     });
 }
 
-/// Writes the thread's outputs `out[(offsets[e] + m0 + ty + 16i) · N + n0 + tx + 16j] = f(i, j)`
-/// for routed slots (`< counts[e]`, so packed bins never write into their neighbours) and
-/// in-range columns.
+/// Writes the thread's outputs `out[(offsets[e] + m0 + row_i) · N + n0 + col_j] = f(i, j)` for
+/// routed slots (`< counts[e]`, so packed bins never write into their neighbours) and in-range
+/// columns: one `st.global.v4` per row when the columns are adjacent and `N` a multiple of 4
+/// (the 4 columns are then all inside or all outside), else element by element.
 pub(crate) fn store_outputs<T: MoeElem>(
     k: &mut KernelBuilder,
     tile: &Tile,
@@ -422,24 +525,38 @@ pub(crate) fn store_outputs<T: MoeElem>(
 ) {
     k.comment("store the output tile");
     let bin_start = tile.out_start;
+    let step = tile.own_step;
+    let vector = step == 1 && n_total.is_multiple_of(PER_THREAD);
+    let n = k.add(tile.n0, tile.col_in_tile);
+    let first_row = k.add(tile.m0, tile.row_in_tile);
     for i in 0..PER_THREAD {
-        let m_in_tile = k.add(tile.ty, EDGE * i);
-        let slot = k.add(tile.m0, m_in_tile);
+        let slot = k.add(first_row, i * step);
         let slot_ok = k.setp_lt(slot, tile.count);
         let row = k.add(bin_start, slot);
-        let row_start = k.mul_lo(row, n_total);
-        for j in 0..PER_THREAD {
-            let n_in_tile = k.add(tile.tx, EDGE * j);
-            let n = k.add(tile.n0, n_in_tile);
+        let index = k.mad_lo(row, n_total, n);
+        let values: Vec<Reg<T::Acc>> = (0..PER_THREAD as usize)
+            .map(|j| value(k, i as usize, j))
+            .collect();
+        if vector {
             let n_ok = k.setp_lt(n, n_total);
             let ok = k.and_pred(slot_ok, n_ok);
-            let v = value(k, i as usize, j as usize);
             k.if_then(ok, |k| {
-                let stored = narrow::<T>(k, v);
-                let index = k.add(row_start, n);
+                let stored: [Reg<T>; 4] = std::array::from_fn(|j| narrow::<T>(k, values[j]));
                 let addr = k.elem_addr(out, index);
-                k.st_global(addr, 0, stored);
+                k.st_global_v4(addr, 0, stored);
             });
+        } else {
+            for (j, &v) in values.iter().enumerate() {
+                let column = j as u32 * step;
+                let n_j = k.add(n, column);
+                let n_ok = k.setp_lt(n_j, n_total);
+                let ok = k.and_pred(slot_ok, n_ok);
+                k.if_then(ok, |k| {
+                    let stored = narrow::<T>(k, v);
+                    let addr = k.elem_addr(out, index);
+                    k.st_global(addr, (column * T::TYPE.bytes()) as i32, stored);
+                });
+            }
         }
     }
 }

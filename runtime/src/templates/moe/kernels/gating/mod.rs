@@ -10,7 +10,9 @@
 //!   [`GATING_BLOCK`] tokens, grid `ceil(T / GATING_BLOCK)`, the block's logits staged through
 //!   shared memory with coalesced loads.
 //!
-//! The logits are only read.
+//! The logits are only read, each once: in the warp mapping a lane holds its experts' logits
+//! in registers for every selection round and the softmax sum (only the `K` picked logits are
+//! read again, by the lanes writing their weights).
 //!
 //! Selection compares logits (the softmax is strictly increasing, so this is the probability
 //! order without rounding collisions) in the total order "larger logit first, then lower
@@ -53,6 +55,60 @@ struct TokenRow<T: MoeElem> {
     indices: GlobalPtr<U32>,
     weights: GlobalPtr<T>,
     lane: Reg<U32>,
+    /// The lane's experts `lane + 32·s` and their logits, read once.
+    held: Vec<Candidate<T::Acc>>,
+    /// Whether the last slot's expert exists (`None`: every slot does, `E` a multiple of 32).
+    last_valid: Option<Pred>,
+}
+
+impl<T: MoeElem> TokenRow<T> {
+    /// Reads the lane's logits `l_{lane + 32·s}`, `s < ceil(E / 32)`, into registers.
+    fn read(
+        shape: &MoeShape,
+        k: &mut KernelBuilder,
+        logits: GlobalPtr<T>,
+        lane: Reg<U32>,
+    ) -> (Vec<Candidate<T::Acc>>, Option<Pred>) {
+        let slots = shape.experts.div_ceil(32);
+        let lane_logits = k.offset_ptr(logits, lane);
+        let last_valid = (!shape.experts.is_multiple_of(32)).then(|| {
+            let last = k.add(lane, 32 * (slots - 1));
+            k.setp_lt(last, shape.experts)
+        });
+        let held = (0..slots)
+            .map(|s| {
+                let expert = k.add(lane, 32 * s);
+                let value = constant::<T::Acc>(k, f64::NEG_INFINITY);
+                let offset = (32 * s * T::TYPE.bytes()) as i32;
+                let load = |k: &mut KernelBuilder| {
+                    let raw = k.ld_global_nc::<T>(lane_logits.addr, offset);
+                    let v = widen(k, raw);
+                    k.assign(value, v);
+                };
+                match last_valid {
+                    Some(valid) if s == slots - 1 => k.if_then(valid, load),
+                    _ => load(k),
+                }
+                Candidate { value, expert }
+            })
+            .collect();
+        (held, last_valid)
+    }
+
+    /// Runs `body` on every held `(logit, expert)` that exists.
+    fn for_each_held(
+        &self,
+        k: &mut KernelBuilder,
+        mut body: impl FnMut(&mut KernelBuilder, Candidate<T::Acc>),
+    ) {
+        let last = self.held.len() - 1;
+        for (s, &c) in self.held.iter().enumerate() {
+            match self.last_valid {
+                Some(valid) if s == last => k.if_then(valid, |k| body(k, c)),
+                _ => body(k, c),
+            }
+        }
+    }
 }
 
 /// A candidate `(logit, expert)` in the selection order.
@@ -94,17 +150,21 @@ fn build_warp_per_token<T: MoeElem>(shape: &MoeShape, k: &mut KernelBuilder) {
     k.if_then(active, |k| {
         let logit_row = k.mul_lo(token, shape.experts);
         let pair_row = k.mul_lo(token, shape.top_k);
+        let logits = k.offset_ptr(logits, logit_row);
+        let (held, last_valid) = TokenRow::<T>::read(shape, k, logits, lane);
         let row = TokenRow::<T> {
-            logits: k.offset_ptr(logits, logit_row),
+            logits,
             indices: k.offset_ptr(indices, pair_row),
             weights: k.offset_ptr(weights, pair_row),
             lane,
+            held,
+            last_valid,
         };
         let (max, selected_sum) = select_top_k(shape, k, &row);
         let denominator = if shape.normalize_topk {
             selected_sum
         } else {
-            softmax_denominator(shape, k, &row, max)
+            softmax_denominator(k, &row, max)
         };
         write_weights(shape, k, &row, max, denominator);
     });
@@ -128,7 +188,7 @@ fn select_top_k<T: MoeElem>(
     };
     k.for_range(0u32, shape.top_k, 1u32, |k, round| {
         let first = k.setp(CmpOp::Eq, round, 0u32);
-        let best = lane_best_after(shape, k, row, prev, first);
+        let best = lane_best_after(k, row, prev, first);
         let best = warp_arg_max::<T>(k, best);
         k.if_then(first, |k| k.assign(max, best.value));
         let shifted = k.sub(best.value, max);
@@ -163,10 +223,10 @@ pub(super) fn after_prev<A: crate::builder::Float>(
     k.or_pred(after, first)
 }
 
-/// The lane's best candidate after `prev` among experts `lane, lane + 32, …` (ascending, so a
-/// strictly larger logit is needed to replace the current best: ties keep the lower index).
+/// The lane's best candidate after `prev` among its held experts `lane, lane + 32, …`
+/// (ascending, so a strictly larger logit is needed to replace the current best: ties keep the
+/// lower index).
 fn lane_best_after<T: MoeElem>(
-    shape: &MoeShape,
     k: &mut KernelBuilder,
     row: &TokenRow<T>,
     prev: Candidate<T::Acc>,
@@ -176,20 +236,24 @@ fn lane_best_after<T: MoeElem>(
         value: constant::<T::Acc>(k, f64::NEG_INFINITY),
         expert: k.var::<U32>(NONE),
     };
-    k.for_range(row.lane, shape.experts, 32u32, |k, e| {
-        let addr = k.elem_addr(row.logits, e);
-        let raw = k.ld_global_nc::<T>(addr, 0);
-        let v = widen(k, raw);
-        let eligible = after_prev(k, v, e, prev, first);
-        let none_yet = k.setp(CmpOp::Eq, best.expert, NONE);
-        let larger = k.setp(CmpOp::Gt, v, best.value);
-        let improves = k.or_pred(none_yet, larger);
-        let take = k.and_pred(eligible, improves);
-        k.if_then(take, |k| {
-            k.assign(best.value, v);
-            k.assign(best.expert, e);
-        });
-    });
+    row.for_each_held(
+        k,
+        |k,
+         Candidate {
+             value: v,
+             expert: e,
+         }| {
+            let eligible = after_prev(k, v, e, prev, first);
+            let none_yet = k.setp(CmpOp::Eq, best.expert, NONE);
+            let larger = k.setp(CmpOp::Gt, v, best.value);
+            let improves = k.or_pred(none_yet, larger);
+            let take = k.and_pred(eligible, improves);
+            k.if_then(take, |k| {
+                k.assign(best.value, v);
+                k.assign(best.expert, e);
+            });
+        },
+    );
     best
 }
 
@@ -223,18 +287,14 @@ fn warp_arg_max<T: MoeElem>(k: &mut KernelBuilder, mine: Candidate<T::Acc>) -> C
 /// Softmax denominator `Σ_e exp(l_e − m)` over all experts (lane partial sums, then a fixed
 /// butterfly order).
 fn softmax_denominator<T: MoeElem>(
-    shape: &MoeShape,
     k: &mut KernelBuilder,
     row: &TokenRow<T>,
     max: Reg<T::Acc>,
 ) -> Reg<T::Acc> {
     k.comment("softmax denominator");
     let partial = constant::<T::Acc>(k, 0.0);
-    k.for_range(row.lane, shape.experts, 32u32, |k, e| {
-        let addr = k.elem_addr(row.logits, e);
-        let raw = k.ld_global_nc::<T>(addr, 0);
-        let v = widen(k, raw);
-        let shifted = k.sub(v, max);
+    row.for_each_held(k, |k, c| {
+        let shifted = k.sub(c.value, max);
         let p = exp(k, shifted);
         k.add_into(partial, partial, p);
     });
