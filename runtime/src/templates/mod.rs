@@ -8,6 +8,7 @@ pub mod moe;
 pub mod nf4;
 #[doc(hidden)]
 pub mod testing;
+pub mod tf32;
 pub(crate) mod warp_mma;
 
 mod compiled;
