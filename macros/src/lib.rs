@@ -79,7 +79,9 @@ pub fn moe_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// ```
 ///
 /// Required: `n`, `k`. Defaults: `block = 64`, `double_quant = false`, `dtype = f32`,
-/// `arch = sm_80`.
+/// `allow_tf32 = false`, `arch = sm_80`. `allow_tf32 = true` (f32 only) runs the tiled forward
+/// and backward-input GEMMs on tf32 tensor cores on sm_80+ when `k` and `n` are multiples of 4;
+/// other shapes and older targets keep the CUDA-core GEMMs silently.
 #[proc_macro_attribute]
 pub fn nf4_gemm(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand::expand::<Nf4>(attr.into(), item.into()).into()

@@ -19,6 +19,8 @@ use ptxforge_runtime::launch::{Backend, LaunchRecord, SimBackend};
 use ptxforge_runtime::templates::moe::kernels::{EXPERT_SWIGLU_DOWN, TILE_M, TILE_N};
 use ptxforge_runtime::templates::moe::launch::{ExpertWeights, MoeLaunch};
 use ptxforge_runtime::templates::moe::{reference, Ffn, MoeConfig};
+use ptxforge_runtime::templates::nf4::launch::{self as nf4_launch, DeviceWeights};
+use ptxforge_runtime::templates::nf4::{dequantize, quantize, Nf4Config, Nf4DoubleQuant};
 use ptxforge_runtime::templates::testing::{error_relative_to_max, to_f64, SplitMix64};
 use ptxforge_runtime::templates::tf32::{self, round_tf32};
 use ptxforge_runtime::templates::KernelFamily;
@@ -273,45 +275,250 @@ fn moe_tf32_counters() {
             };
             let run = run_moe(&cfg, tokens, 300);
             for rec in run.log.iter().filter(|r| r.entry.starts_with("moe_expert")) {
-                let c = &rec.counters;
                 let width = if rec.entry == EXPERT_SWIGLU_DOWN {
                     cfg.hidden
                 } else {
                     cfg.expert_dim
                 };
                 let rows: u64 = run.counts.iter().map(|&n| u64::from(n)).sum();
-                let outputs = u64::from(width) * rows;
-                let copy = c.cp_async_bytes as f64 / (c.cp_async_sectors.max(1) * 32) as f64;
-                eprintln!(
-                    "e{} h{} f{} allow_tf32 = {allow_tf32} {}: block {} instructions/output \
-                     {:.2}, tensor-core share {:.3}, mma {}, ldmatrix wavefronts/request {:.3}, \
-                     cp.async bytes/sector-byte {:.3}, global load efficiency {:.3}",
-                    cfg.experts,
-                    cfg.hidden,
-                    cfg.expert_dim,
-                    rec.entry,
-                    rec.config.block.x,
-                    c.instructions.total() as f64 / outputs as f64,
-                    c.instructions.tensor_core as f64 / c.instructions.total() as f64,
-                    c.mma_instructions,
-                    c.ldmatrix_wavefronts_per_request(),
-                    copy,
-                    c.global_load_efficiency(),
-                );
-                if allow_tf32 {
-                    let w = c.ldmatrix_wavefronts_per_request();
-                    assert!(
-                        (w - 4.0).abs() < 1e-9,
-                        "{}: {w} wavefronts per x4",
-                        rec.entry
-                    );
-                    if cfg.experts == 1 {
-                        assert!((copy - 1.0).abs() < 1e-9, "{}: cp.async {copy}", rec.entry);
-                    }
-                } else {
-                    assert_eq!(c.mma_instructions, 0, "{}", rec.entry);
+                let what = format!("e{} h{} f{}", cfg.experts, cfg.hidden, cfg.expert_dim);
+                let copy = report(&what, rec, u64::from(width) * rows, allow_tf32);
+                if allow_tf32 && cfg.experts == 1 {
+                    assert!((copy - 1.0).abs() < 1e-9, "{}: cp.async {copy}", rec.entry);
                 }
             }
+        }
+    }
+}
+
+/// Prints one launch's counters (instructions per output, tensor-core share, mma, `ldmatrix`
+/// wavefronts per x4 request, `cp.async` bytes per fetched sector byte, shared wavefronts per
+/// request, global load efficiency) and checks the path: tf32 launches must run their
+/// `ldmatrix` conflict-free (4 wavefronts per x4), CUDA-core launches issue no mma. Returns the
+/// `cp.async` sector use.
+fn report(what: &str, rec: &LaunchRecord, outputs: u64, tf32: bool) -> f64 {
+    let c = &rec.counters;
+    let copy = c.cp_async_bytes as f64 / (c.cp_async_sectors.max(1) * 32) as f64;
+    eprintln!(
+        "{what} allow_tf32 = {tf32} {}: block {} instructions/output {:.2}, tensor-core share \
+         {:.3}, mma {}, ldmatrix wavefronts/request {:.3}, cp.async bytes/sector-byte {:.3}, \
+         shared wavefronts/request {:.3}, global load efficiency {:.3}",
+        rec.entry,
+        rec.config.block.x,
+        c.instructions.total() as f64 / outputs as f64,
+        c.instructions.tensor_core as f64 / c.instructions.total() as f64,
+        c.mma_instructions,
+        c.ldmatrix_wavefronts_per_request(),
+        copy,
+        c.shared_wavefronts_per_request(),
+        c.global_load_efficiency(),
+    );
+    if tf32 {
+        let w = c.ldmatrix_wavefronts_per_request();
+        assert!(
+            (w - 4.0).abs() < 1e-9,
+            "{what} {}: {w} wavefronts per x4",
+            rec.entry
+        );
+    } else {
+        assert_eq!(c.mma_instructions, 0, "{what} {}", rec.entry);
+    }
+    copy
+}
+
+// ---- NF4 ---------------------------------------------------------------------------------
+
+/// `out[i, j] = Σ_l a[i, l] · b(j, l)` in f64 over `len`, `a` row-major `rows × len`.
+fn matmul(
+    a: &[f64],
+    rows: usize,
+    cols: usize,
+    len: usize,
+    b: impl Fn(usize, usize) -> f64,
+) -> Vec<f64> {
+    let mut out = vec![0.0; rows * cols];
+    for i in 0..rows {
+        for j in 0..cols {
+            out[i * cols + j] = (0..len).map(|l| a[i * len + l] * b(j, l)).sum();
+        }
+    }
+    out
+}
+
+/// One NF4 case's outputs: kernel, exact reference and tf32-operand model, forward then
+/// backward-input, and the launch log.
+struct Nf4Run {
+    got: [Vec<f64>; 2],
+    exact: [Vec<f64>; 2],
+    model: [Vec<f64>; 2],
+    log: Vec<LaunchRecord>,
+}
+
+/// Quantises a random weight, runs the tiled forward (`A [m, k]`) and backward-input
+/// (`G_C [m, n]`) on f32 data, and computes both references from the host's dequantised `Ŵ`.
+fn run_nf4(cfg: &Nf4Config, m: u32, seed: u64) -> Nf4Run {
+    let (n, k, rows) = (cfg.n as usize, cfg.k as usize, m as usize);
+    let mut rng = SplitMix64::new(seed);
+    let w = rng.vec_f32(n * k, -1.0, 1.0);
+    let a = rng.vec_f32(rows * k, -1.0, 1.0);
+    let g = rng.vec_f32(rows * n, -1.0, 1.0);
+    let q = quantize(&w, cfg.block as usize).expect("quantize");
+    let dev = SimBackend::new();
+    let (w_dev, host) = if cfg.double_quant {
+        let dq = Nf4DoubleQuant::new(&q);
+        (
+            DeviceWeights::upload_double_quant(&dev, &dq).expect("upload"),
+            dq.to_weights().expect("weights"),
+        )
+    } else {
+        (DeviceWeights::upload(&dev, &q).expect("upload"), q)
+    };
+    let w_hat = dequantize(&host).expect("dequantize");
+    let ptx = cfg.compile().expect("compiles").ptx;
+    let (a_dev, g_dev) = (
+        dev.upload(&a).expect("upload"),
+        dev.upload(&g).expect("upload"),
+    );
+    let mut c = dev.upload(&vec![1e4f32; rows * n]).expect("upload");
+    let mut g_a = dev.upload(&vec![1e4f32; rows * k]).expect("upload");
+    nf4_launch::forward_tiled(cfg, &dev, &ptx, m, &a_dev, &w_dev, &mut c).expect("forward");
+    nf4_launch::backward_input_tiled(cfg, &dev, &ptx, m, &g_dev, &w_dev, &mut g_a)
+        .expect("backward");
+    let references = |round: fn(f32) -> f32| {
+        let r = |v: &[f32]| -> Vec<f64> { v.iter().map(|&x| f64::from(round(x))).collect() };
+        let (a, g, w) = (r(&a), r(&g), r(&w_hat));
+        [
+            matmul(&a, rows, n, k, |j, l| w[j * k + l]),
+            matmul(&g, rows, k, n, |l, j| w[j * k + l]),
+        ]
+    };
+    Nf4Run {
+        got: [
+            to_f64(&dev.download(&c).expect("download")),
+            to_f64(&dev.download(&g_a).expect("download")),
+        ],
+        exact: references(|x| x),
+        model: references(round_tf32),
+        log: dev.take_launch_log(),
+    }
+}
+
+/// Checks a tf32 NF4 case: both GEMMs within the tf32 tolerance of the exact reference, at
+/// least [`TF32_FLOOR`] away from it, within f32 accumulation of the tf32-operand model, and
+/// with exactly the `m16n8k8` count of a 64 × 64 tile per block.
+fn check_nf4_tf32(cfg: Nf4Config, m: u32, seed: u64) {
+    let what = format!("{cfg:?}, m = {m}, seed {seed}");
+    let run = run_nf4(&cfg, m, seed);
+    let lens = [cfg.k, cfg.n];
+    let cols = [cfg.n, cfg.k];
+    assert_eq!(run.log.len(), 2);
+    for (g, rec) in run.log.iter().enumerate() {
+        let err = error_relative_to_max(&run.got[g], &run.exact[g]);
+        let tol = tf32::tolerance(lens[g]);
+        let model = error_relative_to_max(&run.got[g], &run.model[g]);
+        eprintln!(
+            "{what} {}: error {err:.3e}, tolerance {tol:.3e}, vs model {model:.3e}",
+            rec.entry
+        );
+        assert!(err <= tol, "{what} {}: {err:e} > {tol:e}", rec.entry);
+        assert!(
+            err >= TF32_FLOOR,
+            "{what} {}: {err:e}: still f32?",
+            rec.entry
+        );
+        assert!(
+            model <= F32_TOL,
+            "{what} {}: off the tf32 model by {model:e}",
+            rec.entry
+        );
+        let blocks = u64::from(cols[g].div_ceil(64) * m.div_ceil(64));
+        let mma = blocks * 4 * 8 * MMA_PER_STAGE * u64::from(lens[g].div_ceil(TF32_TILE_K));
+        assert_eq!(
+            rec.counters.mma_instructions, mma,
+            "{what} {}: mma count",
+            rec.entry
+        );
+    }
+}
+
+fn nf4_tf32(n: u32, k: u32) -> Nf4Config {
+    Nf4Config {
+        allow_tf32: true,
+        ..Nf4Config::new(n, k)
+    }
+}
+
+#[test]
+fn nf4_tf32_gemms() {
+    check_nf4_tf32(nf4_tf32(100, 136), 70, 5);
+    let dq = Nf4Config {
+        block: 32,
+        double_quant: true,
+        ..nf4_tf32(132, 72)
+    };
+    check_nf4_tf32(dq, 65, 6);
+}
+
+/// Random shapes (multiples of 4), block sizes, double quantisation and row counts.
+#[test]
+fn nf4_tf32_fuzzed() {
+    let mut rng = SplitMix64::new(91);
+    for case in 0..3 {
+        let cfg = Nf4Config {
+            block: Nf4Config::BLOCKS[rng.below(4) as usize],
+            double_quant: rng.below(2) == 0,
+            ..nf4_tf32(
+                4 * (1 + rng.below(50) as u32),
+                4 * (1 + rng.below(50) as u32),
+            )
+        };
+        check_nf4_tf32(cfg, 9 + rng.below(120) as u32, 200 + case);
+    }
+}
+
+/// Before sm_80, and for shapes the tf32 tile cannot copy (`k` not a multiple of 4),
+/// `allow_tf32` silently keeps the exact CUDA-core GEMMs; another dtype is an error.
+#[test]
+fn nf4_tf32_fallbacks_and_rule() {
+    for cfg in [
+        Nf4Config {
+            arch: Arch::Sm75,
+            ..nf4_tf32(100, 136)
+        },
+        nf4_tf32(100, 138),
+    ] {
+        let run = run_nf4(&cfg, 70, 7);
+        for g in 0..2 {
+            let err = error_relative_to_max(&run.got[g], &run.exact[g]);
+            assert!(err <= F32_TOL, "{cfg:?}: {err:e}");
+        }
+        assert!(run.log.iter().all(|r| r.counters.mma_instructions == 0));
+    }
+    for dtype in [DType::F16, DType::BF16] {
+        let errs = Nf4Config {
+            dtype,
+            ..nf4_tf32(64, 64)
+        }
+        .validate()
+        .expect_err("allow_tf32 with a non-f32 dtype");
+        assert_eq!(errs.0[0].fields[0], "allow_tf32", "{dtype}");
+    }
+}
+
+/// The 128 × 128 × 256 GEMM of BENCHMARKS.md's Triton tf32 row (`n = 128`, `k = 256`,
+/// `m = 128`) and its backward (`n`, `k` swapped roles): instructions per output, mma,
+/// `ldmatrix` wavefronts per x4 (4.00 required), shared wavefronts per request, global load
+/// efficiency, CUDA cores against tf32.
+#[test]
+fn nf4_tf32_counters() {
+    for allow_tf32 in [false, true] {
+        let cfg = Nf4Config {
+            allow_tf32,
+            ..Nf4Config::new(128, 256)
+        };
+        let run = run_nf4(&cfg, 128, 8);
+        for (rec, outputs) in run.log.iter().zip([128 * 128, 128 * 256]) {
+            report("nf4 n128 k256 m128", rec, outputs, allow_tf32);
         }
     }
 }
