@@ -222,8 +222,8 @@ impl Family for Nf4 {
             ("k", lit_u32(c.k)),
             ("block", lit_u32(c.block)),
             ("double_quant", lit_bool(c.double_quant)),
-            ("allow_tf32", lit_bool(c.allow_tf32)),
             ("dtype", lit_dtype(c.dtype, krate)),
+            ("allow_tf32", lit_bool(c.allow_tf32)),
             ("arch", lit_arch(c.arch, krate)),
         ]
     }
@@ -234,8 +234,8 @@ impl Family for Nf4 {
             ("k", c.k.to_string()),
             ("block", c.block.to_string()),
             ("double_quant", c.double_quant.to_string()),
-            ("allow_tf32", c.allow_tf32.to_string()),
             ("dtype", c.dtype.to_string()),
+            ("allow_tf32", c.allow_tf32.to_string()),
             ("arch", c.arch.to_string()),
         ]
     }
