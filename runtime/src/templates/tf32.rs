@@ -1,6 +1,7 @@
 //! `allow_tf32`: the opt-in that runs f32 GEMM-like work on tf32 tensor cores (MoE's expert
-//! GEMMs; see each family's config for what it covers), its configuration rule and its
-//! documented tolerance.
+//! GEMMs, NF4's tiled forward and backward-input GEMMs; see each family's config), its
+//! configuration rule and its documented tolerance. The kernels use the shared `warp_mma` tile
+//! (`warp_mma/tf32.rs`); attention and conv do not take the argument yet.
 //!
 //! - **Rule**: `allow_tf32 = true` is accepted only with `dtype = f32`. f16/bf16 already use
 //!   tensor cores on sm_80+ and f64 never does, so the argument would do nothing there; it is a

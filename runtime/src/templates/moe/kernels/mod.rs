@@ -17,9 +17,9 @@
 //! each taking one `(expert, row tile)` item of the list [`SCHEDULE`] built from the counts.
 //!
 //! The expert GEMMs run on tensor cores (`mma.m16n8k16`, 3-stage `cp.async` ring, see
-//! `tc.rs`) for f16/bf16 on sm_80+ when the reduction length is a multiple of 8
-//! ([`tensor_cores`]); f32/f64, older targets and other lengths keep the CUDA-core GEMMs
-//! (`gemm.rs`), silently. Launchers size the block with [`expert_threads`].
+//! `tc.rs`) for f16/bf16 on sm_80+ when the reduction length is a multiple of 8, and for f32
+//! with `allow_tf32` (tf32 `mma.m16n8k8`) when it is a multiple of 4 ([`tensor_cores`]); other
+//! f32, f64, older targets and other lengths keep the CUDA-core GEMMs (`gemm.rs`), silently. Launchers size the block with [`expert_threads`].
 
 mod common;
 mod expert;
