@@ -144,6 +144,7 @@ impl Family for Moe {
             ("dtype", lit_dtype(c.dtype, krate)),
             ("ffn", lit_ffn(c.ffn, krate)),
             ("normalize_topk", lit_bool(c.normalize_topk)),
+            ("allow_tf32", lit_bool(c.allow_tf32)),
             ("arch", lit_arch(c.arch, krate)),
         ]
     }
@@ -163,6 +164,7 @@ impl Family for Moe {
             ("dtype", c.dtype.to_string()),
             ("ffn", c.ffn.to_string()),
             ("normalize_topk", c.normalize_topk.to_string()),
+            ("allow_tf32", c.allow_tf32.to_string()),
             ("arch", c.arch.to_string()),
         ]
     }
@@ -221,6 +223,7 @@ impl Family for Nf4 {
             ("block", lit_u32(c.block)),
             ("double_quant", lit_bool(c.double_quant)),
             ("dtype", lit_dtype(c.dtype, krate)),
+            ("allow_tf32", lit_bool(c.allow_tf32)),
             ("arch", lit_arch(c.arch, krate)),
         ]
     }
@@ -232,6 +235,7 @@ impl Family for Nf4 {
             ("block", c.block.to_string()),
             ("double_quant", c.double_quant.to_string()),
             ("dtype", c.dtype.to_string()),
+            ("allow_tf32", c.allow_tf32.to_string()),
             ("arch", c.arch.to_string()),
         ]
     }

@@ -49,7 +49,10 @@ use family::{Attention, Conv2d, Moe, Nf4};
 /// ```
 ///
 /// Required: `experts`, `top_k`, `hidden`, `expert_dim`. Defaults: `capacity_factor = 1.25`,
-/// `dtype = f32`, `ffn = linear`, `normalize_topk = true`, `arch = sm_80`.
+/// `dtype = f32`, `ffn = linear`, `normalize_topk = true`, `allow_tf32 = false`, `arch = sm_80`.
+/// `allow_tf32 = true` (f32 only) runs the expert GEMMs on tf32 tensor cores on sm_80+
+/// (error ≤ `2⁻¹⁰·√K` relative to the output's largest magnitude); older targets keep the
+/// CUDA-core f32 GEMMs silently.
 #[proc_macro_attribute]
 pub fn moe_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand::expand::<Moe>(attr.into(), item.into()).into()
@@ -76,7 +79,9 @@ pub fn moe_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// ```
 ///
 /// Required: `n`, `k`. Defaults: `block = 64`, `double_quant = false`, `dtype = f32`,
-/// `arch = sm_80`.
+/// `allow_tf32 = false`, `arch = sm_80`. `allow_tf32 = true` (f32 only) runs the tiled forward
+/// and backward-input GEMMs on tf32 tensor cores on sm_80+ when `k` and `n` are multiples of 4;
+/// other shapes and older targets keep the CUDA-core GEMMs silently.
 #[proc_macro_attribute]
 pub fn nf4_gemm(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand::expand::<Nf4>(attr.into(), item.into()).into()

@@ -26,7 +26,9 @@ use ptxforge_runtime::templates::moe::kernels::GATING_WARP_MIN_EXPERTS;
 use ptxforge_runtime::templates::moe::launch::{ExpertWeights, MoeLaunch};
 use ptxforge_runtime::templates::moe::reference;
 use ptxforge_runtime::templates::moe::{Ffn, MoeConfig};
-use ptxforge_runtime::templates::testing::{from_f64, to_f64, HostFloat, SplitMix64};
+use ptxforge_runtime::templates::testing::{
+    error_relative_to_max, from_f64, to_f64, HostFloat, SplitMix64,
+};
 use ptxforge_runtime::templates::KernelFamily;
 use ptxforge_runtime::DType;
 use ptxforge_sim::Options;
@@ -89,24 +91,6 @@ fn rounded<T: TestFloat>(dev: &Dev, data: &[f64]) -> (DeviceBuffer<Dev, T>, Vec<
     let stored: Vec<T> = from_f64(data);
     let seen = to_f64(&stored);
     (dev.upload(&stored).expect("upload"), seen)
-}
-
-/// Largest `|a − b|` over the largest `|b|` (at least 1e-30).
-fn error_relative_to_max(got: &[f64], want: &[f64]) -> f64 {
-    assert_eq!(got.len(), want.len());
-    let scale = want.iter().fold(1e-30f64, |m, v| m.max(v.abs()));
-    got.iter()
-        .zip(want)
-        .map(|(a, b)| {
-            let e = (a - b).abs();
-            if e.is_nan() {
-                f64::INFINITY
-            } else {
-                e
-            }
-        })
-        .fold(0.0, f64::max)
-        / scale
 }
 
 /// Runs the whole layer for one configuration (dtype taken from `T`) and checks every phase's

@@ -1,7 +1,8 @@
 //! Assembles the MoE kernels with ptxas: the family's matrix configurations (every dtype ×
 //! target, so both expert-GEMM paths: tensor cores for f16/bf16 on sm_80+ with reduction
 //! lengths that are multiples of 8, CUDA cores otherwise) plus a Mixtral-like swiglu and a
-//! linear shape on sm_80/sm_90 whose reduction lengths take the tensor-core path in both GEMMs,
+//! linear shape on sm_80/sm_90 whose reduction lengths take the tensor-core path in both GEMMs
+//! (f16, bf16, and f32 with `allow_tf32` on tf32 tensor cores),
 //! and fails on errors, warnings or spills. Prints `ptxas -v` registers and shared memory per
 //! expert entry. Skips loudly when ptxas is missing, unless `PTXFORGE_REQUIRE_PTXAS=1`.
 
@@ -15,12 +16,14 @@ use ptxforge_runtime::templates::KernelFamily;
 fn tensor_core_configs() -> Vec<MoeConfig> {
     let mut out = Vec::new();
     for (ffn, hidden, expert_dim) in [(Ffn::Swiglu, 128, 256), (Ffn::Linear, 40, 136)] {
-        for dtype in [DType::F16, DType::BF16] {
+        // f32 with `allow_tf32`: tf32 `mma.m16n8k8`.
+        for dtype in [DType::F16, DType::BF16, DType::F32] {
             for arch in [Arch::Sm80, Arch::Sm90] {
                 out.push(MoeConfig {
                     ffn,
                     dtype,
                     arch,
+                    allow_tf32: dtype == DType::F32,
                     ..MoeConfig::new(8, 2, hidden, expert_dim)
                 });
             }

@@ -20,6 +20,7 @@ family_args! {
         dtype: DType,
         ffn: Ffn,
         normalize_topk: bool,
+        allow_tf32: bool,
         arch: Arch,
     }
 }
@@ -40,6 +41,7 @@ impl MoeArgs {
         set(&mut config.dtype, &self.dtype);
         set(&mut config.ffn, &self.ffn);
         set(&mut config.normalize_topk, &self.normalize_topk);
+        set(&mut config.allow_tf32, &self.allow_tf32);
         set(&mut config.arch, &self.arch);
         Some(config)
     }

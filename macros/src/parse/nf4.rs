@@ -14,6 +14,7 @@ family_args! {
         block: u32,
         double_quant: bool,
         dtype: DType,
+        allow_tf32: bool,
         arch: Arch,
     }
 }
@@ -26,6 +27,7 @@ impl Nf4Args {
         set(&mut config.block, &self.block);
         set(&mut config.double_quant, &self.double_quant);
         set(&mut config.dtype, &self.dtype);
+        set(&mut config.allow_tf32, &self.allow_tf32);
         set(&mut config.arch, &self.arch);
         Some(config)
     }

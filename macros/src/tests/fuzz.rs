@@ -42,6 +42,7 @@ const KEYS: &[&str] = &[
     "dtype",
     "ffn",
     "normalize_topk",
+    "allow_tf32",
     "arch",
     "n",
     "k",

@@ -58,6 +58,8 @@
 //! let c = k.frag_c_zero::<M16N8K16, BF16, F16>();
 //! ```
 
+mod tf32;
+
 use std::fmt;
 use std::marker::PhantomData;
 

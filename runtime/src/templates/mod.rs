@@ -9,6 +9,7 @@ pub mod nf4;
 pub(crate) mod staging;
 #[doc(hidden)]
 pub mod testing;
+pub mod tf32;
 pub(crate) mod warp_mma;
 
 mod compiled;

@@ -1,14 +1,14 @@
-//! Global → shared copies of pieces of row-major f16/bf16 rows into the tensor-core rings: by
-//! `cp.async` when the row length keeps every piece 4-byte aligned, element by element with
-//! ordinary loads and stores when it does not (odd lengths).
+//! Global → shared copies of pieces of row-major rows (f16/bf16, or f32 for tf32) into the
+//! tensor-core rings: by `cp.async` when the row length keeps every piece 4-byte aligned,
+//! element by element with ordinary loads and stores when it does not (odd lengths of halves).
 
-use crate::builder::{GlobalPtr, KernelBuilder, PackedHalf, Pred, Reg, U16, U32};
+use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, Scalar, U16, U32};
 use crate::ir::CacheLevel;
 
-/// Elements per copy of rows `len` elements long, at most `max` (a power of two ≤ 8): the
-/// largest `cp.async` (8, 4 or 2 halves: 16, 8 or 4 bytes) dividing `len`, so every copy of a
-/// row is aligned and wholly inside or outside it; 1 (ordinary loads and stores) for odd `len`,
-/// which `cp.async` cannot keep 4-byte aligned.
+/// Elements per copy of rows `len` elements long, at most `max` (a power of two ≤ 8, the
+/// elements of 16 bytes): the largest copy (8, 4 or 2 elements) dividing `len`, so every copy
+/// of a row is aligned and wholly inside or outside it; else 1 (for halves, ordinary loads and
+/// stores, as `cp.async` cannot keep 2-byte pieces 4-byte aligned; for f32, a 4-byte copy).
 pub(crate) fn copy_elems(len: u32, max: u32) -> u32 {
     [8, 4, 2]
         .into_iter()
@@ -16,11 +16,11 @@ pub(crate) fn copy_elems(len: u32, max: u32) -> u32 {
         .unwrap_or(1)
 }
 
-/// `dst[0 .. elems] = src[index ..]` when `ok`, else zeros: one `cp.async` of `elems` halves
-/// (zero-filled by src-size 0, reading from `src` itself), or for `elems = 1` an
+/// `dst[0 .. elems] = src[index ..]` when `ok`, else zeros: one `cp.async` of `elems` elements
+/// (zero-filled by src-size 0, reading from `src` itself), or for a single half an
 /// `ld.global.nc` and an `st.shared` (the barrier that publishes the ring slot covers the
 /// store as it covers the copies).
-pub(crate) fn copy_piece<T: PackedHalf>(
+pub(crate) fn copy_piece<T: Scalar>(
     k: &mut KernelBuilder,
     src: GlobalPtr<T>,
     index: Reg<U32>,
@@ -30,7 +30,9 @@ pub(crate) fn copy_piece<T: PackedHalf>(
 ) {
     let index = k.selp(index, 0u32, ok);
     let from = k.elem_addr(src, index);
-    if elems == 1 {
+    let bytes = elems * T::TYPE.bytes();
+    if bytes < 4 {
+        debug_assert_eq!(bytes, 2, "one half");
         let value = k.var::<U16>(0u16);
         k.if_then(ok, |k| {
             let v = k.ld_global_nc::<U16>(from, 0);
@@ -38,7 +40,6 @@ pub(crate) fn copy_piece<T: PackedHalf>(
         });
         k.st_shared::<U16>(dst, 0, value);
     } else {
-        let bytes = elems * T::TYPE.bytes();
         let cache = if bytes == 16 {
             CacheLevel::Cg
         } else {

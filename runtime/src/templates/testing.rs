@@ -119,6 +119,24 @@ pub fn max_scaled_error(a: &[f64], b: &[f64], atol: f64, rtol: f64) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// Largest `|got − want|` over the largest `|want|` (at least 1e-30); NaN counts as infinite.
+pub fn error_relative_to_max(got: &[f64], want: &[f64]) -> f64 {
+    assert_eq!(got.len(), want.len(), "length mismatch");
+    let scale = want.iter().fold(1e-30f64, |m, v| m.max(v.abs()));
+    got.iter()
+        .zip(want)
+        .map(|(a, b)| {
+            let e = (a - b).abs();
+            if e.is_nan() {
+                f64::INFINITY
+            } else {
+                e
+            }
+        })
+        .fold(0.0, f64::max)
+        / scale
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,12 @@
 //! The 64 × 64 tensor-core block tile shared by the families whose GEMMs have both operands
 //! contiguous along the reduction (conv's implicit GEMM, MoE's expert GEMMs): `C [64, 64] +=
-//! A [64, K] · Bᵀ` with `B [64, K]` stored n-major, f16/bf16 inputs, f32 accumulators.
+//! A [64, K] · Bᵀ` with `B [64, K]` stored n-major, f16/bf16 inputs (or f32 inputs on tf32
+//! tensor cores, see [`tf32`]), f32 accumulators.
+//!
+//! The geometry is fixed in **bytes**, so one layout serves every element width
+//! ([`TileElem`]): a stage row holds 64 bytes of K (32 halves or 16 f32) padded to 80 bytes,
+//! copies move 16-byte chunks, and an `ldmatrix` 8 × 8 b16 matrix is an 8 × 4 block of 32-bit
+//! elements. The constants below without a `_BYTES` suffix are the f16/bf16 values.
 //!
 //! - **Block**: [`THREADS`] threads = 4 warps as 2 × 2; each warp owns a 32 × 32 quadrant as
 //!   [`WARP_M_TILES`] × [`WARP_N_TILES`] `m16n8k16` accumulators.
@@ -18,9 +24,11 @@
 //! chunks of [`CHUNK`] elements, at byte offset [`chunk_slot_bytes`] of the stage; a chunk of a
 //! row-major source with rows of `len` elements is one [`fill_chunk`].
 
+mod tf32;
+
 use crate::builder::{
-    FragA, FragB, FragC, GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Pred, Reg, SharedArr, F32,
-    M16N8K16, U32,
+    FragA, FragB, FragC, GlobalPtr, KernelBuilder, MmaInput, MmaShapeKind, PackedHalf, Pred, Reg,
+    Scalar, SharedArr, BF16, F16, F32, M16N8K16, U32,
 };
 use crate::templates::staging::{copy_elems, copy_piece};
 
@@ -28,18 +36,24 @@ use crate::templates::staging::{copy_elems, copy_piece};
 pub const TILE_M: u32 = 64;
 /// Output columns per block.
 pub const TILE_N: u32 = 64;
-/// Reduction depth per pipeline step.
-pub const TILE_K: u32 = 32;
+/// Bytes of the reduction each stage row holds.
+pub const TILE_K_BYTES: u32 = 64;
+/// Bytes per copy chunk (one `cp.async`, one `ldmatrix` row).
+pub const CHUNK_BYTES: u32 = 16;
+/// Padded shared row length in bytes: eight rows start 20 words apart, in distinct bank groups.
+pub const ROW_BYTES: u32 = TILE_K_BYTES + CHUNK_BYTES;
+/// Reduction depth per pipeline step (f16/bf16 elements).
+pub const TILE_K: u32 = TILE_K_BYTES / 2;
 /// Threads per block (4 warps).
 pub const THREADS: u32 = 128;
 /// Pipeline depth.
 pub const STAGES: u32 = 3;
 /// Elements per copy chunk (16 bytes of f16/bf16).
-pub const CHUNK: u32 = 8;
-/// Padded shared row length in elements.
-pub const ROW: u32 = TILE_K + 8;
-/// Elements of one stage of one operand.
-pub const STAGE_ELEMS: u32 = TILE_M * ROW;
+pub const CHUNK: u32 = CHUNK_BYTES / 2;
+/// Padded shared row length in f16/bf16 elements.
+pub const ROW: u32 = ROW_BYTES / 2;
+/// Bytes of one stage of one operand.
+pub const STAGE_BYTES: u32 = TILE_M * ROW_BYTES;
 /// Each warp's quadrant edge.
 pub const WARP_TILE: u32 = 32;
 /// m16 accumulators per warp.
@@ -49,8 +63,77 @@ pub const WARP_N_TILES: u32 = 4;
 /// 16-byte chunks of one operand stage each thread copies.
 pub const CHUNKS_PER_THREAD: u32 = TILE_M * (TILE_K / CHUNK) / THREADS;
 
-/// A warp's accumulators `[mi][ni]`.
-pub type Accumulators = Vec<Vec<FragC<M16N8K16, F32>>>;
+/// A warp's accumulators `[mi][ni]` (of mma shape `S`: m16n8k16, or m16n8k8 for tf32).
+pub type Accumulators<S = M16N8K16> = Vec<Vec<FragC<S, F32>>>;
+
+/// An operand element type the tile multiplies: its mma shape, its tile depth in elements
+/// and the warp's multiply of one staged K tile.
+pub trait TileElem: Scalar {
+    /// The mma shape its accumulators have.
+    type Shape: MmaShapeKind;
+    /// Reduction depth per pipeline step, in elements.
+    const TILE_K: u32 = TILE_K_BYTES / Self::TYPE.bytes();
+
+    /// The warp's accumulators, zero.
+    fn zero_acc(k: &mut KernelBuilder) -> Accumulators<Self::Shape>;
+
+    /// One K tile of the warp's 32 × 32 quadrant for every B operand (`b_at[o]` → `acc[o]`).
+    fn multiply_tile(
+        k: &mut KernelBuilder,
+        acc: &mut [Accumulators<Self::Shape>],
+        a_at: Reg<U32>,
+        b_at: &[Reg<U32>],
+    );
+
+    /// Stores outputs `lo`, `hi` at elements `index` and `index + 1` (`index` even) of `out`,
+    /// rounded to `Self`.
+    fn store_pair(
+        k: &mut KernelBuilder,
+        out: GlobalPtr<Self>,
+        index: Reg<U32>,
+        lo: Reg<F32>,
+        hi: Reg<F32>,
+    );
+}
+
+macro_rules! half_tile_elem {
+    ($($t:ident),*) => {$(
+        impl TileElem for $t {
+            type Shape = M16N8K16;
+
+            fn zero_acc(k: &mut KernelBuilder) -> Accumulators {
+                zero_acc::<$t>(k)
+            }
+
+            fn multiply_tile(
+                k: &mut KernelBuilder,
+                acc: &mut [Accumulators],
+                a_at: Reg<U32>,
+                b_at: &[Reg<U32>],
+            ) {
+                multiply_tile::<$t>(k, acc, a_at, b_at)
+            }
+
+            /// One packed 32-bit word.
+            fn store_pair(
+                k: &mut KernelBuilder,
+                out: GlobalPtr<Self>,
+                index: Reg<U32>,
+                lo: Reg<F32>,
+                hi: Reg<F32>,
+            ) {
+                let words = k.cast_ptr::<$t, U32>(out);
+                let pair = k.pack_f32_pair::<$t>(lo, hi);
+                let bits = k.pair_bits::<$t>(pair);
+                let word = k.shr(index, 1u32);
+                let addr = k.elem_addr(words, word);
+                k.st_global(addr, 0, bits);
+            }
+        }
+    )*};
+}
+
+half_tile_elem!(F16, BF16);
 
 /// The thread's place in the block: lane, and the warp's quadrant.
 #[derive(Clone, Copy)]
@@ -81,20 +164,22 @@ impl WarpPos {
     /// This lane's `ldmatrix` row addresses within a stage (bytes): A at row
     /// `32·warp_m + l % 16`, column `8 · (l / 16)`; B (n-major) at row
     /// `32·warp_n + 8 · (l / 16) + l % 8`, column `8 · ((l / 8) % 2)`.
+    /// (Columns count `elem_bytes`-wide elements: 8 halves or 4 f32 per 16-byte chunk.)
     pub fn fragment_offsets(&self, k: &mut KernelBuilder, elem_bytes: u32) -> (Reg<U32>, Reg<U32>) {
+        let (chunk, row) = (CHUNK_BYTES / elem_bytes, ROW_BYTES / elem_bytes);
         let l16 = k.and(self.lane, 15u32);
         let half = k.shr(self.lane, 4u32);
         let a_row = k.mad_lo(self.warp_m, WARP_TILE, l16);
-        let a_col = k.mul_lo(half, CHUNK);
-        let a_slot = k.mad_lo(a_row, ROW, a_col);
+        let a_col = k.mul_lo(half, chunk);
+        let a_slot = k.mad_lo(a_row, row, a_col);
         let a_off = k.mul_lo(a_slot, elem_bytes);
         let l8 = k.and(self.lane, 7u32);
-        let b_row = k.mad_lo(half, CHUNK, l8);
+        let b_row = k.mad_lo(half, 8u32, l8);
         let b_row = k.mad_lo(self.warp_n, WARP_TILE, b_row);
         let which = k.shr(self.lane, 3u32);
         let which = k.and(which, 1u32);
-        let b_col = k.mul_lo(which, CHUNK);
-        let b_slot = k.mad_lo(b_row, ROW, b_col);
+        let b_col = k.mul_lo(which, chunk);
+        let b_slot = k.mad_lo(b_row, row, b_col);
         let b_off = k.mul_lo(b_slot, elem_bytes);
         (a_off, b_off)
     }
@@ -119,21 +204,21 @@ pub fn chunk_slot_bytes(
     i: u32,
     elem_bytes: u32,
 ) -> (Reg<U32>, Reg<U32>, Reg<U32>) {
-    let per_row = TILE_K / CHUNK;
+    let per_row = TILE_K_BYTES / CHUNK_BYTES;
     let chunk = k.add(tid, i * THREADS);
     let row = k.shr(chunk, per_row.trailing_zeros());
     let piece = k.and(chunk, per_row - 1);
-    let col = k.mul_lo(piece, CHUNK);
-    let slot = k.mad_lo(row, ROW, col);
+    let col = k.mul_lo(piece, CHUNK_BYTES / elem_bytes);
+    let slot = k.mad_lo(row, ROW_BYTES / elem_bytes, col);
     let slot_bytes = k.mul_lo(slot, elem_bytes);
     (row, col, slot_bytes)
 }
 
-/// One [`CHUNK`] of a staged row: `dst[i] = src[row_start + first + i]` for `i < CHUNK` where
-/// `row_ok` and `first + i < len`, else 0, in copies of [`copy_elems`]`(len)` elements
-/// ([`copy_piece`]). The last chunk of a row may reach past `len`; its pieces there are zero,
-/// so the mma adds nothing for the reduction's ragged end.
-pub fn fill_chunk<T: PackedHalf>(
+/// One 16-byte chunk ([`CHUNK_BYTES`]) of a staged row: `dst[i] = src[row_start + first + i]`
+/// for each element `i` of the chunk where `row_ok` and `first + i < len`, else 0, in copies of
+/// [`copy_elems`]`(len)` elements ([`copy_piece`]). The last chunk of a row may reach past
+/// `len`; its pieces there are zero, so the mma adds nothing for the reduction's ragged end.
+pub fn fill_chunk<T: Scalar>(
     k: &mut KernelBuilder,
     src: GlobalPtr<T>,
     row_start: Reg<U32>,
@@ -142,8 +227,9 @@ pub fn fill_chunk<T: PackedHalf>(
     len: u32,
     dst: Reg<U32>,
 ) {
-    let elems = copy_elems(len, CHUNK);
-    for piece in 0..CHUNK / elems {
+    let chunk = CHUNK_BYTES / T::TYPE.bytes();
+    let elems = copy_elems(len, chunk);
+    for piece in 0..chunk / elems {
         let col = k.add(first, piece * elems);
         let col_ok = k.setp_lt(col, len);
         let ok = k.and_pred(row_ok, col_ok);
@@ -153,19 +239,19 @@ pub fn fill_chunk<T: PackedHalf>(
     }
 }
 
-/// Shared byte address of ring slot `slot` of `tiles` ([`STAGES`] × [`STAGE_ELEMS`]).
-pub fn stage_base<T: PackedHalf>(
+/// Shared byte address of ring slot `slot` of `tiles` ([`STAGES`] × [`STAGE_BYTES`]).
+pub fn stage_base<T: Scalar>(
     k: &mut KernelBuilder,
     tiles: SharedArr<T>,
     slot: Reg<U32>,
 ) -> Reg<U32> {
     let base = k.shared_base(tiles);
-    k.mad_lo(slot, STAGE_ELEMS * T::TYPE.bytes(), base)
+    k.mad_lo(slot, STAGE_BYTES, base)
 }
 
 /// A ring of [`STAGES`] operand tiles.
-pub fn ring<T: PackedHalf>(k: &mut KernelBuilder, name: &str) -> SharedArr<T> {
-    k.shared_array::<T>(name, STAGES * STAGE_ELEMS)
+pub fn ring<T: Scalar>(k: &mut KernelBuilder, name: &str) -> SharedArr<T> {
+    k.shared_array::<T>(name, STAGES * STAGE_BYTES / T::TYPE.bytes())
 }
 
 /// The warp's accumulators, zero.

@@ -44,6 +44,13 @@ pub struct Nf4Config {
     /// Activation (and output) type: f16, bf16 or f32 (all archs; bf16 is converted in software
     /// before sm_80). f64 is rejected. Default f32.
     pub dtype: DType,
+    /// Run the tiled GEMMs (forward and backward-input) of f32 activations on tf32 tensor
+    /// cores (see [`crate::templates::tf32`]: operands rounded to 10 fraction bits, f32
+    /// accumulation, error ≤ `2⁻¹⁰ · √K` relative to the output's largest magnitude). Only for
+    /// `dtype = f32` (an error otherwise); needs both `k` and `n` multiples of 4, and sm_80+ —
+    /// other shapes and older targets keep the CUDA-core GEMMs silently. The GEMVs are
+    /// unaffected. Default false.
+    pub allow_tf32: bool,
     /// Target architecture. Default sm_80.
     pub arch: Arch,
 }
@@ -67,8 +74,15 @@ pub enum Nf4ShapeError {
 
 impl Nf4Config {
     /// Every macro argument name.
-    pub const FIELDS: &'static [&'static str] =
-        &["n", "k", "block", "double_quant", "dtype", "arch"];
+    pub const FIELDS: &'static [&'static str] = &[
+        "n",
+        "k",
+        "block",
+        "double_quant",
+        "dtype",
+        "allow_tf32",
+        "arch",
+    ];
     /// Arguments without a default.
     pub const REQUIRED: &'static [&'static str] = &["n", "k"];
     /// Accepted block sizes.
@@ -77,6 +91,7 @@ impl Nf4Config {
     pub const DEFAULT_BLOCK: u32 = 64;
     pub const DEFAULT_DOUBLE_QUANT: bool = false;
     pub const DEFAULT_DTYPE: DType = DType::F32;
+    pub const DEFAULT_ALLOW_TF32: bool = false;
     pub const DEFAULT_ARCH: Arch = Arch::Sm80;
 
     /// The required values, every other field at its default.
@@ -87,6 +102,7 @@ impl Nf4Config {
             block: Self::DEFAULT_BLOCK,
             double_quant: Self::DEFAULT_DOUBLE_QUANT,
             dtype: Self::DEFAULT_DTYPE,
+            allow_tf32: Self::DEFAULT_ALLOW_TF32,
             arch: Self::DEFAULT_ARCH,
         }
     }
@@ -147,6 +163,9 @@ impl Nf4Config {
                     self.dtype
                 ),
             );
+        }
+        if let Some(msg) = crate::templates::tf32::dtype_rule(self.allow_tf32, self.dtype) {
+            errs.push(&["allow_tf32", "dtype"], msg);
         }
         let elements = self.weight_elements();
         if elements > INDEX_BOUND.limit {

@@ -22,8 +22,8 @@ use half::{bf16, f16};
 
 use super::format::{Nf4DoubleQuant, Nf4Weights, DYNAMIC_MAP_LEN};
 use super::kernels::{
-    BACKWARD_GEMV_COLS, BACKWARD_GEMV_ENTRY, BACKWARD_INPUT_ENTRY, GEMM_ENTRY, GEMV_ENTRY,
-    GEMV_MAX_M, GEMV_ROWS_PER_BLOCK, THREADS, TILE_M, TILE_N,
+    gemm_threads, BACKWARD_GEMV_COLS, BACKWARD_GEMV_ENTRY, BACKWARD_INPUT_ENTRY, GEMM_ENTRY,
+    GEMV_ENTRY, GEMV_MAX_M, GEMV_ROWS_PER_BLOCK, THREADS, TILE_M, TILE_N,
 };
 use super::Nf4Config;
 use crate::dtype::DType;
@@ -134,21 +134,22 @@ pub fn gemv_launch_config(cfg: &Nf4Config) -> LaunchConfig {
     }
 }
 
-/// Launch geometry of `nf4_gemm`: `(ceil(n / 64), ceil(m / 64))` blocks of 256 threads.
+/// Launch geometry of `nf4_gemm`: `(ceil(n / 64), ceil(m / 64))` blocks of
+/// [`gemm_threads`] threads (256; 128 on tf32 tensor cores).
 pub fn gemm_launch_config(cfg: &Nf4Config, m: u32) -> LaunchConfig {
     LaunchConfig {
         grid: Dim3::new(cfg.n.div_ceil(TILE_N), m.div_ceil(TILE_M), 1),
-        block: Dim3::x(THREADS),
+        block: Dim3::x(gemm_threads(cfg)),
         dynamic_shared_bytes: 0,
     }
 }
 
-/// Launch geometry of `nf4_backward_input`: `(ceil(k / 64), ceil(m / 64))` blocks of 256
-/// threads.
+/// Launch geometry of `nf4_backward_input`: `(ceil(k / 64), ceil(m / 64))` blocks of
+/// [`gemm_threads`] threads (256; 128 on tf32 tensor cores).
 pub fn backward_input_launch_config(cfg: &Nf4Config, m: u32) -> LaunchConfig {
     LaunchConfig {
         grid: Dim3::new(cfg.k.div_ceil(TILE_N), m.div_ceil(TILE_M), 1),
-        block: Dim3::x(THREADS),
+        block: Dim3::x(gemm_threads(cfg)),
         dynamic_shared_bytes: 0,
     }
 }

@@ -17,8 +17,9 @@
 //! each taking one `(expert, row tile)` item of the list [`SCHEDULE`] built from the counts.
 //!
 //! The expert GEMMs run on tensor cores (`mma.m16n8k16`, 3-stage `cp.async` ring, see
-//! `tc.rs`) for f16/bf16 on sm_80+, any reduction length ([`tensor_cores`]); f32/f64 and
-//! older targets keep the CUDA-core GEMMs (`gemm.rs`), silently. Launchers size the block with [`expert_threads`].
+//! `tc.rs`) for f16/bf16 on sm_80+, and for f32 with `allow_tf32` (tf32 `mma.m16n8k8`), any
+//! reduction length ([`tensor_cores`]); other f32, f64 and older targets keep the CUDA-core
+//! GEMMs (`gemm.rs`), silently. Launchers size the block with [`expert_threads`].
 
 mod common;
 mod expert;
@@ -37,10 +38,9 @@ pub use tc::{takes as tensor_cores, TC_THREADS};
 pub use unpermute::UNPERMUTE_BLOCK;
 
 use crate::arch::Arch;
-use crate::builder::{
-    KernelBuilder, MmaInput, ModuleBuilder, PackedHalf, BF16, F16, F32, F64, M16N8K16,
-};
+use crate::builder::{KernelBuilder, ModuleBuilder, BF16, F16, F32, F64};
 use crate::dtype::DType;
+use crate::templates::warp_mma::TileElem;
 use crate::templates::{CompiledFamily, KernelFamily, TemplateError};
 
 use super::config::{Ffn, MoeConfig, INDEX_BOUND};
@@ -124,10 +124,7 @@ type Body = fn(&MoeShape, &mut KernelBuilder);
 /// The tensor-core expert entries (linear, swiglu up, swiglu down) of a dtype that has them.
 type TcBodies = [Body; 3];
 
-fn tc_bodies<T: MoeElem + PackedHalf>() -> TcBodies
-where
-    M16N8K16: MmaInput<T>,
-{
+fn tc_bodies<T: MoeElem + TileElem>() -> TcBodies {
     [
         tc::build_linear::<T>,
         tc::build_swiglu_up::<T>,
@@ -186,7 +183,7 @@ impl KernelFamily for MoeConfig {
         let module = match self.dtype {
             DType::F16 => build_module::<F16>(self, Some(tc_bodies::<F16>())),
             DType::BF16 => build_module::<BF16>(self, Some(tc_bodies::<BF16>())),
-            DType::F32 => build_module::<F32>(self, None),
+            DType::F32 => build_module::<F32>(self, Some(tc_bodies::<F32>())),
             DType::F64 => build_module::<F64>(self, None),
         };
         Ok(CompiledFamily::from_module(&module.build()?))
@@ -201,6 +198,9 @@ impl KernelFamily for MoeConfig {
         if !self.normalize_topk {
             name.push_str("_raw");
         }
+        if self.allow_tf32 {
+            name.push_str("_tf32");
+        }
         name
     }
 
@@ -211,7 +211,9 @@ impl KernelFamily for MoeConfig {
 
 /// The emit-matrix configurations: every dtype × three shapes (Mixtral-like swiglu, 8 experts
 /// top-2; DeepSeek-like linear, 64 experts top-6 with raw probabilities; odd sizes, 40 experts
-/// top-3 swiglu) × every target (every dtype is supported on every arch).
+/// top-3 swiglu) × every target (every dtype is supported on every arch), plus f32 with
+/// `allow_tf32` for the first two shapes on every target (tf32 tensor cores on sm_80+, the
+/// CUDA-core path before).
 pub fn matrix_configs() -> Vec<MoeConfig> {
     let shapes = [
         MoeConfig {
@@ -238,6 +240,14 @@ pub fn matrix_configs() -> Vec<MoeConfig> {
                     ..shape
                 });
             }
+        }
+        for shape in &shapes[..2] {
+            out.push(MoeConfig {
+                dtype: DType::F32,
+                allow_tf32: true,
+                arch,
+                ..*shape
+            });
         }
     }
     out

@@ -1,4 +1,5 @@
-//! The expert GEMMs on tensor cores (f16/bf16 on sm_80+): the same grouped GEMMs as
+//! The expert GEMMs on tensor cores (f16/bf16 on sm_80+, and f32 on tf32 tensor cores when
+//! the configuration sets `allow_tf32`): the same grouped GEMMs as
 //! [`super::expert`] — same entries, parameters, grid `(n_max, ceil(N / 64))` and work list —
 //! computed by the shared 64 × 64 `mma.m16n8k16` block tile of [`crate::templates::warp_mma`]
 //! (4 warps, 3-stage `cp.async` ring, padded rows, `ldmatrix`, f32 accumulators).
@@ -21,13 +22,11 @@
 //! - **Epilogue**: `out[offsets[e] + m0 + r, n0 + c]` for routed slots and in-range columns,
 //!   rounded once; column pairs are stored as one packed 32-bit word when `N` is even.
 
-use crate::builder::{
-    GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Pred, Reg, SharedArr, F32, M16N8K16, U32,
-};
+use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, Scalar, SharedArr, F32, U32};
 use crate::dtype::DType;
 use crate::ir::VoteMode;
 use crate::templates::moe::MoeConfig;
-use crate::templates::warp_mma::{self as tile, Accumulators, WarpPos, TILE_K, TILE_M};
+use crate::templates::warp_mma::{self as tile, Accumulators, TileElem, WarpPos, TILE_M};
 
 use super::common::{narrow, MoeElem};
 use super::gemm::{gathered_row, permuted_row, silu_times, weight_row, work_item, Schedule};
@@ -40,13 +39,19 @@ pub const TC_THREADS: u32 = tile::THREADS;
 // The work list and the grid are shared with the CUDA-core entries.
 const _: () = assert!(TILE_M == GEMM_TILE_M && tile::TILE_N == GEMM_TILE_N);
 
-/// Whether expert entry `entry` of `cfg` runs on tensor cores: f16/bf16 on a target with
-/// `mma.m16n8k16`, `cp.async`, `ldmatrix` and packed f32 → f16x2/bf16x2 conversion (sm_80+),
-/// whatever the reduction length, for every expert entry. Everything else keeps the CUDA-core
-/// entry, silently.
+/// Whether expert entry `entry` of `cfg` runs on tensor cores: f16/bf16, or f32 with
+/// `allow_tf32` (tf32 `mma.m16n8k8`, see `warp_mma/tf32.rs`), on a target with `mma.m16n8k16`,
+/// `cp.async`, `ldmatrix` and packed f32 → f16x2/bf16x2/tf32 conversion (sm_80+), whatever the
+/// reduction length, for every expert entry. Everything else keeps the CUDA-core entry,
+/// silently.
 pub fn takes(cfg: &MoeConfig, _entry: &str) -> bool {
     let a = cfg.arch;
-    matches!(cfg.dtype, DType::F16 | DType::BF16)
+    let tensor_dtype = match cfg.dtype {
+        DType::F16 | DType::BF16 => true,
+        DType::F32 => cfg.allow_tf32,
+        DType::F64 => false,
+    };
+    tensor_dtype
         && a.has_mma_m16n8k16()
         && a.has_cp_async()
         && a.has_ldmatrix()
@@ -60,7 +65,7 @@ type Epilogue<'a> = &'a dyn Fn(&mut KernelBuilder, &[Reg<F32>]) -> Reg<F32>;
 type Row = (Reg<U32>, Pred);
 
 /// One operand's ring and the rows this thread copies into it.
-struct Operand<T: PackedHalf> {
+struct Operand<T: Scalar> {
     src: GlobalPtr<T>,
     ring: SharedArr<T>,
     rows: Vec<Row>,
@@ -78,7 +83,7 @@ struct Chunks {
 /// B rows `W_o[e, n0 + r, :]`. Blocks whose tile holds no routed row (past the work list)
 /// skip the loop (a block-uniform branch).
 #[allow(clippy::too_many_arguments)]
-fn grouped_gemm<T: MoeElem + PackedHalf>(
+fn grouped_gemm<T: MoeElem + TileElem>(
     k: &mut KernelBuilder,
     tid: Reg<U32>,
     pos: &WarpPos,
@@ -88,10 +93,7 @@ fn grouped_gemm<T: MoeElem + PackedHalf>(
     b_srcs: &[GlobalPtr<T>],
     n_total: u32,
     len: u32,
-) -> Vec<Accumulators>
-where
-    M16N8K16: MmaInput<T>,
-{
+) -> Vec<Accumulators<T::Shape>> {
     let bytes = T::TYPE.bytes();
     let mut chunks = Chunks {
         rows: Vec::new(),
@@ -123,10 +125,10 @@ where
                 .collect(),
         })
         .collect();
-    let mut acc: Vec<Accumulators> = b_srcs.iter().map(|_| tile::zero_acc::<T>(k)).collect();
+    let mut acc: Vec<Accumulators<T::Shape>> = b_srcs.iter().map(|_| T::zero_acc(k)).collect();
     let (a_lane, b_lane) = pos.fragment_offsets(k, bytes);
     let fill = |k: &mut KernelBuilder, k_tile: Reg<U32>, slot: Reg<U32>| {
-        let k0 = k.mul_lo(k_tile, TILE_K);
+        let k0 = k.mul_lo(k_tile, T::TILE_K);
         for op in std::iter::once(&a).chain(&bs) {
             let stage = tile::stage_base(k, op.ring, slot);
             for ((&(base, row_ok), &col), &at) in
@@ -144,7 +146,7 @@ where
     let has_rows = k.setp_lt(item.m0, item.count);
     let has_rows = k.vote(VoteMode::Any, has_rows);
     k.if_then(has_rows, |k| {
-        tile::run_ring(k, len.div_ceil(TILE_K), &fill, &mut |k, slot| {
+        tile::run_ring(k, len.div_ceil(T::TILE_K), &fill, &mut |k, slot| {
             let a_stage = tile::stage_base(k, a.ring, slot);
             let a_at = k.add(a_stage, a_lane);
             let b_at: Vec<Reg<U32>> = bs
@@ -154,7 +156,7 @@ where
                     k.add(stage, b_lane)
                 })
                 .collect();
-            tile::multiply_tile::<T>(k, &mut acc, a_at, &b_at);
+            T::multiply_tile(k, &mut acc, a_at, &b_at);
         });
     });
     acc
@@ -163,21 +165,18 @@ where
 /// Stores `value(outputs of every accumulator set)` at `out[(offsets[e] + m0 + r) · N + n0 +
 /// c]` for routed slots and columns `< N`: packed pairs when `N` is even (then `c` even and
 /// `c + 1 < N` together), single elements otherwise.
-fn store<T: MoeElem + PackedHalf>(
+fn store<T: MoeElem + TileElem>(
     k: &mut KernelBuilder,
     pos: &WarpPos,
     item: &super::gemm::WorkItem,
     out: GlobalPtr<T>,
     n_total: u32,
-    acc: &[Accumulators],
+    acc: &[Accumulators<T::Shape>],
     value: Epilogue<'_>,
-) where
-    M16N8K16: MmaInput<T>,
-{
+) {
     k.comment("epilogue: round and store routed rows");
     let (row0, col0) = pos.output_origin(k);
     let col0 = k.add(item.n0, col0);
-    let words = k.cast_ptr::<T, U32>(out);
     let regs: Vec<Vec<Vec<Vec<Reg<F32>>>>> = acc
         .iter()
         .map(|set| {
@@ -206,12 +205,8 @@ fn store<T: MoeElem + PackedHalf>(
                     let n_ok = k.setp_lt(n, n_total);
                     let ok = k.and_pred(slot_ok, n_ok);
                     k.if_then(ok, |k| {
-                        let pair = k.pack_f32_pair::<T>(outputs[0], outputs[1]);
-                        let bits = k.pair_bits::<T>(pair);
                         let index = k.add(row_start, n);
-                        let word = k.shr(index, 1u32);
-                        let addr = k.elem_addr(words, word);
-                        k.st_global(addr, 0, bits);
+                        T::store_pair(k, out, index, outputs[0], outputs[1]);
                     });
                 } else {
                     for (j, &v) in outputs.iter().enumerate() {
@@ -245,15 +240,13 @@ fn schedule(k: &mut KernelBuilder) -> Schedule {
 
 /// The gathering entries (linear, swiglu up): `x`, `token_ids`, schedule, the weights, the
 /// output, `tokens`, `capacity`; returns `acc[o] = X_gathered · W_o[e]ᵀ` and the store target.
-fn gathering<T: MoeElem + PackedHalf>(
+fn gathering<T: MoeElem + TileElem>(
     shape: &MoeShape,
     k: &mut KernelBuilder,
     weights: &[&str],
     output: &str,
     value: Epilogue<'_>,
-) where
-    M16N8K16: MmaInput<T>,
-{
+) {
     k.require_block([TC_THREADS, 1, 1]);
     let x = k.param_ptr::<T>("x");
     let token_ids = k.param_ptr::<U32>("token_ids");
@@ -285,18 +278,12 @@ fn gathering<T: MoeElem + PackedHalf>(
 }
 
 /// `moe_expert_linear` on tensor cores (parameters as [`super::expert::build_linear`]).
-pub(crate) fn build_linear<T: MoeElem + PackedHalf>(shape: &MoeShape, k: &mut KernelBuilder)
-where
-    M16N8K16: MmaInput<T>,
-{
+pub(crate) fn build_linear<T: MoeElem + TileElem>(shape: &MoeShape, k: &mut KernelBuilder) {
     gathering::<T>(shape, k, &["w"], "y", &|_, v| v[0]);
 }
 
 /// `moe_expert_swiglu_up` on tensor cores (parameters as [`super::expert::build_swiglu_up`]).
-pub(crate) fn build_swiglu_up<T: MoeElem + PackedHalf>(shape: &MoeShape, k: &mut KernelBuilder)
-where
-    M16N8K16: MmaInput<T>,
-{
+pub(crate) fn build_swiglu_up<T: MoeElem + TileElem>(shape: &MoeShape, k: &mut KernelBuilder) {
     gathering::<T>(shape, k, &["w1", "w3"], "gated", &|k, v| {
         silu_times(k, v[0], v[1])
     });
@@ -304,10 +291,7 @@ where
 
 /// `moe_expert_swiglu_down` on tensor cores (parameters as
 /// [`super::expert::build_swiglu_down`]).
-pub(crate) fn build_swiglu_down<T: MoeElem + PackedHalf>(shape: &MoeShape, k: &mut KernelBuilder)
-where
-    M16N8K16: MmaInput<T>,
-{
+pub(crate) fn build_swiglu_down<T: MoeElem + TileElem>(shape: &MoeShape, k: &mut KernelBuilder) {
     k.require_block([TC_THREADS, 1, 1]);
     let gated = k.param_ptr::<T>("gated");
     let schedule = schedule(k);

@@ -21,8 +21,10 @@
 //! block): activations by a 3-stage `cp.async` ring into padded shared memory and `ldmatrix`,
 //! packed codes by `cp.async` into shared memory and dequantised in registers straight into
 //! `mma.m16n8k16` B fragments (each weight rounded once to the activation type there), f32
-//! accumulators. f32 activations and older targets keep the CUDA-core GEMMs, silently; the
-//! GEMVs (bandwidth-bound, 16-byte loads) are the same on every target.
+//! accumulators. f32 activations with `allow_tf32` take `tc_tf32` (tf32 `mma.m16n8k8` on the
+//! shared `warp_mma` tile, blocks of 128 threads: [`gemm_threads`]). Other f32 configurations
+//! and older targets keep the CUDA-core GEMMs, silently; the GEMVs (bandwidth-bound, 16-byte
+//! loads) are the same on every target.
 //!
 //! Dequantisation is the host's, bit for bit: `ŵ = NF4_CODE[code] · absmax` (one `mul.rn.f32`),
 //! with `absmax = map[code8] · nested_absmax + offset` (`mul.rn`, `add.rn`: never contracted to
@@ -37,8 +39,10 @@ mod gemm;
 mod gemm_tc;
 mod gemv;
 mod tc;
+mod tc_tf32;
 
 pub use tc::tensor_cores;
+pub use tc_tf32::takes as tf32_tensor_cores;
 
 use crate::arch::Arch;
 use crate::builder::{
@@ -101,6 +105,12 @@ impl KernelFamily for Nf4Config {
             DType::BF16 if tensor_cores(self) => push_tc_entries::<BF16>(&mut module, self),
             DType::F16 => push_entries::<F16>(&mut module, self),
             DType::BF16 => push_entries::<BF16>(&mut module, self),
+            DType::F32 if tf32_tensor_cores(self) => {
+                module.push(gemv::build::<F32>(self));
+                module.push(tc_tf32::build_gemm(self));
+                module.push(tc_tf32::build_backward(self));
+                module.push(backward_gemv::build::<F32>(self));
+            }
             // `validate` rejected every other dtype.
             _ => push_entries::<F32>(&mut module, self),
         }
@@ -109,12 +119,13 @@ impl KernelFamily for Nf4Config {
 
     fn matrix_name(&self) -> String {
         format!(
-            "nf4_{}_n{}_k{}_b{}{}",
+            "nf4_{}_n{}_k{}_b{}{}{}",
             self.dtype,
             self.n,
             self.k,
             self.block,
-            if self.double_quant { "_dq" } else { "" }
+            if self.double_quant { "_dq" } else { "" },
+            if self.allow_tf32 { "_tf32" } else { "" }
         )
     }
 
@@ -128,6 +139,16 @@ fn push_entries<T: Float>(module: &mut ModuleBuilder, cfg: &Nf4Config) {
     module.push(gemm::build::<T>(cfg));
     module.push(backward::build::<T>(cfg));
     module.push(backward_gemv::build::<T>(cfg));
+}
+
+/// Threads per block of the tiled GEMMs (`nf4_gemm`, `nf4_backward_input`): [`THREADS`], or
+/// the `warp_mma` tile's 128 on the tf32 path ([`tf32_tensor_cores`]).
+pub fn gemm_threads(cfg: &Nf4Config) -> u32 {
+    if tf32_tensor_cores(cfg) {
+        crate::templates::warp_mma::THREADS
+    } else {
+        THREADS
+    }
 }
 
 /// f16/bf16 on sm_80+: the tiled GEMMs on tensor cores, the GEMVs (bandwidth-bound) as they are.
@@ -162,9 +183,23 @@ pub fn matrix_configs() -> Vec<Nf4Config> {
                     block,
                     double_quant,
                     dtype,
+                    allow_tf32: false,
                     arch,
                 });
             }
+        }
+    }
+    // f32 on tf32 tensor cores (sm_80+; the CUDA-core GEMMs before), the aligned and the
+    // largest shape.
+    for (n, k, block, double_quant) in [shapes[0], shapes[2]] {
+        for arch in Arch::ALL {
+            out.push(Nf4Config {
+                allow_tf32: true,
+                block,
+                double_quant,
+                arch,
+                ..Nf4Config::new(n, k)
+            });
         }
     }
     out
@@ -413,7 +448,12 @@ mod tests {
                 BACKWARD_GEMV_ENTRY,
             ] {
                 let entry = compiled.entry(name).expect("entry present");
-                assert_eq!(entry.required_block, Some([THREADS, 1, 1]));
+                let threads = if name == GEMM_ENTRY || name == BACKWARD_INPUT_ENTRY {
+                    gemm_threads(&cfg)
+                } else {
+                    THREADS
+                };
+                assert_eq!(entry.required_block, Some([threads, 1, 1]), "{name}");
                 let expected_params = if cfg.double_quant { 8 } else { 5 };
                 assert_eq!(entry.params.len(), expected_params, "{name}");
             }
