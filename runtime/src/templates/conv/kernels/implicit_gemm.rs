@@ -13,12 +13,11 @@
 //! contiguous in `k`, i.e. the column-major B operand, so B fragments come from plain
 //! (untransposed) `ldmatrix`.
 //!
-//! A block of [`THREADS`] threads (4 warps, 2 × 2) computes a [`TILE_M`] × [`TILE_N`] tile
-//! (pixels × output channels of one group); grid `(⌈M / 64⌉, ⌈Og / 64⌉, groups)`. Each warp owns
-//! 32 × 32 as 2 × 4 `m16n8k16` accumulators. K advances [`TILE_K`] per step through a
-//! [`STAGES`]-stage ring in shared memory: tiles `t + 1` and `t + 2` are being filled while `t`
-//! is multiplied. Both tiles are stored `[row][k]` with rows padded by 8 halves (80 bytes), so
-//! the eight 16-byte rows of every `ldmatrix` phase hit distinct bank groups.
+//! The block tile is the shared [`crate::templates::warp_mma`] one (MoE's expert GEMMs run
+//! the same): [`THREADS`] threads (4 warps, 2 × 2) compute a [`TILE_M`] × [`TILE_N`] tile
+//! (pixels × output channels of one group); grid `(⌈M / 64⌉, ⌈Og / 64⌉, groups)`. The
+//! `cp.async` ring, the `ldmatrix` fragment loads from padded rows and the `mma` loop are
+//! that module's; this one only fills ring slots (the im2col addressing) and stores.
 //!
 //! Filling a tile moves chunks of 8 consecutive `k` of one row:
 //! - with `cp.async` 16 bytes (zero-filled, `src-size 0`, where the chunk lies outside the
@@ -51,12 +50,14 @@ use super::common::{
 };
 use crate::arch::Arch;
 use crate::builder::{
-    FragA, FragB, FragC, GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Pred, Reg, SharedArr, F32,
-    M16N8K16, U16, U32,
+    GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Pred, Reg, SharedArr, M16N8K16, U16, U32,
 };
 use crate::dtype::DType;
 use crate::ir::CacheLevel;
 use crate::templates::conv::{Conv2dConfig, Layout};
+use crate::templates::warp_mma::{
+    self as tile, Accumulators, WarpPos, CHUNK, CHUNKS_PER_THREAD, TILE_K, WARP_N_TILES,
+};
 
 /// The forward entry name.
 pub const ENTRY: &str = "conv2d_implicit_gemm";
@@ -81,26 +82,7 @@ impl Pass {
         }
     }
 }
-/// Output pixels per block.
-pub const TILE_M: u32 = 64;
-/// Output channels (of one group) per block.
-pub const TILE_N: u32 = 64;
-/// Reduction depth per pipeline step.
-pub const TILE_K: u32 = 32;
-/// Threads per block (4 warps).
-pub const THREADS: u32 = 128;
-/// Pipeline depth.
-pub const STAGES: u32 = 3;
-/// Elements per copy chunk (16 bytes of f16/bf16).
-const CHUNK: u32 = 8;
-/// Padded shared row length in elements.
-const ROW: u32 = TILE_K + 8;
-/// Elements of one stage of one operand.
-const STAGE_ELEMS: u32 = TILE_M * ROW;
-/// Each warp's 32 × 32 quadrant: 2 (m16) × 4 (n8) accumulators.
-const WARP_TILE: u32 = 32;
-const WARP_M_TILES: u32 = 2;
-const WARP_N_TILES: u32 = 4;
+pub use crate::templates::warp_mma::{THREADS, TILE_M, TILE_N};
 
 /// One 8-element chunk this thread fills in every stage: tile row `row`, columns
 /// `col..col + 8`, and what stays fixed about its global row along the whole K loop.
@@ -143,9 +125,8 @@ struct Conv<T: ConvElem> {
     group: Reg<U32>,
     block_m: Reg<U32>,
     block_n: Reg<U32>,
-    lane: Reg<U32>,
-    warp_m: Reg<U32>,
-    warp_n: Reg<U32>,
+    /// The thread's lane and warp quadrant.
+    pos: WarpPos,
     a_tiles: SharedArr<T>,
     b_tiles: SharedArr<T>,
     a_chunks: Vec<Chunk>,
@@ -172,44 +153,17 @@ where
 {
     let mut k = KernelBuilder::new(pass.entry(), arch);
     let c = Conv::<T>::setup(&mut k, cfg, pass);
-    let k_tiles = c.k_len().div_ceil(TILE_K);
-    let mut acc: Vec<Vec<FragC<M16N8K16, F32>>> = (0..WARP_M_TILES)
-        .map(|_| {
-            (0..WARP_N_TILES)
-                .map(|_| k.frag_c_zero::<M16N8K16, T, F32>())
-                .collect()
-        })
-        .collect();
-    let (a_lane, b_lane) = c.fragment_offsets(&mut k);
-    k.comment("prologue: start the first stages");
-    for s in 0..STAGES - 1 {
-        if s < k_tiles {
-            let tile = k.var::<U32>(s);
-            c.fill(&mut k, tile, tile);
-        }
-        k.cp_async_commit();
-    }
-    k.for_range(0u32, k_tiles, 1u32, |k, tile| {
-        k.comment("wait for this tile, then refill the slot freed last iteration");
-        k.cp_async_wait_group(STAGES - 2);
-        k.bar_sync();
-        let next = k.add(tile, STAGES - 1);
-        let present = k.setp_lt(next, k_tiles);
-        k.if_then(present, |k| {
-            let slot = k.rem(next, STAGES);
-            c.fill(k, next, slot);
-        });
-        k.cp_async_commit();
-        k.comment("multiply the tile on the tensor cores");
-        let slot = k.rem(tile, STAGES);
-        let a_stage = c.stage_base(k, c.a_tiles, slot);
-        let b_stage = c.stage_base(k, c.b_tiles, slot);
+    let mut acc = [tile::zero_acc::<T>(&mut k)];
+    let (a_lane, b_lane) = c.pos.fragment_offsets(&mut k, T::TYPE.bytes());
+    let fill = |k: &mut KernelBuilder, k_tile: Reg<U32>, slot: Reg<U32>| c.fill(k, k_tile, slot);
+    tile::run_ring(&mut k, c.k_len().div_ceil(TILE_K), &fill, &mut |k, slot| {
+        let a_stage = tile::stage_base(k, c.a_tiles, slot);
+        let b_stage = tile::stage_base(k, c.b_tiles, slot);
         let a_at = k.add(a_stage, a_lane);
         let b_at = k.add(b_stage, b_lane);
-        multiply_tile::<T>(k, &mut acc, a_at, b_at);
+        tile::multiply_tile::<T>(k, &mut acc, a_at, &[b_at]);
     });
-    k.cp_async_wait_all();
-    c.store(&mut k, &acc);
+    c.store(&mut k, &acc[0]);
     k
 }
 
@@ -230,13 +184,9 @@ impl<T: ConvElem + PackedHalf> Conv<T> {
         let (a_src, w, out) = (k.global_ptr(a_src), k.global_ptr(w), k.global_ptr(out));
         let bias = bias.map(|b| k.global_ptr(b));
         let d = dims.load(k);
-        let a_tiles = k.shared_array::<T>("a_tiles", STAGES * STAGE_ELEMS);
-        let b_tiles = k.shared_array::<T>("b_tiles", STAGES * STAGE_ELEMS);
-        let tid = k.tid_x();
-        let lane = k.and(tid, 31u32);
-        let warp = k.shr(tid, 5u32);
-        let warp_m = k.shr(warp, 1u32);
-        let warp_n = k.and(warp, 1u32);
+        let a_tiles = tile::ring::<T>(k, "a_tiles");
+        let b_tiles = tile::ring::<T>(k, "b_tiles");
+        let (tid, pos) = WarpPos::of_thread(k);
         let bx = k.ctaid_x();
         let block_m = k.mul_lo(bx, TILE_M);
         let by = k.ctaid_y();
@@ -265,22 +215,14 @@ impl<T: ConvElem + PackedHalf> Conv<T> {
             group,
             block_m,
             block_n,
-            lane,
-            warp_m,
-            warp_n,
+            pos,
             a_tiles,
             b_tiles,
             a_chunks: Vec::new(),
             b_chunks: Vec::new(),
         };
-        let per_row = TILE_K / CHUNK;
-        for i in 0..TILE_M * per_row / THREADS {
-            let chunk = k.add(tid, i * THREADS);
-            let row = div_const(k, chunk, per_row);
-            let piece = rem_const(k, chunk, per_row);
-            let col = k.mul_lo(piece, CHUNK);
-            let slot = k.mad_lo(row, ROW, col);
-            let slot_bytes = k.mul_lo(slot, T::TYPE.bytes());
+        for i in 0..CHUNKS_PER_THREAD {
+            let (row, col, slot_bytes) = tile::chunk_slot_bytes(k, tid, i, T::TYPE.bytes());
             c.a_chunks.push(c.pixel_chunk(k, row, col, slot_bytes));
             c.b_chunks.push(c.weight_chunk(k, row, col, slot_bytes));
         }
@@ -487,17 +429,11 @@ impl<T: ConvElem + PackedHalf> Conv<T> {
         (index, ok)
     }
 
-    /// Shared byte address of ring slot `slot` of `tiles`.
-    fn stage_base(&self, k: &mut KernelBuilder, tiles: SharedArr<T>, slot: Reg<U32>) -> Reg<U32> {
-        let base = k.shared_base(tiles);
-        k.mad_lo(slot, STAGE_ELEMS * T::TYPE.bytes(), base)
-    }
-
     /// Fills ring slot `slot` with K tile `k_tile` of both operands.
     fn fill(&self, k: &mut KernelBuilder, k_tile: Reg<U32>, slot: Reg<U32>) {
         let k0 = k.mul_lo(k_tile, TILE_K);
-        let a_stage = self.stage_base(k, self.a_tiles, slot);
-        let b_stage = self.stage_base(k, self.b_tiles, slot);
+        let a_stage = tile::stage_base(k, self.a_tiles, slot);
+        let b_stage = tile::stage_base(k, self.b_tiles, slot);
         for chunk in &self.a_chunks {
             let first = k.add(k0, chunk.col);
             let dst = k.add(a_stage, chunk.slot_bytes);
@@ -551,41 +487,16 @@ impl<T: ConvElem + PackedHalf> Conv<T> {
         }
     }
 
-    /// This lane's `ldmatrix` row addresses within a stage: A at row `32·warp_m + l % 16`,
-    /// column `8 · (l / 16)`; B (n-major) at row `32·warp_n + 8 · (l / 16) + l % 8`, column
-    /// `8 · ((l / 8) % 2)` (see [`KernelBuilder::ldmatrix_b_pair`]).
-    fn fragment_offsets(&self, k: &mut KernelBuilder) -> (Reg<U32>, Reg<U32>) {
-        let bytes = T::TYPE.bytes();
-        let l16 = k.and(self.lane, 15u32);
-        let half = k.shr(self.lane, 4u32);
-        let a_row = k.mad_lo(self.warp_m, WARP_TILE, l16);
-        let a_col = k.mul_lo(half, CHUNK);
-        let a_slot = k.mad_lo(a_row, ROW, a_col);
-        let a_off = k.mul_lo(a_slot, bytes);
-        let l8 = k.and(self.lane, 7u32);
-        let b_row = k.mad_lo(half, CHUNK, l8);
-        let b_row = k.mad_lo(self.warp_n, WARP_TILE, b_row);
-        let which = k.shr(self.lane, 3u32);
-        let which = k.and(which, 1u32);
-        let b_col = k.mul_lo(which, CHUNK);
-        let b_slot = k.mad_lo(b_row, ROW, b_col);
-        let b_off = k.mul_lo(b_slot, bytes);
-        (a_off, b_off)
-    }
-
     /// Stores the warp's accumulators inside `M × N`: accumulator `(mi, ni)` covers pixels
     /// `block_m + 32·warp_m + 16·mi + {l/4, l/4 + 8}` and channels `block_n + 32·warp_n +
     /// 8·ni + 2·(l % 4) + {0, 1}`; forward `y[pixel, g·Og + o] = acc + bias`, backward-data
     /// `dx[n, g·Cg + c, pixel] = acc`, rounded once.
-    fn store(&self, k: &mut KernelBuilder, acc: &[Vec<FragC<M16N8K16, F32>>]) {
+    fn store(&self, k: &mut KernelBuilder, acc: &Accumulators) {
         k.comment("epilogue: bias, round, store inside M x N");
         let p = &self.p;
-        let quad_row = k.shr(self.lane, 2u32);
-        let quad = k.and(self.lane, 3u32);
-        let warp_row = k.mad_lo(self.warp_m, WARP_TILE, self.block_m);
-        let row_base = k.add(warp_row, quad_row);
-        let warp_col = k.mad_lo(self.warp_n, WARP_TILE, self.block_n);
-        let col_base = k.mad_lo(quad, 2u32, warp_col);
+        let (row0, col0) = self.pos.output_origin(k);
+        let row_base = k.add(self.block_m, row0);
+        let col_base = k.add(self.block_n, col0);
         let first_channel = k.mul_lo(self.group, self.n_len());
         // This lane's 8 output channels (per n8 accumulator, 2 columns) and their biases,
         // loaded once for all its rows.
@@ -639,36 +550,6 @@ impl<T: ConvElem + PackedHalf> Conv<T> {
                         });
                     }
                 }
-            }
-        }
-    }
-}
-
-/// One K tile of the warp's 32 × 32 quadrant: per 16-deep slice, two A fragments
-/// (`ldmatrix.x4`), four B fragments (two untransposed `ldmatrix.x4`), eight `mma.m16n8k16`.
-fn multiply_tile<T: PackedHalf>(
-    k: &mut KernelBuilder,
-    acc: &mut [Vec<FragC<M16N8K16, F32>>],
-    a_at: Reg<U32>,
-    b_at: Reg<U32>,
-) where
-    M16N8K16: MmaInput<T>,
-{
-    let bytes = T::TYPE.bytes();
-    for ks in 0..TILE_K / 16 {
-        let a: Vec<FragA<M16N8K16, T>> = (0..WARP_M_TILES)
-            .map(|mi| k.ldmatrix(a_at, ((mi * 16 * ROW + ks * 16) * bytes) as i32))
-            .collect();
-        let b: Vec<FragB<M16N8K16, T>> = (0..WARP_N_TILES / 2)
-            .flat_map(|pair| {
-                let off = (pair * 16 * ROW + ks * 16) * bytes;
-                let (lo, hi) = k.ldmatrix_b_pair::<T>(b_at, off as i32);
-                [lo, hi]
-            })
-            .collect();
-        for (mi, row) in acc.iter_mut().enumerate() {
-            for (ni, c) in row.iter_mut().enumerate() {
-                k.mma_into(c, &a[mi], &b[ni], c);
             }
         }
     }
