@@ -94,6 +94,25 @@ pub fn assemble(
     Ok(parse_verbose(&text))
 }
 
+impl AssembleReport {
+    /// What makes the module fail a harness, one line each, prefixed with `name`: every
+    /// warning and every entry that spills.
+    pub fn findings(&self, name: &str) -> Vec<String> {
+        let warnings = self.warnings.iter().map(|w| format!("{name}: {w}"));
+        let spills = self
+            .entries
+            .iter()
+            .filter(|e| e.spill_stores + e.spill_loads > 0)
+            .map(|e| {
+                format!(
+                    "{name}: entry {} spills ({} B stores, {} B loads)",
+                    e.entry, e.spill_stores, e.spill_loads
+                )
+            });
+        warnings.chain(spills).collect()
+    }
+}
+
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)

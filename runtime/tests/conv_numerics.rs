@@ -16,10 +16,13 @@ use ptxforge_runtime::dtype::DType;
 use ptxforge_runtime::launch::{
     Backend, DeviceBuffer, Element, LaunchError, LaunchRecord, SimBackend,
 };
-use ptxforge_runtime::templates::conv::kernels::{ENTRY_BWD_DATA, ENTRY_BWD_DATA_IMPLICIT_GEMM};
+use ptxforge_runtime::templates::conv::kernels::{
+    ENTRY_BWD_BIAS, ENTRY_BWD_DATA, ENTRY_BWD_DATA_IMPLICIT_GEMM, ENTRY_BWD_FILTER,
+    ENTRY_BWD_FILTER_IMPLICIT_GEMM,
+};
 use ptxforge_runtime::templates::conv::launch::{
-    backward_data, backward_data_with, backward_filter, forward, forward_1x1, forward_direct,
-    forward_im2col, forward_implicit_gemm, forward_nhwc,
+    backward_data, backward_data_with, backward_filter, backward_filter_with, forward, forward_1x1,
+    forward_direct, forward_im2col, forward_implicit_gemm, forward_nhwc,
 };
 use ptxforge_runtime::templates::conv::{reference, Conv2dConfig, ConvDims, ConvShape, Layout};
 use ptxforge_runtime::templates::testing::{from_f64, to_f64, HostFloat, SplitMix64};
@@ -712,6 +715,8 @@ fn tensor_core_counters_resnet_3x3() {
                 let tiles = pixels.div_ceil(64) * (64u64 * 9).div_ceil(32);
                 assert_eq!(c.mma_instructions, tiles * 4 * 16);
                 assert!(c.ldmatrix_wavefronts_per_request() <= 4.0 + 1e-9);
+                // NCHW gathers A lane → pixel: a warp reads 32 consecutive `iw` of one tap.
+                assert!(c.global_load_efficiency() >= 0.9, "{layout}");
                 if layout == Layout::Nhwc {
                     // Every operand byte arrives by cp.async; the only global loads left are
                     // the epilogue's 8 bias reads per warp.
@@ -933,6 +938,21 @@ fn tensor_core_forward_every_case_both_layouts() {
     }
 }
 
+/// The label, PTX and checked dimensions of `case` under `cfg`.
+fn prepare(case: &Case, cfg: &Conv2dConfig) -> (String, String, ConvDims) {
+    let label = format!(
+        "{} [{}] {} {} {:?}",
+        case.name,
+        cfg.matrix_name(),
+        cfg.dtype,
+        cfg.arch,
+        case.shape
+    );
+    let ptx = cfg.compile().unwrap_or_else(|e| panic!("{label}: {e}")).ptx;
+    let dims = cfg.check_shape(&case.shape, false).expect("valid shape");
+    (label, ptx, dims)
+}
+
 /// Backward-data of `case` (NCHW) with `dtype` on `arch` through every backward-data entry
 /// the module has and through `backward_data` (which must pick the tensor-core entry when the
 /// module has it), each against the reference; the tensor-core result also satisfies the
@@ -950,15 +970,8 @@ fn run_backward_data_on<T: HostFloat + Element>(
         bias: false,
         ..case.cfg
     };
-    let label = format!(
-        "{} [{}] {dtype} {arch} {:?}",
-        case.name,
-        cfg.matrix_name(),
-        case.shape
-    );
-    let ptx = cfg.compile().unwrap_or_else(|e| panic!("{label}: {e}")).ptx;
+    let (label, ptx, dims) = prepare(case, &cfg);
     let s = &case.shape;
-    let dims = cfg.check_shape(s, false).expect("valid shape");
     let tol = tolerance(dtype);
     let dev = SimBackend::new();
     let mut rng = SplitMix64::new(seed);
@@ -1040,33 +1053,66 @@ fn backward_data_cases() -> Vec<Case> {
     ]
 }
 
-/// Every case (the issue's, fuzzed, tensor-core and backward-data ones) through both
-/// backward-data entries: f16 on sm_80 and bf16 on sm_90 (the tensor-core entry must exist
-/// and be picked), and f16 on sm_75 (CUDA cores only).
-#[test]
-fn tensor_core_backward_data_every_case() {
+/// The issue's cases, 8 fuzzed ones from `seed`, the tensor-core and backward-data ones.
+fn backward_cases(seed: u64) -> Vec<Case> {
     let mut cases = issue_cases();
-    cases.extend(fuzz_cases(4048, 8));
+    cases.extend(fuzz_cases(seed, 8));
     cases.extend(tensor_core_cases());
     cases.extend(backward_data_cases());
+    cases
+}
+
+/// Runs every case through a backward pass's two entries (`[CUDA cores, tensor cores]`) with
+/// `run(case, dtype, arch, seed)`, which returns the entries it ran explicitly: f16 on sm_80
+/// and bf16 on sm_90 must run both (the tensor-core entry exists and is picked), f16 on sm_75
+/// (every fourth case) only the CUDA-core one.
+fn both_backward_entries(
+    cases: &[Case],
+    seed: u64,
+    entries: [&'static str; 2],
+    run: impl Fn(&Case, DType, Arch, u64) -> Vec<&'static str>,
+) {
     for (i, case) in cases.iter().enumerate() {
-        let seed = 500 + i as u64;
-        let tc = [ENTRY_BWD_DATA, ENTRY_BWD_DATA_IMPLICIT_GEMM];
-        let (_, ran) = run_backward_data_on::<f16>(case, DType::F16, Arch::Sm80, seed);
-        assert_eq!(ran, tc, "{}", case.name);
-        let (_, ran) = run_backward_data_on::<bf16>(case, DType::BF16, Arch::Sm90, seed);
-        assert_eq!(ran, tc, "{}", case.name);
+        let seed = seed + i as u64;
+        assert_eq!(
+            run(case, DType::F16, Arch::Sm80, seed),
+            entries,
+            "{}",
+            case.name
+        );
+        assert_eq!(
+            run(case, DType::BF16, Arch::Sm90, seed),
+            entries,
+            "{}",
+            case.name
+        );
         if i % 4 == 0 {
-            let (_, ran) = run_backward_data_on::<f16>(case, DType::F16, Arch::Sm75, seed);
-            assert_eq!(ran, [ENTRY_BWD_DATA], "{}", case.name);
+            let ran = run(case, DType::F16, Arch::Sm75, seed);
+            assert_eq!(ran, entries[..1], "{}", case.name);
         }
     }
+}
+
+/// Every case (the issue's, fuzzed, tensor-core and backward-data ones) through both
+/// backward-data entries.
+#[test]
+fn tensor_core_backward_data_every_case() {
+    let entries = [ENTRY_BWD_DATA, ENTRY_BWD_DATA_IMPLICIT_GEMM];
+    both_backward_entries(
+        &backward_cases(4048),
+        500,
+        entries,
+        |case, dtype, arch, seed| match dtype {
+            DType::BF16 => run_backward_data_on::<bf16>(case, dtype, arch, seed).1,
+            _ => run_backward_data_on::<f16>(case, dtype, arch, seed).1,
+        },
+    );
 }
 
 /// Counters of the small ResNet-like 3×3 layer's backward-data (64 → 64, padding 1, 16 × 16,
 /// f16 on sm_80): the CUDA-core gather vs the tensor-core implicit GEMM, which issues exactly
 /// the mma count its tiling implies (`⌈H·W/64⌉ · ⌈Cg/64⌉ · N·G · ⌈Og·9/32⌉` tiles × 4 warps ×
-/// 16) with conflict-free `ldmatrix`.
+/// 16) with conflict-free `ldmatrix` and coalesced gathers.
 #[test]
 fn tensor_core_backward_data_counters_resnet_3x3() {
     let case = Case {
@@ -1113,6 +1159,209 @@ fn tensor_core_backward_data_counters_resnet_3x3() {
             let tiles = pixels.div_ceil(64) * (64u64 * 9).div_ceil(32);
             assert_eq!(c.mma_instructions, tiles * 4 * 16);
             assert!(c.ldmatrix_wavefronts_per_request() <= 4.0 + 1e-9);
+            // A lane → pixel, B by filter slabs; the slabs a K tile cuts (a filter's taps
+            // split between two tiles) keep it below 0.9.
+            assert!(c.global_load_efficiency() >= 0.85);
+        } else {
+            assert_eq!(c.mma_instructions, 0);
+        }
+    }
+}
+
+/// Backward-filter of `case` (NCHW) with `dtype` on `arch` through every weight-gradient
+/// entry the module has and through `backward_filter` (which must pick the tensor-core entry
+/// when the module has it), `dw` and `db` each against the reference. Returns the explicit
+/// runs' launch records (their counters) and the entries run explicitly.
+fn run_backward_filter_on<T: HostFloat + Element>(
+    case: &Case,
+    dtype: DType,
+    arch: Arch,
+    seed: u64,
+) -> (Vec<LaunchRecord>, Vec<&'static str>) {
+    let cfg = Conv2dConfig {
+        dtype,
+        arch,
+        ..case.cfg
+    };
+    let (label, ptx, dims) = prepare(case, &cfg);
+    let s = &case.shape;
+    let tol = tolerance(dtype);
+    let dev = SimBackend::new();
+    let mut rng = SplitMix64::new(seed);
+    let x = random::<T>(&dev, &mut rng, dims.input_len(&cfg));
+    let gy = random::<T>(&dev, &mut rng, dims.output_len(&cfg));
+    let (want_dw, want_db) = reference::backward_filter(&cfg, s, &x.host, &gy.host).expect("ref");
+    let run = |entry: Option<&'static str>| {
+        let mut dw = dev.alloc::<T>(ConvDims::weight_len(&cfg)).expect("alloc");
+        let mut db = dev.alloc::<T>(cfg.out_channels as usize).expect("alloc");
+        let db_arg = cfg.bias.then_some(&mut db);
+        let result = match entry {
+            Some(entry) => {
+                backward_filter_with(&cfg, &dev, &ptx, s, entry, &x.dev, &gy.dev, &mut dw, db_arg)
+            }
+            None => backward_filter(&cfg, &dev, &ptx, s, &x.dev, &gy.dev, &mut dw, db_arg),
+        };
+        must(&label, result);
+        let what = entry.unwrap_or("backward_filter");
+        assert_close(
+            &format!("{label}: {what} dw"),
+            &download(&dev, &dw),
+            &want_dw,
+            tol,
+        );
+        if let Some(want_db) = &want_db {
+            assert_close(
+                &format!("{label}: {what} db"),
+                &download(&dev, &db),
+                want_db,
+                tol,
+            );
+        }
+    };
+    let mut ran = Vec::new();
+    for entry in [ENTRY_BWD_FILTER, ENTRY_BWD_FILTER_IMPLICIT_GEMM] {
+        if cfg.entry_names().contains(&entry) {
+            run(Some(entry));
+            ran.push(entry);
+        }
+    }
+    let log = dev.take_launch_log();
+    run(None);
+    let picked: Vec<String> = dev.take_launch_log().into_iter().map(|r| r.entry).collect();
+    let expected = if cfg.has_tensor_core_backward_filter() {
+        ENTRY_BWD_FILTER_IMPLICIT_GEMM
+    } else {
+        ENTRY_BWD_FILTER
+    };
+    let mut want_picked = vec![expected];
+    if cfg.bias {
+        want_picked.push(ENTRY_BWD_BIAS);
+    }
+    assert_eq!(picked, want_picked, "{label}");
+    (log, ran)
+}
+
+/// Backward-filter shapes: a long reduction over several images (the ring wraps many times,
+/// a K tile spans two images), two output-channel tiles and two filter-column tiles, stride
+/// with dilation and padding, groups with a bias.
+fn backward_filter_cases() -> Vec<Case> {
+    let c = Conv2dConfig::new;
+    vec![
+        Case {
+            name: "bwd-filter 3x3 p1 16→72 (two Og tiles, K 144: three column tiles) batch 3",
+            cfg: c(16, 72, 3).with_padding(1, 1),
+            shape: shape(3, 7, 9),
+        },
+        Case {
+            name: "bwd-filter 3x3 s2 d2 p3 12→8 groups 4 + bias",
+            cfg: c(12, 8, 3)
+                .with_stride(2, 2)
+                .with_dilation(2, 2)
+                .with_padding(3, 3)
+                .with_groups(4)
+                .with_bias(true),
+            shape: shape(2, 11, 13),
+        },
+        Case {
+            name: "bwd-filter 1x1 s2 32→24 groups 2 (pixels per image 30)",
+            cfg: c(32, 24, 1).with_stride(2, 2).with_groups(2),
+            shape: shape(4, 10, 11),
+        },
+    ]
+}
+
+/// Every case (the issue's, fuzzed, tensor-core, backward-data and backward-filter ones)
+/// through both weight-gradient entries.
+#[test]
+fn tensor_core_backward_filter_every_case() {
+    let mut cases = backward_cases(6072);
+    cases.extend(backward_filter_cases());
+    let entries = [ENTRY_BWD_FILTER, ENTRY_BWD_FILTER_IMPLICIT_GEMM];
+    both_backward_entries(
+        &cases,
+        700,
+        entries,
+        |case, dtype, arch, seed| match dtype {
+            DType::BF16 => run_backward_filter_on::<bf16>(case, dtype, arch, seed).1,
+            _ => run_backward_filter_on::<f16>(case, dtype, arch, seed).1,
+        },
+    );
+}
+
+/// The tensor-core weight gradient is bitwise the same whatever order the blocks run in.
+#[test]
+fn tensor_core_backward_filter_is_deterministic_under_block_shuffling() {
+    let cfg = Conv2dConfig {
+        dtype: DType::F16,
+        arch: Arch::Sm80,
+        ..Conv2dConfig::new(8, 80, 3)
+            .with_padding(1, 1)
+            .with_groups(2)
+    };
+    let ptx = cfg.compile().expect("compiles").ptx;
+    let s = shape(2, 9, 7);
+    let dims = cfg.check_shape(&s, false).expect("valid");
+    let mut results = Vec::new();
+    for shuffle in [None, Some(1), Some(2)] {
+        let dev = SimBackend::with_options(ptxforge_sim::Options {
+            shuffle_blocks: shuffle,
+            ..ptxforge_sim::Options::default()
+        });
+        let mut rng = SplitMix64::new(9);
+        let x = random::<f16>(&dev, &mut rng, dims.input_len(&cfg));
+        let gy = random::<f16>(&dev, &mut rng, dims.output_len(&cfg));
+        let mut dw = dev.alloc::<f16>(ConvDims::weight_len(&cfg)).expect("alloc");
+        must(
+            "bwd-filter",
+            backward_filter_with(
+                &cfg,
+                &dev,
+                &ptx,
+                &s,
+                ENTRY_BWD_FILTER_IMPLICIT_GEMM,
+                &x.dev,
+                &gy.dev,
+                &mut dw,
+                None,
+            ),
+        );
+        let bits: Vec<u16> = dev
+            .download(&dw)
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect();
+        results.push(bits);
+    }
+    assert!(
+        results.windows(2).all(|w| w[0] == w[1]),
+        "bitwise identical results"
+    );
+}
+
+/// Counters of the small ResNet-like 3×3 layer's backward-filter (64 → 64, padding 1,
+/// 16 × 16, batch 2, f16 on sm_80): the CUDA-core warp-per-weight reduction vs the
+/// tensor-core implicit GEMM, which issues exactly the mma count its tiling implies
+/// (`⌈Og/64⌉ · ⌈Cg·9/64⌉ · G` tiles × `⌈N·OH·OW/32⌉` K tiles × 4 warps × 16) with
+/// conflict-free `ldmatrix` and coalesced gathers.
+#[test]
+fn tensor_core_backward_filter_counters_resnet_3x3() {
+    let case = Case {
+        name: "resnet 3x3 64→64 bwd-filter",
+        cfg: Conv2dConfig::new(64, 64, 3).with_padding(1, 1),
+        shape: shape(2, 16, 16),
+    };
+    let (log, ran) = run_backward_filter_on::<f16>(&case, DType::F16, Arch::Sm80, 19);
+    assert_eq!(ran, [ENTRY_BWD_FILTER, ENTRY_BWD_FILTER_IMPLICIT_GEMM]);
+    let outputs = (64 * 64 * 9) as f64;
+    for record in log {
+        let c = &record.counters;
+        print_counters("bwd-filter", &record, outputs);
+        if record.entry == ENTRY_BWD_FILTER_IMPLICIT_GEMM {
+            let tiles = (64u64 * 9).div_ceil(64) * (2 * 16 * 16u64).div_ceil(32);
+            assert_eq!(c.mma_instructions, tiles * 4 * 16);
+            assert!(c.ldmatrix_wavefronts_per_request() <= 4.0 * 1.05);
+            assert!(c.global_load_efficiency() >= 0.9);
         } else {
             assert_eq!(c.mma_instructions, 0);
         }

@@ -28,7 +28,7 @@ mod tf32;
 
 use crate::builder::{
     FragA, FragB, FragC, GlobalPtr, KernelBuilder, MmaInput, MmaShapeKind, PackedHalf, Pred, Reg,
-    Scalar, SharedArr, BF16, F16, F32, M16N8K16, U32,
+    Scalar, SharedArr, Val, BF16, F16, F32, M16N8K16, U32,
 };
 use crate::templates::staging::{copy_elems, copy_piece};
 
@@ -271,20 +271,21 @@ where
 /// Fills ring slot `slot` (second argument) with K tile `tile` (first argument).
 pub type FillFn<'a> = &'a dyn Fn(&mut KernelBuilder, Reg<U32>, Reg<U32>);
 
-/// The ring around `multiply(k, slot)` over `k_tiles` K tiles: prologue, per-tile wait +
-/// barrier + refill (`fill(k, tile, slot)`), final `wait_all`.
+/// The ring around `multiply(k, slot)` over `k_tiles` K tiles (a block-uniform count,
+/// compile-time or run-time): prologue, per-tile wait + barrier + refill
+/// (`fill(k, tile, slot)`), final `wait_all`.
 pub fn run_ring(
     k: &mut KernelBuilder,
-    k_tiles: u32,
+    k_tiles: impl Into<Val<U32>>,
     fill: FillFn<'_>,
     multiply: &mut dyn FnMut(&mut KernelBuilder, Reg<U32>),
 ) {
+    let k_tiles = k_tiles.into();
     k.comment("prologue: start the first stages");
     for s in 0..STAGES - 1 {
-        if s < k_tiles {
-            let tile = k.var::<U32>(s);
-            fill(k, tile, tile);
-        }
+        let tile = k.var::<U32>(s);
+        let present = k.setp_lt(tile, k_tiles);
+        k.if_then(present, |k| fill(k, tile, tile));
         k.cp_async_commit();
     }
     k.for_range(0u32, k_tiles, 1u32, |k, tile| {

@@ -230,7 +230,9 @@ fn attention(rows: &mut Vec<Row>) -> Result<()> {
     Ok(())
 }
 
-/// ResNet-50 conv3_x layers at batch 32, f16: 3×3 128→128 and 1×1 128→512 on 28×28, stride 1.
+/// ResNet-50 conv3_x layers at batch 32, f16: 3×3 128→128 and 1×1 128→512 on 28×28, stride 1,
+/// through [`conv::forward`] (the entry the family chooses for the target: the tensor-core
+/// implicit GEMM on sm_80, `conv2d_1x1` / `conv2d_direct` on sm_70).
 /// Sample: batch 1, 64 output channels, C_in ∈ {16, 32} → 128 (linear in the reduction).
 fn resnet(rows: &mut Vec<Row>) -> Result<()> {
     const BATCH: u32 = 32;
@@ -269,12 +271,9 @@ fn resnet(rows: &mut Vec<Row>) -> Result<()> {
                     let mut y = dev
                         .alloc::<f16>(COUT_SAMPLE as usize * pixels)
                         .map_err(err)?;
-                    if kernel == 1 {
-                        conv::forward_1x1(&cfg, &dev, &ptx, &shape, &x, &w, None, &mut y)
-                    } else {
-                        conv::forward_direct(&cfg, &dev, &ptx, &shape, &x, &w, None, &mut y)
-                    }
-                    .map_err(err)?;
+                    // The entry the family chooses: the tensor-core implicit GEMM on sm_80,
+                    // `conv2d_1x1` / `conv2d_direct` on sm_70.
+                    conv::forward(&cfg, &dev, &ptx, &shape, &x, &w, None, &mut y).map_err(err)?;
                     Ok(dev.take_launch_log())
                 },
                 |_| f64::from(BATCH * cout / COUT_SAMPLE),

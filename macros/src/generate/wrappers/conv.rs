@@ -122,9 +122,11 @@ pub(crate) fn wrappers(c: &Conv2dConfig, t: &WrapperTypes) -> Vec<Wrapper> {
     wrappers.extend([
         Wrapper {
             name: "backward_data",
-            doc: "Gradient with respect to the input, entry `conv2d_bwd_data`: `dx [batch, \
-                  in_channels, height, width]` from `gy [batch, out_channels, out_height, \
-                  out_width]` and `w`. `dx` is overwritten."
+            doc: "Gradient with respect to the input through the fastest entry of the target \
+                  the module runs on: `conv2d_bwd_data_implicit_gemm` (tensor cores) for \
+                  f16/bf16 on sm_80+, else `conv2d_bwd_data`: `dx [batch, in_channels, height, \
+                  width]` from `gy [batch, out_channels, out_height, out_width]` and `w`. `dx` \
+                  is overwritten."
                 .into(),
             lifetimes: quote!(),
             params: vec![
@@ -140,8 +142,10 @@ pub(crate) fn wrappers(c: &Conv2dConfig, t: &WrapperTypes) -> Vec<Wrapper> {
         Wrapper {
             name: "backward_filter",
             doc: format!(
-                "Gradient with respect to the weights, entry `conv2d_bwd_filter`{}: `dw` from `x` \
-                 and `gy`. Outputs are overwritten.",
+                "Gradient with respect to the weights through the fastest entry of the target \
+                 the module runs on, `conv2d_bwd_filter_implicit_gemm` (tensor cores) for \
+                 f16/bf16 on sm_80+, else `conv2d_bwd_filter`{}: `dw` from `x` and `gy`. \
+                 Outputs are overwritten.",
                 if c.bias {
                     ", and to the bias, entry `conv2d_bwd_bias`: `db [out_channels]`"
                 } else {

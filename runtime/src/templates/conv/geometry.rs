@@ -217,6 +217,17 @@ impl Conv2dConfig {
         implicit_gemm_grid(pixels, self.in_per_group(), ("images × groups", planes))
     }
 
+    /// `conv2d_bwd_filter_implicit_gemm`: block 128; grid `(⌈Og / 64⌉, ⌈Cg·KH·KW / 64⌉, G)`
+    /// (each block reduces over all `N·OH·OW` pixels).
+    pub fn backward_filter_implicit_gemm_launch_config(&self) -> Result<LaunchConfig, LaunchError> {
+        let filter_len = self.in_per_group() * self.kernel_h * self.kernel_w;
+        implicit_gemm_grid(
+            u64::from(self.out_per_group()),
+            filter_len,
+            ("groups", u64::from(self.groups)),
+        )
+    }
+
     /// `conv2d_bwd_filter`: block 256 (8 warps, one weight element each); grid
     /// `ceil(C_out·Cg·KH·KW / 8)`.
     pub fn backward_filter_launch_config(&self) -> Result<LaunchConfig, LaunchError> {

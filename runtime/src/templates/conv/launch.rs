@@ -21,7 +21,8 @@
 use super::config::{Conv2dConfig, Layout};
 use super::kernels::{
     fast_div_constants, ENTRY_1X1, ENTRY_BWD_BIAS, ENTRY_BWD_DATA, ENTRY_BWD_DATA_IMPLICIT_GEMM,
-    ENTRY_BWD_FILTER, ENTRY_DIRECT, ENTRY_GEMM, ENTRY_IM2COL, ENTRY_IMPLICIT_GEMM, ENTRY_NHWC,
+    ENTRY_BWD_FILTER, ENTRY_BWD_FILTER_IMPLICIT_GEMM, ENTRY_DIRECT, ENTRY_GEMM, ENTRY_IM2COL,
+    ENTRY_IMPLICIT_GEMM, ENTRY_NHWC,
 };
 use super::shapes::{ConvDims, ConvError, ConvShape};
 use crate::dtype::DType;
@@ -450,9 +451,12 @@ pub fn backward_data_with<B: Backend, T: Element>(
     Ok(d)
 }
 
-/// Backward-filter (`conv2d_bwd_filter`, then `conv2d_bwd_bias` when the config has a bias):
-/// `dw[oc, ci, kh, kw] = Σ_{n, oh, ow} gy · x` and `db[oc] = Σ_{n, oh, ow} gy`, each summed in
-/// a fixed order (deterministic). `db` must be `Some` exactly when `cfg.bias`.
+/// Backward-filter: `dw[oc, ci, kh, kw] = Σ_{n, oh, ow} gy · x`, then (`conv2d_bwd_bias`,
+/// when the config has a bias) `db[oc] = Σ_{n, oh, ow} gy`, each summed in a fixed order
+/// (deterministic), with the fastest weight-gradient entry the module has: the tensor-core
+/// `conv2d_bwd_filter_implicit_gemm` where the config has it
+/// ([`Conv2dConfig::has_tensor_core_backward_filter`]), else (silently: f32/f64 and pre-sm_80
+/// targets) the CUDA-core `conv2d_bwd_filter`. `db` must be `Some` exactly when `cfg.bias`.
 #[allow(clippy::too_many_arguments)]
 pub fn backward_filter<B: Backend, T: Element>(
     cfg: &Conv2dConfig,
@@ -464,19 +468,48 @@ pub fn backward_filter<B: Backend, T: Element>(
     dw: &mut DeviceBuffer<B, T>,
     db: Option<&mut DeviceBuffer<B, T>>,
 ) -> Result<ConvDims, LaunchError> {
-    let prep = Prepared::new::<T>(cfg, ENTRY_BWD_FILTER, shape, false)?;
+    let entry = if cfg.has_tensor_core_backward_filter() {
+        ENTRY_BWD_FILTER_IMPLICIT_GEMM
+    } else {
+        ENTRY_BWD_FILTER
+    };
+    backward_filter_with(cfg, dev, ptx, shape, entry, x, gy, dw, db)
+}
+
+/// Backward-filter with a named weight-gradient entry: `conv2d_bwd_filter` (CUDA cores, every
+/// config) or `conv2d_bwd_filter_implicit_gemm` (tensor cores; an entry the module lacks is
+/// [`LaunchError::InvalidDim`] `layout`, listing the entries it has), then `conv2d_bwd_bias`
+/// when the config has a bias. [`backward_filter`] picks the fastest automatically; this one
+/// lets a caller compare them.
+#[allow(clippy::too_many_arguments)]
+pub fn backward_filter_with<B: Backend, T: Element>(
+    cfg: &Conv2dConfig,
+    dev: &B,
+    ptx: &str,
+    shape: &ConvShape,
+    entry: &'static str,
+    x: &DeviceBuffer<B, T>,
+    gy: &DeviceBuffer<B, T>,
+    dw: &mut DeviceBuffer<B, T>,
+    db: Option<&mut DeviceBuffer<B, T>>,
+) -> Result<ConvDims, LaunchError> {
+    let prep = Prepared::new::<T>(cfg, entry, shape, false)?;
     let d = prep.dims;
     check_len("x", d.input_len(cfg), x)?;
     check_len("gy", d.output_len(cfg), gy)?;
     check_len("dw", ConvDims::weight_len(cfg), dw)?;
     check_bias(cfg, "db", db.as_deref())?;
-    let filter = cfg.backward_filter_launch_config()?;
+    let filter = if entry == ENTRY_BWD_FILTER_IMPLICIT_GEMM {
+        cfg.backward_filter_implicit_gemm_launch_config()?
+    } else {
+        cfg.backward_filter_launch_config()?
+    };
     let args = vec![
         KernelArg::buffer(x),
         KernelArg::buffer(gy),
         KernelArg::buffer(&*dw),
     ];
-    prep.launch(dev, ptx, ENTRY_BWD_FILTER, filter, args)?;
+    prep.launch(dev, ptx, entry, filter, args)?;
     if let Some(db) = db {
         let args = vec![KernelArg::buffer(gy), KernelArg::buffer(&*db)];
         prep.launch(

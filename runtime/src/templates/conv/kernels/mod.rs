@@ -13,6 +13,7 @@
 //! | [`bwd_data`](backward_data) | `dx` from `gy` | 256 | `(⌈H·W/256⌉, min(N·C_in, 65535))` |
 //! | [`bwd_data_implicit_gemm`](implicit_gemm) (f16/bf16, sm_80+) | `dx` from `gy` on tensor cores | 128 | `(⌈H·W/64⌉, ⌈Cg/64⌉, N·G)` |
 //! | [`bwd_filter`](backward_filter) | `dw` from `x`, `gy` | 256 | `⌈C_out·Cg·KH·KW / 8⌉` |
+//! | [`bwd_filter_implicit_gemm`](implicit_gemm) (f16/bf16, sm_80+) | `dw` from `x`, `gy` on tensor cores | 128 | `(⌈Og/64⌉, ⌈Cg·KH·KW/64⌉, G)` |
 //! | [`bwd_bias`](backward_filter) (with bias) | `db` from `gy` | 256 | `⌈C_out / 8⌉` |
 //!
 //! The NHWC module has only `implicit_gemm` (where available) and `nhwc`. Every entry takes its
@@ -36,7 +37,8 @@ pub use gemm::{ENTRY_1X1, ENTRY_GEMM};
 pub use im2col::ENTRY as ENTRY_IM2COL;
 pub use implicit_gemm::{
     ENTRY as ENTRY_IMPLICIT_GEMM, ENTRY_BWD_DATA as ENTRY_BWD_DATA_IMPLICIT_GEMM,
-    THREADS as IMPLICIT_THREADS, TILE_M as IMPLICIT_TILE_M, TILE_N as IMPLICIT_TILE_N,
+    ENTRY_BWD_FILTER as ENTRY_BWD_FILTER_IMPLICIT_GEMM, THREADS as IMPLICIT_THREADS,
+    TILE_M as IMPLICIT_TILE_M, TILE_N as IMPLICIT_TILE_N,
 };
 pub use nhwc::ENTRY as ENTRY_NHWC;
 
@@ -75,6 +77,13 @@ impl Conv2dConfig {
         implicit_gemm::available(self, Pass::BackwardData)
     }
 
+    /// Whether the module has the tensor-core backward-filter
+    /// `conv2d_bwd_filter_implicit_gemm` (f16/bf16 on targets with `mma.m16n8k16`, NCHW;
+    /// otherwise silently only the CUDA-core `conv2d_bwd_filter`).
+    pub fn has_tensor_core_backward_filter(&self) -> bool {
+        implicit_gemm::available(self, Pass::BackwardFilter)
+    }
+
     /// The entries of this configuration's module, in module order. The NHWC module holds the
     /// forward entries only: the tensor-core implicit GEMM where available and the CUDA-core
     /// `conv2d_nhwc`.
@@ -99,6 +108,9 @@ impl Conv2dConfig {
             names.push(ENTRY_BWD_DATA_IMPLICIT_GEMM);
         }
         names.push(ENTRY_BWD_FILTER);
+        if self.has_tensor_core_backward_filter() {
+            names.push(ENTRY_BWD_FILTER_IMPLICIT_GEMM);
+        }
         if self.bias {
             names.push(ENTRY_BWD_BIAS);
         }
@@ -129,6 +141,9 @@ fn build_module<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> ModuleBuilder {
         m.push(tc);
     }
     m.push(backward_filter::build_filter::<T>(cfg, arch));
+    if let Some(tc) = T::implicit_gemm(cfg, arch, Pass::BackwardFilter) {
+        m.push(tc);
+    }
     if cfg.bias {
         m.push(backward_filter::build_bias::<T>(cfg, arch));
     }

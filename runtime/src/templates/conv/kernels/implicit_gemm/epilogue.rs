@@ -1,0 +1,95 @@
+//! The implicit GEMMs' epilogue: bias (forward), one rounding to the storage type, and the
+//! store of every accumulator inside `M × N`.
+
+use super::super::common::{load_or_zero, ConvElem};
+use super::{Conv, Pass};
+use crate::builder::{KernelBuilder, PackedHalf, Pred, Reg, U32};
+use crate::templates::conv::Layout;
+use crate::templates::warp_mma::{Accumulators, WARP_N_TILES};
+
+/// One output column of this lane: the column within the group's GEMM, whether it exists,
+/// and its bias.
+type OutputColumn<A> = (Reg<U32>, Pred, Option<Reg<A>>);
+
+impl<T: ConvElem + PackedHalf> Conv<T> {
+    /// Stores the warp's accumulators inside `M × N`: accumulator `(mi, ni)` covers rows
+    /// `block_m + 32·warp_m + 16·mi + {l/4, l/4 + 8}` and columns `block_n + 32·warp_n +
+    /// 8·ni + 2·(l % 4) + {0, 1}`; forward `y[pixel, g·Og + o] = acc + bias`, backward-data
+    /// `dx[n, g·Cg + c, pixel] = acc`, backward-filter `dw[g·Og + o, f] = acc`, rounded once.
+    pub(super) fn store(&self, k: &mut KernelBuilder, acc: &Accumulators) {
+        k.comment("epilogue: bias, round, store inside M x N");
+        let (row0, col0) = self.pos.output_origin(k);
+        let row_base = k.add(self.block_m, row0);
+        let col_base = k.add(self.block_n, col0);
+        let first_channel = k.mul_lo(self.group, self.n_len());
+        // This lane's 8 output columns (per n8 accumulator, 2 columns) and their biases,
+        // loaded once for all its rows.
+        let columns: Vec<OutputColumn<T::Acc>> = (0..WARP_N_TILES * 2)
+            .map(|c| {
+                let o = k.add(col_base, (c / 2) * 8 + c % 2);
+                let o_ok = k.setp_lt(o, self.n_len());
+                let bias = self.bias.map(|b| {
+                    let channel = k.add(first_channel, o);
+                    load_or_zero::<T>(k, b, channel, o_ok)
+                });
+                (o, o_ok, bias)
+            })
+            .collect();
+        for (mi, row_accs) in acc.iter().enumerate() {
+            for half in 0..2u32 {
+                let m = k.add(row_base, mi as u32 * 16 + half * 8);
+                let m_ok = k.setp_lt(m, self.m_len);
+                let (start, column_step) = self.output_row(k, m, first_channel);
+                for (ni, frag) in row_accs.iter().enumerate() {
+                    let regs = frag.f32_regs();
+                    for j in 0..2 {
+                        let (o, o_ok, bias) = columns[2 * ni + j];
+                        let ok = k.and_pred(m_ok, o_ok);
+                        let value: Reg<T::Acc> = regs[2 * half as usize + j].retype();
+                        k.if_then(ok, |k| {
+                            let value = match bias {
+                                Some(b) => k.add(value, b),
+                                None => value,
+                            };
+                            let index = match column_step {
+                                Some(step) => k.mad_lo(o, step, start),
+                                None => k.add(start, o),
+                            };
+                            let out = T::narrow(k, value);
+                            let addr = k.elem_addr(self.out, index);
+                            k.st_global(addr, 0, out);
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Output index of column 0 of GEMM row `m`, and the step between columns (`None`: 1).
+    fn output_row(
+        &self,
+        k: &mut KernelBuilder,
+        m: Reg<U32>,
+        first_channel: Reg<U32>,
+    ) -> (Reg<U32>, Option<Reg<U32>>) {
+        let p = &self.p;
+        match (self.pass, self.layout) {
+            (Pass::BackwardData, _) => {
+                let image = self.image.expect("backward-data blocks have an image");
+                let hw = k.mul_lo(self.d.h, self.d.w);
+                let plane = k.mad_lo(image, p.c_in, first_channel);
+                (k.mad_lo(plane, hw, m), Some(hw))
+            }
+            (Pass::BackwardFilter, _) => {
+                let channel = k.mad_lo(self.group, p.og, m);
+                (k.mul_lo(channel, p.filter_len()), None)
+            }
+            (Pass::Forward, Layout::Nchw) => {
+                let (image, pix) = self.d.ohw_div.divmod(k, m);
+                let plane = k.mad_lo(image, p.c_out, first_channel);
+                (k.mad_lo(plane, self.d.ohw, pix), Some(self.d.ohw))
+            }
+            (Pass::Forward, Layout::Nhwc) => (k.mad_lo(m, p.c_out, first_channel), None),
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! How the [`THREADS`] threads fill one ring slot of an operand tile ([`TILE_M`] rows ×
+//! [`TILE_K`] reduction indices), chosen per operand so that a warp's global requests cover
+//! whole 32-byte sectors:
+//!
+//! - [`Gather::Chunks`]: 16-byte `cp.async` of 8 consecutive reduction indices of one row
+//!   (zero-filled, `src-size 0`, outside the problem or in the padding), where those 8
+//!   elements are contiguous and 16-byte aligned in global memory; the warp_mma chunk
+//!   assignment ([`tile::chunk_slot_bytes`]).
+//! - [`Gather::Rows`]: lane → row. Thread `t` owns row `t mod 64` and reduction indices
+//!   `16·⌊t / 64⌋ ..+ 16`; one warp request is 32 consecutive rows at one index, consecutive
+//!   addresses where rows are pixels along `ow` (NCHW windows, backward-data's `gy`).
+//! - [`Gather::Columns`]: lane → reduction index. Thread `t` owns index `t mod 32` and rows
+//!   `⌊t / 32⌋ + 4·e`; one warp request is 32 consecutive indices of one row, consecutive
+//!   addresses where the reduction runs along memory (weight rows, backward-filter's pixels).
+//!
+//! - [`Gather::Slabs`] (backward-data's B, `KH·KW` > 1 and not a multiple of 8): lane →
+//!   consecutive `(c, kh, kw)` of one filter slab `w[g·Og + o, block_n.., .., ..]`, which is
+//!   contiguous; thread `t` owns slab offsets `q = t + 128·i`, i.e. row `c = q / (KH·KW)`
+//!   and tap `q mod (KH·KW)`, and walks every `o` the tile's 32 reduction indices touch,
+//!   storing the taps that fall inside the tile (every tile element exactly once).
+//!
+//! Element gathers load 16-bit words under their predicate (0 outside) and store them with
+//! `st.shared.u16` into the slot, which is free because every thread has passed the barrier
+//! after its last use.
+
+use super::super::common::{div_const, rem_const, ConvElem};
+use super::addressing::{Coord, Side};
+use super::Conv;
+use crate::builder::{
+    GlobalPtr, KernelBuilder, PackedHalf, Pred, Reg, Scalar, SharedArr, U16, U32,
+};
+use crate::ir::CacheLevel;
+use crate::templates::warp_mma::{
+    self as tile, CHUNKS_PER_THREAD, ROW, THREADS, TILE_K, TILE_M, TILE_N,
+};
+
+/// Elements of one operand slot each thread moves.
+const ELEMS_PER_THREAD: u32 = TILE_M * TILE_K / THREADS;
+/// Warps per block: the row step of [`Gather::Columns`].
+const WARPS: u32 = THREADS / 32;
+const _: () = assert!(TILE_K == 32 && TILE_M == TILE_N && TILE_M == 2 * 32);
+
+/// Which thread assignment an operand uses (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Strategy {
+    Chunks,
+    Rows,
+    Columns,
+    Slabs,
+}
+
+/// A thread's share of one operand slot, with what stays fixed along the reduction.
+pub(super) enum Gather {
+    /// `(row, first column, byte offset in the stage)` per chunk.
+    Chunks(Vec<(Coord, Reg<U32>, Reg<U32>)>),
+    /// The owned row, its first column and its byte offset in the stage.
+    Rows {
+        row: Coord,
+        col0: Reg<U32>,
+        slot_bytes: Reg<U32>,
+    },
+    /// The owned column (the lane), the first row (the warp) and its byte offset.
+    Columns {
+        lane: Reg<U32>,
+        warp: Reg<U32>,
+        slot_bytes: Reg<U32>,
+    },
+    /// The thread's first slab offset `(block_n·KH·KW + t)`.
+    Slabs { first: Reg<U32>, tid: Reg<U32> },
+}
+
+/// One operand: where it comes from, its ring and the thread's share.
+pub(super) struct Operand<T: Scalar> {
+    pub side: Side,
+    pub src: GlobalPtr<T>,
+    pub ring: SharedArr<T>,
+    pub gather: Gather,
+}
+
+impl<T: ConvElem + PackedHalf> Conv<T> {
+    /// The thread's share of `side` under `strategy`; row coordinates fixed for the whole
+    /// reduction are computed here once.
+    pub(super) fn gather(
+        &self,
+        k: &mut KernelBuilder,
+        tid: Reg<U32>,
+        side: Side,
+        strategy: Strategy,
+    ) -> Gather {
+        let bytes = T::TYPE.bytes();
+        match strategy {
+            Strategy::Chunks => Gather::Chunks(
+                (0..CHUNKS_PER_THREAD)
+                    .map(|i| {
+                        let (row, col, slot_bytes) = tile::chunk_slot_bytes(k, tid, i, bytes);
+                        (self.row_coord(k, side, row), col, slot_bytes)
+                    })
+                    .collect(),
+            ),
+            Strategy::Rows => {
+                let row = k.and(tid, TILE_M - 1);
+                let part = k.shr(tid, TILE_M.trailing_zeros());
+                let col0 = k.mul_lo(part, ELEMS_PER_THREAD);
+                let slot = k.mad_lo(row, ROW, col0);
+                Gather::Rows {
+                    row: self.row_coord(k, side, row),
+                    col0,
+                    slot_bytes: k.mul_lo(slot, bytes),
+                }
+            }
+            Strategy::Columns => {
+                let lane = k.and(tid, TILE_K - 1);
+                let warp = k.shr(tid, TILE_K.trailing_zeros());
+                let slot = k.mad_lo(warp, ROW, lane);
+                Gather::Columns {
+                    lane,
+                    warp,
+                    slot_bytes: k.mul_lo(slot, bytes),
+                }
+            }
+            Strategy::Slabs => Gather::Slabs {
+                first: k.mad_lo(self.block_n, self.p.taps, tid),
+                tid,
+            },
+        }
+    }
+
+    /// Fills ring slot `slot` with reduction tile `k_tile` of both operands.
+    pub(super) fn fill(&self, k: &mut KernelBuilder, k_tile: Reg<U32>, slot: Reg<U32>) {
+        let k0 = k.mul_lo(k_tile, TILE_K);
+        for op in [&self.a, &self.b] {
+            self.fill_operand(k, op, k0, slot);
+        }
+    }
+
+    fn fill_operand(&self, k: &mut KernelBuilder, op: &Operand<T>, k0: Reg<U32>, slot: Reg<U32>) {
+        let bytes = T::TYPE.bytes();
+        let stage = tile::stage_base(k, op.ring, slot);
+        let bits = k.cast_ptr::<T, U16>(op.src);
+        match &op.gather {
+            Gather::Chunks(chunks) => {
+                for (row, col, slot_bytes) in chunks {
+                    let first = k.add(k0, *col);
+                    let col = self.column_coord(k, op.side, first);
+                    let (index, ok) = self.element(k, op.side, row, &col);
+                    let index = k.selp(index, 0u32, ok);
+                    let addr = k.elem_addr(op.src, index);
+                    let src_bytes = k.selp(16u32, 0u32, ok);
+                    let dst = k.add(stage, *slot_bytes);
+                    k.cp_async_zfill(CacheLevel::Cg, dst, addr, 16, src_bytes);
+                }
+            }
+            Gather::Rows {
+                row,
+                col0,
+                slot_bytes,
+            } => {
+                let first = k.add(k0, *col0);
+                let dst = k.add(stage, *slot_bytes);
+                for e in 0..ELEMS_PER_THREAD {
+                    let kk = k.add(first, e);
+                    let col = self.column_coord(k, op.side, kk);
+                    let (index, ok) = self.element(k, op.side, row, &col);
+                    let v = load_bits(k, bits, index, ok);
+                    k.st_shared(dst, (e * bytes) as i32, v);
+                }
+            }
+            Gather::Columns {
+                lane,
+                warp,
+                slot_bytes,
+            } => {
+                let kk = k.add(k0, *lane);
+                let col = self.column_coord(k, op.side, kk);
+                let dst = k.add(stage, *slot_bytes);
+                for e in 0..ELEMS_PER_THREAD {
+                    let r = k.add(*warp, e * WARPS);
+                    let row = self.row_coord(k, op.side, r);
+                    let (index, ok) = self.element(k, op.side, &row, &col);
+                    let v = load_bits(k, bits, index, ok);
+                    k.st_shared(dst, (e * WARPS * ROW * bytes) as i32, v);
+                }
+            }
+            Gather::Slabs { first, tid } => self.fill_slabs(k, bits, stage, k0, *first, *tid),
+        }
+    }
+
+    /// [`Gather::Slabs`]: with `taps = KH·KW`, reduction tile `k0..k0 + 32` touches filters
+    /// `o = ⌊k0 / taps⌋ + s`, `s < S = ⌊(taps + 30) / taps⌋ + 1`. Slab offset `q` of filter
+    /// `o` is `w[(g·Og + o)·Cg·taps + block_n·taps + q]` (the thread's `first + 128·i +
+    /// s·Cg·taps`: one address per tile, immediate offsets), tile row `q / taps`, column
+    /// `o·taps + q mod taps − k0`; it is stored where that column lies in the tile (loaded
+    /// where also `o < Og` and the row `< Cg`, else 0).
+    fn fill_slabs(
+        &self,
+        k: &mut KernelBuilder,
+        bits: GlobalPtr<U16>,
+        stage: Reg<U32>,
+        k0: Reg<U32>,
+        first: Reg<U32>,
+        tid: Reg<U32>,
+    ) {
+        let p = &self.p;
+        let bytes = T::TYPE.bytes();
+        let slab = p.cg * p.taps;
+        let slabs = (p.taps + TILE_K - 2) / p.taps + 1;
+        let o_first = div_const(k, k0, p.taps);
+        let filter = k.mad_lo(self.group, p.og, o_first);
+        let start = k.mad_lo(filter, slab, first);
+        let src = k.elem_addr(bits, start);
+        // Column of tap 0 of filter `o_first` (at most 0: wrapping, so one unsigned compare
+        // against 32 checks both ends).
+        let col0 = k.mul_lo(o_first, p.taps);
+        let col0 = k.sub(col0, k0);
+        for i in 0..(TILE_M * p.taps).div_ceil(THREADS) {
+            let q = k.add(tid, i * THREADS);
+            let row = div_const(k, q, p.taps);
+            let tap = rem_const(k, q, p.taps);
+            let in_rows = k.setp_lt(q, TILE_M * p.taps);
+            let c = k.add(self.block_n, row);
+            let c_ok = k.setp_lt(c, p.cg);
+            let row_ok = k.and_pred(in_rows, c_ok);
+            let row_at = k.mad_lo(row, ROW * bytes, stage);
+            let col_i = k.add(col0, tap);
+            for s in 0..slabs {
+                let col = k.add(col_i, s * p.taps);
+                let in_tile = k.setp_lt(col, TILE_K);
+                let store = k.and_pred(in_tile, in_rows);
+                k.if_then(store, |k| {
+                    let o = k.add(o_first, s);
+                    let o_ok = k.setp_lt(o, p.og);
+                    let ok = k.and_pred(o_ok, row_ok);
+                    let v = k.var::<U16>(0u16);
+                    k.if_then(ok, |k| {
+                        let offset = (i * THREADS + s * slab) * bytes;
+                        let loaded = k.ld_global_nc::<U16>(src, offset as i32);
+                        k.assign(v, loaded);
+                    });
+                    let dst = k.mad_lo(col, bytes, row_at);
+                    k.st_shared(dst, 0, v);
+                });
+            }
+        }
+    }
+}
+
+/// `ok ? bits[index] : 0`, the load only where `ok` holds.
+fn load_bits(k: &mut KernelBuilder, bits: GlobalPtr<U16>, index: Reg<U32>, ok: Pred) -> Reg<U16> {
+    let v = k.var::<U16>(0u16);
+    k.if_then(ok, |k| {
+        let addr = k.elem_addr(bits, index);
+        let loaded = k.ld_global_nc::<U16>(addr, 0);
+        k.assign(v, loaded);
+    });
+    v
+}

@@ -1,0 +1,298 @@
+//! `conv2d_implicit_gemm`, `conv2d_bwd_data_implicit_gemm` and
+//! `conv2d_bwd_filter_implicit_gemm`: the forward convolution, its input gradient and its
+//! weight gradient as implicit GEMMs on tensor cores (f16 and bf16 on targets with
+//! `mma.m16n8k16`; f32 accumulation). All three share everything below but the operand
+//! addressing ([`addressing`]), the choice of gather per operand ([`gather`]) and the output
+//! indexing ([`epilogue`]), per [`Pass`].
+//!
+//! **Forward.**
+//! Per group `g`, `Y_g [M, Og] = A [M, K] · W_gᵀ` with `M = N·OH·OW` output pixels and
+//! `K = Cg·KH·KW`. Row `m = (n·OH + oh)·OW + ow` of A is the receptive field of that pixel,
+//! gathered straight from `x` with im2col addressing (no `cols` buffer): reduction index `k`
+//! is `(ci, kh, kw)` in the weight's order — `ci·KH·KW + kh·KW + kw` for NCHW,
+//! `(kh·KW + kw)·Cg + ci` for NHWC — and reads `x[n, g·Cg + ci, oh·SH − PH + kh·DH,
+//! ow·SW − PW + kw·DW]`, 0 in the padding. The weight rows `W[g·Og + o, 0..K]` are already
+//! contiguous in `k`, i.e. the column-major B operand, so B fragments come from plain
+//! (untransposed) `ldmatrix`.
+//!
+//! The block tile is the shared [`crate::templates::warp_mma`] one (MoE's expert GEMMs run
+//! the same): [`THREADS`] threads (4 warps, 2 × 2) compute a [`TILE_M`] × [`TILE_N`] tile
+//! (pixels × output channels of one group); grid `(⌈M / 64⌉, ⌈Og / 64⌉, groups)`. The
+//! `cp.async` ring, the `ldmatrix` fragment loads from padded rows and the `mma` loop are
+//! that module's; this one only fills ring slots (the im2col addressing) and stores.
+//!
+//! A ring slot is filled per operand by the gather that makes its global loads coalesce
+//! ([`gather`]): 16-byte `cp.async` chunks where 8 consecutive reduction indices are
+//! contiguous and aligned (NHWC A with `Cg` and `C_in` multiples of 8; B when `K` is a
+//! multiple of 8), else element loads with consecutive lanes on consecutive addresses: lane →
+//! pixel for NCHW's A (consecutive pixels are consecutive `iw` of one tap), lane → reduction
+//! index for B and for NHWC windows of few channels.
+//!
+//! The epilogue adds the bias in f32, rounds once to the storage type and stores inside
+//! `M × Og` only.
+//!
+//! **Backward-data** (NCHW). Per image `n` and group `g`, `dX [M, Cg] = A [M, K] · B [K, Cg]`
+//! with `M = H·W` input pixels, `K = Og·KH·KW` and `k = o·KH·KW + kh·KW + kw`:
+//! `A[(h, w), k] = gy[n, g·Og + o, oh, ow]` where `oh·SH = h + PH − kh·DH` exactly and
+//! `0 ≤ oh < OH` (likewise `ow`), 0 otherwise (the taps that skip this pixel under the
+//! stride, or fall outside the output); `B[k, c] = w[g·Og + o, c, kh, kw]`, stored `[c][k]`
+//! like the forward's B so the same untransposed `ldmatrix` reads it. The grid is
+//! `(⌈H·W / 64⌉, ⌈Cg / 64⌉, N·G)`: a tile never spans two images, so no run-time division
+//! by `H·W` is needed. A is gathered lane → pixel (consecutive `w`, consecutive `ow` of one
+//! tap); B in 16-byte chunks when `KH·KW` is a multiple of 8 (a chunk then stays within one
+//! `o` and is aligned), lane → channel for 1 × 1 filters, else by filter slabs (the
+//! `[Cg-tile, KH, KW]` block of one `o` is contiguous). Every `dx` element is one dot product
+//! summed in `k` order by one warp's `mma` chain: deterministic, no atomics.
+//!
+//! **Backward-filter** (NCHW). Per group `g`, `dW_g [Og, Cg·KH·KW] = A [Og, M] · B [M,
+//! Cg·KH·KW]` reduced over the `M = N·OH·OW` output pixels (a run-time length: the ring runs
+//! `⌈M / 32⌉` tiles): `A[o, m] = gy[n, g·Og + o, oh, ow]`, `B[m, f] = x[n, g·Cg + ci,
+//! oh·SH − PH + kh·DH, ow·SW − PW + kw·DW]` (0 in the padding) with `f = (ci, kh, kw)` in the
+//! weight's order, read with im2col addressing on the fly (no `cols` buffer) and stored
+//! `[f][m]` so the same untransposed `ldmatrix` reads it. Both are gathered lane → pixel
+//! (consecutive `m`: consecutive `ow`). Grid `(⌈Og / 64⌉, ⌈Cg·KH·KW / 64⌉, G)`; each `dw`
+//! element is summed over all pixels in order by one warp's `mma` chain in f32 (no split of
+//! the reduction, no atomics: deterministic), then rounded once.
+
+mod addressing;
+mod epilogue;
+mod gather;
+
+use super::common::{conv_kernel, div_const, rem_const, ConvElem, DimParams, Dims, Problem};
+use crate::arch::Arch;
+use crate::builder::{GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Reg, Val, M16N8K16, U32};
+use crate::dtype::DType;
+use crate::templates::conv::{Conv2dConfig, Layout};
+use crate::templates::warp_mma::{self as tile, WarpPos, CHUNK, TILE_K};
+use addressing::Side;
+use gather::{Operand, Strategy};
+
+pub use crate::templates::warp_mma::{THREADS, TILE_M, TILE_N};
+
+/// The forward entry name.
+pub const ENTRY: &str = "conv2d_implicit_gemm";
+/// The backward-data entry name.
+pub const ENTRY_BWD_DATA: &str = "conv2d_bwd_data_implicit_gemm";
+/// The backward-filter entry name.
+pub const ENTRY_BWD_FILTER: &str = "conv2d_bwd_filter_implicit_gemm";
+
+/// The largest filter (`KH·KW`) whose backward-data B is gathered by filter slabs: each
+/// thread keeps `⌈64·KH·KW / 128⌉` slab offsets live across the K loop (ptxas gave a 7 × 7
+/// filter's 25 of them 220 registers).
+const MAX_SLAB_TAPS: u32 = 16;
+
+/// Which implicit GEMM a kernel computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pass {
+    /// `y` from `x` and `w` (NCHW or NHWC), with the bias.
+    Forward,
+    /// `dx` from `gy` and `w` (NCHW).
+    BackwardData,
+    /// `dw` from `x` and `gy` (NCHW).
+    BackwardFilter,
+}
+
+impl Pass {
+    /// The entry name.
+    const fn entry(self) -> &'static str {
+        match self {
+            Pass::Forward => ENTRY,
+            Pass::BackwardData => ENTRY_BWD_DATA,
+            Pass::BackwardFilter => ENTRY_BWD_FILTER,
+        }
+    }
+
+    /// The buffer parameters in order (the CUDA-core entries' order) and the output.
+    const fn buffers(self) -> [&'static str; 3] {
+        match self {
+            Pass::Forward => ["x", "w", "y"],
+            Pass::BackwardData => ["gy", "w", "dx"],
+            Pass::BackwardFilter => ["x", "gy", "dw"],
+        }
+    }
+}
+
+/// Everything the phases share.
+struct Conv<T: ConvElem> {
+    p: Problem,
+    pass: Pass,
+    layout: Layout,
+    d: Dims,
+    bias: Option<GlobalPtr<T>>,
+    /// The output: `y`, `dx` or `dw`.
+    out: GlobalPtr<T>,
+    /// The GEMM's M extent: `N·OH·OW` (forward), `H·W` of this block's image
+    /// (backward-data), `Og` (backward-filter).
+    m_len: Val<U32>,
+    /// The reduction length: `Cg·KH·KW` (forward), `Og·KH·KW` (backward-data), `N·OH·OW`
+    /// (backward-filter, known at run time only).
+    reduction: Val<U32>,
+    /// Backward-data: this block's image.
+    image: Option<Reg<U32>>,
+    group: Reg<U32>,
+    block_m: Reg<U32>,
+    block_n: Reg<U32>,
+    /// The thread's lane and warp quadrant.
+    pos: WarpPos,
+    a: Operand<T>,
+    b: Operand<T>,
+}
+
+/// Whether this configuration has the tensor-core entry of `pass`: f16/bf16 on a target with
+/// `mma.m16n8k16` (other dtypes and older targets keep the CUDA-core entries); the backward
+/// entries in the NCHW layout only (the NHWC module has forward entries only).
+pub(crate) fn available(cfg: &Conv2dConfig, pass: Pass) -> bool {
+    let layout_ok = pass == Pass::Forward || cfg.layout == Layout::Nchw;
+    matches!(cfg.dtype, DType::F16 | DType::BF16) && cfg.arch.has_mma_m16n8k16() && layout_ok
+}
+
+/// Builds `conv2d_implicit_gemm(x, w, [bias,] y, dims…)`,
+/// `conv2d_bwd_data_implicit_gemm(gy, w, dx, dims…)` or
+/// `conv2d_bwd_filter_implicit_gemm(x, gy, dw, dims…)`.
+pub(crate) fn build<T: ConvElem + PackedHalf>(
+    cfg: &Conv2dConfig,
+    arch: Arch,
+    pass: Pass,
+) -> KernelBuilder
+where
+    M16N8K16: MmaInput<T>,
+{
+    let mut k = conv_kernel(pass.entry(), arch);
+    let c = Conv::<T>::setup(&mut k, cfg, pass);
+    let mut acc = [tile::zero_acc::<T>(&mut k)];
+    let (a_lane, b_lane) = c.pos.fragment_offsets(&mut k, T::TYPE.bytes());
+    let k_tiles: Val<U32> = match c.reduction {
+        Val::Reg(len) => {
+            let padded = k.add(len, TILE_K - 1);
+            k.shr(padded, TILE_K.trailing_zeros()).into()
+        }
+        Val::Imm(..) => c.k_len().div_ceil(TILE_K).into(),
+    };
+    let fill = |k: &mut KernelBuilder, k_tile: Reg<U32>, slot: Reg<U32>| c.fill(k, k_tile, slot);
+    tile::run_ring(&mut k, k_tiles, &fill, &mut |k, slot| {
+        let a_stage = tile::stage_base(k, c.a.ring, slot);
+        let b_stage = tile::stage_base(k, c.b.ring, slot);
+        let a_at = k.add(a_stage, a_lane);
+        let b_at = k.add(b_stage, b_lane);
+        tile::multiply_tile::<T>(k, &mut acc, a_at, &[b_at]);
+    });
+    c.store(&mut k, &acc[0]);
+    k
+}
+
+impl<T: ConvElem + PackedHalf> Conv<T> {
+    /// Declares the parameters and shared tiles and locates the block, the thread and its
+    /// share of both operand tiles.
+    fn setup(k: &mut KernelBuilder, cfg: &Conv2dConfig, pass: Pass) -> Self {
+        let p = Problem::new(cfg);
+        k.require_block([THREADS, 1, 1]);
+        let [first, second, out_name] = pass.buffers();
+        let first = k.param_ptr::<T>(first);
+        let second = k.param_ptr::<T>(second);
+        let bias = (pass == Pass::Forward && p.bias).then(|| k.param_ptr::<T>("bias"));
+        let out = k.param_ptr::<T>(out_name);
+        let dims = DimParams::declare(k);
+        let (first, second, out) = (k.global_ptr(first), k.global_ptr(second), k.global_ptr(out));
+        let (a_src, b_src) = match pass {
+            Pass::BackwardFilter => (second, first),
+            _ => (first, second),
+        };
+        let bias = bias.map(|b| k.global_ptr(b));
+        let d = dims.load(k);
+        let a_ring = tile::ring::<T>(k, "a_tiles");
+        let b_ring = tile::ring::<T>(k, "b_tiles");
+        let (tid, pos) = WarpPos::of_thread(k);
+        let bx = k.ctaid_x();
+        let block_m = k.mul_lo(bx, TILE_M);
+        let by = k.ctaid_y();
+        let block_n = k.mul_lo(by, TILE_N);
+        let z = k.ctaid_z();
+        let (m_len, image, group): (Val<U32>, _, _) = match pass {
+            Pass::Forward => (k.mul_lo(d.batch, d.ohw).into(), None, z),
+            Pass::BackwardData => {
+                let groups = p.c_in / p.cg;
+                let image = div_const(k, z, groups);
+                let group = rem_const(k, z, groups);
+                (k.mul_lo(d.h, d.w).into(), Some(image), group)
+            }
+            Pass::BackwardFilter => (p.og.into(), None, z),
+        };
+        let reduction: Val<U32> = match pass {
+            Pass::Forward => p.filter_len().into(),
+            Pass::BackwardData => (p.og * p.taps).into(),
+            Pass::BackwardFilter => k.mul_lo(d.batch, d.ohw).into(),
+        };
+        let placeholder = |side, src, ring| Operand {
+            side,
+            src,
+            ring,
+            gather: gather::Gather::Chunks(Vec::new()),
+        };
+        let mut c = Self {
+            p,
+            pass,
+            layout: cfg.layout,
+            d,
+            bias,
+            out,
+            m_len,
+            reduction,
+            image,
+            group,
+            block_m,
+            block_n,
+            pos,
+            a: placeholder(Side::A, a_src, a_ring),
+            b: placeholder(Side::B, b_src, b_ring),
+        };
+        k.comment("this thread's share of the operand tiles");
+        c.a.gather = c.gather(k, tid, Side::A, c.strategy(Side::A));
+        c.b.gather = c.gather(k, tid, Side::B, c.strategy(Side::B));
+        c
+    }
+
+    /// How `side` is gathered (see [`gather`]): 16-byte chunks where 8 consecutive
+    /// reduction indices are contiguous and aligned (NHWC A with `Cg` and `C_in` multiples
+    /// of 8; forward B with `K`, backward-data B with `KH·KW` a multiple of 8); lane → row
+    /// where consecutive rows are consecutive addresses (NCHW forward A and backward-data A:
+    /// pixels along `ow`; backward-data B of a 1 × 1 filter: channels); filter slabs for
+    /// backward-data B of up to [`MAX_SLAB_TAPS`] taps; lane → reduction index otherwise
+    /// (forward weights, NHWC windows of few channels, backward-filter's pixel-indexed
+    /// operands, backward-data B of larger filters, whose runs of taps fill most of a warp).
+    fn strategy(&self, side: Side) -> Strategy {
+        let p = &self.p;
+        let nhwc = self.layout == Layout::Nhwc;
+        match (self.pass, side) {
+            (Pass::Forward, Side::A) if nhwc && p.cg.is_multiple_of(CHUNK) && p.c_in.is_multiple_of(CHUNK) => {
+                Strategy::Chunks
+            }
+            (Pass::Forward, Side::A) if nhwc => Strategy::Columns,
+            (Pass::Forward | Pass::BackwardData, Side::A) => Strategy::Rows,
+            (Pass::Forward, Side::B) if p.filter_len().is_multiple_of(CHUNK) => Strategy::Chunks,
+            (Pass::BackwardData, Side::B) if p.taps.is_multiple_of(CHUNK) => Strategy::Chunks,
+            (Pass::BackwardData, Side::B) if p.taps == 1 => Strategy::Rows,
+            (Pass::BackwardData, Side::B) if p.taps <= MAX_SLAB_TAPS => Strategy::Slabs,
+            _ => Strategy::Columns,
+        }
+    }
+
+    /// The GEMM's N extent: `Og` (forward), `Cg` (backward-data), `Cg·KH·KW`
+    /// (backward-filter).
+    fn n_len(&self) -> u32 {
+        match self.pass {
+            Pass::Forward => self.p.og,
+            Pass::BackwardData => self.p.cg,
+            Pass::BackwardFilter => self.p.filter_len(),
+        }
+    }
+
+    /// The compile-time reduction depth of forward (`Cg·KH·KW`) and backward-data
+    /// (`Og·KH·KW`); backward-filter's is `N·OH·OW`, a run-time value.
+    fn k_len(&self) -> u32 {
+        match self.pass {
+            Pass::Forward => self.p.filter_len(),
+            Pass::BackwardData => self.p.og * self.p.taps,
+            Pass::BackwardFilter => unreachable!("backward-filter reduces over N·OH·OW"),
+        }
+    }
+}
