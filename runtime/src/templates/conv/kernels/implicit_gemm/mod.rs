@@ -263,7 +263,9 @@ impl<T: ConvElem + PackedHalf> Conv<T> {
         let p = &self.p;
         let nhwc = self.layout == Layout::Nhwc;
         match (self.pass, side) {
-            (Pass::Forward, Side::A) if nhwc && p.cg.is_multiple_of(CHUNK) && p.c_in.is_multiple_of(CHUNK) => {
+            (Pass::Forward, Side::A)
+                if nhwc && p.cg.is_multiple_of(CHUNK) && p.c_in.is_multiple_of(CHUNK) =>
+            {
                 Strategy::Chunks
             }
             (Pass::Forward, Side::A) if nhwc => Strategy::Columns,
