@@ -5,7 +5,8 @@
 //! geometry, thread placement, running state), [`loads`] (Q into registers, K/V tiles into
 //! shared memory), [`softmax`] (scores and the online-softmax update), [`output`] (`P·V` and
 //! the final stores). [`ext`] holds builder helpers only this family needs. Those phases are the
-//! CUDA-core kernel; [`tc`] is the tensor-core kernel (f16/bf16 on sm_80+), which reuses the
+//! CUDA-core kernel; [`tc`] is the tensor-core kernel (f16/bf16 on sm_80+, f32 with
+//! `allow_tf32`), which reuses the
 //! parameters, head offsets, tile count and causal bound from [`plan`].
 
 mod ext;
@@ -35,6 +36,7 @@ impl KernelFamily for AttentionConfig {
         let kernel = match cfg.dtype {
             DType::F16 if tensor_cores => tc::forward_kernel::<F16>(&cfg),
             DType::BF16 if tensor_cores => tc::forward_kernel::<BF16>(&cfg),
+            DType::F32 if tensor_cores => tc::forward_kernel::<F32>(&cfg),
             DType::F16 => forward::forward_kernel::<F16, F32>(&cfg),
             DType::BF16 => forward::forward_kernel::<BF16, F32>(&cfg),
             DType::F32 => forward::forward_kernel::<F32, F32>(&cfg),
