@@ -289,6 +289,12 @@ impl AttentionConfig {
     /// rows (4 warps) and the widest KV tile whose registers and shared memory fit.
     pub const TC_TILE_CANDIDATES: [(u32, u32); 4] = [(64, 64), (64, 32), (32, 32), (16, 16)];
 
+    /// The tf32 candidates: at most 32 keys per tile, as S and P each take `block_n / 2`
+    /// registers per lane (P twice the halves'): with 64 keys ptxas 12.9 holds sm_80 at 128
+    /// registers and spills (D = 64); and 32 × 16 before 16 × 16, which spills at D = 256
+    /// (255 registers on one warp) where sm_86/89 fit no 32 × 32 ring.
+    pub const TF32_TILE_CANDIDATES: [(u32, u32); 4] = [(64, 32), (32, 32), (32, 16), (16, 16)];
+
     /// Registers a tensor-core thread needs beyond its fragments (measured with ptxas 12.9:
     /// 33 to 83 over the fragment count across the matrix).
     pub const TC_REGISTER_OVERHEAD: u32 = 56;
@@ -455,11 +461,17 @@ impl AttentionConfig {
     /// footprint fits static shared memory (48 KiB), else the first that fits the arch's
     /// dynamic maximum, else `(16, 16)` (which `validate` rejects).
     ///
-    /// On tensor cores: the first of [`Self::TC_TILE_CANDIDATES`] whose registers fit and whose
+    /// On tensor cores: the first of [`Self::TC_TILE_CANDIDATES`] (tf32:
+    /// [`Self::TF32_TILE_CANDIDATES`]) whose registers fit and whose
     /// footprint fits the arch's dynamic maximum.
     pub fn default_tiles(&self) -> (u32, u32) {
         if self.tensor_cores() {
-            return Self::TC_TILE_CANDIDATES
+            let candidates = if self.dtype == DType::F32 {
+                Self::TF32_TILE_CANDIDATES
+            } else {
+                Self::TC_TILE_CANDIDATES
+            };
+            return candidates
                 .into_iter()
                 .find(|&(m, n)| {
                     self.registers_estimate(n) <= self.register_limit(self.threads_for(m, n))

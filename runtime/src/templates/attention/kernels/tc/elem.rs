@@ -43,14 +43,14 @@ pub(in crate::templates::attention::kernels) trait TcElem:
         offset: i32,
     );
 
-    /// This lane's byte offset in a V stage for the B fragments of `P·V` (`group = lane / 4`,
-    /// `quad = lane % 4`).
+    /// This lane's byte offset in a V stage for the B fragments of `P·V` (`lane16 = lane % 16`,
+    /// `half_bytes = 16 · (lane / 16)`).
     fn v_lane(
         k: &mut KernelBuilder,
         plan: &TcPlan,
         lane: Reg<U32>,
-        group: Reg<U32>,
-        quad: Reg<U32>,
+        lane16: Reg<U32>,
+        half_bytes: Reg<U32>,
     ) -> Reg<U32>;
 
     /// P (the softmax numerators in the layout of the S accumulators, one `[Reg; 4]` per 8-key
@@ -99,14 +99,15 @@ macro_rules! half_elem {
                 k.mma_into(&s[1], q, &b1, &s[1]);
             }
 
+            /// Key `lane % 16`, byte `16 · (lane / 16)`: the row of an `ldmatrix.x4.trans`.
             fn v_lane(
                 k: &mut KernelBuilder,
                 plan: &TcPlan,
-                lane: Reg<U32>,
-                _group: Reg<U32>,
-                _quad: Reg<U32>,
+                _lane: Reg<U32>,
+                lane16: Reg<U32>,
+                half_bytes: Reg<U32>,
             ) -> Reg<U32> {
-                half_v_lane(k, plan, lane)
+                k.mad_lo(lane16, plan.row_bytes(), half_bytes)
             }
 
             fn p_fragments(k: &mut KernelBuilder, p: &[[Reg<F32>; 4]]) -> Vec<Self::PFrag> {
@@ -139,14 +140,6 @@ macro_rules! half_elem {
 }
 
 half_elem!(F16, BF16);
-
-/// Key `lane % 16`, column `8 · (lane / 16)`: the row of an `ldmatrix.x4.trans` of V.
-fn half_v_lane(k: &mut KernelBuilder, plan: &TcPlan, lane: Reg<U32>) -> Reg<U32> {
-    let lane16 = k.and(lane, 15u32);
-    let half = k.shr(lane, 4u32);
-    let half_bytes = k.shl(half, 4u32);
-    k.mad_lo(lane16, plan.row_bytes(), half_bytes)
-}
 
 /// The C fragments of key tiles `2i` and `2i + 1` hold exactly the A fragment of the `k16`
 /// step `i` (rows `lane / 4`, `+ 8`; columns `2·quad, +1` and `+ 8`): P is packed, never moved.

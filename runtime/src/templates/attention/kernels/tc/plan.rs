@@ -159,14 +159,13 @@ impl LanePlace {
         let k_col = k.and(k_col, 1u32);
         let k_col_bytes = k.shl(k_col, 4u32);
         let k_ldm = k.mad_lo(key, row_bytes, k_col_bytes);
-        let (group, quad) = (k.shr(lane, 2u32), k.and(lane, 3u32));
-        let v_ldm = T::v_lane(k, plan, lane, group, quad);
+        let v_ldm = T::v_lane(k, plan, lane, lane16, half_bytes);
         let block = k.ctaid_x();
         Self {
             tid,
             lane,
-            group,
-            quad,
+            group: k.shr(lane, 2u32),
+            quad: k.and(lane, 3u32),
             tile_start: k.mul_lo(block, plan.block_m),
             warp_row,
             q_ldm,

@@ -42,15 +42,17 @@ impl TcElem for F32 {
         k.mma_into(&s[1], q, &b1, &s[1]);
     }
 
-    /// Key `2·quad`, column `group`.
+    /// Key `2·quad`, column `group` (`quad = lane % 4`, `group = lane / 4`).
     fn v_lane(
         k: &mut KernelBuilder,
         plan: &TcPlan,
-        _lane: Reg<U32>,
-        group: Reg<U32>,
-        quad: Reg<U32>,
+        lane: Reg<U32>,
+        _lane16: Reg<U32>,
+        _half_bytes: Reg<U32>,
     ) -> Reg<U32> {
+        let quad = k.and(lane, 3u32);
         let key = k.shl(quad, 1u32);
+        let group = k.shr(lane, 2u32);
         let col_bytes = k.shl(group, 2u32);
         k.mad_lo(key, plan.row_bytes(), col_bytes)
     }
