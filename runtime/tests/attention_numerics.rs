@@ -824,6 +824,17 @@ mod strided {
     }
 
     #[test]
+    fn strided_layouts_match_the_contiguous_result_tf32() {
+        let cfg = AttentionConfig {
+            allow_tf32: true,
+            causal: true,
+            ..AttentionConfig::new(64)
+        };
+        assert_eq!(cfg.path(), AttentionPath::TensorCores);
+        check_all_layouts::<f32>(cfg, f32::NAN);
+    }
+
+    #[test]
     fn strided_layouts_match_the_contiguous_result_bf16_tensor_cores() {
         let cfg = AttentionConfig {
             dtype: DType::BF16,

@@ -81,7 +81,7 @@ pub enum SharedMemoryKind {
 ///
 /// On the [`AttentionPath::TensorCores`] path a warp owns 16 query rows; the fields then read:
 /// `threads_per_row` = 4 (the lanes of an mma fragment sharing a row), `cols_per_thread` =
-/// `D / 4` (of two rows), `vector` = 8 (16-byte `cp.async` chunks), `threads` = `2 · block_m`,
+/// `D / 4` (of two rows), `vector` = the elements of a 16-byte `cp.async` chunk (8, or 4 for tf32), `threads` = `2 · block_m`,
 /// `p_row_stride` = 0 (P stays in registers).
 ///
 /// Each query row of the `block_m`-row tile is owned by `threads_per_row` adjacent threads (a
@@ -325,10 +325,10 @@ impl AttentionConfig {
 
     /// Elements per vector access of a thread's columns: 4 (16 bytes of f32 in shared memory;
     /// 8 bytes of f16/bf16, 16 of f32 in global memory), 2 for f64 (16 bytes).
-    /// On tensor cores: 8 (one 16-byte `cp.async` chunk of halves).
+    /// On tensor cores: one 16-byte `cp.async` chunk (8 halves, 4 f32 with tf32).
     pub const fn vector_elems(&self) -> u32 {
         if matches!(self.path(), AttentionPath::TensorCores) {
-            return 8;
+            return 16 / self.dtype.size_bytes();
         }
         match self.dtype {
             DType::F64 => 2,
