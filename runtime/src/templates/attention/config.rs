@@ -81,8 +81,8 @@ pub enum SharedMemoryKind {
 ///
 /// On the [`AttentionPath::TensorCores`] path a warp owns 16 query rows; the fields then read:
 /// `threads_per_row` = 4 (the lanes of an mma fragment sharing a row), `cols_per_thread` =
-/// `D / 4` (of two rows), `vector` = the elements of a 16-byte `cp.async` chunk (8, or 4 for tf32), `threads` = `2 · block_m`,
-/// `p_row_stride` = 0 (P stays in registers).
+/// `D / 4` (of two rows), `vector` = the elements of a 16-byte `cp.async` chunk (8, or 4 for
+/// tf32), `threads` = `2 · block_m`, `p_row_stride` = 0 (P stays in registers).
 ///
 /// Each query row of the `block_m`-row tile is owned by `threads_per_row` adjacent threads (a
 /// power of two, at most 16, so a row never straddles a warp); thread `g` of a row owns the
