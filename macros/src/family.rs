@@ -300,6 +300,7 @@ impl Family for Attention {
             ("block_n", lit_u32(c.block_n)),
             ("causal", lit_bool(c.causal)),
             ("dtype", lit_dtype(c.dtype, krate)),
+            ("allow_tf32", lit_bool(c.allow_tf32)),
             ("arch", lit_arch(c.arch, krate)),
         ]
     }
@@ -315,6 +316,7 @@ impl Family for Attention {
             ("block_n", auto(c.block_n)),
             ("causal", c.causal.to_string()),
             ("dtype", c.dtype.to_string()),
+            ("allow_tf32", c.allow_tf32.to_string()),
             ("arch", c.arch.to_string()),
         ]
     }

@@ -110,7 +110,8 @@ pub fn nf4_gemm(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// ```
 ///
 /// Required: `head_dim`. Defaults: `block_m = 0`, `block_n = 0` (automatic), `causal = false`,
-/// `dtype = f32`, `arch = sm_80`.
+/// `dtype = f32`, `allow_tf32 = false`, `arch = sm_80`. `allow_tf32 = true` (f32 only) runs the
+/// forward's `Q·Kᵀ` and `P·V` on tf32 tensor cores on sm_80+ (CUDA cores before, silently).
 #[proc_macro_attribute]
 pub fn attention_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand::expand::<Attention>(attr.into(), item.into()).into()

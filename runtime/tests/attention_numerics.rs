@@ -156,21 +156,8 @@ fn check_typed<T: HostFloat + Element + PartialEq>(dev: &SimBackend, case: &Case
         );
         worst = worst.max(err);
     }
-    for (i, (&got, &exp)) in lse.iter().zip(&want.lse).enumerate() {
-        if exp == f32::NEG_INFINITY {
-            assert_eq!(got, exp, "{case:?}: LSE[{i}] of a fully masked row");
-            let row = &o[i * d as usize..(i + 1) * d as usize];
-            assert!(
-                row.iter().all(|&x| x == 0.0),
-                "{case:?}: O row {i} is fully masked"
-            );
-        } else {
-            let (got, exp) = (f64::from(got), f64::from(exp));
-            assert!(
-                (got - exp).abs() <= LSE_TOLERANCE * exp.abs().max(1.0),
-                "{case:?}: LSE[{i}] = {got}, expected {exp}"
-            );
-        }
+    if let Err(e) = want.check_lse(d, &o, &lse, LSE_TOLERANCE) {
+        panic!("{case:?}: {e}");
     }
     println!(
         "{} {}: O error {:.3} of tolerance",
@@ -834,6 +821,17 @@ mod strided {
         };
         assert_eq!(cfg.path(), AttentionPath::TensorCores);
         check_all_layouts::<half::f16>(cfg, half::f16::NAN);
+    }
+
+    #[test]
+    fn strided_layouts_match_the_contiguous_result_tf32() {
+        let cfg = AttentionConfig {
+            allow_tf32: true,
+            causal: true,
+            ..AttentionConfig::new(64)
+        };
+        assert_eq!(cfg.path(), AttentionPath::TensorCores);
+        check_all_layouts::<f32>(cfg, f32::NAN);
     }
 
     #[test]

@@ -14,6 +14,7 @@ family_args! {
         block_n: u32,
         causal: bool,
         dtype: DType,
+        allow_tf32: bool,
         arch: Arch,
     }
 }
@@ -27,6 +28,7 @@ impl AttentionArgs {
         set(&mut config.block_n, &self.block_n);
         set(&mut config.causal, &self.causal);
         set(&mut config.dtype, &self.dtype);
+        set(&mut config.allow_tf32, &self.allow_tf32);
         set(&mut config.arch, &self.arch);
         Some(config)
     }

@@ -34,14 +34,18 @@ pub struct AttentionConfig {
     /// Element type of Q, K, V and O: f16, bf16, f32 or f64 on every arch (bf16 converted in
     /// software before sm_80); LSE is always f32. Default f32.
     pub dtype: DType,
+    /// Runs the f32 forward on tf32 tensor cores (`mma.m16n8k8`, f32 accumulation) on sm_80+;
+    /// f32 only (another dtype with `allow_tf32 = true` is a configuration error), silently
+    /// CUDA cores on older targets. Default false. See [`crate::templates::tf32`].
+    pub allow_tf32: bool,
     /// Target architecture. Default sm_80.
     pub arch: Arch,
 }
 
 /// Which kernel a configuration builds.
 ///
-/// f16/bf16 on targets with `mma.sync.m16n8k16`, `cp.async` and `ldmatrix` (sm_80+) run on
-/// tensor cores; everything else (f32, f64, older targets) on CUDA cores. The choice is silent:
+/// f16/bf16 (and f32 with `allow_tf32`) on targets with `mma.sync`, `cp.async` and `ldmatrix`
+/// (sm_80+) run on tensor cores; everything else (f32, f64, older targets) on CUDA cores. The choice is silent:
 /// a target without tensor cores is never an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AttentionPath {
@@ -77,8 +81,8 @@ pub enum SharedMemoryKind {
 ///
 /// On the [`AttentionPath::TensorCores`] path a warp owns 16 query rows; the fields then read:
 /// `threads_per_row` = 4 (the lanes of an mma fragment sharing a row), `cols_per_thread` =
-/// `D / 4` (of two rows), `vector` = 8 (16-byte `cp.async` chunks), `threads` = `2 · block_m`,
-/// `p_row_stride` = 0 (P stays in registers).
+/// `D / 4` (of two rows), `vector` = the elements of a 16-byte `cp.async` chunk (8, or 4 for
+/// tf32), `threads` = `2 · block_m`, `p_row_stride` = 0 (P stays in registers).
 ///
 /// Each query row of the `block_m`-row tile is owned by `threads_per_row` adjacent threads (a
 /// power of two, at most 16, so a row never straddles a warp); thread `g` of a row owns the
@@ -139,6 +143,17 @@ pub struct AttentionShape {
 }
 
 impl AttentionShape {
+    /// A shape from its five sizes, in field order.
+    pub const fn new(batch: u32, heads_q: u32, heads_kv: u32, seq_q: u32, seq_kv: u32) -> Self {
+        Self {
+            batch,
+            heads_q,
+            heads_kv,
+            seq_q,
+            seq_kv,
+        }
+    }
+
     /// Checks the shape for `head_dim`: no zero dimension, `heads_q % heads_kv == 0`, and each
     /// tensor's element count within the kernels' u32 element indices (byte addresses are u64).
     pub fn validate(&self, head_dim: u32) -> Result<(), AttentionShapeError> {
@@ -207,8 +222,15 @@ impl AttentionShape {
 
 impl AttentionConfig {
     /// Every macro argument name.
-    pub const FIELDS: &'static [&'static str] =
-        &["head_dim", "block_m", "block_n", "causal", "dtype", "arch"];
+    pub const FIELDS: &'static [&'static str] = &[
+        "head_dim",
+        "block_m",
+        "block_n",
+        "causal",
+        "dtype",
+        "allow_tf32",
+        "arch",
+    ];
     /// Arguments without a default.
     pub const REQUIRED: &'static [&'static str] = &["head_dim"];
     /// Accepted head dimensions.
@@ -230,6 +252,7 @@ impl AttentionConfig {
 
     pub const DEFAULT_CAUSAL: bool = false;
     pub const DEFAULT_DTYPE: DType = DType::F32;
+    pub const DEFAULT_ALLOW_TF32: bool = false;
     pub const DEFAULT_ARCH: Arch = Arch::Sm80;
 
     /// The required value, every other field at its default (tiles auto).
@@ -240,6 +263,7 @@ impl AttentionConfig {
             block_n: 0,
             causal: Self::DEFAULT_CAUSAL,
             dtype: Self::DEFAULT_DTYPE,
+            allow_tf32: Self::DEFAULT_ALLOW_TF32,
             arch: Self::DEFAULT_ARCH,
         }
     }
@@ -252,8 +276,9 @@ impl AttentionConfig {
     /// The kernel this configuration builds (see [`AttentionPath`]).
     pub const fn path(&self) -> AttentionPath {
         let half = matches!(self.dtype, DType::F16 | DType::BF16);
+        let tf32 = self.allow_tf32 && matches!(self.dtype, DType::F32);
         let arch = self.arch;
-        if half && arch.has_mma_m16n8k16() && arch.has_cp_async() && arch.has_ldmatrix() {
+        if (half || tf32) && arch.has_mma_m16n8k16() && arch.has_cp_async() && arch.has_ldmatrix() {
             AttentionPath::TensorCores
         } else {
             AttentionPath::CudaCores
@@ -263,6 +288,12 @@ impl AttentionConfig {
     /// Tile pairs the tensor-core defaults are picked from, in order of preference: 64 query
     /// rows (4 warps) and the widest KV tile whose registers and shared memory fit.
     pub const TC_TILE_CANDIDATES: [(u32, u32); 4] = [(64, 64), (64, 32), (32, 32), (16, 16)];
+
+    /// The tf32 candidates: at most 32 keys per tile, as S and P each take `block_n / 2`
+    /// registers per lane (P twice the halves'): with 64 keys ptxas 12.9 holds sm_80 at 128
+    /// registers and spills (D = 64); and 32 × 16 before 16 × 16, which spills at D = 256
+    /// (255 registers on one warp) where sm_86/89 fit no 32 × 32 ring.
+    pub const TF32_TILE_CANDIDATES: [(u32, u32); 4] = [(64, 32), (32, 32), (32, 16), (16, 16)];
 
     /// Registers a tensor-core thread needs beyond its fragments (measured with ptxas 12.9:
     /// 33 to 83 over the fragment count across the matrix).
@@ -294,10 +325,10 @@ impl AttentionConfig {
 
     /// Elements per vector access of a thread's columns: 4 (16 bytes of f32 in shared memory;
     /// 8 bytes of f16/bf16, 16 of f32 in global memory), 2 for f64 (16 bytes).
-    /// On tensor cores: 8 (one 16-byte `cp.async` chunk of halves).
+    /// On tensor cores: one 16-byte `cp.async` chunk (8 halves, 4 f32 with tf32).
     pub const fn vector_elems(&self) -> u32 {
         if matches!(self.path(), AttentionPath::TensorCores) {
-            return 8;
+            return 16 / self.dtype.size_bytes();
         }
         match self.dtype {
             DType::F64 => 2,
@@ -328,7 +359,7 @@ impl AttentionConfig {
     /// On tensor cores, in the storage type with padded rows of `D + TC_ROW_PAD` halves:
     ///
     /// ```text
-    /// (block_m + 2 · stages · block_n) · (D + 8) · 2     Q tile, K and V rings
+    /// (block_m + 2 · stages · block_n) · tc_row_bytes    Q tile, K and V rings
     /// ```
     ///
     /// with `stages` = [`Self::tc_stages_for`].
@@ -362,11 +393,24 @@ impl AttentionConfig {
         }
     }
 
-    /// `(block_m + 2 · stages · block_n) · (D + 8) · 2` bytes, saturating at `u32::MAX`.
+    /// `(block_m + 2 · stages · block_n) · tc_row_bytes` bytes, saturating at `u32::MAX`.
     fn tc_footprint(&self, block_m: u32, block_n: u32, stages: u32) -> u32 {
         let rows = u64::from(block_m) + 2 * u64::from(stages) * u64::from(block_n);
-        let bytes = rows * u64::from(self.head_dim + TC_ROW_PAD) * 2;
+        let bytes = rows * u64::from(self.tc_row_bytes());
         u32::try_from(bytes).unwrap_or(u32::MAX)
+    }
+
+    /// Bytes of one padded shared row on tensor cores: `D` elements of the storage type and
+    /// [`TC_ROW_PAD`] halves (16 bytes): `(D + 8) · 2` for f16/bf16, `4 · D + 16` for tf32.
+    pub const fn tc_row_bytes(&self) -> u32 {
+        self.head_dim * self.dtype.size_bytes() + TC_ROW_PAD * 2
+    }
+
+    /// Whether a tensor-core warp keeps its Q fragments in registers: when they take at most
+    /// 64 registers (`D ≤ 128` halves, `D ≤ 64` for tf32); larger heads re-read them from the
+    /// Q tile each KV tile, as the O accumulators need the registers.
+    pub const fn tc_q_in_registers(&self) -> bool {
+        self.head_dim * self.dtype.size_bytes() <= 256
     }
 
     /// Threads per block for tiles `block_m × block_n`.
@@ -386,13 +430,19 @@ impl AttentionConfig {
     /// tilings that would spill.
     ///
     /// On tensor cores, per lane: the O accumulators (`D / 2` f32), the Q fragments (`D / 4`
-    /// packed pairs, kept in registers for `D ≤ 128`), the scores (`block_n / 2` f32) and P
-    /// (`block_n / 4` pairs), plus [`Self::TC_REGISTER_OVERHEAD`].
+    /// packed pairs or `D / 2` tf32, kept in registers per [`Self::tc_q_in_registers`]), the
+    /// scores (`block_n / 2` f32) and P (`block_n / 4` pairs or `block_n / 2` tf32), plus [`Self::TC_REGISTER_OVERHEAD`].
     pub fn registers_estimate(&self, block_n: u32) -> u32 {
         if self.tensor_cores() {
-            let d = self.head_dim;
-            let q = if d <= 128 { d / 4 } else { 0 };
-            return d / 2 + q + block_n / 2 + block_n / 4 + Self::TC_REGISTER_OVERHEAD;
+            // Fragments of 16 rows per warp, in 32-bit registers per lane: `D · size / 8` for Q
+            // and `block_n · size / 8` for P (pairs of halves, or one tf32 each).
+            let (d, size) = (self.head_dim, self.dtype.size_bytes());
+            let q = if self.tc_q_in_registers() {
+                d * size / 8
+            } else {
+                0
+            };
+            return d / 2 + q + block_n / 2 + block_n * size / 8 + Self::TC_REGISTER_OVERHEAD;
         }
         let g = self.threads_per_row_for(block_n);
         let words = self.acc_bytes() / 4;
@@ -411,11 +461,17 @@ impl AttentionConfig {
     /// footprint fits static shared memory (48 KiB), else the first that fits the arch's
     /// dynamic maximum, else `(16, 16)` (which `validate` rejects).
     ///
-    /// On tensor cores: the first of [`Self::TC_TILE_CANDIDATES`] whose registers fit and whose
+    /// On tensor cores: the first of [`Self::TC_TILE_CANDIDATES`] (tf32:
+    /// [`Self::TF32_TILE_CANDIDATES`]) whose registers fit and whose
     /// footprint fits the arch's dynamic maximum.
     pub fn default_tiles(&self) -> (u32, u32) {
         if self.tensor_cores() {
-            return Self::TC_TILE_CANDIDATES
+            let candidates = if self.dtype == DType::F32 {
+                Self::TF32_TILE_CANDIDATES
+            } else {
+                Self::TC_TILE_CANDIDATES
+            };
+            return candidates
                 .into_iter()
                 .find(|&(m, n)| {
                     self.registers_estimate(n) <= self.register_limit(self.threads_for(m, n))
@@ -517,7 +573,10 @@ impl AttentionConfig {
             }
         }
         // dtype: f16, bf16 (software conversion before sm_80), f32 and f64 are all supported
-        // on every arch, so there is no dtype rule.
+        // on every arch; only allow_tf32 constrains it.
+        if let Some(msg) = crate::templates::tf32::dtype_rule(self.allow_tf32, self.dtype) {
+            errs.push(&["allow_tf32", "dtype"], msg);
+        }
         if head_dim_ok && blocks_ok {
             let t = self.tiles();
             let max_threads = self.arch.max_threads_per_block();

@@ -31,6 +31,28 @@ pub struct AttentionOutput {
     pub lse: Vec<f32>,
 }
 
+impl AttentionOutput {
+    /// Checks a kernel's LSE (and O of fully masked rows) against this reference: a fully
+    /// masked row must be exactly `LSE = −∞` with `O = 0`, any other LSE within
+    /// `tol · max(1, |LSE|)`. Returns the first mismatch.
+    pub fn check_lse(&self, head_dim: u32, o: &[f64], lse: &[f32], tol: f64) -> Result<(), String> {
+        let d = head_dim as usize;
+        for (i, (&got, &exp)) in lse.iter().zip(&self.lse).enumerate() {
+            if exp == f32::NEG_INFINITY {
+                if got != exp || o[i * d..(i + 1) * d].iter().any(|&x| x != 0.0) {
+                    return Err(format!("row {i} is fully masked: LSE {got}, O not all 0"));
+                }
+            } else {
+                let (got, exp) = (f64::from(got), f64::from(exp));
+                if (got - exp).abs() > tol * exp.abs().max(1.0) {
+                    return Err(format!("LSE[{i}] = {got}, expected {exp}"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Whether query `i` may attend to key `j` under the causal mask, aligned to the bottom-right:
 /// `j ≤ i + (seq_kv − seq_q)` (with `seq_q = seq_kv` the usual lower triangle; with
 /// `seq_q = 1` the one query sees every key). Computed in i64, no underflow.

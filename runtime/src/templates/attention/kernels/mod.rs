@@ -5,7 +5,8 @@
 //! geometry, thread placement, running state), [`loads`] (Q into registers, K/V tiles into
 //! shared memory), [`softmax`] (scores and the online-softmax update), [`output`] (`P·V` and
 //! the final stores). [`ext`] holds builder helpers only this family needs. Those phases are the
-//! CUDA-core kernel; [`tc`] is the tensor-core kernel (f16/bf16 on sm_80+), which reuses the
+//! CUDA-core kernel; [`tc`] is the tensor-core kernel (f16/bf16 on sm_80+, f32 with
+//! `allow_tf32`), which reuses the
 //! parameters, head offsets, tile count and causal bound from [`plan`].
 
 mod ext;
@@ -35,6 +36,7 @@ impl KernelFamily for AttentionConfig {
         let kernel = match cfg.dtype {
             DType::F16 if tensor_cores => tc::forward_kernel::<F16>(&cfg),
             DType::BF16 if tensor_cores => tc::forward_kernel::<BF16>(&cfg),
+            DType::F32 if tensor_cores => tc::forward_kernel::<F32>(&cfg),
             DType::F16 => forward::forward_kernel::<F16, F32>(&cfg),
             DType::BF16 => forward::forward_kernel::<BF16, F32>(&cfg),
             DType::F32 => forward::forward_kernel::<F32, F32>(&cfg),
@@ -44,13 +46,14 @@ impl KernelFamily for AttentionConfig {
         Ok(CompiledFamily::from_module(&module))
     }
 
-    /// `d<D>_<dtype>[_causal]_m<block_m>_n<block_n>` (tiles resolved).
+    /// `d<D>_<dtype>[_tf32][_causal]_m<block_m>_n<block_n>` (tiles resolved).
     fn matrix_name(&self) -> String {
         let r = self.resolved();
         format!(
-            "d{}_{}{}_m{}_n{}",
+            "d{}_{}{}{}_m{}_n{}",
             r.head_dim,
             r.dtype,
+            if r.allow_tf32 { "_tf32" } else { "" },
             if r.causal { "_causal" } else { "" },
             r.block_m,
             r.block_n
@@ -63,22 +66,32 @@ impl KernelFamily for AttentionConfig {
 }
 
 /// The representative configurations of the ptxas matrix: per dtype three (head_dim, causal)
-/// pairs covering every head_dim and both mask modes across the dtypes, default tiles, on every
-/// target that accepts them (f64 with `D = 256` needs more shared memory than sm_75 has).
+/// pairs covering every head_dim and both mask modes across the dtypes, plus f32 with
+/// `allow_tf32` on four (tf32 tensor cores on sm_80+, the CUDA-core path before), default
+/// tiles, on every target that accepts them (f64 with `D = 256` needs more shared memory than
+/// sm_75 has).
 pub fn matrix_configs() -> Vec<AttentionConfig> {
-    let per_dtype: [(DType, [(u32, bool); 3]); 4] = [
-        (DType::F16, [(32, false), (128, true), (256, false)]),
-        (DType::BF16, [(64, true), (96, false), (256, true)]),
-        (DType::F32, [(32, true), (96, false), (256, false)]),
-        (DType::F64, [(64, false), (128, true), (256, false)]),
+    // (dtype, allow_tf32, (head_dim, causal) pairs)
+    type Shapes = &'static [(u32, bool)];
+    let per_dtype: [(DType, bool, Shapes); 5] = [
+        (DType::F16, false, &[(32, false), (128, true), (256, false)]),
+        (DType::BF16, false, &[(64, true), (96, false), (256, true)]),
+        (DType::F32, false, &[(32, true), (96, false), (256, false)]),
+        (
+            DType::F32,
+            true,
+            &[(32, false), (64, true), (128, false), (256, true)],
+        ),
+        (DType::F64, false, &[(64, false), (128, true), (256, false)]),
     ];
     let mut out = Vec::new();
     for arch in Arch::ALL {
-        for (dtype, shapes) in per_dtype {
-            for (head_dim, causal) in shapes {
+        for (dtype, allow_tf32, shapes) in per_dtype {
+            for &(head_dim, causal) in shapes {
                 let cfg = AttentionConfig {
                     causal,
                     dtype,
+                    allow_tf32,
                     arch,
                     ..AttentionConfig::new(head_dim)
                 };

@@ -2,12 +2,14 @@
 //! chunks, zero-filled past the sequence end, into the padded rows of [`TcPlan`].
 
 use super::super::plan::{HeadOffsets, Params};
+use super::elem::TcElem;
 use super::plan::TcPlan;
-use crate::builder::{Float, KernelBuilder, Pred, Reg, F32, U32, U64};
+use crate::builder::{KernelBuilder, Pred, Reg, F32, U32, U64};
 use crate::ir::CacheLevel;
 
 /// One round of this thread's chunks of a tile: chunk `c = tid + i · threads` of a
-/// `rows × D` tile sits at row `c / (D / 8)`, column `8 · (c mod D / 8)`. When `D / 8` divides
+/// `rows × D` tile sits at row `c / C`, column `E · (c mod C)` (`E` elements per 16-byte chunk,
+/// `C = D / E` chunks per row). When `C` divides
 /// the thread count (every head_dim but 96) all rounds share round 0's registers and differ by
 /// constants, so the copy geometry costs three registers for the whole kernel.
 #[derive(Debug, Clone, Copy)]
@@ -36,7 +38,7 @@ pub(super) fn chunk_places(
     let place = |k: &mut KernelBuilder, c: Reg<U32>| {
         let row = k.div_int(c, per_row);
         let chunk = k.rem(c, per_row);
-        let col = k.shl(chunk, 3u32);
+        let col = k.shl(chunk, plan.chunk_elems().trailing_zeros());
         let chunk_bytes = k.shl(chunk, 4u32);
         let shared_offset = k.mad_lo(row, plan.row_bytes(), chunk_bytes);
         (row, col, shared_offset)
@@ -69,14 +71,16 @@ pub(super) fn chunk_places(
 pub(super) struct RowSource {
     pub head: Reg<U64>,
     pub seq_stride: Reg<U32>,
+    /// Bytes of one element.
+    pub elem_bytes: u32,
 }
 
 /// Issues the copies of one tile from each `(source, shared destination)` pair, sharing the
 /// chunk geometry (K and V tiles move together):
 ///
 /// ```text
-/// dst[row, col .. col + 8] = src[first_row + row, col .. col + 8]   first_row + row < rows
-/// dst[row, col .. col + 8] = 0                                       otherwise (src-size 0)
+/// dst[row, col .. col + E] = src[first_row + row, col .. col + E]   first_row + row < rows
+/// dst[row, col .. col + E] = 0                                       otherwise (src-size 0)
 /// ```
 ///
 /// A chunk past the end reads from the head's first element, so no lane forms an address
@@ -97,7 +101,7 @@ pub(super) fn copy_tile_async(
             for (src, dst) in pairs {
                 let elem = k.mad_lo(global_row, src.seq_stride, c.col);
                 let elem = k.selp(elem, 0u32, ok);
-                let offset = k.mul_wide(elem, 2u32);
+                let offset = k.mul_wide(elem, src.elem_bytes);
                 let from = k.add(src.head, offset);
                 let to = k.add(*dst, c.shared_offset);
                 let to = k.add(to, c.offset_delta);
@@ -112,7 +116,7 @@ pub(super) fn copy_tile_async(
 }
 
 /// The Q tile of the block: rows `tile_start ..` of the query head into the Q region.
-pub(super) fn copy_q_tile<T: Float>(
+pub(super) fn copy_q_tile<T: TcElem>(
     k: &mut KernelBuilder,
     chunks: &[ChunkPlace],
     p: &Params<T, F32>,
@@ -124,12 +128,13 @@ pub(super) fn copy_q_tile<T: Float>(
     let src = RowSource {
         head: k.elem_addr(p.q, heads.q_start),
         seq_stride: p.q_layout.seq(k),
+        elem_bytes: T::BYTES,
     };
     copy_tile_async(k, chunks, tile_start, p.seq_q, &[(src, shared)]);
 }
 
 /// KV tile `tile` (keys `tile · block_n ..`) into ring slot `tile mod kv_stages` of K and V.
-pub(super) fn copy_kv_tile<T: Float>(
+pub(super) fn copy_kv_tile<T: TcElem>(
     k: &mut KernelBuilder,
     plan: &TcPlan,
     chunks: &[ChunkPlace],
@@ -145,7 +150,11 @@ pub(super) fn copy_kv_tile<T: Float>(
     let k_dst = k.add(slot_base, plan.k_ring());
     let v_dst = k.add(slot_base, plan.v_ring());
     let (k_seq, v_seq) = (p.k_layout.seq(k), p.v_layout.seq(k));
-    let source = |head, seq_stride| RowSource { head, seq_stride };
+    let source = |head, seq_stride| RowSource {
+        head,
+        seq_stride,
+        elem_bytes: T::BYTES,
+    };
     let pairs = [
         (source(heads.k_head, k_seq), k_dst),
         (source(heads.v_head, v_seq), v_dst),

@@ -1,4 +1,5 @@
-//! The tensor-core forward kernel (f16/bf16 on sm_80+), FlashAttention-2 on `mma.m16n8k16`.
+//! The tensor-core forward kernel (f16/bf16 on sm_80+, FlashAttention-2 on `mma.m16n8k16`;
+//! f32 with `allow_tf32` on tf32 `mma.m16n8k8`, [`tf32`]).
 //!
 //! Each warp owns 16 query rows. The block's Q tile goes to shared memory once by `cp.async`
 //! and into registers as `ldmatrix` A fragments; K and V tiles stream through a two- or
@@ -6,25 +7,29 @@
 //! `S = Q·Kᵀ` on the tensor cores, runs the online softmax on the S fragments, packs P into
 //! A fragments in registers and accumulates `O += P·V`. Phases: [`plan`] (geometry, lane
 //! addresses), [`copy`] (the asynchronous tile copies), [`scores`] (the tile arithmetic),
-//! [`output`] (normalise and store).
+//! [`output`] (normalise and store); [`elem`] holds what differs per storage type.
 
 mod copy;
+mod elem;
 mod output;
 mod plan;
 mod scores;
+mod tf32;
 
 use super::forward::ENTRY;
 use super::plan::{declare_params, head_offsets, kv_tile_count, row_visible_end};
-use crate::builder::{Float, KernelBuilder, MmaInput, PackedHalf, F32, M16N8K16, S32, U32};
+use crate::builder::{KernelBuilder, F32, S32, U32};
 use crate::lint::address::declare_index_bound;
 use crate::templates::attention::config::{AttentionConfig, INDEX_BOUND};
 use copy::{chunk_places, copy_kv_tile, copy_q_tile};
+use elem::TcElem;
 use output::store_output;
 use plan::{allocate_shared, LanePlace, TcPlan};
 use scores::{accumulate_pv, online_softmax_update, scale_and_mask, score_tile};
 use scores::{FragState, QFragments};
 
-/// Builds `attention_forward` on tensor cores for storage type `T` (f16 or bf16):
+/// Builds `attention_forward` on tensor cores for storage type `T` (f16 or bf16 on
+/// `mma.m16n8k16`, f32 on tf32 `mma.m16n8k8`; see [`elem`]):
 ///
 /// ```text
 /// Qs ← Q tile; Ks[0], Vs[0] ← KV tile 0            cp.async, one group
@@ -43,17 +48,14 @@ use scores::{FragState, QFragments};
 ///
 /// The tile count is uniform in the block and every lane runs every iteration, so all
 /// barriers are reached by the whole block; rows past `Sq` only skip their stores.
-pub(super) fn forward_kernel<T: PackedHalf + Float>(cfg: &AttentionConfig) -> KernelBuilder
-where
-    M16N8K16: MmaInput<T, Packed = T::Pair>,
-{
+pub(super) fn forward_kernel<T: TcElem>(cfg: &AttentionConfig) -> KernelBuilder {
     let plan = TcPlan::new(cfg);
     let mut k = KernelBuilder::new(ENTRY, cfg.arch);
     declare_index_bound(&mut k, &INDEX_BOUND);
     k.require_block([plan.threads, 1, 1]);
     let params = declare_params::<T, F32>(&mut k);
     let shared = allocate_shared(&mut k, &plan);
-    let lane = LanePlace::new(&mut k, &plan);
+    let lane = LanePlace::new::<T>(&mut k, &plan);
     let heads = head_offsets(&mut k, &params);
     let seqs = (params.seq_q, params.seq_kv);
     let tile_sizes = (plan.block_m, plan.block_n);
@@ -76,7 +78,7 @@ where
     k.bar_sync();
     let q_lane = k.add(shared, lane.q_ldm);
     let q = QFragments::<T>::new(&mut k, &plan, q_lane);
-    let state = FragState::new::<T>(&mut k, &plan);
+    let state = FragState::<T>::new(&mut k, &plan);
     let factor = k.mul(params.scale, std::f32::consts::LOG2_E);
     // Key `8j + e` of the tile at `kv0` is visible to row half `h` iff
     // `8j + e < visible_end(row_h) − kv0 − 2·quad`.

@@ -3,9 +3,10 @@
 use super::super::ext::AttentionBuilderExt;
 use super::super::output::log_sum_exp;
 use super::super::plan::Params;
+use super::elem::TcElem;
 use super::plan::{LanePlace, TcPlan, WARP_ROWS};
 use super::scores::{row_sum, FragState};
-use crate::builder::{Float, KernelBuilder, PackedHalf, Reg, F32, U32};
+use crate::builder::{KernelBuilder, Reg, F32, U32};
 use crate::ir::CmpOp;
 
 /// Normalises and stores this lane's two rows, per row half `h`:
@@ -16,22 +17,22 @@ use crate::ir::CmpOp;
 /// LSE[row] = ℓ > 0 ? (m + log2 ℓ) · ln 2 : −∞
 /// ```
 ///
-/// A lane's O fragment holds 4-byte column pairs, so the warp first stages its 16 × D tile in
+/// A lane's O fragment holds column pairs (4 or 8 bytes), so the warp first stages its 16 × D tile in
 /// its own rows of the (no longer needed) Q region and then stores it in 16-byte row chunks:
 /// whole sectors instead of half-used ones. Rows past `Sq` store nothing; the lane with
 /// `quad = 0` stores the row's LSE.
-pub(super) fn store_output<T: PackedHalf + Float>(
+pub(super) fn store_output<T: TcElem>(
     k: &mut KernelBuilder,
     plan: &TcPlan,
     p: &Params<T, F32>,
     lane: &LanePlace,
-    state: &FragState,
+    state: &FragState<T>,
     shared: Reg<U32>,
 ) {
     k.comment("normalise: O / l and LSE; O staged in the warp's Q rows");
     k.bar_sync();
     let own_row = k.add(lane.warp_row, lane.group);
-    let quad_bytes = k.shl(lane.quad, 2u32);
+    let quad_bytes = k.shl(lane.quad, (2 * T::BYTES).trailing_zeros());
     let stage = k.mad_lo(own_row, plan.row_bytes(), quad_bytes);
     let stage = k.add(shared, stage);
     for h in 0..2u32 {
@@ -43,10 +44,8 @@ pub(super) fn store_output<T: PackedHalf + Float>(
             let regs = o.f32_regs();
             let lo = k.mul(regs[2 * h as usize], inv);
             let hi = k.mul(regs[2 * h as usize + 1], inv);
-            let pair = k.pack_f32_pair::<T>(lo, hi);
-            let word = k.pair_bits::<T>(pair);
-            let offset = h * 8 * plan.row_bytes() + j as u32 * 16;
-            k.st_shared(stage, offset as i32, word);
+            let offset = h * 8 * plan.row_bytes() + j as u32 * 8 * T::BYTES;
+            T::stage_pair(k, stage, offset as i32, lo, hi);
         }
         let lse = log_sum_exp::<F32>(k, state.m[h as usize], l);
         let lse = k.selp(lse, f32::NEG_INFINITY, has_mass);
@@ -69,9 +68,10 @@ pub(super) fn store_output<T: PackedHalf + Float>(
 }
 
 /// Copies the warp's staged 16 × D output tile to O in 16-byte chunks: chunk
-/// `c = lane + 32·i` is row `c / (D / 8)`, columns `8 · (c mod D / 8) ..` (a warp request
+/// `c = lane + 32·i` is row `c / C`, columns `E · (c mod C) ..` (`E` elements per chunk, `C`
+/// chunks per row; a warp request
 /// covers whole rows: every sector fully used).
-fn store_staged_rows<T: PackedHalf + Float>(
+fn store_staged_rows<T: TcElem>(
     k: &mut KernelBuilder,
     plan: &TcPlan,
     p: &Params<T, F32>,
@@ -98,7 +98,7 @@ fn store_staged_rows<T: PackedHalf + Float>(
         let valid = k.setp_lt(global_row, p.seq_q);
         k.if_then(valid, |k| {
             let start = k.mad_lo(global_row, o_seq, o_start);
-            let col = k.shl(chunk, 3u32);
+            let col = k.shl(chunk, plan.chunk_elems().trailing_zeros());
             let index = k.add(start, col);
             let addr = k.elem_addr(o, index);
             k.st_global_v4(addr, 0, words);

@@ -1,22 +1,27 @@
 //! Build-time geometry of the tensor-core forward kernel (tile sizes, the shared layout) and
 //! each lane's fixed place: its warp's query rows and its `ldmatrix` row addresses.
 
+use super::elem::TcElem;
 use crate::builder::{KernelBuilder, Reg, U32};
-use crate::templates::attention::config::{AttentionConfig, SharedMemoryKind, TC_ROW_PAD};
+use crate::templates::attention::config::{AttentionConfig, SharedMemoryKind};
 
-/// Query rows one warp owns (the `m` of `mma.m16n8k16`).
+/// Query rows one warp owns (the `m` of the mma).
 pub(super) const WARP_ROWS: u32 = 16;
 
 /// Everything about the tensor-core kernel's shape that is fixed at build time.
 ///
-/// Shared memory, in the storage type, rows padded to `D + TC_ROW_PAD` halves:
+/// Shared memory, in the storage type, rows padded by 16 bytes
+/// ([`AttentionConfig::tc_row_bytes`]):
 ///
 /// ```text
 /// [ Q: block_m rows | K: kv_stages × block_n rows | V: kv_stages × block_n rows ]
 /// ```
 #[derive(Debug, Clone, Copy)]
-pub(super) struct TcPlan {
+pub(in crate::templates::attention::kernels) struct TcPlan {
     pub head_dim: u32,
+    /// Bytes of one element of the storage type (2, or 4 for tf32).
+    pub elem_bytes: u32,
+    row_bytes: u32,
     pub causal: bool,
     pub block_m: u32,
     pub block_n: u32,
@@ -25,9 +30,9 @@ pub(super) struct TcPlan {
     pub shared_kind: SharedMemoryKind,
     /// Depth of the K/V `cp.async` ring ([`AttentionConfig::tc_stages_for`]).
     pub kv_stages: u32,
-    /// Whether the warp keeps its Q fragments in registers (`D ≤ 128`) or re-reads them from
-    /// the Q tile each KV tile (`D = 256`: `D / 4` more registers would spill next to the
-    /// `D / 2` O accumulators).
+    /// Whether the warp keeps its Q fragments in registers or re-reads them from the Q tile
+    /// each KV tile ([`AttentionConfig::tc_q_in_registers`]: large Q fragments would spill next
+    /// to the `D / 2` O accumulators).
     pub q_in_registers: bool,
 }
 
@@ -36,6 +41,8 @@ impl TcPlan {
         let t = cfg.tiles();
         Self {
             head_dim: cfg.head_dim,
+            elem_bytes: cfg.dtype.size_bytes(),
+            row_bytes: cfg.tc_row_bytes(),
             causal: cfg.causal,
             block_m: t.block_m,
             block_n: t.block_n,
@@ -43,18 +50,23 @@ impl TcPlan {
             shared_bytes: t.shared_bytes,
             shared_kind: t.shared_kind,
             kv_stages: cfg.tc_stages_for(t.block_m, t.block_n),
-            q_in_registers: cfg.head_dim <= 128,
+            q_in_registers: cfg.tc_q_in_registers(),
         }
     }
 
-    /// Bytes between consecutive shared rows: `(D + 8) · 2`.
+    /// Bytes between consecutive shared rows: `D` elements and 16 bytes of padding.
     pub fn row_bytes(&self) -> u32 {
-        (self.head_dim + TC_ROW_PAD) * 2
+        self.row_bytes
     }
 
-    /// 16-byte chunks in one row of `D` halves.
+    /// 16-byte chunks in one row of `D` elements.
     pub fn chunks_per_row(&self) -> u32 {
-        self.head_dim / 8
+        self.head_dim * self.elem_bytes / 16
+    }
+
+    /// Elements in one 16-byte chunk (8 halves, 4 f32).
+    pub fn chunk_elems(&self) -> u32 {
+        16 / self.elem_bytes
     }
 
     /// Bytes of one K or V stage.
@@ -81,9 +93,10 @@ impl TcPlan {
         }
     }
 
-    /// `k16` steps over the head dimension (Q·Kᵀ) and `n16` pairs of O columns (P·V).
+    /// 32-byte steps over the head dimension: the mma `k` steps of Q·Kᵀ (16 halves or 8 f32),
+    /// and for halves the `n16` pairs of O columns of P·V.
     pub fn d_steps(&self) -> u32 {
-        self.head_dim / 16
+        self.head_dim * self.elem_bytes / 32
     }
 
     /// `k16` steps over the keys of a tile (P·V) and `n16` pairs of S columns (Q·Kᵀ).
@@ -117,18 +130,18 @@ pub(super) struct LanePlace {
     /// The warp's first query row in the block tile, `16 · warp`.
     pub warp_row: Reg<U32>,
     /// Byte offset in the Q tile of this lane's `ldmatrix.x4` row for an A fragment: row
-    /// `16 · warp + lane % 16`, column `8 · (lane / 16)`.
+    /// `16 · warp + lane % 16`, byte `16 · (lane / 16)` (8 halves or 4 f32 in).
     pub q_ldm: Reg<U32>,
     /// Byte offset in a K stage of this lane's row for two B fragments of `Kᵀ` (no `.trans`:
-    /// keys are the B columns): key `lane % 8 + 8 · (lane / 16)`, column `8 · ((lane / 8) % 2)`.
+    /// keys are the B columns): key `lane % 8 + 8 · (lane / 16)`, byte `16 · ((lane / 8) % 2)`.
     pub k_ldm: Reg<U32>,
-    /// Byte offset in a V stage of this lane's row for two B fragments of V (`.trans`): key
-    /// `lane % 16`, column `8 · (lane / 16)`.
+    /// Byte offset in a V stage of this lane's address for the B fragments of V
+    /// ([`TcElem::v_lane`]).
     pub v_ldm: Reg<U32>,
 }
 
 impl LanePlace {
-    pub fn new(k: &mut KernelBuilder, plan: &TcPlan) -> Self {
+    pub fn new<T: TcElem>(k: &mut KernelBuilder, plan: &TcPlan) -> Self {
         let row_bytes = plan.row_bytes();
         let tid = k.tid_x();
         let lane = k.and(tid, 31u32);
@@ -146,7 +159,7 @@ impl LanePlace {
         let k_col = k.and(k_col, 1u32);
         let k_col_bytes = k.shl(k_col, 4u32);
         let k_ldm = k.mad_lo(key, row_bytes, k_col_bytes);
-        let v_ldm = k.mad_lo(lane16, row_bytes, half_bytes);
+        let v_ldm = T::v_lane(k, plan, lane, lane16, half_bytes);
         let block = k.ctaid_x();
         Self {
             tid,

@@ -1,0 +1,6 @@
+use ptxforge::prelude::*;
+
+#[attention_kernel(head_dim = 64, dtype = f64, allow_tf32 = true)]
+pub struct Attn;
+
+fn main() {}
