@@ -25,7 +25,10 @@ use ptxforge_runtime::templates::conv::launch::{
     forward_direct, forward_im2col, forward_implicit_gemm, forward_nhwc,
 };
 use ptxforge_runtime::templates::conv::{reference, Conv2dConfig, ConvDims, ConvShape, Layout};
-use ptxforge_runtime::templates::testing::{from_f64, to_f64, HostFloat, SplitMix64};
+use ptxforge_runtime::templates::testing::{
+    error_relative_to_max, from_f64, to_f64, HostFloat, SplitMix64,
+};
+use ptxforge_runtime::templates::tf32::{self, round_tf32};
 use ptxforge_runtime::templates::KernelFamily;
 use ptxforge_runtime::Arch;
 
@@ -320,33 +323,19 @@ fn run_case<T: HostFloat + Element>(case: &Case, dtype: DType, arch: Arch, seed:
     let want_dx = reference::backward_data(&cfg, s, &gy.host, &w.host).expect("reference");
     assert_close(&format!("{label}: backward-data"), &got_dx, &want_dx, tol);
 
-    let mut dw = dev.alloc::<T>(ConvDims::weight_len(&cfg)).expect("alloc");
-    let mut db = dev.alloc::<T>(cfg.out_channels as usize).expect("alloc");
-    must(
-        &label,
-        backward_filter(
-            &cfg,
-            &dev,
-            &ptx,
-            s,
-            &x.dev,
-            &gy.dev,
-            &mut dw,
-            cfg.bias.then_some(&mut db),
-        ),
-    );
+    let (got_dw, got_db) = run_backward_filter(&label, &cfg, (&dev, &ptx), s, &x.dev, &gy.dev);
     let (want_dw, want_db) =
         reference::backward_filter(&cfg, s, &x.host, &gy.host).expect("reference");
     assert_close(
         &format!("{label}: backward-filter dw"),
-        &download(&dev, &dw),
+        &got_dw,
         &want_dw,
         tol,
     );
     if let Some(want_db) = want_db {
         assert_close(
             &format!("{label}: backward-filter db"),
-            &download(&dev, &db),
+            &got_db,
             &want_db,
             tol,
         );
@@ -362,6 +351,25 @@ fn run_case<T: HostFloat + Element>(case: &Case, dtype: DType, arch: Arch, seed:
     );
     let y0 = download(&dev, &y0);
     assert_adjoint(&label, (&y0, &gy.host), (&x.host, &got_dx), tol);
+}
+
+/// `backward_filter` (the entry it picks) of `x` and `gy`: `dw` and (with a bias) `db`.
+fn run_backward_filter<T: HostFloat + Element>(
+    label: &str,
+    cfg: &Conv2dConfig,
+    (dev, ptx): (&SimBackend, &str),
+    s: &ConvShape,
+    x: &DeviceBuffer<SimBackend, T>,
+    gy: &DeviceBuffer<SimBackend, T>,
+) -> (Vec<f64>, Vec<f64>) {
+    let mut dw = dev.alloc::<T>(ConvDims::weight_len(cfg)).expect("alloc");
+    let mut db = dev.alloc::<T>(cfg.out_channels as usize).expect("alloc");
+    let db_arg = cfg.bias.then_some(&mut db);
+    must(
+        label,
+        backward_filter(cfg, dev, ptx, s, x, gy, &mut dw, db_arg),
+    );
+    (download(dev, &dw), download(dev, &db))
 }
 
 /// The adjoint identity `⟨y, g⟩ = ⟨x, dx⟩` (with `y = conv(x)`, `dx = bwd_data(g)`) to `tol`
@@ -689,6 +697,17 @@ fn print_counters(tag: &str, record: &LaunchRecord, outputs: f64) {
 
 // ---- tensor cores ------------------------------------------------------------------------
 
+/// The issue's ResNet-like 3 × 3 layer, 64 → 64 channels, padding 1, bias, on a 16 × 16 image.
+fn resnet_3x3() -> Case {
+    Case {
+        name: "resnet 3x3 64→64",
+        cfg: Conv2dConfig::new(64, 64, 3)
+            .with_padding(1, 1)
+            .with_bias(true),
+        shape: shape(1, 16, 16),
+    }
+}
+
 /// A small ResNet-like 3×3 layer (64 → 64 channels, padding 1, bias, 16 × 16 image) in f16 on
 /// sm_80, in both layouts: the CUDA-core kernel (`conv2d_direct` / `conv2d_nhwc`) vs the
 /// tensor-core implicit GEMM, all checked against the reference; the implicit GEMM issues
@@ -696,13 +715,7 @@ fn print_counters(tag: &str, record: &LaunchRecord, outputs: f64) {
 /// with conflict-free `ldmatrix`, and in NHWC moves A and B with 16-byte `cp.async` only.
 #[test]
 fn tensor_core_counters_resnet_3x3() {
-    let case = Case {
-        name: "resnet 3x3 64→64",
-        cfg: Conv2dConfig::new(64, 64, 3)
-            .with_padding(1, 1)
-            .with_bias(true),
-        shape: shape(1, 16, 16),
-    };
+    let case = resnet_3x3();
     let pixels = 16 * 16u64;
     let outputs = (pixels * 64) as f64;
     for layout in Layout::ALL {
@@ -1391,6 +1404,258 @@ fn nhwc_cuda_core_fallback() {
         if nchw_sm75.validate().is_ok() {
             let ran = run_forward::<f16>(case, DType::F16, Arch::Sm75, Layout::Nchw, seed);
             assert_eq!(ran, ["conv2d_direct"], "{}", case.name);
+        }
+    }
+}
+
+// ---- tf32 (`allow_tf32`) -----------------------------------------------------------------
+
+/// Reduction depth of one tf32 pipeline stage (64 bytes of f32).
+const TF32_TILE_K: u64 = 16;
+/// `m16n8k8` per block per stage: 4 warps × 8 accumulators × 2 eight-deep slices.
+const TF32_MMA_PER_STAGE: u64 = 4 * 8 * 2;
+
+/// The same data tf32-rounded (`cvt.rna.tf32.f32`), for the reference that models the tensor
+/// cores' inputs exactly.
+fn tf32_rounded(v: &[f64]) -> Vec<f64> {
+    v.iter().map(|&a| f64::from(round_tf32(a as f32))).collect()
+}
+
+/// A tf32 result: within the documented tolerance of the exact reference for reduction length
+/// `k`, and within f32 accumulation error of the reference of tf32-rounded operands (a path
+/// that silently stayed exact f32 is off that one by about 2⁻¹²).
+fn assert_tf32(what: &str, got: &[f64], exact: &[f64], model: &[f64], k: u64) {
+    let err = error_relative_to_max(got, exact);
+    let tol = tf32::tolerance(k as u32);
+    assert!(
+        err <= tol,
+        "{what}: error {err:e} > tf32 tolerance {tol:e} (K {k})"
+    );
+    let off_model = error_relative_to_max(got, model);
+    assert!(
+        off_model <= tolerance(DType::F32),
+        "{what}: off the tf32-rounded-operand reference by {off_model:e} (exact error {err:e})"
+    );
+}
+
+/// The one launch of `entry` in `dev`'s log: exactly `blocks · ⌈k / 16⌉ · 64` `m16n8k8`,
+/// conflict-free `ldmatrix`; its counters printed per output.
+fn assert_tf32_mma(what: &str, dev: &SimBackend, entry: &str, [blocks, k, outputs]: [u64; 3]) {
+    let log = dev.take_launch_log();
+    let rec = log
+        .iter()
+        .find(|r| r.entry == entry)
+        .unwrap_or_else(|| panic!("{what}: {entry} did not run ({log:?})"));
+    let c = &rec.counters;
+    assert_eq!(
+        c.mma_instructions,
+        blocks * k.div_ceil(TF32_TILE_K) * TF32_MMA_PER_STAGE,
+        "{what}: {entry} mma count"
+    );
+    assert_eq!(
+        c.mma_flops,
+        c.mma_instructions * 2 * 16 * 8 * 8,
+        "{what}: m16n8k8"
+    );
+    assert!(
+        c.ldmatrix_wavefronts_per_request() <= 4.0 + 1e-9,
+        "{what}: ldmatrix conflicts"
+    );
+    print_counters(what, rec, outputs as f64);
+}
+
+/// Forward (in `layout`), backward-data and backward-filter (NCHW) of `case` in f32 with
+/// `allow_tf32` on `arch`, each through the entry the launch functions pick, against the
+/// exact and the tf32-rounded references. On sm_80+ each must run its implicit GEMM on tf32
+/// (exact mma counts, [`assert_tf32`]); before sm_80 the CUDA-core entries, exact f32.
+fn run_tf32(case: &Case, layout: Layout, arch: Arch, seed: u64) {
+    let cfg = Conv2dConfig {
+        dtype: DType::F32,
+        arch,
+        ..case.cfg.with_layout(layout).with_allow_tf32(true)
+    };
+    let (label, ptx, d) = prepare(case, &cfg);
+    let tc = arch.has_mma_m16n8k16();
+    assert_eq!(cfg.has_tensor_core_forward(), tc, "{label}");
+    let s = &case.shape;
+    let dev = SimBackend::new();
+    let mut rng = SplitMix64::new(seed);
+    let x = random::<f32>(&dev, &mut rng, d.input_len(&cfg));
+    let w = random::<f32>(&dev, &mut rng, ConvDims::weight_len(&cfg));
+    let b = random::<f32>(&dev, &mut rng, cfg.out_channels as usize);
+    let gy = random::<f32>(&dev, &mut rng, d.output_len(&cfg));
+    let (n, c_in, c_out) = (
+        s.batch as u64,
+        u64::from(cfg.in_channels),
+        u64::from(cfg.out_channels),
+    );
+    let (cg, og, groups) = (
+        u64::from(cfg.in_per_group()),
+        u64::from(cfg.out_per_group()),
+        u64::from(cfg.groups),
+    );
+    let taps = u64::from(cfg.kernel_h * cfg.kernel_w);
+    let (hw, ohw) = (u64::from(s.height * s.width), u64::from(d.out_h * d.out_w));
+    let check = |what: &str, got: &[f64], exact: &[f64], model: &[f64], k: u64| {
+        let what = format!("{label}: {what}");
+        if tc {
+            assert_tf32(&what, got, exact, model, k);
+        } else {
+            assert_close(&what, got, exact, tolerance(DType::F32));
+        }
+    };
+    let mma = |what: &str, entry: &str, blocks: u64, k: u64, outputs: usize| {
+        if tc {
+            let counts = [blocks, k, outputs as u64];
+            assert_tf32_mma(&format!("{label}: {what}"), &dev, entry, counts);
+        } else {
+            let log = dev.take_launch_log();
+            assert!(
+                log.iter().all(|r| r.counters.mma_instructions == 0),
+                "{label}: {what}"
+            );
+        }
+    };
+
+    // Forward: M = N·OH·OW pixels, K = Cg·KH·KW.
+    let bias = cfg.bias.then_some(b.host.as_slice());
+    let at = |v: u64| v as usize;
+    let forward_ref = |x: &[f64], w: &[f64]| {
+        let y = reference::forward(&cfg, s, x, w, bias).expect("reference");
+        match layout {
+            Layout::Nchw => y,
+            Layout::Nhwc => {
+                to_channels_last(&y, [n, c_out, d.out_h.into(), d.out_w.into()].map(at))
+            }
+        }
+    };
+    let exact = forward_ref(&x.host, &w.host);
+    let model = forward_ref(&tf32_rounded(&x.host), &tf32_rounded(&w.host));
+    let (x_in, w_in) = match layout {
+        Layout::Nchw => (x.dev, w.dev),
+        Layout::Nhwc => {
+            let up = |v: Vec<f64>| dev.upload(&from_f64::<f32>(&v)).expect("upload");
+            (
+                up(to_channels_last(
+                    &x.host,
+                    [n, c_in, s.height.into(), s.width.into()].map(at),
+                )),
+                up(to_channels_last(
+                    &w.host,
+                    [c_out, cg, cfg.kernel_h.into(), cfg.kernel_w.into()].map(at),
+                )),
+            )
+        }
+    };
+    let b_dev = cfg.bias.then_some(&b.dev);
+    let mut y = dev.alloc::<f32>(d.output_len(&cfg)).expect("alloc");
+    must(
+        &label,
+        forward(&cfg, &dev, &ptx, s, &x_in, &w_in, b_dev, &mut y),
+    );
+    let k = cg * taps;
+    check("forward", &download(&dev, &y), &exact, &model, k);
+    let blocks = (n * ohw).div_ceil(64) * og.div_ceil(64) * groups;
+    mma("forward", "conv2d_implicit_gemm", blocks, k, y.len());
+    if layout == Layout::Nhwc {
+        return;
+    }
+
+    // Backward-data: per image and group M = H·W, N = Cg, K = Og·KH·KW.
+    let exact = reference::backward_data(&cfg, s, &gy.host, &w.host).expect("reference");
+    let model = reference::backward_data(&cfg, s, &tf32_rounded(&gy.host), &tf32_rounded(&w.host))
+        .expect("reference");
+    let mut dx = dev.alloc::<f32>(d.input_len(&cfg)).expect("alloc");
+    must(
+        &label,
+        backward_data(&cfg, &dev, &ptx, s, &gy.dev, &w_in, &mut dx),
+    );
+    let k = og * taps;
+    check("backward-data", &download(&dev, &dx), &exact, &model, k);
+    let blocks = hw.div_ceil(64) * cg.div_ceil(64) * n * groups;
+    mma(
+        "backward-data",
+        ENTRY_BWD_DATA_IMPLICIT_GEMM,
+        blocks,
+        k,
+        dx.len(),
+    );
+
+    // Backward-filter (weight gradient; the bias gradient stays on CUDA cores): M = Og,
+    // N = Cg·KH·KW, K = N·OH·OW.
+    let (exact, _) = reference::backward_filter(&cfg, s, &x.host, &gy.host).expect("reference");
+    let (model, _) =
+        reference::backward_filter(&cfg, s, &tf32_rounded(&x.host), &tf32_rounded(&gy.host))
+            .expect("reference");
+    let (dw, _) = run_backward_filter(&label, &cfg, (&dev, &ptx), s, &x_in, &gy.dev);
+    let k = n * ohw;
+    check("backward-filter", &dw, &exact, &model, k);
+    let blocks = og.div_ceil(64) * (cg * taps).div_ceil(64) * groups;
+    mma(
+        "backward-filter",
+        ENTRY_BWD_FILTER_IMPLICIT_GEMM,
+        blocks,
+        k,
+        dw.len(),
+    );
+}
+
+/// The tensor-core cases and fuzzed ones (groups, stride, padding, dilation, ragged tiles and
+/// reductions) on tf32: forward in both layouts, both backward passes.
+#[test]
+fn tf32_every_case() {
+    let mut cases = tensor_core_cases();
+    cases.extend(fuzz_cases(4242, 6));
+    for (i, case) in cases.iter().enumerate() {
+        for layout in Layout::ALL {
+            run_tf32(case, layout, Arch::Sm80, 700 + i as u64);
+        }
+    }
+}
+
+/// Before sm_80 `allow_tf32` is accepted and silently keeps the exact CUDA-core entries
+/// (no implicit GEMM in the module, no mma).
+#[test]
+fn tf32_before_sm80_is_f32() {
+    for case in tensor_core_cases().iter().take(3) {
+        for layout in Layout::ALL {
+            run_tf32(case, layout, Arch::Sm75, 5);
+        }
+    }
+}
+
+/// `allow_tf32 = true` needs `dtype = f32`: f16, bf16 and f64 are errors naming the argument.
+#[test]
+fn tf32_needs_f32() {
+    for dtype in [DType::F16, DType::BF16, DType::F64] {
+        let cfg = Conv2dConfig {
+            dtype,
+            ..Conv2dConfig::new(8, 8, 3).with_allow_tf32(true)
+        };
+        let err = cfg.validate().expect_err("allow_tf32 with a non-f32 dtype");
+        assert!(err.to_string().contains("allow_tf32"), "{dtype}: {err}");
+    }
+    assert!(Conv2dConfig::new(8, 8, 3)
+        .with_allow_tf32(true)
+        .validate()
+        .is_ok());
+}
+
+/// The report's counters: the ResNet 3×3 64 → 64 layer on a 16 × 16 image in f32, CUDA cores
+/// (`conv2d_direct` / `conv2d_nhwc`) vs tf32 (`conv2d_implicit_gemm`, whose mma count and
+/// conflict-free `ldmatrix` [`run_tf32`] checks), on sm_80 and sm_90.
+#[test]
+fn tf32_counters_resnet_3x3() {
+    let case = resnet_3x3();
+    let outputs = (16 * 16 * 64) as f64;
+    for layout in Layout::ALL {
+        let (dev, ran) = run_forward_on::<f32>(&case, DType::F32, Arch::Sm80, layout, 11);
+        assert!(!ran.contains(&"conv2d_implicit_gemm"), "{ran:?}");
+        for record in dev.take_launch_log() {
+            print_counters(&format!("{layout} f32"), &record, outputs);
+        }
+        for arch in [Arch::Sm80, Arch::Sm90] {
+            run_tf32(&case, layout, arch, 11);
         }
     }
 }

@@ -10,7 +10,7 @@ use super::{family_args, required, set};
 family_args! {
     /// The arguments of `#[conv2d_kernel(in_channels = 64, out_channels = 128, kernel = 3,
     /// stride = 1, padding = 1, dilation = 1, groups = 1, bias = true, dtype = f16,
-    /// arch = sm_80, layout = nhwc)]`.
+    /// arch = sm_80, layout = nhwc, allow_tf32 = false)]`.
     ConvArgs {
         in_channels: u32,
         out_channels: u32,
@@ -23,6 +23,7 @@ family_args! {
         dtype: DType,
         arch: Arch,
         layout: Layout,
+        allow_tf32: bool,
     }
 }
 
@@ -51,6 +52,7 @@ impl ConvArgs {
         set(&mut config.dtype, &self.dtype);
         set(&mut config.arch, &self.arch);
         set(&mut config.layout, &self.layout);
+        set(&mut config.allow_tf32, &self.allow_tf32);
         Some(config)
     }
 }

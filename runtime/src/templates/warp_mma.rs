@@ -28,7 +28,7 @@ mod tf32;
 
 use crate::builder::{
     FragA, FragB, FragC, GlobalPtr, KernelBuilder, MmaInput, MmaShapeKind, PackedHalf, Pred, Reg,
-    Scalar, SharedArr, Val, BF16, F16, F32, M16N8K16, U32,
+    Scalar, SharedArr, Val, BF16, F16, F32, M16N8K16, U16, U32,
 };
 use crate::templates::staging::{copy_elems, copy_piece};
 
@@ -71,6 +71,8 @@ pub type Accumulators<S = M16N8K16> = Vec<Vec<FragC<S, F32>>>;
 pub trait TileElem: Scalar {
     /// The mma shape its accumulators have.
     type Shape: MmaShapeKind;
+    /// The unsigned type of its width, for element copies of raw bits.
+    type Bits: Scalar;
     /// Reduction depth per pipeline step, in elements.
     const TILE_K: u32 = TILE_K_BYTES / Self::TYPE.bytes();
 
@@ -100,6 +102,7 @@ macro_rules! half_tile_elem {
     ($($t:ident),*) => {$(
         impl TileElem for $t {
             type Shape = M16N8K16;
+            type Bits = U16;
 
             fn zero_acc(k: &mut KernelBuilder) -> Accumulators {
                 zero_acc::<$t>(k)

@@ -66,6 +66,12 @@ pub struct Conv2dConfig {
     pub arch: Arch,
     /// Activation layout (argument `layout = nchw | nhwc`). Default NCHW.
     pub layout: Layout,
+    /// Run the f32 implicit GEMMs (forward, backward-data, backward-filter) on tf32 tensor
+    /// cores (`mma.m16n8k8`, operands rounded to 10 fraction bits; see
+    /// [`crate::templates::tf32`] for the rule and tolerance). Default false. Only with
+    /// `dtype = f32` (any other dtype with `allow_tf32 = true` is a configuration error);
+    /// targets without tf32 tensor cores (pre-sm_80) silently keep the CUDA-core entries.
+    pub allow_tf32: bool,
 }
 
 /// How activations (and the weight's reduction axis) are laid out in memory.
@@ -193,6 +199,7 @@ impl Conv2dConfig {
         "dtype",
         "arch",
         "layout",
+        "allow_tf32",
     ];
     /// Arguments without a default.
     pub const REQUIRED: &'static [&'static str] = &["in_channels", "out_channels", "kernel"];
@@ -203,6 +210,7 @@ impl Conv2dConfig {
 
     pub const DEFAULT_DTYPE: DType = DType::F32;
     pub const DEFAULT_ARCH: Arch = Arch::Sm80;
+    pub const DEFAULT_ALLOW_TF32: bool = false;
 
     /// The required values (square kernel), every other field at its default.
     pub const fn new(in_channels: u32, out_channels: u32, kernel: u32) -> Self {
@@ -222,6 +230,7 @@ impl Conv2dConfig {
             dtype: Self::DEFAULT_DTYPE,
             arch: Self::DEFAULT_ARCH,
             layout: Layout::Nchw,
+            allow_tf32: Self::DEFAULT_ALLOW_TF32,
         }
     }
 
@@ -268,6 +277,12 @@ impl Conv2dConfig {
     /// Sets the bias flag.
     pub const fn with_bias(mut self, bias: bool) -> Self {
         self.bias = bias;
+        self
+    }
+
+    /// Sets `allow_tf32`.
+    pub const fn with_allow_tf32(mut self, allow_tf32: bool) -> Self {
+        self.allow_tf32 = allow_tf32;
         self
     }
 
@@ -408,6 +423,9 @@ impl Conv2dConfig {
     /// (argument names, see the module doc).
     pub fn validate(&self) -> Result<(), ConfigErrors> {
         let mut errs = ConfigErrors::default();
+        if let Some(msg) = crate::templates::tf32::dtype_rule(self.allow_tf32, self.dtype) {
+            errs.push(&["allow_tf32", "dtype"], msg);
+        }
         if self.in_channels == 0 {
             errs.push(
                 &["in_channels"],

@@ -19,6 +19,7 @@ const SLICE_BYTES: u32 = 8 * 4;
 
 impl TileElem for F32 {
     type Shape = M16N8K8;
+    type Bits = U32;
 
     fn zero_acc(k: &mut KernelBuilder) -> Accumulators<M16N8K8> {
         (0..WARP_M_TILES)

@@ -69,6 +69,10 @@ impl ConvElem for F32 {
     fn narrow(_: &mut KernelBuilder, v: Reg<F32>) -> Reg<F32> {
         v
     }
+    /// With `allow_tf32`: tf32 `mma.m16n8k8` ([`crate::templates::warp_mma`]'s f32 tile).
+    fn implicit_gemm(cfg: &Conv2dConfig, arch: Arch, pass: Pass) -> Option<KernelBuilder> {
+        implicit_gemm::available(cfg, pass).then(|| implicit_gemm::build::<F32>(cfg, arch, pass))
+    }
 }
 
 impl ConvElem for F64 {

@@ -63,23 +63,23 @@ impl Conv2dConfig {
         self.kernel_h == 1 && self.kernel_w == 1
     }
 
-    /// Whether the module has the tensor-core forward `conv2d_implicit_gemm` (f16/bf16 on
-    /// targets with `mma.m16n8k16`; other dtypes and older targets silently keep the CUDA-core
-    /// entries only).
+    /// Whether the module has the tensor-core forward `conv2d_implicit_gemm` (f16/bf16, or f32
+    /// with `allow_tf32` on tf32 `mma.m16n8k8`, on targets with `mma.m16n8k16`; other dtypes
+    /// and older targets silently keep the CUDA-core entries only).
     pub fn has_tensor_core_forward(&self) -> bool {
         implicit_gemm::available(self, Pass::Forward)
     }
 
     /// Whether the module has the tensor-core backward-data `conv2d_bwd_data_implicit_gemm`
-    /// (f16/bf16 on targets with `mma.m16n8k16`, NCHW; otherwise silently only the CUDA-core
-    /// `conv2d_bwd_data`).
+    /// (f16/bf16, or f32 with `allow_tf32`, on targets with `mma.m16n8k16`, NCHW; otherwise
+    /// silently only the CUDA-core `conv2d_bwd_data`).
     pub fn has_tensor_core_backward_data(&self) -> bool {
         implicit_gemm::available(self, Pass::BackwardData)
     }
 
     /// Whether the module has the tensor-core backward-filter
-    /// `conv2d_bwd_filter_implicit_gemm` (f16/bf16 on targets with `mma.m16n8k16`, NCHW;
-    /// otherwise silently only the CUDA-core `conv2d_bwd_filter`).
+    /// `conv2d_bwd_filter_implicit_gemm` (f16/bf16, or f32 with `allow_tf32`, on targets with
+    /// `mma.m16n8k16`, NCHW; otherwise silently only the CUDA-core `conv2d_bwd_filter`).
     pub fn has_tensor_core_backward_filter(&self) -> bool {
         implicit_gemm::available(self, Pass::BackwardFilter)
     }
@@ -186,7 +186,7 @@ impl KernelFamily for Conv2dConfig {
                 ""
             },
             self.dtype
-        )
+        ) + if self.allow_tf32 { "_tf32" } else { "" }
     }
 
     fn arch(&self) -> Arch {
@@ -198,7 +198,8 @@ impl KernelFamily for Conv2dConfig {
 /// with bias, the 7×7 stride-2 stem, a strided grouped 1×1 with bias, a dilated depthwise 3×3)
 /// and two NHWC ones (ResNet 3×3 with bias: 16-byte A chunks; the stem: element-wise A) ×
 /// every target (every dtype is supported on every arch; f16/bf16 on sm_80+ add the
-/// tensor-core entry).
+/// tensor-core entry), plus f32 with `allow_tf32` for every shape on every target (tf32
+/// tensor-core entries on sm_80+, the CUDA-core module before).
 pub fn matrix_configs() -> Vec<Conv2dConfig> {
     let shapes = [
         Conv2dConfig::new(64, 64, 3)
@@ -234,6 +235,13 @@ pub fn matrix_configs() -> Vec<Conv2dConfig> {
                     ..shape
                 });
             }
+        }
+        for shape in shapes {
+            out.push(Conv2dConfig {
+                dtype: DType::F32,
+                arch,
+                ..shape.with_allow_tf32(true)
+            });
         }
     }
     out

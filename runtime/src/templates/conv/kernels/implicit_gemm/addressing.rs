@@ -12,8 +12,9 @@
 use super::super::common::ConvElem;
 use super::super::common::{div_const, output_coord, rem_const};
 use super::{Conv, Pass};
-use crate::builder::{KernelBuilder, PackedHalf, Pred, Reg, Val, U32};
+use crate::builder::{KernelBuilder, Pred, Reg, Val, U32};
 use crate::templates::conv::Layout;
+use crate::templates::warp_mma::TileElem;
 
 /// Which operand tile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,7 +34,7 @@ pub(super) struct Coord {
     pub at: Option<(Reg<U32>, Reg<U32>)>,
 }
 
-impl<T: ConvElem + PackedHalf> Conv<T> {
+impl<T: ConvElem + TileElem> Conv<T> {
     /// The coordinate of tile row `row` of `side`:
     /// - forward A, pixel `m = block_m + row`: base the image's (and group's) first element
     ///   (NCHW `(n·C_in + g·Cg)·H·W`, NHWC `n·H·W·C_in + g·Cg`), at the window's top-left

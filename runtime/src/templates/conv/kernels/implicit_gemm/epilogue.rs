@@ -3,20 +3,20 @@
 
 use super::super::common::{load_or_zero, ConvElem};
 use super::{Conv, Pass};
-use crate::builder::{KernelBuilder, PackedHalf, Pred, Reg, U32};
+use crate::builder::{KernelBuilder, Pred, Reg, U32};
 use crate::templates::conv::Layout;
-use crate::templates::warp_mma::{Accumulators, WARP_N_TILES};
+use crate::templates::warp_mma::{Accumulators, TileElem, WARP_N_TILES};
 
 /// One output column of this lane: the column within the group's GEMM, whether it exists,
 /// and its bias.
 type OutputColumn<A> = (Reg<U32>, Pred, Option<Reg<A>>);
 
-impl<T: ConvElem + PackedHalf> Conv<T> {
+impl<T: ConvElem + TileElem> Conv<T> {
     /// Stores the warp's accumulators inside `M × N`: accumulator `(mi, ni)` covers rows
     /// `block_m + 32·warp_m + 16·mi + {l/4, l/4 + 8}` and columns `block_n + 32·warp_n +
     /// 8·ni + 2·(l % 4) + {0, 1}`; forward `y[pixel, g·Og + o] = acc + bias`, backward-data
     /// `dx[n, g·Cg + c, pixel] = acc`, backward-filter `dw[g·Og + o, f] = acc`, rounded once.
-    pub(super) fn store(&self, k: &mut KernelBuilder, acc: &Accumulators) {
+    pub(super) fn store(&self, k: &mut KernelBuilder, acc: &Accumulators<T::Shape>) {
         k.comment("epilogue: bias, round, store inside M x N");
         let (row0, col0) = self.pos.output_origin(k);
         let row_base = k.add(self.block_m, row0);

@@ -26,19 +26,14 @@
 use super::super::common::{div_const, rem_const, ConvElem};
 use super::addressing::{Coord, Side};
 use super::Conv;
-use crate::builder::{
-    GlobalPtr, KernelBuilder, PackedHalf, Pred, Reg, Scalar, SharedArr, U16, U32,
-};
-use crate::ir::CacheLevel;
+use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, Scalar, SharedArr, Val, U32};
+use crate::ir::{CacheLevel, Imm};
 use crate::templates::warp_mma::{
-    self as tile, CHUNKS_PER_THREAD, ROW, THREADS, TILE_K, TILE_M, TILE_N,
+    self as tile, TileElem, CHUNKS_PER_THREAD, ROW_BYTES, THREADS, TILE_M, TILE_N,
 };
+use std::marker::PhantomData;
 
-/// Elements of one operand slot each thread moves.
-const ELEMS_PER_THREAD: u32 = TILE_M * TILE_K / THREADS;
-/// Warps per block: the row step of [`Gather::Columns`].
-const WARPS: u32 = THREADS / 32;
-const _: () = assert!(TILE_K == 32 && TILE_M == TILE_N && TILE_M == 2 * 32);
+const _: () = assert!(TILE_M == TILE_N && TILE_M == 2 * 32 && THREADS == 2 * TILE_M);
 
 /// Which thread assignment an operand uses (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,7 +72,15 @@ pub(super) struct Operand<T: Scalar> {
     pub gather: Gather,
 }
 
-impl<T: ConvElem + PackedHalf> Conv<T> {
+impl<T: ConvElem + TileElem> Conv<T> {
+    /// Elements of one operand slot each thread moves (16 halves or 8 f32).
+    const ELEMS_PER_THREAD: u32 = TILE_M * T::TILE_K / THREADS;
+    /// The row step of [`Gather::Columns`]: rows one block request covers (4 for halves, 8
+    /// for f32).
+    const COLUMN_ROWS: u32 = THREADS / T::TILE_K;
+    /// Padded shared row length in elements.
+    const ROW: u32 = ROW_BYTES / T::TYPE.bytes();
+
     /// The thread's share of `side` under `strategy`; row coordinates fixed for the whole
     /// reduction are computed here once.
     pub(super) fn gather(
@@ -100,8 +103,8 @@ impl<T: ConvElem + PackedHalf> Conv<T> {
             Strategy::Rows => {
                 let row = k.and(tid, TILE_M - 1);
                 let part = k.shr(tid, TILE_M.trailing_zeros());
-                let col0 = k.mul_lo(part, ELEMS_PER_THREAD);
-                let slot = k.mad_lo(row, ROW, col0);
+                let col0 = k.mul_lo(part, Self::ELEMS_PER_THREAD);
+                let slot = k.mad_lo(row, Self::ROW, col0);
                 Gather::Rows {
                     row: self.row_coord(k, side, row),
                     col0,
@@ -109,9 +112,9 @@ impl<T: ConvElem + PackedHalf> Conv<T> {
                 }
             }
             Strategy::Columns => {
-                let lane = k.and(tid, TILE_K - 1);
-                let warp = k.shr(tid, TILE_K.trailing_zeros());
-                let slot = k.mad_lo(warp, ROW, lane);
+                let lane = k.and(tid, T::TILE_K - 1);
+                let warp = k.shr(tid, T::TILE_K.trailing_zeros());
+                let slot = k.mad_lo(warp, Self::ROW, lane);
                 Gather::Columns {
                     lane,
                     warp,
@@ -127,7 +130,7 @@ impl<T: ConvElem + PackedHalf> Conv<T> {
 
     /// Fills ring slot `slot` with reduction tile `k_tile` of both operands.
     pub(super) fn fill(&self, k: &mut KernelBuilder, k_tile: Reg<U32>, slot: Reg<U32>) {
-        let k0 = k.mul_lo(k_tile, TILE_K);
+        let k0 = k.mul_lo(k_tile, T::TILE_K);
         for op in [&self.a, &self.b] {
             self.fill_operand(k, op, k0, slot);
         }
@@ -136,7 +139,7 @@ impl<T: ConvElem + PackedHalf> Conv<T> {
     fn fill_operand(&self, k: &mut KernelBuilder, op: &Operand<T>, k0: Reg<U32>, slot: Reg<U32>) {
         let bytes = T::TYPE.bytes();
         let stage = tile::stage_base(k, op.ring, slot);
-        let bits = k.cast_ptr::<T, U16>(op.src);
+        let bits = k.cast_ptr::<T, T::Bits>(op.src);
         match &op.gather {
             Gather::Chunks(chunks) => {
                 for (row, col, slot_bytes) in chunks {
@@ -157,7 +160,7 @@ impl<T: ConvElem + PackedHalf> Conv<T> {
             } => {
                 let first = k.add(k0, *col0);
                 let dst = k.add(stage, *slot_bytes);
-                for e in 0..ELEMS_PER_THREAD {
+                for e in 0..Self::ELEMS_PER_THREAD {
                     let kk = k.add(first, e);
                     let col = self.column_coord(k, op.side, kk);
                     let (index, ok) = self.element(k, op.side, row, &col);
@@ -173,12 +176,12 @@ impl<T: ConvElem + PackedHalf> Conv<T> {
                 let kk = k.add(k0, *lane);
                 let col = self.column_coord(k, op.side, kk);
                 let dst = k.add(stage, *slot_bytes);
-                for e in 0..ELEMS_PER_THREAD {
-                    let r = k.add(*warp, e * WARPS);
+                for e in 0..Self::ELEMS_PER_THREAD {
+                    let r = k.add(*warp, e * Self::COLUMN_ROWS);
                     let row = self.row_coord(k, op.side, r);
                     let (index, ok) = self.element(k, op.side, &row, &col);
                     let v = load_bits(k, bits, index, ok);
-                    k.st_shared(dst, (e * WARPS * ROW * bytes) as i32, v);
+                    k.st_shared(dst, (e * Self::COLUMN_ROWS * Self::ROW * bytes) as i32, v);
                 }
             }
             Gather::Slabs { first, tid } => self.fill_slabs(k, bits, stage, k0, *first, *tid),
@@ -194,7 +197,7 @@ impl<T: ConvElem + PackedHalf> Conv<T> {
     fn fill_slabs(
         &self,
         k: &mut KernelBuilder,
-        bits: GlobalPtr<U16>,
+        bits: GlobalPtr<T::Bits>,
         stage: Reg<U32>,
         k0: Reg<U32>,
         first: Reg<U32>,
@@ -203,7 +206,7 @@ impl<T: ConvElem + PackedHalf> Conv<T> {
         let p = &self.p;
         let bytes = T::TYPE.bytes();
         let slab = p.cg * p.taps;
-        let slabs = (p.taps + TILE_K - 2) / p.taps + 1;
+        let slabs = (p.taps + T::TILE_K - 2) / p.taps + 1;
         let o_first = div_const(k, k0, p.taps);
         let filter = k.mad_lo(self.group, p.og, o_first);
         let start = k.mad_lo(filter, slab, first);
@@ -220,20 +223,20 @@ impl<T: ConvElem + PackedHalf> Conv<T> {
             let c = k.add(self.block_n, row);
             let c_ok = k.setp_lt(c, p.cg);
             let row_ok = k.and_pred(in_rows, c_ok);
-            let row_at = k.mad_lo(row, ROW * bytes, stage);
+            let row_at = k.mad_lo(row, Self::ROW * bytes, stage);
             let col_i = k.add(col0, tap);
             for s in 0..slabs {
                 let col = k.add(col_i, s * p.taps);
-                let in_tile = k.setp_lt(col, TILE_K);
+                let in_tile = k.setp_lt(col, T::TILE_K);
                 let store = k.and_pred(in_tile, in_rows);
                 k.if_then(store, |k| {
                     let o = k.add(o_first, s);
                     let o_ok = k.setp_lt(o, p.og);
                     let ok = k.and_pred(o_ok, row_ok);
-                    let v = k.var::<U16>(0u16);
+                    let v = k.var::<T::Bits>(zero());
                     k.if_then(ok, |k| {
                         let offset = (i * THREADS + s * slab) * bytes;
-                        let loaded = k.ld_global_nc::<U16>(src, offset as i32);
+                        let loaded = k.ld_global_nc::<T::Bits>(src, offset as i32);
                         k.assign(v, loaded);
                     });
                     let dst = k.mad_lo(col, bytes, row_at);
@@ -245,12 +248,22 @@ impl<T: ConvElem + PackedHalf> Conv<T> {
 }
 
 /// `ok ? bits[index] : 0`, the load only where `ok` holds.
-fn load_bits(k: &mut KernelBuilder, bits: GlobalPtr<U16>, index: Reg<U32>, ok: Pred) -> Reg<U16> {
-    let v = k.var::<U16>(0u16);
+fn load_bits<B: Scalar>(
+    k: &mut KernelBuilder,
+    bits: GlobalPtr<B>,
+    index: Reg<U32>,
+    ok: Pred,
+) -> Reg<B> {
+    let v = k.var::<B>(zero());
     k.if_then(ok, |k| {
         let addr = k.elem_addr(bits, index);
-        let loaded = k.ld_global_nc::<U16>(addr, 0);
+        let loaded = k.ld_global_nc::<B>(addr, 0);
         k.assign(v, loaded);
     });
     v
+}
+
+/// Integer zero of the bits type `B`.
+fn zero<B: Scalar>() -> Val<B> {
+    Val::Imm(Imm::Int(0), PhantomData)
 }

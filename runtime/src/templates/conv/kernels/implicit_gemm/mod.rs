@@ -60,10 +60,10 @@ mod gather;
 
 use super::common::{conv_kernel, div_const, rem_const, ConvElem, DimParams, Dims, Problem};
 use crate::arch::Arch;
-use crate::builder::{GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Reg, Val, M16N8K16, U32};
+use crate::builder::{GlobalPtr, KernelBuilder, Reg, Val, U32};
 use crate::dtype::DType;
 use crate::templates::conv::{Conv2dConfig, Layout};
-use crate::templates::warp_mma::{self as tile, WarpPos, CHUNK, TILE_K};
+use crate::templates::warp_mma::{self as tile, TileElem, WarpPos, CHUNK_BYTES};
 use addressing::Side;
 use gather::{Operand, Strategy};
 
@@ -138,35 +138,38 @@ struct Conv<T: ConvElem> {
     b: Operand<T>,
 }
 
-/// Whether this configuration has the tensor-core entry of `pass`: f16/bf16 on a target with
-/// `mma.m16n8k16` (other dtypes and older targets keep the CUDA-core entries); the backward
-/// entries in the NCHW layout only (the NHWC module has forward entries only).
+/// Whether this configuration has the tensor-core entry of `pass`: f16/bf16, or f32 with
+/// `allow_tf32` (tf32 `mma.m16n8k8`), on a target with `mma.m16n8k16` (sm_80+; other dtypes
+/// and older targets keep the CUDA-core entries); the backward entries in the NCHW layout
+/// only (the NHWC module has forward entries only).
 pub(crate) fn available(cfg: &Conv2dConfig, pass: Pass) -> bool {
     let layout_ok = pass == Pass::Forward || cfg.layout == Layout::Nchw;
-    matches!(cfg.dtype, DType::F16 | DType::BF16) && cfg.arch.has_mma_m16n8k16() && layout_ok
+    let tensor_dtype = match cfg.dtype {
+        DType::F16 | DType::BF16 => true,
+        DType::F32 => cfg.allow_tf32,
+        DType::F64 => false,
+    };
+    tensor_dtype && cfg.arch.has_mma_m16n8k16() && layout_ok
 }
 
 /// Builds `conv2d_implicit_gemm(x, w, [bias,] y, dims…)`,
 /// `conv2d_bwd_data_implicit_gemm(gy, w, dx, dims…)` or
 /// `conv2d_bwd_filter_implicit_gemm(x, gy, dw, dims…)`.
-pub(crate) fn build<T: ConvElem + PackedHalf>(
+pub(crate) fn build<T: ConvElem + TileElem>(
     cfg: &Conv2dConfig,
     arch: Arch,
     pass: Pass,
-) -> KernelBuilder
-where
-    M16N8K16: MmaInput<T>,
-{
+) -> KernelBuilder {
     let mut k = conv_kernel(pass.entry(), arch);
     let c = Conv::<T>::setup(&mut k, cfg, pass);
-    let mut acc = [tile::zero_acc::<T>(&mut k)];
+    let mut acc = [T::zero_acc(&mut k)];
     let (a_lane, b_lane) = c.pos.fragment_offsets(&mut k, T::TYPE.bytes());
     let k_tiles: Val<U32> = match c.reduction {
         Val::Reg(len) => {
-            let padded = k.add(len, TILE_K - 1);
-            k.shr(padded, TILE_K.trailing_zeros()).into()
+            let padded = k.add(len, T::TILE_K - 1);
+            k.shr(padded, T::TILE_K.trailing_zeros()).into()
         }
-        Val::Imm(..) => c.k_len().div_ceil(TILE_K).into(),
+        Val::Imm(..) => c.k_len().div_ceil(T::TILE_K).into(),
     };
     let fill = |k: &mut KernelBuilder, k_tile: Reg<U32>, slot: Reg<U32>| c.fill(k, k_tile, slot);
     tile::run_ring(&mut k, k_tiles, &fill, &mut |k, slot| {
@@ -174,13 +177,13 @@ where
         let b_stage = tile::stage_base(k, c.b.ring, slot);
         let a_at = k.add(a_stage, a_lane);
         let b_at = k.add(b_stage, b_lane);
-        tile::multiply_tile::<T>(k, &mut acc, a_at, &[b_at]);
+        T::multiply_tile(k, &mut acc, a_at, &[b_at]);
     });
     c.store(&mut k, &acc[0]);
     k
 }
 
-impl<T: ConvElem + PackedHalf> Conv<T> {
+impl<T: ConvElem + TileElem> Conv<T> {
     /// Declares the parameters and shared tiles and locates the block, the thread and its
     /// share of both operand tiles.
     fn setup(k: &mut KernelBuilder, cfg: &Conv2dConfig, pass: Pass) -> Self {
@@ -262,16 +265,17 @@ impl<T: ConvElem + PackedHalf> Conv<T> {
     fn strategy(&self, side: Side) -> Strategy {
         let p = &self.p;
         let nhwc = self.layout == Layout::Nhwc;
+        let chunk = CHUNK_BYTES / T::TYPE.bytes();
         match (self.pass, side) {
             (Pass::Forward, Side::A)
-                if nhwc && p.cg.is_multiple_of(CHUNK) && p.c_in.is_multiple_of(CHUNK) =>
+                if nhwc && p.cg.is_multiple_of(chunk) && p.c_in.is_multiple_of(chunk) =>
             {
                 Strategy::Chunks
             }
             (Pass::Forward, Side::A) if nhwc => Strategy::Columns,
             (Pass::Forward | Pass::BackwardData, Side::A) => Strategy::Rows,
-            (Pass::Forward, Side::B) if p.filter_len().is_multiple_of(CHUNK) => Strategy::Chunks,
-            (Pass::BackwardData, Side::B) if p.taps.is_multiple_of(CHUNK) => Strategy::Chunks,
+            (Pass::Forward, Side::B) if p.filter_len().is_multiple_of(chunk) => Strategy::Chunks,
+            (Pass::BackwardData, Side::B) if p.taps.is_multiple_of(chunk) => Strategy::Chunks,
             (Pass::BackwardData, Side::B) if p.taps == 1 => Strategy::Rows,
             (Pass::BackwardData, Side::B) if p.taps <= MAX_SLAB_TAPS => Strategy::Slabs,
             _ => Strategy::Columns,
