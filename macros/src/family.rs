@@ -390,6 +390,7 @@ impl Family for Conv2d {
             ("dtype", lit_dtype(c.dtype, krate)),
             ("arch", lit_arch(c.arch, krate)),
             ("layout", lit_layout(c.layout, krate)),
+            ("allow_tf32", lit_bool(c.allow_tf32)),
         ]
     }
 
@@ -413,6 +414,7 @@ impl Family for Conv2d {
             ("dtype", c.dtype.to_string()),
             ("arch", c.arch.to_string()),
             ("layout", c.layout.to_string()),
+            ("allow_tf32", c.allow_tf32.to_string()),
         ]
     }
     fn entry_names(c: &Conv2dConfig) -> Vec<&'static str> {

@@ -142,7 +142,10 @@ pub fn attention_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 ///
 /// Required: `in_channels`, `out_channels`, `kernel`. `kernel`, `stride`, `padding` and
 /// `dilation` take one number or a pair `(height, width)`. Defaults: `stride = 1`,
-/// `padding = 0`, `dilation = 1`, `groups = 1`, `bias = false`, `dtype = f32`, `arch = sm_80`.
+/// `padding = 0`, `dilation = 1`, `groups = 1`, `bias = false`, `dtype = f32`, `arch = sm_80`,
+/// `layout = nchw`, `allow_tf32 = false`. `allow_tf32 = true` (f32 only) runs the forward,
+/// backward-data and backward-filter implicit GEMMs on tf32 tensor cores on sm_80+
+/// (pre-sm_80 targets silently keep the CUDA-core f32 entries).
 #[proc_macro_attribute]
 pub fn conv2d_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand::expand::<Conv2d>(attr.into(), item.into()).into()
