@@ -1432,6 +1432,9 @@ fn assert_tf32(what: &str, got: &[f64], exact: &[f64], model: &[f64], k: u64) {
         "{what}: error {err:e} > tf32 tolerance {tol:e} (K {k})"
     );
     let off_model = error_relative_to_max(got, model);
+    eprintln!(
+        "{what}: tf32 error {err:.2e} (K {k}, tolerance {tol:.2e}), off model {off_model:.2e}"
+    );
     assert!(
         off_model <= tolerance(DType::F32),
         "{what}: off the tf32-rounded-operand reference by {off_model:e} (exact error {err:e})"

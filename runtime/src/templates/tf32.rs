@@ -1,8 +1,9 @@
 //! `allow_tf32`: the opt-in that runs f32 GEMM-like work on tf32 tensor cores (MoE's expert
-//! GEMMs, NF4's tiled forward and backward-input GEMMs, attention's `Q·Kᵀ` and `P·V`; see each
-//! family's config), its configuration rule and its documented tolerance. MoE and NF4 use the
-//! shared `warp_mma` tile (`warp_mma/tf32.rs`), attention its tensor-core forward
-//! (`attention/kernels/tc/tf32.rs`); conv does not take the argument yet.
+//! GEMMs, NF4's tiled forward and backward-input GEMMs, attention's `Q·Kᵀ` and `P·V`, conv's
+//! forward, backward-data and backward-filter implicit GEMMs; see each family's config), its
+//! configuration rule and its documented tolerance. MoE, NF4 and conv use the shared
+//! `warp_mma` tile (`warp_mma/tf32.rs`), attention its tensor-core forward
+//! (`attention/kernels/tc/tf32.rs`).
 //!
 //! - **Rule**: `allow_tf32 = true` is accepted only with `dtype = f32`. f16/bf16 already use
 //!   tensor cores on sm_80+ and f64 never does, so the argument would do nothing there; it is a

@@ -297,8 +297,8 @@ pub fn forward_nhwc<B: Backend, T: Element>(
 
 /// Forward with the fastest entry the module has: the tensor-core implicit GEMM where the
 /// config has it ([`Conv2dConfig::has_tensor_core_forward`]), else (silently: f32 without
-/// `allow_tf32`, f64 and pre-sm_80 targets) the CUDA-core path: `conv2d_1x1` for a 1 × 1 kernel, `conv2d_direct`
-/// otherwise, `conv2d_nhwc` in the NHWC layout.
+/// `allow_tf32`, f64 and pre-sm_80 targets) the CUDA-core path: `conv2d_1x1` for a 1 × 1
+/// kernel, `conv2d_direct` otherwise, `conv2d_nhwc` in the NHWC layout.
 #[allow(clippy::too_many_arguments)]
 pub fn forward<B: Backend, T: Element>(
     cfg: &Conv2dConfig,
@@ -399,7 +399,8 @@ pub fn forward_1x1<B: Backend, T: Element>(
 /// Backward-data: `dx = conv_transpose(gy, w)`, the adjoint of the bias-free forward, with the
 /// fastest entry the module has: the tensor-core `conv2d_bwd_data_implicit_gemm` where the
 /// config has it ([`Conv2dConfig::has_tensor_core_backward_data`]), else (silently: f32
-/// without `allow_tf32`, f64 and pre-sm_80 targets) the CUDA-core `conv2d_bwd_data`. `shape` is the *input* shape.
+/// without `allow_tf32`, f64 and pre-sm_80 targets) the CUDA-core `conv2d_bwd_data`. `shape`
+/// is the *input* shape.
 pub fn backward_data<B: Backend, T: Element>(
     cfg: &Conv2dConfig,
     dev: &B,
@@ -456,7 +457,8 @@ pub fn backward_data_with<B: Backend, T: Element>(
 /// (deterministic), with the fastest weight-gradient entry the module has: the tensor-core
 /// `conv2d_bwd_filter_implicit_gemm` where the config has it
 /// ([`Conv2dConfig::has_tensor_core_backward_filter`]), else (silently: f32 without
-/// `allow_tf32`, f64 and pre-sm_80 targets) the CUDA-core `conv2d_bwd_filter`. `db` must be `Some` exactly when `cfg.bias`.
+/// `allow_tf32`, f64 and pre-sm_80 targets) the CUDA-core `conv2d_bwd_filter`. `db` must be
+/// `Some` exactly when `cfg.bias`.
 #[allow(clippy::too_many_arguments)]
 pub fn backward_filter<B: Backend, T: Element>(
     cfg: &Conv2dConfig,

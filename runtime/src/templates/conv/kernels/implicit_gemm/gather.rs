@@ -1,27 +1,28 @@
 //! How the [`THREADS`] threads fill one ring slot of an operand tile ([`TILE_M`] rows ×
-//! [`TILE_K`] reduction indices), chosen per operand so that a warp's global requests cover
-//! whole 32-byte sectors:
+//! `K = T::TILE_K` reduction indices: 32 halves or 16 f32), chosen per operand so that a
+//! warp's global requests cover whole 32-byte sectors. `E = 64·K / 128` (16 halves or 8 f32)
+//! is each thread's share.
 //!
-//! - [`Gather::Chunks`]: 16-byte `cp.async` of 8 consecutive reduction indices of one row
-//!   (zero-filled, `src-size 0`, outside the problem or in the padding), where those 8
-//!   elements are contiguous and 16-byte aligned in global memory; the warp_mma chunk
-//!   assignment ([`tile::chunk_slot_bytes`]).
+//! - [`Gather::Chunks`]: 16-byte `cp.async` of one chunk (8 halves or 4 f32) of consecutive
+//!   reduction indices of one row (zero-filled, `src-size 0`, outside the problem or in the
+//!   padding), where those elements are contiguous and 16-byte aligned in global memory; the
+//!   warp_mma chunk assignment ([`tile::chunk_slot_bytes`]).
 //! - [`Gather::Rows`]: lane → row. Thread `t` owns row `t mod 64` and reduction indices
-//!   `16·⌊t / 64⌋ ..+ 16`; one warp request is 32 consecutive rows at one index, consecutive
+//!   `E·⌊t / 64⌋ ..+ E`; one warp request is 32 consecutive rows at one index, consecutive
 //!   addresses where rows are pixels along `ow` (NCHW windows, backward-data's `gy`).
-//! - [`Gather::Columns`]: lane → reduction index. Thread `t` owns index `t mod 32` and rows
-//!   `⌊t / 32⌋ + 4·e`; one warp request is 32 consecutive indices of one row, consecutive
-//!   addresses where the reduction runs along memory (weight rows, backward-filter's pixels).
-//!
-//! - [`Gather::Slabs`] (backward-data's B, `KH·KW` > 1 and not a multiple of 8): lane →
-//!   consecutive `(c, kh, kw)` of one filter slab `w[g·Og + o, block_n.., .., ..]`, which is
+//! - [`Gather::Columns`]: lane → reduction index. Thread `t` owns index `t mod K` and rows
+//!   `⌊t / K⌋ + (128 / K)·e`; one warp request is 32 (halves) or twice 16 (f32) consecutive
+//!   indices of a row, consecutive addresses where the reduction runs along memory (weight
+//!   rows, backward-filter's pixels).
+//! - [`Gather::Slabs`] (backward-data's B, `KH·KW` > 1 and not a multiple of the chunk): lane
+//!   → consecutive `(c, kh, kw)` of one filter slab `w[g·Og + o, block_n.., .., ..]`, which is
 //!   contiguous; thread `t` owns slab offsets `q = t + 128·i`, i.e. row `c = q / (KH·KW)`
-//!   and tap `q mod (KH·KW)`, and walks every `o` the tile's 32 reduction indices touch,
+//!   and tap `q mod (KH·KW)`, and walks every `o` the tile's `K` reduction indices touch,
 //!   storing the taps that fall inside the tile (every tile element exactly once).
 //!
-//! Element gathers load 16-bit words under their predicate (0 outside) and store them with
-//! `st.shared.u16` into the slot, which is free because every thread has passed the barrier
-//! after its last use.
+//! Element gathers load the element's raw bits ([`TileElem::Bits`]: 16- or 32-bit words)
+//! under their predicate (0 outside) and store them with `st.shared` into the slot, which is
+//! free because every thread has passed the barrier after its last use.
 
 use super::super::common::{div_const, rem_const, ConvElem};
 use super::addressing::{Coord, Side};

@@ -1,7 +1,9 @@
 //! `conv2d_implicit_gemm`, `conv2d_bwd_data_implicit_gemm` and
 //! `conv2d_bwd_filter_implicit_gemm`: the forward convolution, its input gradient and its
 //! weight gradient as implicit GEMMs on tensor cores (f16 and bf16 on targets with
-//! `mma.m16n8k16`; f32 accumulation). All three share everything below but the operand
+//! `mma.m16n8k16`, and f32 with `allow_tf32` on tf32 `mma.m16n8k8`; f32 accumulation), generic
+//! over the tile's element ([`TileElem`]: the stage holds 32 halves or 16 f32 of reduction per
+//! row, a 16-byte chunk 8 halves or 4 f32). All three share everything below but the operand
 //! addressing ([`addressing`]), the choice of gather per operand ([`gather`]) and the output
 //! indexing ([`epilogue`]), per [`Pass`].
 //!
@@ -22,11 +24,11 @@
 //! that module's; this one only fills ring slots (the im2col addressing) and stores.
 //!
 //! A ring slot is filled per operand by the gather that makes its global loads coalesce
-//! ([`gather`]): 16-byte `cp.async` chunks where 8 consecutive reduction indices are
-//! contiguous and aligned (NHWC A with `Cg` and `C_in` multiples of 8; B when `K` is a
-//! multiple of 8), else element loads with consecutive lanes on consecutive addresses: lane →
-//! pixel for NCHW's A (consecutive pixels are consecutive `iw` of one tap), lane → reduction
-//! index for B and for NHWC windows of few channels.
+//! ([`gather`]): 16-byte `cp.async` chunks where a chunk's consecutive reduction indices (8
+//! halves or 4 f32) are contiguous and aligned (NHWC A with `Cg` and `C_in` multiples of the
+//! chunk; B when `K` is a multiple of it), else element loads with consecutive lanes on
+//! consecutive addresses: lane → pixel for NCHW's A (consecutive pixels are consecutive `iw`
+//! of one tap), lane → reduction index for B and for NHWC windows of few channels.
 //!
 //! The epilogue adds the bias in f32, rounds once to the storage type and stores inside
 //! `M × Og` only.
@@ -39,20 +41,22 @@
 //! like the forward's B so the same untransposed `ldmatrix` reads it. The grid is
 //! `(⌈H·W / 64⌉, ⌈Cg / 64⌉, N·G)`: a tile never spans two images, so no run-time division
 //! by `H·W` is needed. A is gathered lane → pixel (consecutive `w`, consecutive `ow` of one
-//! tap); B in 16-byte chunks when `KH·KW` is a multiple of 8 (a chunk then stays within one
-//! `o` and is aligned), lane → channel for 1 × 1 filters, else by filter slabs (the
-//! `[Cg-tile, KH, KW]` block of one `o` is contiguous). Every `dx` element is one dot product
-//! summed in `k` order by one warp's `mma` chain: deterministic, no atomics.
+//! tap); B in 16-byte chunks when `KH·KW` is a multiple of the chunk (8 halves, 4 f32: a
+//! chunk then stays within one `o` and is aligned), lane → channel for 1 × 1 filters, else
+//! by filter slabs (the `[Cg-tile, KH, KW]` block of one `o` is contiguous). Every `dx`
+//! element is one dot product summed in `k` order by one warp's `mma` chain: deterministic,
+//! no atomics.
 //!
 //! **Backward-filter** (NCHW). Per group `g`, `dW_g [Og, Cg·KH·KW] = A [Og, M] · B [M,
 //! Cg·KH·KW]` reduced over the `M = N·OH·OW` output pixels (a run-time length: the ring runs
-//! `⌈M / 32⌉` tiles): `A[o, m] = gy[n, g·Og + o, oh, ow]`, `B[m, f] = x[n, g·Cg + ci,
-//! oh·SH − PH + kh·DH, ow·SW − PW + kw·DW]` (0 in the padding) with `f = (ci, kh, kw)` in the
-//! weight's order, read with im2col addressing on the fly (no `cols` buffer) and stored
-//! `[f][m]` so the same untransposed `ldmatrix` reads it. Both are gathered lane → pixel
-//! (consecutive `m`: consecutive `ow`). Grid `(⌈Og / 64⌉, ⌈Cg·KH·KW / 64⌉, G)`; each `dw`
-//! element is summed over all pixels in order by one warp's `mma` chain in f32 (no split of
-//! the reduction, no atomics: deterministic), then rounded once.
+//! `⌈M / 32⌉` tiles, `⌈M / 16⌉` for f32): `A[o, m] = gy[n, g·Og + o, oh, ow]`,
+//! `B[m, f] = x[n, g·Cg + ci, oh·SH − PH + kh·DH, ow·SW − PW + kw·DW]` (0 in the padding)
+//! with `f = (ci, kh, kw)` in the weight's order, read with im2col addressing on the fly (no
+//! `cols` buffer) and stored `[f][m]` so the same untransposed `ldmatrix` reads it. Both are
+//! gathered lane → pixel (consecutive `m`: consecutive `ow`). Grid `(⌈Og / 64⌉,
+//! ⌈Cg·KH·KW / 64⌉, G)`; each `dw` element is summed over all pixels in order by one warp's
+//! `mma` chain in f32 (no split of the reduction, no atomics: deterministic), then rounded
+//! once.
 
 mod addressing;
 mod epilogue;
@@ -254,9 +258,10 @@ impl<T: ConvElem + TileElem> Conv<T> {
         c
     }
 
-    /// How `side` is gathered (see [`gather`]): 16-byte chunks where 8 consecutive
-    /// reduction indices are contiguous and aligned (NHWC A with `Cg` and `C_in` multiples
-    /// of 8; forward B with `K`, backward-data B with `KH·KW` a multiple of 8); lane → row
+    /// How `side` is gathered (see [`gather`]): 16-byte chunks where a chunk's consecutive
+    /// reduction indices (8 halves, 4 f32) are contiguous and aligned (NHWC A with `Cg` and
+    /// `C_in` multiples of the chunk; forward B with `K`, backward-data B with `KH·KW` a
+    /// multiple of it); lane → row
     /// where consecutive rows are consecutive addresses (NCHW forward A and backward-data A:
     /// pixels along `ow`; backward-data B of a 1 × 1 filter: channels); filter slabs for
     /// backward-data B of up to [`MAX_SLAB_TAPS`] taps; lane → reduction index otherwise
