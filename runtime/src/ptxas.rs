@@ -113,6 +113,49 @@ impl AssembleReport {
     }
 }
 
+/// The assembler for a test harness: located, or `None` after saying the test is skipped;
+/// panics when `PTXFORGE_REQUIRE_PTXAS=1` and none is found.
+pub fn locate_or_skip() -> Option<PathBuf> {
+    let found = locate();
+    if found.is_none() {
+        assert!(
+            !required(),
+            "PTXFORGE_REQUIRE_PTXAS=1 but ptxas was not found"
+        );
+        eprintln!("SKIPPED: ptxas not found; set PTXAS");
+    }
+    found
+}
+
+/// Assembles one module per item (`module` gives its name, target and PTX, or the error that
+/// kept it from building) in a scratch directory `tag` under the temp dir, and returns what
+/// fails the harness, one line each: build errors, ptxas rejections and every
+/// [`AssembleReport::findings`]. `inspect` sees each assembled module's report.
+pub fn assemble_each<T>(
+    ptxas: &Path,
+    tag: &str,
+    items: impl IntoIterator<Item = T>,
+    module: impl Fn(&T) -> (String, Arch, Result<String, String>),
+    mut inspect: impl FnMut(&T, &str, &AssembleReport),
+) -> Vec<String> {
+    let scratch = std::env::temp_dir().join(format!("ptxforge-{tag}-{}", std::process::id()));
+    let mut failures = Vec::new();
+    for item in items {
+        let (name, arch, ptx) = module(&item);
+        let report =
+            ptx.and_then(|ptx| assemble(ptxas, &ptx, arch, &scratch).map_err(|e| e.to_string()));
+        match report {
+            Ok(report) => {
+                failures.extend(report.findings(&name));
+                inspect(&item, &name, &report);
+            }
+            Err(e) => failures.push(format!("{name}: {e}")),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    failures
+}
+
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)

@@ -5,7 +5,7 @@
 
 use ptxforge_runtime::arch::Arch;
 use ptxforge_runtime::dtype::DType;
-use ptxforge_runtime::ptxas::{assemble, locate, required};
+use ptxforge_runtime::ptxas::{assemble_each, locate_or_skip};
 use ptxforge_runtime::templates::attention::{matrix_configs, AttentionConfig};
 use ptxforge_runtime::templates::KernelFamily;
 
@@ -41,12 +41,7 @@ fn edge_configs() -> Vec<AttentionConfig> {
 
 #[test]
 fn attention_kernels_assemble_without_warnings_or_spills() {
-    let Some(ptxas) = locate() else {
-        assert!(
-            !required(),
-            "PTXFORGE_REQUIRE_PTXAS=1 but ptxas was not found"
-        );
-        eprintln!("SKIPPED: ptxas not found; set PTXAS");
+    let Some(ptxas) = locate_or_skip() else {
         return;
     };
     let only_matrix = std::env::var("ATTN_PTXAS_MATRIX_ONLY").is_ok();
@@ -58,41 +53,28 @@ fn attention_kernels_assemble_without_warnings_or_spills() {
     if let Ok(filter) = std::env::var("ATTN_PTXAS_FILTER") {
         configs.retain(|c| format!("{}.{}", c.matrix_name(), c.arch).contains(&filter));
     }
-    let scratch = std::env::temp_dir().join(format!("ptxforge-attn-{}", std::process::id()));
-    let mut failures = Vec::new();
-    for cfg in configs {
-        let name = format!("{}.{}", cfg.matrix_name(), cfg.arch);
-        let compiled = match cfg.compile() {
-            Ok(c) => c,
-            Err(e) => {
-                failures.push(format!("{name}: {e}"));
-                continue;
-            }
-        };
-        match assemble(&ptxas, &compiled.ptx, cfg.arch, &scratch) {
-            Err(e) => failures.push(format!("{name}: {e}")),
-            Ok(report) => {
-                for w in &report.warnings {
-                    failures.push(format!("{name}: {w}"));
-                }
-                for e in &report.entries {
-                    let t = cfg.tiles();
-                    println!(
-                        "{name:<40} threads {:>4} regs {:>3} (est {:>3}) smem {:>6} spill {}/{}",
-                        t.threads,
-                        e.registers,
-                        cfg.registers_estimate(t.block_n),
-                        e.shared_bytes,
-                        e.spill_stores,
-                        e.spill_loads
-                    );
-                    if e.spill_stores + e.spill_loads > 0 {
-                        failures.push(format!("{name}: spills"));
-                    }
-                }
-            }
+    let failures = assemble_each(&ptxas, "attn", configs, module, |cfg, name, report| {
+        for e in &report.entries {
+            let t = cfg.tiles();
+            println!(
+                "{name:<40} threads {:>4} regs {:>3} (est {:>3}) smem {:>6} spill {}/{}",
+                t.threads,
+                e.registers,
+                cfg.registers_estimate(t.block_n),
+                e.shared_bytes,
+                e.spill_stores,
+                e.spill_loads
+            );
         }
-    }
-    let _ = std::fs::remove_dir_all(&scratch);
+    });
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+fn module(cfg: &AttentionConfig) -> (String, Arch, Result<String, String>) {
+    let name = format!("{}.{}", cfg.matrix_name(), cfg.arch);
+    (
+        name,
+        cfg.arch,
+        cfg.compile().map(|c| c.ptx).map_err(|e| e.to_string()),
+    )
 }

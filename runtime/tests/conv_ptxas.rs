@@ -4,50 +4,49 @@
 //! on errors, warnings or spills. Prints `ptxas -v` registers and shared memory of the
 //! tensor-core entries. Skips loudly when ptxas is missing, unless `PTXFORGE_REQUIRE_PTXAS=1`.
 
-use ptxforge_runtime::ptxas::{assemble, locate, required};
+use ptxforge_runtime::arch::Arch;
+use ptxforge_runtime::ptxas::{assemble_each, locate_or_skip};
 use ptxforge_runtime::templates::conv::kernels::matrix_configs;
+use ptxforge_runtime::templates::conv::Conv2dConfig;
 use ptxforge_runtime::templates::KernelFamily;
 
 #[test]
 fn conv_modules_assemble_without_warnings_or_spills() {
-    let Some(ptxas) = locate() else {
-        assert!(!required(), "PTXFORGE_REQUIRE_PTXAS=1 but no ptxas");
-        eprintln!("SKIPPED: ptxas not found; set PTXAS");
+    let Some(ptxas) = locate_or_skip() else {
         return;
     };
-    let scratch = std::env::temp_dir().join(format!("ptxforge-conv-{}", std::process::id()));
-    let mut failures = Vec::new();
     let mut tensor_core_entries = 0;
-    for cfg in matrix_configs() {
-        let name = format!("{}.{}", cfg.matrix_name(), cfg.arch);
-        let report = cfg
-            .compile()
-            .map_err(|e| e.to_string())
-            .and_then(|c| assemble(&ptxas, &c.ptx, cfg.arch, &scratch).map_err(|e| e.to_string()));
-        let report = match report {
-            Ok(report) => report,
-            Err(e) => {
-                failures.push(format!("{name}: {e}"));
-                continue;
+    let failures = assemble_each(
+        &ptxas,
+        "conv",
+        matrix_configs(),
+        module,
+        |_, name, report| {
+            for e in report
+                .entries
+                .iter()
+                .filter(|e| e.entry.ends_with("implicit_gemm"))
+            {
+                tensor_core_entries += 1;
+                println!(
+                    "{name:<44} {:<32} regs {:>3} smem {:>6} spill {}/{}",
+                    e.entry, e.registers, e.shared_bytes, e.spill_stores, e.spill_loads
+                );
             }
-        };
-        failures.extend(report.findings(&name));
-        for e in report
-            .entries
-            .iter()
-            .filter(|e| e.entry.ends_with("implicit_gemm"))
-        {
-            tensor_core_entries += 1;
-            println!(
-                "{name:<44} {:<32} regs {:>3} smem {:>6} spill {}/{}",
-                e.entry, e.registers, e.shared_bytes, e.spill_stores, e.spill_loads
-            );
-        }
-    }
-    let _ = std::fs::remove_dir_all(&scratch);
+        },
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(
         tensor_core_entries > 0,
         "no tensor-core implicit GEMM assembled"
     );
+}
+
+fn module(cfg: &Conv2dConfig) -> (String, Arch, Result<String, String>) {
+    let name = format!("{}.{}", cfg.matrix_name(), cfg.arch);
+    (
+        name,
+        cfg.arch,
+        cfg.compile().map(|c| c.ptx).map_err(|e| e.to_string()),
+    )
 }

@@ -8,7 +8,7 @@
 
 use ptxforge_runtime::arch::Arch;
 use ptxforge_runtime::dtype::DType;
-use ptxforge_runtime::ptxas::{assemble, locate, required};
+use ptxforge_runtime::ptxas::{assemble_each, locate_or_skip};
 use ptxforge_runtime::templates::moe::kernels::tensor_cores;
 use ptxforge_runtime::templates::moe::{matrix_configs, Ffn, MoeConfig};
 use ptxforge_runtime::templates::KernelFamily;
@@ -34,59 +34,43 @@ fn tensor_core_configs() -> Vec<MoeConfig> {
 
 #[test]
 fn moe_kernels_assemble_without_warnings_or_spills() {
-    let Some(ptxas) = locate() else {
-        assert!(
-            !required(),
-            "PTXFORGE_REQUIRE_PTXAS=1 but ptxas was not found"
-        );
-        eprintln!("SKIPPED: ptxas not found; set PTXAS");
+    let Some(ptxas) = locate_or_skip() else {
         return;
     };
     let mut configs = matrix_configs();
     configs.extend(tensor_core_configs());
-    let scratch = std::env::temp_dir().join(format!("ptxforge-moe-{}", std::process::id()));
-    let mut failures = Vec::new();
     let mut tensor_core_entries = 0;
-    for cfg in configs {
-        let name = format!("{}.{}", cfg.matrix_name(), cfg.arch);
-        let compiled = match cfg.compile() {
-            Ok(c) => c,
-            Err(e) => {
-                failures.push(format!("{name}: {e}"));
-                continue;
-            }
-        };
-        match assemble(&ptxas, &compiled.ptx, cfg.arch, &scratch) {
-            Err(e) => failures.push(format!("{name}: {e}")),
-            Ok(report) => {
-                for w in &report.warnings {
-                    failures.push(format!("{name}: {w}"));
-                }
-                for e in &report.entries {
-                    if e.entry.starts_with("moe_expert") {
-                        let tc = tensor_cores(&cfg, &e.entry);
-                        tensor_core_entries += usize::from(tc);
-                        println!(
-                            "{name:<40} {:<24} {} regs {:>3} smem {:>6} spill {}/{}",
-                            e.entry,
-                            if tc { "tc  " } else { "cuda" },
-                            e.registers,
-                            e.shared_bytes,
-                            e.spill_stores,
-                            e.spill_loads
-                        );
-                    }
-                    if e.spill_stores + e.spill_loads > 0 {
-                        failures.push(format!("{name}: {} spills", e.entry));
-                    }
-                }
-            }
+    let failures = assemble_each(&ptxas, "moe", configs, module, |cfg, name, report| {
+        for e in report
+            .entries
+            .iter()
+            .filter(|e| e.entry.starts_with("moe_expert"))
+        {
+            let tc = tensor_cores(cfg, &e.entry);
+            tensor_core_entries += usize::from(tc);
+            println!(
+                "{name:<40} {:<24} {} regs {:>3} smem {:>6} spill {}/{}",
+                e.entry,
+                if tc { "tc  " } else { "cuda" },
+                e.registers,
+                e.shared_bytes,
+                e.spill_stores,
+                e.spill_loads
+            );
         }
-    }
-    let _ = std::fs::remove_dir_all(&scratch);
+    });
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(
         tensor_core_entries > 0,
         "no tensor-core expert entry assembled"
     );
+}
+
+fn module(cfg: &MoeConfig) -> (String, Arch, Result<String, String>) {
+    let name = format!("{}.{}", cfg.matrix_name(), cfg.arch);
+    (
+        name,
+        cfg.arch,
+        cfg.compile().map(|c| c.ptx).map_err(|e| e.to_string()),
+    )
 }

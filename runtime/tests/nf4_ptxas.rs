@@ -6,7 +6,7 @@
 
 use ptxforge_runtime::arch::Arch;
 use ptxforge_runtime::dtype::DType;
-use ptxforge_runtime::ptxas::{assemble, locate, required};
+use ptxforge_runtime::ptxas::{assemble_each, locate_or_skip};
 use ptxforge_runtime::templates::nf4::{matrix_configs, Nf4Config};
 use ptxforge_runtime::templates::KernelFamily;
 
@@ -30,45 +30,27 @@ fn edge_configs() -> Vec<Nf4Config> {
 
 #[test]
 fn nf4_kernels_assemble_without_warnings_or_spills() {
-    let Some(ptxas) = locate() else {
-        assert!(
-            !required(),
-            "PTXFORGE_REQUIRE_PTXAS=1 but ptxas was not found"
-        );
-        eprintln!("SKIPPED: ptxas not found; set PTXAS");
+    let Some(ptxas) = locate_or_skip() else {
         return;
     };
     let mut configs = matrix_configs();
     configs.extend(edge_configs());
-    let scratch = std::env::temp_dir().join(format!("ptxforge-nf4-{}", std::process::id()));
-    let mut failures = Vec::new();
-    for cfg in configs {
-        let name = format!("{}.{}", cfg.matrix_name(), cfg.arch);
-        let compiled = match cfg.compile() {
-            Ok(c) => c,
-            Err(e) => {
-                failures.push(format!("{name}: {e}"));
-                continue;
-            }
-        };
-        match assemble(&ptxas, &compiled.ptx, cfg.arch, &scratch) {
-            Err(e) => failures.push(format!("{name}: {e}")),
-            Ok(report) => {
-                for w in &report.warnings {
-                    failures.push(format!("{name}: {w}"));
-                }
-                for e in &report.entries {
-                    println!(
-                        "{name:<36} {:<20} regs {:>3} smem {:>6} spill {}/{}",
-                        e.entry, e.registers, e.shared_bytes, e.spill_stores, e.spill_loads
-                    );
-                    if e.spill_stores + e.spill_loads > 0 {
-                        failures.push(format!("{name}: {} spills", e.entry));
-                    }
-                }
-            }
+    let failures = assemble_each(&ptxas, "nf4", configs, module, |_, name, report| {
+        for e in &report.entries {
+            println!(
+                "{name:<36} {:<20} regs {:>3} smem {:>6} spill {}/{}",
+                e.entry, e.registers, e.shared_bytes, e.spill_stores, e.spill_loads
+            );
         }
-    }
-    let _ = std::fs::remove_dir_all(&scratch);
+    });
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+fn module(cfg: &Nf4Config) -> (String, Arch, Result<String, String>) {
+    let name = format!("{}.{}", cfg.matrix_name(), cfg.arch);
+    (
+        name,
+        cfg.arch,
+        cfg.compile().map(|c| c.ptx).map_err(|e| e.to_string()),
+    )
 }
