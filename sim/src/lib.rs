@@ -91,7 +91,8 @@
 //!   products exact, each output summed from C in increasing k order with every partial sum
 //!   rounded to f32 (nearest even); hardware adds several products at once with wider internal
 //!   precision and may differ in the last bits of f32 when partial sums round. tf32 operands use
-//!   the top 19 bits of the `.b32` (the low 13 are ignored).
+//!   the top 19 bits of the `.b32` (the layout `cvt` writes here; a raw f32 pattern, whose
+//!   meaning the ISA leaves undefined, is read with its low 13 bits masked).
 //! - `ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}{.shared{::cta}}.b16 {d..}, [addr]`.
 //! - `cp.async.{ca,cg}.shared{::cta}.global{.L2::cache_hint}{.L2::64B,.L2::128B,.L2::256B}
 //!   [dst], [src], cp-size{, src-size | ignore-src}{, cache-policy}` with cp-size 4, 8, 16 (`.cg`:

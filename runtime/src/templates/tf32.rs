@@ -16,6 +16,23 @@
 //!   product the error is at most `2⁻¹⁰ · Σₖ|aₖ·bₖ|` (plus f32 accumulation); for data of random
 //!   sign it grows like `√K`. The documented tolerance ([`tolerance`]) is therefore
 //!   `|got − exact| ≤ 2⁻¹⁰ · √K · max|exact|` over a tensor, `K` the reduction length.
+//! - **Why every operand goes through `cvt`** (issue 11: Triton 3.9 feeds raw f32 bits to the
+//!   mma and saves the conversion, 16 instructions per output of a 32 × 32 warp tile). The
+//!   PTX ISA does not define what `mma` computes from a `.b32` that does not hold tf32 data.
+//!   It says, in "Alternate Floating-Point Data Formats": *"This data format is a special
+//!   32-bit floating point format supported by the matrix multiply-and-accumulate
+//!   instructions, with the same range as `.f32` and reduced precision (>=10 bits). The
+//!   internal layout of tf32 format is implementation defined. PTX facilitates conversion
+//!   from single precision `.f32` type to tf32 format. A register variable containing tf32
+//!   data must be declared with `.b32` type."* "Matrix Data-types" lists `.tf32` as the
+//!   multiplicand type (accumulators `.f32`), the m16n8k8 fragment figures give one `.tf32`
+//!   element per `.b32` register, and `cvt` (`cvt.rna{.satfinite}.tf32.f32`, "For `.tf32`
+//!   instruction type, operand `d` has `.b32` type") is the one defined way to produce one.
+//!   An f32 bit pattern is therefore not a tf32 value the ISA gives meaning to: neither
+//!   "the low 13 bits are ignored" (truncation) nor the number of bits read (">=10") is
+//!   promised, so a kernel that skips the `cvt` relies on one implementation's behaviour.
+//!   The kernels keep the `cvt`; the interpreter reads a raw pattern by truncation only so
+//!   that peers' PTX (Triton's) runs, and documents that as its own choice (`sim::sem::mma`).
 
 use crate::dtype::DType;
 

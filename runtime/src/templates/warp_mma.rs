@@ -221,6 +221,11 @@ pub fn chunk_slot_bytes(
 /// for each element `i` of the chunk where `row_ok` and `first + i < len`, else 0, in copies of
 /// [`copy_elems`]`(len)` elements ([`copy_piece`]). The last chunk of a row may reach past
 /// `len`; its pieces there are zero, so the mma adds nothing for the reduction's ragged end.
+///
+/// `first` is a chunk of one of the `len.div_ceil(tile_k)` K tiles (`tile_k` the tile's depth
+/// in `T`), so when `len` is a multiple of `tile_k` every chunk lies inside its row and the
+/// column test is left out (two instructions per chunk and stage); the first piece uses
+/// `first` and `dst` as they are.
 pub fn fill_chunk<T: Scalar>(
     k: &mut KernelBuilder,
     src: GlobalPtr<T>,
@@ -230,14 +235,27 @@ pub fn fill_chunk<T: Scalar>(
     len: u32,
     dst: Reg<U32>,
 ) {
-    let chunk = CHUNK_BYTES / T::TYPE.bytes();
+    let bytes = T::TYPE.bytes();
+    let chunk = CHUNK_BYTES / bytes;
     let elems = copy_elems(len, chunk);
+    let whole_tiles = len.is_multiple_of(TILE_K_BYTES / bytes);
+    let offset = |k: &mut KernelBuilder, at: Reg<U32>, by: u32| {
+        if by == 0 {
+            at
+        } else {
+            k.add(at, by)
+        }
+    };
     for piece in 0..chunk / elems {
-        let col = k.add(first, piece * elems);
-        let col_ok = k.setp_lt(col, len);
-        let ok = k.and_pred(row_ok, col_ok);
+        let col = offset(k, first, piece * elems);
+        let ok = if whole_tiles {
+            row_ok
+        } else {
+            let col_ok = k.setp_lt(col, len);
+            k.and_pred(row_ok, col_ok)
+        };
         let index = k.add(row_start, col);
-        let to = k.add(dst, piece * elems * T::TYPE.bytes());
+        let to = offset(k, dst, piece * elems * bytes);
         copy_piece(k, src, index, ok, to, elems);
     }
 }

@@ -23,9 +23,14 @@
 //! integers, powers of two) agree bit for bit. Hardware may also flush f32 subnormal
 //! accumulators, and its NaN payloads may differ.
 //!
-//! tf32 operands are `.b32` registers holding an f32 bit pattern; the tensor core reads only the
-//! top 19 bits (sign, 8 exponent bits, 10 fraction bits), so the low 13 bits are ignored here
-//! (masked off before the multiply), as the ISA specifies for `.tf32` inputs.
+//! tf32 operands are `.b32` registers. The ISA leaves the layout of tf32 data inside its `.b32`
+//! implementation defined ("Alternate Floating-Point Data Formats") and defines `cvt ... .tf32.f32`
+//! as the way to produce it. This interpreter's layout is the f32 bit pattern with the low 13
+//! bits zero (what its `cvt` writes, [`to_tf32`]), and the mma reads the top 19 bits (sign, 8
+//! exponent bits, 10 fraction bits). A register not produced by `cvt` (raw f32 bits, as
+//! Triton's tf32 matmul passes) has no value the ISA defines; the interpreter reads it by
+//! masking the low 13 bits (truncation), its own choice so that such PTX runs, not ISA
+//! semantics.
 
 use super::{round_to, two_sum_err, Rnd, BF16, F16, F32};
 

@@ -6,8 +6,9 @@
 //! Fragments for mma.m16n8k8", `.tf32`): A register `i` at row `g + 8·(i % 2)`, column
 //! `t + 4·(i / 2)`; B register `i` at k-row `t + 4·i`, column `g` (`g = l / 4`, `t = l % 4`).
 //! So untransposed `ldmatrix` reads tf32 fragments from row-major A and n-major B tiles of f32;
-//! each register is then rounded with `cvt.rna.tf32.f32` (the mma reads only the top 19 bits,
-//! so rounding instead of truncating halves the per-operand error, to 2⁻¹¹ relative).
+//! each register is then rounded with `cvt.rna.tf32.f32`: the ISA leaves the layout of tf32
+//! data inside its `.b32` implementation defined and `cvt` is the defined way to produce it
+//! (see `templates/tf32.rs`), and rounding bounds the per-operand error by 2⁻¹¹ relative.
 
 use std::marker::PhantomData;
 
