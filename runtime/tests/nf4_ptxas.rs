@@ -1,6 +1,6 @@
 //! Assembles the NF4 kernels with ptxas: the family's matrix configurations plus shapes that
 //! select every copy width of the tensor-core ring (packed rows of 16/8/4-byte multiples and
-//! byte-wise ones; odd `n`, so `G_C` rows copied element by element), and fails on errors,
+//! rows off 4-byte words; odd `n`, so `G_C` rows copied element by element), and fails on errors,
 //! warnings or spills. Prints `ptxas -v` registers and shared memory per entry. Skips loudly when
 //! ptxas is missing, unless `PTXFORGE_REQUIRE_PTXAS=1`.
 

@@ -35,6 +35,7 @@ mod absmax_window;
 mod backward;
 mod backward_gemv;
 mod backward_tc;
+mod code_stage;
 mod gemm;
 mod gemm_tc;
 mod gemv;
