@@ -19,7 +19,7 @@
 //! Every element is `NF4_CODE[code] · absmax` of its own block, rounded once to `T`.
 
 use super::tc::{absmax_clamped, CodeWindow, Pipeline, TC_K, W_STRIDE};
-use super::{entry_prologue, BACKWARD_INPUT_ENTRY, THREADS, TILE_N};
+use super::{entry_prologue, MapCopy, BACKWARD_INPUT_ENTRY, THREADS, TILE_N};
 use crate::builder::{Float, KernelBuilder, MmaInput, PackedHalf, Reg, M16N8K16, U32};
 use crate::templates::nf4::Nf4Config;
 
@@ -30,7 +30,12 @@ where
 {
     let mut k = KernelBuilder::new(BACKWARD_INPUT_ENTRY, cfg.arch);
     k.require_block([THREADS, 1, 1]);
-    let e = entry_prologue::<T>(&mut k, cfg, "g_c", "g_a");
+    let e = entry_prologue::<T>(
+        &mut k,
+        cfg,
+        ("g_c", "g_a"),
+        MapCopy::Shared { threads: THREADS },
+    );
     let p = Pipeline::<T>::setup(&mut k, cfg, &e, cfg.n);
     let bx = k.ctaid_x();
     let l_base = k.mul_lo(bx, TILE_N);

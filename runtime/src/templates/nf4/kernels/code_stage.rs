@@ -59,6 +59,16 @@ impl CodeStage {
         rows * stride
     }
 
+    /// Shared bytes of this window: `rows · stride`.
+    pub fn stage_bytes(&self) -> u32 {
+        Self::bytes(self.rows, self.stride)
+    }
+
+    /// Shared bytes from one staged row to the next.
+    pub fn stride(&self) -> u32 {
+        self.stride
+    }
+
     /// Whether packed rows are 4-byte multiples (window rows start at shared byte 0).
     pub fn word_aligned(&self) -> bool {
         self.row_bytes.is_multiple_of(4)

@@ -24,9 +24,9 @@
 //! lies in one block (two for block 32), one decode each; otherwise blocks may start at any even
 //! element, so each byte gets its own.
 
-use super::absmax_window::AbsmaxWindow;
+use super::absmax_window::{per_byte, AbsmaxWindow};
 use super::tc::{absmax_clamped, CodeWindow, Pipeline, TC_K, W_STRIDE};
-use super::{entry_prologue, nibble, Entry, GEMM_ENTRY, THREADS, TILE_N};
+use super::{absmax_of, entry_prologue, nibble, Entry, MapCopy, GEMM_ENTRY, THREADS, TILE_N};
 use crate::builder::{KernelBuilder, MmaInput, PackedHalf, Reg, F32, M16N8K16, U32};
 use crate::templates::nf4::Nf4Config;
 
@@ -37,7 +37,12 @@ where
 {
     let mut k = KernelBuilder::new(GEMM_ENTRY, cfg.arch);
     k.require_block([THREADS, 1, 1]);
-    let e = entry_prologue::<T>(&mut k, cfg, "a", "c");
+    let e = entry_prologue::<T>(
+        &mut k,
+        cfg,
+        ("a", "c"),
+        MapCopy::Shared { threads: THREADS },
+    );
     let p = Pipeline::<T>::setup(&mut k, cfg, &e, cfg.k);
     let bx = k.ctaid_x();
     let n_base = k.mul_lo(bx, TILE_N);
@@ -100,7 +105,7 @@ where
 }
 
 /// The absmax of each of this lane's eight bytes `q` (elements `col0 + 2t + 8q`) of weight
-/// row `row`, each decoded on its own (double quantisation).
+/// row `row` under double quantisation: each block the slice touches decoded once.
 fn slice_absmax<T: crate::builder::Scalar>(
     k: &mut KernelBuilder,
     cfg: &Nf4Config,
@@ -120,12 +125,20 @@ fn slice_absmax<T: crate::builder::Scalar>(
             .collect();
         (0..8).map(|q| runs[(8 * q / run) as usize]).collect()
     } else {
-        let lane_col = k.mad_lo(quad, 2u32, col0);
-        (0..8)
-            .map(|q| {
-                let col = k.add(lane_col, 8 * q);
-                absmax_clamped(k, cfg, e, row, col)
+        // Blocks may start at any element: the slice touches blocks `b_lo ..= b_lo + span − 1`,
+        // each decoded once (the index clamped into the array for rows past the weight).
+        let span = TC_K.div_ceil(cfg.block) + 1;
+        let slice_start = k.mad_lo(row, cfg.k, col0);
+        let b_lo = k.shr(slice_start, e.weights.block_shift);
+        let last = (cfg.absmax_len() - 1) as u32;
+        let values: Vec<Reg<F32>> = (0..span)
+            .map(|j| {
+                let b = k.add(b_lo, j);
+                let b = k.min(b, last);
+                absmax_of(k, &e.weights, b)
             })
-            .collect()
+            .collect();
+        let lane_start = k.mad_lo(quad, 2u32, slice_start);
+        per_byte(k, &values, b_lo, lane_start, e.weights.block_shift)
     }
 }
