@@ -7,7 +7,9 @@
 //! - Backward GEMV (`m ≤ 8`): packed bytes 32 consecutive per warp request, activations
 //!   coalesced; the same ≥ 0.9 bound, with conflict-free shared memory.
 //! - Tiled forward and backward: ≤ 1.1 shared-memory wavefronts per request over the whole
-//!   launch (staging, code-table lookups and the inner loop are all designed for one).
+//!   launch (staging, code-table lookups and the inner loop are all designed for one; under
+//!   double quantisation the tensor-core GEMMs' lookups of the shared absmax map take random
+//!   codes, so those few requests may conflict).
 //! - Tiled forward and backward on tensor cores (f16/bf16 and tf32), including packed rows that
 //!   are not 4-byte multiples (`k % 8 ≠ 0`) and double-quantised absmax: global load efficiency
 //!   ≥ 0.9 (packed codes staged by `cp.async`, absmax and their codes read a sector at a time).

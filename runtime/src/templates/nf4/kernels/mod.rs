@@ -19,12 +19,21 @@
 //! Tensor cores: for f16/bf16 on targets with [`tensor_cores`] (sm_80+) the two tiled GEMMs
 //! are built by `gemm_tc` and `backward_tc` instead (same entry names, parameters, grid and
 //! block): activations by a 3-stage `cp.async` ring into padded shared memory and `ldmatrix`,
-//! packed codes by `cp.async` into shared memory and dequantised in registers straight into
-//! `mma.m16n8k16` B fragments (each weight rounded once to the activation type there), f32
+//! packed codes by `cp.async` into shared memory (`code_stage`: whole chunks, or the aligned
+//! words covering rows that are not 4-byte multiples) and dequantised in registers straight
+//! into `mma.m16n8k16` B fragments (each weight rounded once to the activation type there), f32
 //! accumulators. f32 activations with `allow_tf32` take `tc_tf32` (tf32 `mma.m16n8k8` on the
-//! shared `warp_mma` tile, blocks of 128 threads: [`gemm_threads`]). Other f32 configurations
-//! and older targets keep the CUDA-core GEMMs, silently; the GEMVs (bandwidth-bound, 16-byte
-//! loads) are the same on every target.
+//! shared `warp_mma` tile, blocks of 128 threads: [`gemm_threads`]; its codes ride the same ring
+//! and are dequantised each step into one f32 B tile). Other f32 configurations and older
+//! targets keep the CUDA-core GEMMs, silently; the GEMVs (bandwidth-bound, 16-byte loads) are
+//! the same on every target.
+//!
+//! Absmax reads: the tensor-core forwards keep a quad's sliding window of the row's absmax in
+//! registers (`absmax_window`, whole-sector loads); under double quantisation the tiled
+//! tensor-core GEMMs first copy the 256-entry map to shared memory (one coalesced 1 KiB copy
+//! per block, `MapCopy`), so each decode reads only the code byte and the nested absmax from
+//! global memory. Every global load of those GEMMs reads whole sectors (interpreter load
+//! efficiency ≥ 0.9, `runtime/tests/nf4_counters.rs`).
 //!
 //! Dequantisation is the host's, bit for bit: `ŵ = NF4_CODE[code] · absmax` (one `mul.rn.f32`),
 //! with `absmax = map[code8] · nested_absmax + offset` (`mul.rn`, `add.rn`: never contracted to
