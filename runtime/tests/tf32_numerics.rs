@@ -458,6 +458,14 @@ fn nf4_tf32_gemms() {
         ..nf4_tf32(132, 72)
     };
     check_nf4_tf32(dq, 65, 6);
+    // Packed rows off 4-byte words (k % 8 ≠ 0): the staged codes start 2 bytes into odd rows.
+    check_nf4_tf32(nf4_tf32(100, 228), 70, 9);
+    let dq_ragged = Nf4Config {
+        block: 128,
+        double_quant: true,
+        ..nf4_tf32(68, 420)
+    };
+    check_nf4_tf32(dq_ragged, 33, 10);
 }
 
 /// Random shapes (multiples of 4), block sizes, double quantisation and row counts.
