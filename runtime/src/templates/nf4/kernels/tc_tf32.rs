@@ -20,15 +20,18 @@
 //! thread two 4-element chunks, one `st.shared.v4` each), synchronises, and multiplies. The B
 //! tile is rewritten only after the next step's first barrier, which every reader of the
 //! previous tile has passed. Absmax: the forward's quads share a weight row and keep its
-//! [`AbsmaxWindow`] (whole-sector loads); the backward's lanes read one value per row, eight
-//! lanes the same address; under double quantisation each chunk decodes its own.
+//! [`AbsmaxWindow`] (whole-sector loads); under double quantisation each chunk decodes its own
+//! (the map in shared memory); with `k % block = 0` either is consulted only on the first tile
+//! of each block and held in between ([`RowAbsmax`]). The backward's lanes read one value per
+//! row, eight lanes the same address.
 
 use super::absmax_window::AbsmaxWindow;
 use super::code_stage::{CodeStage, CodeWindow};
+use super::tc::absmax_clamped;
 use super::{absmax_at, both_below, dequant, entry_prologue, nibble, Entry, MapCopy, U8};
 use super::{BACKWARD_INPUT_ENTRY, GEMM_ENTRY, TILE_M, TILE_N};
 use crate::builder::{KernelBuilder, Reg, F32, U16, U32};
-use crate::ir::CacheLevel;
+use crate::ir::{CacheLevel, CmpOp};
 use crate::templates::nf4::Nf4Config;
 use crate::templates::warp_mma::{self as tile, TileElem, WarpPos, CHUNK_BYTES};
 
@@ -182,8 +185,76 @@ struct Chunk {
     /// Byte offset of its codes in the stage: forward `r · stride + lead_r + c/2` (one `u16`);
     /// backward `c · stride + r/2` (plus `i · stride + lead_i` for its element `i`).
     code_at: Reg<U32>,
-    /// The forward row's absmax window (plain absmax only).
-    window: Option<AbsmaxWindow>,
+    /// The forward row's absmax when it has a source of its own (else decoded per chunk).
+    absmax: Option<RowAbsmax>,
+}
+
+/// Where a forward chunk's absmax comes from: its row's window (plain absmax), or a decode
+/// of the chunk's block (double quantisation; weight row given).
+enum AbsmaxFrom {
+    Window(AbsmaxWindow),
+    Decode(Reg<U32>),
+}
+
+/// A forward chunk's absmax source and, when `k % block = 0`, the value it gave last. Rows
+/// then start on block boundaries, so the block changes only at tiles whose first column is a
+/// multiple of `block`, the same tiles for every thread: the source is consulted there (a
+/// block-uniform branch, so the window's shuffles see the whole warp) and its value kept in
+/// between.
+struct RowAbsmax {
+    from: AbsmaxFrom,
+    held: Option<Reg<F32>>,
+}
+
+impl RowAbsmax {
+    /// The row's source: its window (plain absmax), or with `k % block = 0` a held decode;
+    /// `None` (decode each chunk) otherwise.
+    fn new(
+        k: &mut KernelBuilder,
+        (cfg, e): (&Nf4Config, &Entry<F32>),
+        row: Reg<U32>,
+        (lane, quad): (Reg<U32>, Reg<U32>),
+    ) -> Option<Self> {
+        let held = cfg
+            .k
+            .is_multiple_of(cfg.block)
+            .then(|| k.var::<F32>(0.0f32));
+        let from = match AbsmaxWindow::new(k, cfg, e, row, lane, quad) {
+            Some(window) => AbsmaxFrom::Window(window),
+            None => AbsmaxFrom::Decode(row),
+        };
+        match from {
+            AbsmaxFrom::Decode(_) if held.is_none() => None,
+            from => Some(Self { from, held }),
+        }
+    }
+
+    /// The absmax of the chunk at column `col` of K tile `k_tile` (first column `k0`).
+    fn at(
+        &self,
+        k: &mut KernelBuilder,
+        (cfg, e): (&Nf4Config, &Entry<F32>),
+        (k_tile, k0): (Reg<U32>, Reg<U32>),
+        col: Reg<U32>,
+    ) -> Reg<F32> {
+        let value = |k: &mut KernelBuilder| match &self.from {
+            AbsmaxFrom::Window(w) => w.chunk(k, cfg, k0, col),
+            AbsmaxFrom::Decode(row) => {
+                let c = k.add(k0, col);
+                absmax_clamped(k, cfg, e, *row, c)
+            }
+        };
+        let Some(held) = self.held else {
+            return value(k);
+        };
+        let phase = k.and(k_tile, cfg.block / F32::TILE_K - 1);
+        let new_block = k.setp(CmpOp::Eq, phase, 0u32);
+        k.if_then(new_block, |k| {
+            let v = value(k);
+            k.assign(held, v);
+        });
+        held
+    }
 }
 
 impl<'a> Dequantise<'a> {
@@ -199,7 +270,7 @@ impl<'a> Dequantise<'a> {
         let chunks = chunks
             .iter()
             .map(|&(row, col, at)| {
-                let (code_at, window) = match gemm {
+                let (code_at, absmax) = match gemm {
                     Gemm::Forward => {
                         // Window byte `c/2` of weight row `n_base + r`, `lead` bytes in (the
                         // window's `byte0` is a multiple of 8, so `lead` is the row's alone).
@@ -211,8 +282,8 @@ impl<'a> Dequantise<'a> {
                             None => off,
                         };
                         let piece = k.shr(col, 2u32);
-                        let window = AbsmaxWindow::new(k, cfg, e, out_row, lane, piece);
-                        (off, window)
+                        let absmax = RowAbsmax::new(k, (cfg, e), out_row, (lane, piece));
+                        (off, absmax)
                     }
                     Gemm::BackwardInput => {
                         let half = k.shr(row, 1u32);
@@ -224,7 +295,7 @@ impl<'a> Dequantise<'a> {
                     col,
                     at,
                     code_at,
-                    window,
+                    absmax,
                 }
             })
             .collect();
@@ -249,9 +320,9 @@ impl<'a> Dequantise<'a> {
             let values = match self.gemm {
                 Gemm::Forward => {
                     let absmax = chunk
-                        .window
+                        .absmax
                         .as_ref()
-                        .map(|w| w.chunk(k, self.cfg, k0, chunk.col));
+                        .map(|a| a.at(k, (self.cfg, self.e), (k_tile, k0), chunk.col));
                     self.forward_chunk(k, code_at, (out, red), absmax)
                 }
                 Gemm::BackwardInput => self.backward_chunk(k, code_at, (red, out), chunk.row),
@@ -263,8 +334,8 @@ impl<'a> Dequantise<'a> {
 
     /// `Ŵ[row, col .. col + 4]` (zero outside the weight): four codes in the staged `u16` at
     /// `code_at` (little-endian: elements 0, 1 are the high and low nibble of its first byte),
-    /// one block (`col` a multiple of 4, blocks ≥ 32 elements); `absmax` from the row's window,
-    /// or decoded here.
+    /// one block (`col` a multiple of 4, blocks ≥ 32 elements); `absmax` from the row's
+    /// [`RowAbsmax`], or decoded here.
     fn forward_chunk(
         &self,
         k: &mut KernelBuilder,
