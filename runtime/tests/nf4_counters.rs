@@ -7,10 +7,16 @@
 //! - Backward GEMV (`m ≤ 8`): packed bytes 32 consecutive per warp request, activations
 //!   coalesced; the same ≥ 0.9 bound, with conflict-free shared memory.
 //! - Tiled forward and backward: ≤ 1.1 shared-memory wavefronts per request over the whole
-//!   launch (staging, code-table lookups and the inner loop are all designed for one).
+//!   launch (staging, code-table lookups and the inner loop are all designed for one; under
+//!   double quantisation the tensor-core GEMMs' lookups of the shared absmax map take random
+//!   codes, so those few requests may conflict).
+//! - Tiled forward and backward on tensor cores (f16/bf16 and tf32), including packed rows that
+//!   are not 4-byte multiples (`k % 8 ≠ 0`) and double-quantised absmax: global load efficiency
+//!   ≥ 0.9 (packed codes staged by `cp.async`, absmax and their codes read a sector at a time).
 #![cfg(feature = "sim")]
 
 use half::{bf16, f16};
+use ptxforge_runtime::arch::Arch;
 use ptxforge_runtime::launch::{Backend, LaunchRecord, SimBackend};
 use ptxforge_runtime::templates::nf4::launch::{self as nf4_launch, DeviceWeights, Nf4Activation};
 use ptxforge_runtime::templates::nf4::{quantize, Nf4Config, Nf4DoubleQuant};
@@ -45,6 +51,23 @@ fn launches<T: Nf4Activation + HostFloat>(cfg: &Nf4Config, m: u32) -> Vec<Launch
     let mut g_a = dev.upload(&values(m * cfg.k, &mut rng)).unwrap();
     nf4_launch::backward_input(cfg, &dev, &ptx, m, &c, &w, &mut g_a).unwrap();
     dev.take_launch_log()
+}
+
+/// Prints the per-launch figures the benchmarks quote: thread instructions per output, global
+/// load efficiency, shared bank-conflict factor and ldmatrix wavefronts per 8×8 matrix.
+fn report_tiled(label: &str, r: &LaunchRecord, outputs: u32) {
+    let c = &r.counters;
+    eprintln!(
+        "{label} {}: instr/output {:.1}, global load eff {:.3} ({} requests), shared conflict \
+         factor {:.3}, ldmatrix wf/matrix {:.2}, cp.async requests {}",
+        r.entry,
+        c.instructions.total() as f64 / f64::from(outputs),
+        c.global_load_efficiency(),
+        c.global_load_requests,
+        c.shared_bank_conflict_factor(),
+        c.ldmatrix_wavefronts_per_matrix(),
+        c.cp_async_requests,
+    );
 }
 
 fn report(label: &str, r: &LaunchRecord) {
@@ -117,4 +140,54 @@ fn tiled_shared_memory_is_conflict_free() {
             );
         }
     }
+}
+
+#[test]
+fn tensor_core_tiled_loads_read_whole_sectors() {
+    let m = 80;
+    let mut low: Vec<String> = Vec::new();
+    for (n, k, block, double_quant, dtype, allow_tf32) in [
+        (128, 512, 64, false, DType::F16, false),
+        (128, 228, 64, false, DType::F16, false), // k / 2 = 114: rows 2-byte aligned
+        (96, 230, 128, false, DType::BF16, false), // k / 2 = 115: rows byte aligned
+        (128, 512, 64, true, DType::F16, false),
+        (96, 230, 32, true, DType::BF16, false),
+        (128, 512, 64, false, DType::F32, true),
+        (128, 228, 64, false, DType::F32, true),
+        (128, 512, 32, true, DType::F32, true),
+    ] {
+        let cfg = Nf4Config {
+            block,
+            double_quant,
+            dtype,
+            allow_tf32,
+            arch: Arch::Sm80,
+            ..Nf4Config::new(n, k)
+        };
+        let log = match dtype {
+            DType::F16 => launches::<f16>(&cfg, m),
+            DType::BF16 => launches::<bf16>(&cfg, m),
+            _ => launches::<f32>(&cfg, m),
+        };
+        let label =
+            format!("m={m} n={n} k={k} b={block} {dtype} dq={double_quant} tf32={allow_tf32}");
+        for (r, outputs) in log.iter().zip([m * n, m * k]) {
+            report_tiled(&label, r, outputs);
+            assert!(
+                r.counters.mma_instructions > 0,
+                "{label} {}: no mma",
+                r.entry
+            );
+        }
+        for r in &log {
+            let eff = r.counters.global_load_efficiency();
+            if eff < 0.9 {
+                low.push(format!(
+                    "{label} {}: global load efficiency {eff:.3}",
+                    r.entry
+                ));
+            }
+        }
+    }
+    assert!(low.is_empty(), "{}", low.join("\n"));
 }

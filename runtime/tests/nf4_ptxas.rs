@@ -1,8 +1,8 @@
 //! Assembles the NF4 kernels with ptxas: the family's matrix configurations plus shapes that
 //! select every copy width of the tensor-core ring (packed rows of 16/8/4-byte multiples and
-//! byte-wise ones; odd `n`, so `G_C` rows copied element by element), and fails on errors,
-//! warnings or spills. Prints `ptxas -v` registers and shared memory per entry. Skips loudly when
-//! ptxas is missing, unless `PTXFORGE_REQUIRE_PTXAS=1`.
+//! rows off 4-byte words, f16/bf16 and tf32; odd `n`, so `G_C` rows copied element by element),
+//! and fails on errors, warnings or spills. Prints `ptxas -v` registers and shared memory per
+//! entry. Skips loudly when ptxas is missing, unless `PTXFORGE_REQUIRE_PTXAS=1`.
 
 use ptxforge_runtime::arch::Arch;
 use ptxforge_runtime::dtype::DType;
@@ -23,6 +23,24 @@ fn edge_configs() -> Vec<Nf4Config> {
                     ..Nf4Config::new(n, k)
                 });
             }
+        }
+    }
+    // Packed rows off 4-byte words (k % 8 ≠ 0) with plain absmax, and on tf32 (whose code
+    // window is 8 bytes: three covering words per row) with both absmax forms.
+    for (n, k, block, double_quant, dtype, allow_tf32) in [
+        (96, 230, 128, false, DType::F16, false),
+        (128, 228, 64, false, DType::F32, true),
+        (100, 228, 32, true, DType::F32, true),
+    ] {
+        for arch in [Arch::Sm80, Arch::Sm90] {
+            out.push(Nf4Config {
+                block,
+                double_quant,
+                dtype,
+                allow_tf32,
+                arch,
+                ..Nf4Config::new(n, k)
+            });
         }
     }
     out

@@ -8,7 +8,8 @@
 //! With one-hot activations every output is a single rounded weight, so there the kernels must
 //! match bit for bit. Shapes take ≥ 3 trips of the 3-stage ring in both GEMMs, two row tiles,
 //! ragged edges in every dimension, and every copy width of the ring (packed rows of 16-, 8-, 4-
-//! byte multiples and byte-wise; odd `n` for the element-wise `G_C` copies).
+//! byte multiples, and rows off 4-byte words copied as the aligned words covering them; odd `n`
+//! for the element-wise `G_C` copies).
 #![cfg(feature = "sim")]
 
 use half::{bf16, f16};
@@ -95,20 +96,13 @@ fn rounded(dtype: DType, v: Vec<f64>) -> Vec<f64> {
 }
 
 /// Both launches ran on the tensor cores with conflict-free ldmatrix, fed by cp.async (the
-/// forward always: its activation rows have an even length; the backward's `G_C` rows only when
-/// `n` is even, and its codes only when `k / 2` is a multiple of 4).
-fn assert_tensor_core_path(log: &[LaunchRecord], cfg: &Nf4Config, what: &str) {
+/// packed codes always, whatever their rows' alignment).
+fn assert_tensor_core_path(log: &[LaunchRecord], what: &str) {
     assert_eq!(log.len(), 2);
-    let backward_async = cfg.n.is_multiple_of(2) || (cfg.k / 2).is_multiple_of(4);
-    for (r, async_expected) in log.iter().zip([true, backward_async]) {
+    for r in log {
         let c = &r.counters;
         assert!(c.mma_instructions > 0, "{what} {}: no mma", r.entry);
-        assert_eq!(
-            c.cp_async_requests > 0,
-            async_expected,
-            "{what} {}: cp.async",
-            r.entry
-        );
+        assert!(c.cp_async_requests > 0, "{what} {}: cp.async", r.entry);
         let wf = c.ldmatrix_wavefronts_per_request();
         assert!(
             wf <= 4.0 + 1e-9,
@@ -126,14 +120,11 @@ fn assert_tensor_core_path(log: &[LaunchRecord], cfg: &Nf4Config, what: &str) {
 
 /// Both launches' `ld.global`s read whole sectors (efficiency ≥ 0.9; lanes reading the same
 /// address count each, so broadcasts score above 1). Holds for plain absmax (the forward's
-/// two-sector absmax window, the backward's row-contiguous ones) when packed rows are
-/// 4-byte multiples (`k % 8 = 0`; else the codes are copied byte by byte with ordinary loads)
-/// and the weight is not tiny (an absmax array under a sector cannot fill one).
+/// two-sector absmax window, the backward's row-contiguous ones; the codes go by `cp.async`,
+/// which `ld.global` counters do not see) when the weight is not tiny (an absmax array under a
+/// sector cannot fill one).
 fn assert_whole_sector_loads(log: &[LaunchRecord], cfg: &Nf4Config, what: &str) {
-    assert!(
-        !cfg.double_quant && cfg.k.is_multiple_of(8),
-        "{what}: not a whole-sector shape"
-    );
+    assert!(!cfg.double_quant, "{what}: not a whole-sector shape");
     for r in log {
         let eff = r.counters.global_load_efficiency();
         assert!(
@@ -153,7 +144,7 @@ fn check_against_reference(cfg: &Nf4Config, m: u32, rng: &mut SplitMix64, whole_
     let g = rounded(dtype, rng.vec_f64((m * n) as usize, -1.0, 1.0));
     let r = run_dtype(cfg, m, &a, &g);
     let what = format!("{cfg:?} m={m}");
-    assert_tensor_core_path(&r.log, cfg, &what);
+    assert_tensor_core_path(&r.log, &what);
     if whole_sectors {
         assert_whole_sector_loads(&r.log, cfg, &what);
     }
@@ -186,7 +177,7 @@ fn tensor_core_gemms_match_a_kernel_exact_reference() {
         (80, 200, 264, 64, false),  // k/2 = 132: 4-byte code copies
         (70, 131, 320, 32, true),   // k/2 = 160: 16-byte copies; odd n
         (65, 150, 200, 128, false), // k/2 = 100: 4-byte copies; n/2 ragged
-        (33, 190, 230, 256, true),  // k/2 = 115: byte-wise codes
+        (33, 190, 230, 256, true),  // k/2 = 115: word-covering code copies
         (9, 129, 144, 64, true),    // k/2 = 72: 8-byte copies; small m
         (70, 96, 448, 32, false),   // k % block = 0, two blocks per slice, rows off sectors
         (40, 72, 512, 256, false),  // k % block = 0, a block over four slices
@@ -201,7 +192,7 @@ fn tensor_core_gemms_match_a_kernel_exact_reference() {
                 arch: [Arch::Sm80, Arch::Sm90][i % 2],
                 ..Nf4Config::new(n, k)
             };
-            check_against_reference(&cfg, m, &mut rng, !double_quant && k % 8 == 0);
+            check_against_reference(&cfg, m, &mut rng, !double_quant);
         }
     }
 }
@@ -253,7 +244,7 @@ fn tensor_core_dequantisation_is_bit_exact() {
             g[i * nu + i] = 1.0;
         }
         let r = run_dtype(&cfg, m as u32, &a, &g);
-        assert_tensor_core_path(&r.log, &cfg, &format!("{cfg:?}"));
+        assert_tensor_core_path(&r.log, &format!("{cfg:?}"));
         for i in 0..m {
             for j in 0..nu {
                 let want = if i < ku { r.weights[j * ku + i] } else { 0.0 };

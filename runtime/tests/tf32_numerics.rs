@@ -451,13 +451,20 @@ fn nf4_tf32(n: u32, k: u32) -> Nf4Config {
 
 #[test]
 fn nf4_tf32_gemms() {
-    check_nf4_tf32(nf4_tf32(100, 136), 70, 5);
-    let dq = Nf4Config {
-        block: 32,
-        double_quant: true,
-        ..nf4_tf32(132, 72)
-    };
-    check_nf4_tf32(dq, 65, 6);
+    for (n, k, block, double_quant, m, seed) in [
+        (100, 136, 64, false, 70, 5),
+        (132, 72, 32, true, 65, 6),
+        // Packed rows off 4-byte words (k % 8 ≠ 0): the staged codes start 2 bytes into odd rows.
+        (100, 228, 64, false, 70, 9),
+        (68, 420, 128, true, 33, 10),
+    ] {
+        let cfg = Nf4Config {
+            block,
+            double_quant,
+            ..nf4_tf32(n, k)
+        };
+        check_nf4_tf32(cfg, m, seed);
+    }
 }
 
 /// Random shapes (multiples of 4), block sizes, double quantisation and row counts.

@@ -1,5 +1,7 @@
-//! The tensor-core forward GEMM's absmax reads: a quad's sliding window over one weight row's
-//! absmax, held in registers and loaded a whole 32-byte sector at a time.
+//! The tensor-core forward GEMMs' absmax reads: a quad's sliding window over one weight row's
+//! absmax, held in registers and loaded a whole 32-byte sector at a time. Used by the f16/bf16
+//! GEMM ([`AbsmaxWindow::slice`]: 64 columns per step) and the tf32 one ([`AbsmaxWindow::chunk`]:
+//! 16 columns per step, each quad lane dequantising four of them).
 //!
 //! In the forward B fragment the four lanes of a quad share one weight row `r`, and a row's
 //! absmax values are consecutive (`absmax[(r·k + c) >> log2 block]`, increasing with `c`). One
@@ -9,8 +11,8 @@
 //! `S + 2t, S + 2t + 1` (`cur`) and `S + 8 + 2t, + 1` (`next`), each pair one
 //! `ld.global.nc.v2.f32`, so the quad's load of a sector requests every byte of it.
 //!
-//! A slice of [`TC_K`] = 64 elements of the row touches at most three consecutive blocks (block
-//! ≥ 32), the first `b_lo ≥ S`. When `b_lo` reaches `S + 8` the window slides one sector
+//! A slice of [`TC_K`] = 64 elements of the row (or 16 on tf32) touches at most three
+//! consecutive blocks (block ≥ 32; two on tf32), the first `b_lo ≥ S`. When `b_lo` reaches `S + 8` the window slides one sector
 //! (`cur ← next`, load the new `next`); `b_lo` grows by at most `64 / 32 = 2` per slice, so one
 //! slide per slice keeps `b_lo + 2 < S + 16`. The values a slice needs reach every lane of the
 //! quad by `shfl.sync.idx` from the quad lane holding them (the block offset is the same for the
@@ -114,18 +116,7 @@ impl AbsmaxWindow {
     /// slice starting at column `col0`, sliding the window first if the slice starts past its
     /// first sector.
     pub fn slice(&self, k: &mut KernelBuilder, cfg: &Nf4Config, col0: Reg<U32>) -> Vec<Reg<F32>> {
-        let slice_start = k.add(self.row_start, col0);
-        let b_lo = k.shr(slice_start, self.block_shift);
-        let end = k.add(self.base, SECTOR);
-        let past = k.setp_ge(b_lo, end);
-        k.if_then(past, |k| {
-            k.comment("slide the absmax window one sector");
-            for (c, n) in self.cur.iter().zip(self.next) {
-                k.assign(*c, n);
-            }
-            k.assign(self.base, end);
-            self.fill(k, self.next, SECTOR);
-        });
+        let (slice_start, b_lo) = self.slide(k, col0);
         if cfg.k.is_multiple_of(cfg.block) {
             // Row starts are block-aligned and `col0` a multiple of 64: runs of `run` elements
             // share a block, the `j`-th run's is `b_lo + j`.
@@ -147,21 +138,52 @@ impl AbsmaxWindow {
                 })
                 .collect();
             let lane_start = k.add(slice_start, self.pair);
-            (0..8)
-                .map(|q| {
-                    let elem = k.add(lane_start, 8 * q);
-                    let b = k.shr(elem, self.block_shift);
-                    let j = k.sub(b, b_lo);
-                    values[1..]
-                        .iter()
-                        .enumerate()
-                        .fold(values[0], |v, (i, &later)| {
-                            let reached = k.setp_ge(j, i as u32 + 1);
-                            k.selp(later, v, reached)
-                        })
-                })
-                .collect()
+            per_byte(k, &values, b_lo, lane_start, self.block_shift)
         }
+    }
+
+    /// The absmax of the four elements `col0 + lane_col .. + 4` of the row, for a 16-column
+    /// slice starting at `col0` (the tf32 tile's depth; `lane_col` a multiple of 4 below 16 and
+    /// `k % 4 = 0`, so the four share one block, and the slice touches blocks `b_lo`,
+    /// `b_lo + 1`: both are broadcast, each lane picks its own; only `b_lo` when `k % block =
+    /// 0`), sliding the window first.
+    pub fn chunk(
+        &self,
+        k: &mut KernelBuilder,
+        cfg: &Nf4Config,
+        col0: Reg<U32>,
+        lane_col: Reg<U32>,
+    ) -> Reg<F32> {
+        let (slice_start, b_lo) = self.slide(k, col0);
+        let lo = self.broadcast(k, b_lo);
+        if cfg.k.is_multiple_of(cfg.block) {
+            // Row starts are block-aligned and `col0` a multiple of 16: one block.
+            return lo;
+        }
+        let b_hi = k.add(b_lo, 1u32);
+        let hi = self.broadcast(k, b_hi);
+        let elem = k.add(slice_start, lane_col);
+        let b = k.shr(elem, self.block_shift);
+        let later = k.setp(CmpOp::Ne, b, b_lo);
+        k.selp(hi, lo, later)
+    }
+
+    /// Slides the window one sector if the slice starting at column `col0` starts past its
+    /// first sector; returns the slice's first element and block `b_lo`.
+    fn slide(&self, k: &mut KernelBuilder, col0: Reg<U32>) -> (Reg<U32>, Reg<U32>) {
+        let slice_start = k.add(self.row_start, col0);
+        let b_lo = k.shr(slice_start, self.block_shift);
+        let end = k.add(self.base, SECTOR);
+        let past = k.setp_ge(b_lo, end);
+        k.if_then(past, |k| {
+            k.comment("slide the absmax window one sector");
+            for (c, n) in self.cur.iter().zip(self.next) {
+                k.assign(*c, n);
+            }
+            k.assign(self.base, end);
+            self.fill(k, self.next, SECTOR);
+        });
+        (slice_start, b_lo)
     }
 
     /// `absmax[b]` in every lane of the quad, for `S ≤ b < S + 16`: held by quad lane
@@ -179,4 +201,30 @@ impl AbsmaxWindow {
         let src = k.add(self.quad_lane, holder);
         k.shfl_idx(held, src)
     }
+}
+
+/// The absmax of each of a lane's eight bytes `q` of a 64-element slice (elements
+/// `lane_start + 8q`), given `values[j]` = the absmax of block `b_lo + j` for every block the
+/// slice touches.
+pub(super) fn per_byte(
+    k: &mut KernelBuilder,
+    values: &[Reg<F32>],
+    b_lo: Reg<U32>,
+    lane_start: Reg<U32>,
+    block_shift: u32,
+) -> Vec<Reg<F32>> {
+    (0..8)
+        .map(|q| {
+            let elem = k.add(lane_start, 8 * q);
+            let b = k.shr(elem, block_shift);
+            let j = k.sub(b, b_lo);
+            values[1..]
+                .iter()
+                .enumerate()
+                .fold(values[0], |v, (i, &later)| {
+                    let reached = k.setp_ge(j, i as u32 + 1);
+                    k.selp(later, v, reached)
+                })
+        })
+        .collect()
 }

@@ -19,8 +19,8 @@
 
 use super::gemm::dequant_pair;
 use super::{
-    both_below, entry_prologue, load_activation, store_output, Entry, BACKWARD_INPUT_ENTRY,
-    THREADS, TILE_M, TILE_N, WARPS,
+    both_below, entry_prologue, load_activation, store_output, Entry, MapCopy,
+    BACKWARD_INPUT_ENTRY, THREADS, TILE_M, TILE_N, WARPS,
 };
 use crate::builder::{Float, KernelBuilder, Reg, SharedArr, F32, U32};
 use crate::ir::CmpOp;
@@ -50,7 +50,7 @@ struct Coords {
 pub(super) fn build<T: Float>(cfg: &Nf4Config) -> KernelBuilder {
     let mut k = KernelBuilder::new(BACKWARD_INPUT_ENTRY, cfg.arch);
     k.require_block([THREADS, 1, 1]);
-    let e = entry_prologue::<T>(&mut k, cfg, "g_c", "g_a");
+    let e = entry_prologue::<T>(&mut k, cfg, ("g_c", "g_a"), MapCopy::Global);
     let g_tile = k.shared_array::<F32>("g_tile", TILE_R * G_STRIDE);
     let w_tile = k.shared_array::<F32>("w_tile", TILE_R * W_STRIDE);
     let c = coords(&mut k);

@@ -21,8 +21,8 @@
 //! block) are predicated off; every barrier is reached by every thread.
 
 use super::{
-    absmax_of, entry_prologue, load_activation, load_byte, nibble, store_output, Entry, Weights,
-    BACKWARD_GEMV_ENTRY, GEMV_MAX_M, THREADS, WARPS,
+    absmax_of, entry_prologue, load_activation, load_byte, nibble, store_output, Entry, MapCopy,
+    Weights, BACKWARD_GEMV_ENTRY, GEMV_MAX_M, THREADS, WARPS,
 };
 use crate::builder::{Float, KernelBuilder, Pred, Reg, SharedArr, F32, U32};
 use crate::ir::CmpOp;
@@ -62,7 +62,7 @@ struct Lane {
 pub(super) fn build<T: Float>(cfg: &Nf4Config) -> KernelBuilder {
     let mut k = KernelBuilder::new(BACKWARD_GEMV_ENTRY, cfg.arch);
     k.require_block([THREADS, 1, 1]);
-    let e = entry_prologue::<T>(&mut k, cfg, "g_c", "g_a");
+    let e = entry_prologue::<T>(&mut k, cfg, ("g_c", "g_a"), MapCopy::Global);
     let g_window = k.shared_array::<F32>("g_window", GEMV_MAX_M * ROW_WINDOW);
     let partial = k.shared_array::<F32>("partial", WARPS * PARTIAL_WARP_WORDS);
     let s = lane_state(&mut k, cfg, &e, g_window);

@@ -12,10 +12,14 @@
 //! lane reads that word of its four rows (`ld.shared.u32`; the four even or odd rows of a
 //! request are 12 words apart: distinct banks, the other lanes broadcast) and takes nibble `g`
 //! (element `2b` is the high nibble of byte `b`: shift `8·⌊g/2⌋ + 4·(1 − g mod 2)`).
+//! When packed rows are not 4-byte multiples a staged row starts `lead` bytes into its first
+//! word ([`super::code_stage`]; one `lead` per row parity for a lane): the lane reads word
+//! `w + (g/2 + lead) / 4` and byte `(g/2 + lead) mod 4` of it (a row's lanes read at most two
+//! adjacent words; the four rows stay in distinct banks).
 //! Every element is `NF4_CODE[code] · absmax` of its own block, rounded once to `T`.
 
 use super::tc::{absmax_clamped, CodeWindow, Pipeline, TC_K, W_STRIDE};
-use super::{entry_prologue, BACKWARD_INPUT_ENTRY, THREADS, TILE_N};
+use super::{entry_prologue, MapCopy, BACKWARD_INPUT_ENTRY, THREADS, TILE_N};
 use crate::builder::{Float, KernelBuilder, MmaInput, PackedHalf, Reg, M16N8K16, U32};
 use crate::templates::nf4::Nf4Config;
 
@@ -26,8 +30,13 @@ where
 {
     let mut k = KernelBuilder::new(BACKWARD_INPUT_ENTRY, cfg.arch);
     k.require_block([THREADS, 1, 1]);
-    let e = entry_prologue::<T>(&mut k, cfg, "g_c", "g_a");
-    let p = Pipeline::<T>::setup(&mut k, &e, cfg.n);
+    let e = entry_prologue::<T>(
+        &mut k,
+        cfg,
+        ("g_c", "g_a"),
+        MapCopy::Shared { threads: THREADS },
+    );
+    let p = Pipeline::<T>::setup(&mut k, cfg, &e, cfg.n);
     let bx = k.ctaid_x();
     let l_base = k.mul_lo(bx, TILE_N);
     let byte0 = k.shr(l_base, 1u32);
@@ -43,6 +52,25 @@ where
     let word = k.shl(p.warp, 2u32);
     let lane_row = k.shl(p.quad, 1u32);
     let lane_word = k.mad_lo(lane_row, W_STRIDE, word);
+    // Rows not 4-byte multiples: row `2t + d` starts `lead` bytes into its staged row, the
+    // same for every `d` of one parity (`j0`, `16s` and 8 rows are 4-byte multiples), so the
+    // lane reads word `w + (g/2 + lead) / 4` at byte `(g/2 + lead) mod 4` of it.
+    let parity_reads: Vec<(Option<Reg<U32>>, Reg<U32>)> = (0..2u32)
+        .map(|parity| {
+            let rel = k.add(lane_row, parity);
+            match p.codes.lead(&mut k, rel, byte0) {
+                None => (None, nibble_shift),
+                Some(lead) => {
+                    let pos = k.add(pair, lead);
+                    let step = k.shr(pos, 2u32);
+                    let word_off = k.shl(step, 2u32);
+                    let byte = k.and(pos, 3u32);
+                    let bits = k.mad_lo(byte, 8u32, 4u32);
+                    (Some(word_off), k.sub(bits, odd_bits))
+                }
+            }
+        })
+        .collect();
     let acc = Pipeline::<T>::zero_acc(&mut k);
     let window = |k: &mut KernelBuilder, tile: Reg<U32>| CodeWindow {
         row0: k.mul_lo(tile, TC_K),
@@ -52,6 +80,13 @@ where
         k.comment("dequantise this lane's column of four rows per step into B fragments");
         let codes = p.code_slot(k, slot);
         let at = k.add(codes, lane_word);
+        let reads: Vec<(Reg<U32>, Reg<U32>)> = parity_reads
+            .iter()
+            .map(|&(word_off, shift)| match word_off {
+                None => (at, shift),
+                Some(off) => (k.add(at, off), shift),
+            })
+            .collect();
         let j0 = k.mul_lo(tile, TC_K);
         let lane_j = k.add(j0, lane_row);
         let a_lane = p.a_lane(k, slot);
@@ -61,8 +96,9 @@ where
                 .map(|rows| {
                     let [lo, hi] = rows.map(|d| {
                         let r = 16 * s + d;
+                        let (at, shift) = reads[(d % 2) as usize];
                         let w = k.ld_shared::<U32>(at, (r * W_STRIDE) as i32);
-                        let shifted = k.shr(w, nibble_shift);
+                        let shifted = k.shr(w, shift);
                         let code = k.and(shifted, 0xFu32);
                         let j = k.add(lane_j, r);
                         (code, absmax_clamped(k, cfg, &e, j, l_col))
@@ -73,14 +109,7 @@ where
             p.mma_step(k, a_lane, s, &regs, &acc);
         }
     };
-    p.run(
-        &mut k,
-        cfg,
-        &e,
-        cfg.n.div_ceil(TC_K),
-        &window,
-        &mut multiply,
-    );
+    p.run(&mut k, &e, cfg.n.div_ceil(TC_K), &window, &mut multiply);
     p.store(&mut k, &e, l_base, cfg.k, &acc);
     k
 }

@@ -24,7 +24,7 @@
 
 use super::{
     absmax_at, both_below, dequant, entry_prologue, load_activation, load_byte, nibble,
-    store_output, Entry, GEMM_ENTRY, THREADS, TILE_M, TILE_N, WARPS,
+    store_output, Entry, MapCopy, GEMM_ENTRY, THREADS, TILE_M, TILE_N, WARPS,
 };
 use crate::builder::{Float, KernelBuilder, Pred, Reg, SharedArr, F32, U32};
 use crate::ir::CmpOp;
@@ -55,7 +55,7 @@ struct Coords {
 pub(super) fn build<T: Float>(cfg: &Nf4Config) -> KernelBuilder {
     let mut k = KernelBuilder::new(GEMM_ENTRY, cfg.arch);
     k.require_block([THREADS, 1, 1]);
-    let e = entry_prologue::<T>(&mut k, cfg, "a", "c");
+    let e = entry_prologue::<T>(&mut k, cfg, ("a", "c"), MapCopy::Global);
     let a_tile = k.shared_array::<F32>("a_tile", TILE_M * STRIDE);
     let w_tile = k.shared_array::<F32>("w_tile", TILE_N * STRIDE);
     let c = coords(&mut k);

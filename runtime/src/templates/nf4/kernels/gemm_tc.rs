@@ -11,6 +11,10 @@
 //! one packed byte each (high nibble = the even `k`). Those are bytes `t + 4q` (`q = 2s, 2s+1`)
 //! of the row's 32 staged bytes, i.e. byte `t` of word `q`: one pair of 16-byte shared loads
 //! per lane and stage gives all eight bytes (eight rows 48 bytes apart: no bank conflict).
+//! When packed rows are not 4-byte multiples the staged row starts `lead` bytes into its first
+//! word ([`super::code_stage`]): the lane's bytes are byte `(t + lead) mod 4` of words
+//! `q + (t + lead) / 4`, eight 4-byte loads (a quad reads at most two words of its row, the
+//! eight rows' words in distinct banks).
 //! Each code is looked up in the shared f32 code table, multiplied by its block's absmax and
 //! two of them packed by `cvt.rn.{f16x2,bf16x2}.f32`; nothing dequantised is written back.
 //!
@@ -20,9 +24,9 @@
 //! lies in one block (two for block 32), one decode each; otherwise blocks may start at any even
 //! element, so each byte gets its own.
 
-use super::absmax_window::AbsmaxWindow;
+use super::absmax_window::{per_byte, AbsmaxWindow};
 use super::tc::{absmax_clamped, CodeWindow, Pipeline, TC_K, W_STRIDE};
-use super::{entry_prologue, nibble, Entry, GEMM_ENTRY, THREADS, TILE_N};
+use super::{absmax_of, entry_prologue, nibble, Entry, MapCopy, GEMM_ENTRY, THREADS, TILE_N};
 use crate::builder::{KernelBuilder, MmaInput, PackedHalf, Reg, F32, M16N8K16, U32};
 use crate::templates::nf4::Nf4Config;
 
@@ -33,14 +37,31 @@ where
 {
     let mut k = KernelBuilder::new(GEMM_ENTRY, cfg.arch);
     k.require_block([THREADS, 1, 1]);
-    let e = entry_prologue::<T>(&mut k, cfg, "a", "c");
-    let p = Pipeline::<T>::setup(&mut k, &e, cfg.k);
+    let e = entry_prologue::<T>(
+        &mut k,
+        cfg,
+        ("a", "c"),
+        MapCopy::Shared { threads: THREADS },
+    );
+    let p = Pipeline::<T>::setup(&mut k, cfg, &e, cfg.k);
     let bx = k.ctaid_x();
     let n_base = k.mul_lo(bx, TILE_N);
     let warp_col = k.mad_lo(p.warp, 8u32, p.group);
     let n_row = k.add(n_base, warp_col);
+    // This lane's bytes `t + 4q` of the window sit at `lead + t + 4q` of its staged row: word
+    // `q + (lead + t) / 4`, byte `(lead + t) mod 4` (`lead` = 0 for rows of 4-byte multiples).
     let code_row = k.mul_lo(warp_col, W_STRIDE);
-    let byte_shift = k.shl(p.quad, 3u32);
+    let (code_row, byte_shift) = match p.codes.lead(&mut k, n_row, 0u32) {
+        None => (code_row, k.shl(p.quad, 3u32)),
+        Some(lead) => {
+            let pos = k.add(p.quad, lead);
+            let step = k.shr(pos, 2u32);
+            let row_at = k.mad_lo(step, 4u32, code_row);
+            let byte = k.and(pos, 3u32);
+            (row_at, k.shl(byte, 3u32))
+        }
+    };
+    let aligned = p.codes.word_aligned();
     let absmax_window = AbsmaxWindow::new(&mut k, cfg, &e, n_row, p.lane, p.quad);
     let acc = Pipeline::<T>::zero_acc(&mut k);
     let window = |k: &mut KernelBuilder, tile: Reg<U32>| CodeWindow {
@@ -51,9 +72,14 @@ where
         k.comment("dequantise this lane's codes into B fragments; mma over the slice");
         let codes = p.code_slot(k, slot);
         let at = k.add(codes, code_row);
-        let lo = k.ld_shared_v4::<U32>(at, 0);
-        let hi = k.ld_shared_v4::<U32>(at, 16);
-        let words: Vec<Reg<U32>> = lo.into_iter().chain(hi).collect();
+        let words: Vec<Reg<U32>> = if aligned {
+            let lo = k.ld_shared_v4::<U32>(at, 0);
+            let hi = k.ld_shared_v4::<U32>(at, 16);
+            lo.into_iter().chain(hi).collect()
+        } else {
+            // The lane's first word may be the row's second: not 16-byte aligned.
+            (0..8).map(|q| k.ld_shared::<U32>(at, 4 * q)).collect()
+        };
         let col0 = k.mul_lo(tile, TC_K);
         let absmax = match &absmax_window {
             Some(w) => w.slice(k, cfg, col0),
@@ -73,20 +99,13 @@ where
             p.mma_step(k, a_lane, s, &regs, &acc);
         }
     };
-    p.run(
-        &mut k,
-        cfg,
-        &e,
-        cfg.k.div_ceil(TC_K),
-        &window,
-        &mut multiply,
-    );
+    p.run(&mut k, &e, cfg.k.div_ceil(TC_K), &window, &mut multiply);
     p.store(&mut k, &e, n_base, cfg.n, &acc);
     k
 }
 
 /// The absmax of each of this lane's eight bytes `q` (elements `col0 + 2t + 8q`) of weight
-/// row `row`, each decoded on its own (double quantisation).
+/// row `row` under double quantisation: each block the slice touches decoded once.
 fn slice_absmax<T: crate::builder::Scalar>(
     k: &mut KernelBuilder,
     cfg: &Nf4Config,
@@ -106,12 +125,20 @@ fn slice_absmax<T: crate::builder::Scalar>(
             .collect();
         (0..8).map(|q| runs[(8 * q / run) as usize]).collect()
     } else {
-        let lane_col = k.mad_lo(quad, 2u32, col0);
-        (0..8)
-            .map(|q| {
-                let col = k.add(lane_col, 8 * q);
-                absmax_clamped(k, cfg, e, row, col)
+        // Blocks may start at any element: the slice touches blocks `b_lo ..= b_lo + span − 1`,
+        // each decoded once (the index clamped into the array for rows past the weight).
+        let span = TC_K.div_ceil(cfg.block) + 1;
+        let slice_start = k.mad_lo(row, cfg.k, col0);
+        let b_lo = k.shr(slice_start, e.weights.block_shift);
+        let last = (cfg.absmax_len() - 1) as u32;
+        let values: Vec<Reg<F32>> = (0..span)
+            .map(|j| {
+                let b = k.add(b_lo, j);
+                let b = k.min(b, last);
+                absmax_of(k, &e.weights, b)
             })
-            .collect()
+            .collect();
+        let lane_start = k.mad_lo(quad, 2u32, slice_start);
+        per_byte(k, &values, b_lo, lane_start, e.weights.block_shift)
     }
 }

@@ -19,12 +19,21 @@
 //! Tensor cores: for f16/bf16 on targets with [`tensor_cores`] (sm_80+) the two tiled GEMMs
 //! are built by `gemm_tc` and `backward_tc` instead (same entry names, parameters, grid and
 //! block): activations by a 3-stage `cp.async` ring into padded shared memory and `ldmatrix`,
-//! packed codes by `cp.async` into shared memory and dequantised in registers straight into
-//! `mma.m16n8k16` B fragments (each weight rounded once to the activation type there), f32
+//! packed codes by `cp.async` into shared memory (`code_stage`: whole chunks, or the aligned
+//! words covering rows that are not 4-byte multiples) and dequantised in registers straight
+//! into `mma.m16n8k16` B fragments (each weight rounded once to the activation type there), f32
 //! accumulators. f32 activations with `allow_tf32` take `tc_tf32` (tf32 `mma.m16n8k8` on the
-//! shared `warp_mma` tile, blocks of 128 threads: [`gemm_threads`]). Other f32 configurations
-//! and older targets keep the CUDA-core GEMMs, silently; the GEMVs (bandwidth-bound, 16-byte
-//! loads) are the same on every target.
+//! shared `warp_mma` tile, blocks of 128 threads: [`gemm_threads`]; its codes ride the same ring
+//! and are dequantised each step into one f32 B tile). Other f32 configurations and older
+//! targets keep the CUDA-core GEMMs, silently; the GEMVs (bandwidth-bound, 16-byte loads) are
+//! the same on every target.
+//!
+//! Absmax reads: the tensor-core forwards keep a quad's sliding window of the row's absmax in
+//! registers (`absmax_window`, whole-sector loads); under double quantisation the tiled
+//! tensor-core GEMMs first copy the 256-entry map to shared memory (one coalesced 1 KiB copy
+//! per block, `MapCopy`), so each decode reads only the code byte and the nested absmax from
+//! global memory. Every global load of those GEMMs reads whole sectors (interpreter load
+//! efficiency ≥ 0.9, `runtime/tests/nf4_counters.rs`).
 //!
 //! Dequantisation is the host's, bit for bit: `ŵ = NF4_CODE[code] · absmax` (one `mul.rn.f32`),
 //! with `absmax = map[code8] · nested_absmax + offset` (`mul.rn`, `add.rn`: never contracted to
@@ -35,6 +44,7 @@ mod absmax_window;
 mod backward;
 mod backward_gemv;
 mod backward_tc;
+mod code_stage;
 mod gemm;
 mod gemm_tc;
 mod gemv;
@@ -224,9 +234,30 @@ enum AbsmaxSource {
     Plain(GlobalPtr<F32>),
     Double {
         codes: GlobalPtr<U8>,
-        map: GlobalPtr<F32>,
+        map: MapAt,
         nested: GlobalPtr<F32>,
         offset: Reg<F32>,
+    },
+}
+
+/// Where double quantisation's 256-entry dynamic map is read from.
+#[derive(Clone, Copy)]
+enum MapAt {
+    Global(GlobalPtr<F32>),
+    /// A copy in shared memory, made by the prologue ([`MapCopy::Shared`]).
+    Shared(SharedArr<F32>),
+}
+
+/// Whether an entry copies the double-quantisation map into shared memory: the tiled GEMMs do
+/// (one coalesced 1 KiB copy per block, then every absmax decode looks it up in shared memory
+/// instead of gathering 4 bytes from a random global sector); the GEMVs, with small blocks and
+/// few decodes each, read it from global memory.
+#[derive(Clone, Copy)]
+enum MapCopy {
+    Global,
+    /// Copied by the block's `threads` threads.
+    Shared {
+        threads: u32,
     },
 }
 
@@ -259,12 +290,12 @@ struct Entry<T: Scalar> {
 }
 
 /// Declares `input, packed, <absmax>, output, m` in that order, then loads them and writes the
-/// NF4 code table to shared memory (followed by a barrier, so every later phase may read it).
+/// NF4 code table (and, per `map_copy`, the double-quantisation map) to shared memory (followed by a barrier, so every later phase may read it).
 fn entry_prologue<T: Scalar>(
     k: &mut KernelBuilder,
     cfg: &Nf4Config,
-    input: &str,
-    output: &str,
+    (input, output): (&str, &str),
+    map_copy: MapCopy,
 ) -> Entry<T> {
     declare_index_bound(k, &INDEX_BOUND);
     let params = EntryParams {
@@ -292,7 +323,13 @@ fn entry_prologue<T: Scalar>(
             offset,
         } => AbsmaxSource::Double {
             codes: k.global_ptr(codes),
-            map: k.global_ptr(map),
+            map: {
+                let global = k.global_ptr(map);
+                match map_copy {
+                    MapCopy::Global => MapAt::Global(global),
+                    MapCopy::Shared { threads } => MapAt::Shared(copy_map(k, global, threads)),
+                }
+            },
             nested: k.global_ptr(nested),
             offset: k.load_param(offset),
         },
@@ -312,6 +349,23 @@ fn entry_prologue<T: Scalar>(
     write_codebook(k, codebook);
     k.bar_sync();
     entry
+}
+
+/// `map_copy[i] = map[i]` for the 256 entries of the double-quantisation map, `threads`
+/// consecutive entries per step (the caller synchronises).
+fn copy_map(k: &mut KernelBuilder, map: GlobalPtr<F32>, threads: u32) -> SharedArr<F32> {
+    k.comment("double-quantisation map -> shared memory");
+    let entries = super::format::DYNAMIC_MAP_LEN as u32;
+    let copy = k.shared_array::<F32>("absmax_map_copy", entries);
+    let tid = k.tid_x();
+    for i in 0..entries / threads {
+        let index = k.add(tid, i * threads);
+        let from = k.elem_addr(map, index);
+        let v = k.ld_global_nc::<F32>(from, 0);
+        let to = k.shared_elem(copy, index);
+        k.st_shared(to, 0, v);
+    }
+    copy
 }
 
 /// `codebook[i] = NF4_CODE[i]` for i in 0..16, written by thread 0 (the caller synchronises).
@@ -344,8 +398,16 @@ fn absmax_of(k: &mut KernelBuilder, w: &Weights, block_index: Reg<U32>) -> Reg<F
         } => {
             let code_addr = k.elem_addr(codes, block_index);
             let code = load_byte(k, code_addr);
-            let map_addr = k.elem_addr(map, code);
-            let value = k.ld_global_nc::<F32>(map_addr, 0);
+            let value = match map {
+                MapAt::Global(map) => {
+                    let at = k.elem_addr(map, code);
+                    k.ld_global_nc::<F32>(at, 0)
+                }
+                MapAt::Shared(map) => {
+                    let at = k.shared_elem(map, code);
+                    k.ld_shared::<F32>(at, 0)
+                }
+            };
             let group = k.shr(block_index, ABSMAX_BLOCK.trailing_zeros());
             let nested_addr = k.elem_addr(nested, group);
             let scale = k.ld_global_nc::<F32>(nested_addr, 0);

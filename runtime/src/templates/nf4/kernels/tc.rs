@@ -11,11 +11,11 @@
 //!   matrix edge is zero-filled (`cp.async` src-size 0, reading from the matrix base).
 //! - **Packed codes**: 64 rows × 32 bytes (64 codes) per stage, rows padded to [`W_STRIDE`] =
 //!   48 bytes (rows 12 words apart: 8 rows read with 16-byte loads, or 4 even / 4 odd rows read
-//!   with 4-byte loads, land in distinct banks). Copies are 16, 8 or 4 bytes as the packed row
-//!   length `k / 2` allows; when it is not a multiple of 4, bytes are copied one by one with
-//!   ordinary loads and stores into the same ring slot (the barrier that publishes a slot
-//!   covers both). Codes are never widened in shared memory: each lane turns its codes into
-//!   B-fragment registers itself ([`Pipeline::dequant_pair`]).
+//!   with 4-byte loads, land in distinct banks), by `cp.async` ([`super::code_stage`]): 16-, 8-
+//!   or 4-byte chunks as the packed row length `k / 2` allows; when it is not a multiple of 4,
+//!   the 9 aligned words covering each row's 32 bytes (the row then starts `lead` bytes into its
+//!   staged row, and the readers add it). Codes are never widened in shared memory: each lane
+//!   turns its codes into B-fragment registers itself ([`Pipeline::dequant_pair`]).
 //!
 //! The ring: tiles `t + 1` and `t + 2` are in flight while tile `t` is multiplied; each step
 //! waits for its own group (`wait_group STAGES − 2`), synchronises, refills the slot freed by
@@ -24,13 +24,14 @@
 use super::{absmax_at, Entry};
 use crate::builder::{
     FragA, FragB, FragC, GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Reg, Scalar, SharedArr,
-    F32, M16N8K16, U16, U32,
+    F32, M16N8K16, U32,
 };
-use crate::ir::CacheLevel;
 use crate::templates::nf4::Nf4Config;
 use crate::templates::staging::{copy_elems, copy_piece};
 
-use super::{load_byte, U8};
+use super::code_stage::CodeStage;
+pub(super) use super::code_stage::CodeWindow;
+use super::U8;
 
 /// Reduction elements per pipeline stage.
 pub const TC_K: u32 = 64;
@@ -44,7 +45,7 @@ pub const A_STRIDE: u32 = TC_K + 8;
 /// Padded code row in bytes (`TC_K / 2 = 32` bytes of codes).
 pub const W_STRIDE: u32 = 48;
 const A_STAGE_BYTES: u32 = ROWS * A_STRIDE * 2;
-const W_STAGE_BYTES: u32 = ROWS * W_STRIDE;
+const W_STAGE_BYTES: u32 = CodeStage::bytes(ROWS, W_STRIDE);
 /// Bytes of codes per staged row.
 const W_ROW_BYTES: u32 = TC_K / 2;
 /// m16 tiles per warp (every warp covers all 64 rows; warps split the columns 8 each).
@@ -55,14 +56,6 @@ pub const M_TILES: u32 = ROWS / 16;
 pub fn tensor_cores(cfg: &Nf4Config) -> bool {
     let a = cfg.arch;
     a.has_mma_m16n8k16() && a.has_cp_async() && a.has_ldmatrix() && a.has_packed_f32_conversion()
-}
-
-/// Largest copy (16, 8 or 4 bytes) that divides a row of `row_bytes`, or `None` when rows are
-/// not 4-byte multiples (then codes are copied byte by byte).
-fn chunk_bytes(row_bytes: u32) -> Option<u32> {
-    [16, 8, 4]
-        .into_iter()
-        .find(|c| row_bytes.is_multiple_of(*c))
 }
 
 /// The code window of a reduction slice (`window(k, tile)` in [`Pipeline::run`]).
@@ -77,6 +70,8 @@ pub(super) struct Pipeline<T: Scalar> {
     a_cols: u32,
     a_tiles: SharedArr<U8>,
     w_tiles: SharedArr<U8>,
+    /// The staged code window: 64 rows × [`W_ROW_BYTES`], rows [`W_STRIDE`] apart.
+    pub codes: CodeStage,
     tid: Reg<U32>,
     /// Rows of the activation matrix (`m`) and first row of this block's tile.
     m: Reg<U32>,
@@ -88,19 +83,12 @@ pub(super) struct Pipeline<T: Scalar> {
     pub quad: Reg<U32>,
 }
 
-/// Where the weight rows and packed bytes of one stage start: global row `row0 + r`, byte
-/// `byte0 + b` of a packed row, for `r < 64`, `b < 32`.
-pub(super) struct CodeWindow {
-    pub row0: Reg<U32>,
-    pub byte0: Reg<U32>,
-}
-
 impl<T: PackedHalf> Pipeline<T>
 where
     M16N8K16: MmaInput<T, Packed = T::Pair>,
 {
     /// Declares the rings and locates the thread; `a_cols` is the activation row length.
-    pub fn setup(k: &mut KernelBuilder, e: &Entry<T>, a_cols: u32) -> Self {
+    pub fn setup(k: &mut KernelBuilder, cfg: &Nf4Config, e: &Entry<T>, a_cols: u32) -> Self {
         let a_tiles = k.shared_array::<U8>("a_ring", STAGES * A_STAGE_BYTES);
         let w_tiles = k.shared_array::<U8>("code_ring", STAGES * W_STAGE_BYTES);
         let tid = k.tid_x();
@@ -115,6 +103,7 @@ where
             a_cols,
             a_tiles,
             w_tiles,
+            codes: CodeStage::new(cfg, ROWS, W_ROW_BYTES, W_STRIDE),
             tid,
             m: e.m,
             m_base,
@@ -145,7 +134,6 @@ where
     pub fn load_stage(
         &self,
         k: &mut KernelBuilder,
-        cfg: &Nf4Config,
         e: &Entry<T>,
         tile: Reg<U32>,
         slot: Reg<U32>,
@@ -153,7 +141,14 @@ where
     ) {
         let col0 = k.mul_lo(tile, TC_K);
         self.load_activations(k, col0, slot);
-        self.load_codes(k, cfg, e, codes, slot);
+        let stage = Self::slot_base(k, self.w_tiles, W_STAGE_BYTES, slot);
+        self.codes.copy(
+            k,
+            e.weights.packed,
+            (self.tid, super::THREADS),
+            codes,
+            stage,
+        );
     }
 
     /// `a_ring[slot][r][c] = act[m_base + r, col0 + c]` (0 outside): by `cp.async` when rows
@@ -179,73 +174,6 @@ where
             let inside = super::both_below(k, grow, self.m, gcol, self.a_cols);
             let index = k.mad_lo(grow, self.a_cols, gcol);
             copy_piece(k, self.act, index, inside, dst, elems);
-        }
-    }
-
-    /// `code_ring[slot][r][b] = packed[(row0 + r) · k/2 + byte0 + b]` (0 outside the weight).
-    fn load_codes(
-        &self,
-        k: &mut KernelBuilder,
-        cfg: &Nf4Config,
-        e: &Entry<T>,
-        w: &CodeWindow,
-        slot: Reg<U32>,
-    ) {
-        let row_bytes = cfg.k / 2;
-        let stage = Self::slot_base(k, self.w_tiles, W_STAGE_BYTES, slot);
-        let place = |k: &mut KernelBuilder, c: Reg<U32>, per_row: u32, bytes: u32| {
-            let r = k.shr(c, per_row.trailing_zeros());
-            let chunk = k.and(c, per_row - 1);
-            let b = k.mul_lo(chunk, bytes);
-            let dst_off = k.mad_lo(r, W_STRIDE, b);
-            let dst = k.add(stage, dst_off);
-            let grow = k.add(w.row0, r);
-            let gbyte = k.add(w.byte0, b);
-            let inside = super::both_below(k, grow, cfg.n, gbyte, row_bytes);
-            let index = k.mad_lo(grow, row_bytes, gbyte);
-            let index = k.selp(index, 0u32, inside);
-            let src = k.elem_addr(e.weights.packed, index);
-            (dst, src, inside)
-        };
-        match chunk_bytes(row_bytes) {
-            Some(bytes) => {
-                k.comment("cp.async the packed codes");
-                let per_row = W_ROW_BYTES / bytes;
-                let chunks = ROWS * per_row;
-                let cache = if bytes == 16 {
-                    CacheLevel::Cg
-                } else {
-                    CacheLevel::Ca
-                };
-                for i in 0..chunks.div_ceil(super::THREADS) {
-                    let c = k.add(self.tid, i * super::THREADS);
-                    let copy = |k: &mut KernelBuilder| {
-                        let (dst, src, inside) = place(k, c, per_row, bytes);
-                        let src_bytes = k.selp(bytes, 0u32, inside);
-                        k.cp_async_zfill(cache, dst, src, bytes, src_bytes);
-                    };
-                    if chunks.is_multiple_of(super::THREADS) {
-                        copy(k);
-                    } else {
-                        let active = k.setp_lt(c, chunks);
-                        k.if_then(active, copy);
-                    }
-                }
-            }
-            None => {
-                k.comment("copy the packed codes byte by byte (rows not 4-byte aligned)");
-                for i in 0..ROWS * W_ROW_BYTES / super::THREADS {
-                    let c = k.add(self.tid, i * super::THREADS);
-                    let (dst, src, inside) = place(k, c, W_ROW_BYTES, 1);
-                    let value = k.var::<U32>(0u32);
-                    k.if_then(inside, |k| {
-                        let b = load_byte(k, src);
-                        k.assign(value, b);
-                    });
-                    let narrow = k.cvt::<U16, U32>(value, None);
-                    k.st_shared::<U8>(dst, 0, narrow.retype::<U8>());
-                }
-            }
         }
     }
 
@@ -302,7 +230,6 @@ where
     pub fn run(
         &self,
         k: &mut KernelBuilder,
-        cfg: &Nf4Config,
         e: &Entry<T>,
         tiles: u32,
         window: WindowFn<'_>,
@@ -313,7 +240,7 @@ where
             if s < tiles {
                 let tile = k.var::<U32>(s);
                 let w = window(k, tile);
-                self.load_stage(k, cfg, e, tile, tile, &w);
+                self.load_stage(k, e, tile, tile, &w);
             }
             k.cp_async_commit();
         }
@@ -326,7 +253,7 @@ where
             k.if_then(present, |k| {
                 let slot = k.rem(next, STAGES);
                 let w = window(k, next);
-                self.load_stage(k, cfg, e, next, slot, &w);
+                self.load_stage(k, e, next, slot, &w);
             });
             k.cp_async_commit();
             let slot = k.rem(tile, STAGES);

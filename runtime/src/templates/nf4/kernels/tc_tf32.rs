@@ -5,22 +5,33 @@
 //! - forward `nf4_gemm`: `C [m, n] = A · Ŵᵀ`; A tile `A[m_base.., k0..]`, B tile `Ŵ[n_base + r,
 //!   k0 + c]` (Ŵ rows are the mma's columns and contiguous along the reduction);
 //! - backward `nf4_backward_input`: `G_A [m, k] = G_C · Ŵ`; A tile `G_C[m_base.., j0..]`, B tile
-//!   `Ŵ[j0 + c, l_base + r]` (the transpose, written so by the fill).
+//!   `Ŵ[j0 + c, l_base + r]` (the transpose, written so by the dequantisation).
 //!
 //! Same entry names, parameters and grid as the CUDA-core GEMMs; blocks of
 //! [`tile::THREADS`] threads ([`super::gemm_threads`]). The activation rows go by 16-byte
 //! `cp.async` (zero-filled past the edge), so their length (`k` forward, `n` backward) must be a
-//! multiple of 4 ([`takes`]). The weight tile is dequantised by the fill itself: each thread
-//! decodes two 4-element chunks (`NF4_CODE[code] · absmax`, exactly the host's `mul.rn.f32`;
-//! zero outside the weight) and stores each with one `st.shared.v4` into the ring slot being
-//! refilled. The ring's barrier discipline already orders those plain stores: a slot is
-//! refilled only after the barrier that follows its last reader, and read only after the
-//! barrier that follows its fill.
+//! multiple of 4 ([`takes`]).
+//!
+//! The packed codes ride the same 3-stage ring: each fill also starts the `cp.async` of the
+//! stage's code window ([`super::code_stage`]: forward 64 weight rows × 8 bytes, backward 16
+//! weight rows × 32 bytes, the block's 64 columns), so no thread waits on a weight load. Each
+//! step, once its slot has landed, the block dequantises the window into one f32 B tile
+//! (`NF4_CODE[code] · absmax`, exactly the host's `mul.rn.f32`; zero outside the weight; each
+//! thread two 4-element chunks, one `st.shared.v4` each), synchronises, and multiplies. The B
+//! tile is rewritten only after the next step's first barrier, which every reader of the
+//! previous tile has passed. Absmax: the forward's quads share a weight row and keep its
+//! [`AbsmaxWindow`] (whole-sector loads); under double quantisation each chunk decodes its own
+//! (the map in shared memory); with `k % block = 0` either is consulted only on the first tile
+//! of each block and held in between ([`RowAbsmax`]). The backward's lanes read one value per
+//! row, eight lanes the same address.
 
-use super::{absmax_at, both_below, dequant, entry_prologue, load_byte, nibble, Entry};
+use super::absmax_window::AbsmaxWindow;
+use super::code_stage::{CodeStage, CodeWindow};
+use super::tc::absmax_clamped;
+use super::{absmax_at, both_below, dequant, entry_prologue, nibble, Entry, MapCopy, U8};
 use super::{BACKWARD_INPUT_ENTRY, GEMM_ENTRY, TILE_M, TILE_N};
 use crate::builder::{KernelBuilder, Reg, F32, U16, U32};
-use crate::ir::CacheLevel;
+use crate::ir::{CacheLevel, CmpOp};
 use crate::templates::nf4::Nf4Config;
 use crate::templates::warp_mma::{self as tile, TileElem, WarpPos, CHUNK_BYTES};
 
@@ -48,6 +59,16 @@ enum Gemm {
     BackwardInput,
 }
 
+/// Staged code window per step: forward 64 rows × 8 bytes (16 codes), rows 16 bytes apart
+/// (the eight rows of a request in distinct banks); backward 16 rows × 32 bytes (64 codes),
+/// rows 40 bytes apart (the four rows a request reads, 4 apart, in distinct banks).
+fn code_stage(cfg: &Nf4Config, gemm: Gemm) -> CodeStage {
+    match gemm {
+        Gemm::Forward => CodeStage::new(cfg, TILE_N, F32::TILE_K / 2, 16),
+        Gemm::BackwardInput => CodeStage::new(cfg, F32::TILE_K, TILE_N / 2, 40),
+    }
+}
+
 /// Builds the tf32 `nf4_gemm` entry (grid `(ceil(n / 64), ceil(m / 64))`).
 pub(super) fn build_gemm(cfg: &Nf4Config) -> KernelBuilder {
     build(cfg, Gemm::Forward)
@@ -65,21 +86,40 @@ fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
     };
     let mut k = KernelBuilder::new(name, cfg.arch);
     k.require_block([tile::THREADS, 1, 1]);
-    let e = entry_prologue::<F32>(&mut k, cfg, input, output);
+    let map_copy = MapCopy::Shared {
+        threads: tile::THREADS,
+    };
+    let e = entry_prologue::<F32>(&mut k, cfg, (input, output), map_copy);
     let (tid, pos) = WarpPos::of_thread(&mut k);
     let bx = k.ctaid_x();
     let by = k.ctaid_y();
     let col_base = k.mul_lo(bx, TILE_N);
     let m_base = k.mul_lo(by, TILE_M);
+    let codes = code_stage(cfg, gemm);
+    let code_bytes = codes.stage_bytes();
     let a_ring = tile::ring::<F32>(&mut k, "a_ring");
-    let b_ring = tile::ring::<F32>(&mut k, "b_ring");
+    let code_ring = k.shared_array::<U8>("code_ring", tile::STAGES * code_bytes);
+    let b_tile = k.shared_array::<F32>("b_tile", tile::STAGE_BYTES / 4);
     let chunks: Vec<_> = (0..tile::CHUNKS_PER_THREAD)
         .map(|i| tile::chunk_slot_bytes(&mut k, tid, i, 4))
         .collect();
+    let code_slot = |k: &mut KernelBuilder, slot: Reg<U32>| {
+        let base = k.shared_base(code_ring);
+        k.mad_lo(slot, code_bytes, base)
+    };
+    let window = |k: &mut KernelBuilder, k_tile: Reg<U32>| match gemm {
+        Gemm::Forward => CodeWindow {
+            row0: col_base,
+            byte0: k.mul_lo(k_tile, F32::TILE_K / 2),
+        },
+        Gemm::BackwardInput => CodeWindow {
+            row0: k.mul_lo(k_tile, F32::TILE_K),
+            byte0: k.shr(col_base, 1u32),
+        },
+    };
     let fill = |k: &mut KernelBuilder, k_tile: Reg<U32>, slot: Reg<U32>| {
         let k0 = k.mul_lo(k_tile, F32::TILE_K);
         let a_stage = tile::stage_base(k, a_ring, slot);
-        let b_stage = tile::stage_base(k, b_ring, slot);
         for &(row, col, at) in &chunks {
             k.comment("cp.async four activations");
             let grow = k.add(m_base, row);
@@ -91,72 +131,270 @@ fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
             let dst = k.add(a_stage, at);
             let src_bytes = k.selp(CHUNK_BYTES, 0u32, inside);
             k.cp_async_zfill(CacheLevel::Cg, dst, src, CHUNK_BYTES, src_bytes);
-            k.comment("dequantise four weights into the B tile");
-            let out_col = k.add(col_base, row);
-            let values: Vec<Reg<F32>> = match gemm {
-                Gemm::Forward => weights_or_zero(k, cfg, &e, (out_col, gcol), CHUNK),
-                Gemm::BackwardInput => (0..CHUNK)
-                    .flat_map(|i| {
-                        let red = k.add(gcol, i);
-                        weights_or_zero(k, cfg, &e, (red, out_col), 1)
-                    })
-                    .collect(),
-            };
-            let dst = k.add(b_stage, at);
-            k.st_shared_v4(dst, 0, [values[0], values[1], values[2], values[3]]);
         }
+        let w = window(k, k_tile);
+        let stage = code_slot(k, slot);
+        codes.copy(k, e.weights.packed, (tid, tile::THREADS), &w, stage);
     };
+    let dequantise = Dequantise::new(
+        &mut k,
+        (cfg, &e),
+        gemm,
+        &codes,
+        (&chunks, pos.lane),
+        col_base,
+    );
     let mut acc = vec![F32::zero_acc(&mut k)];
     let (a_lane, b_lane) = pos.fragment_offsets(&mut k, 4);
+    let b_base = k.shared_base(b_tile);
+    let b_at = k.add(b_base, b_lane);
+    // The ring multiplies the tiles in order; this counts them.
+    let k_tile = k.var::<U32>(0u32);
     tile::run_ring(&mut k, len.div_ceil(F32::TILE_K), &fill, &mut |k, slot| {
+        let stage = code_slot(k, slot);
+        dequantise.tile(k, k_tile, stage, b_base);
+        k.bar_sync();
         let a_stage = tile::stage_base(k, a_ring, slot);
         let a_at = k.add(a_stage, a_lane);
-        let b_stage = tile::stage_base(k, b_ring, slot);
-        let b_at = k.add(b_stage, b_lane);
         F32::multiply_tile(k, &mut acc, a_at, &[b_at]);
+        k.add_into(k_tile, k_tile, 1u32);
     });
     store(&mut k, &pos, &e, m_base, col_base, cols, &acc[0]);
     k
 }
 
-/// `Ŵ[row, col .. col + count]` (`NF4_CODE[code] · absmax`), zeros outside the `n × k`
-/// weight; `count` is 1, or 4 with `col` and `k` multiples of 4: then the four codes are the
-/// two bytes at an even byte index (one `u16` load, little-endian: elements 0, 1 are the high
-/// and low nibble of the first byte) and share one quantisation block (blocks are ≥ 32
-/// elements and the chunk starts at a multiple of 4).
-fn weights_or_zero(
-    k: &mut KernelBuilder,
-    cfg: &Nf4Config,
-    e: &Entry<F32>,
-    (row, col): (Reg<U32>, Reg<U32>),
-    count: u32,
-) -> Vec<Reg<F32>> {
-    let values: Vec<Reg<F32>> = (0..count).map(|_| k.var::<F32>(0.0f32)).collect();
-    let inside = both_below(k, row, cfg.n, col, cfg.k);
-    k.if_then(inside, |k| {
-        let element = k.mad_lo(row, cfg.k, col);
-        let byte_index = k.shr(element, 1u32);
-        let addr = k.elem_addr(e.weights.packed, byte_index);
-        let codes: Vec<Reg<U32>> = if count == 1 {
-            // Element 2j is the high nibble of byte j.
-            let byte = load_byte(k, addr);
-            let odd = k.and(element, 1u32);
-            let low_bits = k.shl(odd, 2u32);
-            let shift = k.sub(4u32, low_bits);
-            let shifted = k.shr(byte, shift);
-            vec![nibble(k, shifted, 0)]
-        } else {
-            let pair = k.ld_global_nc::<U16>(addr, 0);
-            let bits = k.cvt::<U32, U16>(pair, None);
-            [4, 0, 12, 8].map(|shift| nibble(k, bits, shift)).to_vec()
+/// A thread's chunk of a stage: tile row, first column, byte offset ([`tile::chunk_slot_bytes`]).
+type TileChunk = (Reg<U32>, Reg<U32>, Reg<U32>);
+
+/// One thread's share of turning a staged code window into the f32 B tile: its chunks (tile
+/// row `r`, columns `c .. c + 4`, byte offset in the tile), and what it precomputes for them.
+struct Dequantise<'a> {
+    cfg: &'a Nf4Config,
+    e: &'a Entry<F32>,
+    gemm: Gemm,
+    stride: u32,
+    col_base: Reg<U32>,
+    chunks: Vec<Chunk>,
+}
+
+/// One 4-element chunk of the B tile and where its codes sit in a staged window.
+struct Chunk {
+    row: Reg<U32>,
+    col: Reg<U32>,
+    at: Reg<U32>,
+    /// Byte offset of its codes in the stage: forward `r · stride + lead_r + c/2` (one `u16`);
+    /// backward `c · stride + r/2` (plus `i · stride + lead_i` for its element `i`).
+    code_at: Reg<U32>,
+    /// The forward row's absmax when it has a source of its own (else decoded per chunk).
+    absmax: Option<RowAbsmax>,
+}
+
+/// Where a forward chunk's absmax comes from: its row's window (plain absmax), or a decode
+/// of the chunk's block (double quantisation; weight row given).
+enum AbsmaxFrom {
+    Window(AbsmaxWindow),
+    Decode(Reg<U32>),
+}
+
+/// A forward chunk's absmax source and, when `k % block = 0`, the value it gave last. Rows
+/// then start on block boundaries, so the block changes only at tiles whose first column is a
+/// multiple of `block`, the same tiles for every thread: the source is consulted there (a
+/// block-uniform branch, so the window's shuffles see the whole warp) and its value kept in
+/// between.
+struct RowAbsmax {
+    from: AbsmaxFrom,
+    held: Option<Reg<F32>>,
+}
+
+impl RowAbsmax {
+    /// The row's source: its window (plain absmax), or with `k % block = 0` a held decode;
+    /// `None` (decode each chunk) otherwise.
+    fn new(
+        k: &mut KernelBuilder,
+        (cfg, e): (&Nf4Config, &Entry<F32>),
+        row: Reg<U32>,
+        (lane, quad): (Reg<U32>, Reg<U32>),
+    ) -> Option<Self> {
+        let held = cfg
+            .k
+            .is_multiple_of(cfg.block)
+            .then(|| k.var::<F32>(0.0f32));
+        let from = match AbsmaxWindow::new(k, cfg, e, row, lane, quad) {
+            Some(window) => AbsmaxFrom::Window(window),
+            None => AbsmaxFrom::Decode(row),
         };
-        let absmax = absmax_at(k, &e.weights, element);
-        for (&value, code) in values.iter().zip(codes) {
-            let w = dequant(k, &e.weights, code, absmax);
-            k.assign(value, w);
+        match from {
+            AbsmaxFrom::Decode(_) if held.is_none() => None,
+            from => Some(Self { from, held }),
         }
-    });
-    values
+    }
+
+    /// The absmax of the chunk at column `col` of K tile `k_tile` (first column `k0`).
+    fn at(
+        &self,
+        k: &mut KernelBuilder,
+        (cfg, e): (&Nf4Config, &Entry<F32>),
+        (k_tile, k0): (Reg<U32>, Reg<U32>),
+        col: Reg<U32>,
+    ) -> Reg<F32> {
+        let value = |k: &mut KernelBuilder| match &self.from {
+            AbsmaxFrom::Window(w) => w.chunk(k, cfg, k0, col),
+            AbsmaxFrom::Decode(row) => {
+                let c = k.add(k0, col);
+                absmax_clamped(k, cfg, e, *row, c)
+            }
+        };
+        let Some(held) = self.held else {
+            return value(k);
+        };
+        let phase = k.and(k_tile, cfg.block / F32::TILE_K - 1);
+        let new_block = k.setp(CmpOp::Eq, phase, 0u32);
+        k.if_then(new_block, |k| {
+            let v = value(k);
+            k.assign(held, v);
+        });
+        held
+    }
+}
+
+impl<'a> Dequantise<'a> {
+    fn new(
+        k: &mut KernelBuilder,
+        (cfg, e): (&'a Nf4Config, &'a Entry<F32>),
+        gemm: Gemm,
+        codes: &CodeStage,
+        (chunks, lane): (&[TileChunk], Reg<U32>),
+        col_base: Reg<U32>,
+    ) -> Self {
+        let stride = codes.stride();
+        let chunks = chunks
+            .iter()
+            .map(|&(row, col, at)| {
+                let (code_at, absmax) = match gemm {
+                    Gemm::Forward => {
+                        // Window byte `c/2` of weight row `n_base + r`, `lead` bytes in (the
+                        // window's `byte0` is a multiple of 8, so `lead` is the row's alone).
+                        let out_row = k.add(col_base, row);
+                        let half = k.shr(col, 1u32);
+                        let off = k.mad_lo(row, stride, half);
+                        let off = match codes.lead(k, out_row, 0u32) {
+                            Some(lead) => k.add(off, lead),
+                            None => off,
+                        };
+                        let piece = k.shr(col, 2u32);
+                        let absmax = RowAbsmax::new(k, (cfg, e), out_row, (lane, piece));
+                        (off, absmax)
+                    }
+                    Gemm::BackwardInput => {
+                        let half = k.shr(row, 1u32);
+                        (k.mad_lo(col, stride, half), None)
+                    }
+                };
+                Chunk {
+                    row,
+                    col,
+                    at,
+                    code_at,
+                    absmax,
+                }
+            })
+            .collect();
+        Self {
+            cfg,
+            e,
+            gemm,
+            stride,
+            col_base,
+            chunks,
+        }
+    }
+
+    /// `b_tile = Ŵ`'s tile of K tile `k_tile`, from the staged codes at shared byte `stage`.
+    fn tile(&self, k: &mut KernelBuilder, k_tile: Reg<U32>, stage: Reg<U32>, b_tile: Reg<U32>) {
+        k.comment("dequantise the staged codes into the B tile");
+        let k0 = k.mul_lo(k_tile, F32::TILE_K);
+        for chunk in &self.chunks {
+            let code_at = k.add(stage, chunk.code_at);
+            let out = k.add(chunk.row, self.col_base);
+            let red = k.add(k0, chunk.col);
+            let values = match self.gemm {
+                Gemm::Forward => {
+                    let absmax = chunk
+                        .absmax
+                        .as_ref()
+                        .map(|a| a.at(k, (self.cfg, self.e), (k_tile, k0), chunk.col));
+                    self.forward_chunk(k, code_at, (out, red), absmax)
+                }
+                Gemm::BackwardInput => self.backward_chunk(k, code_at, (red, out), chunk.row),
+            };
+            let dst = k.add(b_tile, chunk.at);
+            k.st_shared_v4(dst, 0, [values[0], values[1], values[2], values[3]]);
+        }
+    }
+
+    /// `Ŵ[row, col .. col + 4]` (zero outside the weight): four codes in the staged `u16` at
+    /// `code_at` (little-endian: elements 0, 1 are the high and low nibble of its first byte),
+    /// one block (`col` a multiple of 4, blocks ≥ 32 elements); `absmax` from the row's
+    /// [`RowAbsmax`], or decoded here.
+    fn forward_chunk(
+        &self,
+        k: &mut KernelBuilder,
+        code_at: Reg<U32>,
+        (row, col): (Reg<U32>, Reg<U32>),
+        absmax: Option<Reg<F32>>,
+    ) -> Vec<Reg<F32>> {
+        let values: Vec<Reg<F32>> = (0..CHUNK).map(|_| k.var::<F32>(0.0f32)).collect();
+        let inside = both_below(k, row, self.cfg.n, col, self.cfg.k);
+        k.if_then(inside, |k| {
+            let pair = k.ld_shared::<U16>(code_at, 0);
+            let bits = k.cvt::<U32, U16>(pair, None);
+            let absmax = absmax.unwrap_or_else(|| {
+                let element = k.mad_lo(row, self.cfg.k, col);
+                absmax_at(k, &self.e.weights, element)
+            });
+            for (&value, shift) in values.iter().zip([4, 0, 12, 8]) {
+                let code = nibble(k, bits, shift);
+                let w = dequant(k, &self.e.weights, code, absmax);
+                k.assign(value, w);
+            }
+        });
+        values
+    }
+
+    /// `Ŵ[red + i, col]` for `i < 4` (zero outside the weight): staged row `c + i` (`code_at`
+    /// points at row `c`'s byte `col_in_tile / 2`), `lead_i` bytes in (a constant: `j0`, `c` and
+    /// `byte0` are multiples of 4); element `2b` is the high nibble of byte `b`.
+    fn backward_chunk(
+        &self,
+        k: &mut KernelBuilder,
+        code_at: Reg<U32>,
+        (red, col): (Reg<U32>, Reg<U32>),
+        tile_col: Reg<U32>,
+    ) -> Vec<Reg<F32>> {
+        let odd = k.and(tile_col, 1u32);
+        let low_bits = k.shl(odd, 2u32);
+        let shift = k.sub(4u32, low_bits);
+        let row_bytes = self.cfg.k / 2;
+        (0..CHUNK)
+            .map(|i| {
+                let value = k.var::<F32>(0.0f32);
+                let j = k.add(red, i);
+                let inside = both_below(k, j, self.cfg.n, col, self.cfg.k);
+                k.if_then(inside, |k| {
+                    let lead = (i * row_bytes) % 4;
+                    let byte = k.ld_shared::<U8>(code_at, (i * self.stride + lead) as i32);
+                    let byte = k.cvt::<U32, U16>(byte.retype(), None);
+                    let shifted = k.shr(byte, shift);
+                    let code = nibble(k, shifted, 0);
+                    let element = k.mad_lo(j, self.cfg.k, col);
+                    let absmax = absmax_at(k, &self.e.weights, element);
+                    let w = dequant(k, &self.e.weights, code, absmax);
+                    k.assign(value, w);
+                });
+                value
+            })
+            .collect()
+    }
 }
 
 /// `out[m_base + r, col_base + c] = acc` inside `m × cols` (f32, one store per element).

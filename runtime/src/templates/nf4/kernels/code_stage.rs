@@ -1,0 +1,218 @@
+//! Staging a window of packed NF4 code rows into shared memory by `cp.async`, for the
+//! tensor-core GEMMs (f16/bf16 in [`super::tc`], tf32 in [`super::tc_tf32`]).
+//!
+//! A window is `rows` consecutive weight rows, bytes `byte0 .. byte0 + width` of each packed row
+//! (`k / 2` bytes long; `byte0` a multiple of `width`, bytes past the row's end and rows past `n`
+//! read as zero). Shared row `r` starts `stride` bytes after row `r − 1`.
+//!
+//! - **Rows of 4-byte multiples** (`k % 8 = 0`): every window row starts as aligned as `byte0`,
+//!   so it is copied in chunks of the largest of 16, 8, 4 bytes dividing the row length, the
+//!   width and the stride; window byte `b` lands at shared byte `b` of its row.
+//! - **Other rows** (`k % 8 ≠ 0`): a row starts `lead = (row · k/2 + byte0) mod 4` bytes past a
+//!   4-byte boundary, so the `width / 4 + 1` aligned words covering the window are copied,
+//!   4 bytes each, the last word of a row cut by `cp.async`'s src-size at the row's end (the rest
+//!   zero-filled, so a copy never reads past the weight). Window byte `b` lands at shared byte
+//!   `lead + b` of its row: readers add [`CodeStage::lead`]. A warp's copies then request whole
+//!   words of consecutive rows instead of the bytes one at a time.
+
+use crate::builder::{GlobalPtr, KernelBuilder, Reg, Val, U32};
+use crate::ir::CacheLevel;
+use crate::templates::nf4::Nf4Config;
+
+use super::U8;
+
+/// Where one stage's window starts: global row `row0 + r`, byte `byte0 + b` of a packed row.
+pub(super) struct CodeWindow {
+    pub row0: Reg<U32>,
+    pub byte0: Reg<U32>,
+}
+
+/// The shape of one staged window of packed codes and how it is copied.
+#[derive(Clone, Copy)]
+pub(super) struct CodeStage {
+    /// Window rows and bytes per row (powers of two; `width ≥ 4`).
+    rows: u32,
+    width: u32,
+    /// Shared bytes from one row to the next (`≥ width + 4` when rows are not 4-byte multiples).
+    stride: u32,
+    /// Packed row length `k / 2` and weight rows `n`.
+    row_bytes: u32,
+    n: u32,
+}
+
+impl CodeStage {
+    pub fn new(cfg: &Nf4Config, rows: u32, width: u32, stride: u32) -> Self {
+        let stage = Self {
+            rows,
+            width,
+            stride,
+            row_bytes: cfg.k / 2,
+            n: cfg.n,
+        };
+        debug_assert!(rows.is_power_of_two() && width.is_power_of_two() && width >= 4);
+        debug_assert!(stage.word_aligned() || stride >= width + 4);
+        stage
+    }
+
+    /// Shared bytes of one staged window.
+    pub const fn bytes(rows: u32, stride: u32) -> u32 {
+        rows * stride
+    }
+
+    /// Shared bytes of this window: `rows · stride`.
+    pub fn stage_bytes(&self) -> u32 {
+        Self::bytes(self.rows, self.stride)
+    }
+
+    /// Shared bytes from one staged row to the next.
+    pub fn stride(&self) -> u32 {
+        self.stride
+    }
+
+    /// Whether packed rows are 4-byte multiples (window rows start at shared byte 0).
+    pub fn word_aligned(&self) -> bool {
+        self.row_bytes.is_multiple_of(4)
+    }
+
+    /// The chunk of the aligned copies: the largest of 16, 8, 4 dividing the row length, the
+    /// window width and the stride.
+    fn chunk(&self) -> u32 {
+        [16, 8, 4]
+            .into_iter()
+            .find(|c| {
+                self.row_bytes.is_multiple_of(*c)
+                    && self.width.is_multiple_of(*c)
+                    && self.stride.is_multiple_of(*c)
+            })
+            .unwrap_or(4)
+    }
+
+    /// Shared byte of window byte 0 in the staged row of global row `row`: `None` (0) when rows
+    /// are 4-byte multiples, else `(row · k/2 + byte0) mod 4`.
+    pub fn lead(
+        &self,
+        k: &mut KernelBuilder,
+        row: Reg<U32>,
+        byte0: impl Into<Val<U32>>,
+    ) -> Option<Reg<U32>> {
+        if self.word_aligned() {
+            return None;
+        }
+        let start = k.mad_lo(row, self.row_bytes, byte0);
+        Some(k.and(start, 3u32))
+    }
+
+    /// Starts the copies of window `w` into the stage at shared byte `stage`, by the block's
+    /// `threads` threads (this one is `tid`).
+    pub fn copy(
+        &self,
+        k: &mut KernelBuilder,
+        packed: GlobalPtr<U8>,
+        (tid, threads): (Reg<U32>, u32),
+        w: &CodeWindow,
+        stage: Reg<U32>,
+    ) {
+        if self.word_aligned() {
+            k.comment("cp.async the packed codes");
+            let chunk = self.chunk();
+            let per_row = self.width / chunk;
+            self.for_each_slot(k, (tid, threads), per_row, |k, r, piece| {
+                self.copy_chunk(k, packed, w, stage, (r, piece), chunk);
+            });
+        } else {
+            k.comment("cp.async the aligned words covering the packed codes (rows off words)");
+            let words = self.width / 4;
+            self.for_each_slot(k, (tid, threads), words, |k, r, word| {
+                let offset = k.shl(word, 2u32);
+                self.copy_word(k, packed, w, stage, r, offset);
+            });
+            k.comment("and each row's last word");
+            self.for_each_slot(k, (tid, threads), 1, |k, r, _| {
+                self.copy_word(k, packed, w, stage, r, 4 * words);
+            });
+        }
+    }
+
+    /// Runs `body(k, r, slot)` for every `(row, slot)` of `rows × per_row`, slot-fastest over
+    /// consecutive threads.
+    fn for_each_slot(
+        &self,
+        k: &mut KernelBuilder,
+        (tid, threads): (Reg<U32>, u32),
+        per_row: u32,
+        body: impl Fn(&mut KernelBuilder, Reg<U32>, Reg<U32>),
+    ) {
+        let slots = self.rows * per_row;
+        for i in 0..slots.div_ceil(threads) {
+            let c = k.add(tid, i * threads);
+            let one = |k: &mut KernelBuilder| {
+                let r = k.shr(c, per_row.trailing_zeros());
+                let slot = k.and(c, per_row - 1);
+                body(k, r, slot);
+            };
+            if slots.is_multiple_of(threads) {
+                one(k);
+            } else {
+                let active = k.setp_lt(c, slots);
+                k.if_then(active, one);
+            }
+        }
+    }
+
+    /// `stage[r][chunk · piece ..] = packed[(row0 + r) · k/2 + byte0 + chunk · piece ..]`, zero
+    /// outside the weight.
+    fn copy_chunk(
+        &self,
+        k: &mut KernelBuilder,
+        packed: GlobalPtr<U8>,
+        w: &CodeWindow,
+        stage: Reg<U32>,
+        (r, piece): (Reg<U32>, Reg<U32>),
+        chunk: u32,
+    ) {
+        let b = k.mul_lo(piece, chunk);
+        let dst_off = k.mad_lo(r, self.stride, b);
+        let dst = k.add(stage, dst_off);
+        let grow = k.add(w.row0, r);
+        let gbyte = k.add(w.byte0, b);
+        let inside = super::both_below(k, grow, self.n, gbyte, self.row_bytes);
+        let index = k.mad_lo(grow, self.row_bytes, gbyte);
+        let index = k.selp(index, 0u32, inside);
+        let src = k.elem_addr(packed, index);
+        let src_bytes = k.selp(chunk, 0u32, inside);
+        let cache = if chunk == 16 {
+            CacheLevel::Cg
+        } else {
+            CacheLevel::Ca
+        };
+        k.cp_async_zfill(cache, dst, src, chunk, src_bytes);
+    }
+
+    /// The aligned word at byte `offset` of those covering row `r` of the window: global bytes
+    /// `start − lead + offset ..` (`start` the window row's first byte), cut at the row's end.
+    fn copy_word(
+        &self,
+        k: &mut KernelBuilder,
+        packed: GlobalPtr<U8>,
+        w: &CodeWindow,
+        stage: Reg<U32>,
+        r: Reg<U32>,
+        offset: impl Into<Val<U32>> + Copy,
+    ) {
+        let dst_off = k.mad_lo(r, self.stride, offset);
+        let dst = k.add(stage, dst_off);
+        let grow = k.add(w.row0, r);
+        let row_start = k.mul_lo(grow, self.row_bytes);
+        let start = k.add(row_start, w.byte0);
+        let aligned = k.and(start, !3u32);
+        let from = k.add(aligned, offset);
+        let row_end = k.add(row_start, self.row_bytes);
+        let left = k.sub(row_end, from);
+        let bytes = k.min(left, 4u32);
+        let live = super::both_below(k, grow, self.n, from, row_end);
+        let bytes = k.selp(bytes, 0u32, live);
+        let index = k.selp(from, 0u32, live);
+        let src = k.elem_addr(packed, index);
+        k.cp_async_zfill(CacheLevel::Ca, dst, src, 4, bytes);
+    }
+}
