@@ -681,7 +681,8 @@ fn print_counters(tag: &str, record: &LaunchRecord, outputs: f64) {
     eprintln!(
         "{tag} {:<30} instructions/output {:.1}, tensor-core share {:.4}, mma {}, global load \
          efficiency {:.3} ({} load requests), cp.async bytes {}, ldmatrix wavefronts/request \
-         {:.3} ({:.3} per 8x8 matrix), shared wavefronts/request {:.3}",
+         {:.3} ({:.3} per 8x8 matrix), shared wavefronts/request {:.3}, bank conflict factor \
+         {:.3}",
         record.entry,
         total as f64 / outputs,
         c.instructions.tensor_core as f64 / total as f64,
@@ -692,6 +693,7 @@ fn print_counters(tag: &str, record: &LaunchRecord, outputs: f64) {
         c.ldmatrix_wavefronts_per_request(),
         c.ldmatrix_wavefronts_per_request() / 4.0,
         c.shared_wavefronts_per_request(),
+        c.shared_bank_conflict_factor(),
     );
 }
 
@@ -741,6 +743,101 @@ fn tensor_core_counters_resnet_3x3() {
             }
         }
     }
+}
+
+/// The implicit GEMMs' done-when bars on three 64 → 64 layers on a 16 × 16 image (the ResNet
+/// 3 × 3, a 1 × 1 and a stride-2 3 × 3): every tensor-core entry (forward NCHW and NHWC,
+/// backward-data, backward-filter), f16 and tf32, fetches at most 1/0.9 sectors per useful
+/// byte (global load efficiency ≥ 0.9) and stores to shared memory within 5% of the fewest
+/// wavefronts (bank conflict factor ≤ 1.05).
+#[test]
+fn implicit_gemm_counter_bars() {
+    let c = Conv2dConfig::new;
+    let layers = [
+        ("3x3 p1", c(64, 64, 3).with_padding(1, 1).with_bias(true)),
+        ("1x1", c(64, 64, 1)),
+        (
+            "3x3 s2 p1",
+            c(64, 64, 3).with_stride(2, 2).with_padding(1, 1),
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (name, layer) in layers {
+        for dtype in [DType::F16, DType::F32] {
+            let cfg = Conv2dConfig {
+                dtype,
+                arch: Arch::Sm80,
+                ..layer.with_allow_tf32(dtype == DType::F32)
+            };
+            let records = match dtype {
+                DType::F16 => implicit_gemm_records::<f16>(&cfg),
+                _ => implicit_gemm_records::<f32>(&cfg),
+            };
+            assert_eq!(records.len(), 4, "{name} {dtype}");
+            for (record, outputs) in records {
+                let tag = format!("{name} {dtype}");
+                print_counters(&tag, &record, outputs as f64);
+                let c = &record.counters;
+                let (load, banks) = (c.global_load_efficiency(), c.shared_bank_conflict_factor());
+                if load < 0.9 || banks > 1.05 {
+                    failures.push(format!(
+                        "{tag} {}: load efficiency {load:.3}, bank conflict factor {banks:.3}",
+                        record.entry
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "below the bars:\n{}",
+        failures.join("\n")
+    );
+}
+
+/// Runs each implicit-GEMM entry of `cfg` once (forward in both layouts, backward-data and
+/// backward-filter in NCHW) on a 16 × 16 image with random inputs: their launch records and
+/// output counts.
+fn implicit_gemm_records<T: HostFloat + Element>(cfg: &Conv2dConfig) -> Vec<(LaunchRecord, usize)> {
+    let s = shape(1, 16, 16);
+    let dev = SimBackend::new();
+    let mut rng = SplitMix64::new(23);
+    let mut outputs = Vec::new();
+    for layout in Layout::ALL {
+        let cfg = cfg.with_layout(layout);
+        let ptx = cfg.compile().expect("compiles").ptx;
+        let d = cfg.check_shape(&s, false).expect("valid shape");
+        let x = random::<T>(&dev, &mut rng, d.input_len(&cfg));
+        let w = random::<T>(&dev, &mut rng, ConvDims::weight_len(&cfg));
+        let b = random::<T>(&dev, &mut rng, cfg.out_channels as usize);
+        let bias = cfg.bias.then_some(&b.dev);
+        let mut y = dev.alloc::<T>(d.output_len(&cfg)).expect("alloc");
+        let run = forward_implicit_gemm(&cfg, &dev, &ptx, &s, &x.dev, &w.dev, bias, &mut y);
+        must("forward", run);
+        outputs.push(y.len());
+        if layout == Layout::Nhwc {
+            continue;
+        }
+        let gy = random::<T>(&dev, &mut rng, d.output_len(&cfg));
+        let mut dx = dev.alloc::<T>(d.input_len(&cfg)).expect("alloc");
+        let entry = ENTRY_BWD_DATA_IMPLICIT_GEMM;
+        let run = backward_data_with(&cfg, &dev, &ptx, &s, entry, &gy.dev, &w.dev, &mut dx);
+        must("backward-data", run);
+        outputs.push(dx.len());
+        let mut dw = dev.alloc::<T>(ConvDims::weight_len(&cfg)).expect("alloc");
+        let mut db = dev.alloc::<T>(cfg.out_channels as usize).expect("alloc");
+        let db = cfg.bias.then_some(&mut db);
+        let entry = ENTRY_BWD_FILTER_IMPLICIT_GEMM;
+        let run = backward_filter_with(&cfg, &dev, &ptx, &s, entry, &x.dev, &gy.dev, &mut dw, db);
+        must("backward-filter", run);
+        outputs.push(dw.len());
+    }
+    let records: Vec<LaunchRecord> = dev
+        .take_launch_log()
+        .into_iter()
+        .filter(|r| r.entry.ends_with("implicit_gemm"))
+        .collect();
+    records.into_iter().zip(outputs).collect()
 }
 
 /// Shapes for the tensor-core paths: channel counts that are multiples of 8 (16-byte

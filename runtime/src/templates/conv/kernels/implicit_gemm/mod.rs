@@ -117,7 +117,7 @@ impl Pass {
 }
 
 /// Everything the phases share.
-struct Conv<T: ConvElem> {
+struct Conv<T: ConvElem + TileElem> {
     p: Problem,
     pass: Pass,
     layout: Layout,
