@@ -9,20 +9,28 @@
 //!   warp_mma chunk assignment ([`tile::chunk_slot_bytes`]).
 //! - [`Gather::Rows`]: lane → row. Thread `t` owns row `t mod 64` and reduction indices
 //!   `E·⌊t / 64⌋ ..+ E`; one warp request is 32 consecutive rows at one index, consecutive
-//!   addresses where rows are pixels along `ow` (NCHW windows, backward-data's `gy`).
+//!   addresses where rows are pixels along `ow` (NCHW windows, backward-data's `gy`). The
+//!   thread's `E` elements (32 bytes of its row) are packed into words and stored 16 bytes
+//!   at a time (`st.shared.v4.b32`): the 8 lanes of a quarter-warp phase hit 8 consecutive
+//!   80-byte (20-word) rows, whose 4-word pieces fall in 8 disjoint groups of banks.
 //! - [`Gather::Columns`]: lane → reduction index. Thread `t` owns index `t mod K` and rows
-//!   `⌊t / K⌋ + (128 / K)·e`; one warp request is 32 (halves) or twice 16 (f32) consecutive
+//!   `r₀ + (128 / K)·e`; one warp request is 32 (halves) or twice 16 (f32) consecutive
 //!   indices of a row, consecutive addresses where the reduction runs along memory (weight
-//!   rows, backward-filter's pixels).
+//!   rows, backward-filter's pixels). For halves `r₀` is the warp; for f32 a warp's two
+//!   half-warps take rows 4 apart (`r₀ = warp + 4·half`), 80 words ≡ 16 banks apart, so
+//!   their 16-word pieces share no bank (adjacent rows, 20 words apart, would share 4).
 //! - [`Gather::Slabs`] (backward-data's B, `KH·KW` > 1 and not a multiple of the chunk): lane
 //!   → consecutive `(c, kh, kw)` of one filter slab `w[g·Og + o, block_n.., .., ..]`, which is
 //!   contiguous; thread `t` owns slab offsets `q = t + 128·i`, i.e. row `c = q / (KH·KW)`
-//!   and tap `q mod (KH·KW)`, and walks every `o` the tile's `K` reduction indices touch,
-//!   storing the taps that fall inside the tile (every tile element exactly once).
+//!   and tap `q mod (KH·KW)`. Each tile loads the whole slabs of the filters that start in
+//!   it, so a warp request is a run of 32 slab elements (whole sectors), and stores the taps
+//!   inside the tile; the taps past the tile's end wait in registers (`carry`) for the next
+//!   tile, which the same thread fills next (the ring fills tiles in order). Every slab
+//!   element is loaded once and every tile element stored once.
 //!
 //! Element gathers load the element's raw bits ([`TileElem::Bits`]: 16- or 32-bit words)
-//! under their predicate (0 outside) and store them with `st.shared` into the slot, which is
-//! free because every thread has passed the barrier after its last use.
+//! under their predicate (0 outside) and store them into the slot, which is free because
+//! every thread has passed the barrier after its last use.
 
 use super::super::common::{div_const, rem_const, ConvElem};
 use super::addressing::{Coord, Side};
@@ -250,19 +258,17 @@ impl<T: ConvElem + TileElem> Conv<T> {
         let col0 = k.mul_lo(o_first, p.taps);
         let col0 = k.sub(col0, k0);
         let carried_col0 = k.sub(col0, p.taps);
-        // Per filter starting here: its first column, whether it exists and starts in the
-        // tile, and whether the tile cuts it.
-        let filters: Vec<(Reg<U32>, Pred, Pred)> = (0..T::TILE_K.div_ceil(p.taps))
+        // Columns below `limit` belong to filters that start in this tile and exist
+        // (`o < Og`: column `< Og·taps − k0`).
+        let left = k.sub(p.og * p.taps, k0);
+        let limit = k.min(left, T::TILE_K);
+        // Per filter starting here: its first column, and whether the tile cuts it (it
+        // starts in the last `taps − 1` columns).
+        let filters: Vec<(Reg<U32>, Pred)> = (0..T::TILE_K.div_ceil(p.taps))
             .map(|s| {
                 let col = k.add(col0, s * p.taps);
-                let o = k.add(o_first, s);
-                let o_ok = k.setp_lt(o, p.og);
-                let starts = k.setp_lt(col, T::TILE_K);
-                let load = k.and_pred(o_ok, starts);
-                let end = k.add(col, p.taps);
-                let cut = k.setp_ge(end, T::TILE_K + 1);
-                let cut = k.and_pred(cut, starts);
-                (col, load, cut)
+                let from_edge = k.sub(col, T::TILE_K + 1 - p.taps);
+                (col, k.setp_lt(from_edge, p.taps - 1))
             })
             .collect();
         for (i, &carried) in (0u32..).zip(carry) {
@@ -284,9 +290,10 @@ impl<T: ConvElem + TileElem> Conv<T> {
                 });
             };
             store_at(k, carried_col0, carried);
-            for (s, &(col, load, cut)) in (0u32..).zip(&filters) {
+            for (s, &(col, cut)) in (0u32..).zip(&filters) {
                 let v = k.var::<T::Bits>(zero());
-                let ok = k.and_pred(load, row_ok);
+                let exists = k.setp_lt(col, limit);
+                let ok = k.and_pred(exists, row_ok);
                 k.if_then(ok, |k| {
                     let offset = (i * THREADS + s * slab) * bytes;
                     let loaded = k.ld_global_nc::<T::Bits>(src, offset as i32);
