@@ -681,7 +681,8 @@ fn print_counters(tag: &str, record: &LaunchRecord, outputs: f64) {
     eprintln!(
         "{tag} {:<30} instructions/output {:.1}, tensor-core share {:.4}, mma {}, global load \
          efficiency {:.3} ({} load requests), cp.async bytes {}, ldmatrix wavefronts/request \
-         {:.3} ({:.3} per 8x8 matrix), shared wavefronts/request {:.3}",
+         {:.3} ({:.3} per 8x8 matrix), shared wavefronts/request {:.3}, bank conflict factor \
+         {:.3}",
         record.entry,
         total as f64 / outputs,
         c.instructions.tensor_core as f64 / total as f64,
@@ -692,6 +693,7 @@ fn print_counters(tag: &str, record: &LaunchRecord, outputs: f64) {
         c.ldmatrix_wavefronts_per_request(),
         c.ldmatrix_wavefronts_per_request() / 4.0,
         c.shared_wavefronts_per_request(),
+        c.shared_bank_conflict_factor(),
     );
 }
 
@@ -741,6 +743,125 @@ fn tensor_core_counters_resnet_3x3() {
             }
         }
     }
+}
+
+/// The implicit GEMMs' done-when bars on three 64 → 64 layers on a 16 × 16 image (the ResNet
+/// 3 × 3, a 1 × 1 and a stride-2 3 × 3): every tensor-core entry (forward NCHW and NHWC,
+/// backward-data, backward-filter), f16 and tf32, fetches at most 1/0.9 sectors per useful
+/// byte (global load efficiency ≥ 0.9) and stores to shared memory within 5% of the fewest
+/// wavefronts (bank conflict factor ≤ 1.05), except the [`KNOWN_GAPS`], which must keep
+/// today's figures.
+#[test]
+fn implicit_gemm_counter_bars() {
+    let c = Conv2dConfig::new;
+    let layers = [
+        ("3x3 p1", c(64, 64, 3).with_padding(1, 1).with_bias(true)),
+        ("1x1", c(64, 64, 1)),
+        (
+            "3x3 s2 p1",
+            c(64, 64, 3).with_stride(2, 2).with_padding(1, 1),
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (name, layer) in layers {
+        for dtype in [DType::F16, DType::F32] {
+            let cfg = Conv2dConfig {
+                dtype,
+                arch: Arch::Sm80,
+                ..layer.with_allow_tf32(dtype == DType::F32)
+            };
+            let records = match dtype {
+                DType::F16 => implicit_gemm_records::<f16>(&cfg),
+                _ => implicit_gemm_records::<f32>(&cfg),
+            };
+            assert_eq!(records.len(), 4, "{name} {dtype}");
+            for (pass, record, outputs) in records {
+                let tag = format!("{name} {dtype} {pass}");
+                print_counters(&tag, &record, outputs as f64);
+                let (load_bar, bank_bar) = KNOWN_GAPS
+                    .iter()
+                    .find(|gap| (gap.0, gap.1, gap.2) == (name, dtype, pass))
+                    .map_or((0.9, 1.05), |gap| (gap.3, gap.4));
+                let c = &record.counters;
+                let (load, banks) = (c.global_load_efficiency(), c.shared_bank_conflict_factor());
+                if load < load_bar || banks > bank_bar {
+                    failures.push(format!(
+                        "{tag}: load efficiency {load:.3} (bar {load_bar}), bank conflict factor \
+                         {banks:.3} (bar {bank_bar})"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "below the bars:\n{}",
+        failures.join("\n")
+    );
+}
+
+/// `(layer, dtype, pass, load efficiency floor, bank conflict ceiling)` of the entries
+/// [`implicit_gemm_counter_bars`] does not hold to 0.9 / 1.05 yet, at today's figures so a
+/// regression still fails. Stride 2: the lane → pixel gathers (forward A, backward-filter's
+/// input B) read every other element, and f16 backward-data A skips the taps off the stride
+/// grid. tf32 backward-data: a warp stores 32 consecutive slab elements of 9-tap rows, which
+/// span 4 tile rows (20 words apart) and cannot reach 32 distinct banks.
+const KNOWN_GAPS: [(&str, DType, &str, f64, f64); 7] = [
+    ("3x3 p1", DType::F32, "backward-data", 0.9, 1.26),
+    ("3x3 s2 p1", DType::F16, "forward nchw", 0.47, 1.05),
+    ("3x3 s2 p1", DType::F16, "backward-data", 0.83, 1.05),
+    ("3x3 s2 p1", DType::F16, "backward-filter", 0.65, 1.05),
+    ("3x3 s2 p1", DType::F32, "forward nchw", 0.47, 1.05),
+    ("3x3 s2 p1", DType::F32, "backward-data", 0.9, 1.26),
+    ("3x3 s2 p1", DType::F32, "backward-filter", 0.66, 1.05),
+];
+
+/// Runs each implicit-GEMM entry of `cfg` once (forward in both layouts, backward-data and
+/// backward-filter in NCHW) on a 16 × 16 image with random inputs: per entry the pass, its
+/// launch record and its output count.
+fn implicit_gemm_records<T: HostFloat + Element>(
+    cfg: &Conv2dConfig,
+) -> Vec<(&'static str, LaunchRecord, usize)> {
+    let s = shape(1, 16, 16);
+    let dev = SimBackend::new();
+    let mut rng = SplitMix64::new(23);
+    let mut runs = Vec::new();
+    for layout in Layout::ALL {
+        let cfg = cfg.with_layout(layout);
+        let ptx = cfg.compile().expect("compiles").ptx;
+        let d = cfg.check_shape(&s, false).expect("valid shape");
+        let x = random::<T>(&dev, &mut rng, d.input_len(&cfg));
+        let w = random::<T>(&dev, &mut rng, ConvDims::weight_len(&cfg));
+        let b = random::<T>(&dev, &mut rng, cfg.out_channels as usize);
+        let bias = cfg.bias.then_some(&b.dev);
+        let mut y = dev.alloc::<T>(d.output_len(&cfg)).expect("alloc");
+        let run = forward_implicit_gemm(&cfg, &dev, &ptx, &s, &x.dev, &w.dev, bias, &mut y);
+        must("forward", run);
+        if layout == Layout::Nhwc {
+            runs.push(("forward nhwc", y.len()));
+            continue;
+        }
+        runs.push(("forward nchw", y.len()));
+        let gy = random::<T>(&dev, &mut rng, d.output_len(&cfg));
+        let mut dx = dev.alloc::<T>(d.input_len(&cfg)).expect("alloc");
+        let entry = ENTRY_BWD_DATA_IMPLICIT_GEMM;
+        let run = backward_data_with(&cfg, &dev, &ptx, &s, entry, &gy.dev, &w.dev, &mut dx);
+        must("backward-data", run);
+        runs.push(("backward-data", dx.len()));
+        let mut dw = dev.alloc::<T>(ConvDims::weight_len(&cfg)).expect("alloc");
+        let mut db = dev.alloc::<T>(cfg.out_channels as usize).expect("alloc");
+        let db = cfg.bias.then_some(&mut db);
+        let entry = ENTRY_BWD_FILTER_IMPLICIT_GEMM;
+        let run = backward_filter_with(&cfg, &dev, &ptx, &s, entry, &x.dev, &gy.dev, &mut dw, db);
+        must("backward-filter", run);
+        runs.push(("backward-filter", dw.len()));
+    }
+    dev.take_launch_log()
+        .into_iter()
+        .filter(|r| r.entry.ends_with("implicit_gemm"))
+        .zip(runs)
+        .map(|(record, (pass, outputs))| (pass, record, outputs))
+        .collect()
 }
 
 /// Shapes for the tensor-core paths: channel counts that are multiples of 8 (16-byte
@@ -1172,9 +1293,9 @@ fn tensor_core_backward_data_counters_resnet_3x3() {
             let tiles = pixels.div_ceil(64) * (64u64 * 9).div_ceil(32);
             assert_eq!(c.mma_instructions, tiles * 4 * 16);
             assert!(c.ldmatrix_wavefronts_per_request() <= 4.0 + 1e-9);
-            // A lane → pixel, B by filter slabs; the slabs a K tile cuts (a filter's taps
-            // split between two tiles) keep it below 0.9.
-            assert!(c.global_load_efficiency() >= 0.85);
+            // A lane → pixel, B by filter slabs, each slab element loaded once (the taps a K
+            // tile cuts wait in registers for the next tile).
+            assert!(c.global_load_efficiency() >= 0.9);
         } else {
             assert_eq!(c.mma_instructions, 0);
         }

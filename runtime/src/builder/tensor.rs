@@ -63,7 +63,7 @@ mod tf32;
 use std::fmt;
 use std::marker::PhantomData;
 
-use super::types::{BF16x2, F16x2, Reg, Scalar, Val, BF16, F16, F32, TF32, U32, U64};
+use super::types::{BF16x2, F16x2, Reg, Scalar, Val, BF16, F16, F32, TF32, U16, U32, U64};
 use super::KernelBuilder;
 use crate::ir::{
     AddrBase, Address, AsyncCopy, CacheLevel, CvtRounding, Imm, LdmatrixCount, Mma, MmaShape, Op,
@@ -474,7 +474,19 @@ impl KernelBuilder {
 
     /// `mov.b32 d, {lo, hi}`: packs two 16-bit values.
     pub fn pack_halves<H: PackedHalf>(&mut self, lo: Reg<H>, hi: Reg<H>) -> Reg<H::Pair> {
-        let d = self.reg::<H::Pair>();
+        self.pack_b32(lo, hi)
+    }
+
+    /// `mov.b32 d, {lo, hi}`: two raw 16-bit words as one 32-bit word (`lo` in bits 0..16),
+    /// e.g. elements' bits gathered for one vector store.
+    pub fn pack_u16_pair(&mut self, lo: Reg<U16>, hi: Reg<U16>) -> Reg<U32> {
+        self.pack_b32(lo, hi)
+    }
+
+    /// `mov.b32 d, {lo, hi}` for 16-bit `lo`, `hi` and 32-bit `D` (the validator checks the
+    /// classes).
+    fn pack_b32<S, D: Scalar>(&mut self, lo: Reg<S>, hi: Reg<S>) -> Reg<D> {
+        let d = self.reg::<D>();
         self.push(
             Op::Pack(Type::B32),
             vec![Operand::Reg(d.id), Operand::Vec(vec![lo.id, hi.id])],

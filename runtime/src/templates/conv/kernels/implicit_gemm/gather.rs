@@ -9,20 +9,28 @@
 //!   warp_mma chunk assignment ([`tile::chunk_slot_bytes`]).
 //! - [`Gather::Rows`]: lane → row. Thread `t` owns row `t mod 64` and reduction indices
 //!   `E·⌊t / 64⌋ ..+ E`; one warp request is 32 consecutive rows at one index, consecutive
-//!   addresses where rows are pixels along `ow` (NCHW windows, backward-data's `gy`).
+//!   addresses where rows are pixels along `ow` (NCHW windows, backward-data's `gy`). The
+//!   thread's `E` elements (32 bytes of its row) are packed into words and stored 16 bytes
+//!   at a time (`st.shared.v4.b32`): the 8 lanes of a quarter-warp phase hit 8 consecutive
+//!   80-byte (20-word) rows, whose 4-word pieces fall in 8 disjoint groups of banks.
 //! - [`Gather::Columns`]: lane → reduction index. Thread `t` owns index `t mod K` and rows
-//!   `⌊t / K⌋ + (128 / K)·e`; one warp request is 32 (halves) or twice 16 (f32) consecutive
+//!   `r₀ + (128 / K)·e`; one warp request is 32 (halves) or twice 16 (f32) consecutive
 //!   indices of a row, consecutive addresses where the reduction runs along memory (weight
-//!   rows, backward-filter's pixels).
+//!   rows, backward-filter's pixels). For halves `r₀` is the warp; for f32 a warp's two
+//!   half-warps take rows 4 apart (`r₀ = warp + 4·half`), 80 words ≡ 16 banks apart, so
+//!   their 16-word pieces share no bank (adjacent rows, 20 words apart, would share 4).
 //! - [`Gather::Slabs`] (backward-data's B, `KH·KW` > 1 and not a multiple of the chunk): lane
 //!   → consecutive `(c, kh, kw)` of one filter slab `w[g·Og + o, block_n.., .., ..]`, which is
 //!   contiguous; thread `t` owns slab offsets `q = t + 128·i`, i.e. row `c = q / (KH·KW)`
-//!   and tap `q mod (KH·KW)`, and walks every `o` the tile's `K` reduction indices touch,
-//!   storing the taps that fall inside the tile (every tile element exactly once).
+//!   and tap `q mod (KH·KW)`. Each tile loads the whole slabs of the filters that start in
+//!   it, so a warp request is a run of 32 slab elements (whole sectors), and stores the taps
+//!   inside the tile; the taps past the tile's end wait in registers (`carry`) for the next
+//!   tile, which the same thread fills next (the ring fills tiles in order). Every slab
+//!   element is loaded once and every tile element stored once.
 //!
 //! Element gathers load the element's raw bits ([`TileElem::Bits`]: 16- or 32-bit words)
-//! under their predicate (0 outside) and store them with `st.shared` into the slot, which is
-//! free because every thread has passed the barrier after its last use.
+//! under their predicate (0 outside) and store them into the slot, which is free because
+//! every thread has passed the barrier after its last use.
 
 use super::super::common::{div_const, rem_const, ConvElem};
 use super::addressing::{Coord, Side};
@@ -30,11 +38,14 @@ use super::Conv;
 use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, Scalar, SharedArr, Val, U32};
 use crate::ir::{CacheLevel, Imm};
 use crate::templates::warp_mma::{
-    self as tile, TileElem, CHUNKS_PER_THREAD, ROW_BYTES, THREADS, TILE_M, TILE_N,
+    self as tile, TileElem, CHUNKS_PER_THREAD, CHUNK_BYTES, ROW_BYTES, THREADS, TILE_M, TILE_N,
 };
 use std::marker::PhantomData;
 
-const _: () = assert!(TILE_M == TILE_N && TILE_M == 2 * 32 && THREADS == 2 * TILE_M);
+/// Threads per warp.
+const WARP: u32 = 32;
+
+const _: () = assert!(TILE_M == TILE_N && TILE_M == 2 * WARP && THREADS == 2 * TILE_M);
 
 /// Which thread assignment an operand uses (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,8 +56,9 @@ pub(super) enum Strategy {
     Slabs,
 }
 
-/// A thread's share of one operand slot, with what stays fixed along the reduction.
-pub(super) enum Gather {
+/// A thread's share of one operand slot, with what stays fixed along the reduction (`B`: the
+/// elements' raw bits).
+pub(super) enum Gather<B: Scalar> {
     /// `(row, first column, byte offset in the stage)` per chunk.
     Chunks(Vec<(Coord, Reg<U32>, Reg<U32>)>),
     /// The owned row, its first column and its byte offset in the stage.
@@ -55,22 +67,27 @@ pub(super) enum Gather {
         col0: Reg<U32>,
         slot_bytes: Reg<U32>,
     },
-    /// The owned column (the lane), the first row (the warp) and its byte offset.
+    /// The owned column, the first row and its byte offset.
     Columns {
         lane: Reg<U32>,
-        warp: Reg<U32>,
+        row0: Reg<U32>,
         slot_bytes: Reg<U32>,
     },
-    /// The thread's first slab offset `(block_n·KH·KW + t)`.
-    Slabs { first: Reg<U32>, tid: Reg<U32> },
+    /// The thread's first slab offset `(block_n·KH·KW + t)`, and its elements of the filter
+    /// the last filled tile cut, kept for the next tile.
+    Slabs {
+        first: Reg<U32>,
+        tid: Reg<U32>,
+        carry: Vec<Reg<B>>,
+    },
 }
 
 /// One operand: where it comes from, its ring and the thread's share.
-pub(super) struct Operand<T: Scalar> {
+pub(super) struct Operand<T: TileElem> {
     pub side: Side,
     pub src: GlobalPtr<T>,
     pub ring: SharedArr<T>,
-    pub gather: Gather,
+    pub gather: Gather<T::Bits>,
 }
 
 impl<T: ConvElem + TileElem> Conv<T> {
@@ -90,7 +107,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
         tid: Reg<U32>,
         side: Side,
         strategy: Strategy,
-    ) -> Gather {
+    ) -> Gather<T::Bits> {
         let bytes = T::TYPE.bytes();
         match strategy {
             Strategy::Chunks => Gather::Chunks(
@@ -114,17 +131,28 @@ impl<T: ConvElem + TileElem> Conv<T> {
             }
             Strategy::Columns => {
                 let lane = k.and(tid, T::TILE_K - 1);
-                let warp = k.shr(tid, T::TILE_K.trailing_zeros());
-                let slot = k.mad_lo(warp, Self::ROW, lane);
+                let warp = k.shr(tid, WARP.trailing_zeros());
+                let row0 = match WARP / T::TILE_K {
+                    1 => warp,
+                    rows_per_warp => {
+                        let sub = k.shr(tid, T::TILE_K.trailing_zeros());
+                        let sub = k.and(sub, rows_per_warp - 1);
+                        k.mad_lo(sub, THREADS / WARP, warp)
+                    }
+                };
+                let slot = k.mad_lo(row0, Self::ROW, lane);
                 Gather::Columns {
                     lane,
-                    warp,
+                    row0,
                     slot_bytes: k.mul_lo(slot, bytes),
                 }
             }
             Strategy::Slabs => Gather::Slabs {
                 first: k.mad_lo(self.block_n, self.p.taps, tid),
                 tid,
+                carry: (0..Self::slab_parts(self.p.taps))
+                    .map(|_| k.var::<T::Bits>(zero()))
+                    .collect(),
             },
         }
     }
@@ -160,89 +188,119 @@ impl<T: ConvElem + TileElem> Conv<T> {
                 slot_bytes,
             } => {
                 let first = k.add(k0, *col0);
+                let elems: Vec<Reg<T::Bits>> = (0..Self::ELEMS_PER_THREAD)
+                    .map(|e| {
+                        let kk = k.add(first, e);
+                        let col = self.column_coord(k, op.side, kk);
+                        let (index, ok) = self.element(k, op.side, row, &col);
+                        load_bits(k, bits, index, ok)
+                    })
+                    .collect();
                 let dst = k.add(stage, *slot_bytes);
-                for e in 0..Self::ELEMS_PER_THREAD {
-                    let kk = k.add(first, e);
-                    let col = self.column_coord(k, op.side, kk);
-                    let (index, ok) = self.element(k, op.side, row, &col);
-                    let v = load_bits(k, bits, index, ok);
-                    k.st_shared(dst, (e * bytes) as i32, v);
-                }
+                store_vectors(k, dst, &elems);
             }
             Gather::Columns {
                 lane,
-                warp,
+                row0,
                 slot_bytes,
             } => {
                 let kk = k.add(k0, *lane);
                 let col = self.column_coord(k, op.side, kk);
                 let dst = k.add(stage, *slot_bytes);
                 for e in 0..Self::ELEMS_PER_THREAD {
-                    let r = k.add(*warp, e * Self::COLUMN_ROWS);
+                    let r = k.add(*row0, e * Self::COLUMN_ROWS);
                     let row = self.row_coord(k, op.side, r);
                     let (index, ok) = self.element(k, op.side, &row, &col);
                     let v = load_bits(k, bits, index, ok);
                     k.st_shared(dst, (e * Self::COLUMN_ROWS * Self::ROW * bytes) as i32, v);
                 }
             }
-            Gather::Slabs { first, tid } => self.fill_slabs(k, bits, stage, k0, *first, *tid),
+            Gather::Slabs { first, tid, carry } => {
+                self.fill_slabs(k, bits, stage, k0, (*first, *tid), carry)
+            }
         }
     }
 
-    /// [`Gather::Slabs`]: with `taps = KH·KW`, reduction tile `k0..k0 + 32` touches filters
-    /// `o = ⌊k0 / taps⌋ + s`, `s < S = ⌊(taps + 30) / taps⌋ + 1`. Slab offset `q` of filter
-    /// `o` is `w[(g·Og + o)·Cg·taps + block_n·taps + q]` (the thread's `first + 128·i +
+    /// Slab offsets each thread owns in [`Gather::Slabs`]: `⌈64·KH·KW / 128⌉`.
+    fn slab_parts(taps: u32) -> u32 {
+        (TILE_N * taps).div_ceil(THREADS)
+    }
+
+    /// [`Gather::Slabs`]: with `taps = KH·KW` (at most `K`, so a filter spans at most two
+    /// tiles), reduction tile `k0..k0 + K` holds the filters that start in it, `o =
+    /// ⌈k0 / taps⌉ + s` for `s < ⌈K / taps⌉` (column `o·taps − k0 < K`), and the tail of
+    /// the one before, which the previous tile cut. Slab offset `q` of filter `o` is
+    /// `w[(g·Og + o)·Cg·taps + block_n·taps + q]` (the thread's `first + 128·i +
     /// s·Cg·taps`: one address per tile, immediate offsets), tile row `q / taps`, column
-    /// `o·taps + q mod taps − k0`; it is stored where that column lies in the tile (loaded
-    /// where also `o < Og` and the row `< Cg`, else 0).
+    /// `o·taps + q mod taps − k0`. Each thread loads every slab element it owns once (0 where
+    /// `o ≥ Og` or the row `≥ Cg`), stores the taps inside the tile and keeps those of the
+    /// filter that crosses the tile's end in `carry` for the next fill, which stores them:
+    /// the ring fills tiles in order, and a warp's loads are whole slab runs.
     fn fill_slabs(
         &self,
         k: &mut KernelBuilder,
         bits: GlobalPtr<T::Bits>,
         stage: Reg<U32>,
         k0: Reg<U32>,
-        first: Reg<U32>,
-        tid: Reg<U32>,
+        (first, tid): (Reg<U32>, Reg<U32>),
+        carry: &[Reg<T::Bits>],
     ) {
         let p = &self.p;
         let bytes = T::TYPE.bytes();
         let slab = p.cg * p.taps;
-        let slabs = (p.taps + T::TILE_K - 2) / p.taps + 1;
-        let o_first = div_const(k, k0, p.taps);
+        let last = k.add(k0, p.taps - 1);
+        let o_first = div_const(k, last, p.taps);
         let filter = k.mad_lo(self.group, p.og, o_first);
         let start = k.mad_lo(filter, slab, first);
         let src = k.elem_addr(bits, start);
-        // Column of tap 0 of filter `o_first` (at most 0: wrapping, so one unsigned compare
-        // against 32 checks both ends).
+        // Column of tap 0 of filter `o_first` (in `0..taps`), and of the cut filter before it
+        // (below 0: wrapping, so one unsigned compare against `K` checks both ends).
         let col0 = k.mul_lo(o_first, p.taps);
         let col0 = k.sub(col0, k0);
-        for i in 0..(TILE_M * p.taps).div_ceil(THREADS) {
+        let carried_col0 = k.sub(col0, p.taps);
+        // Columns below `limit` belong to filters that start in this tile and exist
+        // (`o < Og`: column `< Og·taps − k0`).
+        let left = k.sub(p.og * p.taps, k0);
+        let limit = k.min(left, T::TILE_K);
+        // Per filter starting here: its first column, and whether the tile cuts it (it
+        // starts in the last `taps − 1` columns).
+        let filters: Vec<(Reg<U32>, Pred)> = (0..T::TILE_K.div_ceil(p.taps))
+            .map(|s| {
+                let col = k.add(col0, s * p.taps);
+                let from_edge = k.sub(col, T::TILE_K + 1 - p.taps);
+                (col, k.setp_lt(from_edge, p.taps - 1))
+            })
+            .collect();
+        for (i, &carried) in (0u32..).zip(carry) {
             let q = k.add(tid, i * THREADS);
             let row = div_const(k, q, p.taps);
             let tap = rem_const(k, q, p.taps);
-            let in_rows = k.setp_lt(q, TILE_M * p.taps);
+            let in_rows = k.setp_lt(q, TILE_N * p.taps);
             let c = k.add(self.block_n, row);
             let c_ok = k.setp_lt(c, p.cg);
             let row_ok = k.and_pred(in_rows, c_ok);
             let row_at = k.mad_lo(row, Self::ROW * bytes, stage);
-            let col_i = k.add(col0, tap);
-            for s in 0..slabs {
-                let col = k.add(col_i, s * p.taps);
+            let store_at = |k: &mut KernelBuilder, col0: Reg<U32>, v: Reg<T::Bits>| {
+                let col = k.add(col0, tap);
                 let in_tile = k.setp_lt(col, T::TILE_K);
                 let store = k.and_pred(in_tile, in_rows);
                 k.if_then(store, |k| {
-                    let o = k.add(o_first, s);
-                    let o_ok = k.setp_lt(o, p.og);
-                    let ok = k.and_pred(o_ok, row_ok);
-                    let v = k.var::<T::Bits>(zero());
-                    k.if_then(ok, |k| {
-                        let offset = (i * THREADS + s * slab) * bytes;
-                        let loaded = k.ld_global_nc::<T::Bits>(src, offset as i32);
-                        k.assign(v, loaded);
-                    });
                     let dst = k.mad_lo(col, bytes, row_at);
                     k.st_shared(dst, 0, v);
                 });
+            };
+            store_at(k, carried_col0, carried);
+            for (s, &(col, cut)) in (0u32..).zip(&filters) {
+                let v = k.var::<T::Bits>(zero());
+                let exists = k.setp_lt(col, limit);
+                let ok = k.and_pred(exists, row_ok);
+                k.if_then(ok, |k| {
+                    let offset = (i * THREADS + s * slab) * bytes;
+                    let loaded = k.ld_global_nc::<T::Bits>(src, offset as i32);
+                    k.assign(v, loaded);
+                });
+                store_at(k, col, v);
+                k.if_then(cut, |k| k.assign(carried, v));
             }
         }
     }
@@ -262,6 +320,24 @@ fn load_bits<B: Scalar>(
         k.assign(v, loaded);
     });
     v
+}
+
+/// Stores `elems` (raw bits of consecutive elements, from the 16-byte aligned `dst`) 16 bytes
+/// at a time: two 16-bit elements per word (the first in the low half), four words per
+/// `st.shared.v4.b32`.
+fn store_vectors<B: Scalar>(k: &mut KernelBuilder, dst: Reg<U32>, elems: &[Reg<B>]) {
+    let words: Vec<Reg<U32>> = match B::TYPE.bits() {
+        16 => elems
+            .chunks_exact(2)
+            .map(|pair| k.pack_u16_pair(pair[0].retype(), pair[1].retype()))
+            .collect(),
+        32 => elems.iter().map(|e| e.retype()).collect(),
+        bits => unreachable!("tile elements are 16 or 32 bits, not {bits}"),
+    };
+    for (i, quad) in words.chunks_exact(4).enumerate() {
+        let offset = i as u32 * CHUNK_BYTES;
+        k.st_shared_v4(dst, offset as i32, [quad[0], quad[1], quad[2], quad[3]]);
+    }
 }
 
 /// Integer zero of the bits type `B`.

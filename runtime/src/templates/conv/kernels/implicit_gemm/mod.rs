@@ -43,7 +43,8 @@
 //! by `H·W` is needed. A is gathered lane → pixel (consecutive `w`, consecutive `ow` of one
 //! tap); B in 16-byte chunks when `KH·KW` is a multiple of the chunk (8 halves, 4 f32: a
 //! chunk then stays within one `o` and is aligned), lane → channel for 1 × 1 filters, else
-//! by filter slabs (the `[Cg-tile, KH, KW]` block of one `o` is contiguous). Every `dx`
+//! by filter slabs (the `[Cg-tile, KH, KW]` block of one `o` is contiguous, loaded whole
+//! once, the taps past a tile's end kept in registers for the next tile). Every `dx`
 //! element is one dot product summed in `k` order by one warp's `mma` chain: deterministic,
 //! no atomics.
 //!
@@ -64,7 +65,7 @@ mod gather;
 
 use super::common::{conv_kernel, div_const, rem_const, ConvElem, DimParams, Dims, Problem};
 use crate::arch::Arch;
-use crate::builder::{GlobalPtr, KernelBuilder, Reg, Val, U32};
+use crate::builder::{GlobalPtr, KernelBuilder, Reg, Val, F32, U32};
 use crate::dtype::DType;
 use crate::templates::conv::{Conv2dConfig, Layout};
 use crate::templates::warp_mma::{self as tile, TileElem, WarpPos, CHUNK_BYTES};
@@ -81,9 +82,12 @@ pub const ENTRY_BWD_DATA: &str = "conv2d_bwd_data_implicit_gemm";
 pub const ENTRY_BWD_FILTER: &str = "conv2d_bwd_filter_implicit_gemm";
 
 /// The largest filter (`KH·KW`) whose backward-data B is gathered by filter slabs: each
-/// thread keeps `⌈64·KH·KW / 128⌉` slab offsets live across the K loop (ptxas gave a 7 × 7
-/// filter's 25 of them 220 registers).
+/// thread keeps `⌈64·KH·KW / 128⌉` carried slab elements live across the K loop (ptxas gave
+/// a 7 × 7 filter's 25 slab offsets 220 registers). At most the shallowest tile (16 f32),
+/// so a filter spans at most two K tiles.
 const MAX_SLAB_TAPS: u32 = 16;
+
+const _: () = assert!(MAX_SLAB_TAPS <= <F32 as TileElem>::TILE_K);
 
 /// Which implicit GEMM a kernel computes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,7 +121,7 @@ impl Pass {
 }
 
 /// Everything the phases share.
-struct Conv<T: ConvElem> {
+struct Conv<T: ConvElem + TileElem> {
     p: Problem,
     pass: Pass,
     layout: Layout,
