@@ -290,9 +290,11 @@ impl AttentionConfig {
     pub const TC_TILE_CANDIDATES: [(u32, u32); 4] = [(64, 64), (64, 32), (32, 32), (16, 16)];
 
     /// The tf32 candidates: at most 32 keys per tile, as S and P each take `block_n / 2`
-    /// registers per lane (P twice the halves'): with 64 keys ptxas 12.9 holds sm_80 at 128
-    /// registers and spills (D = 64); and 32 × 16 before 16 × 16, which spills at D = 256
-    /// (255 registers on one warp) where sm_86/89 fit no 32 × 32 ring.
+    /// registers per lane (P twice the halves'; before the kernel declared `.maxnreg`, ptxas
+    /// 12.9 held sm_80 at 128 registers with 64 keys and spilled at D = 64; with it, 64 × 64
+    /// takes 168 and fits, but 32 keys leave room); and 32 × 16 before 16 × 16, which
+    /// [`Self::validate`] rejects at D = 256 (one warp copies 32 chunk rounds of its own:
+    /// ptxas spills at 255 registers) where sm_86/89 fit no 32 × 32 ring.
     pub const TF32_TILE_CANDIDATES: [(u32, u32); 4] = [(64, 32), (32, 32), (32, 16), (16, 16)];
 
     /// Registers a tensor-core thread needs beyond its fragments (measured with ptxas 12.9:
