@@ -565,6 +565,7 @@ fn ragged_expert_gemm_counters() {
                 assert!((w - 4.0).abs() < 1e-9, "{}: {w} wavefronts", rec.entry);
                 let (_, len) = expert_dims(&cfg, &rec.entry);
                 let bound = ragged_row_sector_bound(len * 2);
+                assert!(c.cp_async_requests > 0, "{}: no cp.async", rec.entry);
                 let efficiency = c.cp_async_load_efficiency();
                 assert!(
                     efficiency >= 0.98 * bound,
