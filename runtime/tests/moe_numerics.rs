@@ -527,7 +527,8 @@ fn tensor_cores_ragged_reduction_lengths() {
 /// Ragged reduction lengths (`H = 70, F = 90`, SwiGLU, bf16, 128 tokens, dropless): the expert
 /// GEMMs on CUDA cores (sm_75, where every length went before) and on tensor cores (sm_80,
 /// 4-byte `cp.async`), printed for the benchmarks; the tensor-core entries issue fewer
-/// instructions per output and run ldmatrix conflict-free.
+/// instructions per output, run ldmatrix conflict-free, and their copies use the sectors they
+/// touch as well as 64-byte K tiles of such rows allow ([`ragged_row_sector_bound`]).
 #[test]
 fn ragged_expert_gemm_counters() {
     let mut per_output = Vec::new();
@@ -547,20 +548,30 @@ fn ragged_expert_gemm_counters() {
             let total = c.instructions.total();
             eprintln!(
                 "ragged h70 f90 {arch} {}: instructions/output {:.2}, tensor-core share {:.3}, \
-                 mma {}, global load eff {:.3}, cp.async bytes/sector-byte {:.3}, ldmatrix \
+                 mma {}, global load eff {:.3}, cp.async load eff {:.3} ({} requests), ldmatrix \
                  wavefronts/request {:.3}, shared wavefronts/request {:.3}",
                 rec.entry,
                 total as f64 / outputs as f64,
                 c.instructions.tensor_core as f64 / total.max(1) as f64,
                 c.mma_instructions,
                 c.global_load_efficiency(),
-                c.cp_async_bytes as f64 / (c.cp_async_sectors.max(1) * 32) as f64,
+                c.cp_async_load_efficiency(),
+                c.cp_async_requests,
                 c.ldmatrix_wavefronts_per_request(),
                 c.shared_wavefronts_per_request(),
             );
             if arch == Arch::Sm80 {
                 let w = c.ldmatrix_wavefronts_per_request();
                 assert!((w - 4.0).abs() < 1e-9, "{}: {w} wavefronts", rec.entry);
+                let (_, len) = expert_dims(&cfg, &rec.entry);
+                let bound = ragged_row_sector_bound(len * 2);
+                assert!(c.cp_async_requests > 0, "{}: no cp.async", rec.entry);
+                let efficiency = c.cp_async_load_efficiency();
+                assert!(
+                    efficiency >= 0.98 * bound,
+                    "{}: cp.async load efficiency {efficiency:.3}, bound {bound:.3}",
+                    rec.entry
+                );
             }
             row.push(total as f64 / outputs as f64);
         }
@@ -572,6 +583,25 @@ fn ragged_expert_gemm_counters() {
             "instructions/output: tensor cores {tc} vs CUDA cores {cuda}"
         );
     }
+}
+
+/// The best per-request sector use of staging rows of `row_bytes` bytes (4-byte aligned, as
+/// `H = 70` halves are: 140 bytes) through 64-byte K tiles, one request per tile segment: rows
+/// start at every multiple of 4 modulo 32 alike (`140 · r mod 32` cycles through all eight), and
+/// a segment of `n` bytes at offset `o` touches `⌈(o + n) / 32⌉` sectors, so even whole-segment
+/// requests read `Σ n / Σ 32 · ⌈(o + n) / 32⌉` of what they touch: 140 / 224 = 0.625 at
+/// `H = 70`, 180 / 264 = 0.682 at `F = 90`. Above 0.9 would need segments longer than a K
+/// tile (or 16-byte aligned rows, which take 16-byte copies at 1.0).
+fn ragged_row_sector_bound(row_bytes: u32) -> f64 {
+    let (mut used, mut touched) = (0u32, 0u32);
+    for offset in (0..32).step_by(4) {
+        for start in (0..row_bytes).step_by(64) {
+            let n = (row_bytes - start).min(64);
+            used += n;
+            touched += 32 * ((offset + start) % 32 + n).div_ceil(32);
+        }
+    }
+    f64::from(used) / f64::from(touched)
 }
 
 /// Seeded random configurations: experts, top-k, widths, token count, capacity factor, ffn,

@@ -143,6 +143,8 @@ pub struct Counters {
     pub cp_async_sectors: u64,
     /// Bytes written to shared memory by `cp.async` (cp-size per lane, zero fill included).
     pub cp_async_bytes: u64,
+    /// Bytes `cp.async` read from global memory (src-size per lane; zero fill excluded).
+    pub cp_async_global_bytes: u64,
 }
 
 impl Counters {
@@ -168,6 +170,7 @@ impl Counters {
         self.cp_async_requests += o.cp_async_requests;
         self.cp_async_sectors += o.cp_async_sectors;
         self.cp_async_bytes += o.cp_async_bytes;
+        self.cp_async_global_bytes += o.cp_async_global_bytes;
     }
 
     /// Average wavefronts per `ldmatrix` request (an x4 without bank conflicts has 4).
@@ -184,6 +187,12 @@ impl Counters {
     /// Bytes requested ÷ bytes moved in 32-byte sectors (1.0 = perfectly coalesced).
     pub fn global_load_efficiency(&self) -> f64 {
         ratio(self.global_load_bytes, self.global_load_sectors * 32)
+    }
+
+    /// Bytes `cp.async` read ÷ bytes of the 32-byte sectors those reads touched, request by
+    /// request (1.0 = every sector a request touches is wholly used).
+    pub fn cp_async_load_efficiency(&self) -> f64 {
+        ratio(self.cp_async_global_bytes, self.cp_async_sectors * 32)
     }
 
     pub fn global_store_efficiency(&self) -> f64 {

@@ -57,6 +57,11 @@ fn cp_async_counts_requests_sectors_and_bytes() {
     // Five cp.async instructions, one warp.
     assert_eq!(c.cp_async_requests, 5);
     assert_eq!(c.cp_async_bytes, 32 * (16 + 8 + 4 + 4 + 16));
+    // Stage 2 reads 16 bytes on the 12 even and 8 on the 12 odd threads below 24.
+    assert_eq!(
+        c.cp_async_global_bytes,
+        32 * (16 + 8 + 4 + 4) + 12 * (16 + 8)
+    );
     // Stage 0: 512 contiguous bytes = 16 sectors; stage 1: three requests over the same 512
     // bytes, 16 sectors each; stage 2: threads 0..23 read (16 or 8 bytes) from 384 bytes = 12.
     assert_eq!(c.cp_async_sectors, 16 + 3 * 16 + 12);

@@ -21,16 +21,20 @@
 //!   commits one group even when empty, so the group count stays uniform.
 //!
 //! Callers fill a ring slot themselves (their addressing differs: im2col, gathered tokens) in
-//! chunks of [`CHUNK`] elements, at byte offset [`chunk_slot_bytes`] of the stage; a chunk of a
-//! row-major source with rows of `len` elements is one [`fill_chunk`].
+//! chunks of [`CHUNK`] elements, at byte offset [`chunk_slot_bytes`] of the stage, or in
+//! narrower pieces at [`piece_slot_bytes`]; a piece of a row-major source with rows of `len`
+//! elements is one [`staging::copy_piece`] of [`staging::copy_elems`]`(len)` elements (zero
+//! past `len`, so the mma adds nothing for the reduction's ragged end).
+//!
+//! [`staging::copy_piece`]: crate::templates::staging::copy_piece
+//! [`staging::copy_elems`]: crate::templates::staging::copy_elems
 
 mod tf32;
 
 use crate::builder::{
-    FragA, FragB, FragC, GlobalPtr, KernelBuilder, MmaInput, MmaShapeKind, PackedHalf, Pred, Reg,
-    Scalar, SharedArr, Val, BF16, F16, F32, M16N8K16, U16, U32,
+    FragA, FragB, FragC, GlobalPtr, KernelBuilder, MmaInput, MmaShapeKind, PackedHalf, Reg, Scalar,
+    SharedArr, Val, BF16, F16, F32, M16N8K16, U16, U32,
 };
-use crate::templates::staging::{copy_elems, copy_piece};
 
 /// Output rows per block.
 pub const TILE_M: u32 = 64;
@@ -200,64 +204,43 @@ impl WarpPos {
 }
 
 /// Chunk `i` of [`CHUNKS_PER_THREAD`] of thread `tid`: its tile row, its first column and its
-/// byte offset within a stage.
+/// byte offset within a stage ([`piece_slot_bytes`] with 16-byte pieces).
 pub fn chunk_slot_bytes(
     k: &mut KernelBuilder,
     tid: Reg<U32>,
     i: u32,
     elem_bytes: u32,
 ) -> (Reg<U32>, Reg<U32>, Reg<U32>) {
-    let per_row = TILE_K_BYTES / CHUNK_BYTES;
-    let chunk = k.add(tid, i * THREADS);
-    let row = k.shr(chunk, per_row.trailing_zeros());
-    let piece = k.and(chunk, per_row - 1);
-    let col = k.mul_lo(piece, CHUNK_BYTES / elem_bytes);
+    piece_slot_bytes(k, tid, i, elem_bytes, CHUNK_BYTES)
+}
+
+/// Pieces of `piece_bytes` (16, 8, 4 or 2) of one operand stage each thread copies.
+pub const fn pieces_per_thread(piece_bytes: u32) -> u32 {
+    TILE_M * (TILE_K_BYTES / piece_bytes) / THREADS
+}
+
+/// Piece `i` of [`pieces_per_thread`]`(piece_bytes)` of thread `tid`: its tile row, its first
+/// column and its byte offset within a stage. Piece `j = i · THREADS + tid` of the stage is
+/// piece `j mod (TILE_K_BYTES / piece_bytes)` of row `j / (TILE_K_BYTES / piece_bytes)`, so
+/// the lanes of a warp copy whole row segments together: a request of 4-byte pieces reads two
+/// rows' 64 contiguous bytes (2 or 3 sectors each) rather than 4 bytes at a 16-byte stride
+/// from each of eight rows. As `THREADS` is a multiple of the pieces per row, every piece of
+/// a thread has the same column.
+pub fn piece_slot_bytes(
+    k: &mut KernelBuilder,
+    tid: Reg<U32>,
+    i: u32,
+    elem_bytes: u32,
+    piece_bytes: u32,
+) -> (Reg<U32>, Reg<U32>, Reg<U32>) {
+    let per_row = TILE_K_BYTES / piece_bytes;
+    let piece = k.add(tid, i * THREADS);
+    let row = k.shr(piece, per_row.trailing_zeros());
+    let in_row = k.and(piece, per_row - 1);
+    let col = k.mul_lo(in_row, piece_bytes / elem_bytes);
     let slot = k.mad_lo(row, ROW_BYTES / elem_bytes, col);
     let slot_bytes = k.mul_lo(slot, elem_bytes);
     (row, col, slot_bytes)
-}
-
-/// One 16-byte chunk ([`CHUNK_BYTES`]) of a staged row: `dst[i] = src[row_start + first + i]`
-/// for each element `i` of the chunk where `row_ok` and `first + i < len`, else 0, in copies of
-/// [`copy_elems`]`(len)` elements ([`copy_piece`]). The last chunk of a row may reach past
-/// `len`; its pieces there are zero, so the mma adds nothing for the reduction's ragged end.
-///
-/// `first` is a chunk of one of the `len.div_ceil(tile_k)` K tiles (`tile_k` the tile's depth
-/// in `T`), so when `len` is a multiple of `tile_k` every chunk lies inside its row and the
-/// column test is left out (two instructions per chunk and stage); the first piece uses
-/// `first` and `dst` as they are.
-pub fn fill_chunk<T: Scalar>(
-    k: &mut KernelBuilder,
-    src: GlobalPtr<T>,
-    row_start: Reg<U32>,
-    first: Reg<U32>,
-    row_ok: Pred,
-    len: u32,
-    dst: Reg<U32>,
-) {
-    let bytes = T::TYPE.bytes();
-    let chunk = CHUNK_BYTES / bytes;
-    let elems = copy_elems(len, chunk);
-    let whole_tiles = len.is_multiple_of(TILE_K_BYTES / bytes);
-    let offset = |k: &mut KernelBuilder, at: Reg<U32>, by: u32| {
-        if by == 0 {
-            at
-        } else {
-            k.add(at, by)
-        }
-    };
-    for piece in 0..chunk / elems {
-        let col = offset(k, first, piece * elems);
-        let ok = if whole_tiles {
-            row_ok
-        } else {
-            let col_ok = k.setp_lt(col, len);
-            k.and_pred(row_ok, col_ok)
-        };
-        let index = k.add(row_start, col);
-        let to = offset(k, dst, piece * elems * bytes);
-        copy_piece(k, src, index, ok, to, elems);
-    }
 }
 
 /// Shared byte address of ring slot `slot` of `tiles` ([`STAGES`] × [`STAGE_BYTES`]).

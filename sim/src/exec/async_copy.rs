@@ -180,7 +180,7 @@ impl<G: GlobalSpace> Engine<'_, G> {
     ) {
         let size = u64::from(c.size);
         let mut gaddrs = [0u64; WARP];
-        let (mut ng, mut issued) = (0usize, 0u64);
+        let (mut ng, mut issued, mut read) = (0usize, 0u64, 0u64);
         for l in lanes(exec) {
             let n = match c.src_size {
                 SrcSize::Full => size,
@@ -231,6 +231,7 @@ impl<G: GlobalSpace> Engine<'_, G> {
                             );
                         }
                         src = Some((b, o, n as u8));
+                        read += n;
                         gaddrs[ng] = sa;
                         ng += 1;
                     }
@@ -256,6 +257,7 @@ impl<G: GlobalSpace> Engine<'_, G> {
             let k = &mut self.counters;
             k.cp_async_requests += 1;
             k.cp_async_bytes += issued * size;
+            k.cp_async_global_bytes += read;
             if ng > 0 {
                 k.cp_async_sectors += sectors(&gaddrs[..ng], size);
             }

@@ -290,14 +290,37 @@ impl AttentionConfig {
     pub const TC_TILE_CANDIDATES: [(u32, u32); 4] = [(64, 64), (64, 32), (32, 32), (16, 16)];
 
     /// The tf32 candidates: at most 32 keys per tile, as S and P each take `block_n / 2`
-    /// registers per lane (P twice the halves'): with 64 keys ptxas 12.9 holds sm_80 at 128
-    /// registers and spills (D = 64); and 32 × 16 before 16 × 16, which spills at D = 256
-    /// (255 registers on one warp) where sm_86/89 fit no 32 × 32 ring.
+    /// registers per lane (P twice the halves'; before the kernel declared `.maxnreg`, ptxas
+    /// 12.9 held sm_80 at 128 registers with 64 keys and spilled at D = 64; with it, 64 × 64
+    /// takes 168 and fits, but 32 keys leave room); and 32 × 16 before 16 × 16, which
+    /// [`Self::validate`] rejects at D = 256 (one warp copies 32 chunk rounds of its own:
+    /// ptxas spills at 255 registers) where sm_86/89 fit no 32 × 32 ring.
     pub const TF32_TILE_CANDIDATES: [(u32, u32); 4] = [(64, 32), (32, 32), (32, 16), (16, 16)];
 
     /// Registers a tensor-core thread needs beyond its fragments (measured with ptxas 12.9:
     /// 33 to 83 over the fragment count across the matrix).
     pub const TC_REGISTER_OVERHEAD: u32 = 56;
+
+    /// Registers a tensor-core thread keeps per round of K/V chunk copies whose geometry is
+    /// its own ([`Self::tc_chunk_rounds`]): a round's row, column and shared offset are three
+    /// values, of which ptxas 12.9 keeps about two live across the KV loop (fitted over every
+    /// explicit tiling: at 3, D = 96 f16 with 64 × 128 tiles would be rejected at 243
+    /// registers; at 1, D = 256 tf32 with 16 × 16 tiles would be accepted and spill).
+    pub const TC_REGISTERS_PER_CHUNK_ROUND: u32 = 2;
+
+    /// Rounds of 16-byte K/V chunk copies per thread and tile whose row, column and shared
+    /// offset are registers of their own: none when the `D · size / 16` chunks of a row divide
+    /// the block's threads (every round is round 0 shifted by constants), else
+    /// `⌈block_n · chunks per row / threads⌉` (D = 96, and D = 256 tf32 on one warp).
+    pub fn tc_chunk_rounds(&self, block_m: u32, block_n: u32) -> u32 {
+        let per_row = self.head_dim * self.dtype.size_bytes() / 16;
+        let threads = self.threads_for(block_m, block_n).max(1);
+        if per_row == 0 || threads.is_multiple_of(per_row) {
+            0
+        } else {
+            (block_n * per_row).div_ceil(threads)
+        }
+    }
 
     fn tensor_cores(&self) -> bool {
         matches!(self.path(), AttentionPath::TensorCores)
@@ -431,8 +454,10 @@ impl AttentionConfig {
     ///
     /// On tensor cores, per lane: the O accumulators (`D / 2` f32), the Q fragments (`D / 4`
     /// packed pairs or `D / 2` tf32, kept in registers per [`Self::tc_q_in_registers`]), the
-    /// scores (`block_n / 2` f32) and P (`block_n / 4` pairs or `block_n / 2` tf32), plus [`Self::TC_REGISTER_OVERHEAD`].
-    pub fn registers_estimate(&self, block_n: u32) -> u32 {
+    /// scores (`block_n / 2` f32) and P (`block_n / 4` pairs or `block_n / 2` tf32), the K/V
+    /// copy geometry ([`Self::TC_REGISTERS_PER_CHUNK_ROUND`] per [`Self::tc_chunk_rounds`]),
+    /// plus [`Self::TC_REGISTER_OVERHEAD`].
+    pub fn registers_estimate(&self, block_m: u32, block_n: u32) -> u32 {
         if self.tensor_cores() {
             // Fragments of 16 rows per warp, in 32-bit registers per lane: `D · size / 8` for Q
             // and `block_n · size / 8` for P (pairs of halves, or one tf32 each).
@@ -442,7 +467,14 @@ impl AttentionConfig {
             } else {
                 0
             };
-            return d / 2 + q + block_n / 2 + block_n * size / 8 + Self::TC_REGISTER_OVERHEAD;
+            let copies =
+                Self::TC_REGISTERS_PER_CHUNK_ROUND * self.tc_chunk_rounds(block_m, block_n);
+            return d / 2
+                + q
+                + block_n / 2
+                + block_n * size / 8
+                + copies
+                + Self::TC_REGISTER_OVERHEAD;
         }
         let g = self.threads_per_row_for(block_n);
         let words = self.acc_bytes() / 4;
@@ -474,7 +506,7 @@ impl AttentionConfig {
             return candidates
                 .into_iter()
                 .find(|&(m, n)| {
-                    self.registers_estimate(n) <= self.register_limit(self.threads_for(m, n))
+                    self.registers_estimate(m, n) <= self.register_limit(self.threads_for(m, n))
                         && self.shared_bytes_for(m, n) <= self.arch.max_dynamic_shared_bytes()
                 })
                 .unwrap_or((16, 16));
@@ -589,7 +621,7 @@ impl AttentionConfig {
                     ),
                 );
             }
-            let regs = self.registers_estimate(t.block_n);
+            let regs = self.registers_estimate(t.block_m, t.block_n);
             let reg_limit = self.register_limit(t.threads);
             if t.threads <= max_threads && regs > reg_limit {
                 let fields: &[&'static str] = match (self.block_m, self.block_n) {
@@ -600,9 +632,9 @@ impl AttentionConfig {
                     fields,
                     format!(
                         "tiles block_m = {}, block_n = {} with head_dim = {} and dtype = {} need \
-                         about {regs} registers per thread, more than the {reg_limit} that {} \
-                         threads per block allow without spilling",
-                        t.block_m, t.block_n, self.head_dim, self.dtype, t.threads
+                         about {regs} registers per thread, more than the limit of {reg_limit} \
+                         for {} threads per block on {}: ptxas would spill",
+                        t.block_m, t.block_n, self.head_dim, self.dtype, t.threads, self.arch
                     ),
                 );
             }
@@ -828,6 +860,83 @@ mod tests {
             "{}",
             err.0[0].message
         );
+    }
+
+    /// The tensor-core register rule at its boundary, on the tilings ptxas 12.9 spills or fits
+    /// closest (`attention_ptxas`'s ignored sweep checks every accepted tiling).
+    #[test]
+    fn tensor_core_register_rule_boundary() {
+        let tf32 = AttentionConfig {
+            dtype: DType::F32,
+            allow_tf32: true,
+            block_m: 16,
+            block_n: 16,
+            ..AttentionConfig::new(256)
+        };
+        // D = 256 tf32: 64 chunks per row. One warp (32 threads) copies 16 · 64 / 32 = 32
+        // rounds of its own: 128 + 16 + 8 + 8 + 2 · 32 + 56 = 264 > 255 (ptxas: 255 registers
+        // and 36 bytes of spills on sm_80, 40 on sm_86). Two warps share round 0's geometry:
+        // 200 (ptxas: 192, no spill).
+        for arch in [Arch::Sm80, Arch::Sm86, Arch::Sm89, Arch::Sm90] {
+            let one_warp = AttentionConfig { arch, ..tf32 };
+            assert_eq!(one_warp.tc_chunk_rounds(16, 16), 32);
+            assert_eq!(one_warp.registers_estimate(16, 16), 264);
+            let err = one_warp.validate().unwrap_err();
+            assert_eq!(err.0.len(), 1, "{arch}");
+            assert_eq!(
+                err.0[0].fields,
+                vec!["block_m", "block_n", "head_dim", "dtype"]
+            );
+            assert_eq!(
+                err.0[0].message,
+                format!(
+                    "tiles block_m = 16, block_n = 16 with head_dim = 256 and dtype = f32 need \
+                     about 264 registers per thread, more than the limit of 255 for 32 threads \
+                     per block on {arch}: ptxas would spill"
+                )
+            );
+            let two_warps = AttentionConfig {
+                block_m: 32,
+                ..one_warp
+            };
+            assert_eq!(two_warps.tc_chunk_rounds(32, 16), 0);
+            assert_eq!(two_warps.registers_estimate(32, 16), 200);
+            assert_eq!(two_warps.validate(), Ok(()), "{arch}");
+        }
+        // D = 96 f16: 12 chunks per row divide no thread count. 64 × 128 tiles: 12 rounds,
+        // 224 + 24 = 248 (ptxas: 243, no spill); 32 × 128: 24 rounds, 272 (ptxas: 255
+        // registers and 48 bytes of spills with the causal mask, none without).
+        let d96 = AttentionConfig {
+            dtype: DType::F16,
+            block_m: 64,
+            block_n: 128,
+            ..AttentionConfig::new(96)
+        };
+        assert_eq!(d96.tc_chunk_rounds(64, 128), 12);
+        assert_eq!(d96.registers_estimate(64, 128), 248);
+        assert_eq!(d96.validate(), Ok(()));
+        let narrow = AttentionConfig {
+            block_m: 32,
+            causal: true,
+            ..d96
+        };
+        assert_eq!(narrow.registers_estimate(32, 128), 272);
+        assert!(narrow.validate().is_err());
+        // The tilings ptxas spilled before the tensor-core kernel declared `.maxnreg` fit now
+        // and stay accepted: D = 64 causal tf32 64 × 64 on sm_80 (113 registers), D = 32 causal
+        // tf32 32 × 32 on sm_86 (96).
+        for (head_dim, block, arch) in [(64, 64, Arch::Sm80), (32, 32, Arch::Sm86)] {
+            let cfg = AttentionConfig {
+                head_dim,
+                block_m: block,
+                block_n: block,
+                causal: true,
+                arch,
+                ..tf32
+            };
+            assert_eq!(cfg.tc_chunk_rounds(block, block), 0);
+            assert_eq!(cfg.validate(), Ok(()), "d={head_dim} {arch}");
+        }
     }
 
     #[test]

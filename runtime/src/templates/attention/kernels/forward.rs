@@ -4,8 +4,8 @@
 use super::loads::{copy_lane, load_kv_tile, load_query_slice};
 use super::output::{accumulate_pv, store_output};
 use super::plan::{
-    allocate_shared, declare_params, head_offsets, kv_tile_count, row_visible_end, thread_place,
-    Plan, RowState,
+    allocate_shared, declare_block, declare_params, head_offsets, kv_tile_count, row_visible_end,
+    thread_place, Plan, RowState,
 };
 use super::softmax::{online_softmax_update, score_tile};
 use crate::builder::{Float, KernelBuilder, S32};
@@ -35,14 +35,7 @@ pub(super) fn forward_kernel<T: Float, A: Float>(cfg: &AttentionConfig) -> Kerne
     let plan = Plan::new(cfg);
     let mut k = KernelBuilder::new(ENTRY, cfg.arch);
     declare_index_bound(&mut k, &INDEX_BOUND);
-    k.require_block([plan.tiles.threads, 1, 1]);
-    // Every register the block can launch with: without it ptxas may target fewer (measured:
-    // 64 at 256 threads) and spill, although `validate` checked the tiling against a budget
-    // the block has room for.
-    let threads = plan.tiles.threads.max(1);
-    k.max_registers(
-        (cfg.arch.registers_per_block() / threads).min(cfg.arch.max_registers_per_thread()),
-    );
+    declare_block(&mut k, cfg.arch, plan.tiles.threads);
     let params = declare_params::<T, A>(&mut k);
     let smem = allocate_shared(&mut k, &plan);
     let place = thread_place(&mut k, &plan, params.seq_q);

@@ -1,6 +1,7 @@
 //! The compile-time plan of one attention kernel (tile sizes, thread → data mapping, shared
 //! layout) and the per-thread values every phase starts from (indices, addresses).
 
+use crate::arch::Arch;
 use crate::builder::{
     Float, GlobalPtr, KernelBuilder, ParamHandle, Pred, Reg, Scalar, F32, S32, U32, U64,
 };
@@ -168,6 +169,18 @@ pub(super) fn declare_params<T: Float, A: Float>(k: &mut KernelBuilder) -> Param
         v_layout,
         o_layout,
     }
+}
+
+/// Declares the block shape `.reqntid threads` and `.maxnreg` at every register the block can
+/// launch with (`registers per block / threads`, at most the per-thread maximum): without the
+/// cap ptxas may target fewer (measured: 64 at 256 threads, 96 or 128 at 128 threads on the
+/// tensor-core path) and spill, although `validate` checked the tiling against a budget the
+/// block has room for.
+pub(super) fn declare_block(k: &mut KernelBuilder, arch: Arch, threads: u32) {
+    k.require_block([threads, 1, 1]);
+    k.max_registers(
+        (arch.registers_per_block() / threads.max(1)).min(arch.max_registers_per_thread()),
+    );
 }
 
 /// Shared-memory base addresses of the K, V and P tiles.

@@ -12,13 +12,15 @@
 //!   along the reduction, so they stage like A and give B fragments by untransposed `ldmatrix`.
 //!   SwiGLU's up-projection stages `W1[e]` and `W3[e]` beside one `X` tile and keeps two
 //!   accumulator sets; the epilogue forms `silu(h1) ⊙ h3` in f32.
-//! - **Copies** ([`tile::fill_chunk`]) are 16-byte `cp.async` chunks when the reduction length
+//! - **Copies** ([`copy_piece`]) are 16-byte `cp.async` pieces when the reduction length
 //!   (`H` for linear and up, `F` for down) is a multiple of 8, 8- or 4-byte ones when it is a
 //!   multiple of 4 or 2 (each copy aligned and wholly inside or outside its row), and element
 //!   by element for odd lengths; past the length the ring slot is zero, so ragged lengths stay
-//!   on the tensor cores. A narrower copy covers 4 or 8 bytes of each lane's 16-byte chunk per
-//!   request (the chunk's other pieces follow through L1, `cp.async.ca`), so its per-request
-//!   sector use is lower (measured 0.41 at `H = 70`, 1.0 for 16-byte copies).
+//!   on the tensor cores. Whatever the piece size, consecutive lanes copy consecutive pieces of
+//!   a row ([`tile::piece_slot_bytes`]), so a request reads whole 64-byte row segments: at
+//!   `H = 70` (4-byte pieces) the copies use 0.625 of the sectors they touch, the most 64-byte
+//!   segments of 140-byte rows allow (0.19 with each lane's four pieces 16 bytes apart);
+//!   16-byte copies of 16-byte aligned rows use 1.0.
 //! - **Epilogue**: `out[offsets[e] + m0 + r, n0 + c]` for routed slots and in-range columns,
 //!   rounded once; column pairs are stored as one packed 32-bit word when `N` is even.
 
@@ -26,6 +28,7 @@ use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, Scalar, SharedArr, F32
 use crate::dtype::DType;
 use crate::ir::VoteMode;
 use crate::templates::moe::MoeConfig;
+use crate::templates::staging::{copy_elems, copy_piece};
 use crate::templates::warp_mma::{self as tile, Accumulators, TileElem, WarpPos, TILE_M};
 
 use super::common::{narrow, MoeElem};
@@ -71,11 +74,13 @@ struct Operand<T: Scalar> {
     rows: Vec<Row>,
 }
 
-/// The copies this thread makes per stage: chunk `i` is tile row `rows[i]`, columns
-/// `cols[i]..+8`, at byte `slots[i]` of the stage (the same positions for every operand).
-struct Chunks {
+/// The copies this thread makes per stage ([`tile::piece_slot_bytes`]): piece `i` is tile row
+/// `rows[i]`, columns `col..+elems`, at byte `slots[i]` of the stage (the same positions for
+/// every operand).
+struct Pieces {
+    elems: u32,
+    col: Reg<U32>,
     rows: Vec<Reg<U32>>,
-    cols: Vec<Reg<U32>>,
     slots: Vec<Reg<U32>>,
 }
 
@@ -95,17 +100,16 @@ fn grouped_gemm<T: MoeElem + TileElem>(
     len: u32,
 ) -> Vec<Accumulators<T::Shape>> {
     let bytes = T::TYPE.bytes();
-    let mut chunks = Chunks {
-        rows: Vec::new(),
-        cols: Vec::new(),
-        slots: Vec::new(),
+    let elems = copy_elems(len, tile::CHUNK_BYTES / bytes);
+    let places: Vec<_> = (0..tile::pieces_per_thread(elems * bytes))
+        .map(|i| tile::piece_slot_bytes(k, tid, i, bytes, elems * bytes))
+        .collect();
+    let chunks = Pieces {
+        elems,
+        col: places[0].1,
+        rows: places.iter().map(|p| p.0).collect(),
+        slots: places.iter().map(|p| p.2).collect(),
     };
-    for i in 0..tile::CHUNKS_PER_THREAD {
-        let (row, col, slot) = tile::chunk_slot_bytes(k, tid, i, bytes);
-        chunks.rows.push(row);
-        chunks.cols.push(col);
-        chunks.slots.push(slot);
-    }
     k.comment("staged rows: gathered A rows, weight rows");
     let a = Operand {
         src: a_src,
@@ -129,14 +133,19 @@ fn grouped_gemm<T: MoeElem + TileElem>(
     let (a_lane, b_lane) = pos.fragment_offsets(k, bytes);
     let fill = |k: &mut KernelBuilder, k_tile: Reg<U32>, slot: Reg<U32>| {
         let k0 = k.mul_lo(k_tile, T::TILE_K);
+        let first = k.add(k0, chunks.col);
+        // With whole K tiles every piece lies inside its row: no column test.
+        let col_ok = (!len.is_multiple_of(T::TILE_K)).then(|| k.setp_lt(first, len));
         for op in std::iter::once(&a).chain(&bs) {
             let stage = tile::stage_base(k, op.ring, slot);
-            for ((&(base, row_ok), &col), &at) in
-                op.rows.iter().zip(&chunks.cols).zip(&chunks.slots)
-            {
-                let first = k.add(k0, col);
+            for (&(base, row_ok), &at) in op.rows.iter().zip(&chunks.slots) {
+                let ok = match col_ok {
+                    Some(col_ok) => k.and_pred(row_ok, col_ok),
+                    None => row_ok,
+                };
+                let index = k.add(base, first);
                 let dst = k.add(stage, at);
-                tile::fill_chunk(k, op.src, base, first, row_ok, len, dst);
+                copy_piece(k, op.src, index, ok, dst, chunks.elems);
             }
         }
     };

@@ -17,7 +17,7 @@ mod scores;
 mod tf32;
 
 use super::forward::ENTRY;
-use super::plan::{declare_params, head_offsets, kv_tile_count, row_visible_end};
+use super::plan::{declare_block, declare_params, head_offsets, kv_tile_count, row_visible_end};
 use crate::builder::{KernelBuilder, F32, S32, U32};
 use crate::lint::address::declare_index_bound;
 use crate::templates::attention::config::{AttentionConfig, INDEX_BOUND};
@@ -52,7 +52,7 @@ pub(super) fn forward_kernel<T: TcElem>(cfg: &AttentionConfig) -> KernelBuilder 
     let plan = TcPlan::new(cfg);
     let mut k = KernelBuilder::new(ENTRY, cfg.arch);
     declare_index_bound(&mut k, &INDEX_BOUND);
-    k.require_block([plan.threads, 1, 1]);
+    declare_block(&mut k, cfg.arch, plan.threads);
     let params = declare_params::<T, F32>(&mut k);
     let shared = allocate_shared(&mut k, &plan);
     let lane = LanePlace::new::<T>(&mut k, &plan);
