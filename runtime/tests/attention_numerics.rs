@@ -539,11 +539,7 @@ fn tensor_core_counters_against_cuda_cores() {
             let total = c.instructions.total() as f64;
             // Q·Kᵀ and P·V of the unmasked problem: 2 · 2 · Sq · Skv · D per head.
             let gemm_flops = 4.0 * 2.0 * 128.0 * 128.0 * 64.0;
-            let cp_async_efficiency = if c.cp_async_sectors == 0 {
-                1.0
-            } else {
-                c.cp_async_bytes as f64 / (c.cp_async_sectors * 32) as f64
-            };
+            let cp_async_efficiency = c.cp_async_load_efficiency();
             let ldmatrix = match c.ldmatrix_requests {
                 0 => "n/a (none)".to_string(),
                 _ => format!(

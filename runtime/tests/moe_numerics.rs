@@ -672,9 +672,10 @@ fn block_order_does_not_change_results() {
 ///
 /// The per-launch counters also include index loads; they are known exactly and taken out, so
 /// the figures are those of the operand loads alone: [`WORK_ITEM_LOADS`] broadcasts per warp
-/// (every lane reading the same word: 128 bytes from one sector) and, in the gathering kernels, one token-id
-/// load per warp and loader pass (2 passes; 16 consecutive ids read by two lanes each, 128 bytes
-/// from 2 sectors, the bins being 64-aligned; bf16: 8 ids by four lanes each, 1 sector).
+/// (every lane reading the same word: 4 distinct bytes from one sector) and, in the gathering
+/// kernels, one token-id load per warp and loader pass (2 passes; 16 consecutive ids read by
+/// two lanes each, 64 distinct bytes from 2 sectors, the bins being 64-aligned; bf16: 8 ids
+/// by four lanes each, 32 bytes from 1 sector).
 #[test]
 fn expert_gemm_counters() {
     let base = MoeConfig {
@@ -722,7 +723,8 @@ fn expert_gemm_counters() {
             // A warp stages 16 rows (8 for halves): their ids fill 2 sectors (1).
             let id_sectors = if halves { 1 } else { 2 };
             let index_requests = warps * (WORK_ITEM_LOADS + id_loads);
-            let bytes = c.global_load_bytes - index_requests * 128;
+            let index_bytes = warps * (WORK_ITEM_LOADS * 4 + id_loads * id_sectors * 32);
+            let bytes = c.global_load_bytes - index_bytes;
             let sectors = c.global_load_sectors - warps * (WORK_ITEM_LOADS + id_sectors * id_loads);
             let requests = c.global_load_requests - index_requests;
             let efficiency = bytes as f64 / (sectors * 32) as f64;
@@ -810,7 +812,7 @@ fn expert_gemm_tensor_core_counters() {
             eprintln!(
                 "{arch} {}: block {} instructions/output {:.2} (per thread, all kinds), \
                  tensor-core share {:.3}, mma {}, ldmatrix wavefronts/request {:.3} \
-                 (/matrix {:.3}), cp.async bytes/sector-byte {:.3}, shared wavefronts/request {:.3}",
+                 (/matrix {:.3}), cp.async load efficiency {:.3}, shared wavefronts/request {:.3}",
                 rec.entry,
                 rec.config.block.x,
                 total as f64 / outputs as f64,
@@ -818,7 +820,7 @@ fn expert_gemm_tensor_core_counters() {
                 c.mma_instructions,
                 c.ldmatrix_wavefronts_per_request(),
                 c.ldmatrix_wavefronts_per_request() / 4.0,
-                c.cp_async_bytes as f64 / (c.cp_async_sectors.max(1) * 32) as f64,
+                c.cp_async_load_efficiency(),
                 c.shared_wavefronts_per_request(),
             );
             if arch == Arch::Sm80 {

@@ -293,16 +293,16 @@ fn moe_tf32_counters() {
 }
 
 /// Prints one launch's counters (instructions per output, tensor-core share, mma, `ldmatrix`
-/// wavefronts per x4 request, `cp.async` bytes per fetched sector byte, shared wavefronts per
+/// wavefronts per x4 request, `cp.async` load efficiency, shared wavefronts per
 /// request, global load efficiency) and checks the path: tf32 launches must run their
 /// `ldmatrix` conflict-free (4 wavefronts per x4), CUDA-core launches issue no mma. Returns the
 /// `cp.async` sector use.
 fn report(what: &str, rec: &LaunchRecord, outputs: u64, tf32: bool) -> f64 {
     let c = &rec.counters;
-    let copy = c.cp_async_bytes as f64 / (c.cp_async_sectors.max(1) * 32) as f64;
+    let copy = c.cp_async_load_efficiency();
     eprintln!(
         "{what} allow_tf32 = {tf32} {}: block {} instructions/output {:.2}, tensor-core share \
-         {:.3}, mma {}, ldmatrix wavefronts/request {:.3}, cp.async bytes/sector-byte {:.3}, \
+         {:.3}, mma {}, ldmatrix wavefronts/request {:.3}, cp.async load efficiency {:.3}, \
          shared wavefronts/request {:.3}, global load efficiency {:.3}",
         rec.entry,
         rec.config.block.x,

@@ -112,6 +112,8 @@ pub struct Counters {
     /// Warp-level global load requests (active lanes of a warp executing one `ld` together).
     pub global_load_requests: u64,
     pub global_load_sectors: u64,
+    /// Distinct bytes those requests read ([`distinct_bytes`]: lanes reading the same address
+    /// count once, so a broadcast does not read as more than its sectors).
     pub global_load_bytes: u64,
     pub global_store_requests: u64,
     pub global_store_sectors: u64,
@@ -143,7 +145,8 @@ pub struct Counters {
     pub cp_async_sectors: u64,
     /// Bytes written to shared memory by `cp.async` (cp-size per lane, zero fill included).
     pub cp_async_bytes: u64,
-    /// Bytes `cp.async` read from global memory (src-size per lane; zero fill excluded).
+    /// Distinct bytes `cp.async` read from global memory (src-size per lane; zero fill
+    /// excluded; [`distinct_bytes`]).
     pub cp_async_global_bytes: u64,
 }
 
@@ -184,13 +187,21 @@ impl Counters {
         ratio(self.ldmatrix_wavefronts, self.ldmatrix_matrices)
     }
 
-    /// Bytes requested ÷ bytes moved in 32-byte sectors (1.0 = perfectly coalesced).
+    /// Every global read, `ld` and `cp.async` alike: distinct bytes used ÷ bytes of the 32-byte
+    /// sectors fetched, request by request (1.0 = every sector fetched is wholly used).
     pub fn global_load_efficiency(&self) -> f64 {
+        ratio(
+            self.global_load_bytes + self.cp_async_global_bytes,
+            (self.global_load_sectors + self.cp_async_sectors) * 32,
+        )
+    }
+
+    /// [`Self::global_load_efficiency`] of the `ld` instructions alone.
+    pub fn ld_global_efficiency(&self) -> f64 {
         ratio(self.global_load_bytes, self.global_load_sectors * 32)
     }
 
-    /// Bytes `cp.async` read ÷ bytes of the 32-byte sectors those reads touched, request by
-    /// request (1.0 = every sector a request touches is wholly used).
+    /// [`Self::global_load_efficiency`] of the `cp.async` copies alone.
     pub fn cp_async_load_efficiency(&self) -> f64 {
         ratio(self.cp_async_global_bytes, self.cp_async_sectors * 32)
     }
@@ -222,8 +233,13 @@ fn ratio(a: u64, b: u64) -> f64 {
 
 /// Distinct 32-byte sectors touched by a warp-level access (`addrs` of the active lanes).
 pub fn sectors(addrs: &[u64], size: u64) -> u64 {
-    let mut s: Vec<u64> = Vec::with_capacity(addrs.len() * 2);
-    for &a in addrs {
+    span_sectors(addrs.iter().map(|&a| (a, size)))
+}
+
+/// Distinct 32-byte sectors touched by `(address, bytes)` spans (one per active lane).
+pub fn span_sectors(spans: impl IntoIterator<Item = (u64, u64)>) -> u64 {
+    let mut s: Vec<u64> = Vec::with_capacity(64);
+    for (a, size) in spans {
         let first = a >> 5;
         let last = (a + size.max(1) - 1) >> 5;
         for x in first..=last.min(first + 8) {
@@ -233,6 +249,22 @@ pub fn sectors(addrs: &[u64], size: u64) -> u64 {
     s.sort_unstable();
     s.dedup();
     s.len() as u64
+}
+
+/// Distinct bytes covered by `(address, bytes)` spans: what a warp-level access uses of the
+/// sectors it fetches (lanes reading the same bytes count them once).
+pub fn distinct_bytes(spans: impl IntoIterator<Item = (u64, u64)>) -> u64 {
+    let mut v: Vec<(u64, u64)> = spans.into_iter().filter(|&(_, n)| n > 0).collect();
+    v.sort_unstable();
+    let (mut total, mut covered) = (0, 0);
+    for (a, n) in v {
+        let end = a + n;
+        if end > covered {
+            total += end - a.max(covered);
+            covered = end;
+        }
+    }
+    total
 }
 
 /// The distinct 4-byte words a warp-level access of `size` bytes per lane touches.
@@ -278,6 +310,31 @@ mod tests {
         assert_eq!(sectors(&contiguous, 4), 4);
         let strided: Vec<u64> = (0..32).map(|i| 0x1000 + 128 * i).collect();
         assert_eq!(sectors(&strided, 4), 32);
+    }
+
+    #[test]
+    fn distinct_bytes_count_broadcasts_and_overlaps_once() {
+        let each = |addrs: &[u64], n: u64| distinct_bytes(addrs.iter().map(|&a| (a, n)));
+        assert_eq!(each(&[0x1000; 32], 4), 4);
+        let contiguous: Vec<u64> = (0..32).map(|i| 0x1000 + 4 * i).collect();
+        assert_eq!(each(&contiguous, 4), 128);
+        assert_eq!(each(&[0, 2, 8], 4), 10);
+        assert_eq!(distinct_bytes([(64, 0), (0, 16), (4, 4)]), 16);
+        assert_eq!(span_sectors([(30, 4), (64, 0)]), 3);
+    }
+
+    #[test]
+    fn load_efficiency_covers_ld_and_cp_async() {
+        let c = Counters {
+            global_load_sectors: 4,
+            global_load_bytes: 32,
+            cp_async_sectors: 4,
+            cp_async_global_bytes: 128,
+            ..Counters::default()
+        };
+        assert_eq!(c.ld_global_efficiency(), 0.25);
+        assert_eq!(c.cp_async_load_efficiency(), 1.0);
+        assert_eq!(c.global_load_efficiency(), 160.0 / 256.0);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use super::global::GlobalSpace;
 use super::memops::Region;
 use super::{lanes, BlockCtx, Engine, Warp, WARP};
-use crate::counters::sectors;
+use crate::counters::{distinct_bytes, span_sectors};
 use crate::decode::{CpAsync, MemSpace, SrcSize};
 use crate::findings::{Access, AccessKind, Finding, FindingKind};
 
@@ -179,8 +179,8 @@ impl<G: GlobalSpace> Engine<'_, G> {
         exec: u32,
     ) {
         let size = u64::from(c.size);
-        let mut gaddrs = [0u64; WARP];
-        let (mut ng, mut issued, mut read) = (0usize, 0u64, 0u64);
+        let mut spans = [(0u64, 0u64); WARP];
+        let (mut ng, mut issued) = (0usize, 0u64);
         for l in lanes(exec) {
             let n = match c.src_size {
                 SrcSize::Full => size,
@@ -231,8 +231,7 @@ impl<G: GlobalSpace> Engine<'_, G> {
                             );
                         }
                         src = Some((b, o, n as u8));
-                        read += n;
-                        gaddrs[ng] = sa;
+                        spans[ng] = (sa, n);
                         ng += 1;
                     }
                     Some(_) => {}
@@ -257,10 +256,8 @@ impl<G: GlobalSpace> Engine<'_, G> {
             let k = &mut self.counters;
             k.cp_async_requests += 1;
             k.cp_async_bytes += issued * size;
-            k.cp_async_global_bytes += read;
-            if ng > 0 {
-                k.cp_async_sectors += sectors(&gaddrs[..ng], size);
-            }
+            k.cp_async_global_bytes += distinct_bytes(spans[..ng].iter().copied());
+            k.cp_async_sectors += span_sectors(spans[..ng].iter().copied());
         }
     }
 

@@ -4,7 +4,7 @@
 
 use super::global::GlobalSpace;
 use super::{lanes, BlockCtx, Engine, Warp, WARP};
-use crate::counters::{min_wavefronts, sectors, wavefronts};
+use crate::counters::{distinct_bytes, min_wavefronts, sectors, wavefronts};
 use crate::decode::{Addr, AtomFn, Inst, MemSpace, Op};
 use crate::findings::{Access, AccessKind, Finding, FindingKind};
 use crate::memory::{read_bytes, write_bytes, LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE};
@@ -160,15 +160,16 @@ impl<G: GlobalSpace> Engine<'_, G> {
         }
         if ng > 0 {
             let sec = sectors(&gaddrs[..ng], bytes);
+            let used = distinct_bytes(gaddrs[..ng].iter().map(|&a| (a, bytes)));
             let c = &mut self.counters;
             if is_load {
                 c.global_load_requests += 1;
                 c.global_load_sectors += sec;
-                c.global_load_bytes += ng as u64 * bytes;
+                c.global_load_bytes += used;
             } else {
                 c.global_store_requests += 1;
                 c.global_store_sectors += sec;
-                c.global_store_bytes += ng as u64 * bytes;
+                c.global_store_bytes += used;
             }
         }
         if ns > 0 {

@@ -72,7 +72,8 @@ pub struct Work {
     /// Thread-instructions on the FP32 pipe (f32 and packed-half arithmetic).
     pub fp_instructions: f64,
     pub mma_flops: f64,
-    /// Bytes requested by `ld.global` and `cp.async`, and the 32-byte sectors they moved.
+    /// Distinct bytes read by `ld.global` and `cp.async` (zero fill excluded), and the 32-byte
+    /// sectors they moved.
     pub load_bytes: f64,
     pub load_sectors: f64,
     pub store_sectors: f64,
@@ -86,7 +87,7 @@ impl Work {
             tensor_instructions: i.tensor_core as f64,
             fp_instructions: (i.float_arith + i.half_arith) as f64,
             mma_flops: c.mma_flops as f64,
-            load_bytes: (c.global_load_bytes + c.cp_async_bytes) as f64,
+            load_bytes: (c.global_load_bytes + c.cp_async_global_bytes) as f64,
             load_sectors: (c.global_load_sectors + c.cp_async_sectors) as f64,
             store_sectors: c.global_store_sectors as f64,
         }
