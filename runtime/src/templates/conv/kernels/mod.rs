@@ -67,43 +67,41 @@ impl Conv2dConfig {
     /// with `allow_tf32` on tf32 `mma.m16n8k8`, on targets with `mma.m16n8k16`; other dtypes
     /// and older targets silently keep the CUDA-core entries only).
     pub fn has_tensor_core_forward(&self) -> bool {
-        implicit_gemm::available(self, Pass::Forward)
+        implicit_gemm::available(self)
     }
 
     /// Whether the module has the tensor-core backward-data `conv2d_bwd_data_implicit_gemm`
     /// (f16/bf16, or f32 with `allow_tf32`, on targets with `mma.m16n8k16`, NCHW; otherwise
     /// silently only the CUDA-core `conv2d_bwd_data`).
     pub fn has_tensor_core_backward_data(&self) -> bool {
-        implicit_gemm::available(self, Pass::BackwardData)
+        implicit_gemm::available(self)
     }
 
     /// Whether the module has the tensor-core backward-filter
     /// `conv2d_bwd_filter_implicit_gemm` (f16/bf16, or f32 with `allow_tf32`, on targets with
     /// `mma.m16n8k16`, NCHW; otherwise silently only the CUDA-core `conv2d_bwd_filter`).
     pub fn has_tensor_core_backward_filter(&self) -> bool {
-        implicit_gemm::available(self, Pass::BackwardFilter)
+        implicit_gemm::available(self)
     }
 
-    /// The entries of this configuration's module, in module order. The NHWC module holds the
-    /// forward entries only: the tensor-core implicit GEMM where available and the CUDA-core
-    /// `conv2d_nhwc`.
+    /// The entries of this configuration's module, in module order: the forward entries (NHWC:
+    /// the tensor-core implicit GEMM where available and the CUDA-core `conv2d_nhwc`; NCHW:
+    /// im2col + GEMM, the implicit GEMM, 1×1, direct), then the backward entries of both
+    /// layouts.
     pub fn entry_names(&self) -> Vec<&'static str> {
-        if self.layout == Layout::Nhwc {
-            let mut names = Vec::new();
-            if self.has_tensor_core_forward() {
-                names.push(ENTRY_IMPLICIT_GEMM);
-            }
-            names.push(ENTRY_NHWC);
-            return names;
+        let mut names = Vec::new();
+        if self.layout == Layout::Nchw {
+            names.extend([ENTRY_IM2COL, ENTRY_GEMM]);
         }
-        let mut names = vec![ENTRY_IM2COL, ENTRY_GEMM];
         if self.has_tensor_core_forward() {
             names.push(ENTRY_IMPLICIT_GEMM);
         }
-        if self.has_pointwise() {
-            names.push(ENTRY_1X1);
+        match self.layout {
+            Layout::Nhwc => names.push(ENTRY_NHWC),
+            Layout::Nchw if self.has_pointwise() => names.extend([ENTRY_1X1, ENTRY_DIRECT]),
+            Layout::Nchw => names.push(ENTRY_DIRECT),
         }
-        names.extend([ENTRY_DIRECT, ENTRY_BWD_DATA]);
+        names.push(ENTRY_BWD_DATA);
         if self.has_tensor_core_backward_data() {
             names.push(ENTRY_BWD_DATA_IMPLICIT_GEMM);
         }
@@ -120,22 +118,22 @@ impl Conv2dConfig {
 
 fn build_module<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> ModuleBuilder {
     let mut m = ModuleBuilder::new(arch);
-    if cfg.layout == Layout::Nhwc {
-        if let Some(tc) = T::implicit_gemm(cfg, arch, Pass::Forward) {
-            m.push(tc);
-        }
-        m.push(nhwc::build::<T>(cfg, arch));
-        return m;
+    let nchw = cfg.layout == Layout::Nchw;
+    if nchw {
+        m.push(im2col::build::<T>(cfg, arch));
+        m.push(gemm::build::<T>(cfg, arch, Operand::Im2col));
     }
-    m.push(im2col::build::<T>(cfg, arch));
-    m.push(gemm::build::<T>(cfg, arch, Operand::Im2col));
     if let Some(tc) = T::implicit_gemm(cfg, arch, Pass::Forward) {
         m.push(tc);
     }
-    if cfg.has_pointwise() {
-        m.push(gemm::build::<T>(cfg, arch, Operand::Pointwise));
+    if !nchw {
+        m.push(nhwc::build::<T>(cfg, arch));
+    } else {
+        if cfg.has_pointwise() {
+            m.push(gemm::build::<T>(cfg, arch, Operand::Pointwise));
+        }
+        m.push(direct::build::<T>(cfg, arch));
     }
-    m.push(direct::build::<T>(cfg, arch));
     m.push(backward_data::build::<T>(cfg, arch));
     if let Some(tc) = T::implicit_gemm(cfg, arch, Pass::BackwardData) {
         m.push(tc);

@@ -142,18 +142,16 @@ struct Conv<T: ConvElem> {
     b: Operand<T>,
 }
 
-/// Whether this configuration has the tensor-core entry of `pass`: f16/bf16, or f32 with
-/// `allow_tf32` (tf32 `mma.m16n8k8`), on a target with `mma.m16n8k16` (sm_80+; other dtypes
-/// and older targets keep the CUDA-core entries); the backward entries in the NCHW layout
-/// only (the NHWC module has forward entries only).
-pub(crate) fn available(cfg: &Conv2dConfig, pass: Pass) -> bool {
-    let layout_ok = pass == Pass::Forward || cfg.layout == Layout::Nchw;
+/// Whether this configuration has the tensor-core entries (every [`Pass`], both layouts):
+/// f16/bf16, or f32 with `allow_tf32` (tf32 `mma.m16n8k8`), on a target with `mma.m16n8k16`
+/// (sm_80+; other dtypes and older targets keep the CUDA-core entries).
+pub(crate) fn available(cfg: &Conv2dConfig) -> bool {
     let tensor_dtype = match cfg.dtype {
         DType::F16 | DType::BF16 => true,
         DType::F32 => cfg.allow_tf32,
         DType::F64 => false,
     };
-    tensor_dtype && cfg.arch.has_mma_m16n8k16() && layout_ok
+    tensor_dtype && cfg.arch.has_mma_m16n8k16()
 }
 
 /// Builds `conv2d_implicit_gemm(x, w, [bias,] y, dims…)`,
@@ -278,6 +276,13 @@ impl<T: ConvElem + TileElem> Conv<T> {
                 Strategy::Chunks
             }
             (Pass::Forward, Side::A) if nhwc => Strategy::Columns,
+            (Pass::BackwardData, Side::A)
+                if nhwc && p.og.is_multiple_of(chunk) && p.c_out.is_multiple_of(chunk) =>
+            {
+                Strategy::Chunks
+            }
+            (Pass::BackwardData, Side::A) if nhwc => Strategy::Columns,
+            (Pass::BackwardData, Side::B) | (Pass::BackwardFilter, _) if nhwc => Strategy::Rows,
             (Pass::Forward | Pass::BackwardData, Side::A) => Strategy::Rows,
             (Pass::Forward, Side::B) if p.filter_len().is_multiple_of(chunk) => Strategy::Chunks,
             (Pass::BackwardData, Side::B) if p.taps.is_multiple_of(chunk) => Strategy::Chunks,
