@@ -15,8 +15,10 @@
 //! - the grid limits ([`LaunchError::InvalidDim`]).
 //!
 //! Layouts: `x [N, C_in, H, W]`, `w [C_out, C_in/groups, KH, KW]`, `bias [C_out]`,
-//! `y [N, C_out, OH, OW]`, `cols [C_in·KH·KW, N·OH·OW]`; all row-major. Outputs are written
-//! completely (every element), inputs never.
+//! `y [N, C_out, OH, OW]`, `cols [C_in·KH·KW, N·OH·OW]`; in the NHWC layout (forward, both
+//! backward passes) `x [N, H, W, C_in]`, `w [C_out, KH, KW, C_in/groups]`, `y [N, OH, OW,
+//! C_out]`, and the gradients `dx`, `dw`, `gy` like `x`, `w`, `y`; all row-major. Outputs are
+//! written completely (every element), inputs never.
 
 use super::config::{Conv2dConfig, Layout};
 use super::kernels::{
@@ -474,8 +476,8 @@ pub fn forward_1x1<B: Backend, T: Element>(
 /// Backward-data: `dx = conv_transpose(gy, w)`, the adjoint of the bias-free forward, with the
 /// fastest entry the module has: the tensor-core `conv2d_bwd_data_implicit_gemm` where the
 /// config has it ([`Conv2dConfig::has_tensor_core_backward_data`]), else (silently: f32
-/// without `allow_tf32`, f64 and pre-sm_80 targets) the CUDA-core `conv2d_bwd_data`. `shape`
-/// is the *input* shape.
+/// without `allow_tf32`, f64 and pre-sm_80 targets) the CUDA-core `conv2d_bwd_data`, in the
+/// config's layout. `shape` is the *input* shape.
 pub fn backward_data<B: Backend, T: Element>(
     cfg: &Conv2dConfig,
     dev: &B,
@@ -532,8 +534,8 @@ pub fn backward_data_with<B: Backend, T: Element>(
 /// (deterministic), with the fastest weight-gradient entry the module has: the tensor-core
 /// `conv2d_bwd_filter_implicit_gemm` where the config has it
 /// ([`Conv2dConfig::has_tensor_core_backward_filter`]), else (silently: f32 without
-/// `allow_tf32`, f64 and pre-sm_80 targets) the CUDA-core `conv2d_bwd_filter`. `db` must be
-/// `Some` exactly when `cfg.bias`.
+/// `allow_tf32`, f64 and pre-sm_80 targets) the CUDA-core `conv2d_bwd_filter`, in the
+/// config's layout. `db` must be `Some` exactly when `cfg.bias`.
 #[allow(clippy::too_many_arguments)]
 pub fn backward_filter<B: Backend, T: Element>(
     cfg: &Conv2dConfig,

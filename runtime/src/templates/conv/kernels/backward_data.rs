@@ -7,6 +7,10 @@
 //! grid `(ceil(H·W / 256), min(N·C_in, 65535))`; each thread decomposes its pixel once and walks
 //! planes `ctaid.y, ctaid.y + nctaid.y, …`. Consecutive threads are consecutive `iw`, so they
 //! read consecutive `ow` of `gy` (stride 1) and write consecutive `dx`.
+//!
+//! NHWC (`dx [N, H, W, C_in]`, `gy [N, OH, OW, C_out]`, `w [C_out, KH, KW, Cg]`): the same
+//! threads and order with channels-last indices. Consecutive threads are then `C` elements
+//! apart: the fallback for targets and dtypes without the tensor-core entry, not a tuned path.
 
 use super::common::{
     at_position, bytes_of, channel_start, conv_kernel, div_const, output_coord, rem_const,

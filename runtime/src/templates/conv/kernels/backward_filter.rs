@@ -7,6 +7,11 @@
 //! shuffle adds the 32 partial sums; lane 0 stores. The order is fixed, so the result is the
 //! same on every run (no float atomics). Consecutive lanes read consecutive `ow` of `gy` and
 //! (stride 1) consecutive `iw` of `x`.
+//!
+//! NHWC (`x [N, H, W, C_in]`, `gy [N, OH, OW, C_out]`, `dw [C_out, KH, KW, Cg]`): weight
+//! element `e = ((oc·KH + kh)·KW + kw)·Cg + ci`, the same lanes and order with channels-last
+//! indices (lanes then `C` elements apart: the fallback for targets and dtypes without the
+//! tensor-core entry).
 
 use super::common::{
     at_position, both_below, channel_start, conv_kernel, div_const, rem_const, warp_sum, ConvElem,
