@@ -189,13 +189,11 @@ fn conv2d(arch: Arch, layout: Layout) -> Result<(String, Vec<LaunchRecord>)> {
         .map_err(err)?;
     let mut y = dev.alloc::<f16>(act).map_err(err)?;
     conv::forward(&cfg, &dev, &ptx, &shape, &x, &w, None, &mut y).map_err(err)?;
-    if layout == Layout::Nchw {
-        let gy = dev.upload(&halves(&mut rng, act, -1.0, 1.0)).map_err(err)?;
-        let mut dx = dev.alloc::<f16>(act).map_err(err)?;
-        conv::backward_data(&cfg, &dev, &ptx, &shape, &gy, &w, &mut dx).map_err(err)?;
-        let mut dw = dev.alloc::<f16>((c * c * 9) as usize).map_err(err)?;
-        conv::backward_filter(&cfg, &dev, &ptx, &shape, &x, &gy, &mut dw, None).map_err(err)?;
-    }
+    let gy = dev.upload(&halves(&mut rng, act, -1.0, 1.0)).map_err(err)?;
+    let mut dx = dev.alloc::<f16>(act).map_err(err)?;
+    conv::backward_data(&cfg, &dev, &ptx, &shape, &gy, &w, &mut dx).map_err(err)?;
+    let mut dw = dev.alloc::<f16>((c * c * 9) as usize).map_err(err)?;
+    conv::backward_filter(&cfg, &dev, &ptx, &shape, &x, &gy, &mut dw, None).map_err(err)?;
     Ok((ptx, dev.take_launch_log()))
 }
 
@@ -204,6 +202,12 @@ const MOE_DOWN: u64 = (MOE.2 * MOE.1 * MOE.4) as u64;
 const ATT_OUT: u64 = (ATTENTION.0 * ATTENTION.1 * ATTENTION.2) as u64;
 const CONV_ACT: u64 = (CONV.0 * CONV.1 * CONV.1) as u64;
 const CONV_W: u64 = (CONV.0 * CONV.0 * 9) as u64;
+/// The conv jobs' entries: forward, backward-data, backward-filter (both layouts).
+const CONV_REPORT: &[(&str, u64)] = &[
+    ("conv2d_", CONV_ACT),
+    ("conv2d_bwd_data", CONV_ACT),
+    ("conv2d_bwd_filter", CONV_W),
+];
 
 const JOBS: [Job; 6] = [
     Job {
@@ -235,16 +239,12 @@ const JOBS: [Job; 6] = [
     Job {
         name: "conv 3×3 64→64, NCHW (f16, N 1, 16×16, padding 1)",
         run: |arch| conv2d(arch, Layout::Nchw),
-        report: &[
-            ("conv2d_", CONV_ACT),
-            ("conv2d_bwd_data", CONV_ACT),
-            ("conv2d_bwd_filter", CONV_W),
-        ],
+        report: CONV_REPORT,
     },
     Job {
         name: "conv 3×3 64→64, NHWC (same)",
         run: |arch| conv2d(arch, Layout::Nhwc),
-        report: &[("conv2d_", CONV_ACT)],
+        report: CONV_REPORT,
     },
 ];
 
