@@ -1129,15 +1129,23 @@ fn tensor_core_backward_filter_every_case() {
     );
 }
 
-/// The tensor-core weight gradient is bitwise the same whatever order the blocks run in.
+/// The tensor-core weight gradient is bitwise the same whatever order the blocks run in, in
+/// both layouts.
 #[test]
 fn tensor_core_backward_filter_is_deterministic_under_block_shuffling() {
+    for layout in Layout::ALL {
+        backward_filter_is_deterministic(layout);
+    }
+}
+
+fn backward_filter_is_deterministic(layout: Layout) {
     let cfg = Conv2dConfig {
         dtype: DType::F16,
         arch: Arch::Sm80,
         ..Conv2dConfig::new(8, 80, 3)
             .with_padding(1, 1)
             .with_groups(2)
+            .with_layout(layout)
     };
     let ptx = cfg.compile().expect("compiles").ptx;
     let s = shape(2, 9, 7);
@@ -1176,7 +1184,7 @@ fn tensor_core_backward_filter_is_deterministic_under_block_shuffling() {
     }
     assert!(
         results.windows(2).all(|w| w[0] == w[1]),
-        "bitwise identical results"
+        "{layout}: bitwise identical results"
     );
 }
 
