@@ -13,8 +13,8 @@
 //! apart: the fallback for targets and dtypes without the tensor-core entry, not a tuned path.
 
 use super::common::{
-    at_position, bytes_of, channel_start, conv_kernel, div_const, output_coord, rem_const,
-    ConvElem, DimParams, Dims, Problem,
+    bytes_of, channel_start, conv_kernel, div_const, output_coord, rem_const, ConvElem, DimParams,
+    Dims, Problem,
 };
 use crate::arch::Arch;
 use crate::builder::{GlobalPtr, KernelBuilder, Reg, Val, U32, U64};
@@ -50,8 +50,13 @@ pub(crate) fn build<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilde
             let c = rem_const(k, plane, p.c_in);
             let sum = gather_plane::<T>(k, &p, &d, gy, w, n, c, ih, iw);
             let out = T::narrow(k, sum);
-            let start = channel_start(k, p.layout, n, p.c_in, c, hw);
-            let idx = at_position(k, p.layout, start, pixel, p.c_in);
+            let idx = match p.layout {
+                Layout::Nchw => k.mad_lo(plane, hw, pixel),
+                Layout::Nhwc => {
+                    let position = k.mad_lo(n, hw, pixel);
+                    k.mad_lo(position, p.c_in, c)
+                }
+            };
             let addr = k.elem_addr(dx, idx);
             k.st_global(addr, 0, out);
         });
@@ -91,23 +96,30 @@ fn gather_plane<T: ConvElem>(
     k.for_range(0u32, p.kh, 1u32, |k, kh| {
         let (oh, oh_ok) = output_coord(k, ih, kh, p.ph, p.dh, p.sh, d.oh);
         k.if_then(oh_ok, |k| {
-            let gy_row = k.mul_lo(oh, d.ow);
-            let w_row = k.mul_lo(kh, p.kw);
+            // NCHW: the gy and filter rows' first elements; NHWC: the gy row's first position
+            // and the filter row's first element (taps `Cg` apart).
+            let (gy_row, w_row) = match p.layout {
+                Layout::Nchw => (k.mad_lo(oh, d.ow, gy_first), k.mad_lo(kh, p.kw, w_first)),
+                Layout::Nhwc => (k.mul_lo(oh, d.ow), k.mad_lo(kh, p.kw * p.cg, w_first)),
+            };
             k.for_range(0u32, p.kw, 1u32, |k, kw| {
                 let (ow, ow_ok) = output_coord(k, iw, kw, p.pw, p.dw, p.sw, d.ow);
                 k.if_then(ow_ok, |k| {
-                    let position = k.add(gy_row, ow);
-                    let tap = k.add(w_row, kw);
-                    let gy_idx = at_position(k, p.layout, gy_first, position, p.c_out);
                     // Next output channel: the next plane (NCHW) or element (NHWC) of `gy`.
-                    let (w_idx, gy_step): (_, Val<U64>) = match p.layout {
-                        Layout::Nchw => {
-                            (k.add(w_first, tap), k.mul_wide(ohw, bytes_of::<T>()).into())
-                        }
-                        Layout::Nhwc => (
-                            k.mad_lo(tap, p.cg, w_first),
-                            u64::from(bytes_of::<T>()).into(),
+                    let (gy_idx, w_idx, gy_step): (_, _, Val<U64>) = match p.layout {
+                        Layout::Nchw => (
+                            k.add(gy_row, ow),
+                            k.add(w_row, kw),
+                            k.mul_wide(ohw, bytes_of::<T>()).into(),
                         ),
+                        Layout::Nhwc => {
+                            let position = k.add(gy_row, ow);
+                            (
+                                k.mad_lo(position, p.c_out, gy_first),
+                                k.mad_lo(kw, p.cg, w_row),
+                                u64::from(bytes_of::<T>()).into(),
+                            )
+                        }
                     };
                     let gy_at = k.elem_addr(gy, gy_idx);
                     let w_at = k.elem_addr(w, w_idx);
