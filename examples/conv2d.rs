@@ -2,7 +2,8 @@
 //! the im2col + GEMM paths, then both backward passes (data and filter + bias), through the
 //! wrappers `#[conv2d_kernel]` generated, each compared with the host reference (f64 on the
 //! same f32 inputs). Then the same layer in f16 on sm_80, where `forward` runs the tensor-core
-//! implicit GEMM, in the NCHW layout and in channels-last (`layout = nhwc`).
+//! implicit GEMM, in the NCHW layout and in channels-last (`layout = nhwc`), whose backward
+//! passes run on tensor cores too.
 //!
 //! Run: `cargo run --example conv2d`. Exits non-zero if any comparison fails.
 
@@ -10,7 +11,7 @@ mod common;
 
 use std::process::ExitCode;
 
-use ptxforge::conv::reference;
+use ptxforge::conv::reference::{self, to_channels_last};
 use ptxforge::prelude::*;
 
 use common::{Report, Rng};
@@ -38,18 +39,6 @@ pub struct ResNetConvNhwc;
 const TOLERANCE: f64 = 1e-5;
 /// f16 inputs, f32 accumulation, one rounding of the output to f16.
 const TOLERANCE_F16: f64 = 2e-3;
-
-/// `[N, C, H, W]` → `[N, H, W, C]` (and `[O, I, KH, KW]` → `[O, KH, KW, I]`).
-fn channels_last(v: &[f64], [_, c, h, w]: [usize; 4]) -> Vec<f64> {
-    let mut out = vec![0.0; v.len()];
-    for (i, value) in v.iter().enumerate() {
-        let (x, rest) = (i % w, i / w);
-        let (y, rest) = (rest % h, rest / h);
-        let (ch, b) = (rest % c, rest / c);
-        out[((b * h + y) * w + x) * c + ch] = *value;
-    }
-    out
-}
 
 fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {
     let cfg = ResNetConv::CONFIG;
@@ -152,8 +141,8 @@ fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {
     Ok(report.exit_code())
 }
 
-/// The f16 layer through `forward` (tensor cores) in NCHW and NHWC against the reference on
-/// the same f16-rounded inputs.
+/// The f16 layer through `forward` (tensor cores) in NCHW and NHWC, and the NHWC backward
+/// passes, against the reference on the same f16-rounded inputs.
 fn half_precision_forward(
     dev: &SimBackend,
     shape: &ConvShape,
@@ -191,32 +180,60 @@ fn half_precision_forward(
 
     let (n, c, o) = (shape.batch as usize, 16, 32);
     let (h, wd) = (shape.height as usize, shape.width as usize);
-    let x_last = channels_last(&x, [n, c, h, wd]);
-    let w_last = channels_last(&w, [o, c, 3, 3]);
-    let want_last = channels_last(&want, [n, o, dims.out_h as usize, dims.out_w as usize]);
+    let x_last = upload(&to_channels_last(&x, [n, c, h, wd]))?;
+    let w_last = upload(&to_channels_last(&w, [o, c, 3, 3]))?;
+    let want_last = to_channels_last(&want, [n, o, dims.out_h as usize, dims.out_w as usize]);
     let mut y_last = dev.alloc::<f16>(dims.output_len(&cfg))?;
-    ResNetConvNhwc.forward(
-        dev,
-        shape,
-        &upload(&x_last)?,
-        &upload(&w_last)?,
-        &bias,
-        &mut y_last,
-    )?;
+    ResNetConvNhwc.forward(dev, shape, &x_last, &w_last, &bias, &mut y_last)?;
     report.compare(
         "f16 forward (tensor-core implicit GEMM, NHWC) y vs host reference",
         &download(&y_last)?,
         &want_last,
         TOLERANCE_F16,
     );
+
+    let (oh, ow) = (dims.out_h as usize, dims.out_w as usize);
+    let gy = data(dims.output_len(&cfg));
+    let gy_last = upload(&to_channels_last(&gy, [n, o, oh, ow]))?;
+    let mut dx = dev.alloc::<f16>(dims.input_len(&cfg))?;
+    ResNetConvNhwc.backward_data(dev, shape, &gy_last, &w_last, &mut dx)?;
+    let want_dx = reference::backward_data(&cfg, shape, &gy, &w)?;
+    report.compare(
+        "f16 backward_data (tensor-core implicit GEMM, NHWC) dx vs host reference",
+        &download(&dx)?,
+        &to_channels_last(&want_dx, [n, c, h, wd]),
+        TOLERANCE_F16,
+    );
+    let (want_dw, want_db) = reference::backward_filter(&cfg, shape, &x, &gy)?;
+    let mut dw = dev.alloc::<f16>(cfg.weight_elements() as usize)?;
+    let mut db = dev.alloc::<f16>(o)?;
+    ResNetConvNhwc.backward_filter(dev, shape, &x_last, &gy_last, &mut dw, &mut db)?;
+    report.compare(
+        "f16 backward_filter (tensor-core implicit GEMM, NHWC) dw vs host reference",
+        &download(&dw)?,
+        &to_channels_last(&want_dw, [o, c, 3, 3]),
+        TOLERANCE_F16,
+    );
+    report.compare(
+        "f16 backward_filter (NHWC) db vs host reference",
+        &download(&db)?,
+        &want_db.unwrap_or_default(),
+        TOLERANCE_F16,
+    );
     let log = dev.take_launch_log();
-    let tensor_core = log
-        .iter()
-        .filter(|r| r.entry == "conv2d_implicit_gemm" && r.counters.mma_instructions > 0)
-        .count();
+    let on_tensor_cores = |entry: &str| {
+        log.iter()
+            .filter(|r| r.entry == entry && r.counters.mma_instructions > 0)
+            .count()
+    };
     report.check(
         "both f16 forwards ran conv2d_implicit_gemm on tensor cores",
-        tensor_core == 2,
+        on_tensor_cores("conv2d_implicit_gemm") == 2,
+    );
+    report.check(
+        "the NHWC backward passes ran their implicit GEMMs on tensor cores",
+        on_tensor_cores("conv2d_bwd_data_implicit_gemm") == 1
+            && on_tensor_cores("conv2d_bwd_filter_implicit_gemm") == 1,
     );
     Ok(())
 }

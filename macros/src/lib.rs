@@ -117,7 +117,8 @@ pub fn attention_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand::expand::<Attention>(attr.into(), item.into()).into()
 }
 
-/// An NCHW 2-D convolution (direct, 1×1, im2col + GEMM, backward-data, backward-filter).
+/// A 2-D convolution (NCHW: direct, 1×1, im2col + GEMM; both layouts: tensor-core implicit
+/// GEMMs, backward-data, backward-filter).
 ///
 /// ```
 /// use ptxforge::prelude::*;
@@ -145,7 +146,9 @@ pub fn attention_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// `padding = 0`, `dilation = 1`, `groups = 1`, `bias = false`, `dtype = f32`, `arch = sm_80`,
 /// `layout = nchw`, `allow_tf32 = false`. `allow_tf32 = true` (f32 only) runs the forward,
 /// backward-data and backward-filter implicit GEMMs on tf32 tensor cores on sm_80+
-/// (pre-sm_80 targets silently keep the CUDA-core f32 entries).
+/// (pre-sm_80 targets silently keep the CUDA-core f32 entries). `layout = nhwc`
+/// (channels-last: `x [N, H, W, C_in]`, `w [C_out, KH, KW, C_in / groups]`, `y [N, OH, OW,
+/// C_out]`) generates `forward`, `backward_data` and `backward_filter` only.
 #[proc_macro_attribute]
 pub fn conv2d_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand::expand::<Conv2d>(attr.into(), item.into()).into()

@@ -11,6 +11,8 @@
 
 #![cfg(feature = "sim")]
 
+mod conv_support;
+
 use half::{bf16, f16};
 use ptxforge_runtime::dtype::DType;
 use ptxforge_runtime::launch::{
@@ -24,28 +26,23 @@ use ptxforge_runtime::templates::conv::launch::{
     backward_data, backward_data_with, backward_filter, backward_filter_with, forward, forward_1x1,
     forward_direct, forward_im2col, forward_implicit_gemm, forward_nhwc,
 };
-use ptxforge_runtime::templates::conv::{reference, Conv2dConfig, ConvDims, ConvShape, Layout};
+use ptxforge_runtime::templates::conv::reference::{self, to_channels_last};
+use ptxforge_runtime::templates::conv::{Conv2dConfig, ConvDims, ConvShape, Layout};
 use ptxforge_runtime::templates::testing::{
-    error_relative_to_max, from_f64, to_f64, HostFloat, SplitMix64,
+    counters_summary, error_relative_to_max, from_f64, to_f64, HostFloat, SplitMix64,
 };
 use ptxforge_runtime::templates::tf32::{self, round_tf32};
 use ptxforge_runtime::templates::KernelFamily;
 use ptxforge_runtime::Arch;
 
-/// One problem of the table.
-#[derive(Debug, Clone, Copy)]
-struct Case {
-    name: &'static str,
-    cfg: Conv2dConfig,
-    shape: ConvShape,
-}
+use conv_support::{
+    assert_close, download, fuzz_cases_with, must, prepare, shape, tensor_core_cases, tolerance,
+    Case,
+};
 
-const fn shape(batch: u32, height: u32, width: u32) -> ConvShape {
-    ConvShape {
-        batch,
-        height,
-        width,
-    }
+/// Seeded random cases of 1–3 channels per group ([`fuzz_cases_with`]).
+fn fuzz_cases(seed: u64, count: usize) -> Vec<Case> {
+    fuzz_cases_with(seed, count, &[1, 2, 3])
 }
 
 /// The issue's shapes, with small channel counts and images (odd sizes, batch 1 and 3).
@@ -137,69 +134,6 @@ fn the_dynamic_shared_memory_case_is_dynamic() {
     );
 }
 
-/// Seeded random configurations and shapes (every input at least the dilated kernel).
-fn fuzz_cases(seed: u64, count: usize) -> Vec<Case> {
-    let mut rng = SplitMix64::new(seed);
-    let mut pick = |lo: u32, hi: u32| lo + rng.below(u64::from(hi - lo + 1)) as u32;
-    (0..count)
-        .map(|_| {
-            let groups = pick(1, 3);
-            let cfg = Conv2dConfig::new(groups * pick(1, 3), groups * pick(1, 3), 1)
-                .with_kernel(pick(1, 4), pick(1, 4))
-                .with_stride(pick(1, 3), pick(1, 3))
-                .with_padding(pick(0, 2), pick(0, 2))
-                .with_dilation(pick(1, 2), pick(1, 2))
-                .with_groups(groups)
-                .with_bias(pick(0, 1) == 1);
-            let (eh, ew) = cfg.dilated_extent();
-            let height = (eh as u32).saturating_sub(2 * cfg.padding_h).max(1) + pick(0, 9);
-            let width = (ew as u32).saturating_sub(2 * cfg.padding_w).max(1) + pick(0, 9);
-            Case {
-                name: "fuzz",
-                cfg,
-                shape: shape(pick(1, 2), height, width),
-            }
-        })
-        .collect()
-}
-
-/// Tolerance of a dtype (module doc).
-fn tolerance(dtype: DType) -> f64 {
-    match dtype {
-        DType::F32 => 1e-5,
-        DType::F16 => 2e-3,
-        DType::BF16 => 2e-2,
-        DType::F64 => 1e-12,
-    }
-}
-
-fn assert_close(what: &str, got: &[f64], want: &[f64], tol: f64) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-30);
-    let (i, err) = got
-        .iter()
-        .zip(want)
-        .map(|(g, w)| {
-            if g.is_nan() {
-                f64::INFINITY
-            } else {
-                (g - w).abs()
-            }
-        })
-        .enumerate()
-        .fold(
-            (0, 0.0),
-            |best, (i, e)| if e > best.1 { (i, e) } else { best },
-        );
-    assert!(
-        err / scale <= tol,
-        "{what}: element {i}: got {}, want {} (error {:e} relative to max {scale}, tolerance {tol:e})",
-        got[i],
-        want[i],
-        err / scale
-    );
-}
-
 fn dot(a: &[f64], b: &[f64]) -> (f64, f64) {
     a.iter()
         .zip(b)
@@ -218,17 +152,6 @@ fn random<T: HostFloat + Element>(dev: &SimBackend, rng: &mut SplitMix64, len: u
         host: to_f64(&rounded),
         dev: dev.upload(&rounded).expect("upload"),
     }
-}
-
-fn download<T: HostFloat + Element>(
-    dev: &SimBackend,
-    buf: &DeviceBuffer<SimBackend, T>,
-) -> Vec<f64> {
-    to_f64(&dev.download(buf).expect("download"))
-}
-
-fn must<T>(what: &str, r: Result<T, LaunchError>) -> T {
-    r.unwrap_or_else(|e| panic!("{what}: {e}"))
 }
 
 /// Every path of one case in one dtype on one arch against the references.
@@ -676,25 +599,7 @@ fn bad_input_is_a_typed_error_before_launch() {
 /// Prints one launch's interpreter counters (per output of the layer: instructions; shares,
 /// efficiencies and wavefronts per request) for the report.
 fn print_counters(tag: &str, record: &LaunchRecord, outputs: f64) {
-    let c = &record.counters;
-    let total = c.instructions.total();
-    eprintln!(
-        "{tag} {:<30} instructions/output {:.1}, tensor-core share {:.4}, mma {}, global load \
-         efficiency {:.3} ({} load requests), cp.async bytes {}, ldmatrix wavefronts/request \
-         {:.3} ({:.3} per 8x8 matrix), shared wavefronts/request {:.3}, bank conflict factor \
-         {:.3}",
-        record.entry,
-        total as f64 / outputs,
-        c.instructions.tensor_core as f64 / total as f64,
-        c.mma_instructions,
-        c.global_load_efficiency(),
-        c.global_load_requests,
-        c.cp_async_bytes,
-        c.ldmatrix_wavefronts_per_request(),
-        c.ldmatrix_wavefronts_per_request() / 4.0,
-        c.shared_wavefronts_per_request(),
-        c.shared_bank_conflict_factor(),
-    );
+    eprintln!("{tag} {}", counters_summary(record, outputs));
 }
 
 // ---- tensor cores ------------------------------------------------------------------------
@@ -774,7 +679,7 @@ fn implicit_gemm_counter_bars() {
                 DType::F16 => implicit_gemm_records::<f16>(&cfg),
                 _ => implicit_gemm_records::<f32>(&cfg),
             };
-            assert_eq!(records.len(), 4, "{name} {dtype}");
+            assert_eq!(records.len(), 6, "{name} {dtype}");
             for (pass, record, outputs) in records {
                 let tag = format!("{name} {dtype} {pass}");
                 print_counters(&tag, &record, outputs as f64);
@@ -807,17 +712,17 @@ fn implicit_gemm_counter_bars() {
 /// grid. tf32 backward-data: a warp stores 32 consecutive slab elements of 9-tap rows, which
 /// span 4 tile rows (20 words apart) and cannot reach 32 distinct banks.
 const KNOWN_GAPS: [(&str, DType, &str, f64, f64); 7] = [
-    ("3x3 p1", DType::F32, "backward-data", 0.9, 1.26),
+    ("3x3 p1", DType::F32, "backward-data nchw", 0.9, 1.26),
     ("3x3 s2 p1", DType::F16, "forward nchw", 0.47, 1.05),
-    ("3x3 s2 p1", DType::F16, "backward-data", 0.83, 1.05),
-    ("3x3 s2 p1", DType::F16, "backward-filter", 0.65, 1.05),
+    ("3x3 s2 p1", DType::F16, "backward-data nchw", 0.83, 1.05),
+    ("3x3 s2 p1", DType::F16, "backward-filter nchw", 0.65, 1.05),
     ("3x3 s2 p1", DType::F32, "forward nchw", 0.47, 1.05),
-    ("3x3 s2 p1", DType::F32, "backward-data", 0.9, 1.26),
-    ("3x3 s2 p1", DType::F32, "backward-filter", 0.66, 1.05),
+    ("3x3 s2 p1", DType::F32, "backward-data nchw", 0.9, 1.26),
+    ("3x3 s2 p1", DType::F32, "backward-filter nchw", 0.66, 1.05),
 ];
 
-/// Runs each implicit-GEMM entry of `cfg` once (forward in both layouts, backward-data and
-/// backward-filter in NCHW) on a 16 × 16 image with random inputs: per entry the pass, its
+/// Runs each implicit-GEMM entry of `cfg` once (forward, backward-data and backward-filter, in
+/// both layouts) on a 16 × 16 image with random inputs: per entry the pass, its
 /// launch record and its output count.
 fn implicit_gemm_records<T: HostFloat + Element>(
     cfg: &Conv2dConfig,
@@ -837,24 +742,24 @@ fn implicit_gemm_records<T: HostFloat + Element>(
         let mut y = dev.alloc::<T>(d.output_len(&cfg)).expect("alloc");
         let run = forward_implicit_gemm(&cfg, &dev, &ptx, &s, &x.dev, &w.dev, bias, &mut y);
         must("forward", run);
-        if layout == Layout::Nhwc {
-            runs.push(("forward nhwc", y.len()));
-            continue;
-        }
-        runs.push(("forward nchw", y.len()));
+        let [forward, data, filter] = match layout {
+            Layout::Nchw => ["forward nchw", "backward-data nchw", "backward-filter nchw"],
+            Layout::Nhwc => ["forward nhwc", "backward-data nhwc", "backward-filter nhwc"],
+        };
+        runs.push((forward, y.len()));
         let gy = random::<T>(&dev, &mut rng, d.output_len(&cfg));
         let mut dx = dev.alloc::<T>(d.input_len(&cfg)).expect("alloc");
         let entry = ENTRY_BWD_DATA_IMPLICIT_GEMM;
         let run = backward_data_with(&cfg, &dev, &ptx, &s, entry, &gy.dev, &w.dev, &mut dx);
         must("backward-data", run);
-        runs.push(("backward-data", dx.len()));
+        runs.push((data, dx.len()));
         let mut dw = dev.alloc::<T>(ConvDims::weight_len(&cfg)).expect("alloc");
         let mut db = dev.alloc::<T>(cfg.out_channels as usize).expect("alloc");
         let db = cfg.bias.then_some(&mut db);
         let entry = ENTRY_BWD_FILTER_IMPLICIT_GEMM;
         let run = backward_filter_with(&cfg, &dev, &ptx, &s, entry, &x.dev, &gy.dev, &mut dw, db);
         must("backward-filter", run);
-        runs.push(("backward-filter", dw.len()));
+        runs.push((filter, dw.len()));
     }
     dev.take_launch_log()
         .into_iter()
@@ -862,70 +767,6 @@ fn implicit_gemm_records<T: HostFloat + Element>(
         .zip(runs)
         .map(|(record, (pass, outputs))| (pass, record, outputs))
         .collect()
-}
-
-/// Shapes for the tensor-core paths: channel counts that are multiples of 8 (16-byte
-/// `cp.async` chunks of A in NHWC and of B), ragged pixel and channel tiles, several K tiles
-/// (the 3-stage ring wraps), and K or `Cg` not multiples of 8 (element-wise gathers).
-fn tensor_core_cases() -> Vec<Case> {
-    let c = Conv2dConfig::new;
-    vec![
-        Case {
-            name: "tc 3x3 p1 16→24 groups 2 + bias (Cg 8, K 72, ragged M and Og)",
-            cfg: c(16, 24, 3)
-                .with_padding(1, 1)
-                .with_groups(2)
-                .with_bias(true),
-            shape: shape(2, 9, 11),
-        },
-        Case {
-            name: "tc 1x1 s2 32→72 (two channel tiles, K 32)",
-            cfg: c(32, 72, 1).with_stride(2, 2),
-            shape: shape(1, 17, 15),
-        },
-        Case {
-            name: "tc 3x3 s2 d2 p2 8→8 + bias",
-            cfg: c(8, 8, 3)
-                .with_stride(2, 2)
-                .with_dilation(2, 2)
-                .with_padding(2, 2)
-                .with_bias(true),
-            shape: shape(2, 13, 10),
-        },
-        Case {
-            name: "tc 3x3 p1 64→16 (18 K tiles)",
-            cfg: c(64, 16, 3).with_padding(1, 1),
-            shape: shape(1, 8, 9),
-        },
-        Case {
-            name: "tc depthwise 3x3 24→24 groups 24 (Cg 1, K 9)",
-            cfg: c(24, 24, 3).with_groups(24).with_padding(1, 1),
-            shape: shape(1, 7, 6),
-        },
-        Case {
-            name: "tc 5x5 p2 12→20 groups 4 (Cg 3, K 75) + bias",
-            cfg: c(12, 20, 5)
-                .with_padding(2, 2)
-                .with_groups(4)
-                .with_bias(true),
-            shape: shape(1, 6, 7),
-        },
-    ]
-}
-
-/// `[N, C, H, W]` → `[N, H, W, C]` (also weights `[O, I, KH, KW]` → `[O, KH, KW, I]`).
-fn to_channels_last(v: &[f64], [n, c, h, w]: [usize; 4]) -> Vec<f64> {
-    let mut out = vec![0.0; v.len()];
-    for b in 0..n {
-        for ch in 0..c {
-            for y in 0..h {
-                for x in 0..w {
-                    out[((b * h + y) * w + x) * c + ch] = v[((b * c + ch) * h + y) * w + x];
-                }
-            }
-        }
-    }
-    out
 }
 
 /// Runs the forward of `case` in `layout` with `dtype` on `arch` through every forward entry
@@ -1070,21 +911,6 @@ fn tensor_core_forward_every_case_both_layouts() {
             );
         }
     }
-}
-
-/// The label, PTX and checked dimensions of `case` under `cfg`.
-fn prepare(case: &Case, cfg: &Conv2dConfig) -> (String, String, ConvDims) {
-    let label = format!(
-        "{} [{}] {} {} {:?}",
-        case.name,
-        cfg.matrix_name(),
-        cfg.dtype,
-        cfg.arch,
-        case.shape
-    );
-    let ptx = cfg.compile().unwrap_or_else(|e| panic!("{label}: {e}")).ptx;
-    let dims = cfg.check_shape(&case.shape, false).expect("valid shape");
-    (label, ptx, dims)
 }
 
 /// Backward-data of `case` (NCHW) with `dtype` on `arch` through every backward-data entry
@@ -1422,15 +1248,23 @@ fn tensor_core_backward_filter_every_case() {
     );
 }
 
-/// The tensor-core weight gradient is bitwise the same whatever order the blocks run in.
+/// The tensor-core weight gradient is bitwise the same whatever order the blocks run in, in
+/// both layouts.
 #[test]
 fn tensor_core_backward_filter_is_deterministic_under_block_shuffling() {
+    for layout in Layout::ALL {
+        backward_filter_is_deterministic(layout);
+    }
+}
+
+fn backward_filter_is_deterministic(layout: Layout) {
     let cfg = Conv2dConfig {
         dtype: DType::F16,
         arch: Arch::Sm80,
         ..Conv2dConfig::new(8, 80, 3)
             .with_padding(1, 1)
             .with_groups(2)
+            .with_layout(layout)
     };
     let ptx = cfg.compile().expect("compiles").ptx;
     let s = shape(2, 9, 7);
@@ -1469,7 +1303,7 @@ fn tensor_core_backward_filter_is_deterministic_under_block_shuffling() {
     }
     assert!(
         results.windows(2).all(|w| w[0] == w[1]),
-        "bitwise identical results"
+        "{layout}: bitwise identical results"
     );
 }
 
@@ -1588,7 +1422,7 @@ fn assert_tf32_mma(what: &str, dev: &SimBackend, entry: &str, [blocks, k, output
     print_counters(what, rec, outputs as f64);
 }
 
-/// Forward (in `layout`), backward-data and backward-filter (NCHW) of `case` in f32 with
+/// Forward, backward-data and backward-filter of `case` in `layout` in f32 with
 /// `allow_tf32` on `arch`, each through the entry the launch functions pick, against the
 /// exact and the tf32-rounded references. On sm_80+ each must run its implicit GEMM on tf32
 /// (exact mma counts, [`assert_tf32`]); before sm_80 the CUDA-core entries, exact f32.
@@ -1681,18 +1515,30 @@ fn run_tf32(case: &Case, layout: Layout, arch: Arch, seed: u64) {
     check("forward", &download(&dev, &y), &exact, &model, k);
     let blocks = (n * ohw).div_ceil(64) * og.div_ceil(64) * groups;
     mma("forward", "conv2d_implicit_gemm", blocks, k, y.len());
-    if layout == Layout::Nhwc {
-        return;
-    }
 
     // Backward-data: per image and group M = H·W, N = Cg, K = Og·KH·KW.
-    let exact = reference::backward_data(&cfg, s, &gy.host, &w.host).expect("reference");
-    let model = reference::backward_data(&cfg, s, &tf32_rounded(&gy.host), &tf32_rounded(&w.host))
-        .expect("reference");
+    let x_dims = [n, c_in, s.height.into(), s.width.into()].map(at);
+    let in_layout = |v: Vec<f64>| match layout {
+        Layout::Nchw => v,
+        Layout::Nhwc => to_channels_last(&v, x_dims),
+    };
+    let data_ref = |gy: &[f64], w: &[f64]| {
+        in_layout(reference::backward_data(&cfg, s, gy, w).expect("reference"))
+    };
+    let exact = data_ref(&gy.host, &w.host);
+    let model = data_ref(&tf32_rounded(&gy.host), &tf32_rounded(&w.host));
+    let gy_in = match layout {
+        Layout::Nchw => gy.dev,
+        Layout::Nhwc => {
+            let gy_dims = [n, c_out, d.out_h.into(), d.out_w.into()].map(at);
+            let nhwc = to_channels_last(&gy.host, gy_dims);
+            dev.upload(&from_f64::<f32>(&nhwc)).expect("upload")
+        }
+    };
     let mut dx = dev.alloc::<f32>(d.input_len(&cfg)).expect("alloc");
     must(
         &label,
-        backward_data(&cfg, &dev, &ptx, s, &gy.dev, &w_in, &mut dx),
+        backward_data(&cfg, &dev, &ptx, s, &gy_in, &w_in, &mut dx),
     );
     let k = og * taps;
     check("backward-data", &download(&dev, &dx), &exact, &model, k);
@@ -1707,11 +1553,17 @@ fn run_tf32(case: &Case, layout: Layout, arch: Arch, seed: u64) {
 
     // Backward-filter (weight gradient; the bias gradient stays on CUDA cores): M = Og,
     // N = Cg·KH·KW, K = N·OH·OW.
-    let (exact, _) = reference::backward_filter(&cfg, s, &x.host, &gy.host).expect("reference");
-    let (model, _) =
-        reference::backward_filter(&cfg, s, &tf32_rounded(&x.host), &tf32_rounded(&gy.host))
-            .expect("reference");
-    let (dw, _) = run_backward_filter(&label, &cfg, (&dev, &ptx), s, &x_in, &gy.dev);
+    let w_dims = [c_out, cg, cfg.kernel_h.into(), cfg.kernel_w.into()].map(at);
+    let filter_ref = |x: &[f64], gy: &[f64]| {
+        let (dw, _) = reference::backward_filter(&cfg, s, x, gy).expect("reference");
+        match layout {
+            Layout::Nchw => dw,
+            Layout::Nhwc => to_channels_last(&dw, w_dims),
+        }
+    };
+    let exact = filter_ref(&x.host, &gy.host);
+    let model = filter_ref(&tf32_rounded(&x.host), &tf32_rounded(&gy.host));
+    let (dw, _) = run_backward_filter(&label, &cfg, (&dev, &ptx), s, &x_in, &gy_in);
     let k = n * ohw;
     check("backward-filter", &dw, &exact, &model, k);
     let blocks = og.div_ceil(64) * (cg * taps).div_ceil(64) * groups;
@@ -1725,7 +1577,7 @@ fn run_tf32(case: &Case, layout: Layout, arch: Arch, seed: u64) {
 }
 
 /// The tensor-core cases and fuzzed ones (groups, stride, padding, dilation, ragged tiles and
-/// reductions) on tf32: forward in both layouts, both backward passes.
+/// reductions) on tf32: forward and both backward passes, in both layouts.
 #[test]
 fn tf32_every_case() {
     let mut cases = tensor_core_cases();

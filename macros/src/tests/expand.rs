@@ -386,6 +386,51 @@ fn conv_signatures_follow_bias_and_kernel_size() {
     assert!(!consts.contains(&"BWD_BIAS".to_owned()));
 }
 
+/// `layout = nhwc`: `forward` and both backward launchers (with `db` exactly when the bias
+/// is on), and the entry consts of the backward entries (tensor-core ones for f16 on sm_80).
+#[test]
+fn nhwc_exposes_the_backward_launchers() {
+    let (fns, consts) = impl_items(&expand::<Conv2d>(
+        quote!(
+            in_channels = 16,
+            out_channels = 16,
+            kernel = 3,
+            padding = 1,
+            bias = true,
+            dtype = f16,
+            arch = sm_80,
+            layout = nhwc
+        ),
+        quote!(
+            pub struct Conv;
+        ),
+    ));
+    let names: Vec<&str> = fns.iter().map(|f| fn_name(f)).collect();
+    assert_eq!(
+        names,
+        [
+            "__targets",
+            "__target",
+            "__ptx_static",
+            "forward",
+            "backward_data",
+            "backward_filter"
+        ]
+    );
+    assert!(fns[5].contains("db :"), "{}", fns[5]);
+    for c in [
+        "IMPLICIT_GEMM",
+        "NHWC",
+        "BWD_DATA",
+        "BWD_DATA_IMPLICIT_GEMM",
+        "BWD_FILTER",
+        "BWD_FILTER_IMPLICIT_GEMM",
+        "BWD_BIAS",
+    ] {
+        assert!(consts.contains(&c.to_owned()), "{c}: {consts:?}");
+    }
+}
+
 #[test]
 fn every_family_expands_to_valid_rust_with_wrappers() {
     let item = quote!(

@@ -1,6 +1,7 @@
 //! Seeded random inputs for tests of the host references and, later, of the kernels.
 //!
 //! A tiny SplitMix64 (Steele, Lea, Flood 2014): deterministic across platforms, no dependency.
+//! Also the one-line summary of a launch's interpreter counters the kernel tests print.
 
 /// A SplitMix64 generator.
 #[derive(Debug, Clone)]
@@ -135,6 +136,33 @@ pub fn error_relative_to_max(got: &[f64], want: &[f64]) -> f64 {
         })
         .fold(0.0, f64::max)
         / scale
+}
+
+/// One launch's interpreter counters on one line, per output of the layer (`outputs`):
+/// instructions per output, tensor-core share, mma count, global load efficiency, cp.async
+/// bytes, ldmatrix wavefronts per request (and per 8×8 matrix), shared wavefronts per request
+/// and the shared bank-conflict factor (wavefronts ÷ the fewest possible).
+#[cfg(feature = "sim")]
+pub fn counters_summary(record: &crate::launch::LaunchRecord, outputs: f64) -> String {
+    let c = &record.counters;
+    let total = c.instructions.total();
+    format!(
+        "{:<30} instructions/output {:.1}, tensor-core share {:.4}, mma {}, global load \
+         efficiency {:.3} ({} load requests), cp.async bytes {}, ldmatrix wavefronts/request \
+         {:.3} ({:.3} per 8x8 matrix), shared wavefronts/request {:.3} (bank-conflict factor \
+         {:.3})",
+        record.entry,
+        total as f64 / outputs,
+        c.instructions.tensor_core as f64 / total as f64,
+        c.mma_instructions,
+        c.global_load_efficiency(),
+        c.global_load_requests,
+        c.cp_async_bytes,
+        c.ldmatrix_wavefronts_per_request(),
+        c.ldmatrix_wavefronts_per_request() / 4.0,
+        c.shared_wavefronts_per_request(),
+        c.shared_bank_conflict_factor(),
+    )
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Conv2d wrappers: `forward` (the 1×1 entry for 1×1 kernels, the direct entry otherwise),
-//! each forward path on its own (`forward_direct`, `forward_im2col`, and `forward_1x1` for 1×1
-//! kernels), `backward_data` and `backward_filter`. The bias parameters exist exactly when the
-//! configuration has `bias = true`.
+//! each NCHW forward path on its own (`forward_direct`, `forward_im2col`, and `forward_1x1`
+//! for 1×1 kernels), `backward_data` and `backward_filter` (both layouts). The bias parameters
+//! exist exactly when the configuration has `bias = true`.
 
 use proc_macro2::{Ident, TokenStream};
 use quote::{format_ident, quote};
@@ -32,18 +32,22 @@ pub(crate) fn wrappers(c: &Conv2dConfig, t: &WrapperTypes) -> Vec<Wrapper> {
         let function = format_ident!("{function}");
         quote!(#p::conv::#function(__config, dev, __ptx, shape, #args))
     };
-    let (inputs, output) = match c.layout {
+    let (x_layout, w_layout, y_layout) = match c.layout {
         Layout::Nchw => (
-            "`x [batch, in_channels, height, width]`, `w [out_channels, in_channels / groups, \
-             kernel_h, kernel_w]`",
-            "`y [batch, out_channels, out_height, out_width]`",
+            "[batch, in_channels, height, width]",
+            "[out_channels, in_channels / groups, kernel_h, kernel_w]",
+            "[batch, out_channels, out_height, out_width]",
         ),
         Layout::Nhwc => (
-            "`x [batch, height, width, in_channels]`, `w [out_channels, kernel_h, kernel_w, \
-             in_channels / groups]`",
-            "`y [batch, out_height, out_width, out_channels]`",
+            "[batch, height, width, in_channels]",
+            "[out_channels, kernel_h, kernel_w, in_channels / groups]",
+            "[batch, out_height, out_width, out_channels]",
         ),
     };
+    let (inputs, output) = (
+        format!("`x {x_layout}`, `w {w_layout}`"),
+        format!("`y {y_layout}`"),
+    );
     let layouts = format!(
         "Layouts: {inputs}{}, {output} (`out = (in + 2·padding − dilation·(kernel − 1) − 1) / \
          stride + 1` per axis)",
@@ -72,44 +76,43 @@ pub(crate) fn wrappers(c: &Conv2dConfig, t: &WrapperTypes) -> Vec<Wrapper> {
         ok: dims.clone(),
         body: call("forward", quote!(x, w, #bias_arg, y)),
     };
-    if c.layout == Layout::Nhwc {
-        // The NHWC module holds the forward entries only.
-        return vec![forward];
-    }
-    let mut wrappers = vec![
-        forward,
-        Wrapper {
-            name: "forward_direct",
-            doc: format!(
-                "Forward through entry `conv2d_direct` (shared-memory input tiles). {layouts}."
-            ),
-            lifetimes: quote!(),
-            params: forward_params(&[]),
-            ok: dims.clone(),
-            body: call("forward_direct", quote!(x, w, #bias_arg, y)),
-        },
-        Wrapper {
-            name: "forward_im2col",
-            doc: format!(
-                "Forward through entries `conv2d_im2col` and `conv2d_gemm`, with the column \
-                 buffer `cols [in_channels · kernel_h · kernel_w, batch · out_height · \
-                 out_width]`. {layouts}."
-            ),
-            lifetimes: quote!(),
-            params: forward_params(&[param("cols", t.output())]),
-            ok: dims.clone(),
-            body: call("forward_im2col", quote!(x, w, #bias_arg, cols, y)),
-        },
-    ];
-    if c.has_pointwise() {
-        wrappers.push(Wrapper {
-            name: "forward_1x1",
-            doc: format!("Forward through entry `conv2d_1x1` (implicit GEMM). {layouts}."),
-            lifetimes: quote!(),
-            params: forward_params(&[]),
-            ok: dims.clone(),
-            body: call("forward_1x1", quote!(x, w, #bias_arg, y)),
-        });
+    let mut wrappers = vec![forward];
+    if c.layout == Layout::Nchw {
+        // The NCHW forward entries on their own.
+        wrappers.extend([
+            Wrapper {
+                name: "forward_direct",
+                doc: format!(
+                    "Forward through entry `conv2d_direct` (shared-memory input tiles). {layouts}."
+                ),
+                lifetimes: quote!(),
+                params: forward_params(&[]),
+                ok: dims.clone(),
+                body: call("forward_direct", quote!(x, w, #bias_arg, y)),
+            },
+            Wrapper {
+                name: "forward_im2col",
+                doc: format!(
+                    "Forward through entries `conv2d_im2col` and `conv2d_gemm`, with the column \
+                     buffer `cols [in_channels · kernel_h · kernel_w, batch · out_height · \
+                     out_width]`. {layouts}."
+                ),
+                lifetimes: quote!(),
+                params: forward_params(&[param("cols", t.output())]),
+                ok: dims.clone(),
+                body: call("forward_im2col", quote!(x, w, #bias_arg, cols, y)),
+            },
+        ]);
+        if c.has_pointwise() {
+            wrappers.push(Wrapper {
+                name: "forward_1x1",
+                doc: format!("Forward through entry `conv2d_1x1` (implicit GEMM). {layouts}."),
+                lifetimes: quote!(),
+                params: forward_params(&[]),
+                ok: dims.clone(),
+                body: call("forward_1x1", quote!(x, w, #bias_arg, y)),
+            });
+        }
     }
     let mut filter_params = vec![
         t.dev(),
@@ -122,12 +125,12 @@ pub(crate) fn wrappers(c: &Conv2dConfig, t: &WrapperTypes) -> Vec<Wrapper> {
     wrappers.extend([
         Wrapper {
             name: "backward_data",
-            doc: "Gradient with respect to the input through the fastest entry of the target \
-                  the module runs on: `conv2d_bwd_data_implicit_gemm` (tensor cores) for \
-                  f16/bf16 on sm_80+, else `conv2d_bwd_data`: `dx [batch, in_channels, height, \
-                  width]` from `gy [batch, out_channels, out_height, out_width]` and `w`. `dx` \
-                  is overwritten."
-                .into(),
+            doc: format!(
+                "Gradient with respect to the input through the fastest entry of the target \
+                 the module runs on: `conv2d_bwd_data_implicit_gemm` (tensor cores) for \
+                 f16/bf16 on sm_80+, else `conv2d_bwd_data`: `dx {x_layout}` from `gy \
+                 {y_layout}` and `w {w_layout}`. `dx` is overwritten."
+            ),
             lifetimes: quote!(),
             params: vec![
                 t.dev(),
@@ -144,8 +147,8 @@ pub(crate) fn wrappers(c: &Conv2dConfig, t: &WrapperTypes) -> Vec<Wrapper> {
             doc: format!(
                 "Gradient with respect to the weights through the fastest entry of the target \
                  the module runs on, `conv2d_bwd_filter_implicit_gemm` (tensor cores) for \
-                 f16/bf16 on sm_80+, else `conv2d_bwd_filter`{}: `dw` from `x` and `gy`. \
-                 Outputs are overwritten.",
+                 f16/bf16 on sm_80+, else `conv2d_bwd_filter`{}: `dw {w_layout}` from `x \
+                 {x_layout}` and `gy {y_layout}`. Outputs are overwritten.",
                 if c.bias {
                     ", and to the bias, entry `conv2d_bwd_bias`: `db [out_channels]`"
                 } else {

@@ -27,7 +27,7 @@ pub const INDEX_BOUND: IndexBound = IndexBound {
         "Conv2dConfig::validate (weight) and Conv2dConfig::check_index_range (tensors, positions)",
 };
 
-/// Configuration of one NCHW 2-D convolution: `#[conv2d_kernel(in_channels = 64, out_channels =
+/// Configuration of one 2-D convolution (NCHW or NHWC, [`Layout`]): `#[conv2d_kernel(in_channels = 64, out_channels =
 /// 128, kernel = 3, padding = 1, groups = 1, bias = true, dtype = f16, arch = sm_80)]`.
 ///
 /// Weight layout `[out_channels, in_channels / groups, kernel_h, kernel_w]`, bias
@@ -81,8 +81,10 @@ pub struct Conv2dConfig {
 /// - [`Layout::Nhwc`] (PyTorch's `channels_last`): `x [N, H, W, C_in]`, `y [N, OH, OW, C_out]`,
 ///   `w [C_out, KH, KW, C_in/g]` (the memory order of a `channels_last` weight). Channels are
 ///   innermost, so the implicit GEMM's reduction chunks are contiguous 16-byte runs of one
-///   pixel's channels. The module then holds only the implicit-GEMM forward entry
-///   (`conv2d_implicit_gemm`).
+///   pixel's channels. The module holds the forward entries `conv2d_implicit_gemm` (where
+///   available) and `conv2d_nhwc`, and the backward entries (`conv2d_bwd_data`,
+///   `conv2d_bwd_filter`, `conv2d_bwd_bias`, and their tensor-core implicit GEMMs where
+///   available) in this layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Layout {
     #[default]

@@ -15,8 +15,10 @@
 //! - the grid limits ([`LaunchError::InvalidDim`]).
 //!
 //! Layouts: `x [N, C_in, H, W]`, `w [C_out, C_in/groups, KH, KW]`, `bias [C_out]`,
-//! `y [N, C_out, OH, OW]`, `cols [C_in·KH·KW, N·OH·OW]`; all row-major. Outputs are written
-//! completely (every element), inputs never.
+//! `y [N, C_out, OH, OW]`, `cols [C_in·KH·KW, N·OH·OW]`; in the NHWC layout (forward, both
+//! backward passes) `x [N, H, W, C_in]`, `w [C_out, KH, KW, C_in/groups]`, `y [N, OH, OW,
+//! C_out]`, and the gradients `dx`, `dw`, `gy` like `x`, `w`, `y`; all row-major. Outputs are
+//! written completely (every element), inputs never.
 
 use super::config::{Conv2dConfig, Layout};
 use super::kernels::{
@@ -172,38 +174,107 @@ fn check_bias<B: Backend, T: Element>(
     Ok(())
 }
 
-/// The buffers of a forward entry taking `(x, w, [bias,] y)`.
-struct ForwardBuffers<'a, B: Backend, T: Element> {
-    x: &'a DeviceBuffer<B, T>,
-    w: &'a DeviceBuffer<B, T>,
-    bias: Option<&'a DeviceBuffer<B, T>>,
-    y: &'a mut DeviceBuffer<B, T>,
+/// Which tensor a buffer holds, for its expected length.
+#[derive(Clone, Copy)]
+enum Tensor {
+    /// `x` or `dx`.
+    Input,
+    /// `y` or `gy`.
+    Output,
+    /// `w` or `dw`.
+    Weight,
 }
 
-/// Checks and launches a forward entry with parameters `(x, w, [bias,] y, dims…)` on the grid
-/// `geometry` gives.
-fn launch_x_w_y<B: Backend, T: Element>(
-    cfg: &Conv2dConfig,
-    dev: &B,
-    ptx: &str,
-    shape: &ConvShape,
-    entry: &'static str,
-    geometry: fn(&Conv2dConfig, &ConvDims) -> Result<LaunchConfig, LaunchError>,
-    buffers: ForwardBuffers<'_, B, T>,
-) -> Result<ConvDims, LaunchError> {
-    let ForwardBuffers { x, w, bias, y } = buffers;
-    let prep = Prepared::new::<T>(cfg, entry, shape, false)?;
-    let d = prep.dims;
-    check_len("x", d.input_len(cfg), x)?;
-    check_len("w", ConvDims::weight_len(cfg), w)?;
-    check_bias(cfg, "bias", bias)?;
-    check_len("y", d.output_len(cfg), y)?;
-    let config = geometry(cfg, &d)?;
-    let mut args = vec![KernelArg::buffer(x), KernelArg::buffer(w)];
-    args.extend(bias.map(KernelArg::buffer));
-    args.push(KernelArg::buffer(&*y));
-    prep.launch(dev, ptx, entry, config, args)?;
-    Ok(d)
+impl Tensor {
+    fn len(self, cfg: &Conv2dConfig, dims: &ConvDims) -> usize {
+        match self {
+            Tensor::Input => dims.input_len(cfg),
+            Tensor::Output => dims.output_len(cfg),
+            Tensor::Weight => ConvDims::weight_len(cfg),
+        }
+    }
+}
+
+/// One buffer of a launch and the length it must have.
+enum Buffer<'a, B: Backend, T: Element> {
+    /// A tensor: its parameter name, which tensor, the buffer.
+    Tensor(&'static str, Tensor, &'a DeviceBuffer<B, T>),
+    /// The optional bias (or bias gradient) [`check_bias`] checks; passed only when given.
+    Bias(&'static str, Option<&'a DeviceBuffer<B, T>>),
+}
+
+impl<'a, B: Backend, T: Element> Buffer<'a, B, T> {
+    fn check(&self, cfg: &Conv2dConfig, dims: &ConvDims) -> Result<(), LaunchError> {
+        match *self {
+            Buffer::Tensor(name, tensor, buf) => check_len(name, tensor.len(cfg, dims), buf),
+            Buffer::Bias(name, bias) => check_bias(cfg, name, bias),
+        }
+    }
+
+    fn arg(&self) -> Option<KernelArg<'a, B>> {
+        match *self {
+            Buffer::Tensor(_, _, buf) | Buffer::Bias(_, Some(buf)) => Some(KernelArg::buffer(buf)),
+            Buffer::Bias(_, None) => None,
+        }
+    }
+}
+
+/// What every launch of one call shares: the config, the device, the module and the shape.
+struct Call<'a, B: Backend> {
+    cfg: &'a Conv2dConfig,
+    dev: &'a B,
+    ptx: &'a str,
+    shape: &'a ConvShape,
+}
+
+/// The grid of an entry from the config and the checked dimensions.
+type Geometry = fn(&Conv2dConfig, &ConvDims) -> Result<LaunchConfig, LaunchError>;
+
+/// `(x, w, bias, y)` of a forward entry.
+type ForwardBuffers<'a, B, T> = (
+    &'a DeviceBuffer<B, T>,
+    &'a DeviceBuffer<B, T>,
+    Option<&'a DeviceBuffer<B, T>>,
+    &'a DeviceBuffer<B, T>,
+);
+
+impl<B: Backend> Call<'_, B> {
+    /// Checks the call ([`Prepared::new`]) and every buffer of `args` and of `later` (the
+    /// buffers of a launch that follows in the same call, so that nothing runs when any of
+    /// them is wrong), then launches `entry` with `args` on the grid `geometry` gives.
+    fn launch<T: Element>(
+        &self,
+        entry: &'static str,
+        geometry: Geometry,
+        args: &[Buffer<'_, B, T>],
+        later: &[Buffer<'_, B, T>],
+    ) -> Result<Prepared, LaunchError> {
+        let cfg = self.cfg;
+        let prep = Prepared::new::<T>(cfg, entry, self.shape, false)?;
+        for buffer in args.iter().chain(later) {
+            buffer.check(cfg, &prep.dims)?;
+        }
+        let config = geometry(cfg, &prep.dims)?;
+        let args = args.iter().filter_map(Buffer::arg).collect();
+        prep.launch(self.dev, self.ptx, entry, config, args)?;
+        Ok(prep)
+    }
+
+    /// [`Self::launch`] of a forward entry with parameters `(x, w, [bias,] y, dims…)`.
+    fn forward<T: Element>(
+        &self,
+        entry: &'static str,
+        geometry: Geometry,
+        (x, w, bias, y): ForwardBuffers<'_, B, T>,
+    ) -> Result<ConvDims, LaunchError> {
+        let args = [
+            Buffer::Tensor("x", Tensor::Input, x),
+            Buffer::Tensor("w", Tensor::Weight, w),
+            Buffer::Bias("bias", bias),
+            Buffer::Tensor("y", Tensor::Output, y),
+        ];
+        Ok(self.launch(entry, geometry, &args, &[])?.dims)
+    }
 }
 
 /// Forward with the direct kernel (`conv2d_direct`): `y = conv(x, w) (+ bias)`.
@@ -219,15 +290,16 @@ pub fn forward_direct<B: Backend, T: Element>(
     bias: Option<&DeviceBuffer<B, T>>,
     y: &mut DeviceBuffer<B, T>,
 ) -> Result<ConvDims, LaunchError> {
-    let buffers = ForwardBuffers { x, w, bias, y };
-    launch_x_w_y(
+    let call = Call {
         cfg,
         dev,
         ptx,
         shape,
+    };
+    call.forward(
         ENTRY_DIRECT,
         Conv2dConfig::direct_launch_config,
-        buffers,
+        (x, w, bias, y),
     )
 }
 
@@ -257,15 +329,16 @@ pub fn forward_implicit_gemm<B: Backend, T: Element>(
             ),
         });
     }
-    let buffers = ForwardBuffers { x, w, bias, y };
-    launch_x_w_y(
+    let call = Call {
         cfg,
         dev,
         ptx,
         shape,
+    };
+    call.forward(
         ENTRY_IMPLICIT_GEMM,
         Conv2dConfig::implicit_gemm_launch_config,
-        buffers,
+        (x, w, bias, y),
     )
 }
 
@@ -283,15 +356,16 @@ pub fn forward_nhwc<B: Backend, T: Element>(
     bias: Option<&DeviceBuffer<B, T>>,
     y: &mut DeviceBuffer<B, T>,
 ) -> Result<ConvDims, LaunchError> {
-    let buffers = ForwardBuffers { x, w, bias, y };
-    launch_x_w_y(
+    let call = Call {
         cfg,
         dev,
         ptx,
         shape,
+    };
+    call.forward(
         ENTRY_NHWC,
         Conv2dConfig::nhwc_launch_config,
-        buffers,
+        (x, w, bias, y),
     )
 }
 
@@ -382,25 +456,28 @@ pub fn forward_1x1<B: Backend, T: Element>(
             ),
         });
     }
-    let prep = Prepared::new::<T>(cfg, ENTRY_1X1, shape, false)?;
-    let d = prep.dims;
-    check_len("x", d.input_len(cfg), x)?;
-    check_len("w", ConvDims::weight_len(cfg), w)?;
-    check_bias(cfg, "bias", bias)?;
-    check_len("y", d.output_len(cfg), y)?;
-    let config = cfg.gemm_launch_config(&d)?;
-    let mut args = vec![KernelArg::buffer(w), KernelArg::buffer(x)];
-    args.extend(bias.map(KernelArg::buffer));
-    args.push(KernelArg::buffer(&*y));
-    prep.launch(dev, ptx, ENTRY_1X1, config, args)?;
-    Ok(d)
+    let call = Call {
+        cfg,
+        dev,
+        ptx,
+        shape,
+    };
+    // The 1×1 entry is the GEMM with `x` as its column operand: `(w, x, [bias,] y)`.
+    let args = [
+        Buffer::Tensor("w", Tensor::Weight, w),
+        Buffer::Tensor("x", Tensor::Input, x),
+        Buffer::Bias("bias", bias),
+        Buffer::Tensor("y", Tensor::Output, y),
+    ];
+    let geometry: Geometry = Conv2dConfig::gemm_launch_config;
+    Ok(call.launch(ENTRY_1X1, geometry, &args, &[])?.dims)
 }
 
 /// Backward-data: `dx = conv_transpose(gy, w)`, the adjoint of the bias-free forward, with the
 /// fastest entry the module has: the tensor-core `conv2d_bwd_data_implicit_gemm` where the
 /// config has it ([`Conv2dConfig::has_tensor_core_backward_data`]), else (silently: f32
-/// without `allow_tf32`, f64 and pre-sm_80 targets) the CUDA-core `conv2d_bwd_data`. `shape`
-/// is the *input* shape.
+/// without `allow_tf32`, f64 and pre-sm_80 targets) the CUDA-core `conv2d_bwd_data`, in the
+/// config's layout. `shape` is the *input* shape.
 pub fn backward_data<B: Backend, T: Element>(
     cfg: &Conv2dConfig,
     dev: &B,
@@ -433,23 +510,23 @@ pub fn backward_data_with<B: Backend, T: Element>(
     w: &DeviceBuffer<B, T>,
     dx: &mut DeviceBuffer<B, T>,
 ) -> Result<ConvDims, LaunchError> {
-    let prep = Prepared::new::<T>(cfg, entry, shape, false)?;
-    let d = prep.dims;
-    check_len("gy", d.output_len(cfg), gy)?;
-    check_len("w", ConvDims::weight_len(cfg), w)?;
-    check_len("dx", d.input_len(cfg), dx)?;
-    let config = if entry == ENTRY_BWD_DATA_IMPLICIT_GEMM {
-        cfg.backward_data_implicit_gemm_launch_config(&d)?
-    } else {
-        cfg.backward_data_launch_config(&d)?
+    let call = Call {
+        cfg,
+        dev,
+        ptx,
+        shape,
     };
-    let args = vec![
-        KernelArg::buffer(gy),
-        KernelArg::buffer(w),
-        KernelArg::buffer(&*dx),
+    let geometry: Geometry = if entry == ENTRY_BWD_DATA_IMPLICIT_GEMM {
+        Conv2dConfig::backward_data_implicit_gemm_launch_config
+    } else {
+        Conv2dConfig::backward_data_launch_config
+    };
+    let args = [
+        Buffer::Tensor("gy", Tensor::Output, gy),
+        Buffer::Tensor("w", Tensor::Weight, w),
+        Buffer::Tensor("dx", Tensor::Input, dx),
     ];
-    prep.launch(dev, ptx, entry, config, args)?;
-    Ok(d)
+    Ok(call.launch(entry, geometry, &args, &[])?.dims)
 }
 
 /// Backward-filter: `dw[oc, ci, kh, kw] = Σ_{n, oh, ow} gy · x`, then (`conv2d_bwd_bias`,
@@ -457,8 +534,8 @@ pub fn backward_data_with<B: Backend, T: Element>(
 /// (deterministic), with the fastest weight-gradient entry the module has: the tensor-core
 /// `conv2d_bwd_filter_implicit_gemm` where the config has it
 /// ([`Conv2dConfig::has_tensor_core_backward_filter`]), else (silently: f32 without
-/// `allow_tf32`, f64 and pre-sm_80 targets) the CUDA-core `conv2d_bwd_filter`. `db` must be
-/// `Some` exactly when `cfg.bias`.
+/// `allow_tf32`, f64 and pre-sm_80 targets) the CUDA-core `conv2d_bwd_filter`, in the
+/// config's layout. `db` must be `Some` exactly when `cfg.bias`.
 #[allow(clippy::too_many_arguments)]
 pub fn backward_filter<B: Backend, T: Element>(
     cfg: &Conv2dConfig,
@@ -495,32 +572,28 @@ pub fn backward_filter_with<B: Backend, T: Element>(
     dw: &mut DeviceBuffer<B, T>,
     db: Option<&mut DeviceBuffer<B, T>>,
 ) -> Result<ConvDims, LaunchError> {
-    let prep = Prepared::new::<T>(cfg, entry, shape, false)?;
-    let d = prep.dims;
-    check_len("x", d.input_len(cfg), x)?;
-    check_len("gy", d.output_len(cfg), gy)?;
-    check_len("dw", ConvDims::weight_len(cfg), dw)?;
-    check_bias(cfg, "db", db.as_deref())?;
-    let filter = if entry == ENTRY_BWD_FILTER_IMPLICIT_GEMM {
-        cfg.backward_filter_implicit_gemm_launch_config()?
-    } else {
-        cfg.backward_filter_launch_config()?
+    let call = Call {
+        cfg,
+        dev,
+        ptx,
+        shape,
     };
-    let args = vec![
-        KernelArg::buffer(x),
-        KernelArg::buffer(gy),
-        KernelArg::buffer(&*dw),
+    let geometry: Geometry = if entry == ENTRY_BWD_FILTER_IMPLICIT_GEMM {
+        |cfg, _| cfg.backward_filter_implicit_gemm_launch_config()
+    } else {
+        |cfg, _| cfg.backward_filter_launch_config()
+    };
+    let args = [
+        Buffer::Tensor("x", Tensor::Input, x),
+        Buffer::Tensor("gy", Tensor::Output, gy),
+        Buffer::Tensor("dw", Tensor::Weight, dw),
     ];
-    prep.launch(dev, ptx, entry, filter, args)?;
+    let db = db.map(|db| &*db);
+    let prep = call.launch(entry, geometry, &args, &[Buffer::Bias("db", db)])?;
     if let Some(db) = db {
-        let args = vec![KernelArg::buffer(gy), KernelArg::buffer(&*db)];
-        prep.launch(
-            dev,
-            ptx,
-            ENTRY_BWD_BIAS,
-            cfg.backward_bias_launch_config(),
-            args,
-        )?;
+        let args = vec![KernelArg::buffer(gy), KernelArg::buffer(db)];
+        let bias = cfg.backward_bias_launch_config();
+        prep.launch(dev, ptx, ENTRY_BWD_BIAS, bias, args)?;
     }
-    Ok(d)
+    Ok(prep.dims)
 }

@@ -1,7 +1,8 @@
-//! The 2-D convolution kernel family: direct, 1×1, im2col + GEMM, backward-data and
-//! backward-filter (NCHW), all with groups, stride, padding and dilation; the tensor-core
-//! implicit-GEMM forward for f16/bf16 on sm_80+ (NCHW and NHWC); and the CUDA-core NHWC
-//! forward for everything else in the channels-last layout ([`Layout`]).
+//! The 2-D convolution kernel family: direct, 1×1, im2col + GEMM (NCHW), backward-data and
+//! backward-filter (both layouts), all with groups, stride, padding and dilation; the
+//! tensor-core implicit GEMMs (forward, backward-data, backward-filter) for f16/bf16, and f32
+//! with `allow_tf32`, on sm_80+ in both layouts; and the CUDA-core NHWC forward for everything
+//! else in the channels-last layout ([`Layout`]).
 //!
 //! This module owns the configuration ([`Conv2dConfig`]), run-time shapes and output sizes
 //! ([`ConvShape`], [`ConvDims`], [`output_len`]), the host references ([`mod@reference`]),

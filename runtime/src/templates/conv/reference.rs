@@ -1,4 +1,5 @@
-//! Host references of the 2-D convolution kernels, NCHW, in f64.
+//! Host references of the 2-D convolution kernels, NCHW, in f64 ([`to_channels_last`] turns
+//! data and results into the NHWC layout).
 //!
 //! Data are `f64` slices (convert test data with `templates::testing::to_f64`). Layouts:
 //! `x [N, C_in, H, W]`, `w [C_out, C_in/G, KH, KW]`, `b [C_out]`, `y [N, C_out, OH, OW]`.
@@ -272,6 +273,23 @@ pub fn gemm_im2col(
         }
     }
     Ok(y)
+}
+
+/// `[N, C, H, W]` → `[N, H, W, C]` (NCHW data in the NHWC layout; also a weight `[O, I, KH,
+/// KW]` → `[O, KH, KW, I]`, the NHWC modules' weight order).
+pub fn to_channels_last(v: &[f64], [n, c, h, w]: [usize; 4]) -> Vec<f64> {
+    assert_eq!(v.len(), n * c * h * w, "length of [{n}, {c}, {h}, {w}]");
+    let mut out = vec![0.0; v.len()];
+    for b in 0..n {
+        for ch in 0..c {
+            for y in 0..h {
+                for x in 0..w {
+                    out[((b * h + y) * w + x) * c + ch] = v[((b * c + ch) * h + y) * w + x];
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Backward-data, gather form: `dx[n, c, ih, iw] = Σ_{oc ∈ group(c), kh, kw} gy[n, oc, oh, ow] ·

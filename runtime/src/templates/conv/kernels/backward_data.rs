@@ -7,14 +7,19 @@
 //! grid `(ceil(H·W / 256), min(N·C_in, 65535))`; each thread decomposes its pixel once and walks
 //! planes `ctaid.y, ctaid.y + nctaid.y, …`. Consecutive threads are consecutive `iw`, so they
 //! read consecutive `ow` of `gy` (stride 1) and write consecutive `dx`.
+//!
+//! NHWC (`dx [N, H, W, C_in]`, `gy [N, OH, OW, C_out]`, `w [C_out, KH, KW, Cg]`): the same
+//! threads and order with channels-last indices. Consecutive threads are then `C` elements
+//! apart: the fallback for targets and dtypes without the tensor-core entry, not a tuned path.
 
 use super::common::{
-    bytes_of, conv_kernel, div_const, output_coord, rem_const, ConvElem, DimParams, Dims, Problem,
+    bytes_of, channel_start, conv_kernel, div_const, output_coord, rem_const, ConvElem, DimParams,
+    Dims, Problem,
 };
 use crate::arch::Arch;
-use crate::builder::{GlobalPtr, KernelBuilder, Reg, U32};
+use crate::builder::{GlobalPtr, KernelBuilder, Reg, Val, U32, U64};
 use crate::ir::SpecialReg;
-use crate::templates::conv::Conv2dConfig;
+use crate::templates::conv::{Conv2dConfig, Layout};
 
 /// The entry name.
 pub const ENTRY: &str = "conv2d_bwd_data";
@@ -45,7 +50,13 @@ pub(crate) fn build<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilde
             let c = rem_const(k, plane, p.c_in);
             let sum = gather_plane::<T>(k, &p, &d, gy, w, n, c, ih, iw);
             let out = T::narrow(k, sum);
-            let idx = k.mad_lo(plane, hw, pixel);
+            let idx = match p.layout {
+                Layout::Nchw => k.mad_lo(plane, hw, pixel),
+                Layout::Nhwc => {
+                    let position = k.mad_lo(n, hw, pixel);
+                    k.mad_lo(position, p.c_in, c)
+                }
+            };
             let addr = k.elem_addr(dx, idx);
             k.st_global(addr, 0, out);
         });
@@ -72,24 +83,46 @@ fn gather_plane<T: ConvElem>(
     let ci = rem_const(k, c, p.cg);
     let oc0 = k.mul_lo(g, p.og);
     let ohw = d.ohw;
-    // gy plane of (n, oc0) and the filter of (oc0, ci).
-    let gy_plane = k.mad_lo(n, p.c_out, oc0);
-    let gy_plane = k.mul_lo(gy_plane, ohw);
-    let w_first = k.mad_lo(oc0, p.cg, ci);
-    let w_first = k.mul_lo(w_first, p.taps);
+    // The gy element of (n, oc0) at output position 0 and the filter element of (oc0, ci)
+    // at tap 0.
+    let gy_first = channel_start(k, p.layout, n, p.c_out, oc0, ohw);
+    let w_first = match p.layout {
+        Layout::Nchw => {
+            let filter = k.mad_lo(oc0, p.cg, ci);
+            k.mul_lo(filter, p.taps)
+        }
+        Layout::Nhwc => k.mad_lo(oc0, p.filter_len(), ci),
+    };
     k.for_range(0u32, p.kh, 1u32, |k, kh| {
         let (oh, oh_ok) = output_coord(k, ih, kh, p.ph, p.dh, p.sh, d.oh);
         k.if_then(oh_ok, |k| {
-            let gy_row = k.mad_lo(oh, d.ow, gy_plane);
-            let w_row = k.mad_lo(kh, p.kw, w_first);
+            // NCHW: the gy and filter rows' first elements; NHWC: the gy row's first position
+            // and the filter row's first element (taps `Cg` apart).
+            let (gy_row, w_row) = match p.layout {
+                Layout::Nchw => (k.mad_lo(oh, d.ow, gy_first), k.mad_lo(kh, p.kw, w_first)),
+                Layout::Nhwc => (k.mul_lo(oh, d.ow), k.mad_lo(kh, p.kw * p.cg, w_first)),
+            };
             k.for_range(0u32, p.kw, 1u32, |k, kw| {
                 let (ow, ow_ok) = output_coord(k, iw, kw, p.pw, p.dw, p.sw, d.ow);
                 k.if_then(ow_ok, |k| {
-                    let gy_idx = k.add(gy_row, ow);
-                    let w_idx = k.add(w_row, kw);
+                    // Next output channel: the next plane (NCHW) or element (NHWC) of `gy`.
+                    let (gy_idx, w_idx, gy_step): (_, _, Val<U64>) = match p.layout {
+                        Layout::Nchw => (
+                            k.add(gy_row, ow),
+                            k.add(w_row, kw),
+                            k.mul_wide(ohw, bytes_of::<T>()).into(),
+                        ),
+                        Layout::Nhwc => {
+                            let position = k.add(gy_row, ow);
+                            (
+                                k.mad_lo(position, p.c_out, gy_first),
+                                k.mad_lo(kw, p.cg, w_row),
+                                u64::from(bytes_of::<T>()).into(),
+                            )
+                        }
+                    };
                     let gy_at = k.elem_addr(gy, gy_idx);
                     let w_at = k.elem_addr(w, w_idx);
-                    let gy_step = k.mul_wide(ohw, bytes_of::<T>());
                     let w_step = u64::from(p.filter_len() * bytes_of::<T>());
                     k.comment("sum over the group's output channels");
                     k.for_range(0u32, p.og, 1u32, |k, _| {

@@ -7,14 +7,20 @@
 //! shuffle adds the 32 partial sums; lane 0 stores. The order is fixed, so the result is the
 //! same on every run (no float atomics). Consecutive lanes read consecutive `ow` of `gy` and
 //! (stride 1) consecutive `iw` of `x`.
+//!
+//! NHWC (`x [N, H, W, C_in]`, `gy [N, OH, OW, C_out]`, `dw [C_out, KH, KW, Cg]`): weight
+//! element `e = ((oc·KH + kh)·KW + kw)·Cg + ci`, the same lanes and order with channels-last
+//! indices (lanes then `C` elements apart: the fallback for targets and dtypes without the
+//! tensor-core entry).
 
 use super::common::{
-    both_below, conv_kernel, div_const, rem_const, warp_sum, ConvElem, DimParams, Dims, Problem,
+    at_position, both_below, channel_start, conv_kernel, div_const, rem_const, warp_sum, ConvElem,
+    DimParams, Dims, Problem,
 };
 use crate::arch::Arch;
 use crate::builder::{GlobalPtr, KernelBuilder, Reg, U32};
 use crate::ir::CmpOp;
-use crate::templates::conv::Conv2dConfig;
+use crate::templates::conv::{Conv2dConfig, Layout};
 
 /// The weight-gradient entry name.
 pub const ENTRY_FILTER: &str = "conv2d_bwd_filter";
@@ -113,8 +119,10 @@ fn lane_sum_filter<T: ConvElem>(
     k.comment("locate the weight element: (oc, ci, kh, kw)");
     let oc = div_const(k, e, p.filter_len());
     let rest = rem_const(k, e, p.filter_len());
-    let ci = div_const(k, rest, p.taps);
-    let t = rem_const(k, rest, p.taps);
+    let (ci, t) = match p.layout {
+        Layout::Nchw => (div_const(k, rest, p.taps), rem_const(k, rest, p.taps)),
+        Layout::Nhwc => (rem_const(k, rest, p.cg), div_const(k, rest, p.cg)),
+    };
     let kh = div_const(k, t, p.kw);
     let kw = rem_const(k, t, p.kw);
     let g = div_const(k, oc, p.og);
@@ -129,19 +137,17 @@ fn lane_sum_filter<T: ConvElem>(
     let hw = k.mul_lo(d.h, d.w);
     let step = Step::new(k, d, lane);
     k.for_range(0u32, d.batch, 1u32, |k, n| {
-        let gy_plane = k.mad_lo(n, p.c_out, oc);
-        let gy_plane = k.mul_lo(gy_plane, ohw);
-        let x_plane = k.mad_lo(n, p.c_in, c);
-        let x_plane = k.mul_lo(x_plane, hw);
+        let gy_plane = channel_start(k, p.layout, n, p.c_out, oc, ohw);
+        let x_plane = channel_start(k, p.layout, n, p.c_in, c, hw);
         let (oh, ow) = step.start(k);
         k.for_range(lane, ohw, 32u32, |k, pos| {
             let ih = k.mad_lo(oh, p.sh, tap_h);
             let iw = k.mad_lo(ow, p.sw, tap_w);
             let ok = both_below(k, ih, d.h, iw, d.w);
             k.if_then(ok, |k| {
-                let gy_idx = k.add(gy_plane, pos);
-                let x_idx = k.mad_lo(ih, d.w, iw);
-                let x_idx = k.add(x_idx, x_plane);
+                let gy_idx = at_position(k, p.layout, gy_plane, pos, p.c_out);
+                let x_pos = k.mad_lo(ih, d.w, iw);
+                let x_idx = at_position(k, p.layout, x_plane, x_pos, p.c_in);
                 let gy_at = k.elem_addr(gy, gy_idx);
                 let x_at = k.elem_addr(x, x_idx);
                 let g_raw = k.ld_global_nc::<T>(gy_at, 0);
@@ -168,10 +174,9 @@ fn lane_sum_bias<T: ConvElem>(
     let acc = k.zero::<T::Acc>();
     let ohw = d.ohw;
     k.for_range(0u32, d.batch, 1u32, |k, n| {
-        let plane = k.mad_lo(n, p.c_out, oc);
-        let plane = k.mul_lo(plane, ohw);
+        let plane = channel_start(k, p.layout, n, p.c_out, oc, ohw);
         k.for_range(lane, ohw, 32u32, |k, pos| {
-            let idx = k.add(plane, pos);
+            let idx = at_position(k, p.layout, plane, pos, p.c_out);
             let addr = k.elem_addr(gy, idx);
             let raw = k.ld_global_nc::<T>(addr, 0);
             let v = T::widen(k, raw);

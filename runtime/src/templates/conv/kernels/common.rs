@@ -9,7 +9,7 @@ use crate::builder::{
 };
 use crate::ir::{CmpOp, Op, Operand, Type};
 use crate::lint::address::declare_index_bound;
-use crate::templates::conv::{Conv2dConfig, INDEX_BOUND};
+use crate::templates::conv::{Conv2dConfig, Layout, INDEX_BOUND};
 
 /// A conv entry named `name`: a builder with the family's [`INDEX_BOUND`] declared (every
 /// entry indexes in `u32` within that bound).
@@ -44,7 +44,7 @@ impl ConvElem for F16 {
         k.from_f32(v)
     }
     fn implicit_gemm(cfg: &Conv2dConfig, arch: Arch, pass: Pass) -> Option<KernelBuilder> {
-        implicit_gemm::available(cfg, pass).then(|| implicit_gemm::build::<F16>(cfg, arch, pass))
+        implicit_gemm::available(cfg).then(|| implicit_gemm::build::<F16>(cfg, arch, pass))
     }
 }
 
@@ -57,7 +57,7 @@ impl ConvElem for BF16 {
         k.from_f32(v)
     }
     fn implicit_gemm(cfg: &Conv2dConfig, arch: Arch, pass: Pass) -> Option<KernelBuilder> {
-        implicit_gemm::available(cfg, pass).then(|| implicit_gemm::build::<BF16>(cfg, arch, pass))
+        implicit_gemm::available(cfg).then(|| implicit_gemm::build::<BF16>(cfg, arch, pass))
     }
 }
 
@@ -71,7 +71,7 @@ impl ConvElem for F32 {
     }
     /// With `allow_tf32`: tf32 `mma.m16n8k8` ([`crate::templates::warp_mma`]'s f32 tile).
     fn implicit_gemm(cfg: &Conv2dConfig, arch: Arch, pass: Pass) -> Option<KernelBuilder> {
-        implicit_gemm::available(cfg, pass).then(|| implicit_gemm::build::<F32>(cfg, arch, pass))
+        implicit_gemm::available(cfg).then(|| implicit_gemm::build::<F32>(cfg, arch, pass))
     }
 }
 
@@ -110,6 +110,7 @@ pub(crate) struct Problem {
     /// Taps per channel, `kh · kw`.
     pub taps: u32,
     pub bias: bool,
+    pub layout: Layout,
 }
 
 impl Problem {
@@ -129,6 +130,7 @@ impl Problem {
             og: cfg.out_per_group(),
             taps: cfg.kernel_h * cfg.kernel_w,
             bias: cfg.bias,
+            layout: cfg.layout,
         }
     }
 
@@ -380,6 +382,42 @@ pub(crate) fn warp_sum<A: Float>(k: &mut KernelBuilder, v: Reg<A>) -> Reg<A> {
             acc.retype()
         }
         other => panic!("warp_sum accumulates in f32 or f64, not {other}"),
+    }
+}
+
+/// The element of channel `c` of image `n` at position 0 of a tensor of `channels` channels
+/// and `positions` positions per channel: `(n·C + c)·P` (NCHW), `n·P·C + c` (NHWC).
+pub(crate) fn channel_start(
+    k: &mut KernelBuilder,
+    layout: Layout,
+    n: Reg<U32>,
+    channels: u32,
+    c: Reg<U32>,
+    positions: Reg<U32>,
+) -> Reg<U32> {
+    match layout {
+        Layout::Nchw => {
+            let plane = k.mad_lo(n, channels, c);
+            k.mul_lo(plane, positions)
+        }
+        Layout::Nhwc => {
+            let image_start = k.mul_lo(n, positions);
+            k.mad_lo(image_start, channels, c)
+        }
+    }
+}
+
+/// [`channel_start`]'s element moved to position `pos`: `+ pos` (NCHW), `+ pos·C` (NHWC).
+pub(crate) fn at_position(
+    k: &mut KernelBuilder,
+    layout: Layout,
+    start: Reg<U32>,
+    pos: Reg<U32>,
+    channels: u32,
+) -> Reg<U32> {
+    match layout {
+        Layout::Nchw => k.add(start, pos),
+        Layout::Nhwc => k.mad_lo(pos, channels, start),
     }
 }
 

@@ -10,14 +10,16 @@
 //! | [`implicit_gemm`](implicit_gemm) (f16/bf16, sm_80+) | `y` from `x` on tensor cores, NCHW or NHWC | 128 | `(⌈N·OH·OW/64⌉, ⌈Og/64⌉, G)` |
 //! | [`nhwc`](nhwc) (NHWC only) | `y` from `x` on CUDA cores, one thread per output | 256 | `⌈N·OH·OW·C_out/256⌉` |
 //! | [`direct`](direct) | `y` from `x` via shared tiles | (16, 16) | `(tiles, G·⌈Og/OCB⌉, N)` |
-//! | [`bwd_data`](backward_data) | `dx` from `gy` | 256 | `(⌈H·W/256⌉, min(N·C_in, 65535))` |
+//! | [`bwd_data`](backward_data) | `dx` from `gy` (NCHW or NHWC) | 256 | `(⌈H·W/256⌉, min(N·C_in, 65535))` |
 //! | [`bwd_data_implicit_gemm`](implicit_gemm) (f16/bf16, sm_80+) | `dx` from `gy` on tensor cores | 128 | `(⌈H·W/64⌉, ⌈Cg/64⌉, N·G)` |
-//! | [`bwd_filter`](backward_filter) | `dw` from `x`, `gy` | 256 | `⌈C_out·Cg·KH·KW / 8⌉` |
+//! | [`bwd_filter`](backward_filter) | `dw` from `x`, `gy` (NCHW or NHWC) | 256 | `⌈C_out·Cg·KH·KW / 8⌉` |
 //! | [`bwd_filter_implicit_gemm`](implicit_gemm) (f16/bf16, sm_80+) | `dw` from `x`, `gy` on tensor cores | 128 | `(⌈Og/64⌉, ⌈Cg·KH·KW/64⌉, G)` |
-//! | [`bwd_bias`](backward_filter) (with bias) | `db` from `gy` | 256 | `⌈C_out / 8⌉` |
+//! | [`bwd_bias`](backward_filter) (with bias) | `db` from `gy` (NCHW or NHWC) | 256 | `⌈C_out / 8⌉` |
 //!
-//! The NHWC module has only `implicit_gemm` (where available) and `nhwc`. Every entry takes its
-//! buffers, then `batch, height, width, out_height, out_width` (u32).
+//! The NHWC module's forward entries are `implicit_gemm` (where available) and `nhwc`; its
+//! backward entries are the same as NCHW's (the tensor-core ones where available), indexing
+//! `x`/`dx [N, H, W, C_in]`, `gy [N, OH, OW, C_out]` and `w`/`dw [C_out, KH, KW, Cg]`. Every
+//! entry takes its buffers, then `batch, height, width, out_height, out_width` (u32).
 //! f16/bf16 are computed in f32, f64 in f64; nothing writes its inputs; no float atomics.
 
 mod backward_data;
@@ -67,43 +69,42 @@ impl Conv2dConfig {
     /// with `allow_tf32` on tf32 `mma.m16n8k8`, on targets with `mma.m16n8k16`; other dtypes
     /// and older targets silently keep the CUDA-core entries only).
     pub fn has_tensor_core_forward(&self) -> bool {
-        implicit_gemm::available(self, Pass::Forward)
+        implicit_gemm::available(self)
     }
 
     /// Whether the module has the tensor-core backward-data `conv2d_bwd_data_implicit_gemm`
-    /// (f16/bf16, or f32 with `allow_tf32`, on targets with `mma.m16n8k16`, NCHW; otherwise
-    /// silently only the CUDA-core `conv2d_bwd_data`).
+    /// (f16/bf16, or f32 with `allow_tf32`, on targets with `mma.m16n8k16`, either layout;
+    /// otherwise silently only the CUDA-core `conv2d_bwd_data`).
     pub fn has_tensor_core_backward_data(&self) -> bool {
-        implicit_gemm::available(self, Pass::BackwardData)
+        implicit_gemm::available(self)
     }
 
     /// Whether the module has the tensor-core backward-filter
     /// `conv2d_bwd_filter_implicit_gemm` (f16/bf16, or f32 with `allow_tf32`, on targets with
-    /// `mma.m16n8k16`, NCHW; otherwise silently only the CUDA-core `conv2d_bwd_filter`).
+    /// `mma.m16n8k16`, either layout; otherwise silently only the CUDA-core
+    /// `conv2d_bwd_filter`).
     pub fn has_tensor_core_backward_filter(&self) -> bool {
-        implicit_gemm::available(self, Pass::BackwardFilter)
+        implicit_gemm::available(self)
     }
 
-    /// The entries of this configuration's module, in module order. The NHWC module holds the
-    /// forward entries only: the tensor-core implicit GEMM where available and the CUDA-core
-    /// `conv2d_nhwc`.
+    /// The entries of this configuration's module, in module order: the forward entries (NHWC:
+    /// the tensor-core implicit GEMM where available and the CUDA-core `conv2d_nhwc`; NCHW:
+    /// im2col + GEMM, the implicit GEMM, 1×1, direct), then the backward entries of both
+    /// layouts.
     pub fn entry_names(&self) -> Vec<&'static str> {
-        if self.layout == Layout::Nhwc {
-            let mut names = Vec::new();
-            if self.has_tensor_core_forward() {
-                names.push(ENTRY_IMPLICIT_GEMM);
-            }
-            names.push(ENTRY_NHWC);
-            return names;
+        let mut names = Vec::new();
+        if self.layout == Layout::Nchw {
+            names.extend([ENTRY_IM2COL, ENTRY_GEMM]);
         }
-        let mut names = vec![ENTRY_IM2COL, ENTRY_GEMM];
         if self.has_tensor_core_forward() {
             names.push(ENTRY_IMPLICIT_GEMM);
         }
-        if self.has_pointwise() {
-            names.push(ENTRY_1X1);
+        match self.layout {
+            Layout::Nhwc => names.push(ENTRY_NHWC),
+            Layout::Nchw if self.has_pointwise() => names.extend([ENTRY_1X1, ENTRY_DIRECT]),
+            Layout::Nchw => names.push(ENTRY_DIRECT),
         }
-        names.extend([ENTRY_DIRECT, ENTRY_BWD_DATA]);
+        names.push(ENTRY_BWD_DATA);
         if self.has_tensor_core_backward_data() {
             names.push(ENTRY_BWD_DATA_IMPLICIT_GEMM);
         }
@@ -120,22 +121,22 @@ impl Conv2dConfig {
 
 fn build_module<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> ModuleBuilder {
     let mut m = ModuleBuilder::new(arch);
-    if cfg.layout == Layout::Nhwc {
-        if let Some(tc) = T::implicit_gemm(cfg, arch, Pass::Forward) {
-            m.push(tc);
-        }
-        m.push(nhwc::build::<T>(cfg, arch));
-        return m;
+    let nchw = cfg.layout == Layout::Nchw;
+    if nchw {
+        m.push(im2col::build::<T>(cfg, arch));
+        m.push(gemm::build::<T>(cfg, arch, Operand::Im2col));
     }
-    m.push(im2col::build::<T>(cfg, arch));
-    m.push(gemm::build::<T>(cfg, arch, Operand::Im2col));
     if let Some(tc) = T::implicit_gemm(cfg, arch, Pass::Forward) {
         m.push(tc);
     }
-    if cfg.has_pointwise() {
-        m.push(gemm::build::<T>(cfg, arch, Operand::Pointwise));
+    if !nchw {
+        m.push(nhwc::build::<T>(cfg, arch));
+    } else {
+        if cfg.has_pointwise() {
+            m.push(gemm::build::<T>(cfg, arch, Operand::Pointwise));
+        }
+        m.push(direct::build::<T>(cfg, arch));
     }
-    m.push(direct::build::<T>(cfg, arch));
     m.push(backward_data::build::<T>(cfg, arch));
     if let Some(tc) = T::implicit_gemm(cfg, arch, Pass::BackwardData) {
         m.push(tc);
@@ -196,7 +197,9 @@ impl KernelFamily for Conv2dConfig {
 
 /// The emit-matrix configurations: every dtype × four representative NCHW shapes (ResNet 3×3
 /// with bias, the 7×7 stride-2 stem, a strided grouped 1×1 with bias, a dilated depthwise 3×3)
-/// and two NHWC ones (ResNet 3×3 with bias: 16-byte A chunks; the stem: element-wise A) ×
+/// and three NHWC ones (ResNet 3×3 with bias: 16-byte forward A and backward-data `gy`
+/// chunks; the stem: element-wise forward A, `gy` chunks; the dilated depthwise 3×3:
+/// element-wise everywhere) ×
 /// every target (every dtype is supported on every arch; f16/bf16 on sm_80+ add the
 /// tensor-core entry), plus f32 with `allow_tf32` for every shape on every target (tf32
 /// tensor-core entries on sm_80+, the CUDA-core module before).
@@ -223,6 +226,11 @@ pub fn matrix_configs() -> Vec<Conv2dConfig> {
         Conv2dConfig::new(3, 64, 7)
             .with_stride(2, 2)
             .with_padding(3, 3)
+            .with_layout(Layout::Nhwc),
+        Conv2dConfig::new(32, 32, 3)
+            .with_groups(32)
+            .with_padding(2, 2)
+            .with_dilation(2, 2)
             .with_layout(Layout::Nhwc),
     ];
     let mut out = Vec::new();

@@ -15,7 +15,8 @@ impl<T: ConvElem + TileElem> Conv<T> {
     /// Stores the warp's accumulators inside `M × N`: accumulator `(mi, ni)` covers rows
     /// `block_m + 32·warp_m + 16·mi + {l/4, l/4 + 8}` and columns `block_n + 32·warp_n +
     /// 8·ni + 2·(l % 4) + {0, 1}`; forward `y[pixel, g·Og + o] = acc + bias`, backward-data
-    /// `dx[n, g·Cg + c, pixel] = acc`, backward-filter `dw[g·Og + o, f] = acc`, rounded once.
+    /// `dx[n, g·Cg + c, pixel] = acc` (NHWC `dx[n, pixel, g·Cg + c]`), backward-filter
+    /// `dw[g·Og + o, f] = acc` (the weight's order in both layouts), rounded once.
     pub(super) fn store(&self, k: &mut KernelBuilder, acc: &Accumulators<T::Shape>) {
         k.comment("epilogue: bias, round, store inside M x N");
         let (row0, col0) = self.pos.output_origin(k);
@@ -74,11 +75,19 @@ impl<T: ConvElem + TileElem> Conv<T> {
     ) -> (Reg<U32>, Option<Reg<U32>>) {
         let p = &self.p;
         match (self.pass, self.layout) {
-            (Pass::BackwardData, _) => {
+            (Pass::BackwardData, layout) => {
                 let image = self.image.expect("backward-data blocks have an image");
                 let hw = k.mul_lo(self.d.h, self.d.w);
-                let plane = k.mad_lo(image, p.c_in, first_channel);
-                (k.mad_lo(plane, hw, m), Some(hw))
+                match layout {
+                    Layout::Nchw => {
+                        let plane = k.mad_lo(image, p.c_in, first_channel);
+                        (k.mad_lo(plane, hw, m), Some(hw))
+                    }
+                    Layout::Nhwc => {
+                        let pixel = k.mad_lo(image, hw, m);
+                        (k.mad_lo(pixel, p.c_in, first_channel), None)
+                    }
+                }
             }
             (Pass::BackwardFilter, _) => {
                 let channel = k.mad_lo(self.group, p.og, m);

@@ -33,7 +33,7 @@
 //! The epilogue adds the bias in f32, rounds once to the storage type and stores inside
 //! `M × Og` only.
 //!
-//! **Backward-data** (NCHW). Per image `n` and group `g`, `dX [M, Cg] = A [M, K] · B [K, Cg]`
+//! **Backward-data.** Per image `n` and group `g`, `dX [M, Cg] = A [M, K] · B [K, Cg]`
 //! with `M = H·W` input pixels, `K = Og·KH·KW` and `k = o·KH·KW + kh·KW + kw`:
 //! `A[(h, w), k] = gy[n, g·Og + o, oh, ow]` where `oh·SH = h + PH − kh·DH` exactly and
 //! `0 ≤ oh < OH` (likewise `ow`), 0 otherwise (the taps that skip this pixel under the
@@ -48,7 +48,7 @@
 //! element is one dot product summed in `k` order by one warp's `mma` chain: deterministic,
 //! no atomics.
 //!
-//! **Backward-filter** (NCHW). Per group `g`, `dW_g [Og, Cg·KH·KW] = A [Og, M] · B [M,
+//! **Backward-filter.** Per group `g`, `dW_g [Og, Cg·KH·KW] = A [Og, M] · B [M,
 //! Cg·KH·KW]` reduced over the `M = N·OH·OW` output pixels (a run-time length: the ring runs
 //! `⌈M / 32⌉` tiles, `⌈M / 16⌉` for f32): `A[o, m] = gy[n, g·Og + o, oh, ow]`,
 //! `B[m, f] = x[n, g·Cg + ci, oh·SH − PH + kh·DH, ow·SW − PW + kw·DW]` (0 in the padding)
@@ -58,6 +58,23 @@
 //! ⌈Cg·KH·KW / 64⌉, G)`; each `dw` element is summed over all pixels in order by one warp's
 //! `mma` chain in f32 (no split of the reduction, no atomics: deterministic), then rounded
 //! once.
+//!
+//! **Channels-last backward** (NHWC: `x`/`dx [N, H, W, C_in]`, `gy [N, OH, OW, C_out]`, the
+//! forward's weight `w`/`dw [C_out, KH, KW, Cg]`). The same GEMMs, tiles, grids and
+//! reduction order per output, with the indices in the NHWC weight's order and every
+//! activation position `p` at `p·C + channel` ([`addressing`]):
+//! - backward-data reduces over `k = (kh·KW + kw)·Og + o` (tap-major, so consecutive `k` are
+//!   consecutive channels of one `gy` pixel): A in 16-byte `cp.async` chunks when `Og` and
+//!   `C_out` are multiples of the chunk (a chunk then stays within one tap, shares its
+//!   stride/bounds predicate and is aligned), else lane → reduction index (consecutive
+//!   channels); `B[k, c] = w[g·Og + o, kh, kw, c]` lane → channel (a warp reads 32
+//!   consecutive `c`); `dx[n, h, w, g·Cg + c]`.
+//! - backward-filter computes `dW_g [Og, KH·KW·Cg]` with filter columns
+//!   `f = (kh·KW + kw)·Cg + ci` (the `dw` layout itself) reduced over pixels `m`:
+//!   `A[o, m] = gy[m, g·Og + o]` and `B[m, f] = x[n, ih, iw, g·Cg + ci]`, both lane →
+//!   channel (a warp reads 32 consecutive channels of one pixel). Chunks do not apply:
+//!   channels are the tile *rows* here and the reduction runs across pixels, `C` elements
+//!   apart, while the untransposed `ldmatrix` loads need the reduction along a shared row.
 
 mod addressing;
 mod epilogue;
@@ -94,9 +111,9 @@ const _: () = assert!(MAX_SLAB_TAPS <= <F32 as TileElem>::TILE_K);
 pub(crate) enum Pass {
     /// `y` from `x` and `w` (NCHW or NHWC), with the bias.
     Forward,
-    /// `dx` from `gy` and `w` (NCHW).
+    /// `dx` from `gy` and `w` (NCHW or NHWC).
     BackwardData,
-    /// `dw` from `x` and `gy` (NCHW).
+    /// `dw` from `x` and `gy` (NCHW or NHWC).
     BackwardFilter,
 }
 
@@ -146,18 +163,16 @@ struct Conv<T: ConvElem + TileElem> {
     b: Operand<T>,
 }
 
-/// Whether this configuration has the tensor-core entry of `pass`: f16/bf16, or f32 with
-/// `allow_tf32` (tf32 `mma.m16n8k8`), on a target with `mma.m16n8k16` (sm_80+; other dtypes
-/// and older targets keep the CUDA-core entries); the backward entries in the NCHW layout
-/// only (the NHWC module has forward entries only).
-pub(crate) fn available(cfg: &Conv2dConfig, pass: Pass) -> bool {
-    let layout_ok = pass == Pass::Forward || cfg.layout == Layout::Nchw;
+/// Whether this configuration has the tensor-core entries (every [`Pass`], both layouts):
+/// f16/bf16, or f32 with `allow_tf32` (tf32 `mma.m16n8k8`), on a target with `mma.m16n8k16`
+/// (sm_80+; other dtypes and older targets keep the CUDA-core entries).
+pub(crate) fn available(cfg: &Conv2dConfig) -> bool {
     let tensor_dtype = match cfg.dtype {
         DType::F16 | DType::BF16 => true,
         DType::F32 => cfg.allow_tf32,
         DType::F64 => false,
     };
-    tensor_dtype && cfg.arch.has_mma_m16n8k16() && layout_ok
+    tensor_dtype && cfg.arch.has_mma_m16n8k16()
 }
 
 /// Builds `conv2d_implicit_gemm(x, w, [bias,] y, dims…)`,
@@ -263,14 +278,16 @@ impl<T: ConvElem + TileElem> Conv<T> {
     }
 
     /// How `side` is gathered (see [`gather`]): 16-byte chunks where a chunk's consecutive
-    /// reduction indices (8 halves, 4 f32) are contiguous and aligned (NHWC A with `Cg` and
-    /// `C_in` multiples of the chunk; forward B with `K`, backward-data B with `KH·KW` a
-    /// multiple of it); lane → row
-    /// where consecutive rows are consecutive addresses (NCHW forward A and backward-data A:
-    /// pixels along `ow`; backward-data B of a 1 × 1 filter: channels); filter slabs for
-    /// backward-data B of up to [`MAX_SLAB_TAPS`] taps; lane → reduction index otherwise
-    /// (forward weights, NHWC windows of few channels, backward-filter's pixel-indexed
-    /// operands, backward-data B of larger filters, whose runs of taps fill most of a warp).
+    /// reduction indices (8 halves, 4 f32) are contiguous and aligned (NHWC forward A with
+    /// `Cg` and `C_in`, NHWC backward-data A with `Og` and `C_out` multiples of the chunk;
+    /// NCHW forward B with `K`, NCHW backward-data B with `KH·KW` a multiple of it); lane →
+    /// row where consecutive rows are consecutive addresses (NCHW forward A and backward-data
+    /// A: pixels along `ow`; NCHW backward-data B of a 1 × 1 filter and every NHWC
+    /// backward operand with channel rows: channels); filter slabs for NCHW backward-data B
+    /// of up to [`MAX_SLAB_TAPS`] taps; lane → reduction index otherwise (forward weights,
+    /// NHWC windows and `gy` pixels of few channels, NCHW backward-filter's pixel-indexed
+    /// operands, NCHW backward-data B of larger filters, whose runs of taps fill most of a
+    /// warp).
     fn strategy(&self, side: Side) -> Strategy {
         let p = &self.p;
         let nhwc = self.layout == Layout::Nhwc;
@@ -282,6 +299,13 @@ impl<T: ConvElem + TileElem> Conv<T> {
                 Strategy::Chunks
             }
             (Pass::Forward, Side::A) if nhwc => Strategy::Columns,
+            (Pass::BackwardData, Side::A)
+                if nhwc && p.og.is_multiple_of(chunk) && p.c_out.is_multiple_of(chunk) =>
+            {
+                Strategy::Chunks
+            }
+            (Pass::BackwardData, Side::A) if nhwc => Strategy::Columns,
+            (Pass::BackwardData, Side::B) | (Pass::BackwardFilter, _) if nhwc => Strategy::Rows,
             (Pass::Forward | Pass::BackwardData, Side::A) => Strategy::Rows,
             (Pass::Forward, Side::B) if p.filter_len().is_multiple_of(chunk) => Strategy::Chunks,
             (Pass::BackwardData, Side::B) if p.taps.is_multiple_of(chunk) => Strategy::Chunks,

@@ -1,0 +1,174 @@
+//! What the conv kernel tests share: the case table's row, seeded random cases, the
+//! tolerances per dtype and the comparison, device download and launch unwrapping.
+//!
+//! Tolerances, as `max |got − want| / max |want|` over a tensor (the reference sees the same
+//! rounded inputs the kernels do): f32 ≤ 1e-5, f16 ≤ 2e-3, bf16 ≤ 2e-2 (f32 accumulation, one
+//! rounding of the output), f64 ≤ 1e-12.
+
+// Each test binary uses its own subset.
+#![allow(dead_code)]
+
+use ptxforge_runtime::dtype::DType;
+use ptxforge_runtime::launch::{Backend, DeviceBuffer, Element, LaunchError, SimBackend};
+use ptxforge_runtime::templates::conv::{Conv2dConfig, ConvDims, ConvShape};
+use ptxforge_runtime::templates::testing::{to_f64, HostFloat, SplitMix64};
+use ptxforge_runtime::templates::KernelFamily;
+
+/// One problem of the table.
+#[derive(Debug, Clone, Copy)]
+pub struct Case {
+    pub name: &'static str,
+    pub cfg: Conv2dConfig,
+    pub shape: ConvShape,
+}
+
+pub const fn shape(batch: u32, height: u32, width: u32) -> ConvShape {
+    ConvShape {
+        batch,
+        height,
+        width,
+    }
+}
+
+/// Seeded random configurations and shapes (every input at least the dilated kernel): 1–3
+/// groups of `per_group[i]` input and output channels each (`i` drawn per side), kernels up to
+/// 4 × 4, strides up to 3, padding up to 2, dilation up to 2, batch 1–2, bias or not.
+pub fn fuzz_cases_with(seed: u64, count: usize, per_group: &[u32]) -> Vec<Case> {
+    let mut rng = SplitMix64::new(seed);
+    let mut pick = |lo: u32, hi: u32| lo + rng.below(u64::from(hi - lo + 1)) as u32;
+    let last = per_group.len() as u32 - 1;
+    (0..count)
+        .map(|_| {
+            let groups = pick(1, 3);
+            let cg = per_group[pick(0, last) as usize];
+            let og = per_group[pick(0, last) as usize];
+            let cfg = Conv2dConfig::new(groups * cg, groups * og, 1)
+                .with_kernel(pick(1, 4), pick(1, 4))
+                .with_stride(pick(1, 3), pick(1, 3))
+                .with_padding(pick(0, 2), pick(0, 2))
+                .with_dilation(pick(1, 2), pick(1, 2))
+                .with_groups(groups)
+                .with_bias(pick(0, 1) == 1);
+            let (eh, ew) = cfg.dilated_extent();
+            let height = (eh as u32).saturating_sub(2 * cfg.padding_h).max(1) + pick(0, 9);
+            let width = (ew as u32).saturating_sub(2 * cfg.padding_w).max(1) + pick(0, 9);
+            Case {
+                name: "fuzz",
+                cfg,
+                shape: shape(pick(1, 2), height, width),
+            }
+        })
+        .collect()
+}
+
+/// Tolerance of a dtype (module doc).
+pub fn tolerance(dtype: DType) -> f64 {
+    match dtype {
+        DType::F32 => 1e-5,
+        DType::F16 => 2e-3,
+        DType::BF16 => 2e-2,
+        DType::F64 => 1e-12,
+    }
+}
+
+pub fn assert_close(what: &str, got: &[f64], want: &[f64], tol: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-30);
+    let (i, err) = got
+        .iter()
+        .zip(want)
+        .map(|(g, w)| {
+            if g.is_nan() {
+                f64::INFINITY
+            } else {
+                (g - w).abs()
+            }
+        })
+        .enumerate()
+        .fold(
+            (0, 0.0),
+            |best, (i, e)| if e > best.1 { (i, e) } else { best },
+        );
+    assert!(
+        err / scale <= tol,
+        "{what}: element {i}: got {}, want {} (error {:e} relative to max {scale}, tolerance {tol:e})",
+        got[i],
+        want[i],
+        err / scale
+    );
+}
+
+pub fn download<T: HostFloat + Element>(
+    dev: &SimBackend,
+    buf: &DeviceBuffer<SimBackend, T>,
+) -> Vec<f64> {
+    to_f64(&dev.download(buf).expect("download"))
+}
+
+pub fn must<T>(what: &str, r: Result<T, LaunchError>) -> T {
+    r.unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+/// Shapes for the tensor-core paths: channel counts that are multiples of 8 (16-byte
+/// `cp.async` chunks of A in NHWC and of B), ragged pixel and channel tiles, several K tiles
+/// (the 3-stage ring wraps), and K or `Cg` not multiples of 8 (element-wise gathers).
+pub fn tensor_core_cases() -> Vec<Case> {
+    let c = Conv2dConfig::new;
+    vec![
+        Case {
+            name: "tc 3x3 p1 16→24 groups 2 + bias (Cg 8, K 72, ragged M and Og)",
+            cfg: c(16, 24, 3)
+                .with_padding(1, 1)
+                .with_groups(2)
+                .with_bias(true),
+            shape: shape(2, 9, 11),
+        },
+        Case {
+            name: "tc 1x1 s2 32→72 (two channel tiles, K 32)",
+            cfg: c(32, 72, 1).with_stride(2, 2),
+            shape: shape(1, 17, 15),
+        },
+        Case {
+            name: "tc 3x3 s2 d2 p2 8→8 + bias",
+            cfg: c(8, 8, 3)
+                .with_stride(2, 2)
+                .with_dilation(2, 2)
+                .with_padding(2, 2)
+                .with_bias(true),
+            shape: shape(2, 13, 10),
+        },
+        Case {
+            name: "tc 3x3 p1 64→16 (18 K tiles)",
+            cfg: c(64, 16, 3).with_padding(1, 1),
+            shape: shape(1, 8, 9),
+        },
+        Case {
+            name: "tc depthwise 3x3 24→24 groups 24 (Cg 1, K 9)",
+            cfg: c(24, 24, 3).with_groups(24).with_padding(1, 1),
+            shape: shape(1, 7, 6),
+        },
+        Case {
+            name: "tc 5x5 p2 12→20 groups 4 (Cg 3, K 75) + bias",
+            cfg: c(12, 20, 5)
+                .with_padding(2, 2)
+                .with_groups(4)
+                .with_bias(true),
+            shape: shape(1, 6, 7),
+        },
+    ]
+}
+
+/// The label, PTX and checked dimensions of `case` under `cfg`.
+pub fn prepare(case: &Case, cfg: &Conv2dConfig) -> (String, String, ConvDims) {
+    let label = format!(
+        "{} [{}] {} {} {:?}",
+        case.name,
+        cfg.matrix_name(),
+        cfg.dtype,
+        cfg.arch,
+        case.shape
+    );
+    let ptx = cfg.compile().unwrap_or_else(|e| panic!("{label}: {e}")).ptx;
+    let dims = cfg.check_shape(&case.shape, false).expect("valid shape");
+    (label, ptx, dims)
+}
