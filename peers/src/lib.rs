@@ -187,7 +187,8 @@ fn row(
             row.matches_reference = verdict_cell(&o.verdict);
             row.outputs = Some(o.outputs);
             row.instr_per_output = Some(c.instructions.total() as f64 / o.outputs.max(1) as f64);
-            row.load_efficiency = (c.global_load_requests > 0).then(|| c.global_load_efficiency());
+            row.load_efficiency = (c.global_load_requests + c.cp_async_requests > 0)
+                .then(|| c.global_load_efficiency());
             row.store_efficiency =
                 (c.global_store_requests > 0).then(|| c.global_store_efficiency());
             row.smem_wavefronts_per_request =

@@ -52,11 +52,10 @@ fn header() -> String {
          ptxforge's host reference (`ptxforge_runtime::templates::*::reference`) on seeded \
          random inputs after adapting them to the peer's layout (note column). Counters are \
          the interpreter's: dynamic thread-instructions per output element (the denominator \
-         after ÷), global load/store efficiency (bytes requested ÷ 32-byte sectors moved), \
-         shared-memory wavefronts per request (1.00 = no bank conflicts); – = the kernel did \
-         not run or issued no such request. An efficiency above 100% means lanes of a warp \
-         read the same address (a broadcast: bytes are counted per lane, sectors once), as \
-         with nvprof's `gld_efficiency`. Launch geometry (the generators fix no block size \
+         after ÷), global load/store efficiency (distinct bytes used ÷ 32-byte sectors moved, request \
+         by request; loads cover `ld.global` and `cp.async`, lanes reading one address count \
+         once), shared-memory wavefronts per request (1.00 = no bank conflicts); – = the kernel \
+         did not run or issued no such request. Launch geometry (the generators fix no block size \
          unless stated) is in the note column. The interpreter computes `.approx` functions in \
          f64 (more accurate than hardware), so a match here does not bound hardware error.\n\n\
          Tolerance for sums: `|err| ≤ 1e-5·Σ|terms| + 1e-6` per element (ptxforge's f32 \

@@ -247,8 +247,9 @@ pub fn section(md: &mut String) -> Result<()> {
     md.push_str(
         "Each family's host launch path run once on the interpreter backend (every check on, no \
          finding) on representative shapes. Per launch: dynamic thread-instructions, global load \
-         and store efficiency (bytes requested ÷ 32-byte sectors moved; above 1.0 when lanes \
-         broadcast-read one address), sectors per load request, shared-memory wavefronts per \
+         and store efficiency (distinct bytes used ÷ 32-byte sectors moved, request by request; \
+         loads cover `ld.global` and `cp.async`, lanes reading one address count once), sectors \
+         per load request, shared-memory wavefronts per \
          request (1.0 = no bank conflicts; counted over the whole kernel, staging stores \
          included) and barriers executed. Command: `cargo xtask bench`.\n\n",
     );

@@ -540,8 +540,8 @@ pub fn section(md: &mut String, root: &Path) -> Result<()> {
          shape, in the interpreter with every check on and no finding; every output checked \
          (Triton's matmul and softmax against f64 references, Triton's attention against \
          ptxforge's). Instructions are dynamic thread-instructions per output; load efficiency \
-         counts `ld.global` and `cp.async` bytes over 32-byte sectors (above 1.0 when lanes \
-         broadcast-read one address); bound, ideal and \
+         counts the distinct bytes `ld.global` and `cp.async` read over the 32-byte sectors they \
+         fetched (lanes reading one address count once); bound, ideal and \
          ideal/bound are the H100 MODEL of the section above at these small shapes (a few \
          blocks: far from filling an H100, so read them as per-job work, not speed). Command: \
          `cargo xtask bench`.\n"
