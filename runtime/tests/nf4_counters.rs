@@ -68,6 +68,16 @@ fn report_tiled(label: &str, r: &LaunchRecord, outputs: u32) {
         c.ldmatrix_wavefronts_per_matrix(),
         c.cp_async_requests,
     );
+    eprintln!(
+        "    ld eff {:.3} ({} req, {} sectors, {} bytes), cp.async eff {:.3} ({} req, {} sectors)",
+        c.ld_global_efficiency(),
+        c.global_load_requests,
+        c.global_load_sectors,
+        c.global_load_bytes,
+        c.cp_async_load_efficiency(),
+        c.cp_async_requests,
+        c.cp_async_sectors,
+    );
 }
 
 fn report(label: &str, r: &LaunchRecord) {

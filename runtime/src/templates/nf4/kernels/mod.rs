@@ -40,6 +40,7 @@
 //! an fma) under double quantisation. The 16 code values
 //! live in a 64-byte shared table (16 words in 16 banks, so any warp-wide lookup is one wavefront).
 
+mod absmax_stage;
 mod absmax_window;
 mod backward;
 mod backward_gemv;
