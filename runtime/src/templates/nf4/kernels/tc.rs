@@ -120,7 +120,8 @@ where
 
     /// Stages each code window's absmax too, in a ring of its own ([`AbsmaxStage`]).
     pub fn stage_absmax(&mut self, k: &mut KernelBuilder, cfg: &Nf4Config, e: &Entry<T>) {
-        self.absmax = Some(AbsmaxStage::new(k, cfg, e, self.tid, STAGES));
+        let threads = (self.tid, super::THREADS);
+        self.absmax = Some(AbsmaxStage::new(k, (cfg, e), (STAGES, ROWS, 4), threads));
     }
 
     fn slot_base(
