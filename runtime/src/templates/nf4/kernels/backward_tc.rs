@@ -16,7 +16,9 @@
 //! word ([`super::code_stage`]; one `lead` per row parity for a lane): the lane reads word
 //! `w + (g/2 + lead) / 4` and byte `(g/2 + lead) mod 4` of it (a row's lanes read at most two
 //! adjacent words; the four rows stay in distinct banks).
-//! Every element is `NF4_CODE[code] · absmax` of its own block, rounded once to `T`.
+//! Every element is `NF4_CODE[code] · absmax` of its own block, rounded once to `T`; the
+//! absmax come from the stage's [`super::absmax_stage`] slot (the window's rows × the block's
+//! ≤ 3 blocks of those 64 columns), copied with the codes.
 
 use super::tc::{CodeWindow, Pipeline, TC_K, W_STRIDE};
 use super::{entry_prologue, MapCopy, BACKWARD_INPUT_ENTRY, THREADS, TILE_N};

@@ -22,8 +22,8 @@
 //! previous tile has passed. Absmax: the forward's quads share a weight row and keep its
 //! [`AbsmaxWindow`] (whole-sector loads); under double quantisation each chunk decodes its own
 //! (the map in shared memory); with `k % block = 0` either is consulted only on the first tile
-//! of each block and held in between ([`RowAbsmax`]). The backward's lanes read one value per
-//! row, eight lanes the same address.
+//! of each block and held in between ([`RowAbsmax`]). The backward stages each window's absmax
+//! with its codes ([`AbsmaxStage`]: 16 rows, one value per thread of the first 64).
 
 use super::absmax_stage::{AbsmaxReader, AbsmaxStage, LaneTile};
 use super::absmax_window::AbsmaxWindow;
