@@ -352,11 +352,13 @@ impl<'a> Dequantise<'a> {
                     self.forward_chunk(k, code_at, (out, red), absmax)
                 }
                 Gemm::BackwardInput => {
-                    let absmax = match (self.absmax_stage, &chunk.staged, absmax_slot) {
-                        (Some(a), Some(reader), Some(base)) => a.lane_tile(k, reader, base, red),
-                        _ => unreachable!("the backward stages its absmax"),
-                    };
-                    self.backward_chunk(k, code_at, (red, out), (chunk.row, &absmax))
+                    let staged = self
+                        .absmax_stage
+                        .zip(chunk.staged.as_ref())
+                        .zip(absmax_slot);
+                    let ((stage, reader), base) = staged.expect("the backward stages its absmax");
+                    let lane = stage.lane_tile(k, reader, base, red);
+                    self.backward_chunk(k, code_at, (red, out), (chunk.row, (stage, &lane)))
                 }
             };
             let dst = k.add(b_tile, chunk.at);
@@ -395,15 +397,15 @@ impl<'a> Dequantise<'a> {
 
     /// `Ŵ[red + i, col]` for `i < 4` (zero outside the weight): staged row `c + i` (`code_at`
     /// points at row `c`'s byte `col_in_tile / 2`), `lead_i` bytes in (a constant: `j0`, `c` and
-    /// `byte0` are multiples of 4); element `2b` is the high nibble of byte `b`.
+    /// `byte0` are multiples of 4); element `2b` is the high nibble of byte `b`; the absmax of
+    /// row `red + i` from the lane's place in the stage's absmax slot.
     fn backward_chunk(
         &self,
         k: &mut KernelBuilder,
         code_at: Reg<U32>,
         (red, col): (Reg<U32>, Reg<U32>),
-        (tile_col, absmax): (Reg<U32>, &LaneTile),
+        (tile_col, (stage, absmax)): (Reg<U32>, (&AbsmaxStage, &LaneTile)),
     ) -> Vec<Reg<F32>> {
-        let stage = self.absmax_stage.expect("the backward stages its absmax");
         let odd = k.and(tile_col, 1u32);
         let low_bits = k.shl(odd, 2u32);
         let shift = k.sub(4u32, low_bits);
