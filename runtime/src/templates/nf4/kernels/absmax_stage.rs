@@ -97,6 +97,23 @@ impl AbsmaxStage {
         slot: Reg<U32>,
     ) {
         k.comment("stage the tile's absmax: one value per thread");
+        if self.every_thread {
+            self.stage_value(k, e, w, slot);
+        } else {
+            // Threads past the slot's rows (whole warps) stage nothing.
+            let staged = k.setp_lt(self.row, self.rows);
+            k.if_then(staged, |k| self.stage_value(k, e, w, slot));
+        }
+    }
+
+    /// This thread's value of [`Self::fill`]: block `b0(j) + value` of row `j0 + row`.
+    fn stage_value<T: Scalar>(
+        &self,
+        k: &mut KernelBuilder,
+        e: &Entry<T>,
+        w: &CodeWindow,
+        slot: Reg<U32>,
+    ) {
         let j = k.add(w.row0, self.row);
         let l0 = k.shl(w.byte0, 1u32);
         let b = self.first_block(k, j, l0);
@@ -116,7 +133,7 @@ impl AbsmaxStage {
         let at = k.mad_lo(self.row, self.row_words, within);
         let base = self.slot(k, slot);
         let dst = k.mad_lo(at, 4u32, base);
-        let stage = |k: &mut KernelBuilder| match e.weights.absmax {
+        match e.weights.absmax {
             AbsmaxSource::Plain(absmax) => copy_piece(k, absmax, b, ok, dst, 1),
             AbsmaxSource::Double { .. } => {
                 let v = k.var::<F32>(0.0f32);
@@ -126,13 +143,6 @@ impl AbsmaxStage {
                 });
                 k.st_shared(dst, 0, v);
             }
-        };
-        if self.every_thread {
-            stage(k);
-        } else {
-            // Threads past the slot's rows stage nothing.
-            let staged = k.setp_lt(self.row, self.rows);
-            k.if_then(staged, stage);
         }
     }
 
