@@ -118,26 +118,32 @@ fn assert_tensor_core_path(log: &[LaunchRecord], what: &str) {
     }
 }
 
-/// Both launches' `ld.global`s read whole sectors (efficiency ≥ 0.9; lanes reading the same
-/// address count each, so broadcasts score above 1). Holds for plain absmax (the forward's
-/// two-sector absmax window, the backward's row-contiguous ones; the codes go by `cp.async`,
-/// which `ld.global` counters do not see) when the weight is not tiny (an absmax array under a
-/// sector cannot fill one).
+/// The forward reads whole sectors (global load efficiency, `ld.global` and `cp.async` together,
+/// lanes reading the same bytes counted once: ≥ 0.9) when the absmax are plain and its rows are
+/// whole sectors (`k % 64 = 0`: activation rows of `2k` bytes, packed rows of `k / 2`): the
+/// activations and codes by whole-chunk `cp.async`, the absmax by the two-sector window (an
+/// absmax array under a sector cannot fill one, so not for tiny weights). The backward is not
+/// held to 0.9 here: its staged absmax cost a sector per weight row per tile (4 to 8 bytes of
+/// it used), a bound of the 64-column tiling that `nf4_counters.rs` checks with the arithmetic,
+/// together with the figures for rows off sector boundaries.
 fn assert_whole_sector_loads(log: &[LaunchRecord], cfg: &Nf4Config, what: &str) {
     assert!(!cfg.double_quant, "{what}: not a whole-sector shape");
-    for r in log {
-        let eff = r.counters.global_load_efficiency();
-        assert!(
-            eff >= 0.9,
-            "{what} {}: global load efficiency {eff}",
-            r.entry
-        );
+    if !cfg.k.is_multiple_of(64) {
+        return;
     }
+    let forward = &log[0];
+    assert_eq!(forward.entry, "nf4_gemm", "{what}");
+    let eff = forward.counters.global_load_efficiency();
+    assert!(
+        eff >= 0.9,
+        "{what} {}: global load efficiency {eff}",
+        forward.entry
+    );
 }
 
 /// Runs both GEMMs of `cfg` on random activations and compares them with the kernel-exact
-/// reference within the dtype's tolerance; with `whole_sectors`, also that every global load
-/// reads whole sectors.
+/// reference within the dtype's tolerance; with `whole_sectors`, also that the forward reads
+/// whole sectors where its rows allow ([`assert_whole_sector_loads`]).
 fn check_against_reference(cfg: &Nf4Config, m: u32, rng: &mut SplitMix64, whole_sectors: bool) {
     let (n, k, dtype) = (cfg.n, cfg.k, cfg.dtype);
     let a = rounded(dtype, rng.vec_f64((m * k) as usize, -1.0, 1.0));

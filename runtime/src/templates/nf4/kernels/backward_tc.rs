@@ -16,9 +16,11 @@
 //! word ([`super::code_stage`]; one `lead` per row parity for a lane): the lane reads word
 //! `w + (g/2 + lead) / 4` and byte `(g/2 + lead) mod 4` of it (a row's lanes read at most two
 //! adjacent words; the four rows stay in distinct banks).
-//! Every element is `NF4_CODE[code] · absmax` of its own block, rounded once to `T`.
+//! Every element is `NF4_CODE[code] · absmax` of its own block, rounded once to `T`; the
+//! absmax come from the stage's [`super::absmax_stage`] slot (the window's rows × the block's
+//! ≤ 3 blocks of those 64 columns), copied with the codes.
 
-use super::tc::{absmax_clamped, CodeWindow, Pipeline, TC_K, W_STRIDE};
+use super::tc::{CodeWindow, Pipeline, TC_K, W_STRIDE};
 use super::{entry_prologue, MapCopy, BACKWARD_INPUT_ENTRY, THREADS, TILE_N};
 use crate::builder::{Float, KernelBuilder, MmaInput, PackedHalf, Reg, M16N8K16, U32};
 use crate::templates::nf4::Nf4Config;
@@ -36,7 +38,8 @@ where
         ("g_c", "g_a"),
         MapCopy::Shared { threads: THREADS },
     );
-    let p = Pipeline::<T>::setup(&mut k, cfg, &e, cfg.n);
+    let mut p = Pipeline::<T>::setup(&mut k, cfg, &e, cfg.n);
+    p.stage_absmax(&mut k, cfg, &e);
     let bx = k.ctaid_x();
     let l_base = k.mul_lo(bx, TILE_N);
     let byte0 = k.shr(l_base, 1u32);
@@ -71,6 +74,8 @@ where
             }
         })
         .collect();
+    let absmax = p.absmax.as_ref().expect("staged absmax");
+    let absmax_reader = absmax.reader(&mut k, l_base, l_col, lane_row);
     let acc = Pipeline::<T>::zero_acc(&mut k);
     let window = |k: &mut KernelBuilder, tile: Reg<U32>| CodeWindow {
         row0: k.mul_lo(tile, TC_K),
@@ -90,6 +95,8 @@ where
         let j0 = k.mul_lo(tile, TC_K);
         let lane_j = k.add(j0, lane_row);
         let a_lane = p.a_lane(k, slot);
+        let absmax_slot = absmax.slot(k, slot);
+        let absmax_lane = absmax.lane_tile(k, &absmax_reader, absmax_slot, lane_j);
         for s in 0..TC_K / 16 {
             let regs: Vec<_> = [[0u32, 1], [8, 9]]
                 .into_iter()
@@ -100,8 +107,7 @@ where
                         let w = k.ld_shared::<U32>(at, (r * W_STRIDE) as i32);
                         let shifted = k.shr(w, shift);
                         let code = k.and(shifted, 0xFu32);
-                        let j = k.add(lane_j, r);
-                        (code, absmax_clamped(k, cfg, &e, j, l_col))
+                        (code, absmax.read(k, &absmax_lane, r))
                     });
                     Pipeline::<T>::dequant_pair(k, &e, lo, hi)
                 })

@@ -29,17 +29,23 @@
 //! the same on every target.
 //!
 //! Absmax reads: the tensor-core forwards keep a quad's sliding window of the row's absmax in
-//! registers (`absmax_window`, whole-sector loads); under double quantisation the tiled
+//! registers (`absmax_window`, whole-sector loads); the tensor-core backwards stage each code
+//! window's absmax in shared memory with the codes (`absmax_stage`: one value per thread per
+//! stage, not one load per lane, row and step); under double quantisation the tiled
 //! tensor-core GEMMs first copy the 256-entry map to shared memory (one coalesced 1 KiB copy
 //! per block, `MapCopy`), so each decode reads only the code byte and the nested absmax from
-//! global memory. Every global load of those GEMMs reads whole sectors (interpreter load
-//! efficiency ≥ 0.9, `runtime/tests/nf4_counters.rs`).
+//! global memory. Interpreter global load efficiency (`runtime/tests/nf4_counters.rs`): ≥ 0.9
+//! for the forwards when rows are whole sectors; the backwards sit at the bound of their
+//! 64-column tiles (a sector of absmax per weight row per tile, 4–8 bytes of it used: 0.81–0.88
+//! there); rows off sector boundaries and the GEMVs' per-row absmax are listed there with
+//! their figures.
 //!
 //! Dequantisation is the host's, bit for bit: `ŵ = NF4_CODE[code] · absmax` (one `mul.rn.f32`),
 //! with `absmax = map[code8] · nested_absmax + offset` (`mul.rn`, `add.rn`: never contracted to
 //! an fma) under double quantisation. The 16 code values
 //! live in a 64-byte shared table (16 words in 16 banks, so any warp-wide lookup is one wavefront).
 
+mod absmax_stage;
 mod absmax_window;
 mod backward;
 mod backward_gemv;

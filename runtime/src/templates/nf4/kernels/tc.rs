@@ -29,6 +29,7 @@ use crate::builder::{
 use crate::templates::nf4::Nf4Config;
 use crate::templates::staging::{copy_elems, copy_piece};
 
+use super::absmax_stage::AbsmaxStage;
 use super::code_stage::CodeStage;
 pub(super) use super::code_stage::CodeWindow;
 use super::U8;
@@ -72,6 +73,8 @@ pub(super) struct Pipeline<T: Scalar> {
     w_tiles: SharedArr<U8>,
     /// The staged code window: 64 rows × [`W_ROW_BYTES`], rows [`W_STRIDE`] apart.
     pub codes: CodeStage,
+    /// The window's absmax, when the GEMM stages them with its codes ([`Self::stage_absmax`]).
+    pub absmax: Option<AbsmaxStage>,
     tid: Reg<U32>,
     /// Rows of the activation matrix (`m`) and first row of this block's tile.
     m: Reg<U32>,
@@ -104,6 +107,7 @@ where
             a_tiles,
             w_tiles,
             codes: CodeStage::new(cfg, ROWS, W_ROW_BYTES, W_STRIDE),
+            absmax: None,
             tid,
             m: e.m,
             m_base,
@@ -112,6 +116,12 @@ where
             group,
             quad,
         }
+    }
+
+    /// Stages each code window's absmax too, in a ring of its own ([`AbsmaxStage`]).
+    pub fn stage_absmax(&mut self, k: &mut KernelBuilder, cfg: &Nf4Config, e: &Entry<T>) {
+        let threads = (self.tid, super::THREADS);
+        self.absmax = Some(AbsmaxStage::new(k, (cfg, e), (STAGES, ROWS, 4), threads));
     }
 
     fn slot_base(
@@ -149,6 +159,9 @@ where
             codes,
             stage,
         );
+        if let Some(absmax) = &self.absmax {
+            absmax.fill(k, e, codes, slot);
+        }
     }
 
     /// `a_ring[slot][r][c] = act[m_base + r, col0 + c]` (0 outside): by `cp.async` when rows

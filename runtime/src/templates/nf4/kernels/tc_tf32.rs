@@ -22,9 +22,10 @@
 //! previous tile has passed. Absmax: the forward's quads share a weight row and keep its
 //! [`AbsmaxWindow`] (whole-sector loads); under double quantisation each chunk decodes its own
 //! (the map in shared memory); with `k % block = 0` either is consulted only on the first tile
-//! of each block and held in between ([`RowAbsmax`]). The backward's lanes read one value per
-//! row, eight lanes the same address.
+//! of each block and held in between ([`RowAbsmax`]). The backward stages each window's absmax
+//! with its codes ([`AbsmaxStage`]: 16 rows, one value per thread of the first 64).
 
+use super::absmax_stage::{AbsmaxReader, AbsmaxStage, LaneTile};
 use super::absmax_window::AbsmaxWindow;
 use super::code_stage::{CodeStage, CodeWindow};
 use super::tc::absmax_clamped;
@@ -100,6 +101,10 @@ fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
     let a_ring = tile::ring::<F32>(&mut k, "a_ring");
     let code_ring = k.shared_array::<U8>("code_ring", tile::STAGES * code_bytes);
     let b_tile = k.shared_array::<F32>("b_tile", tile::STAGE_BYTES / 4);
+    let absmax_stage = matches!(gemm, Gemm::BackwardInput).then(|| {
+        let shape = (tile::STAGES, F32::TILE_K, 5);
+        AbsmaxStage::new(&mut k, (cfg, &e), shape, (tid, tile::THREADS))
+    });
     let chunks: Vec<_> = (0..tile::CHUNKS_PER_THREAD)
         .map(|i| tile::chunk_slot_bytes(&mut k, tid, i, 4))
         .collect();
@@ -135,6 +140,9 @@ fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
         let w = window(k, k_tile);
         let stage = code_slot(k, slot);
         codes.copy(k, e.weights.packed, (tid, tile::THREADS), &w, stage);
+        if let Some(absmax) = &absmax_stage {
+            absmax.fill(k, &e, &w, slot);
+        }
     };
     let dequantise = Dequantise::new(
         &mut k,
@@ -142,7 +150,7 @@ fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
         gemm,
         &codes,
         (&chunks, pos.lane),
-        col_base,
+        (col_base, absmax_stage.as_ref()),
     );
     let mut acc = vec![F32::zero_acc(&mut k)];
     let (a_lane, b_lane) = pos.fragment_offsets(&mut k, 4);
@@ -152,7 +160,7 @@ fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
     let k_tile = k.var::<U32>(0u32);
     tile::run_ring(&mut k, len.div_ceil(F32::TILE_K), &fill, &mut |k, slot| {
         let stage = code_slot(k, slot);
-        dequantise.tile(k, k_tile, stage, b_base);
+        dequantise.tile(k, (k_tile, slot), stage, b_base);
         k.bar_sync();
         let a_stage = tile::stage_base(k, a_ring, slot);
         let a_at = k.add(a_stage, a_lane);
@@ -175,6 +183,8 @@ struct Dequantise<'a> {
     stride: u32,
     col_base: Reg<U32>,
     chunks: Vec<Chunk>,
+    /// The backward's staged absmax.
+    absmax_stage: Option<&'a AbsmaxStage>,
 }
 
 /// One 4-element chunk of the B tile and where its codes sit in a staged window.
@@ -187,6 +197,8 @@ struct Chunk {
     code_at: Reg<U32>,
     /// The forward row's absmax when it has a source of its own (else decoded per chunk).
     absmax: Option<RowAbsmax>,
+    /// The backward column's reader of the staged absmax.
+    staged: Option<AbsmaxReader>,
 }
 
 /// Where a forward chunk's absmax comes from: its row's window (plain absmax), or a decode
@@ -264,12 +276,16 @@ impl<'a> Dequantise<'a> {
         gemm: Gemm,
         codes: &CodeStage,
         (chunks, lane): (&[TileChunk], Reg<U32>),
-        col_base: Reg<U32>,
+        (col_base, absmax_stage): (Reg<U32>, Option<&'a AbsmaxStage>),
     ) -> Self {
         let stride = codes.stride();
         let chunks = chunks
             .iter()
             .map(|&(row, col, at)| {
+                let staged = absmax_stage.map(|a| {
+                    let out = k.add(col_base, row);
+                    a.reader(k, col_base, out, col)
+                });
                 let (code_at, absmax) = match gemm {
                     Gemm::Forward => {
                         // Window byte `c/2` of weight row `n_base + r`, `lead` bytes in (the
@@ -296,6 +312,7 @@ impl<'a> Dequantise<'a> {
                     at,
                     code_at,
                     absmax,
+                    staged,
                 }
             })
             .collect();
@@ -306,13 +323,22 @@ impl<'a> Dequantise<'a> {
             stride,
             col_base,
             chunks,
+            absmax_stage,
         }
     }
 
-    /// `b_tile = Ŵ`'s tile of K tile `k_tile`, from the staged codes at shared byte `stage`.
-    fn tile(&self, k: &mut KernelBuilder, k_tile: Reg<U32>, stage: Reg<U32>, b_tile: Reg<U32>) {
+    /// `b_tile = Ŵ`'s tile of K tile `k_tile` (ring slot `slot`), from the staged codes at
+    /// shared byte `stage`.
+    fn tile(
+        &self,
+        k: &mut KernelBuilder,
+        (k_tile, slot): (Reg<U32>, Reg<U32>),
+        stage: Reg<U32>,
+        b_tile: Reg<U32>,
+    ) {
         k.comment("dequantise the staged codes into the B tile");
         let k0 = k.mul_lo(k_tile, F32::TILE_K);
+        let absmax_slot = self.absmax_stage.map(|a| a.slot(k, slot));
         for chunk in &self.chunks {
             let code_at = k.add(stage, chunk.code_at);
             let out = k.add(chunk.row, self.col_base);
@@ -325,7 +351,15 @@ impl<'a> Dequantise<'a> {
                         .map(|a| a.at(k, (self.cfg, self.e), (k_tile, k0), chunk.col));
                     self.forward_chunk(k, code_at, (out, red), absmax)
                 }
-                Gemm::BackwardInput => self.backward_chunk(k, code_at, (red, out), chunk.row),
+                Gemm::BackwardInput => {
+                    let staged = self
+                        .absmax_stage
+                        .zip(chunk.staged.as_ref())
+                        .zip(absmax_slot);
+                    let ((stage, reader), base) = staged.expect("the backward stages its absmax");
+                    let lane = stage.lane_tile(k, reader, base, red);
+                    self.backward_chunk(k, code_at, (red, out), (chunk.row, (stage, &lane)))
+                }
             };
             let dst = k.add(b_tile, chunk.at);
             k.st_shared_v4(dst, 0, [values[0], values[1], values[2], values[3]]);
@@ -363,13 +397,14 @@ impl<'a> Dequantise<'a> {
 
     /// `Ŵ[red + i, col]` for `i < 4` (zero outside the weight): staged row `c + i` (`code_at`
     /// points at row `c`'s byte `col_in_tile / 2`), `lead_i` bytes in (a constant: `j0`, `c` and
-    /// `byte0` are multiples of 4); element `2b` is the high nibble of byte `b`.
+    /// `byte0` are multiples of 4); element `2b` is the high nibble of byte `b`; the absmax of
+    /// row `red + i` from the lane's place in the stage's absmax slot.
     fn backward_chunk(
         &self,
         k: &mut KernelBuilder,
         code_at: Reg<U32>,
         (red, col): (Reg<U32>, Reg<U32>),
-        tile_col: Reg<U32>,
+        (tile_col, (stage, absmax)): (Reg<U32>, (&AbsmaxStage, &LaneTile)),
     ) -> Vec<Reg<F32>> {
         let odd = k.and(tile_col, 1u32);
         let low_bits = k.shl(odd, 2u32);
@@ -386,8 +421,7 @@ impl<'a> Dequantise<'a> {
                     let byte = k.cvt::<U32, U16>(byte.retype(), None);
                     let shifted = k.shr(byte, shift);
                     let code = nibble(k, shifted, 0);
-                    let element = k.mad_lo(j, self.cfg.k, col);
-                    let absmax = absmax_at(k, &self.e.weights, element);
+                    let absmax = stage.read(k, absmax, i);
                     let w = dequant(k, &self.e.weights, code, absmax);
                     k.assign(value, w);
                 });

@@ -1,0 +1,225 @@
+//! The tensor-core backward GEMMs' absmax, staged once per pipeline stage in shared memory.
+//!
+//! A stage's code window is weight rows `j0 .. j0 + rows` (64 on f16/bf16, 16 on tf32) by
+//! columns `l0 .. l0 + 64`; each row's 64 elements touch at most [`PER_ROW`] − 1 = 3
+//! consecutive blocks (block ≥ 32), the first `b0(j) = (j·k + l0) >> log2 block`. Thread `t`
+//! of the block copies value `t mod 4` of row `t / 4` (one per thread), so the whole tile's
+//! absmax cost one request per row segment per block instead of one per lane, row and step: `absmax[b0(j) + v]` for the blocks the
+//! row's columns `l0 .. min(l0 + 64, k)` reach, zero for rows past `n` and blocks past them.
+//! Plain absmax go by a 4-byte `cp.async` in the stage's group; double-quantised ones are
+//! decoded by the thread ([`super::absmax_of`]) and stored (the slot is free: every reader of
+//! it passed the barrier before the refill). Readers find block `b` of row `j` in word
+//! `(j − j0)·W + (b − b0(j))` when `k % block = 0` (a per-lane constant), else
+//! `(j − j0)·W + b mod 4`, rows `W` words apart (4 on f16/bf16, whose lanes read rows `2t`:
+//! words `8t + 0..4`; 5 on tf32, whose chunks read rows 4 apart).
+//!
+//! The bound this leaves (global load efficiency, request by request): a row's 64 columns
+//! use `4 · ⌈64 / block⌉` bytes (4 to 12, 8 for block 64) of the row's absmax, and the next
+//! row's absmax are `k / block` values further, so each row segment fetches its own 32-byte
+//! sector once `k / block ≥ 8`.
+
+use super::code_stage::CodeWindow;
+use super::{absmax_of, AbsmaxSource, Entry};
+use crate::builder::{KernelBuilder, Reg, Scalar, SharedArr, F32, U32};
+use crate::ir::CmpOp;
+use crate::templates::nf4::Nf4Config;
+use crate::templates::staging::copy_piece;
+
+/// Absmax slots per staged row: the ≤ 3 blocks 64 columns touch, rounded to a power of two.
+pub const PER_ROW: u32 = 4;
+/// Columns of a staged tile.
+const COLS: u32 = 64;
+
+/// The absmax ring: `stages` slots of `rows` weight rows × [`PER_ROW`] f32.
+pub(super) struct AbsmaxStage {
+    ring: SharedArr<F32>,
+    k: u32,
+    n: u32,
+    block_shift: u32,
+    /// Staged rows per slot (`4 · rows ≤` the block's threads) and words between them
+    /// (≥ [`PER_ROW`], chosen so that the rows one request reads fall in distinct banks).
+    rows: u32,
+    row_words: u32,
+    /// Whether every thread stages a value (`4 · rows =` the block's threads).
+    every_thread: bool,
+    /// This thread's staged row `t / 4` and value `t mod 4`.
+    row: Reg<U32>,
+    value: Reg<U32>,
+}
+
+impl AbsmaxStage {
+    /// The ring for `(stages, rows, row_words)` of the block's `(tid, threads)`.
+    pub fn new<T: Scalar>(
+        k: &mut KernelBuilder,
+        (cfg, e): (&Nf4Config, &Entry<T>),
+        (stages, rows, row_words): (u32, u32, u32),
+        (tid, threads): (Reg<U32>, u32),
+    ) -> Self {
+        assert!(rows * PER_ROW <= threads, "one value per thread");
+        Self {
+            ring: k.shared_array::<F32>("absmax_ring", stages * rows * row_words),
+            k: cfg.k,
+            n: cfg.n,
+            block_shift: e.weights.block_shift,
+            rows,
+            row_words,
+            every_thread: rows * PER_ROW == threads,
+            row: k.shr(tid, PER_ROW.trailing_zeros()),
+            value: k.and(tid, PER_ROW - 1),
+        }
+    }
+
+    /// Whether rows start on block boundaries (`k % block = 0`): then block `b0(j) + v` of a
+    /// row sits in its slot `v`, else in slot `b mod 4` (a row's ≤ 3 blocks are consecutive,
+    /// and `b` is one shift from the element index, where `b − b0(j)` would take two).
+    fn row_aligned(&self) -> bool {
+        self.k.is_multiple_of(1 << self.block_shift)
+    }
+
+    /// `b0(j) = (j·k + l0) >> log2 block`.
+    fn first_block(&self, k: &mut KernelBuilder, j: Reg<U32>, l0: Reg<U32>) -> Reg<U32> {
+        let start = k.mad_lo(j, self.k, l0);
+        k.shr(start, self.block_shift)
+    }
+
+    /// Shared byte address of slot `slot`.
+    pub fn slot(&self, k: &mut KernelBuilder, slot: Reg<U32>) -> Reg<U32> {
+        let base = k.shared_base(self.ring);
+        k.mad_lo(slot, self.rows * self.row_words * 4, base)
+    }
+
+    /// Copies (or decodes) the absmax of code window `w` into slot `slot` (this thread's value).
+    pub fn fill<T: Scalar>(
+        &self,
+        k: &mut KernelBuilder,
+        e: &Entry<T>,
+        w: &CodeWindow,
+        slot: Reg<U32>,
+    ) {
+        k.comment("stage the tile's absmax: one value per thread");
+        if self.every_thread {
+            self.stage_value(k, e, w, slot);
+        } else {
+            // Threads past the slot's rows (whole warps) stage nothing.
+            let staged = k.setp_lt(self.row, self.rows);
+            k.if_then(staged, |k| self.stage_value(k, e, w, slot));
+        }
+    }
+
+    /// This thread's value of [`Self::fill`]: block `b0(j) + value` of row `j0 + row`.
+    fn stage_value<T: Scalar>(
+        &self,
+        k: &mut KernelBuilder,
+        e: &Entry<T>,
+        w: &CodeWindow,
+        slot: Reg<U32>,
+    ) {
+        let j = k.add(w.row0, self.row);
+        let l0 = k.shl(w.byte0, 1u32);
+        let b = self.first_block(k, j, l0);
+        let b = k.add(b, self.value);
+        // The row's last column in the tile, `min(l0 + 63, k − 1)`, bounds its blocks.
+        let last_col = k.add(l0, COLS - 1);
+        let last_col = k.min(last_col, self.k - 1);
+        let last = self.first_block(k, j, last_col);
+        let row_ok = k.setp_lt(j, self.n);
+        let reached = k.setp(CmpOp::Le, b, last);
+        let ok = k.and_pred(row_ok, reached);
+        let within = if self.row_aligned() {
+            self.value
+        } else {
+            k.and(b, PER_ROW - 1)
+        };
+        let at = k.mad_lo(self.row, self.row_words, within);
+        let base = self.slot(k, slot);
+        let dst = k.mad_lo(at, 4u32, base);
+        match e.weights.absmax {
+            AbsmaxSource::Plain(absmax) => copy_piece(k, absmax, b, ok, dst, 1),
+            AbsmaxSource::Double { .. } => {
+                let v = k.var::<F32>(0.0f32);
+                k.if_then(ok, |k| {
+                    let decoded = absmax_of(k, &e.weights, b);
+                    k.assign(v, decoded);
+                });
+                k.st_shared(dst, 0, v);
+            }
+        }
+    }
+
+    /// A lane's reader of column `col` over rows `lane_row + r` of every staged tile whose
+    /// columns start at `l0` (`l0 ≤ col < l0 + 64`; see [`Self::row_aligned`] for the slots).
+    pub fn reader(
+        &self,
+        k: &mut KernelBuilder,
+        l0: Reg<U32>,
+        col: Reg<U32>,
+        lane_row: Reg<U32>,
+    ) -> AbsmaxReader {
+        let row_words = k.mul_lo(lane_row, self.row_words);
+        let aligned = if self.row_aligned() {
+            // Rows start on block boundaries: `b − b0(j) = col / block − l0 / block` for
+            // every row.
+            let b = k.shr(col, self.block_shift);
+            let b0 = k.shr(l0, self.block_shift);
+            let within = k.sub(b, b0);
+            Some(k.add(row_words, within))
+        } else {
+            None
+        };
+        AbsmaxReader {
+            col,
+            row_bytes: k.shl(row_words, 2u32),
+            aligned,
+        }
+    }
+
+    /// The lane's place in the slot at `base` for stage rows `j0 ..` (`lane_j = j0 + lane_row`).
+    pub fn lane_tile(
+        &self,
+        k: &mut KernelBuilder,
+        reader: &AbsmaxReader,
+        base: Reg<U32>,
+        lane_j: Reg<U32>,
+    ) -> LaneTile {
+        match reader.aligned {
+            Some(word) => LaneTile {
+                at: k.mad_lo(word, 4u32, base),
+                elem: None,
+            },
+            None => LaneTile {
+                at: k.add(base, reader.row_bytes),
+                elem: Some(k.mad_lo(lane_j, self.k, reader.col)),
+            },
+        }
+    }
+
+    /// The staged absmax of row `lane_j + r`, column `col` (zero for rows past `n`).
+    pub fn read(&self, k: &mut KernelBuilder, lane: &LaneTile, r: u32) -> Reg<F32> {
+        let offset = (4 * self.row_words * r) as i32;
+        let Some(lane_elem) = lane.elem else {
+            return k.ld_shared::<F32>(lane.at, offset);
+        };
+        let elem = k.add(lane_elem, r * self.k);
+        let b = k.shr(elem, self.block_shift);
+        let within = k.and(b, PER_ROW - 1);
+        let addr = k.mad_lo(within, 4u32, lane.at);
+        k.ld_shared::<F32>(addr, offset)
+    }
+}
+
+/// A lane's address in one staged slot ([`AbsmaxStage::lane_tile`]): its word, or with
+/// `k % block ≠ 0` its row and the flat index `lane_j · k + col` of its first element.
+pub(super) struct LaneTile {
+    at: Reg<U32>,
+    elem: Option<Reg<U32>>,
+}
+
+/// One lane's column and rows in the staged absmax ([`AbsmaxStage::reader`]).
+pub(super) struct AbsmaxReader {
+    col: Reg<U32>,
+    /// `4 · row_words · lane_row`.
+    row_bytes: Reg<U32>,
+    /// With `k % block = 0`: the lane's word in every staged tile, `row_words · lane_row + col /
+    /// block − l0 / block`.
+    aligned: Option<Reg<U32>>,
+}
