@@ -13,6 +13,16 @@
 //!   thread's `E` elements (32 bytes of its row) are packed into words and stored 16 bytes
 //!   at a time (`st.shared.v4.b32`): the 8 lanes of a quarter-warp phase hit 8 consecutive
 //!   80-byte (20-word) rows, whose 4-word pieces fall in 8 disjoint groups of banks.
+//! - [`Strategy::Pairs`] (a [`Gather::Rows`] variant for NCHW forward windows of stride 2
+//!   along `w`, no dilation, `KW` > 1): lane → (pixel, tap phase). Lanes `2j` and `2j + 1`
+//!   own row `t / 2` and load its even and odd reduction indices `k0 + 2e + phase`, so one
+//!   request reads taps `kw, kw + 1` of 16 consecutive pixels, `iw = 2·ow + kw − PW` and
+//!   `iw + 1`: consecutive addresses (where lane → pixel reads every other element), except
+//!   for the pairs that cross into the next `(ci, kh)` (a third of them for 3 taps), which
+//!   read two half-used runs. The pair then swaps halves with `shfl.sync.bfly 1` so each
+//!   lane holds `E` consecutive columns (the even lane the first `E`, the odd the last) and
+//!   stores them like [`Strategy::Rows`]; a warp's 32 stores cover 16 rows × 2 pieces, 4
+//!   words per bank.
 //! - [`Gather::Columns`]: lane → reduction index. Thread `t` owns index `t mod K` and rows
 //!   `r₀ + (128 / K)·e`; one warp request is 32 (halves) or twice 16 (f32) consecutive
 //!   indices of a row, consecutive addresses where the reduction runs along memory (weight
@@ -52,6 +62,7 @@ const _: () = assert!(TILE_M == TILE_N && TILE_M == 2 * WARP && THREADS == 2 * T
 pub(super) enum Strategy {
     Chunks,
     Rows,
+    Pairs,
     Columns,
     Slabs,
 }
@@ -61,10 +72,13 @@ pub(super) enum Strategy {
 pub(super) enum Gather<B: Scalar> {
     /// `(row, first column, byte offset in the stage)` per chunk.
     Chunks(Vec<(Coord, Reg<U32>, Reg<U32>)>),
-    /// The owned row, its first column and its byte offset in the stage.
+    /// The owned row, its first loaded column, `Some(odd lane)` for [`Strategy::Pairs`]
+    /// (the thread loads every other column and swaps with its partner), and the byte offset
+    /// of the `E` columns it stores.
     Rows {
         row: Coord,
         col0: Reg<U32>,
+        paired: Option<Pred>,
         slot_bytes: Reg<U32>,
     },
     /// The owned column, the first row and its byte offset.
@@ -126,6 +140,19 @@ impl<T: ConvElem + TileElem> Conv<T> {
                 Gather::Rows {
                     row: self.row_coord(k, side, row),
                     col0,
+                    paired: None,
+                    slot_bytes: k.mul_lo(slot, bytes),
+                }
+            }
+            Strategy::Pairs => {
+                let row = k.shr(tid, 1);
+                let phase = k.and(tid, 1);
+                let stored = k.mul_lo(phase, Self::ELEMS_PER_THREAD);
+                let slot = k.mad_lo(row, Self::ROW, stored);
+                Gather::Rows {
+                    row: self.row_coord(k, side, row),
+                    col0: phase,
+                    paired: Some(k.setp_ge(phase, 1u32)),
                     slot_bytes: k.mul_lo(slot, bytes),
                 }
             }
@@ -185,19 +212,18 @@ impl<T: ConvElem + TileElem> Conv<T> {
             Gather::Rows {
                 row,
                 col0,
+                paired,
                 slot_bytes,
             } => {
                 let first = k.add(k0, *col0);
-                let elems: Vec<Reg<T::Bits>> = (0..Self::ELEMS_PER_THREAD)
-                    .map(|e| {
-                        let kk = k.add(first, e);
-                        let col = self.column_coord(k, op.side, kk);
-                        let (index, ok) = self.element(k, op.side, row, &col);
-                        load_bits(k, bits, index, ok)
-                    })
-                    .collect();
+                let step = if paired.is_some() { 2 } else { 1 };
+                let elems = self.load_row(k, op.side, bits, row, first, step);
+                let words = match paired {
+                    Some(odd) => exchange_pairs(k, &elems, *odd),
+                    None => pack_words(k, &elems),
+                };
                 let dst = k.add(stage, *slot_bytes);
-                store_vectors(k, dst, &elems);
+                store_words(k, dst, &words);
             }
             Gather::Columns {
                 lane,
@@ -219,6 +245,26 @@ impl<T: ConvElem + TileElem> Conv<T> {
                 self.fill_slabs(k, bits, stage, k0, (*first, *tid), carry)
             }
         }
+    }
+
+    /// The `E` elements of tile row `row` at reduction indices `first + step·e` (0 outside).
+    fn load_row(
+        &self,
+        k: &mut KernelBuilder,
+        side: Side,
+        bits: GlobalPtr<T::Bits>,
+        row: &Coord,
+        first: Reg<U32>,
+        step: u32,
+    ) -> Vec<Reg<T::Bits>> {
+        (0..Self::ELEMS_PER_THREAD)
+            .map(|e| {
+                let kk = k.add(first, step * e);
+                let col = self.column_coord(k, side, kk);
+                let (index, ok) = self.element(k, side, row, &col);
+                load_bits(k, bits, index, ok)
+            })
+            .collect()
     }
 
     /// Slab offsets each thread owns in [`Gather::Slabs`]: `⌈64·KH·KW / 128⌉`.
@@ -322,18 +368,61 @@ fn load_bits<B: Scalar>(
     v
 }
 
-/// Stores `elems` (raw bits of consecutive elements, from the 16-byte aligned `dst`) 16 bytes
-/// at a time: two 16-bit elements per word (the first in the low half), four words per
-/// `st.shared.v4.b32`.
-fn store_vectors<B: Scalar>(k: &mut KernelBuilder, dst: Reg<U32>, elems: &[Reg<B>]) {
-    let words: Vec<Reg<U32>> = match B::TYPE.bits() {
+/// Packs `elems` (raw bits of consecutive elements) into 32-bit words: two 16-bit elements
+/// per word (the first in the low half), or one 32-bit element.
+fn pack_words<B: Scalar>(k: &mut KernelBuilder, elems: &[Reg<B>]) -> Vec<Reg<U32>> {
+    match B::TYPE.bits() {
         16 => elems
             .chunks_exact(2)
             .map(|pair| k.pack_u16_pair(pair[0].retype(), pair[1].retype()))
             .collect(),
         32 => elems.iter().map(|e| e.retype()).collect(),
         bits => unreachable!("tile elements are 16 or 32 bits, not {bits}"),
-    };
+    }
+}
+
+/// [`Strategy::Pairs`]: the two lanes of a pair (`odd` for the second) loaded the even and the
+/// odd columns `2e + phase` of one row; swaps halves with the partner (`shfl.sync.bfly 1`)
+/// so that the even lane ends with the row's first `E` columns and the odd lane with the
+/// last `E`, in order, as 32-bit words (`E/2` shuffles).
+/// - 16-bit: each lane packs `(v[e], v[e + E/2])`, swaps the word, and `prmt` picks
+///   `(own lo, partner lo)` (even: columns `2e, 2e + 1`) or `(partner hi, own hi)` (odd:
+///   columns `E + 2e, E + 2e + 1`).
+/// - 32-bit: the even lane sends `v[e + E/2]` and the odd lane `v[e]`; the words are
+///   `(v[e], received)` (even) or `(received, v[e + E/2])` (odd).
+fn exchange_pairs<B: Scalar>(k: &mut KernelBuilder, elems: &[Reg<B>], odd: Pred) -> Vec<Reg<U32>> {
+    let (low, high) = elems.split_at(elems.len() / 2);
+    match B::TYPE.bits() {
+        16 => {
+            // Bytes 0–3 are the own word, 4–7 the partner's.
+            const EVEN_LOWS: u32 = 0x5410;
+            const ODD_HIGHS: u32 = 0x3276;
+            let selector = k.selp(ODD_HIGHS, EVEN_LOWS, odd);
+            low.iter()
+                .zip(high)
+                .map(|(&lo, &hi)| {
+                    let own = k.pack_u16_pair(lo.retype(), hi.retype());
+                    let partner = k.shfl_xor(own, 1);
+                    k.prmt(own, partner, selector)
+                })
+                .collect()
+        }
+        32 => low
+            .iter()
+            .zip(high)
+            .flat_map(|(&lo, &hi)| {
+                let (lo, hi): (Reg<U32>, Reg<U32>) = (lo.retype(), hi.retype());
+                let sent = k.selp(lo, hi, odd);
+                let received = k.shfl_xor(sent, 1);
+                [k.selp(received, lo, odd), k.selp(hi, received, odd)]
+            })
+            .collect(),
+        bits => unreachable!("tile elements are 16 or 32 bits, not {bits}"),
+    }
+}
+
+/// Stores `words` from the 16-byte aligned `dst`, four per `st.shared.v4.b32`.
+fn store_words(k: &mut KernelBuilder, dst: Reg<U32>, words: &[Reg<U32>]) {
     for (i, quad) in words.chunks_exact(4).enumerate() {
         let offset = i as u32 * CHUNK_BYTES;
         k.st_shared_v4(dst, offset as i32, [quad[0], quad[1], quad[2], quad[3]]);
