@@ -709,14 +709,16 @@ fn implicit_gemm_counter_bars() {
 /// [`implicit_gemm_counter_bars`] does not hold to 0.9 / 1.05 yet, at today's figures so a
 /// regression still fails. Stride 2: forward A pairs lanes on taps `kw, kw + 1` of one
 /// pixel, contiguous but for the pairs that cross into the next filter row (a third of them
-/// with 3 taps), backward-filter's input B reads every other element, and f16 backward-data A
-/// skips the taps off the stride grid. tf32 backward-data: a warp stores 32 consecutive slab elements of 9-tap rows, which
+/// with 3 taps), and so does f16 backward-filter's input B on filter columns `f, f + 1`;
+/// tf32 backward-filter's B reads every other element (pairing its rows, 20 words apart,
+/// costs bank conflict factor 1.5), and f16 backward-data A skips the taps off the stride
+/// grid. tf32 backward-data: a warp stores 32 consecutive slab elements of 9-tap rows, which
 /// span 4 tile rows (20 words apart) and cannot reach 32 distinct banks.
 const KNOWN_GAPS: [(&str, DType, &str, f64, f64); 7] = [
     ("3x3 p1", DType::F32, "backward-data nchw", 0.9, 1.26),
     ("3x3 s2 p1", DType::F16, "forward nchw", 0.84, 1.05),
     ("3x3 s2 p1", DType::F16, "backward-data nchw", 0.83, 1.05),
-    ("3x3 s2 p1", DType::F16, "backward-filter nchw", 0.65, 1.05),
+    ("3x3 s2 p1", DType::F16, "backward-filter nchw", 0.84, 1.05),
     ("3x3 s2 p1", DType::F32, "forward nchw", 0.84, 1.05),
     ("3x3 s2 p1", DType::F32, "backward-data nchw", 0.9, 1.26),
     ("3x3 s2 p1", DType::F32, "backward-filter nchw", 0.66, 1.05),

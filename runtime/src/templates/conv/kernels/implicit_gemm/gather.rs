@@ -29,6 +29,14 @@
 //!   rows, backward-filter's pixels). For halves `r₀` is the warp; for f32 a warp's two
 //!   half-warps take rows 4 apart (`r₀ = warp + 4·half`), 80 words ≡ 16 banks apart, so
 //!   their 16-word pieces share no bank (adjacent rows, 20 words apart, would share 4).
+//! - [`Strategy::PairedColumns`] (a [`Gather::Columns`] variant for 16-bit NCHW
+//!   backward-filter windows of stride 2 along `w`, no dilation, `KW` > 1): lanes `2j` and
+//!   `2j + 1` own column (pixel) `16·(w mod 2) + j` of warp `w` and the rows `2P`, `2P + 1`
+//!   (filter columns `f, f + 1`: taps `kw, kw + 1` of one `(ci, kh)` unless `f` is the
+//!   last tap), so one request reads `iw = 2·ow + kw − PW` and `iw + 1` for 16 consecutive
+//!   pixels, consecutive addresses where lane → pixel reads every other element. The two
+//!   rows' 8-word pieces (20 words apart) share no bank; for f32 their 16-word pieces
+//!   would share 4 banks, so tf32 keeps [`Strategy::Columns`].
 //! - [`Gather::Slabs`] (backward-data's B, `KH·KW` > 1 and not a multiple of the chunk): lane
 //!   → consecutive `(c, kh, kw)` of one filter slab `w[g·Og + o, block_n.., .., ..]`, which is
 //!   contiguous; thread `t` owns slab offsets `q = t + 128·i`, i.e. row `c = q / (KH·KW)`
@@ -64,6 +72,7 @@ pub(super) enum Strategy {
     Rows,
     Pairs,
     Columns,
+    PairedColumns,
     Slabs,
 }
 
@@ -156,16 +165,11 @@ impl<T: ConvElem + TileElem> Conv<T> {
                     slot_bytes: k.mul_lo(slot, bytes),
                 }
             }
-            Strategy::Columns => {
-                let lane = k.and(tid, T::TILE_K - 1);
-                let warp = k.shr(tid, WARP.trailing_zeros());
-                let row0 = match WARP / T::TILE_K {
-                    1 => warp,
-                    rows_per_warp => {
-                        let sub = k.shr(tid, T::TILE_K.trailing_zeros());
-                        let sub = k.and(sub, rows_per_warp - 1);
-                        k.mad_lo(sub, THREADS / WARP, warp)
-                    }
+            Strategy::Columns | Strategy::PairedColumns => {
+                let (lane, row0) = if strategy == Strategy::Columns {
+                    self.column_owner(k, tid)
+                } else {
+                    self.paired_column_owner(k, tid)
                 };
                 let slot = k.mad_lo(row0, Self::ROW, lane);
                 Gather::Columns {
@@ -182,6 +186,38 @@ impl<T: ConvElem + TileElem> Conv<T> {
                     .collect(),
             },
         }
+    }
+
+    /// [`Strategy::Columns`]: thread `t`'s column `t mod K` and first row (the warp; for f32
+    /// `warp + 4·half`).
+    fn column_owner(&self, k: &mut KernelBuilder, tid: Reg<U32>) -> (Reg<U32>, Reg<U32>) {
+        let lane = k.and(tid, T::TILE_K - 1);
+        let warp = k.shr(tid, WARP.trailing_zeros());
+        let row0 = match WARP / T::TILE_K {
+            1 => warp,
+            rows_per_warp => {
+                let sub = k.shr(tid, T::TILE_K.trailing_zeros());
+                let sub = k.and(sub, rows_per_warp - 1);
+                k.mad_lo(sub, THREADS / WARP, warp)
+            }
+        };
+        (lane, row0)
+    }
+
+    /// [`Strategy::PairedColumns`]: lanes `2j + phase` of warp `w` own column `16·(w mod
+    /// K/16) + j` and first row `2·⌊w / (K/16)⌋ + phase`; with the row step `128 / K` each
+    /// request covers 16 consecutive columns of the rows `2P, 2P + 1`.
+    fn paired_column_owner(&self, k: &mut KernelBuilder, tid: Reg<U32>) -> (Reg<U32>, Reg<U32>) {
+        const PAIRS: u32 = WARP / 2;
+        let halves = T::TILE_K / PAIRS;
+        let warp = k.shr(tid, WARP.trailing_zeros());
+        let in_warp = k.and(tid, WARP - 1);
+        let pair = k.shr(in_warp, 1);
+        let half = k.and(warp, halves - 1);
+        let lane = k.mad_lo(half, PAIRS, pair);
+        let rows = k.shr(warp, halves.trailing_zeros());
+        let phase = k.and(tid, 1);
+        (lane, k.mad_lo(rows, 2, phase))
     }
 
     /// Fills ring slot `slot` with reduction tile `k_tile` of both operands.
