@@ -288,8 +288,8 @@ impl<T: ConvElem + TileElem> Conv<T> {
     /// of up to [`MAX_SLAB_TAPS`] taps; lane → reduction index otherwise (forward weights,
     /// NHWC windows and `gy` pixels of few channels, NCHW backward-filter's pixel-indexed
     /// operands, NCHW backward-data B of larger filters, whose runs of taps fill most of a
-    /// warp), with paired lanes on adjacent filter columns for 16-bit backward-filter B of
-    /// stride 2 along `w`.
+    /// warp), with paired lanes on adjacent filter columns for backward-filter B of stride 2
+    /// along `w`.
     fn strategy(&self, side: Side) -> Strategy {
         let p = &self.p;
         let nhwc = self.layout == Layout::Nhwc;
@@ -314,9 +314,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
             (Pass::BackwardData, Side::B) if p.taps.is_multiple_of(chunk) => Strategy::Chunks,
             (Pass::BackwardData, Side::B) if p.taps == 1 => Strategy::Rows,
             (Pass::BackwardData, Side::B) if p.taps <= MAX_SLAB_TAPS => Strategy::Slabs,
-            (Pass::BackwardFilter, Side::B)
-                if T::TYPE.bytes() == 2 && p.sw == 2 && p.dw == 1 && p.kw > 1 =>
-            {
+            (Pass::BackwardFilter, Side::B) if p.sw == 2 && p.dw == 1 && p.kw > 1 => {
                 Strategy::PairedColumns
             }
             _ => Strategy::Columns,
