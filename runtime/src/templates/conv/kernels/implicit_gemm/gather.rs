@@ -13,12 +13,31 @@
 //!   thread's `E` elements (32 bytes of its row) are packed into words and stored 16 bytes
 //!   at a time (`st.shared.v4.b32`): the 8 lanes of a quarter-warp phase hit 8 consecutive
 //!   80-byte (20-word) rows, whose 4-word pieces fall in 8 disjoint groups of banks.
+//! - [`Strategy::Pairs`] (a [`Gather::Rows`] variant for NCHW forward windows of stride 2
+//!   along `w`, no dilation, `KW` > 1): lane → (pixel, tap phase). Lanes `2j` and `2j + 1`
+//!   own row `t / 2` and load its even and odd reduction indices `k0 + 2e + phase`, so one
+//!   request reads taps `kw, kw + 1` of 16 consecutive pixels, `iw = 2·ow + kw − PW` and
+//!   `iw + 1`: consecutive addresses (where lane → pixel reads every other element), except
+//!   for the pairs that cross into the next `(ci, kh)` (a third of them for 3 taps), which
+//!   read two half-used runs. The pair then swaps halves with `shfl.sync.bfly 1` so each
+//!   lane holds `E` consecutive columns (the even lane the first `E`, the odd the last) and
+//!   stores them like [`Strategy::Rows`]; a warp's 32 stores cover 16 rows × 2 pieces, 4
+//!   words per bank.
 //! - [`Gather::Columns`]: lane → reduction index. Thread `t` owns index `t mod K` and rows
 //!   `r₀ + (128 / K)·e`; one warp request is 32 (halves) or twice 16 (f32) consecutive
 //!   indices of a row, consecutive addresses where the reduction runs along memory (weight
 //!   rows, backward-filter's pixels). For halves `r₀` is the warp; for f32 a warp's two
 //!   half-warps take rows 4 apart (`r₀ = warp + 4·half`), 80 words ≡ 16 banks apart, so
 //!   their 16-word pieces share no bank (adjacent rows, 20 words apart, would share 4).
+//! - [`Strategy::PairedColumns`] (a [`Gather::Columns`] variant for NCHW backward-filter
+//!   windows of stride 2 along `w`, no dilation, `KW` > 1): lanes `2j` and `2j + 1` own one
+//!   column (pixel) and the rows `2P`, `2P + 1` (filter columns `f, f + 1`: taps `kw, kw +
+//!   1` of one `(ci, kh)` unless `f` is the last tap), so one request reads `iw = 2·ow + kw
+//!   − PW` and `iw + 1` for 16 consecutive pixels, consecutive addresses where lane → pixel
+//!   reads every other element. Halves store as loaded (the two rows' 8-word pieces, 20
+//!   words apart, share no bank); f32 pieces of 16 words would share 4 banks, so there the
+//!   warp holds row pairs `P` and `P + 2` and each pair of lanes swaps (`shfl.sync.bfly 1`)
+//!   to store rows 4 apart ([`Conv::paired_column_owner`]).
 //! - [`Gather::Slabs`] (backward-data's B, `KH·KW` > 1 and not a multiple of the chunk): lane
 //!   → consecutive `(c, kh, kw)` of one filter slab `w[g·Og + o, block_n.., .., ..]`, which is
 //!   contiguous; thread `t` owns slab offsets `q = t + 128·i`, i.e. row `c = q / (KH·KW)`
@@ -52,7 +71,9 @@ const _: () = assert!(TILE_M == TILE_N && TILE_M == 2 * WARP && THREADS == 2 * T
 pub(super) enum Strategy {
     Chunks,
     Rows,
+    Pairs,
     Columns,
+    PairedColumns,
     Slabs,
 }
 
@@ -61,16 +82,21 @@ pub(super) enum Strategy {
 pub(super) enum Gather<B: Scalar> {
     /// `(row, first column, byte offset in the stage)` per chunk.
     Chunks(Vec<(Coord, Reg<U32>, Reg<U32>)>),
-    /// The owned row, its first column and its byte offset in the stage.
+    /// The owned row, its first loaded column, `Some(odd lane)` for [`Strategy::Pairs`]
+    /// (the thread loads every other column and swaps with its partner), and the byte offset
+    /// of the `E` columns it stores.
     Rows {
         row: Coord,
         col0: Reg<U32>,
+        paired: Option<Pred>,
         slot_bytes: Reg<U32>,
     },
-    /// The owned column, the first row and its byte offset.
+    /// The owned column, the first row, `Some(odd lane)` where the pair swaps values before
+    /// storing (f32 [`Strategy::PairedColumns`]), and the byte offset of the first store.
     Columns {
         lane: Reg<U32>,
         row0: Reg<U32>,
+        swap: Option<Pred>,
         slot_bytes: Reg<U32>,
     },
     /// The thread's first slab offset `(block_n·KH·KW + t)`, and its elements of the filter
@@ -126,24 +152,43 @@ impl<T: ConvElem + TileElem> Conv<T> {
                 Gather::Rows {
                     row: self.row_coord(k, side, row),
                     col0,
+                    paired: None,
                     slot_bytes: k.mul_lo(slot, bytes),
                 }
             }
-            Strategy::Columns => {
-                let lane = k.and(tid, T::TILE_K - 1);
-                let warp = k.shr(tid, WARP.trailing_zeros());
-                let row0 = match WARP / T::TILE_K {
-                    1 => warp,
-                    rows_per_warp => {
-                        let sub = k.shr(tid, T::TILE_K.trailing_zeros());
-                        let sub = k.and(sub, rows_per_warp - 1);
-                        k.mad_lo(sub, THREADS / WARP, warp)
-                    }
+            Strategy::Pairs => {
+                let row = k.shr(tid, 1);
+                let phase = k.and(tid, 1);
+                let stored = k.mul_lo(phase, Self::ELEMS_PER_THREAD);
+                let slot = k.mad_lo(row, Self::ROW, stored);
+                Gather::Rows {
+                    row: self.row_coord(k, side, row),
+                    col0: phase,
+                    paired: Some(k.setp_ge(phase, 1u32)),
+                    slot_bytes: k.mul_lo(slot, bytes),
+                }
+            }
+            Strategy::Columns | Strategy::PairedColumns => {
+                let (lane, row0, swap) = if strategy == Strategy::Columns {
+                    let (lane, row0) = self.column_owner(k, tid);
+                    (lane, row0, None)
+                } else {
+                    self.paired_column_owner(k, tid)
                 };
-                let slot = k.mad_lo(row0, Self::ROW, lane);
+                // A swapping pair stores rows `2P + 4·phase` and `+ 1`: the odd lane (first
+                // row `2P + 1`) three rows further.
+                let store_row = match swap {
+                    Some(odd) => {
+                        let further = k.selp(3u32, 0u32, odd);
+                        k.add(row0, further)
+                    }
+                    None => row0,
+                };
+                let slot = k.mad_lo(store_row, Self::ROW, lane);
                 Gather::Columns {
                     lane,
                     row0,
+                    swap,
                     slot_bytes: k.mul_lo(slot, bytes),
                 }
             }
@@ -155,6 +200,60 @@ impl<T: ConvElem + TileElem> Conv<T> {
                     .collect(),
             },
         }
+    }
+
+    /// [`Strategy::Columns`]: thread `t`'s column `t mod K` and first row (the warp; for f32
+    /// `warp + 4·half`).
+    fn column_owner(&self, k: &mut KernelBuilder, tid: Reg<U32>) -> (Reg<U32>, Reg<U32>) {
+        let lane = k.and(tid, T::TILE_K - 1);
+        let warp = k.shr(tid, WARP.trailing_zeros());
+        let row0 = match WARP / T::TILE_K {
+            1 => warp,
+            rows_per_warp => {
+                let sub = k.shr(tid, T::TILE_K.trailing_zeros());
+                let sub = k.and(sub, rows_per_warp - 1);
+                k.mad_lo(sub, THREADS / WARP, warp)
+            }
+        };
+        (lane, row0)
+    }
+
+    /// [`Strategy::PairedColumns`]: lanes `2j + phase` of warp `w` own a column and the rows
+    /// `2P + phase` of row pairs `P` (filter columns `f, f + 1`), and `Some(odd lane)` where
+    /// the pair swaps before storing:
+    /// - halves: column `16·(w mod 2) + j`, first row `2·⌊w / 2⌋ + phase`, row step 4 (each
+    ///   request covers 16 columns of rows `2P, 2P + 1`, whose 8-word pieces share no bank);
+    /// - f32: column `j`, rows `r₀ + 16·c + 4·d` with `r₀ = 8·⌊w / 2⌋ + 2·(w mod 2) +
+    ///   phase` ([`Self::swapped_row`]): the warp holds the pairs `P` and `P + 2` together, and
+    ///   the pair swaps so that each store writes rows `2P` and `2P + 4` (then `2P + 1` and
+    ///   `2P + 5`), 80 words ≡ 16 banks apart, where rows `2P, 2P + 1` (20 words apart) would
+    ///   share 4 banks.
+    fn paired_column_owner(
+        &self,
+        k: &mut KernelBuilder,
+        tid: Reg<U32>,
+    ) -> (Reg<U32>, Reg<U32>, Option<Pred>) {
+        const PAIRS: u32 = WARP / 2;
+        let warp = k.shr(tid, WARP.trailing_zeros());
+        let in_warp = k.and(tid, WARP - 1);
+        let pair = k.shr(in_warp, 1);
+        let phase = k.and(tid, 1);
+        let half = k.and(warp, 1);
+        let upper = k.shr(warp, 1);
+        if T::TYPE.bytes() == 2 {
+            let lane = k.mad_lo(half, PAIRS, pair);
+            (lane, k.mad_lo(upper, 2, phase), None)
+        } else {
+            let row0 = k.mad_lo(half, 2, phase);
+            let row0 = k.mad_lo(upper, 8, row0);
+            (pair, row0, Some(k.setp_ge(phase, 1u32)))
+        }
+    }
+
+    /// The row of element `e` past `r₀` in f32 [`Strategy::PairedColumns`]: `16·⌊e / 2⌋ +
+    /// 4·(e mod 2)`.
+    fn swapped_row(e: u32) -> u32 {
+        16 * (e / 2) + 4 * (e % 2)
     }
 
     /// Fills ring slot `slot` with reduction tile `k_tile` of both operands.
@@ -185,40 +284,80 @@ impl<T: ConvElem + TileElem> Conv<T> {
             Gather::Rows {
                 row,
                 col0,
+                paired,
                 slot_bytes,
             } => {
                 let first = k.add(k0, *col0);
-                let elems: Vec<Reg<T::Bits>> = (0..Self::ELEMS_PER_THREAD)
-                    .map(|e| {
-                        let kk = k.add(first, e);
-                        let col = self.column_coord(k, op.side, kk);
-                        let (index, ok) = self.element(k, op.side, row, &col);
-                        load_bits(k, bits, index, ok)
-                    })
-                    .collect();
+                let step = if paired.is_some() { 2 } else { 1 };
+                let elems = self.load_row(k, op.side, bits, row, first, step);
+                let words = match paired {
+                    Some(odd) => exchange_pairs(k, &elems, *odd),
+                    None => pack_words(k, &elems),
+                };
                 let dst = k.add(stage, *slot_bytes);
-                store_vectors(k, dst, &elems);
+                store_words(k, dst, &words);
             }
             Gather::Columns {
                 lane,
                 row0,
+                swap,
                 slot_bytes,
             } => {
                 let kk = k.add(k0, *lane);
                 let col = self.column_coord(k, op.side, kk);
                 let dst = k.add(stage, *slot_bytes);
-                for e in 0..Self::ELEMS_PER_THREAD {
-                    let r = k.add(*row0, e * Self::COLUMN_ROWS);
+                let row_bytes = Self::ROW * bytes;
+                let load = |k: &mut KernelBuilder, offset: u32| {
+                    let r = k.add(*row0, offset);
                     let row = self.row_coord(k, op.side, r);
                     let (index, ok) = self.element(k, op.side, &row, &col);
-                    let v = load_bits(k, bits, index, ok);
-                    k.st_shared(dst, (e * Self::COLUMN_ROWS * Self::ROW * bytes) as i32, v);
+                    load_bits(k, bits, index, ok)
+                };
+                match swap {
+                    None => {
+                        for e in 0..Self::ELEMS_PER_THREAD {
+                            let v = load(k, e * Self::COLUMN_ROWS);
+                            k.st_shared(dst, (e * Self::COLUMN_ROWS * row_bytes) as i32, v);
+                        }
+                    }
+                    Some(odd) => {
+                        let elems: Vec<Reg<T::Bits>> = (0..Self::ELEMS_PER_THREAD)
+                            .map(|e| load(k, Self::swapped_row(e)))
+                            .collect();
+                        for (pair, e) in elems.chunks_exact(2).zip((0u32..).step_by(2)) {
+                            let words = swap_words(k, pair[0].retype(), pair[1].retype(), *odd);
+                            for (word, next) in words.into_iter().zip(0u32..) {
+                                let offset = (Self::swapped_row(e) + next) * row_bytes;
+                                k.st_shared(dst, offset as i32, word);
+                            }
+                        }
+                    }
                 }
             }
             Gather::Slabs { first, tid, carry } => {
                 self.fill_slabs(k, bits, stage, k0, (*first, *tid), carry)
             }
         }
+    }
+
+    /// The `E` elements of tile row `row` at reduction indices `first + step·e` (0 outside).
+    fn load_row(
+        &self,
+        k: &mut KernelBuilder,
+        side: Side,
+        bits: GlobalPtr<T::Bits>,
+        row: &Coord,
+        first: Reg<U32>,
+        step: u32,
+    ) -> Vec<Reg<T::Bits>> {
+        (0..Self::ELEMS_PER_THREAD)
+            .map(|e| {
+                let kk = k.add(first, step * e);
+                let col = self.column_coord(k, side, kk);
+                let (index, ok) = self.element(k, side, row, &col);
+                load_bits(k, bits, index, ok)
+            })
+            .collect()
     }
 
     /// Slab offsets each thread owns in [`Gather::Slabs`]: `⌈64·KH·KW / 128⌉`.
@@ -322,18 +461,66 @@ fn load_bits<B: Scalar>(
     v
 }
 
-/// Stores `elems` (raw bits of consecutive elements, from the 16-byte aligned `dst`) 16 bytes
-/// at a time: two 16-bit elements per word (the first in the low half), four words per
-/// `st.shared.v4.b32`.
-fn store_vectors<B: Scalar>(k: &mut KernelBuilder, dst: Reg<U32>, elems: &[Reg<B>]) {
-    let words: Vec<Reg<U32>> = match B::TYPE.bits() {
+/// Packs `elems` (raw bits of consecutive elements) into 32-bit words: two 16-bit elements
+/// per word (the first in the low half), or one 32-bit element.
+fn pack_words<B: Scalar>(k: &mut KernelBuilder, elems: &[Reg<B>]) -> Vec<Reg<U32>> {
+    match B::TYPE.bits() {
         16 => elems
             .chunks_exact(2)
             .map(|pair| k.pack_u16_pair(pair[0].retype(), pair[1].retype()))
             .collect(),
         32 => elems.iter().map(|e| e.retype()).collect(),
         bits => unreachable!("tile elements are 16 or 32 bits, not {bits}"),
-    };
+    }
+}
+
+/// [`Strategy::Pairs`]: the two lanes of a pair (`odd` for the second) loaded the even and the
+/// odd columns `2e + phase` of one row; swaps halves with the partner (`shfl.sync.bfly 1`)
+/// so that the even lane ends with the row's first `E` columns and the odd lane with the
+/// last `E`, in order, as 32-bit words (`E/2` shuffles).
+/// - 16-bit: each lane packs `(v[e], v[e + E/2])`, swaps the word, and `prmt` picks
+///   `(own lo, partner lo)` (even: columns `2e, 2e + 1`) or `(partner hi, own hi)` (odd:
+///   columns `E + 2e, E + 2e + 1`).
+/// - 32-bit: the even lane sends `v[e + E/2]` and the odd lane `v[e]`; the words are
+///   `(v[e], received)` (even) or `(received, v[e + E/2])` (odd).
+fn exchange_pairs<B: Scalar>(k: &mut KernelBuilder, elems: &[Reg<B>], odd: Pred) -> Vec<Reg<U32>> {
+    let (low, high) = elems.split_at(elems.len() / 2);
+    match B::TYPE.bits() {
+        16 => {
+            // Bytes 0–3 are the own word, 4–7 the partner's.
+            const EVEN_LOWS: u32 = 0x5410;
+            const ODD_HIGHS: u32 = 0x3276;
+            let selector = k.selp(ODD_HIGHS, EVEN_LOWS, odd);
+            low.iter()
+                .zip(high)
+                .map(|(&lo, &hi)| {
+                    let own = k.pack_u16_pair(lo.retype(), hi.retype());
+                    let partner = k.shfl_xor(own, 1);
+                    k.prmt(own, partner, selector)
+                })
+                .collect()
+        }
+        32 => low
+            .iter()
+            .zip(high)
+            .flat_map(|(&lo, &hi)| swap_words(k, lo.retype(), hi.retype(), odd))
+            .collect(),
+        bits => unreachable!("tile elements are 16 or 32 bits, not {bits}"),
+    }
+}
+
+/// The 32-bit swap of a lane pair (`odd` for the second lane) holding `lo` and `hi` each:
+/// the even lane sends `hi` and the odd lane `lo` (`shfl.sync.bfly 1`); the result is
+/// `(lo, received)` on the even lane and `(received, hi)` on the odd one, i.e. both `lo`s
+/// first and both `hi`s second.
+fn swap_words(k: &mut KernelBuilder, lo: Reg<U32>, hi: Reg<U32>, odd: Pred) -> [Reg<U32>; 2] {
+    let sent = k.selp(lo, hi, odd);
+    let received = k.shfl_xor(sent, 1);
+    [k.selp(received, lo, odd), k.selp(hi, received, odd)]
+}
+
+/// Stores `words` from the 16-byte aligned `dst`, four per `st.shared.v4.b32`.
+fn store_words(k: &mut KernelBuilder, dst: Reg<U32>, words: &[Reg<U32>]) {
     for (i, quad) in words.chunks_exact(4).enumerate() {
         let offset = i as u32 * CHUNK_BYTES;
         k.st_shared_v4(dst, offset as i32, [quad[0], quad[1], quad[2], quad[3]]);

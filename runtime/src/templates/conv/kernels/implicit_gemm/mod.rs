@@ -282,12 +282,14 @@ impl<T: ConvElem + TileElem> Conv<T> {
     /// `Cg` and `C_in`, NHWC backward-data A with `Og` and `C_out` multiples of the chunk;
     /// NCHW forward B with `K`, NCHW backward-data B with `KH·KW` a multiple of it); lane →
     /// row where consecutive rows are consecutive addresses (NCHW forward A and backward-data
-    /// A: pixels along `ow`; NCHW backward-data B of a 1 × 1 filter and every NHWC
+    /// A: pixels along `ow`, paired lanes on adjacent taps for forward A of stride 2 along
+    /// `w`; NCHW backward-data B of a 1 × 1 filter and every NHWC
     /// backward operand with channel rows: channels); filter slabs for NCHW backward-data B
     /// of up to [`MAX_SLAB_TAPS`] taps; lane → reduction index otherwise (forward weights,
     /// NHWC windows and `gy` pixels of few channels, NCHW backward-filter's pixel-indexed
     /// operands, NCHW backward-data B of larger filters, whose runs of taps fill most of a
-    /// warp).
+    /// warp), with paired lanes on adjacent filter columns for backward-filter B of stride 2
+    /// along `w`.
     fn strategy(&self, side: Side) -> Strategy {
         let p = &self.p;
         let nhwc = self.layout == Layout::Nhwc;
@@ -306,11 +308,15 @@ impl<T: ConvElem + TileElem> Conv<T> {
             }
             (Pass::BackwardData, Side::A) if nhwc => Strategy::Columns,
             (Pass::BackwardData, Side::B) | (Pass::BackwardFilter, _) if nhwc => Strategy::Rows,
+            (Pass::Forward, Side::A) if p.sw == 2 && p.dw == 1 && p.kw > 1 => Strategy::Pairs,
             (Pass::Forward | Pass::BackwardData, Side::A) => Strategy::Rows,
             (Pass::Forward, Side::B) if p.filter_len().is_multiple_of(chunk) => Strategy::Chunks,
             (Pass::BackwardData, Side::B) if p.taps.is_multiple_of(chunk) => Strategy::Chunks,
             (Pass::BackwardData, Side::B) if p.taps == 1 => Strategy::Rows,
             (Pass::BackwardData, Side::B) if p.taps <= MAX_SLAB_TAPS => Strategy::Slabs,
+            (Pass::BackwardFilter, Side::B) if p.sw == 2 && p.dw == 1 && p.kw > 1 => {
+                Strategy::PairedColumns
+            }
             _ => Strategy::Columns,
         }
     }
