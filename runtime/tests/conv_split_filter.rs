@@ -18,7 +18,7 @@ use ptxforge_runtime::templates::conv::kernels::{
     ENTRY_BWD_BIAS, ENTRY_BWD_FILTER_IMPLICIT_GEMM, ENTRY_BWD_FILTER_REDUCE, ENTRY_BWD_FILTER_SPLIT,
 };
 use ptxforge_runtime::templates::conv::launch::{
-    backward_filter_sliced, backward_filter_with, Slices,
+    backward_filter, backward_filter_sliced, backward_filter_with, Slices,
 };
 use ptxforge_runtime::templates::conv::reference::{self, to_channels_last};
 use ptxforge_runtime::templates::conv::{Conv2dConfig, ConvDims, ConvShape, Layout};
@@ -297,6 +297,41 @@ fn one_slice_is_the_unsplit_entry() {
             .iter()
             .zip(&auto)
             .all(|(a, b)| a.to_bits() == b.to_bits()));
+    }
+}
+
+/// `backward_filter` follows the slice rule: a 1 × 1 8 → 8 layer over 4 × 16 × 16 pixels (1
+/// block, 32 tiles of 32) splits into 2 slices of 16 tiles, and matches the reference.
+#[test]
+fn backward_filter_splits_by_the_rule() {
+    let case = Case {
+        name: "auto split 1x1 8→8 batch 4",
+        cfg: Conv2dConfig::new(8, 8, 1),
+        shape: shape(4, 16, 16),
+    };
+    for layout in Layout::ALL {
+        let run = Run::new(&case, DType::F16, layout, ptxforge_sim::Options::default());
+        assert_eq!(run.cfg.backward_filter_slices(&run.dims), 2);
+        let mut rng = SplitMix64::new(3);
+        let [x_ext, y_ext, _] = run.extents();
+        let (x, x_dev) = run.random::<f16>(&mut rng, x_ext);
+        let (gy, gy_dev) = run.random::<f16>(&mut rng, y_ext);
+        let mut dw = run.dev.alloc::<f16>(64).expect("alloc");
+        let (cfg, ptx, s) = (&run.cfg, &run.ptx, &run.shape);
+        must(
+            "auto",
+            backward_filter(cfg, &run.dev, ptx, s, &x_dev, &gy_dev, &mut dw, None),
+        );
+        let entries: Vec<String> = run
+            .dev
+            .take_launch_log()
+            .into_iter()
+            .map(|r| r.entry)
+            .collect();
+        assert_eq!(entries, [ENTRY_BWD_FILTER_SPLIT, ENTRY_BWD_FILTER_REDUCE]);
+        let (want, _) = run.reference(&x, &gy);
+        let got = download(&run.dev, &dw);
+        assert_close(&run.label, &got, &want, tolerance(DType::F16));
     }
 }
 
