@@ -5,7 +5,8 @@
 //! and tf32, against the f64 reference within the family's tolerances (tf32: `√K / 1024` of
 //! the exact reference and f32 accumulation error of the tf32-rounded-operand one); the same
 //! bits under block shuffling; one slice runs the unsplit entry alone; the slice rule at
-//! the batch-32 ResNet shape (the grid only); and the counters at a forced `S = 2`.
+//! the batch-32 ResNet shape (the grid only) and `backward_filter` following it; typed errors
+//! for bad slice counts; and the counters at a forced `S = 2`.
 
 #![cfg(feature = "sim")]
 
@@ -13,7 +14,9 @@ mod conv_support;
 
 use half::{bf16, f16};
 use ptxforge_runtime::dtype::DType;
-use ptxforge_runtime::launch::{Backend, DeviceBuffer, Element, LaunchRecord, SimBackend};
+use ptxforge_runtime::launch::{
+    Backend, DeviceBuffer, Element, LaunchError, LaunchRecord, SimBackend,
+};
 use ptxforge_runtime::templates::conv::kernels::{
     ENTRY_BWD_BIAS, ENTRY_BWD_FILTER_IMPLICIT_GEMM, ENTRY_BWD_FILTER_REDUCE, ENTRY_BWD_FILTER_SPLIT,
 };
@@ -333,6 +336,36 @@ fn backward_filter_splits_by_the_rule() {
         let got = download(&run.dev, &dw);
         assert_close(&run.label, &got, &want, tolerance(DType::F16));
     }
+}
+
+/// No slices, or a workspace past the family's index bound (`S·|dw| > 2^31 − 1`), is a typed
+/// error naming `slices`, before anything runs.
+#[test]
+fn bad_slice_counts_are_typed_errors() {
+    let run = Run::new(
+        &split_cases()[0],
+        DType::F16,
+        Layout::Nchw,
+        Default::default(),
+    );
+    let mut rng = SplitMix64::new(1);
+    let [x_ext, y_ext, _] = run.extents();
+    let (_, x) = run.random::<f16>(&mut rng, x_ext);
+    let (_, gy) = run.random::<f16>(&mut rng, y_ext);
+    let mut dw = run
+        .dev
+        .alloc::<f16>(ConvDims::weight_len(&run.cfg))
+        .expect("alloc");
+    for slices in [0, u32::MAX] {
+        let (cfg, ptx, s) = (&run.cfg, &run.ptx, &run.shape);
+        let slices = Slices::Exactly(slices);
+        let got = backward_filter_sliced(cfg, &run.dev, ptx, s, slices, &x, &gy, &mut dw, None);
+        assert!(
+            matches!(got, Err(LaunchError::InvalidDim { name: "slices", .. })),
+            "{slices:?}: {got:?}"
+        );
+    }
+    assert!(run.dev.take_launch_log().is_empty());
 }
 
 /// The slice rule, from the grid alone (no launch): the ResNet 3 × 3 64 → 64 layer at batch 32
