@@ -36,8 +36,8 @@ use ptxforge_runtime::templates::KernelFamily;
 use ptxforge_runtime::Arch;
 
 use conv_support::{
-    assert_close, download, fuzz_cases_with, must, prepare, shape, tensor_core_cases, tolerance,
-    Case,
+    assert_close, backward_filter_cases, download, fuzz_cases_with, must, prepare, shape,
+    tensor_core_cases, tolerance, Case,
 };
 
 /// Seeded random cases of 1–3 channels per group ([`fuzz_cases_with`]).
@@ -1200,35 +1200,6 @@ fn run_backward_filter_on<T: HostFloat + Element>(
     }
     assert_eq!(picked, want_picked, "{label}");
     (log, ran)
-}
-
-/// Backward-filter shapes: a long reduction over several images (the ring wraps many times,
-/// a K tile spans two images), two output-channel tiles and two filter-column tiles, stride
-/// with dilation and padding, groups with a bias.
-fn backward_filter_cases() -> Vec<Case> {
-    let c = Conv2dConfig::new;
-    vec![
-        Case {
-            name: "bwd-filter 3x3 p1 16→72 (two Og tiles, K 144: three column tiles) batch 3",
-            cfg: c(16, 72, 3).with_padding(1, 1),
-            shape: shape(3, 7, 9),
-        },
-        Case {
-            name: "bwd-filter 3x3 s2 d2 p3 12→8 groups 4 + bias",
-            cfg: c(12, 8, 3)
-                .with_stride(2, 2)
-                .with_dilation(2, 2)
-                .with_padding(3, 3)
-                .with_groups(4)
-                .with_bias(true),
-            shape: shape(2, 11, 13),
-        },
-        Case {
-            name: "bwd-filter 1x1 s2 32→24 groups 2 (pixels per image 30)",
-            cfg: c(32, 24, 1).with_stride(2, 2).with_groups(2),
-            shape: shape(4, 10, 11),
-        },
-    ]
 }
 
 /// Every case (the issue's, fuzzed, tensor-core, backward-data and backward-filter ones)

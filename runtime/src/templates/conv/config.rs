@@ -20,11 +20,12 @@ use crate::templates::ConfigErrors;
 /// each element index or padded position it computes in `u32` and widens into an address is at
 /// most `i32::MAX` (below 2^31, leaving room for the last partial block and loop increments).
 /// [`Conv2dConfig::validate`] proves it for the weight, [`Conv2dConfig::check_index_range`] for
-/// the run-time tensors and positions, both by comparing against this `limit`.
+/// the run-time tensors and positions, both by comparing against this `limit`, and
+/// `launch::backward_filter_sliced` for the split backward-filter's `S·|dw|` f32 partials.
 pub const INDEX_BOUND: IndexBound = IndexBound {
     limit: i32::MAX as u64,
-    proof:
-        "Conv2dConfig::validate (weight) and Conv2dConfig::check_index_range (tensors, positions)",
+    proof: "Conv2dConfig::validate (weight), Conv2dConfig::check_index_range (tensors, \
+            positions) and launch::backward_filter_sliced (split partials)",
 };
 
 /// Configuration of one 2-D convolution (NCHW or NHWC, [`Layout`]): `#[conv2d_kernel(in_channels = 64, out_channels =

@@ -5,11 +5,13 @@
 
 use super::config::Conv2dConfig;
 use super::kernels::{
-    BLOCK_1D, IMPLICIT_THREADS, IMPLICIT_TILE_M, IMPLICIT_TILE_N, WARPS_PER_BLOCK,
+    BLOCK_1D, BWD_FILTER_REDUCE_THREADS, IMPLICIT_THREADS, IMPLICIT_TILE_M, IMPLICIT_TILE_N,
+    WARPS_PER_BLOCK,
 };
 use super::shapes::ConvDims;
 use crate::launch::{Dim3, LaunchConfig, LaunchError};
 use crate::templates::attention::SharedMemoryKind;
+use crate::templates::warp_mma::TILE_K_BYTES;
 
 /// The largest `gridDim.y` / `gridDim.z`.
 pub const MAX_GRID_YZ: u32 = 65535;
@@ -18,6 +20,14 @@ pub const MAX_GRID_X: u32 = i32::MAX as u32;
 /// Every run-time element count and padded position stays at most this: the family's
 /// declared [`INDEX_BOUND`](super::INDEX_BOUND).
 pub const INDEX_LIMIT: u64 = super::INDEX_BOUND.limit;
+
+/// SMs of the part the backward-filter split sizes its grid for (an H100 SXM).
+pub const SPLIT_TARGET_SMS: u64 = 132;
+/// Waves of blocks (one block per SM each) the split aims at.
+pub const SPLIT_WAVES: u64 = 2;
+/// The fewest reduction (K) tiles one slice runs: below that, the partials' extra traffic and
+/// the ring's prologue outweigh the parallelism.
+pub const MIN_SLICE_TILES: u64 = 16;
 
 fn grid_dim(name: &'static str, value: u64, max: u32) -> Result<u32, LaunchError> {
     if value > u64::from(max) {
@@ -220,12 +230,88 @@ impl Conv2dConfig {
     /// `conv2d_bwd_filter_implicit_gemm`: block 128; grid `(⌈Og / 64⌉, ⌈Cg·KH·KW / 64⌉, G)`
     /// (each block reduces over all `N·OH·OW` pixels).
     pub fn backward_filter_implicit_gemm_launch_config(&self) -> Result<LaunchConfig, LaunchError> {
-        let filter_len = self.in_per_group() * self.kernel_h * self.kernel_w;
+        self.backward_filter_split_launch_config(1)
+    }
+
+    /// The number `S` of pixel slices the tensor-core backward-filter splits its reduction
+    /// into ([`super::launch::backward_filter`]): with `B = ⌈Og/64⌉·⌈Cg·KH·KW/64⌉·G` blocks
+    /// unsplit and `T = ⌈N·OH·OW / K⌉` reduction tiles (`K` = 32 halves, 16 f32),
+    /// - `S = 1` when `B ≥` [`SPLIT_TARGET_SMS`] (the grid already fills the part) or
+    ///   `T < 2·`[`MIN_SLICE_TILES`];
+    /// - else `S = min(⌈W / B⌉, ⌊T / MIN_SLICE_TILES⌋, ⌊65535 / G⌋, ⌊INDEX_LIMIT / |dw|⌋)`
+    ///   with `W =` [`SPLIT_WAVES`]` · `[`SPLIT_TARGET_SMS`] blocks, then shrunk to
+    ///   `⌈T / ⌈T / S⌉⌉` so that no slice is empty: `S·B ≈ W` blocks, each slice at least
+    ///   [`MIN_SLICE_TILES`] tiles.
+    ///
+    /// The rule depends on the shape only, so a shape always gets the same `S` and the same
+    /// bits.
+    pub fn backward_filter_slices(&self, dims: &ConvDims) -> u32 {
+        let blocks = self.backward_filter_blocks();
+        let tiles = self.backward_filter_tiles(dims);
+        if blocks >= SPLIT_TARGET_SMS || tiles < 2 * MIN_SLICE_TILES {
+            return 1;
+        }
+        let wanted = (SPLIT_WAVES * SPLIT_TARGET_SMS).div_ceil(blocks);
+        let slices = wanted
+            .min(tiles / MIN_SLICE_TILES)
+            .min(u64::from(MAX_GRID_YZ / self.groups))
+            .min(INDEX_LIMIT / self.weight_elements())
+            .max(1);
+        tiles.div_ceil(tiles.div_ceil(slices)) as u32
+    }
+
+    /// Elements of one filter row, `Cg·KH·KW`.
+    fn filter_len(&self) -> u32 {
+        self.in_per_group() * self.kernel_h * self.kernel_w
+    }
+
+    /// Blocks of the unsplit backward-filter grid, `⌈Og/64⌉·⌈Cg·KH·KW/64⌉·G`.
+    pub fn backward_filter_blocks(&self) -> u64 {
+        u64::from(self.out_per_group().div_ceil(IMPLICIT_TILE_M))
+            * u64::from(self.filter_len().div_ceil(IMPLICIT_TILE_N))
+            * u64::from(self.groups)
+    }
+
+    /// Reduction tiles of the tensor-core backward-filter, `⌈N·OH·OW / K⌉` (`K` = 64 bytes
+    /// of elements: 32 halves, 16 f32).
+    pub fn backward_filter_tiles(&self, dims: &ConvDims) -> u64 {
+        let depth = u64::from(TILE_K_BYTES / self.dtype.size_bytes());
+        (u64::from(dims.batch) * dims.out_pixels() as u64).div_ceil(depth)
+    }
+
+    /// Reduction tiles per slice when split into `slices`: `⌈T / S⌉`.
+    pub fn backward_filter_slice_tiles(&self, dims: &ConvDims, slices: u32) -> u32 {
+        self.backward_filter_tiles(dims)
+            .div_ceil(u64::from(slices.max(1))) as u32
+    }
+
+    /// `conv2d_bwd_filter_implicit_gemm_split`: block 128; grid `(⌈Og / 64⌉, ⌈Cg·KH·KW /
+    /// 64⌉, S·G)`.
+    pub fn backward_filter_split_launch_config(
+        &self,
+        slices: u32,
+    ) -> Result<LaunchConfig, LaunchError> {
         implicit_gemm_grid(
             u64::from(self.out_per_group()),
-            filter_len,
-            ("groups", u64::from(self.groups)),
+            self.filter_len(),
+            (
+                "slices × groups",
+                u64::from(slices) * u64::from(self.groups),
+            ),
         )
+    }
+
+    /// `conv2d_bwd_filter_reduce`: block 256, one thread per `dw` element; grid
+    /// `⌈C_out·Cg·KH·KW / 256⌉`.
+    pub fn backward_filter_reduce_launch_config(&self) -> Result<LaunchConfig, LaunchError> {
+        let blocks = self
+            .weight_elements()
+            .div_ceil(u64::from(BWD_FILTER_REDUCE_THREADS));
+        Ok(LaunchConfig {
+            grid: Dim3::x(grid_dim("weight blocks", blocks, MAX_GRID_X)?),
+            block: Dim3::x(BWD_FILTER_REDUCE_THREADS),
+            dynamic_shared_bytes: 0,
+        })
     }
 
     /// `conv2d_bwd_filter`: block 256 (8 warps, one weight element each); grid

@@ -21,10 +21,12 @@
 //! written completely (every element), inputs never.
 
 use super::config::{Conv2dConfig, Layout};
+use super::geometry::INDEX_LIMIT;
 use super::kernels::{
     fast_div_constants, ENTRY_1X1, ENTRY_BWD_BIAS, ENTRY_BWD_DATA, ENTRY_BWD_DATA_IMPLICIT_GEMM,
-    ENTRY_BWD_FILTER, ENTRY_BWD_FILTER_IMPLICIT_GEMM, ENTRY_DIRECT, ENTRY_GEMM, ENTRY_IM2COL,
-    ENTRY_IMPLICIT_GEMM, ENTRY_NHWC,
+    ENTRY_BWD_FILTER, ENTRY_BWD_FILTER_IMPLICIT_GEMM, ENTRY_BWD_FILTER_REDUCE,
+    ENTRY_BWD_FILTER_SPLIT, ENTRY_DIRECT, ENTRY_GEMM, ENTRY_IM2COL, ENTRY_IMPLICIT_GEMM,
+    ENTRY_NHWC,
 };
 use super::shapes::{ConvDims, ConvError, ConvShape};
 use crate::dtype::DType;
@@ -130,9 +132,14 @@ impl Prepared {
         config: LaunchConfig,
         buffers: Vec<KernelArg<'_, B>>,
     ) -> Result<(), LaunchError> {
+        dev.launch(ptx, entry, config, &self.args(buffers))
+    }
+
+    /// `buffers` followed by the shape scalars.
+    fn args<'a, B: Backend>(&self, buffers: Vec<KernelArg<'a, B>>) -> Vec<KernelArg<'a, B>> {
         let mut args = buffers;
         args.extend(self.scalars.iter().map(|&v| KernelArg::U32(v)));
-        dev.launch(ptx, entry, config, &args)
+        args
     }
 }
 
@@ -250,13 +257,26 @@ impl<B: Backend> Call<'_, B> {
         later: &[Buffer<'_, B, T>],
     ) -> Result<Prepared, LaunchError> {
         let cfg = self.cfg;
-        let prep = Prepared::new::<T>(cfg, entry, self.shape, false)?;
-        for buffer in args.iter().chain(later) {
-            buffer.check(cfg, &prep.dims)?;
-        }
+        let prep = self.prepare(entry, args.iter().chain(later))?;
         let config = geometry(cfg, &prep.dims)?;
         let args = args.iter().filter_map(Buffer::arg).collect();
         prep.launch(self.dev, self.ptx, entry, config, args)?;
+        Ok(prep)
+    }
+
+    /// Checks the call ([`Prepared::new`]) and every buffer of `buffers`.
+    fn prepare<'b, T: Element + 'b>(
+        &self,
+        entry: &'static str,
+        buffers: impl IntoIterator<Item = &'b Buffer<'b, B, T>>,
+    ) -> Result<Prepared, LaunchError>
+    where
+        B: 'b,
+    {
+        let prep = Prepared::new::<T>(self.cfg, entry, self.shape, false)?;
+        for buffer in buffers {
+            buffer.check(self.cfg, &prep.dims)?;
+        }
         Ok(prep)
     }
 
@@ -572,17 +592,16 @@ pub fn backward_filter_with<B: Backend, T: Element>(
     dw: &mut DeviceBuffer<B, T>,
     db: Option<&mut DeviceBuffer<B, T>>,
 ) -> Result<ConvDims, LaunchError> {
+    if entry == ENTRY_BWD_FILTER_IMPLICIT_GEMM {
+        return backward_filter_sliced(cfg, dev, ptx, shape, Slices::Auto, x, gy, dw, db);
+    }
     let call = Call {
         cfg,
         dev,
         ptx,
         shape,
     };
-    let geometry: Geometry = if entry == ENTRY_BWD_FILTER_IMPLICIT_GEMM {
-        |cfg, _| cfg.backward_filter_implicit_gemm_launch_config()
-    } else {
-        |cfg, _| cfg.backward_filter_launch_config()
-    };
+    let geometry: Geometry = |cfg, _| cfg.backward_filter_launch_config();
     let args = [
         Buffer::Tensor("x", Tensor::Input, x),
         Buffer::Tensor("gy", Tensor::Output, gy),
@@ -590,10 +609,104 @@ pub fn backward_filter_with<B: Backend, T: Element>(
     ];
     let db = db.map(|db| &*db);
     let prep = call.launch(entry, geometry, &args, &[Buffer::Bias("db", db)])?;
-    if let Some(db) = db {
-        let args = vec![KernelArg::buffer(gy), KernelArg::buffer(db)];
-        let bias = cfg.backward_bias_launch_config();
-        prep.launch(dev, ptx, ENTRY_BWD_BIAS, bias, args)?;
-    }
+    backward_bias(&call, &prep, gy, db)?;
     Ok(prep.dims)
+}
+
+/// How many slices of the pixels the tensor-core backward-filter splits its reduction into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slices {
+    /// [`Conv2dConfig::backward_filter_slices`]'s rule for the shape.
+    Auto,
+    /// Exactly this many (1: the unsplit entry alone; 0 is an error).
+    Exactly(u32),
+}
+
+/// Backward-filter on tensor cores with a chosen split of the reduction over the `N·OH·OW`
+/// pixels ([`Slices`]; [`backward_filter`] and [`backward_filter_with`] use
+/// [`Slices::Auto`]), then `conv2d_bwd_bias` when the config has a bias. One slice runs
+/// `conv2d_bwd_filter_implicit_gemm` alone; `S > 1` allocates an f32 workspace of
+/// `S·C_out·Cg·KH·KW` elements through the backend, runs `conv2d_bwd_filter_implicit_gemm_split`
+/// (each slice's sums into its part of the workspace) and `conv2d_bwd_filter_reduce` (the
+/// slices added in order, rounded once): the same bits every run. A config without the
+/// tensor-core entries is [`LaunchError::InvalidDim`] `layout`; `S = 0`, `S·G` past the grid
+/// limit or a workspace past the index limit is [`LaunchError::InvalidDim`].
+#[allow(clippy::too_many_arguments)]
+pub fn backward_filter_sliced<B: Backend, T: Element>(
+    cfg: &Conv2dConfig,
+    dev: &B,
+    ptx: &str,
+    shape: &ConvShape,
+    slices: Slices,
+    x: &DeviceBuffer<B, T>,
+    gy: &DeviceBuffer<B, T>,
+    dw: &mut DeviceBuffer<B, T>,
+    db: Option<&mut DeviceBuffer<B, T>>,
+) -> Result<ConvDims, LaunchError> {
+    let call = Call {
+        cfg,
+        dev,
+        ptx,
+        shape,
+    };
+    let db = db.map(|db| &*db);
+    let buffers = [
+        Buffer::Tensor("x", Tensor::Input, x),
+        Buffer::Tensor("gy", Tensor::Output, gy),
+        Buffer::Tensor("dw", Tensor::Weight, dw),
+        Buffer::Bias("db", db),
+    ];
+    let prep = call.prepare(ENTRY_BWD_FILTER_IMPLICIT_GEMM, &buffers)?;
+    let slices = match slices {
+        Slices::Auto => cfg.backward_filter_slices(&prep.dims),
+        Slices::Exactly(s) => s,
+    };
+    let workspace = u64::from(slices) * cfg.weight_elements();
+    if slices == 0 || workspace > INDEX_LIMIT {
+        return Err(LaunchError::InvalidDim {
+            name: "slices",
+            value: u64::from(slices),
+            reason: format!(
+                "needs at least 1 slice and a workspace of at most {INDEX_LIMIT} elements \
+                 ({workspace} asked)"
+            ),
+        });
+    }
+    let (x, gy_arg) = (KernelArg::buffer(x), KernelArg::buffer(gy));
+    if slices == 1 {
+        let config = cfg.backward_filter_implicit_gemm_launch_config()?;
+        let args = vec![x, gy_arg, KernelArg::buffer(&*dw)];
+        prep.launch(dev, ptx, ENTRY_BWD_FILTER_IMPLICIT_GEMM, config, args)?;
+    } else {
+        let split = cfg.backward_filter_split_launch_config(slices)?;
+        let reduce = cfg.backward_filter_reduce_launch_config()?;
+        let partials = dev.alloc::<f32>(workspace as usize)?;
+        let slice_tiles = cfg.backward_filter_slice_tiles(&prep.dims, slices);
+        let mut args = prep.args(vec![x, gy_arg, KernelArg::buffer(&partials)]);
+        args.push(KernelArg::U32(slice_tiles));
+        dev.launch(ptx, ENTRY_BWD_FILTER_SPLIT, split, &args)?;
+        let args = [
+            KernelArg::buffer(&partials),
+            KernelArg::buffer(&*dw),
+            KernelArg::U32(slices),
+        ];
+        dev.launch(ptx, ENTRY_BWD_FILTER_REDUCE, reduce, &args)?;
+    }
+    backward_bias(&call, &prep, gy, db)?;
+    Ok(prep.dims)
+}
+
+/// `conv2d_bwd_bias` into `db` when given (the config has a bias).
+fn backward_bias<B: Backend, T: Element>(
+    call: &Call<'_, B>,
+    prep: &Prepared,
+    gy: &DeviceBuffer<B, T>,
+    db: Option<&DeviceBuffer<B, T>>,
+) -> Result<(), LaunchError> {
+    let Some(db) = db else {
+        return Ok(());
+    };
+    let args = vec![KernelArg::buffer(gy), KernelArg::buffer(db)];
+    let bias = call.cfg.backward_bias_launch_config();
+    prep.launch(call.dev, call.ptx, ENTRY_BWD_BIAS, bias, args)
 }

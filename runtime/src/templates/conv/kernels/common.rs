@@ -33,6 +33,11 @@ pub(crate) trait ConvElem: Float {
     fn implicit_gemm(_cfg: &Conv2dConfig, _arch: Arch, _pass: Pass) -> Option<KernelBuilder> {
         None
     }
+    /// The split backward-filter's two entries where this type and `cfg` have the
+    /// tensor-core backward-filter, else `None`.
+    fn split_filter(_cfg: &Conv2dConfig, _arch: Arch) -> Option<[KernelBuilder; 2]> {
+        None
+    }
 }
 
 impl ConvElem for F16 {
@@ -45,6 +50,9 @@ impl ConvElem for F16 {
     }
     fn implicit_gemm(cfg: &Conv2dConfig, arch: Arch, pass: Pass) -> Option<KernelBuilder> {
         implicit_gemm::available(cfg).then(|| implicit_gemm::build::<F16>(cfg, arch, pass))
+    }
+    fn split_filter(cfg: &Conv2dConfig, arch: Arch) -> Option<[KernelBuilder; 2]> {
+        implicit_gemm::available(cfg).then(|| implicit_gemm::build_split::<F16>(cfg, arch))
     }
 }
 
@@ -59,6 +67,9 @@ impl ConvElem for BF16 {
     fn implicit_gemm(cfg: &Conv2dConfig, arch: Arch, pass: Pass) -> Option<KernelBuilder> {
         implicit_gemm::available(cfg).then(|| implicit_gemm::build::<BF16>(cfg, arch, pass))
     }
+    fn split_filter(cfg: &Conv2dConfig, arch: Arch) -> Option<[KernelBuilder; 2]> {
+        implicit_gemm::available(cfg).then(|| implicit_gemm::build_split::<BF16>(cfg, arch))
+    }
 }
 
 impl ConvElem for F32 {
@@ -72,6 +83,9 @@ impl ConvElem for F32 {
     /// With `allow_tf32`: tf32 `mma.m16n8k8` ([`crate::templates::warp_mma`]'s f32 tile).
     fn implicit_gemm(cfg: &Conv2dConfig, arch: Arch, pass: Pass) -> Option<KernelBuilder> {
         implicit_gemm::available(cfg).then(|| implicit_gemm::build::<F32>(cfg, arch, pass))
+    }
+    fn split_filter(cfg: &Conv2dConfig, arch: Arch) -> Option<[KernelBuilder; 2]> {
+        implicit_gemm::available(cfg).then(|| implicit_gemm::build_split::<F32>(cfg, arch))
     }
 }
 

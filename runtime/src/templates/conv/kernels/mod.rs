@@ -14,6 +14,8 @@
 //! | [`bwd_data_implicit_gemm`](implicit_gemm) (f16/bf16, sm_80+) | `dx` from `gy` on tensor cores | 128 | `(⌈H·W/64⌉, ⌈Cg/64⌉, N·G)` |
 //! | [`bwd_filter`](backward_filter) | `dw` from `x`, `gy` (NCHW or NHWC) | 256 | `⌈C_out·Cg·KH·KW / 8⌉` |
 //! | [`bwd_filter_implicit_gemm`](implicit_gemm) (f16/bf16, sm_80+) | `dw` from `x`, `gy` on tensor cores | 128 | `(⌈Og/64⌉, ⌈Cg·KH·KW/64⌉, G)` |
+//! | `bwd_filter_implicit_gemm_split` (with the above) | f32 partials of `dw` over `S` pixel slices | 128 | `(⌈Og/64⌉, ⌈Cg·KH·KW/64⌉, S·G)` |
+//! | `bwd_filter_reduce` (with the above) | `dw` = the partials summed in slice order | 256 | `⌈C_out·Cg·KH·KW/256⌉` |
 //! | [`bwd_bias`](backward_filter) (with bias) | `db` from `gy` (NCHW or NHWC) | 256 | `⌈C_out / 8⌉` |
 //!
 //! The NHWC module's forward entries are `implicit_gemm` (where available) and `nhwc`; its
@@ -39,8 +41,9 @@ pub use gemm::{ENTRY_1X1, ENTRY_GEMM};
 pub use im2col::ENTRY as ENTRY_IM2COL;
 pub use implicit_gemm::{
     ENTRY as ENTRY_IMPLICIT_GEMM, ENTRY_BWD_DATA as ENTRY_BWD_DATA_IMPLICIT_GEMM,
-    ENTRY_BWD_FILTER as ENTRY_BWD_FILTER_IMPLICIT_GEMM, THREADS as IMPLICIT_THREADS,
-    TILE_M as IMPLICIT_TILE_M, TILE_N as IMPLICIT_TILE_N,
+    ENTRY_BWD_FILTER as ENTRY_BWD_FILTER_IMPLICIT_GEMM, ENTRY_REDUCE as ENTRY_BWD_FILTER_REDUCE,
+    ENTRY_SPLIT as ENTRY_BWD_FILTER_SPLIT, REDUCE_THREADS as BWD_FILTER_REDUCE_THREADS,
+    THREADS as IMPLICIT_THREADS, TILE_M as IMPLICIT_TILE_M, TILE_N as IMPLICIT_TILE_N,
 };
 pub use nhwc::ENTRY as ENTRY_NHWC;
 
@@ -80,7 +83,8 @@ impl Conv2dConfig {
     }
 
     /// Whether the module has the tensor-core backward-filter
-    /// `conv2d_bwd_filter_implicit_gemm` (f16/bf16, or f32 with `allow_tf32`, on targets with
+    /// `conv2d_bwd_filter_implicit_gemm`, with its split pair `conv2d_bwd_filter_implicit_gemm_split`
+    /// and `conv2d_bwd_filter_reduce` (f16/bf16, or f32 with `allow_tf32`, on targets with
     /// `mma.m16n8k16`, either layout; otherwise silently only the CUDA-core
     /// `conv2d_bwd_filter`).
     pub fn has_tensor_core_backward_filter(&self) -> bool {
@@ -110,7 +114,11 @@ impl Conv2dConfig {
         }
         names.push(ENTRY_BWD_FILTER);
         if self.has_tensor_core_backward_filter() {
-            names.push(ENTRY_BWD_FILTER_IMPLICIT_GEMM);
+            names.extend([
+                ENTRY_BWD_FILTER_IMPLICIT_GEMM,
+                ENTRY_BWD_FILTER_SPLIT,
+                ENTRY_BWD_FILTER_REDUCE,
+            ]);
         }
         if self.bias {
             names.push(ENTRY_BWD_BIAS);
@@ -144,6 +152,9 @@ fn build_module<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> ModuleBuilder {
     m.push(backward_filter::build_filter::<T>(cfg, arch));
     if let Some(tc) = T::implicit_gemm(cfg, arch, Pass::BackwardFilter) {
         m.push(tc);
+    }
+    for split in T::split_filter(cfg, arch).into_iter().flatten() {
+        m.push(split);
     }
     if cfg.bias {
         m.push(backward_filter::build_bias::<T>(cfg, arch));

@@ -1,15 +1,63 @@
 //! The implicit GEMMs' epilogue: bias (forward), one rounding to the storage type, and the
-//! store of every accumulator inside `M × N`.
+//! store of every accumulator inside `M × N` (the split backward-filter: the f32 sums,
+//! unrounded, into its slice of the partials).
 
 use super::super::common::{load_or_zero, ConvElem};
+use super::split::Slice;
 use super::{Conv, Pass};
-use crate::builder::{KernelBuilder, Pred, Reg, U32};
+use crate::builder::{GlobalPtr, KernelBuilder, ParamHandle, Pred, Reg, F32, U32};
 use crate::templates::conv::Layout;
 use crate::templates::warp_mma::{Accumulators, TileElem, WARP_N_TILES};
 
 /// One output column of this lane: the column within the group's GEMM, whether it exists,
 /// and its bias.
 type OutputColumn<A> = (Reg<U32>, Pred, Option<Reg<A>>);
+
+/// Where the epilogue writes.
+pub(super) enum Output<T: ConvElem> {
+    /// The output tensor, rounded once to the storage type.
+    Storage(GlobalPtr<T>),
+    /// The split backward-filter's f32 partial sums `[S][C_out][Cg·KH·KW]`; this block's
+    /// slice starts at element `base = s·C_out·Cg·KH·KW`.
+    Partials {
+        sums: GlobalPtr<F32>,
+        base: Reg<U32>,
+    },
+}
+
+/// The declared output parameter, before the block knows its slice.
+pub(super) enum OutputParam<T: ConvElem> {
+    Storage(ParamHandle<GlobalPtr<T>>),
+    Partials(ParamHandle<GlobalPtr<F32>>),
+}
+
+impl<T: ConvElem> Output<T> {
+    /// Declares the output parameter: `name` in the storage type, or f32 `partials` for the
+    /// split entry.
+    pub fn declare(k: &mut KernelBuilder, name: &str, split: bool) -> OutputParam<T> {
+        if split {
+            OutputParam::Partials(k.param_ptr::<F32>("partials"))
+        } else {
+            OutputParam::Storage(k.param_ptr::<T>(name))
+        }
+    }
+}
+
+impl<T: ConvElem> OutputParam<T> {
+    /// The output of this block: the partials of `slice`, `weight_len` elements per slice.
+    pub fn locate(self, k: &mut KernelBuilder, slice: Option<Slice>, weight_len: u64) -> Output<T> {
+        match (self, slice) {
+            (OutputParam::Storage(p), _) => Output::Storage(k.global_ptr(p)),
+            (OutputParam::Partials(p), Some(slice)) => {
+                let sums = k.global_ptr(p);
+                let len = u32::try_from(weight_len).expect("validate bounds the weight");
+                let base = k.mul_lo(slice.index, len);
+                Output::Partials { sums, base }
+            }
+            (OutputParam::Partials(_), None) => unreachable!("the split entry has a slice"),
+        }
+    }
+}
 
 impl<T: ConvElem + TileElem> Conv<T> {
     /// Stores the warp's accumulators inside `M × N`: accumulator `(mi, ni)` covers rows
@@ -56,9 +104,18 @@ impl<T: ConvElem + TileElem> Conv<T> {
                                 Some(step) => k.mad_lo(o, step, start),
                                 None => k.add(start, o),
                             };
-                            let out = T::narrow(k, value);
-                            let addr = k.elem_addr(self.out, index);
-                            k.st_global(addr, 0, out);
+                            match self.out {
+                                Output::Storage(out) => {
+                                    let value = T::narrow(k, value);
+                                    let addr = k.elem_addr(out, index);
+                                    k.st_global(addr, 0, value);
+                                }
+                                Output::Partials { sums, base } => {
+                                    let index = k.add(index, base);
+                                    let addr = k.elem_addr(sums, index);
+                                    k.st_global::<F32>(addr, 0, value.retype());
+                                }
+                            }
                         });
                     }
                 }

@@ -56,8 +56,9 @@
 //! `cols` buffer) and stored `[f][m]` so the same untransposed `ldmatrix` reads it. Both are
 //! gathered lane → pixel (consecutive `m`: consecutive `ow`). Grid `(⌈Og / 64⌉,
 //! ⌈Cg·KH·KW / 64⌉, G)`; each `dw` element is summed over all pixels in order by one warp's
-//! `mma` chain in f32 (no split of the reduction, no atomics: deterministic), then rounded
-//! once.
+//! `mma` chain in f32 (no atomics: deterministic), then rounded once. Where that grid is
+//! too small for the GPU, [`split`] cuts the pixels into `S` slices, each summed this way into
+//! f32 partials, which a second entry adds in slice order (still deterministic).
 //!
 //! **Channels-last backward** (NHWC: `x`/`dx [N, H, W, C_in]`, `gy [N, OH, OW, C_out]`, the
 //! forward's weight `w`/`dw [C_out, KH, KW, Cg]`). The same GEMMs, tiles, grids and
@@ -79,6 +80,7 @@
 mod addressing;
 mod epilogue;
 mod gather;
+mod split;
 
 use super::common::{conv_kernel, div_const, rem_const, ConvElem, DimParams, Dims, Problem};
 use crate::arch::Arch;
@@ -87,7 +89,11 @@ use crate::dtype::DType;
 use crate::templates::conv::{Conv2dConfig, Layout};
 use crate::templates::warp_mma::{self as tile, TileElem, WarpPos, CHUNK_BYTES};
 use addressing::Side;
+use epilogue::Output;
 use gather::{Operand, Strategy};
+use split::Slice;
+
+pub use split::{ENTRY_REDUCE, ENTRY_SPLIT, REDUCE_THREADS};
 
 pub use crate::templates::warp_mma::{THREADS, TILE_M, TILE_N};
 
@@ -144,8 +150,8 @@ struct Conv<T: ConvElem + TileElem> {
     layout: Layout,
     d: Dims,
     bias: Option<GlobalPtr<T>>,
-    /// The output: `y`, `dx` or `dw`.
-    out: GlobalPtr<T>,
+    /// The output: `y`, `dx` or `dw`, or the split backward-filter's f32 partials.
+    out: Output<T>,
     /// The GEMM's M extent: `N·OH·OW` (forward), `H·W` of this block's image
     /// (backward-data), `Og` (backward-filter).
     m_len: Val<U32>,
@@ -154,6 +160,8 @@ struct Conv<T: ConvElem + TileElem> {
     reduction: Val<U32>,
     /// Backward-data: this block's image.
     image: Option<Reg<U32>>,
+    /// The split backward-filter: this block's slice of the pixels.
+    slice: Option<Slice>,
     group: Reg<U32>,
     block_m: Reg<U32>,
     block_n: Reg<U32>,
@@ -183,8 +191,30 @@ pub(crate) fn build<T: ConvElem + TileElem>(
     arch: Arch,
     pass: Pass,
 ) -> KernelBuilder {
-    let mut k = conv_kernel(pass.entry(), arch);
-    let c = Conv::<T>::setup(&mut k, cfg, pass);
+    build_entry::<T>(cfg, arch, pass, false)
+}
+
+/// The split backward-filter's entries ([`split`]): `conv2d_bwd_filter_implicit_gemm_split(x,
+/// gy, partials, dims…, slice_tiles)` and `conv2d_bwd_filter_reduce(partials, dw, slices)`.
+pub(crate) fn build_split<T: ConvElem<Acc = F32> + TileElem>(
+    cfg: &Conv2dConfig,
+    arch: Arch,
+) -> [KernelBuilder; 2] {
+    [
+        build_entry::<T>(cfg, arch, Pass::BackwardFilter, true),
+        split::build_reduce::<T>(cfg, arch),
+    ]
+}
+
+fn build_entry<T: ConvElem + TileElem>(
+    cfg: &Conv2dConfig,
+    arch: Arch,
+    pass: Pass,
+    split: bool,
+) -> KernelBuilder {
+    let entry = if split { ENTRY_SPLIT } else { pass.entry() };
+    let mut k = conv_kernel(entry, arch);
+    let c = Conv::<T>::setup(&mut k, cfg, pass, split);
     let mut acc = [T::zero_acc(&mut k)];
     let (a_lane, b_lane) = c.pos.fragment_offsets(&mut k, T::TYPE.bytes());
     let k_tiles: Val<U32> = match c.reduction {
@@ -194,7 +224,17 @@ pub(crate) fn build<T: ConvElem + TileElem>(
         }
         Val::Imm(..) => c.k_len().div_ceil(T::TILE_K).into(),
     };
-    let fill = |k: &mut KernelBuilder, k_tile: Reg<U32>, slot: Reg<U32>| c.fill(k, k_tile, slot);
+    let (first_tile, k_tiles) = match c.slice {
+        Some(slice) => {
+            let (first, count) = slice.range(&mut k, k_tiles);
+            (Some(first), count.into())
+        }
+        None => (None, k_tiles),
+    };
+    let fill = |k: &mut KernelBuilder, k_tile: Reg<U32>, slot: Reg<U32>| {
+        let k_tile = first_tile.map_or(k_tile, |first| k.add(k_tile, first));
+        c.fill(k, k_tile, slot)
+    };
     tile::run_ring(&mut k, k_tiles, &fill, &mut |k, slot| {
         let a_stage = tile::stage_base(k, c.a.ring, slot);
         let b_stage = tile::stage_base(k, c.b.ring, slot);
@@ -209,16 +249,18 @@ pub(crate) fn build<T: ConvElem + TileElem>(
 impl<T: ConvElem + TileElem> Conv<T> {
     /// Declares the parameters and shared tiles and locates the block, the thread and its
     /// share of both operand tiles.
-    fn setup(k: &mut KernelBuilder, cfg: &Conv2dConfig, pass: Pass) -> Self {
+    /// `split`: backward-filter's split entry (f32 `partials`, a `slice_tiles` parameter).
+    fn setup(k: &mut KernelBuilder, cfg: &Conv2dConfig, pass: Pass, split: bool) -> Self {
         let p = Problem::new(cfg);
         k.require_block([THREADS, 1, 1]);
         let [first, second, out_name] = pass.buffers();
         let first = k.param_ptr::<T>(first);
         let second = k.param_ptr::<T>(second);
         let bias = (pass == Pass::Forward && p.bias).then(|| k.param_ptr::<T>("bias"));
-        let out = k.param_ptr::<T>(out_name);
+        let out = Output::declare(k, out_name, split);
         let dims = DimParams::declare(k);
-        let (first, second, out) = (k.global_ptr(first), k.global_ptr(second), k.global_ptr(out));
+        let slice_tiles = split.then(|| k.param::<U32>("slice_tiles"));
+        let (first, second) = (k.global_ptr(first), k.global_ptr(second));
         let (a_src, b_src) = match pass {
             Pass::BackwardFilter => (second, first),
             _ => (first, second),
@@ -233,10 +275,19 @@ impl<T: ConvElem + TileElem> Conv<T> {
         let by = k.ctaid_y();
         let block_n = k.mul_lo(by, TILE_N);
         let z = k.ctaid_z();
+        let groups = p.c_in / p.cg;
+        let (slice, z) = match slice_tiles {
+            Some(tiles) => {
+                let tiles = k.load_param(tiles);
+                let (slice, group) = Slice::locate(k, z, groups, tiles);
+                (Some(slice), group)
+            }
+            None => (None, z),
+        };
+        let out = out.locate(k, slice, cfg.weight_elements());
         let (m_len, image, group): (Val<U32>, _, _) = match pass {
             Pass::Forward => (k.mul_lo(d.batch, d.ohw).into(), None, z),
             Pass::BackwardData => {
-                let groups = p.c_in / p.cg;
                 let image = div_const(k, z, groups);
                 let group = rem_const(k, z, groups);
                 (k.mul_lo(d.h, d.w).into(), Some(image), group)
@@ -264,6 +315,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
             m_len,
             reduction,
             image,
+            slice,
             group,
             block_m,
             block_n,
