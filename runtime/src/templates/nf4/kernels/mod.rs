@@ -23,8 +23,9 @@
 //! words covering rows that are not 4-byte multiples) and dequantised in registers straight
 //! into `mma.m16n8k16` B fragments (each weight rounded once to the activation type there), f32
 //! accumulators. f32 activations with `allow_tf32` take `tc_tf32` (tf32 `mma.m16n8k8` on the
-//! shared `warp_mma` tile, blocks of 128 threads: [`gemm_threads`]; its codes ride the same ring
-//! and are dequantised each step into one f32 B tile). Other f32 configurations and older
+//! shared `warp_mma` tile, blocks of 128 threads: [`gemm_threads`]; its codes ride the same ring,
+//! the forward's 32 bytes per weight row every 4 stages (`code_stage::CodeRing`), and are
+//! dequantised each step into one f32 B tile). Other f32 configurations and older
 //! targets keep the CUDA-core GEMMs, silently; the GEMVs (bandwidth-bound, 16-byte loads) are
 //! the same on every target.
 //!

@@ -12,9 +12,12 @@
 //! `cp.async` (zero-filled past the edge), so their length (`k` forward, `n` backward) must be a
 //! multiple of 4 ([`takes`]).
 //!
-//! The packed codes ride the same 3-stage ring: each fill also starts the `cp.async` of the
-//! stage's code window ([`super::code_stage`]: forward 64 weight rows × 8 bytes, backward 16
-//! weight rows × 32 bytes, the block's 64 columns), so no thread waits on a weight load. Each
+//! The packed codes ride the same 3-stage ring: fills also start the `cp.async` of the code
+//! windows ([`CodeRing`]), so no thread waits on a weight load. The backward stages 16 weight
+//! rows × 32 bytes (the block's 64 columns) with each tile; a forward tile needs only 8 bytes
+//! (16 codes) of each of its 64 weight rows, a quarter sector, so the forward copies 32 bytes
+//! per row (a whole sector when `k / 2` is a multiple of 32) with every fourth tile, into a ring
+//! of two windows, and each step reads its 8-byte slice. Each
 //! step, once its slot has landed, the block dequantises the window into one f32 B tile
 //! (`NF4_CODE[code] · absmax`, exactly the host's `mul.rn.f32`; zero outside the weight; each
 //! thread two 4-element chunks, one `st.shared.v4` each), synchronises, and multiplies. The B
@@ -27,7 +30,7 @@
 
 use super::absmax_stage::{AbsmaxReader, AbsmaxStage, LaneTile};
 use super::absmax_window::AbsmaxWindow;
-use super::code_stage::{CodeStage, CodeWindow};
+use super::code_stage::{CodeRing, CodeStage, CodeWindow};
 use super::tc::absmax_clamped;
 use super::{absmax_at, both_below, dequant, entry_prologue, nibble, Entry, MapCopy, U8};
 use super::{BACKWARD_INPUT_ENTRY, GEMM_ENTRY, TILE_M, TILE_N};
@@ -60,13 +63,23 @@ enum Gemm {
     BackwardInput,
 }
 
-/// Staged code window per step: forward 64 rows × 8 bytes (16 codes), rows 16 bytes apart
-/// (the eight rows of a request in distinct banks); backward 16 rows × 32 bytes (64 codes),
-/// rows 40 bytes apart (the four rows a request reads, 4 apart, in distinct banks).
-fn code_stage(cfg: &Nf4Config, gemm: Gemm) -> CodeStage {
+/// K tiles whose codes one forward copy stages: 4 × 8 bytes = one 32-byte sector per row.
+const FORWARD_SPAN: u32 = 4;
+
+/// Staged code window per copy: forward 64 rows × 32 bytes (64 codes, [`FORWARD_SPAN`] K
+/// tiles), rows 48 bytes apart (the eight rows a request reads, 12 words apart, in distinct
+/// banks); backward 16 rows × 32 bytes (64 codes, one K tile), rows 40 bytes apart (the four
+/// rows a request reads, 4 apart, in distinct banks).
+fn code_ring(k: &mut KernelBuilder, cfg: &Nf4Config, gemm: Gemm) -> CodeRing {
     match gemm {
-        Gemm::Forward => CodeStage::new(cfg, TILE_N, F32::TILE_K / 2, 16),
-        Gemm::BackwardInput => CodeStage::new(cfg, F32::TILE_K, TILE_N / 2, 40),
+        Gemm::Forward => {
+            let codes = CodeStage::new(cfg, TILE_N, FORWARD_SPAN * F32::TILE_K / 2, 48);
+            CodeRing::new(k, codes, (FORWARD_SPAN, tile::STAGES))
+        }
+        Gemm::BackwardInput => {
+            let codes = CodeStage::new(cfg, F32::TILE_K, TILE_N / 2, 40);
+            CodeRing::new(k, codes, (1, tile::STAGES))
+        }
     }
 }
 
@@ -96,10 +109,9 @@ fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
     let by = k.ctaid_y();
     let col_base = k.mul_lo(bx, TILE_N);
     let m_base = k.mul_lo(by, TILE_M);
-    let codes = code_stage(cfg, gemm);
-    let code_bytes = codes.stage_bytes();
     let a_ring = tile::ring::<F32>(&mut k, "a_ring");
-    let code_ring = k.shared_array::<U8>("code_ring", tile::STAGES * code_bytes);
+    let code_ring = code_ring(&mut k, cfg, gemm);
+    let codes = code_ring.codes;
     let b_tile = k.shared_array::<F32>("b_tile", tile::STAGE_BYTES / 4);
     let absmax_stage = matches!(gemm, Gemm::BackwardInput).then(|| {
         let shape = (tile::STAGES, F32::TILE_K, 5);
@@ -108,10 +120,6 @@ fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
     let chunks: Vec<_> = (0..tile::CHUNKS_PER_THREAD)
         .map(|i| tile::chunk_slot_bytes(&mut k, tid, i, 4))
         .collect();
-    let code_slot = |k: &mut KernelBuilder, slot: Reg<U32>| {
-        let base = k.shared_base(code_ring);
-        k.mad_lo(slot, code_bytes, base)
-    };
     let window = |k: &mut KernelBuilder, k_tile: Reg<U32>| match gemm {
         Gemm::Forward => CodeWindow {
             row0: col_base,
@@ -138,8 +146,9 @@ fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
             k.cp_async_zfill(CacheLevel::Cg, dst, src, CHUNK_BYTES, src_bytes);
         }
         let w = window(k, k_tile);
-        let stage = code_slot(k, slot);
-        codes.copy(k, e.weights.packed, (tid, tile::THREADS), &w, stage);
+        code_ring.fill(k, (k_tile, slot), |k, stage| {
+            codes.copy(k, e.weights.packed, (tid, tile::THREADS), &w, stage);
+        });
         if let Some(absmax) = &absmax_stage {
             absmax.fill(k, &e, &w, slot);
         }
@@ -159,7 +168,7 @@ fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
     // The ring multiplies the tiles in order; this counts them.
     let k_tile = k.var::<U32>(0u32);
     tile::run_ring(&mut k, len.div_ceil(F32::TILE_K), &fill, &mut |k, slot| {
-        let stage = code_slot(k, slot);
+        let stage = code_ring.tile_codes(k, (k_tile, slot));
         dequantise.tile(k, (k_tile, slot), stage, b_base);
         k.bar_sync();
         let a_stage = tile::stage_base(k, a_ring, slot);
