@@ -23,9 +23,11 @@
 //! thread two 4-element chunks, one `st.shared.v4` each), synchronises, and multiplies. The B
 //! tile is rewritten only after the next step's first barrier, which every reader of the
 //! previous tile has passed. Absmax: the forward's quads share a weight row and keep its
-//! [`AbsmaxWindow`] (whole-sector loads); under double quantisation each chunk decodes its own
-//! (the map in shared memory); with `k % block = 0` either is consulted only on the first tile
-//! of each block and held in between ([`RowAbsmax`]). The backward stages each window's absmax
+//! [`AbsmaxWindow`] (whole-sector loads); under double quantisation (the map in shared memory)
+//! with `k % block = 0` a quad's lanes decode four consecutive blocks of their row at once
+//! ([`QuadDecode`]), otherwise each chunk decodes its own; with `k % block = 0` the source is
+//! consulted only on the first tile of each block and held in between ([`RowAbsmax`]). The
+//! backward stages each window's absmax
 //! with its codes ([`AbsmaxStage`]: 16 rows, one value per thread of the first 64).
 
 use super::absmax_stage::{AbsmaxReader, AbsmaxStage, LaneTile};
@@ -210,11 +212,46 @@ struct Chunk {
     staged: Option<AbsmaxReader>,
 }
 
-/// Where a forward chunk's absmax comes from: its row's window (plain absmax), or a decode
-/// of the chunk's block (double quantisation; weight row given).
+/// Where a forward chunk's absmax comes from: its row's window (plain absmax), or under
+/// double quantisation with `k % block = 0` the quad's decodes ([`QuadDecode`]).
 enum AbsmaxFrom {
     Window(AbsmaxWindow),
-    Decode(Reg<U32>),
+    Quad(QuadDecode),
+}
+
+/// Double-quantised absmax of one weight row when rows start on block boundaries: the quad's
+/// lanes share the row, so lane `t` decodes block `4i + t` of the row together (the row's
+/// codes are consecutive bytes: one request reads 4 of each row's bytes, not 1) and each of
+/// the four blocks reaches the quad by `shfl.sync.idx`.
+struct QuadDecode {
+    row: Reg<U32>,
+    /// `t = lane mod 4` and `lane − t`.
+    quad: Reg<U32>,
+    quad_lane: Reg<U32>,
+    /// Block `4i + t` of the row, for the current `i`.
+    decoded: Reg<F32>,
+}
+
+impl QuadDecode {
+    /// The absmax of the row's block `j` (every lane of the quad, a block-uniform `j`):
+    /// decoded with blocks `j .. j + 4` when `j % 4 = 0` (past the weight: clamped, unused).
+    fn block(
+        &self,
+        k: &mut KernelBuilder,
+        (cfg, e): (&Nf4Config, &Entry<F32>),
+        j: Reg<U32>,
+    ) -> Reg<F32> {
+        let holder = k.and(j, 3u32);
+        let first = k.setp(CmpOp::Eq, holder, 0u32);
+        k.if_then(first, |k| {
+            let own = k.add(j, self.quad);
+            let col = k.mul_lo(own, cfg.block);
+            let v = absmax_clamped(k, cfg, e, self.row, col);
+            k.assign(self.decoded, v);
+        });
+        let src = k.add(self.quad_lane, holder);
+        k.shfl_idx(self.decoded, src)
+    }
 }
 
 /// A forward chunk's absmax source and, when `k % block = 0`, the value it gave last. Rows
@@ -228,8 +265,8 @@ struct RowAbsmax {
 }
 
 impl RowAbsmax {
-    /// The row's source: its window (plain absmax), or with `k % block = 0` a held decode;
-    /// `None` (decode each chunk) otherwise.
+    /// The row's source: its window (plain absmax), or with `k % block = 0` the quad's held
+    /// decodes; `None` (decode each chunk) otherwise.
     fn new(
         k: &mut KernelBuilder,
         (cfg, e): (&Nf4Config, &Entry<F32>),
@@ -240,14 +277,17 @@ impl RowAbsmax {
             .k
             .is_multiple_of(cfg.block)
             .then(|| k.var::<F32>(0.0f32));
-        let from = match AbsmaxWindow::new(k, cfg, e, row, lane, quad) {
-            Some(window) => AbsmaxFrom::Window(window),
-            None => AbsmaxFrom::Decode(row),
+        let from = match (AbsmaxWindow::new(k, cfg, e, row, lane, quad), held) {
+            (Some(window), _) => AbsmaxFrom::Window(window),
+            (None, Some(_)) => AbsmaxFrom::Quad(QuadDecode {
+                row,
+                quad,
+                quad_lane: k.sub(lane, quad),
+                decoded: k.var::<F32>(0.0f32),
+            }),
+            (None, None) => return None,
         };
-        match from {
-            AbsmaxFrom::Decode(_) if held.is_none() => None,
-            from => Some(Self { from, held }),
-        }
+        Some(Self { from, held })
     }
 
     /// The absmax of the chunk at column `col` of K tile `k_tile` (first column `k0`).
@@ -258,17 +298,18 @@ impl RowAbsmax {
         (k_tile, k0): (Reg<U32>, Reg<U32>),
         col: Reg<U32>,
     ) -> Reg<F32> {
+        let tiles_per_block = cfg.block / F32::TILE_K;
         let value = |k: &mut KernelBuilder| match &self.from {
             AbsmaxFrom::Window(w) => w.chunk(k, cfg, k0, col),
-            AbsmaxFrom::Decode(row) => {
-                let c = k.add(k0, col);
-                absmax_clamped(k, cfg, e, *row, c)
+            AbsmaxFrom::Quad(quad) => {
+                let j = k.shr(k_tile, tiles_per_block.trailing_zeros());
+                quad.block(k, (cfg, e), j)
             }
         };
         let Some(held) = self.held else {
             return value(k);
         };
-        let phase = k.and(k_tile, cfg.block / F32::TILE_K - 1);
+        let phase = k.and(k_tile, tiles_per_block - 1);
         let new_block = k.setp(CmpOp::Eq, phase, 0u32);
         k.if_then(new_block, |k| {
             let v = value(k);
