@@ -30,9 +30,11 @@
 //! the same on every target.
 //!
 //! Absmax reads: the tensor-core forwards keep a quad's sliding window of the row's absmax in
-//! registers (`absmax_window`, whole-sector loads); the tensor-core backwards stage each code
-//! window's absmax in shared memory with the codes (`absmax_stage`: one value per thread per
-//! stage, not one load per lane, row and step); under double quantisation the tiled
+//! registers (`absmax_window`, whole-sector loads); the tensor-core backwards, and the f16/bf16
+//! forward under double quantisation with `k % block ≠ 0`, stage each code window's absmax in
+//! shared memory with the codes (`absmax_stage`: one value per thread per stage, not one load
+//! per lane, row and step); the tf32 forward's quads decode four blocks of a row at once under
+//! double quantisation with `k % block = 0`; under double quantisation the tiled
 //! tensor-core GEMMs first copy the 256-entry map to shared memory (one coalesced 1 KiB copy
 //! per block, `MapCopy`), so each decode reads only the code byte and the nested absmax from
 //! global memory. Interpreter global load efficiency (`runtime/tests/nf4_counters.rs`): ≥ 0.9
