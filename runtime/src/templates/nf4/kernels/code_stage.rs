@@ -13,7 +13,9 @@
 //!   4 bytes each, the last word of a row cut by `cp.async`'s src-size at the row's end (the rest
 //!   zero-filled, so a copy never reads past the weight). Window byte `b` lands at shared byte
 //!   `lead + b` of its row: readers add [`CodeStage::lead`]. A warp's copies then request whole
-//!   words of consecutive rows instead of the bytes one at a time.
+//!   words of consecutive rows instead of the bytes one at a time, all of a row's words in one
+//!   request (lanes by the power of two above `width / 4 + 1`, the rest idle), so a row's
+//!   sectors are fetched once.
 //!
 //! [`CodeRing`] holds the staged windows in shared memory; a window may serve several
 //! consecutive K tiles (the tf32 forward's 32-byte rows feed four 16-deep tiles).
@@ -124,15 +126,19 @@ impl CodeStage {
             });
         } else {
             k.comment("cp.async the aligned words covering the packed codes (rows off words)");
-            let words = self.width / 4;
-            self.for_each_slot(k, (tid, threads), words, |k, r, word| {
-                let offset = k.shl(word, 2u32);
-                self.copy_word(k, packed, w, stage, r, offset);
-            });
-            k.comment("and each row's last word");
-            self.for_each_slot(k, (tid, threads), 1, |k, r, _| {
-                self.copy_word(k, packed, w, stage, r, 4 * words);
-            });
+            let words = self.width / 4 + 1;
+            self.for_each_slot(
+                k,
+                (tid, threads),
+                words.next_power_of_two(),
+                |k, r, word| {
+                    let covering = k.setp_lt(word, words);
+                    k.if_then(covering, |k| {
+                        let offset = k.shl(word, 2u32);
+                        self.copy_word(k, packed, w, stage, r, offset);
+                    });
+                },
+            );
         }
     }
 
