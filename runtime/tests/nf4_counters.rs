@@ -15,9 +15,8 @@
 //!   are whole sectors (packed codes staged by `cp.async`, absmax read a sector at a time); the
 //!   backward stages each tile's absmax with its codes and sits at [`backward_tiled_bound`].
 //!
-//! Cases below 0.9 for other reasons (rows off sector boundaries, tf32's 8-byte code rows per
-//! stage, per-row double-quant decodes) are listed in [`GEMV_GAPS`] and [`TILED_GAPS`] with
-//! today's floor and cause.
+//! Cases below 0.9 for other reasons (rows off sector boundaries, per-row double-quant decodes)
+//! are listed in [`GEMV_GAPS`] and [`TILED_GAPS`] with today's floor and cause.
 #![cfg(feature = "sim")]
 
 use half::{bf16, f16};
