@@ -457,6 +457,9 @@ fn nf4_tf32_gemms() {
         // Packed rows off 4-byte words (k % 8 ≠ 0): the staged codes start 2 bytes into odd rows.
         (100, 228, 64, false, 70, 9),
         (68, 420, 128, true, 33, 10),
+        // Double quantisation with rows on block boundaries: the forward's quads decode four
+        // blocks at a time (10 per row: the last group runs into the next row).
+        (100, 320, 32, true, 50, 11),
     ] {
         let cfg = Nf4Config {
             block,

@@ -1,4 +1,6 @@
-//! The tensor-core backward GEMMs' absmax, staged once per pipeline stage in shared memory.
+//! The tensor-core GEMMs' absmax, staged once per pipeline stage in shared memory: both
+//! backwards, and the f16/bf16 forward under double quantisation with `k % block ≠ 0` (which
+//! reads row `j`'s value of any element, [`AbsmaxStage::read_element`]).
 //!
 //! A stage's code window is weight rows `j0 .. j0 + rows` (64 on f16/bf16, 16 on tf32) by
 //! columns `l0 .. l0 + 64`; each row's 64 elements touch at most [`PER_ROW`] − 1 = 3
@@ -200,9 +202,27 @@ impl AbsmaxStage {
             return k.ld_shared::<F32>(lane.at, offset);
         };
         let elem = k.add(lane_elem, r * self.k);
+        self.read_element(k, lane.at, elem, offset)
+    }
+
+    /// Shared byte address of staged row `row` of the slot at `base`.
+    pub fn row_at(&self, k: &mut KernelBuilder, base: Reg<U32>, row: Reg<U32>) -> Reg<U32> {
+        k.mad_lo(row, 4 * self.row_words, base)
+    }
+
+    /// With `k % block ≠ 0`: the staged absmax of flat element `elem` of the row staged at
+    /// byte `row_at` (`offset` bytes further), in its slot `(elem >> log2 block) mod 4`.
+    pub fn read_element(
+        &self,
+        k: &mut KernelBuilder,
+        row_at: Reg<U32>,
+        elem: Reg<U32>,
+        offset: i32,
+    ) -> Reg<F32> {
+        debug_assert!(!self.row_aligned());
         let b = k.shr(elem, self.block_shift);
         let within = k.and(b, PER_ROW - 1);
-        let addr = k.mad_lo(within, 4u32, lane.at);
+        let addr = k.mad_lo(within, 4u32, row_at);
         k.ld_shared::<F32>(addr, offset)
     }
 }

@@ -206,7 +206,7 @@ impl AbsmaxWindow {
 /// The absmax of each of a lane's eight bytes `q` of a 64-element slice (elements
 /// `lane_start + 8q`), given `values[j]` = the absmax of block `b_lo + j` for every block the
 /// slice touches.
-pub(super) fn per_byte(
+fn per_byte(
     k: &mut KernelBuilder,
     values: &[Reg<F32>],
     b_lo: Reg<U32>,

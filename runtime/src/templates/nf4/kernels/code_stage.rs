@@ -13,10 +13,15 @@
 //!   4 bytes each, the last word of a row cut by `cp.async`'s src-size at the row's end (the rest
 //!   zero-filled, so a copy never reads past the weight). Window byte `b` lands at shared byte
 //!   `lead + b` of its row: readers add [`CodeStage::lead`]. A warp's copies then request whole
-//!   words of consecutive rows instead of the bytes one at a time.
+//!   words of consecutive rows instead of the bytes one at a time, all of a row's words in one
+//!   request (lanes by the power of two above `width / 4 + 1`, the rest idle), so a row's
+//!   sectors are fetched once.
+//!
+//! [`CodeRing`] holds the staged windows in shared memory; a window may serve several
+//! consecutive K tiles (the tf32 forward's 32-byte rows feed four 16-deep tiles).
 
-use crate::builder::{GlobalPtr, KernelBuilder, Reg, Val, U32};
-use crate::ir::CacheLevel;
+use crate::builder::{GlobalPtr, KernelBuilder, Reg, SharedArr, Val, U32};
+use crate::ir::{CacheLevel, CmpOp};
 use crate::templates::nf4::Nf4Config;
 
 use super::U8;
@@ -121,15 +126,19 @@ impl CodeStage {
             });
         } else {
             k.comment("cp.async the aligned words covering the packed codes (rows off words)");
-            let words = self.width / 4;
-            self.for_each_slot(k, (tid, threads), words, |k, r, word| {
-                let offset = k.shl(word, 2u32);
-                self.copy_word(k, packed, w, stage, r, offset);
-            });
-            k.comment("and each row's last word");
-            self.for_each_slot(k, (tid, threads), 1, |k, r, _| {
-                self.copy_word(k, packed, w, stage, r, 4 * words);
-            });
+            let words = self.width / 4 + 1;
+            self.for_each_slot(
+                k,
+                (tid, threads),
+                words.next_power_of_two(),
+                |k, r, word| {
+                    let covering = k.setp_lt(word, words);
+                    k.if_then(covering, |k| {
+                        let offset = k.shl(word, 2u32);
+                        self.copy_word(k, packed, w, stage, r, offset);
+                    });
+                },
+            );
         }
     }
 
@@ -214,5 +223,84 @@ impl CodeStage {
         let index = k.selp(from, 0u32, live);
         let src = k.elem_addr(packed, index);
         k.cp_async_zfill(CacheLevel::Ca, dst, src, 4, bytes);
+    }
+}
+
+/// A shared ring of staged code windows, each covering `span` consecutive K tiles of a
+/// `stages`-deep `cp.async` ring (tile `t` filled `stages − 1` steps before it is read).
+///
+/// Window `g` (tiles `span · g ..`) is copied with tile `span · g`, in that tile's group, into
+/// slot `g mod slots`, and read until step `span · g + span − 1`; window `g + slots` is copied
+/// at step `span · (g + slots) − (stages − 1)`, after that step's barrier. So `slots` is the
+/// least count with `span · (slots − 1) > stages − 2`: `stages` for one tile per window (the
+/// activation ring's own slots), 2 from `span ≥ stages − 1` on.
+pub(super) struct CodeRing {
+    pub codes: CodeStage,
+    span: u32,
+    slots: u32,
+    ring: SharedArr<U8>,
+}
+
+impl CodeRing {
+    /// Declares the ring of windows `codes`, each staged for `span` tiles (a power of two) of a
+    /// `stages`-deep ring.
+    pub fn new(k: &mut KernelBuilder, codes: CodeStage, (span, stages): (u32, u32)) -> Self {
+        debug_assert!(span.is_power_of_two() && stages >= 2);
+        let slots = (stages - 2) / span + 2;
+        let ring = k.shared_array::<U8>("code_ring", slots * codes.stage_bytes());
+        Self {
+            codes,
+            span,
+            slots,
+            ring,
+        }
+    }
+
+    /// Shared byte of the window slot holding tile `tile` (ring slot `slot`): slot `slot`
+    /// itself when windows span one tile, else `(tile / span) mod slots`.
+    fn window_base(&self, k: &mut KernelBuilder, (tile, slot): (Reg<U32>, Reg<U32>)) -> Reg<U32> {
+        let window = if self.span == 1 {
+            slot
+        } else {
+            let window = k.shr(tile, self.span.trailing_zeros());
+            k.rem(window, self.slots)
+        };
+        let base = k.shared_base(self.ring);
+        k.mad_lo(window, self.codes.stage_bytes(), base)
+    }
+
+    /// When tile `tile` (ring slot `slot`) starts a window, starts its copy: `copy(k, stage)`
+    /// with `stage` the shared byte of the window's slot (a block-uniform branch).
+    pub fn fill(
+        &self,
+        k: &mut KernelBuilder,
+        (tile, slot): (Reg<U32>, Reg<U32>),
+        copy: impl Fn(&mut KernelBuilder, Reg<U32>),
+    ) {
+        let start = |k: &mut KernelBuilder| {
+            let stage = self.window_base(k, (tile, slot));
+            copy(k, stage);
+        };
+        if self.span == 1 {
+            return start(k);
+        }
+        let phase = k.and(tile, self.span - 1);
+        let starts = k.setp(CmpOp::Eq, phase, 0u32);
+        k.if_then(starts, start);
+    }
+
+    /// Shared byte of tile `tile`'s codes (ring slot `slot`) in its staged window: the window's
+    /// slot plus `(tile mod span) · width / span` bytes.
+    pub fn tile_codes(
+        &self,
+        k: &mut KernelBuilder,
+        (tile, slot): (Reg<U32>, Reg<U32>),
+    ) -> Reg<U32> {
+        let stage = self.window_base(k, (tile, slot));
+        if self.span == 1 {
+            return stage;
+        }
+        let phase = k.and(tile, self.span - 1);
+        k.mad_lo(phase, self.codes.width / self.span, stage)
     }
 }

@@ -20,13 +20,15 @@
 //!
 //! Absmax: each quad keeps a sliding two-sector window of its row's absmax in registers
 //! ([`AbsmaxWindow`]: whole-sector loads, values shuffled within the quad). Under double
-//! quantisation each absmax is decoded on its own: when `k % block = 0` a row's 64-element slice
-//! lies in one block (two for block 32), one decode each; otherwise blocks may start at any even
-//! element, so each byte gets its own.
+//! quantisation, when `k % block = 0` a row's 64-element slice lies in one block (two for block
+//! 32), decoded by the lane; otherwise blocks may start at any even element, and each window's
+//! ≤ 3 blocks per row are decoded once per stage into shared memory with the codes
+//! ([`super::absmax_stage`]: one value per thread, not three decodes per lane), each byte
+//! reading its block's slot.
 
-use super::absmax_window::{per_byte, AbsmaxWindow};
+use super::absmax_window::AbsmaxWindow;
 use super::tc::{absmax_clamped, CodeWindow, Pipeline, TC_K, W_STRIDE};
-use super::{absmax_of, entry_prologue, nibble, Entry, MapCopy, GEMM_ENTRY, THREADS, TILE_N};
+use super::{entry_prologue, nibble, Entry, MapCopy, GEMM_ENTRY, THREADS, TILE_N};
 use crate::builder::{KernelBuilder, MmaInput, PackedHalf, Reg, F32, M16N8K16, U32};
 use crate::templates::nf4::Nf4Config;
 
@@ -43,7 +45,10 @@ where
         ("a", "c"),
         MapCopy::Shared { threads: THREADS },
     );
-    let p = Pipeline::<T>::setup(&mut k, cfg, &e, cfg.k);
+    let mut p = Pipeline::<T>::setup(&mut k, cfg, &e, cfg.k);
+    if cfg.double_quant && !cfg.k.is_multiple_of(cfg.block) {
+        p.stage_absmax(&mut k, cfg, &e);
+    }
     let bx = k.ctaid_x();
     let n_base = k.mul_lo(bx, TILE_N);
     let warp_col = k.mad_lo(p.warp, 8u32, p.group);
@@ -81,9 +86,21 @@ where
             (0..8).map(|q| k.ld_shared::<U32>(at, 4 * q)).collect()
         };
         let col0 = k.mul_lo(tile, TC_K);
-        let absmax = match &absmax_window {
-            Some(w) => w.slice(k, cfg, col0),
-            None => slice_absmax(k, cfg, &e, n_row, col0, p.quad),
+        let absmax = match (&absmax_window, &p.absmax) {
+            (Some(w), _) => w.slice(k, cfg, col0),
+            (None, Some(stage)) => {
+                let base = stage.slot(k, slot);
+                let row_at = stage.row_at(k, base, warp_col);
+                let slice_start = k.mad_lo(n_row, cfg.k, col0);
+                let lane_start = k.mad_lo(p.quad, 2u32, slice_start);
+                (0..8)
+                    .map(|q| {
+                        let elem = k.add(lane_start, 8 * q);
+                        stage.read_element(k, row_at, elem, 0)
+                    })
+                    .collect()
+            }
+            (None, None) => slice_absmax(k, cfg, &e, n_row, col0),
         };
         let a_lane = p.a_lane(k, slot);
         for s in 0..TC_K / 16 {
@@ -105,40 +122,22 @@ where
 }
 
 /// The absmax of each of this lane's eight bytes `q` (elements `col0 + 2t + 8q`) of weight
-/// row `row` under double quantisation: each block the slice touches decoded once.
+/// row `row` under double quantisation with `k % block = 0`: row starts are block-aligned and
+/// `col0` a multiple of 64, so the slice is runs of `min(block, 64)` elements sharing a block,
+/// each decoded once.
 fn slice_absmax<T: crate::builder::Scalar>(
     k: &mut KernelBuilder,
     cfg: &Nf4Config,
     e: &Entry<T>,
     row: Reg<U32>,
     col0: Reg<U32>,
-    quad: Reg<U32>,
 ) -> Vec<Reg<F32>> {
-    if cfg.k.is_multiple_of(cfg.block) {
-        // Row starts are block-aligned and `col0` a multiple of 64: blocks of `run` elements.
-        let run = cfg.block.min(TC_K);
-        let runs: Vec<Reg<F32>> = (0..TC_K / run)
-            .map(|r| {
-                let col = k.add(col0, r * run);
-                absmax_clamped(k, cfg, e, row, col)
-            })
-            .collect();
-        (0..8).map(|q| runs[(8 * q / run) as usize]).collect()
-    } else {
-        // Blocks may start at any element: the slice touches blocks `b_lo ..= b_lo + span − 1`,
-        // each decoded once (the index clamped into the array for rows past the weight).
-        let span = TC_K.div_ceil(cfg.block) + 1;
-        let slice_start = k.mad_lo(row, cfg.k, col0);
-        let b_lo = k.shr(slice_start, e.weights.block_shift);
-        let last = (cfg.absmax_len() - 1) as u32;
-        let values: Vec<Reg<F32>> = (0..span)
-            .map(|j| {
-                let b = k.add(b_lo, j);
-                let b = k.min(b, last);
-                absmax_of(k, &e.weights, b)
-            })
-            .collect();
-        let lane_start = k.mad_lo(quad, 2u32, slice_start);
-        per_byte(k, &values, b_lo, lane_start, e.weights.block_shift)
-    }
+    let run = cfg.block.min(TC_K);
+    let runs: Vec<Reg<F32>> = (0..TC_K / run)
+        .map(|r| {
+            let col = k.add(col0, r * run);
+            absmax_clamped(k, cfg, e, row, col)
+        })
+        .collect();
+    (0..8).map(|q| runs[(8 * q / run) as usize]).collect()
 }

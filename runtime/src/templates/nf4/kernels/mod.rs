@@ -23,15 +23,18 @@
 //! words covering rows that are not 4-byte multiples) and dequantised in registers straight
 //! into `mma.m16n8k16` B fragments (each weight rounded once to the activation type there), f32
 //! accumulators. f32 activations with `allow_tf32` take `tc_tf32` (tf32 `mma.m16n8k8` on the
-//! shared `warp_mma` tile, blocks of 128 threads: [`gemm_threads`]; its codes ride the same ring
-//! and are dequantised each step into one f32 B tile). Other f32 configurations and older
+//! shared `warp_mma` tile, blocks of 128 threads: [`gemm_threads`]; its codes ride the same ring,
+//! the forward's 32 bytes per weight row every 4 stages (`code_stage::CodeRing`), and are
+//! dequantised each step into one f32 B tile). Other f32 configurations and older
 //! targets keep the CUDA-core GEMMs, silently; the GEMVs (bandwidth-bound, 16-byte loads) are
 //! the same on every target.
 //!
 //! Absmax reads: the tensor-core forwards keep a quad's sliding window of the row's absmax in
-//! registers (`absmax_window`, whole-sector loads); the tensor-core backwards stage each code
-//! window's absmax in shared memory with the codes (`absmax_stage`: one value per thread per
-//! stage, not one load per lane, row and step); under double quantisation the tiled
+//! registers (`absmax_window`, whole-sector loads); the tensor-core backwards, and the f16/bf16
+//! forward under double quantisation with `k % block ≠ 0`, stage each code window's absmax in
+//! shared memory with the codes (`absmax_stage`: one value per thread per stage, not one load
+//! per lane, row and step); the tf32 forward's quads decode four blocks of a row at once under
+//! double quantisation with `k % block = 0`; under double quantisation the tiled
 //! tensor-core GEMMs first copy the 256-entry map to shared memory (one coalesced 1 KiB copy
 //! per block, `MapCopy`), so each decode reads only the code byte and the nested absmax from
 //! global memory. Interpreter global load efficiency (`runtime/tests/nf4_counters.rs`): ≥ 0.9

@@ -12,22 +12,27 @@
 //! `cp.async` (zero-filled past the edge), so their length (`k` forward, `n` backward) must be a
 //! multiple of 4 ([`takes`]).
 //!
-//! The packed codes ride the same 3-stage ring: each fill also starts the `cp.async` of the
-//! stage's code window ([`super::code_stage`]: forward 64 weight rows × 8 bytes, backward 16
-//! weight rows × 32 bytes, the block's 64 columns), so no thread waits on a weight load. Each
+//! The packed codes ride the same 3-stage ring: fills also start the `cp.async` of the code
+//! windows ([`CodeRing`]), so no thread waits on a weight load. The backward stages 16 weight
+//! rows × 32 bytes (the block's 64 columns) with each tile; a forward tile needs only 8 bytes
+//! (16 codes) of each of its 64 weight rows, a quarter sector, so the forward copies 32 bytes
+//! per row (a whole sector when `k / 2` is a multiple of 32) with every fourth tile, into a ring
+//! of two windows, and each step reads its 8-byte slice. Each
 //! step, once its slot has landed, the block dequantises the window into one f32 B tile
 //! (`NF4_CODE[code] · absmax`, exactly the host's `mul.rn.f32`; zero outside the weight; each
 //! thread two 4-element chunks, one `st.shared.v4` each), synchronises, and multiplies. The B
 //! tile is rewritten only after the next step's first barrier, which every reader of the
 //! previous tile has passed. Absmax: the forward's quads share a weight row and keep its
-//! [`AbsmaxWindow`] (whole-sector loads); under double quantisation each chunk decodes its own
-//! (the map in shared memory); with `k % block = 0` either is consulted only on the first tile
-//! of each block and held in between ([`RowAbsmax`]). The backward stages each window's absmax
+//! [`AbsmaxWindow`] (whole-sector loads); under double quantisation (the map in shared memory)
+//! with `k % block = 0` a quad's lanes decode four consecutive blocks of their row at once
+//! ([`QuadDecode`]), otherwise each chunk decodes its own; with `k % block = 0` the source is
+//! consulted only on the first tile of each block and held in between ([`RowAbsmax`]). The
+//! backward stages each window's absmax
 //! with its codes ([`AbsmaxStage`]: 16 rows, one value per thread of the first 64).
 
 use super::absmax_stage::{AbsmaxReader, AbsmaxStage, LaneTile};
 use super::absmax_window::AbsmaxWindow;
-use super::code_stage::{CodeStage, CodeWindow};
+use super::code_stage::{CodeRing, CodeStage, CodeWindow};
 use super::tc::absmax_clamped;
 use super::{absmax_at, both_below, dequant, entry_prologue, nibble, Entry, MapCopy, U8};
 use super::{BACKWARD_INPUT_ENTRY, GEMM_ENTRY, TILE_M, TILE_N};
@@ -60,13 +65,23 @@ enum Gemm {
     BackwardInput,
 }
 
-/// Staged code window per step: forward 64 rows × 8 bytes (16 codes), rows 16 bytes apart
-/// (the eight rows of a request in distinct banks); backward 16 rows × 32 bytes (64 codes),
-/// rows 40 bytes apart (the four rows a request reads, 4 apart, in distinct banks).
-fn code_stage(cfg: &Nf4Config, gemm: Gemm) -> CodeStage {
+/// K tiles whose codes one forward copy stages: 4 × 8 bytes = one 32-byte sector per row.
+const FORWARD_SPAN: u32 = 4;
+
+/// Staged code window per copy: forward 64 rows × 32 bytes (64 codes, [`FORWARD_SPAN`] K
+/// tiles), rows 48 bytes apart (the eight rows a request reads, 12 words apart, in distinct
+/// banks); backward 16 rows × 32 bytes (64 codes, one K tile), rows 40 bytes apart (the four
+/// rows a request reads, 4 apart, in distinct banks).
+fn code_ring(k: &mut KernelBuilder, cfg: &Nf4Config, gemm: Gemm) -> CodeRing {
     match gemm {
-        Gemm::Forward => CodeStage::new(cfg, TILE_N, F32::TILE_K / 2, 16),
-        Gemm::BackwardInput => CodeStage::new(cfg, F32::TILE_K, TILE_N / 2, 40),
+        Gemm::Forward => {
+            let codes = CodeStage::new(cfg, TILE_N, FORWARD_SPAN * F32::TILE_K / 2, 48);
+            CodeRing::new(k, codes, (FORWARD_SPAN, tile::STAGES))
+        }
+        Gemm::BackwardInput => {
+            let codes = CodeStage::new(cfg, F32::TILE_K, TILE_N / 2, 40);
+            CodeRing::new(k, codes, (1, tile::STAGES))
+        }
     }
 }
 
@@ -96,10 +111,9 @@ fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
     let by = k.ctaid_y();
     let col_base = k.mul_lo(bx, TILE_N);
     let m_base = k.mul_lo(by, TILE_M);
-    let codes = code_stage(cfg, gemm);
-    let code_bytes = codes.stage_bytes();
     let a_ring = tile::ring::<F32>(&mut k, "a_ring");
-    let code_ring = k.shared_array::<U8>("code_ring", tile::STAGES * code_bytes);
+    let code_ring = code_ring(&mut k, cfg, gemm);
+    let codes = code_ring.codes;
     let b_tile = k.shared_array::<F32>("b_tile", tile::STAGE_BYTES / 4);
     let absmax_stage = matches!(gemm, Gemm::BackwardInput).then(|| {
         let shape = (tile::STAGES, F32::TILE_K, 5);
@@ -108,10 +122,6 @@ fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
     let chunks: Vec<_> = (0..tile::CHUNKS_PER_THREAD)
         .map(|i| tile::chunk_slot_bytes(&mut k, tid, i, 4))
         .collect();
-    let code_slot = |k: &mut KernelBuilder, slot: Reg<U32>| {
-        let base = k.shared_base(code_ring);
-        k.mad_lo(slot, code_bytes, base)
-    };
     let window = |k: &mut KernelBuilder, k_tile: Reg<U32>| match gemm {
         Gemm::Forward => CodeWindow {
             row0: col_base,
@@ -138,8 +148,9 @@ fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
             k.cp_async_zfill(CacheLevel::Cg, dst, src, CHUNK_BYTES, src_bytes);
         }
         let w = window(k, k_tile);
-        let stage = code_slot(k, slot);
-        codes.copy(k, e.weights.packed, (tid, tile::THREADS), &w, stage);
+        code_ring.fill(k, (k_tile, slot), |k, stage| {
+            codes.copy(k, e.weights.packed, (tid, tile::THREADS), &w, stage);
+        });
         if let Some(absmax) = &absmax_stage {
             absmax.fill(k, &e, &w, slot);
         }
@@ -159,7 +170,7 @@ fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
     // The ring multiplies the tiles in order; this counts them.
     let k_tile = k.var::<U32>(0u32);
     tile::run_ring(&mut k, len.div_ceil(F32::TILE_K), &fill, &mut |k, slot| {
-        let stage = code_slot(k, slot);
+        let stage = code_ring.tile_codes(k, (k_tile, slot));
         dequantise.tile(k, (k_tile, slot), stage, b_base);
         k.bar_sync();
         let a_stage = tile::stage_base(k, a_ring, slot);
@@ -201,11 +212,46 @@ struct Chunk {
     staged: Option<AbsmaxReader>,
 }
 
-/// Where a forward chunk's absmax comes from: its row's window (plain absmax), or a decode
-/// of the chunk's block (double quantisation; weight row given).
+/// Where a forward chunk's absmax comes from: its row's window (plain absmax), or under
+/// double quantisation with `k % block = 0` the quad's decodes ([`QuadDecode`]).
 enum AbsmaxFrom {
     Window(AbsmaxWindow),
-    Decode(Reg<U32>),
+    Quad(QuadDecode),
+}
+
+/// Double-quantised absmax of one weight row when rows start on block boundaries: the quad's
+/// lanes share the row, so lane `t` decodes block `4i + t` of the row together (the row's
+/// codes are consecutive bytes: one request reads 4 of each row's bytes, not 1) and each of
+/// the four blocks reaches the quad by `shfl.sync.idx`.
+struct QuadDecode {
+    row: Reg<U32>,
+    /// `t = lane mod 4` and `lane − t`.
+    quad: Reg<U32>,
+    quad_lane: Reg<U32>,
+    /// Block `4i + t` of the row, for the current `i`.
+    decoded: Reg<F32>,
+}
+
+impl QuadDecode {
+    /// The absmax of the row's block `j` (every lane of the quad, a block-uniform `j`):
+    /// decoded with blocks `j .. j + 4` when `j % 4 = 0` (past the weight: clamped, unused).
+    fn block(
+        &self,
+        k: &mut KernelBuilder,
+        (cfg, e): (&Nf4Config, &Entry<F32>),
+        j: Reg<U32>,
+    ) -> Reg<F32> {
+        let holder = k.and(j, 3u32);
+        let first = k.setp(CmpOp::Eq, holder, 0u32);
+        k.if_then(first, |k| {
+            let own = k.add(j, self.quad);
+            let col = k.mul_lo(own, cfg.block);
+            let v = absmax_clamped(k, cfg, e, self.row, col);
+            k.assign(self.decoded, v);
+        });
+        let src = k.add(self.quad_lane, holder);
+        k.shfl_idx(self.decoded, src)
+    }
 }
 
 /// A forward chunk's absmax source and, when `k % block = 0`, the value it gave last. Rows
@@ -219,8 +265,8 @@ struct RowAbsmax {
 }
 
 impl RowAbsmax {
-    /// The row's source: its window (plain absmax), or with `k % block = 0` a held decode;
-    /// `None` (decode each chunk) otherwise.
+    /// The row's source: its window (plain absmax), or with `k % block = 0` the quad's held
+    /// decodes; `None` (decode each chunk) otherwise.
     fn new(
         k: &mut KernelBuilder,
         (cfg, e): (&Nf4Config, &Entry<F32>),
@@ -231,14 +277,17 @@ impl RowAbsmax {
             .k
             .is_multiple_of(cfg.block)
             .then(|| k.var::<F32>(0.0f32));
-        let from = match AbsmaxWindow::new(k, cfg, e, row, lane, quad) {
-            Some(window) => AbsmaxFrom::Window(window),
-            None => AbsmaxFrom::Decode(row),
+        let from = match (AbsmaxWindow::new(k, cfg, e, row, lane, quad), held) {
+            (Some(window), _) => AbsmaxFrom::Window(window),
+            (None, Some(_)) => AbsmaxFrom::Quad(QuadDecode {
+                row,
+                quad,
+                quad_lane: k.sub(lane, quad),
+                decoded: k.var::<F32>(0.0f32),
+            }),
+            (None, None) => return None,
         };
-        match from {
-            AbsmaxFrom::Decode(_) if held.is_none() => None,
-            from => Some(Self { from, held }),
-        }
+        Some(Self { from, held })
     }
 
     /// The absmax of the chunk at column `col` of K tile `k_tile` (first column `k0`).
@@ -249,17 +298,18 @@ impl RowAbsmax {
         (k_tile, k0): (Reg<U32>, Reg<U32>),
         col: Reg<U32>,
     ) -> Reg<F32> {
+        let tiles_per_block = cfg.block / F32::TILE_K;
         let value = |k: &mut KernelBuilder| match &self.from {
             AbsmaxFrom::Window(w) => w.chunk(k, cfg, k0, col),
-            AbsmaxFrom::Decode(row) => {
-                let c = k.add(k0, col);
-                absmax_clamped(k, cfg, e, *row, c)
+            AbsmaxFrom::Quad(quad) => {
+                let j = k.shr(k_tile, tiles_per_block.trailing_zeros());
+                quad.block(k, (cfg, e), j)
             }
         };
         let Some(held) = self.held else {
             return value(k);
         };
-        let phase = k.and(k_tile, cfg.block / F32::TILE_K - 1);
+        let phase = k.and(k_tile, tiles_per_block - 1);
         let new_block = k.setp(CmpOp::Eq, phase, 0u32);
         k.if_then(new_block, |k| {
             let v = value(k);
