@@ -353,9 +353,9 @@ pub fn section(md: &mut String, ptxas: &Path, scratch: &Path) -> Result<()> {
          thread-instructions per output element of that entry (a warp-wide `mma` counts 32); \
          ldmatrix is wavefronts per 8×8 matrix (1.00 = conflict-free); smem is the ordinary \
          shared requests' wavefronts ÷ the fewest they could take (1.00 = conflict-free, \
-         whatever the access width); load eff. is bytes requested ÷ 32-byte sectors moved by \
-         ordinary global loads (above 1 = lanes share addresses; `cp.async` traffic is not in \
-         it); registers (spilled bytes) from `ptxas -v` for that entry on that target. Command: \
+         whatever the access width); load eff. is the distinct bytes global loads and \
+         `cp.async` copies used ÷ the 32-byte sectors they moved, request by request (1.00 = \
+         every sector wholly used); registers (spilled bytes) from `ptxas -v` for that entry on that target. Command: \
          `cargo xtask bench`.\n\n",
     );
     md.push_str(
