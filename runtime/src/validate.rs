@@ -508,8 +508,24 @@ impl KernelCheck<'_> {
                 s
             })
             .collect();
-        // Iterate to a fixed point: defined_in[b] = union of defined_out of predecessors.
-        let mut defined_in = vec![vec![false; n_regs]; blocks.len()];
+        // Iterate to a fixed point: defined_in[b] = union of defined_out of predecessors, as
+        // bit sets (one bit per register), with each block's own writes gathered once.
+        let words = n_regs.div_ceil(64);
+        let writes: Vec<Vec<u64>> = blocks
+            .iter()
+            .map(|&(start, end)| {
+                let mut set = vec![0u64; words];
+                for stmt in &body[start..end] {
+                    if let Stmt::Inst(inst) = stmt {
+                        for r in written_regs(inst) {
+                            set[r.0 as usize / 64] |= 1 << (r.0 % 64);
+                        }
+                    }
+                }
+                set
+            })
+            .collect();
+        let mut defined_in = vec![vec![0u64; words]; blocks.len()];
         let mut reachable = vec![false; blocks.len()];
         reachable[0] = true;
         let mut changed = true;
@@ -519,22 +535,19 @@ impl KernelCheck<'_> {
                 if !reachable[b] {
                     continue;
                 }
-                let mut defs = defined_in[b].clone();
-                for stmt in &body[blocks[b].0..blocks[b].1] {
-                    if let Stmt::Inst(inst) = stmt {
-                        for r in written_regs(inst) {
-                            defs[r.0 as usize] = true;
-                        }
-                    }
-                }
+                let out: Vec<u64> = defined_in[b]
+                    .iter()
+                    .zip(&writes[b])
+                    .map(|(i, w)| i | w)
+                    .collect();
                 for &s in &succs[b] {
                     if !reachable[s] {
                         reachable[s] = true;
                         changed = true;
                     }
-                    for r in 0..n_regs {
-                        if defs[r] && !defined_in[s][r] {
-                            defined_in[s][r] = true;
+                    for (into, &o) in defined_in[s].iter_mut().zip(&out) {
+                        if o & !*into != 0 {
+                            *into |= o;
                             changed = true;
                         }
                     }
@@ -547,10 +560,12 @@ impl KernelCheck<'_> {
                 continue;
             }
             let mut defs = defined_in[b].clone();
+            let bit = |r: RegId| (r.0 as usize / 64, 1u64 << (r.0 % 64));
             for (i, stmt) in body.iter().enumerate().take(end).skip(start) {
                 if let Stmt::Inst(inst) = stmt {
                     for r in read_regs(inst) {
-                        if !defs[r.0 as usize] && reported.insert(r) {
+                        let (word, mask) = bit(r);
+                        if defs[word] & mask == 0 && reported.insert(r) {
                             let class = self.kernel.regs[r.0 as usize];
                             self.error(
                                 Some(i),
@@ -564,7 +579,8 @@ impl KernelCheck<'_> {
                         }
                     }
                     for r in written_regs(inst) {
-                        defs[r.0 as usize] = true;
+                        let (word, mask) = bit(r);
+                        defs[word] |= mask;
                     }
                 }
             }
