@@ -11,13 +11,16 @@ mod tensor_core;
 
 pub use gemm_tiled::{GEMM_THREADS, GEMM_TILE, GEMM_TILE_K};
 pub use index_bound::{check_launch, SampleLaunchError, INDEX_BOUND};
-pub use tensor_core::{TC_BLOCK_THREADS, TC_STAGES, TC_TILE_K, TC_TILE_M, TC_TILE_N};
+pub use tensor_core::{
+    TC_BLOCK_THREADS, TC_STAGES, TC_TILE_K, TC_TILE_M, TC_TILE_N, TC_TILING, TF32_TILING,
+};
 
 use crate::arch::Arch;
 use crate::builder::{
     Float, GlobalPtr, KernelBuilder, ModuleBuilder, Reg, Scalar, BF16, F16, F32, F64, U32,
 };
 use crate::ir::{AtomOp, CmpOp, MathFn, Precision, Rounding, VoteMode};
+use crate::launch::Dim3;
 use crate::validate::ValidationErrors;
 use index_bound::sample_kernel;
 
@@ -107,9 +110,33 @@ pub struct TargetedSample {
     pub sample: Sample,
     /// Whether `arch` has what the sample uses.
     pub supports: fn(Arch) -> bool,
+    /// For a block-tiled GEMM sample (`(a, b, c, m, n, k)` parameters), how to launch it.
+    pub gemm_tiling: Option<GemmTiling>,
 }
 
-/// The tensor-core GEMM samples (`C = A · B`, f32 out; see `samples/tensor_core.rs`).
+/// How a block-tiled GEMM sample is launched: one block of `threads` per `tile_m × tile_n`
+/// output tile, no dynamic shared memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GemmTiling {
+    pub tile_m: u32,
+    pub tile_n: u32,
+    pub threads: u32,
+}
+
+impl GemmTiling {
+    /// The grid covering an `m × n` output (x along N, y along M).
+    pub fn grid(&self, m: u32, n: u32) -> Dim3 {
+        Dim3::new(n.div_ceil(self.tile_n), m.div_ceil(self.tile_m), 1)
+    }
+
+    /// The block.
+    pub fn block(&self) -> Dim3 {
+        Dim3::x(self.threads)
+    }
+}
+
+/// The tensor-core samples: block-tiled GEMMs (`C = A · B`, f32 out; see
+/// `samples/tensor_core.rs` and `samples/tensor_core/tf32_gemm.rs`) and one-warp tiles.
 pub const TENSOR_CORE_SAMPLES: &[TargetedSample] = &[
     TargetedSample {
         sample: Sample {
@@ -117,6 +144,7 @@ pub const TENSOR_CORE_SAMPLES: &[TargetedSample] = &[
             build: |a| tensor_core::gemm_m16n8k16::<F16>("gemm_tc_f16_m16n8k16", a),
         },
         supports: |a| a.has_mma_m16n8k16() && a.has_cp_async(),
+        gemm_tiling: Some(TC_TILING),
     },
     TargetedSample {
         sample: Sample {
@@ -124,6 +152,15 @@ pub const TENSOR_CORE_SAMPLES: &[TargetedSample] = &[
             build: |a| tensor_core::gemm_m16n8k16::<BF16>("gemm_tc_bf16_m16n8k16", a),
         },
         supports: |a| a.has_mma_m16n8k16() && a.has_cp_async(),
+        gemm_tiling: Some(TC_TILING),
+    },
+    TargetedSample {
+        sample: Sample {
+            name: "gemm_tc_tf32_m16n8k8",
+            build: |a| tensor_core::gemm_m16n8k8_tf32("gemm_tc_tf32_m16n8k8", a),
+        },
+        supports: |a| a.has_mma_m16n8k16() && a.has_cp_async(),
+        gemm_tiling: Some(TF32_TILING),
     },
     TargetedSample {
         sample: Sample {
@@ -131,6 +168,7 @@ pub const TENSOR_CORE_SAMPLES: &[TargetedSample] = &[
             build: |a| tensor_core::gemm_m16n8k8_f16("gemm_tc_f16_m16n8k8", a),
         },
         supports: |a| a.has_mma_m16n8k8() && a.has_ldmatrix(),
+        gemm_tiling: Some(TC_TILING),
     },
     TargetedSample {
         sample: Sample {
@@ -138,6 +176,7 @@ pub const TENSOR_CORE_SAMPLES: &[TargetedSample] = &[
             build: |a| tensor_core::mma_tf32_tile("mma_tf32_m16n8k8", a),
         },
         supports: Arch::has_mma_m16n8k16,
+        gemm_tiling: None,
     },
     TargetedSample {
         sample: Sample {
@@ -145,6 +184,7 @@ pub const TENSOR_CORE_SAMPLES: &[TargetedSample] = &[
             build: |a| tensor_core::mma_f16_accumulate_tile("mma_f16_accumulate_m16n8k16", a),
         },
         supports: Arch::has_mma_m16n8k16,
+        gemm_tiling: None,
     },
     TargetedSample {
         sample: Sample {
@@ -152,6 +192,7 @@ pub const TENSOR_CORE_SAMPLES: &[TargetedSample] = &[
             build: |a| tensor_core::pack_f32_pairs("pack_f32_pairs", a),
         },
         supports: Arch::has_packed_f32_conversion,
+        gemm_tiling: None,
     },
 ];
 

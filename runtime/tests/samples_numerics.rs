@@ -9,10 +9,10 @@ use ptxforge_runtime::launch::{
 };
 use ptxforge_runtime::samples::{
     check_launch, sample_module, vec_add_width, Sample, BLOCK, GEMM_THREADS, GEMM_TILE,
-    HISTOGRAM_BINS, SAMPLES, SOFTMAX_MAX_COLS, TC_BLOCK_THREADS, TC_TILE_M, TC_TILE_N,
-    TENSOR_CORE_SAMPLES,
+    HISTOGRAM_BINS, SAMPLES, SOFTMAX_MAX_COLS, TENSOR_CORE_SAMPLES,
 };
 use ptxforge_runtime::templates::testing::SplitMix64;
+use ptxforge_runtime::templates::tf32;
 use ptxforge_runtime::Arch;
 
 const ARCHS: [Arch; 2] = [Arch::Sm70, Arch::Sm90];
@@ -378,19 +378,63 @@ fn tiled_gemm_matches_naive_matmul() {
 /// multiples of 8, as the samples require), K with 1 to 7 pipeline trips, grids of 1 to 3 × 3.
 const TC_SHAPES: [(u32, u32, u32); 4] = [(1, 8, 8), (77, 88, 104), (64, 64, 96), (130, 136, 200)];
 
-/// `C = A · B` with A, B rounded to the sample's input type; the reference multiplies and sums
-/// the rounded inputs in f64. The interpreter sums exact products in f32, so the error grows
-/// with K; the check is |got − ref| ≤ 1e-4 · max|ref| (a wrong fragment lane, a stale pipeline
-/// stage or a missed zero fill is off by O(max|ref|)).
+/// How a GEMM sample's inputs are made from f32 values, and how the reference reads them.
+type Conversions<T> = (fn(f32) -> T, fn(T) -> f64);
+const F16_IN: Conversions<f16> = (f16::from_f32, |x| f64::from(x.to_f32()));
+const BF16_IN: Conversions<bf16> = (bf16::from_f32, |x| f64::from(x.to_f32()));
+/// f32 inputs, read as the tensor cores see them after `cvt.rna.tf32.f32`.
+const TF32_IN: Conversions<f32> = (|x| x, |x| f64::from(tf32::round_tf32(x)));
+
+/// One GEMM sample launch: its shape, inputs and output.
+struct TcGemmRun<T> {
+    m: usize,
+    n: usize,
+    k: usize,
+    a: Vec<T>,
+    b: Vec<T>,
+    got: Vec<f32>,
+}
+
+impl<T: Copy> TcGemmRun<T> {
+    /// `Σ_p f(a[i][p]) · f(b[p][j])` in f64 for every output.
+    fn reference(&self, f: fn(T) -> f64) -> Vec<f64> {
+        let (n, k) = (self.n, self.k);
+        (0..self.m * n)
+            .map(|ij| {
+                let (i, j) = (ij / n, ij % n);
+                (0..k)
+                    .map(|p| f(self.a[i * k + p]) * f(self.b[p * n + j]))
+                    .sum()
+            })
+            .collect()
+    }
+}
+
+/// The largest magnitude of `v` (at least 1e-30).
+fn max_abs(v: &[f64]) -> f64 {
+    v.iter().fold(1e-30f64, |acc, w| acc.max(w.abs()))
+}
+
+/// `C = A · B` with A, B rounded to the sample's input type, on each of `shapes`, launched with
+/// the sample's tiling; every output is checked against the f64 sum of `to_f64` of the inputs:
+/// |got − ref| ≤ `rel_tol` · max|ref| (a wrong fragment lane, a stale pipeline stage or a missed
+/// zero fill is off by O(max|ref|)). Every launch must use the tensor cores and `ldmatrix`
+/// without bank conflicts. Returns the runs for further checks.
 fn run_tc_gemm<T: Element + Copy>(
     name: &str,
     arch: Arch,
-    to_input: fn(f32) -> T,
-    to_f64: fn(T) -> f64,
-) {
-    let sample = tc_sample(name);
+    shapes: &[(u32, u32, u32)],
+    (to_input, to_f64): Conversions<T>,
+    rel_tol: f64,
+) -> Vec<TcGemmRun<T>> {
+    let targeted = TENSOR_CORE_SAMPLES
+        .iter()
+        .find(|t| t.sample.name == name)
+        .expect("tensor-core sample exists");
+    let tiling = targeted.gemm_tiling.expect("a block-tiled GEMM sample");
     let mut rng = SplitMix64::new(10);
-    for (m, n, k) in TC_SHAPES {
+    let mut runs = Vec::new();
+    for &(m, n, k) in shapes {
         let a: Vec<T> = (0..m * k)
             .map(|_| to_input(rng.uniform(-1.0, 1.0) as f32))
             .collect();
@@ -408,77 +452,110 @@ fn run_tc_gemm<T: Element + Copy>(
             KernelArg::U32(n),
             KernelArg::U32(k),
         ];
-        let grid = Dim3::new(n.div_ceil(TC_TILE_N), m.div_ceil(TC_TILE_M), 1);
-        launch_sample(
-            &dev,
-            sample,
-            arch,
-            grid,
-            Dim3::x(TC_BLOCK_THREADS),
-            0,
-            &args,
-        );
-        let got = dev.download(&dc).unwrap();
-        let (m, n, k) = (m as usize, n as usize, k as usize);
-        let want: Vec<f64> = (0..m * n)
-            .map(|ij| {
-                let (i, j) = (ij / n, ij % n);
-                (0..k)
-                    .map(|p| to_f64(a[i * k + p]) * to_f64(b[p * n + j]))
-                    .sum()
-            })
-            .collect();
-        let scale = want
-            .iter()
-            .fold(0.0f64, |acc, w| acc.max(w.abs()))
-            .max(1e-30);
-        for (idx, (g, w)) in got.iter().zip(&want).enumerate() {
+        let (grid, block) = (tiling.grid(m, n), tiling.block());
+        launch_sample(&dev, &targeted.sample, arch, grid, block, 0, &args);
+        let run = TcGemmRun {
+            m: m as usize,
+            n: n as usize,
+            k: k as usize,
+            a,
+            b,
+            got: dev.download(&dc).unwrap(),
+        };
+        let want = run.reference(to_f64);
+        let scale = max_abs(&want);
+        for (idx, (g, w)) in run.got.iter().zip(&want).enumerate() {
             let err = (f64::from(*g) - w).abs();
             assert!(
-                err <= 1e-4 * scale,
+                err <= rel_tol * scale,
                 "{name} on {arch}, {m}x{n}x{k}: C[{}][{}] = {g}, want {w} (max |ref| {scale})",
-                idx / n,
-                idx % n
+                idx / run.n,
+                idx % run.n
             );
         }
         let log = dev.take_launch_log();
         let c = &log[0].counters;
         assert!(c.mma_instructions > 0 && c.ldmatrix_requests > 0, "{name}");
         // Padded tiles: every 8x8 matrix of an ldmatrix is one wavefront (no bank conflict).
-        let matrices_per_request = if name.ends_with("k16") {
-            4.0
-        } else {
+        let matrices_per_request = if name == "gemm_tc_f16_m16n8k8" {
             8.0 / 6.0
+        } else {
+            4.0
         };
         assert!(
             (c.ldmatrix_wavefronts_per_request() - matrices_per_request).abs() < 1e-9,
             "{name}: {} ldmatrix wavefronts per request, want {matrices_per_request}",
             c.ldmatrix_wavefronts_per_request()
         );
+        runs.push(run);
+    }
+    runs
+}
+
+/// `C = A · B` in f32 on tf32 tensor cores, on the fixed ragged shapes (M arbitrary, N and K
+/// multiples of 4, K with 1 to 13 pipeline trips, grids of 1 to 2 × 2) and on fuzzed ones.
+/// Three checks: against the f64 sum of the inputs rounded as `cvt.rna.tf32.f32` does within
+/// f32 accumulation (1e-5 of max|ref|: the numerics of the `allow_tf32` kernels, which an
+/// unrounded or truncated operand misses on these inputs), against the exact f64 product within
+/// the documented tf32 tolerance (`templates::tf32::tolerance`), and that the inputs exercise
+/// the rounding (the rounded and exact references differ by more than 1e-5 of max|ref|
+/// somewhere). Shared accesses must be conflict-free.
+#[test]
+fn tensor_core_gemm_tf32_matches_rounded_f64_reference() {
+    const FIXED: [(u32, u32, u32); 5] = [
+        (1, 4, 4),
+        (77, 92, 108),
+        (128, 128, 256),
+        (130, 136, 200),
+        (200, 260, 36),
+    ];
+    let mut rng = SplitMix64::new(12);
+    let mut draw = |lo: u32, hi: u32| lo + rng.below(u64::from(hi - lo + 1)) as u32;
+    let fuzzed: Vec<(u32, u32, u32)> = (0..3)
+        .map(|_| (draw(1, 260), 4 * draw(1, 70), 4 * draw(1, 70)))
+        .collect();
+    let shapes: Vec<_> = FIXED.iter().copied().chain(fuzzed).collect();
+    for arch in [Arch::Sm80, Arch::Sm90] {
+        let name = "gemm_tc_tf32_m16n8k8";
+        let runs = run_tc_gemm(name, arch, &shapes, TF32_IN, 1e-5);
+        let mut rounding_visible = false;
+        for run in &runs {
+            let (exact, with_rounding) = (run.reference(f64::from), run.reference(TF32_IN.1));
+            let scale = max_abs(&exact);
+            let tol = tf32::tolerance(run.k as u32) * scale;
+            for (g, w) in run.got.iter().zip(&exact) {
+                assert!((f64::from(*g) - w).abs() <= tol, "{g} vs exact {w}");
+            }
+            rounding_visible |= exact
+                .iter()
+                .zip(&with_rounding)
+                .any(|(e, r)| (e - r).abs() > 1e-5 * scale);
+        }
+        assert!(rounding_visible, "inputs must exercise the tf32 rounding");
     }
 }
 
 #[test]
 fn tensor_core_gemm_f16_matches_f64_reference() {
     for arch in [Arch::Sm80, Arch::Sm90] {
-        run_tc_gemm("gemm_tc_f16_m16n8k16", arch, f16::from_f32, |x| {
-            f64::from(x.to_f32())
-        });
+        run_tc_gemm("gemm_tc_f16_m16n8k16", arch, &TC_SHAPES, F16_IN, 1e-4);
     }
 }
 
 #[test]
 fn tensor_core_gemm_bf16_matches_f64_reference() {
-    run_tc_gemm("gemm_tc_bf16_m16n8k16", Arch::Sm80, bf16::from_f32, |x| {
-        f64::from(x.to_f32())
-    });
+    run_tc_gemm(
+        "gemm_tc_bf16_m16n8k16",
+        Arch::Sm80,
+        &TC_SHAPES,
+        BF16_IN,
+        1e-4,
+    );
 }
 
 #[test]
 fn tensor_core_gemm_m16n8k8_on_sm75_matches_f64_reference() {
-    run_tc_gemm("gemm_tc_f16_m16n8k8", Arch::Sm75, f16::from_f32, |x| {
-        f64::from(x.to_f32())
-    });
+    run_tc_gemm("gemm_tc_f16_m16n8k8", Arch::Sm75, &TC_SHAPES, F16_IN, 1e-4);
 }
 
 fn tc_sample(name: &str) -> &'static Sample {

@@ -24,8 +24,13 @@
 //! src-size 0, or zeros stored on sm_75) and reads from the matrix base so that no lane forms an
 //! out-of-bounds address; outputs are stored only inside `M × N`.
 
+mod tf32_gemm;
+
+pub(super) use tf32_gemm::gemm_m16n8k8_tf32;
+pub use tf32_gemm::TF32_TILING;
+
 use super::index_bound::sample_kernel;
-use super::GemmParams;
+use super::{GemmParams, GemmTiling};
 use crate::arch::Arch;
 use crate::builder::{
     FragA, FragB, FragC, GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Pred, Reg, Scalar,
@@ -43,22 +48,84 @@ pub const TC_TILE_K: u32 = 32;
 pub const TC_BLOCK_THREADS: u32 = 128;
 /// Pipeline depth of the sm_80 kernels.
 pub const TC_STAGES: u32 = 3;
-/// Elements per 16-byte copy chunk.
-const CHUNK: u32 = 8;
+/// Bytes of one copy chunk (one `cp.async`, one `ldmatrix` row).
+const CHUNK_BYTES: u32 = 16;
+/// Halves per 16-byte copy chunk.
+const CHUNK: u32 = CHUNK_BYTES / 2;
 /// Padded shared row lengths (halves).
 const A_STRIDE: u32 = TC_TILE_K + 8;
 const B_STRIDE: u32 = TC_TILE_N + 8;
-const A_TILE_ELEMS: u32 = TC_TILE_M * A_STRIDE;
-const B_TILE_ELEMS: u32 = TC_TILE_K * B_STRIDE;
 /// Each warp's 32 × 32 output as 2 (m16) × 4 (n8) accumulators.
 const WARP_M_TILES: u32 = 2;
 const WARP_N_TILES: u32 = 4;
 const WARP_TILE: u32 = 32;
 
+/// How a GEMM sample's block tiles `C` and stages `A` and `B` (in elements of its input type).
+struct BlockShape {
+    /// Output rows and columns per block, K per pipeline step.
+    tile_m: u32,
+    tile_n: u32,
+    tile_k: u32,
+    threads: u32,
+    /// Warps side by side along N (the others stack along M).
+    warps_n: u32,
+    /// Output rows and columns per warp.
+    warp_m: u32,
+    warp_n: u32,
+    /// Padded shared row lengths of the A (`tile_m × tile_k`) and B (`tile_k × tile_n`) tiles.
+    a_stride: u32,
+    b_stride: u32,
+    /// Ring slots of each tile.
+    stages: u32,
+}
+
+impl BlockShape {
+    const fn a_tile_elems(&self) -> u32 {
+        self.tile_m * self.a_stride
+    }
+
+    const fn b_tile_elems(&self) -> u32 {
+        self.tile_k * self.b_stride
+    }
+
+    /// The launch tiling callers see.
+    const fn tiling(&self) -> GemmTiling {
+        GemmTiling {
+            tile_m: self.tile_m,
+            tile_n: self.tile_n,
+            threads: self.threads,
+        }
+    }
+}
+
+/// The f16/bf16 samples' shape on sm_80+ (see the module doc).
+const HALF_SHAPE: BlockShape = BlockShape {
+    tile_m: TC_TILE_M,
+    tile_n: TC_TILE_N,
+    tile_k: TC_TILE_K,
+    threads: TC_BLOCK_THREADS,
+    warps_n: 2,
+    warp_m: WARP_TILE,
+    warp_n: WARP_TILE,
+    a_stride: A_STRIDE,
+    b_stride: B_STRIDE,
+    stages: TC_STAGES,
+};
+
+/// The sm_75 sample: the same tiles in a single slot.
+const HALF_SHAPE_SM75: BlockShape = BlockShape {
+    stages: 1,
+    ..HALF_SHAPE
+};
+
+/// The launch tiling of the f16/bf16 tensor-core GEMM samples.
+pub const TC_TILING: GemmTiling = HALF_SHAPE.tiling();
+
 /// Everything the phases of one GEMM kernel share: parameters, shared tiles and this thread's
 /// place in the block.
-struct Gemm<T: PackedHalf> {
+struct Gemm<T: Scalar> {
     p: GemmParams<T>,
+    shape: &'static BlockShape,
     a_tiles: SharedArr<T>,
     b_tiles: SharedArr<T>,
     lane: Reg<U32>,
@@ -88,18 +155,18 @@ impl ChunkPlace {
     /// offset by `fixed0`.
     fn all<T: Scalar>(
         k: &mut KernelBuilder,
-        tid: Reg<U32>,
+        (tid, threads): (Reg<U32>, u32),
         (tile_rows, tile_cols, stride): (u32, u32, u32),
         fixed_is_row: bool,
         fixed0: Reg<U32>,
     ) -> Vec<Self> {
-        let per_row = tile_cols / CHUNK;
-        (0..tile_rows * per_row / TC_BLOCK_THREADS)
+        let per_row = tile_cols / chunk_elems::<T>();
+        (0..tile_rows * per_row / threads)
             .map(|i| {
-                let c = k.add(tid, i * TC_BLOCK_THREADS);
+                let c = k.add(tid, i * threads);
                 let row = k.div_int(c, per_row);
                 let chunk = k.rem(c, per_row);
-                let col = k.mul_lo(chunk, CHUNK);
+                let col = k.mul_lo(chunk, chunk_elems::<T>());
                 let slot = k.mad_lo(row, stride, col);
                 let slot_bytes = k.mul_lo(slot, T::TYPE.bytes());
                 let (fixed, along_k) = if fixed_is_row { (row, col) } else { (col, row) };
@@ -112,6 +179,11 @@ impl ChunkPlace {
             })
             .collect()
     }
+}
+
+/// Elements of `T` per 16-byte chunk.
+const fn chunk_elems<T: Scalar>() -> u32 {
+    CHUNK_BYTES / T::TYPE.bytes()
 }
 
 /// One chunk copy's `(shared address, global address, in bounds)` for the chunk at global
@@ -133,27 +205,31 @@ fn chunk_copy<T: Scalar>(
     (dst, k.elem_addr(src, index), ok)
 }
 
-impl<T: PackedHalf> Gemm<T> {
-    /// Declares parameters and shared tiles (`stages` copies of each) and locates the thread.
-    fn setup(k: &mut KernelBuilder, stages: u32) -> Self {
-        k.require_block([TC_BLOCK_THREADS, 1, 1]);
+impl<T: Scalar> Gemm<T> {
+    /// Declares parameters and shared tiles (`shape.stages` copies of each) and locates the
+    /// thread: warp `w` computes the warp tile at row `w / warps_n`, column `w % warps_n`.
+    fn setup(k: &mut KernelBuilder, shape: &'static BlockShape) -> Self {
+        debug_assert!(shape.warps_n.is_power_of_two());
+        k.require_block([shape.threads, 1, 1]);
         let p = GemmParams::<T>::declare(k);
-        let a_tiles = k.shared_array::<T>("a_tiles", stages * A_TILE_ELEMS);
-        let b_tiles = k.shared_array::<T>("b_tiles", stages * B_TILE_ELEMS);
+        let a_tiles = k.shared_array::<T>("a_tiles", shape.stages * shape.a_tile_elems());
+        let b_tiles = k.shared_array::<T>("b_tiles", shape.stages * shape.b_tile_elems());
         let tid = k.tid_x();
         let lane = k.and(tid, 31u32);
         let warp = k.shr(tid, 5u32);
-        let warp_m = k.shr(warp, 1u32);
-        let warp_n = k.and(warp, 1u32);
+        let warp_m = k.shr(warp, shape.warps_n.trailing_zeros());
+        let warp_n = k.and(warp, shape.warps_n - 1);
         let (bx, by) = (k.ctaid_x(), k.ctaid_y());
-        let block_row = k.mul_lo(by, TC_TILE_M);
-        let block_col = k.mul_lo(bx, TC_TILE_N);
-        let a_chunks =
-            ChunkPlace::all::<T>(k, tid, (TC_TILE_M, TC_TILE_K, A_STRIDE), true, block_row);
-        let b_chunks =
-            ChunkPlace::all::<T>(k, tid, (TC_TILE_K, TC_TILE_N, B_STRIDE), false, block_col);
+        let block_row = k.mul_lo(by, shape.tile_m);
+        let block_col = k.mul_lo(bx, shape.tile_n);
+        let threads = (tid, shape.threads);
+        let a_tile = (shape.tile_m, shape.tile_k, shape.a_stride);
+        let a_chunks = ChunkPlace::all::<T>(k, threads, a_tile, true, block_row);
+        let b_tile = (shape.tile_k, shape.tile_n, shape.b_stride);
+        let b_chunks = ChunkPlace::all::<T>(k, threads, b_tile, false, block_col);
         Self {
             p,
+            shape,
             a_tiles,
             b_tiles,
             lane,
@@ -166,10 +242,10 @@ impl<T: PackedHalf> Gemm<T> {
         }
     }
 
-    /// `ceil(K / TC_TILE_K)`.
+    /// `ceil(K / tile_k)`.
     fn k_tiles(&self, k: &mut KernelBuilder) -> Reg<U32> {
-        let rounded = k.add(self.p.k, TC_TILE_K - 1);
-        k.div_int(rounded, TC_TILE_K)
+        let rounded = k.add(self.p.k, self.shape.tile_k - 1);
+        k.div_int(rounded, self.shape.tile_k)
     }
 
     /// Shared byte address of stage `stage` of a tile array of `elems` per stage.
@@ -194,7 +270,7 @@ impl<T: PackedHalf> Gemm<T> {
         a_stage: Reg<U32>,
         b_stage: Reg<U32>,
     ) -> Vec<(Reg<U32>, Reg<U64>, Pred)> {
-        let k0 = k.mul_lo(k_tile, TC_TILE_K);
+        let k0 = k.mul_lo(k_tile, self.shape.tile_k);
         let mut out = Vec::new();
         for c in &self.a_chunks {
             let gcol = k.add(k0, c.along_k);
@@ -226,19 +302,65 @@ impl<T: PackedHalf> Gemm<T> {
     /// Issues the `cp.async` copies of K tile `k_tile` into ring slot `stage` (16 bytes per
     /// chunk, zero-filled outside the matrices).
     fn load_tile_async(&self, k: &mut KernelBuilder, k_tile: Reg<U32>, stage: Reg<U32>) {
-        let a_stage = Self::stage_base(k, self.a_tiles, A_TILE_ELEMS, stage);
-        let b_stage = Self::stage_base(k, self.b_tiles, B_TILE_ELEMS, stage);
+        let (a_stage, b_stage) = self.stage_bases(k, stage);
         for (dst, src, ok) in self.both_tiles(k, k_tile, a_stage, b_stage) {
-            let bytes = k.selp(16u32, 0u32, ok);
-            k.cp_async_zfill(CacheLevel::Cg, dst, src, 16, bytes);
+            let bytes = k.selp(CHUNK_BYTES, 0u32, ok);
+            k.cp_async_zfill(CacheLevel::Cg, dst, src, CHUNK_BYTES, bytes);
         }
+    }
+
+    /// Shared byte addresses of ring slot `stage` of the A and B tiles.
+    fn stage_bases(&self, k: &mut KernelBuilder, stage: Reg<U32>) -> (Reg<U32>, Reg<U32>) {
+        let a_stage = Self::stage_base(k, self.a_tiles, self.shape.a_tile_elems(), stage);
+        let b_stage = Self::stage_base(k, self.b_tiles, self.shape.b_tile_elems(), stage);
+        (a_stage, b_stage)
+    }
+
+    /// The sm_80 K loop: the first `stages − 1` tiles start in a prologue; then per tile `t`
+    /// in ring slot `t % stages`: `cp.async.wait_group stages − 2` (tile `t` has landed for
+    /// this thread), `landed(slot)` (work on this thread's own chunks of it), `bar.sync`
+    /// (every thread's chunks are in and every warp is done with tile `t − 1`), start tile
+    /// `t + stages − 1` into the slot tile `t − 1` freed (one commit per tile, even empty, so
+    /// the group count stays uniform), and `multiply(a_stage, b_stage)`.
+    fn pipelined_k_loop(
+        &self,
+        k: &mut KernelBuilder,
+        k_tiles: Reg<U32>,
+        landed: impl Fn(&mut KernelBuilder, &Self, Reg<U32>),
+        mut multiply: impl FnMut(&mut KernelBuilder, Reg<U32>, Reg<U32>),
+    ) {
+        let stages = self.shape.stages;
+        k.comment("prologue: start the first stages");
+        for s in 0..stages - 1 {
+            let tile = k.var::<U32>(s);
+            let present = k.setp_lt(tile, k_tiles);
+            k.if_then(present, |k| self.load_tile_async(k, tile, tile));
+            k.cp_async_commit();
+        }
+        k.for_range(0u32, k_tiles, 1u32, |k, tile| {
+            k.comment("wait for this tile, then refill the slot freed last iteration");
+            let slot = k.rem(tile, stages);
+            k.cp_async_wait_group(stages - 2);
+            landed(k, self, slot);
+            k.bar_sync();
+            let next = k.add(tile, stages - 1);
+            let present = k.setp_lt(next, k_tiles);
+            k.if_then(present, |k| {
+                let next_slot = k.rem(next, stages);
+                self.load_tile_async(k, next, next_slot);
+            });
+            k.cp_async_commit();
+            k.comment("multiply the tile on the tensor cores");
+            let (a_stage, b_stage) = self.stage_bases(k, slot);
+            multiply(k, a_stage, b_stage);
+        });
+        k.cp_async_wait_all();
     }
 
     /// Loads K tile `k_tile` into the single stage with ordinary loads and stores (sm_75).
     fn load_tile_sync(&self, k: &mut KernelBuilder, k_tile: Reg<U32>) {
         let zero = k.var::<U32>(0u32);
-        let a_stage = Self::stage_base(k, self.a_tiles, A_TILE_ELEMS, zero);
-        let b_stage = Self::stage_base(k, self.b_tiles, B_TILE_ELEMS, zero);
+        let (a_stage, b_stage) = self.stage_bases(k, zero);
         for (dst, src, ok) in self.both_tiles(k, k_tile, a_stage, b_stage) {
             let vals = [
                 k.var::<U32>(0u32),
@@ -257,7 +379,8 @@ impl<T: PackedHalf> Gemm<T> {
     }
 
     /// This lane's `ldmatrix` row address inside a tile for 16-row fragments: row
-    /// `row0 + lane % 16`, column `col0 + 8 · (lane / 16)` of a row-major tile of `stride`.
+    /// `row0 + lane % 16`, column `col0 + (16 bytes) · (lane / 16)` of a row-major tile of
+    /// `stride`.
     fn lane_matrix_offset(
         &self,
         k: &mut KernelBuilder,
@@ -268,9 +391,16 @@ impl<T: PackedHalf> Gemm<T> {
         let lane_row = k.and(self.lane, 15u32);
         let half = k.shr(self.lane, 4u32);
         let row = k.add(row0, lane_row);
-        let col = k.mad_lo(half, CHUNK, col0);
+        let col = k.mad_lo(half, chunk_elems::<T>(), col0);
         let slot = k.mad_lo(row, stride, col);
         k.mul_lo(slot, T::TYPE.bytes())
+    }
+
+    /// Byte offset of this lane's A `ldmatrix` row within a stage (warp tile included):
+    /// `[warp_m · warp rows + lane % 16][(16 bytes) · (lane / 16)]`.
+    fn a_fragment_offset(&self, k: &mut KernelBuilder, zero: Reg<U32>) -> Reg<U32> {
+        let a_row0 = k.mul_lo(self.warp_m, self.shape.warp_m);
+        self.lane_matrix_offset(k, a_row0, zero, self.shape.a_stride)
     }
 
     /// Byte offsets of this lane's A and B `ldmatrix` rows within a stage (warp quadrant
@@ -278,8 +408,7 @@ impl<T: PackedHalf> Gemm<T> {
     /// `[lane % 16][32·warp_n + 8 · (lane / 16)]`.
     fn fragment_offsets(&self, k: &mut KernelBuilder) -> (Reg<U32>, Reg<U32>) {
         let zero = k.var::<U32>(0u32);
-        let a_row0 = k.mul_lo(self.warp_m, WARP_TILE);
-        let a_off = self.lane_matrix_offset(k, a_row0, zero, A_STRIDE);
+        let a_off = self.a_fragment_offset(k, zero);
         let b_col0 = k.mul_lo(self.warp_n, WARP_TILE);
         let b_off = self.lane_matrix_offset(k, zero, b_col0, B_STRIDE);
         (a_off, b_off)
@@ -336,37 +465,21 @@ where
     M16N8K16: MmaInput<T>,
 {
     let mut k = sample_kernel(name, arch);
-    let g = Gemm::<T>::setup(&mut k, TC_STAGES);
+    let g = Gemm::<T>::setup(&mut k, &HALF_SHAPE);
     let k_tiles = g.k_tiles(&mut k);
     let mut acc = zero_accumulators::<M16N8K16, T>(&mut k);
     let (a_off, b_off) = g.fragment_offsets(&mut k);
-    k.comment("prologue: start the first stages");
-    for s in 0..TC_STAGES - 1 {
-        let tile = k.var::<U32>(s);
-        let present = k.setp_lt(tile, k_tiles);
-        k.if_then(present, |k| g.load_tile_async(k, tile, tile));
-        k.cp_async_commit();
-    }
-    k.for_range(0u32, k_tiles, 1u32, |k, tile| {
-        k.comment("wait for this tile, then refill the slot freed last iteration");
-        k.cp_async_wait_group(TC_STAGES - 2);
-        k.bar_sync();
-        let next = k.add(tile, TC_STAGES - 1);
-        let present = k.setp_lt(next, k_tiles);
-        k.if_then(present, |k| {
-            let slot = k.rem(next, TC_STAGES);
-            g.load_tile_async(k, next, slot);
-        });
-        k.cp_async_commit();
-        k.comment("multiply the tile on the tensor cores");
-        let slot = k.rem(tile, TC_STAGES);
-        let a_stage = Gemm::<T>::stage_base(k, g.a_tiles, A_TILE_ELEMS, slot);
-        let b_stage = Gemm::<T>::stage_base(k, g.b_tiles, B_TILE_ELEMS, slot);
-        let a_lane = k.add(a_stage, a_off);
-        let b_lane = k.add(b_stage, b_off);
-        warp_tile_k16(k, &mut acc, a_lane, b_lane);
-    });
-    k.cp_async_wait_all();
+    let nothing_on_landing = |_: &mut KernelBuilder, _: &Gemm<T>, _| {};
+    g.pipelined_k_loop(
+        &mut k,
+        k_tiles,
+        nothing_on_landing,
+        |k, a_stage, b_stage| {
+            let a_lane = k.add(a_stage, a_off);
+            let b_lane = k.add(b_stage, b_off);
+            warp_tile_k16(k, &mut acc, a_lane, b_lane);
+        },
+    );
     g.store(&mut k, &acc);
     k
 }
@@ -407,7 +520,7 @@ fn warp_tile_k16<T: PackedHalf>(
 /// The sm_75 kernel: synchronous loads, `ldmatrix.x2` / `.x1.trans`, `mma.m16n8k8` (f16).
 pub(super) fn gemm_m16n8k8_f16(name: &str, arch: Arch) -> KernelBuilder {
     let mut k = sample_kernel(name, arch);
-    let g = Gemm::<F16>::setup(&mut k, 1);
+    let g = Gemm::<F16>::setup(&mut k, &HALF_SHAPE_SM75);
     let k_tiles = g.k_tiles(&mut k);
     let mut acc = zero_accumulators::<M16N8K8, F16>(&mut k);
     let (a_off, b_off) = g.fragment_offsets(&mut k);
