@@ -496,8 +496,7 @@ pub fn same_shapes_section(md: &mut String) -> Result<()> {
 pub fn tensor_core_section(md: &mut String) -> Result<()> {
     use ptxforge_runtime::launch::{Dim3, LaunchConfig};
     use ptxforge_runtime::samples::{
-        sample_module, Sample, GEMM_THREADS, GEMM_TILE, SAMPLES, TC_BLOCK_THREADS, TC_TILE_M,
-        TC_TILE_N, TENSOR_CORE_SAMPLES,
+        sample_module, Sample, GEMM_THREADS, GEMM_TILE, SAMPLES, TENSOR_CORE_SAMPLES,
     };
     let (m, n, k) = (128u32, 128u32, 256u32);
     let mut rng = SplitMix64::new(16);
@@ -540,17 +539,17 @@ pub fn tensor_core_section(md: &mut String) -> Result<()> {
             Dim3::x(GEMM_THREADS),
         )?,
     )];
-    for t in TENSOR_CORE_SAMPLES
-        .iter()
-        .filter(|t| t.sample.name.starts_with("gemm_"))
-    {
-        let arch = if t.sample.name.ends_with("k8") {
-            Arch::Sm75
-        } else {
-            Arch::Sm80
+    for t in TENSOR_CORE_SAMPLES {
+        let Some(tiling) = t.gemm_tiling else {
+            continue;
         };
-        let grid = Dim3::new(n.div_ceil(TC_TILE_N), m.div_ceil(TC_TILE_M), 1);
-        rows.push((arch, run(&t.sample, arch, grid, Dim3::x(TC_BLOCK_THREADS))?));
+        // The oldest target the sample builds for.
+        let arch = *Arch::ALL
+            .iter()
+            .find(|&&a| (t.supports)(a))
+            .ok_or_else(|| format!("{}: no target", t.sample.name))?;
+        let (grid, block) = (tiling.grid(m, n), tiling.block());
+        rows.push((arch, run(&t.sample, arch, grid, block)?));
     }
     md.push_str("### Tensor-core GEMM samples\n\n");
     let _ = writeln!(
@@ -558,9 +557,10 @@ pub fn tensor_core_section(md: &mut String) -> Result<()> {
         "`C = A · B`, M = N = {m}, K = {k}, f32 out, on the interpreter (every check on, no \
          finding; the numerics tests check these kernels against an f64 reference). Instructions \
          are dynamic thread-instructions (a warp-wide `mma` counts 32); ldmatrix wavefronts per \
-         request are 4 for a conflict-free x4 (the m16n8k8 kernel mixes x2 and x1: 1.33); smem \
-         wavefronts per request are the ordinary shared loads and stores (the sm_75 kernel's \
-         16-byte `st.shared.v4` staging needs at least 4). Command: `cargo xtask bench`.\n"
+         request are 4 for a conflict-free x4 (the sm_75 m16n8k8 kernel mixes x2 and x1: 1.33); \
+         smem wavefronts per request are the ordinary shared loads and stores (16-byte \
+         `ld/st.shared.v4` need at least 4: the sm_75 kernel's staging, the tf32 kernel's B \
+         fragments and its in-place tf32 rounding). Command: `cargo xtask bench`.\n"
     );
     md.push_str("| entry | target | instr/output | tensor-core share | mma | ldmatrix wavefronts/req | cp.async req (bytes) | smem wavefronts/req | barriers |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for (arch, r) in &rows {
@@ -626,6 +626,7 @@ mod tests {
             "gemm_tiled_f32",
             "gemm_tc_f16_m16n8k16",
             "gemm_tc_bf16_m16n8k16",
+            "gemm_tc_tf32_m16n8k8",
             "gemm_tc_f16_m16n8k8",
         ] {
             assert!(md.contains(&format!("| {entry} |")), "{entry} row");
