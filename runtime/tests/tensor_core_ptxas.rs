@@ -10,6 +10,7 @@ use ptxforge_runtime::builder::{
 };
 use ptxforge_runtime::ir::CacheLevel;
 use ptxforge_runtime::ptxas::{assemble, locate, required};
+use ptxforge_runtime::samples::{sample_module, TENSOR_CORE_SAMPLES};
 
 /// ldmatrix of every count with and without `.trans`, and the m16n8k8 f16 mma with both
 /// accumulator types (sm_75 forms).
@@ -124,14 +125,22 @@ fn build(arch: Arch) -> String {
         .unwrap_or_else(|e| panic!("{arch}: {e}"))
 }
 
-#[test]
-fn every_form_assembles_where_the_target_has_it() {
-    let Some(ptxas) = locate() else {
+/// ptxas, or `None` after a loud skip (a failure under `PTXFORGE_REQUIRE_PTXAS=1`).
+fn ptxas_or_skip() -> Option<std::path::PathBuf> {
+    let found = locate();
+    if found.is_none() {
         assert!(
             !required(),
             "PTXFORGE_REQUIRE_PTXAS=1 but ptxas was not found"
         );
         eprintln!("SKIPPED: ptxas not found; set PTXAS");
+    }
+    found
+}
+
+#[test]
+fn every_form_assembles_where_the_target_has_it() {
+    let Some(ptxas) = ptxas_or_skip() else {
         return;
     };
     let scratch = std::env::temp_dir().join(format!("ptxforge-tc-{}", std::process::id()));
@@ -157,6 +166,44 @@ fn every_form_assembles_where_the_target_has_it() {
                 for e in &report.entries {
                     if e.spill_stores + e.spill_loads > 0 {
                         failures.push(format!("{arch}: spills"));
+                    }
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Every block-tiled tensor-core GEMM sample assembles on every target it supports with no
+/// warning and no spill (the tf32 sample holds 64 accumulators and its fragments per lane);
+/// prints each one's registers.
+#[test]
+fn gemm_samples_assemble_without_spills() {
+    let Some(ptxas) = ptxas_or_skip() else {
+        return;
+    };
+    let scratch = std::env::temp_dir().join(format!("ptxforge-tc-gemm-{}", std::process::id()));
+    let mut failures = Vec::new();
+    for t in TENSOR_CORE_SAMPLES
+        .iter()
+        .filter(|t| t.gemm_tiling.is_some())
+    {
+        for arch in Arch::ALL.into_iter().filter(|&a| (t.supports)(a)) {
+            let name = t.sample.name;
+            let ptx = sample_module(&t.sample, arch).unwrap_or_else(|e| panic!("{name}: {e}"));
+            match assemble(&ptxas, &ptx, arch, &scratch) {
+                Err(e) => failures.push(format!("{name} on {arch}: {e}")),
+                Ok(report) => {
+                    failures.extend(report.warnings.iter().map(|w| format!("{name}: {w}")));
+                    for e in &report.entries {
+                        println!(
+                            "{name} on {arch}: {} registers, {} B shared, spills {}/{}",
+                            e.registers, e.shared_bytes, e.spill_stores, e.spill_loads
+                        );
+                        if e.spill_stores + e.spill_loads + e.stack_bytes > 0 {
+                            failures.push(format!("{name} on {arch}: spills or stack"));
+                        }
                     }
                 }
             }
