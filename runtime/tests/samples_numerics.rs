@@ -418,8 +418,8 @@ fn max_abs(v: &[f64]) -> f64 {
 /// `C = A · B` with A, B rounded to the sample's input type, on each of `shapes`, launched with
 /// the sample's tiling; every output is checked against the f64 sum of `to_f64` of the inputs:
 /// |got − ref| ≤ `rel_tol` · max|ref| (a wrong fragment lane, a stale pipeline stage or a missed
-/// zero fill is off by O(max|ref|)). Every launch must use the tensor cores and `ldmatrix`
-/// without bank conflicts. Returns the runs for further checks.
+/// zero fill is off by O(max|ref|)). Every launch must use the tensor cores, and `ldmatrix`
+/// and the other shared accesses without bank conflicts. Returns the runs for further checks.
 fn run_tc_gemm<T: Element + Copy>(
     name: &str,
     arch: Arch,
@@ -487,6 +487,11 @@ fn run_tc_gemm<T: Element + Copy>(
             "{name}: {} ldmatrix wavefronts per request, want {matrices_per_request}",
             c.ldmatrix_wavefronts_per_request()
         );
+        assert!(
+            (c.shared_bank_conflict_factor() - 1.0).abs() < 1e-9,
+            "{name}: shared accesses take {} × the fewest wavefronts",
+            c.shared_bank_conflict_factor()
+        );
         runs.push(run);
     }
     runs
@@ -499,7 +504,7 @@ fn run_tc_gemm<T: Element + Copy>(
 /// unrounded or truncated operand misses on these inputs), against the exact f64 product within
 /// the documented tf32 tolerance (`templates::tf32::tolerance`), and that the inputs exercise
 /// the rounding (the rounded and exact references differ by more than 1e-5 of max|ref|
-/// somewhere). Shared accesses must be conflict-free.
+/// somewhere).
 #[test]
 fn tensor_core_gemm_tf32_matches_rounded_f64_reference() {
     const FIXED: [(u32, u32, u32); 5] = [
