@@ -1,5 +1,6 @@
-//! Tensor-core GEMM samples: `C[M, N] (f32) = A[M, K] · B[K, N]`, A and B row-major f16/bf16;
-//! one warp's tf32 `m16n8k8` tile ([`mma_tf32_tile`]), fragments loaded lane by lane; and one
+//! Tensor-core GEMM samples: `C[M, N] (f32) = A[M, K] · B[K, N]`, A and B row-major f16/bf16
+//! (here) or f32 on tf32 tensor cores ([`tf32_gemm`]), sharing the block setup, copy chunks and
+//! `cp.async` K loop ([`BlockShape`], `Gemm`); one warp's tf32 `m16n8k8` tile ([`mma_tf32_tile`]), fragments loaded lane by lane; and one
 //! warp's f16-accumulating `m16n8k16` tile ([`mma_f16_accumulate_tile`]); and the register
 //! packing the fragments need ([`pack_f32_pairs`]).
 //!

@@ -5,10 +5,10 @@
 //!
 //! * **Tiles.** A block of 256 threads (8 warps, 4 along M × 2 along N) computes a 128 × 128
 //!   output tile, each warp 32 × 64 as 2 (m16) × 8 (n8) accumulators; K advances 16 at a time
-//!   through the shared [`cp.async` ring](super::Gemm::pipelined_k_loop) with [`SHAPE`]`.stages`
-//!   slots (a 128 × 128 tile's 16 KiB per slot: two slots fit the 48 KiB of static shared
-//!   memory with the padding; the tile in flight while one is multiplied is as many bytes as
-//!   two 8-deep tiles of a three-slot ring).
+//!   through the shared `cp.async` ring (`Gemm::pipelined_k_loop`) with two slots: a padded
+//!   slot of A and B takes 18.5 KiB, so two fit the 48 KiB of static shared memory and three
+//!   would not; the one tile in flight while another is multiplied is as many bytes as the two
+//!   8-deep tiles a three-slot ring would keep in flight.
 //! * **Rounding once.** After `cp.async.wait_group`, each thread rounds the 16-byte chunks it
 //!   copied itself, in place (`ld.shared.v4`, four `cvt.rna.tf32.f32`, `st.shared.v4`), before
 //!   the barrier that publishes the slot. Every element is rounded once per block instead of
