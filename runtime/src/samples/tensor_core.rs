@@ -1,8 +1,9 @@
 //! Tensor-core GEMM samples: `C[M, N] (f32) = A[M, K] · B[K, N]`, A and B row-major f16/bf16
 //! (here) or f32 on tf32 tensor cores ([`tf32_gemm`]), sharing the block setup, copy chunks and
-//! `cp.async` K loop ([`BlockShape`], `Gemm`); one warp's tf32 `m16n8k8` tile ([`mma_tf32_tile`]), fragments loaded lane by lane; and one
-//! warp's f16-accumulating `m16n8k16` tile ([`mma_f16_accumulate_tile`]); and the register
-//! packing the fragments need ([`pack_f32_pairs`]).
+//! `cp.async` K loop ([`BlockShape`], `Gemm`); one warp's tf32 `m16n8k8` tile
+//! ([`mma_tf32_tile`]), fragments loaded lane by lane; one warp's f16-accumulating `m16n8k16`
+//! tile ([`mma_f16_accumulate_tile`]); and the register packing the fragments need
+//! ([`pack_f32_pairs`]).
 //!
 //! A block of [`TC_BLOCK_THREADS`] threads (4 warps, 2 × 2) computes a
 //! [`TC_TILE_M`] × [`TC_TILE_N`] output tile; each warp a 32 × 32 quarter as 2 × 4 accumulators
@@ -331,6 +332,7 @@ impl<T: Scalar> Gemm<T> {
         mut multiply: impl FnMut(&mut KernelBuilder, Reg<U32>, Reg<U32>),
     ) {
         let stages = self.shape.stages;
+        debug_assert!(stages >= 2, "a ring of at least two slots");
         k.comment("prologue: start the first stages");
         for s in 0..stages - 1 {
             let tile = k.var::<U32>(s);
