@@ -31,11 +31,24 @@ impl KernelBuilder {
         offset: i32,
     ) -> (FragB<M16N8K8, TF32>, FragB<M16N8K8, TF32>) {
         let raw = self.ldmatrix_raw(LdmatrixCount::X4, false, addr, offset);
-        let tf32 = self.round_to_tf32(&raw);
-        (
-            FragB::from_ids(tf32[..2].to_vec()),
-            FragB::from_ids(tf32[2..].to_vec()),
-        )
+        b_pair(self.round_to_tf32(&raw))
+    }
+
+    /// `ldmatrix.x4` of an f32 A tile whose elements were already rounded in shared memory
+    /// (each stored from a `cvt.rna.tf32.f32` result, bits unchanged), as
+    /// [`Self::ldmatrix_tf32_a`] without the conversion.
+    pub fn ldmatrix_tf32_a_stored(&mut self, addr: Reg<U32>, offset: i32) -> FragA<M16N8K8, TF32> {
+        FragA::from_ids(self.ldmatrix_raw(LdmatrixCount::X4, false, addr, offset))
+    }
+
+    /// [`Self::ldmatrix_tf32_b_pair`] of a tile already rounded in shared memory (see
+    /// [`Self::ldmatrix_tf32_a_stored`]).
+    pub fn ldmatrix_tf32_b_pair_stored(
+        &mut self,
+        addr: Reg<U32>,
+        offset: i32,
+    ) -> (FragB<M16N8K8, TF32>, FragB<M16N8K8, TF32>) {
+        b_pair(self.ldmatrix_raw(LdmatrixCount::X4, false, addr, offset))
     }
 
     /// `cvt.rna.tf32.f32` of each 32-bit register (its bits read as an f32).
@@ -50,4 +63,12 @@ impl KernelBuilder {
             })
             .collect()
     }
+}
+
+/// The four registers of an x4 load as two B fragments.
+fn b_pair(regs: Vec<RegId>) -> (FragB<M16N8K8, TF32>, FragB<M16N8K8, TF32>) {
+    (
+        FragB::from_ids(regs[..2].to_vec()),
+        FragB::from_ids(regs[2..].to_vec()),
+    )
 }
