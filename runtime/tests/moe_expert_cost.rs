@@ -150,19 +150,20 @@ fn tf32_gemm_cost() {
     );
     let launches = expert_launches::<f32>(&swiglu(DType::F32, true), 256, |v| v);
     let bounds = [
-        ("moe_expert_swiglu_up", 63.5),
+        ("moe_expert_swiglu_up", 56.0),
         ("moe_expert_swiglu_down", 34.0),
     ];
     assert_within("swiglu tf32", &launches, &bounds);
 }
 
 /// bf16 SwiGLU experts on `mma.m16n8k16`: held to their measured cost (56.1 / 26.0 before
-/// the hoisted ring addressing and the epilogue's shared row address).
+/// the hoisted ring addressing, the epilogue's per-column tests and shared row address, and
+/// the SwiGLU product formed only for stored outputs).
 #[test]
 fn half_gemm_cost() {
     let launches = expert_launches::<bf16>(&swiglu(DType::BF16, false), 256, bf16::from_f32);
     let bounds = [
-        ("moe_expert_swiglu_up", 46.0),
+        ("moe_expert_swiglu_up", 38.5),
         ("moe_expert_swiglu_down", 21.0),
     ];
     assert_within("swiglu bf16", &launches, &bounds);

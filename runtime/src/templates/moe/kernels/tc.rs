@@ -318,23 +318,24 @@ fn store<T: MoeElem + TileElem>(
             let first = k.mad_lo(row, n_total, col0);
             let addr = k.elem_addr(out, first);
             for (ni, col_ok) in col_ok.iter().enumerate() {
-                let outputs: Vec<Reg<F32>> = (0..2)
-                    .map(|j| {
-                        let set: Vec<Reg<F32>> =
-                            regs.iter().map(|s| s[mi][ni][2 * h + j]).collect();
-                        value(k, &set)
-                    })
-                    .collect();
+                // Outputs are formed only where they are stored: the tile's padding rows and
+                // columns skip the epilogue's arithmetic.
+                let output = |k: &mut KernelBuilder, j: usize| {
+                    let set: Vec<Reg<F32>> = regs.iter().map(|s| s[mi][ni][2 * h + j]).collect();
+                    value(k, &set)
+                };
                 let at = |j: usize| (8 * ni + j) as i32 * bytes;
                 if singles == 1 {
                     let ok = k.and_pred(slot_ok, col_ok[0]);
                     k.if_then(ok, |k| {
-                        T::store_pair(k, addr, at(0), outputs[0], outputs[1])
+                        let (lo, hi) = (output(k, 0), output(k, 1));
+                        T::store_pair(k, addr, at(0), lo, hi);
                     });
                 } else {
-                    for (j, (&v, &col_ok)) in outputs.iter().zip(col_ok).enumerate() {
+                    for (j, &col_ok) in col_ok.iter().enumerate() {
                         let ok = k.and_pred(slot_ok, col_ok);
                         k.if_then(ok, |k| {
+                            let v = output(k, j);
                             let stored = narrow::<T>(k, v.retype());
                             k.st_global(addr, at(j), stored);
                         });
