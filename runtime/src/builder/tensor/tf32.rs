@@ -22,6 +22,13 @@ impl KernelBuilder {
         FragA::from_ids(self.round_to_tf32(&raw))
     }
 
+    /// [`Self::ldmatrix_tf32_a`] of a tile whose elements already hold tf32 values (each was
+    /// produced by `cvt.rna.tf32.f32` before it was stored to shared memory), so the loaded
+    /// registers are tf32 data as they are and are not rounded again.
+    pub fn ldmatrix_tf32_a_stored(&mut self, addr: Reg<U32>, offset: i32) -> FragA<M16N8K8, TF32> {
+        FragA::from_ids(self.ldmatrix_raw(LdmatrixCount::X4, false, addr, offset))
+    }
+
     /// `ldmatrix.x4` of an n-major f32 B tile (row `n` holds its K elements contiguously) as
     /// two tf32 B fragments, columns `n0..n0+8` and `n0+8..n0+16`: lane `l` points at row
     /// `n0 + 8 · (l / 16) + l % 8`, column `k0 + 4 · ((l / 8) % 2)`.
@@ -34,14 +41,7 @@ impl KernelBuilder {
         b_pair(self.round_to_tf32(&raw))
     }
 
-    /// `ldmatrix.x4` of an f32 A tile whose elements were already rounded in shared memory
-    /// (each stored from a `cvt.rna.tf32.f32` result, bits unchanged), as
-    /// [`Self::ldmatrix_tf32_a`] without the conversion.
-    pub fn ldmatrix_tf32_a_stored(&mut self, addr: Reg<U32>, offset: i32) -> FragA<M16N8K8, TF32> {
-        FragA::from_ids(self.ldmatrix_raw(LdmatrixCount::X4, false, addr, offset))
-    }
-
-    /// [`Self::ldmatrix_tf32_b_pair`] of a tile already rounded in shared memory (see
+    /// [`Self::ldmatrix_tf32_b_pair`] of a tile whose elements already hold tf32 values (see
     /// [`Self::ldmatrix_tf32_a_stored`]).
     pub fn ldmatrix_tf32_b_pair_stored(
         &mut self,
