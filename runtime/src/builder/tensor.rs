@@ -420,13 +420,26 @@ impl KernelBuilder {
         bytes: u32,
         src_bytes: impl Into<Val<U32>>,
     ) {
+        self.cp_async_zfill_at(cache, dst, 0, src, bytes, src_bytes);
+    }
+
+    /// [`Self::cp_async_zfill`] to `[dst+offset]`.
+    pub fn cp_async_zfill_at(
+        &mut self,
+        cache: CacheLevel,
+        dst: Reg<U32>,
+        offset: i32,
+        src: Reg<U64>,
+        bytes: u32,
+        src_bytes: impl Into<Val<U32>>,
+    ) {
         self.push(
             Op::Async(AsyncCopy::Copy {
                 cache,
                 zero_fill: true,
             }),
             vec![
-                shared_addr(dst, 0),
+                shared_addr(dst, offset),
                 global_addr(src),
                 Operand::Imm(Imm::Int(i64::from(bytes))),
                 src_bytes.into().operand(),

@@ -2,7 +2,7 @@
 //! tensor-core rings: by `cp.async` when the row length keeps every piece 4-byte aligned,
 //! element by element with ordinary loads and stores when it does not (odd lengths of halves).
 
-use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, Scalar, U16, U32};
+use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, Scalar, U16, U32, U64};
 use crate::ir::CacheLevel;
 
 /// Elements per copy of rows `len` elements long, at most `max` (a power of two ≤ 8, the
@@ -30,6 +30,21 @@ pub(crate) fn copy_piece<T: Scalar>(
 ) {
     let index = k.selp(index, 0u32, ok);
     let from = k.elem_addr(src, index);
+    copy_piece_from::<T>(k, from, ok, None, dst, 0, elems);
+}
+
+/// [`copy_piece`] from a global address already formed (`from` must be a valid address even
+/// when not `ok`) to `[dst+offset]`; `src_bytes`, the `cp.async` source size, is
+/// `ok ? bytes : 0` computed here when not given.
+pub(crate) fn copy_piece_from<T: Scalar>(
+    k: &mut KernelBuilder,
+    from: Reg<U64>,
+    ok: Pred,
+    src_bytes: Option<Reg<U32>>,
+    dst: Reg<U32>,
+    offset: i32,
+    elems: u32,
+) {
     let bytes = elems * T::TYPE.bytes();
     if bytes < 4 {
         debug_assert_eq!(bytes, 2, "one half");
@@ -38,14 +53,14 @@ pub(crate) fn copy_piece<T: Scalar>(
             let v = k.ld_global_nc::<U16>(from, 0);
             k.assign(value, v);
         });
-        k.st_shared::<U16>(dst, 0, value);
+        k.st_shared::<U16>(dst, offset, value);
     } else {
         let cache = if bytes == 16 {
             CacheLevel::Cg
         } else {
             CacheLevel::Ca
         };
-        let src_bytes = k.selp(bytes, 0u32, ok);
-        k.cp_async_zfill(cache, dst, from, bytes, src_bytes);
+        let src_bytes = src_bytes.unwrap_or_else(|| k.selp(bytes, 0u32, ok));
+        k.cp_async_zfill_at(cache, dst, offset, from, bytes, src_bytes);
     }
 }

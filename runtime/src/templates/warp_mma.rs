@@ -32,8 +32,8 @@
 mod tf32;
 
 use crate::builder::{
-    FragA, FragB, FragC, GlobalPtr, KernelBuilder, MmaInput, MmaShapeKind, PackedHalf, Reg, Scalar,
-    SharedArr, Val, BF16, F16, F32, M16N8K16, U16, U32,
+    FragA, FragB, FragC, KernelBuilder, MmaInput, MmaShapeKind, PackedHalf, Reg, Scalar, SharedArr,
+    Val, BF16, F16, F32, M16N8K16, U16, U32, U64,
 };
 
 /// Output rows per block.
@@ -91,15 +91,28 @@ pub trait TileElem: Scalar {
         b_at: &[Reg<U32>],
     );
 
-    /// Stores outputs `lo`, `hi` at elements `index` and `index + 1` (`index` even) of `out`,
-    /// rounded to `Self`.
-    fn store_pair(
+    /// Whether the mma needs its operands converted after they land in shared memory
+    /// ([`Self::round_landed`], then [`Self::multiply_landed_tile`]): tf32 only.
+    const ROUNDS_ON_LANDING: bool = false;
+
+    /// Rewrites in place, in the form the mma takes, the `elems` elements at `[addr+offset]`
+    /// this thread copied into a ring slot that has landed (tf32: `cvt.rna.tf32.f32` of each);
+    /// nothing for f16/bf16.
+    fn round_landed(_k: &mut KernelBuilder, _addr: Reg<U32>, _offset: i32, _elems: u32) {}
+
+    /// [`Self::multiply_tile`] of tiles [`Self::round_landed`] already converted.
+    fn multiply_landed_tile(
         k: &mut KernelBuilder,
-        out: GlobalPtr<Self>,
-        index: Reg<U32>,
-        lo: Reg<F32>,
-        hi: Reg<F32>,
-    );
+        acc: &mut [Accumulators<Self::Shape>],
+        a_at: Reg<U32>,
+        b_at: &[Reg<U32>],
+    ) {
+        Self::multiply_tile(k, acc, a_at, b_at)
+    }
+
+    /// Stores outputs `lo`, `hi`, rounded to `Self`, as the two elements at global byte
+    /// address `addr + offset` (aligned to the pair).
+    fn store_pair(k: &mut KernelBuilder, addr: Reg<U64>, offset: i32, lo: Reg<F32>, hi: Reg<F32>);
 }
 
 macro_rules! half_tile_elem {
@@ -124,17 +137,14 @@ macro_rules! half_tile_elem {
             /// One packed 32-bit word.
             fn store_pair(
                 k: &mut KernelBuilder,
-                out: GlobalPtr<Self>,
-                index: Reg<U32>,
+                addr: Reg<U64>,
+                offset: i32,
                 lo: Reg<F32>,
                 hi: Reg<F32>,
             ) {
-                let words = k.cast_ptr::<$t, U32>(out);
                 let pair = k.pack_f32_pair::<$t>(lo, hi);
                 let bits = k.pair_bits::<$t>(pair);
-                let word = k.shr(index, 1u32);
-                let addr = k.elem_addr(words, word);
-                k.st_global(addr, 0, bits);
+                k.st_global(addr, offset, bits);
             }
         }
     )*};
@@ -219,6 +229,17 @@ pub const fn pieces_per_thread(piece_bytes: u32) -> u32 {
     TILE_M * (TILE_K_BYTES / piece_bytes) / THREADS
 }
 
+/// Tile rows from one piece of a thread to its next ([`piece_slot_bytes`]).
+pub const fn piece_row_stride(piece_bytes: u32) -> u32 {
+    THREADS / (TILE_K_BYTES / piece_bytes)
+}
+
+/// Stage bytes from one piece of a thread to its next ([`piece_slot_bytes`]): the same for
+/// every piece, as every piece of a thread has the same column.
+pub const fn piece_stride_bytes(piece_bytes: u32) -> u32 {
+    piece_row_stride(piece_bytes) * ROW_BYTES
+}
+
 /// Piece `i` of [`pieces_per_thread`]`(piece_bytes)` of thread `tid`: its tile row, its first
 /// column and its byte offset within a stage. Piece `j = i · THREADS + tid` of the stage is
 /// piece `j mod (TILE_K_BYTES / piece_bytes)` of row `j / (TILE_K_BYTES / piece_bytes)`, so
@@ -284,6 +305,22 @@ pub fn run_ring(
     fill: FillFn<'_>,
     multiply: &mut dyn FnMut(&mut KernelBuilder, Reg<U32>),
 ) {
+    run_ring_landing(k, k_tiles, fill, None, multiply);
+}
+
+/// Works on ring slot `slot` once this thread's copies into it have landed.
+pub type LandedFn<'a> = &'a dyn Fn(&mut KernelBuilder, Reg<U32>);
+
+/// [`run_ring`] with `landed(k, slot)` run by every thread between the wait for the slot's
+/// copies and the barrier that publishes it, where a thread may rewrite what it copied itself
+/// (tf32 operands rounded once in shared memory: [`TileElem::round_landed`]).
+pub fn run_ring_landing(
+    k: &mut KernelBuilder,
+    k_tiles: impl Into<Val<U32>>,
+    fill: FillFn<'_>,
+    landed: Option<LandedFn<'_>>,
+    multiply: &mut dyn FnMut(&mut KernelBuilder, Reg<U32>),
+) {
     let k_tiles = k_tiles.into();
     k.comment("prologue: start the first stages");
     for s in 0..STAGES - 1 {
@@ -295,6 +332,11 @@ pub fn run_ring(
     k.for_range(0u32, k_tiles, 1u32, |k, tile| {
         k.comment("wait for this tile, then refill the slot freed last iteration");
         k.cp_async_wait_group(STAGES - 2);
+        let landed_slot = landed.map(|landed| {
+            let slot = k.rem(tile, STAGES);
+            landed(k, slot);
+            slot
+        });
         k.bar_sync();
         let next = k.add(tile, STAGES - 1);
         let present = k.setp_lt(next, k_tiles);
@@ -304,7 +346,7 @@ pub fn run_ring(
         });
         k.cp_async_commit();
         k.comment("multiply the tile on the tensor cores");
-        let slot = k.rem(tile, STAGES);
+        let slot = landed_slot.unwrap_or_else(|| k.rem(tile, STAGES));
         multiply(k, slot);
     });
     k.cp_async_wait_all();

@@ -38,11 +38,17 @@ impl KernelBuilder {
         offset: i32,
     ) -> (FragB<M16N8K8, TF32>, FragB<M16N8K8, TF32>) {
         let raw = self.ldmatrix_raw(LdmatrixCount::X4, false, addr, offset);
-        let tf32 = self.round_to_tf32(&raw);
-        (
-            FragB::from_ids(tf32[..2].to_vec()),
-            FragB::from_ids(tf32[2..].to_vec()),
-        )
+        b_pair(self.round_to_tf32(&raw))
+    }
+
+    /// [`Self::ldmatrix_tf32_b_pair`] of a tile whose elements already hold tf32 values (see
+    /// [`Self::ldmatrix_tf32_a_stored`]).
+    pub fn ldmatrix_tf32_b_pair_stored(
+        &mut self,
+        addr: Reg<U32>,
+        offset: i32,
+    ) -> (FragB<M16N8K8, TF32>, FragB<M16N8K8, TF32>) {
+        b_pair(self.ldmatrix_raw(LdmatrixCount::X4, false, addr, offset))
     }
 
     /// `cvt.rna.tf32.f32` of each 32-bit register (its bits read as an f32).
@@ -57,4 +63,12 @@ impl KernelBuilder {
             })
             .collect()
     }
+}
+
+/// The four registers of an x4 load as two B fragments.
+fn b_pair(regs: Vec<RegId>) -> (FragB<M16N8K8, TF32>, FragB<M16N8K8, TF32>) {
+    (
+        FragB::from_ids(regs[..2].to_vec()),
+        FragB::from_ids(regs[2..].to_vec()),
+    )
 }

@@ -98,3 +98,23 @@ pub(crate) fn warp_sum<A: Float>(k: &mut KernelBuilder, v: Reg<A>) -> Reg<A> {
 pub(crate) fn exp<A: Float>(k: &mut KernelBuilder, x: Reg<A>) -> Reg<A> {
     k.exp(x)
 }
+
+/// `e^(−x)` in the compute type: for f32 `ex2.approx(x · −log2 e)` (negation is exact, so
+/// this is [`exp`] of `−x` bit for bit, one instruction shorter).
+pub(crate) fn exp_neg<A: Float>(k: &mut KernelBuilder, x: Reg<A>) -> Reg<A> {
+    if acc_is_f64::<A>() {
+        let neg = k.neg(x);
+        return k.exp(neg);
+    }
+    let scaled = k.mul(x.retype::<F32>(), -std::f32::consts::LOG2_E);
+    k.ex2_approx(scaled).retype()
+}
+
+/// `x + 1` in the compute type, the 1 an immediate.
+pub(crate) fn add_one<A: Float>(k: &mut KernelBuilder, x: Reg<A>) -> Reg<A> {
+    if acc_is_f64::<A>() {
+        k.add(x.retype::<F64>(), 1.0f64).retype()
+    } else {
+        k.add(x.retype::<F32>(), 1.0f32).retype()
+    }
+}

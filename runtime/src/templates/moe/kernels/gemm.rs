@@ -561,13 +561,12 @@ pub(crate) fn store_outputs<T: MoeElem>(
     }
 }
 
-/// `silu(g) · u = g / (1 + e^(−g)) · u` in the compute type.
+/// `silu(g) · u = g / (1 + e^(−g)) · u` in the compute type (f32: `e^(−g)` as
+/// `ex2.approx(g · −log2 e)`, the same value as negating first).
 pub(crate) fn silu_times<A: Float>(k: &mut KernelBuilder, g: Reg<A>, u: Reg<A>) -> Reg<A> {
     use crate::ir::{Precision, Rounding};
-    let neg = k.neg(g);
-    let e = super::common::exp(k, neg);
-    let one = super::common::constant::<A>(k, 1.0);
-    let denom = k.add(e, one);
+    let e = super::common::exp_neg(k, g);
+    let denom = super::common::add_one(k, e);
     let s = k.div(g, denom, Precision::Rounded(Rounding::Rn));
     k.mul(s, u)
 }

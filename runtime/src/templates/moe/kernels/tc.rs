@@ -12,7 +12,12 @@
 //!   along the reduction, so they stage like A and give B fragments by untransposed `ldmatrix`.
 //!   SwiGLU's up-projection stages `W1[e]` and `W3[e]` beside one `X` tile and keeps two
 //!   accumulator sets; the epilogue forms `silu(h1) ⊙ h3` in f32.
-//! - **Copies** ([`copy_piece`]) are 16-byte `cp.async` pieces when the reduction length
+//! - **Rings**: every operand's ring lives in one shared array (slot-major), so each of a
+//!   thread's pieces sits at a constant offset from its first one, and 16-byte pieces keep
+//!   their global address outside the K loop (one `mad.wide` per piece and K tile). tf32
+//!   operands are rounded once where they land (each thread its own pieces, after
+//!   `cp.async.wait_group` and before the publishing barrier), not per fragment and warp.
+//! - **Copies** ([`copy_piece_from`]) are 16-byte `cp.async` pieces when the reduction length
 //!   (`H` for linear and up, `F` for down) is a multiple of 8, 8- or 4-byte ones when it is a
 //!   multiple of 4 or 2 (each copy aligned and wholly inside or outside its row), and element
 //!   by element for odd lengths; past the length the ring slot is zero, so ragged lengths stay
@@ -24,12 +29,12 @@
 //! - **Epilogue**: `out[offsets[e] + m0 + r, n0 + c]` for routed slots and in-range columns,
 //!   rounded once; column pairs are stored as one packed 32-bit word when `N` is even.
 
-use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, Scalar, SharedArr, F32, U32};
+use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, F32, U32, U64};
 use crate::dtype::DType;
 use crate::ir::VoteMode;
 use crate::templates::moe::MoeConfig;
-use crate::templates::staging::{copy_elems, copy_piece};
-use crate::templates::warp_mma::{self as tile, Accumulators, TileElem, WarpPos, TILE_M};
+use crate::templates::staging::{copy_elems, copy_piece_from};
+use crate::templates::warp_mma::{self as tile, Accumulators, LandedFn, TileElem, WarpPos, TILE_M};
 
 use super::common::{narrow, MoeElem};
 use super::gemm::{gathered_row, permuted_row, silu_times, weight_row, work_item, Schedule};
@@ -67,26 +72,91 @@ type Epilogue<'a> = &'a dyn Fn(&mut KernelBuilder, &[Reg<F32>]) -> Reg<F32>;
 /// One staged row of an operand: element index of its start and whether it exists.
 type Row = (Reg<U32>, Pred);
 
-/// One operand's ring and the rows this thread copies into it.
-struct Operand<T: Scalar> {
-    src: GlobalPtr<T>,
-    ring: SharedArr<T>,
-    rows: Vec<Row>,
+/// One piece this thread copies into every stage of one operand, to `[dst + offset]` of the
+/// slot ([`Ring`]).
+struct Piece {
+    source: Source,
+    row_ok: Pred,
+    /// `row_ok ? piece bytes : 0`, when every piece of the row lies inside it (whole K tiles).
+    src_bytes: Option<Reg<U32>>,
+    offset: i32,
 }
 
-/// The copies this thread makes per stage ([`tile::piece_slot_bytes`]): piece `i` is tile row
-/// `rows[i]`, columns `col..+elems`, at byte `slots[i]` of the stage (the same positions for
-/// every operand).
-struct Pieces {
-    elems: u32,
+/// Where a piece reads K tile `t`.
+enum Source {
+    /// 16-byte pieces (at most two per operand and thread), addressing hoisted out of the K
+    /// loop: `from + t · step` (`step` = the tile's bytes, 0 for a missing row, which keeps
+    /// reading the operand's first element with source size 0).
+    Hoisted { from: Reg<U64>, step: Reg<U32> },
+    /// Narrower pieces (up to 16 per operand and thread: hoisting them all would cost about
+    /// three registers each): element `base + t · TILE_K + col`, formed each stage.
+    Row { base: Reg<U32> },
+}
+
+/// The operands' rings in one shared array: ring slot `s` holds operand `o`'s tile at byte
+/// `(s · operands + o) · STAGE_BYTES`, so every piece of every operand sits at a constant
+/// offset from this thread's first piece (`dst`) within a slot.
+struct Ring {
+    operands: u32,
+    dst: Reg<U32>,
+}
+
+impl Ring {
+    /// Bytes of one ring slot (every operand's tile).
+    fn slot_bytes(&self) -> u32 {
+        self.operands * tile::STAGE_BYTES
+    }
+
+    /// This thread's first piece in ring slot `slot`.
+    fn piece_base(&self, k: &mut KernelBuilder, slot: Reg<U32>) -> Reg<U32> {
+        k.mad_lo(slot, self.slot_bytes(), self.dst)
+    }
+}
+
+/// Whether pieces of `piece_bytes` take [`Source::Hoisted`].
+fn hoisted(piece_bytes: u32) -> bool {
+    piece_bytes == tile::CHUNK_BYTES
+}
+
+/// The pieces this thread copies per stage of one operand whose rows are `rows`:
+/// piece `i` of row `rows[i]` at columns `col..`, byte `offset` of the slot.
+fn pieces<T: TileElem>(
+    k: &mut KernelBuilder,
+    src: GlobalPtr<T>,
+    rows: &[Row],
     col: Reg<U32>,
-    rows: Vec<Reg<U32>>,
-    slots: Vec<Reg<U32>>,
+    piece_bytes: u32,
+    whole_tiles: bool,
+    operand_offset: u32,
+) -> Vec<Piece> {
+    rows.iter()
+        .enumerate()
+        .map(|(i, &(base, row_ok))| {
+            let source = if hoisted(piece_bytes) {
+                let index = k.add(base, col);
+                let index = k.selp(index, 0u32, row_ok);
+                Source::Hoisted {
+                    from: k.elem_addr(src, index),
+                    step: k.selp(tile::TILE_K_BYTES, 0u32, row_ok),
+                }
+            } else {
+                Source::Row { base }
+            };
+            let offset = operand_offset + i as u32 * tile::piece_stride_bytes(piece_bytes);
+            Piece {
+                source,
+                row_ok,
+                src_bytes: whole_tiles.then(|| k.selp(piece_bytes, 0u32, row_ok)),
+                offset: offset as i32,
+            }
+        })
+        .collect()
 }
 
 /// The grouped GEMM of one work item: `acc[o] = A · B_oᵀ` over `len`, A rows from `a_row(r)`,
 /// B rows `W_o[e, n0 + r, :]`. Blocks whose tile holds no routed row (past the work list)
-/// skip the loop (a block-uniform branch).
+/// skip the loop (a block-uniform branch). tf32 operands are rounded once where they land
+/// ([`TileElem::round_landed`]: each thread its own pieces, before the publishing barrier).
 #[allow(clippy::too_many_arguments)]
 fn grouped_gemm<T: MoeElem + TileElem>(
     k: &mut KernelBuilder,
@@ -101,71 +171,102 @@ fn grouped_gemm<T: MoeElem + TileElem>(
 ) -> Vec<Accumulators<T::Shape>> {
     let bytes = T::TYPE.bytes();
     let elems = copy_elems(len, tile::CHUNK_BYTES / bytes);
-    let places: Vec<_> = (0..tile::pieces_per_thread(elems * bytes))
-        .map(|i| tile::piece_slot_bytes(k, tid, i, bytes, elems * bytes))
-        .collect();
-    let chunks = Pieces {
-        elems,
-        col: places[0].1,
-        rows: places.iter().map(|p| p.0).collect(),
-        slots: places.iter().map(|p| p.2).collect(),
-    };
-    k.comment("staged rows: gathered A rows, weight rows");
-    let a = Operand {
-        src: a_src,
-        ring: tile::ring::<T>(k, "a_ring"),
-        rows: chunks.rows.iter().map(|&r| a_row(k, r)).collect(),
-    };
-    let bs: Vec<Operand<T>> = b_srcs
-        .iter()
-        .enumerate()
-        .map(|(o, &src)| Operand {
-            src,
-            ring: tile::ring::<T>(k, &format!("b_ring{o}")),
-            rows: chunks
-                .rows
-                .iter()
-                .map(|&r| weight_row(k, item, n_total, len, r))
-                .collect(),
+    let piece_bytes = elems * bytes;
+    let (row0, col, at) = tile::piece_slot_bytes(k, tid, 0, bytes, piece_bytes);
+    let rows: Vec<Reg<U32>> = (0..tile::pieces_per_thread(piece_bytes))
+        .map(|i| match i {
+            0 => row0,
+            _ => k.add(row0, i * tile::piece_row_stride(piece_bytes)),
         })
         .collect();
+    let whole_tiles = len.is_multiple_of(T::TILE_K);
+    let hoisted = hoisted(piece_bytes);
+    k.comment("staged rows: gathered A rows, weight rows");
+    let a_rows: Vec<Row> = rows.iter().map(|&r| a_row(k, r)).collect();
+    let mut copies = vec![(
+        a_src,
+        pieces(k, a_src, &a_rows, col, piece_bytes, whole_tiles, 0),
+    )];
+    for (o, &src) in b_srcs.iter().enumerate() {
+        let b_rows: Vec<Row> = rows
+            .iter()
+            .map(|&r| weight_row(k, item, n_total, len, r))
+            .collect();
+        let offset = (1 + o as u32) * tile::STAGE_BYTES;
+        let b = pieces(k, src, &b_rows, col, piece_bytes, whole_tiles, offset);
+        copies.push((src, b));
+    }
+    let rings = k.shared_array::<T>(
+        "rings",
+        tile::STAGES * copies.len() as u32 * tile::STAGE_BYTES / bytes,
+    );
+    let rings = k.shared_base(rings);
+    let ring = Ring {
+        operands: copies.len() as u32,
+        dst: k.add(rings, at),
+    };
     let mut acc: Vec<Accumulators<T::Shape>> = b_srcs.iter().map(|_| T::zero_acc(k)).collect();
     let (a_lane, b_lane) = pos.fragment_offsets(k, bytes);
+    let a_lane = k.add(rings, a_lane);
+    let b_lanes: Vec<Reg<U32>> = (0..b_srcs.len() as u32)
+        .map(|o| {
+            let lane = k.add(rings, b_lane);
+            k.add(lane, (1 + o) * tile::STAGE_BYTES)
+        })
+        .collect();
     let fill = |k: &mut KernelBuilder, k_tile: Reg<U32>, slot: Reg<U32>| {
-        let k0 = k.mul_lo(k_tile, T::TILE_K);
-        let first = k.add(k0, chunks.col);
-        // With whole K tiles every piece lies inside its row: no column test.
-        let col_ok = (!len.is_multiple_of(T::TILE_K)).then(|| k.setp_lt(first, len));
-        for op in std::iter::once(&a).chain(&bs) {
-            let stage = tile::stage_base(k, op.ring, slot);
-            for (&(base, row_ok), &at) in op.rows.iter().zip(&chunks.slots) {
+        let dst = ring.piece_base(k, slot);
+        // The tile's first column, for narrow pieces and the column test; with whole K
+        // tiles every piece lies inside its row: no column test.
+        let first = (!whole_tiles || !hoisted).then(|| k.mad_lo(k_tile, T::TILE_K, col));
+        let col_ok = first
+            .filter(|_| !whole_tiles)
+            .map(|first| k.setp_lt(first, len));
+        for (src, pieces) in &copies {
+            for p in pieces {
                 let ok = match col_ok {
-                    Some(col_ok) => k.and_pred(row_ok, col_ok),
-                    None => row_ok,
+                    Some(col_ok) => k.and_pred(p.row_ok, col_ok),
+                    None => p.row_ok,
                 };
-                let index = k.add(base, first);
-                let dst = k.add(stage, at);
-                copy_piece(k, op.src, index, ok, dst, chunks.elems);
+                let from = match p.source {
+                    Source::Hoisted { from, step } => {
+                        let from = k.mad_wide(k_tile, step, from);
+                        match col_ok {
+                            Some(_) => k.selp(from, src.addr, ok),
+                            None => from,
+                        }
+                    }
+                    Source::Row { base } => {
+                        let first = first.expect("narrow pieces form their column each stage");
+                        let index = k.add(base, first);
+                        let index = k.selp(index, 0u32, ok);
+                        k.elem_addr(*src, index)
+                    }
+                };
+                copy_piece_from::<T>(k, from, ok, p.src_bytes, dst, p.offset, elems);
             }
         }
     };
+    let round = |k: &mut KernelBuilder, slot: Reg<U32>| {
+        k.comment("round this thread's landed pieces to tf32");
+        let at = ring.piece_base(k, slot);
+        for p in copies.iter().flat_map(|(_, pieces)| pieces) {
+            T::round_landed(k, at, p.offset, elems);
+        }
+    };
+    let landed: Option<LandedFn<'_>> = T::ROUNDS_ON_LANDING.then_some(&round);
     // The item was read from global memory, so the validator cannot know every lane holds the
     // same one; `vote.any` of a predicate that is in fact block-uniform restates it as a
     // visibly warp-uniform value for the branch around the mma loop.
     let has_rows = k.setp_lt(item.m0, item.count);
     let has_rows = k.vote(VoteMode::Any, has_rows);
     k.if_then(has_rows, |k| {
-        tile::run_ring(k, len.div_ceil(T::TILE_K), &fill, &mut |k, slot| {
-            let a_stage = tile::stage_base(k, a.ring, slot);
-            let a_at = k.add(a_stage, a_lane);
-            let b_at: Vec<Reg<U32>> = bs
-                .iter()
-                .map(|b| {
-                    let stage = tile::stage_base(k, b.ring, slot);
-                    k.add(stage, b_lane)
-                })
-                .collect();
-            T::multiply_tile(k, &mut acc, a_at, &b_at);
+        let k_tiles = len.div_ceil(T::TILE_K);
+        tile::run_ring_landing(k, k_tiles, &fill, landed, &mut |k, slot| {
+            let slot_at = k.mul_lo(slot, ring.slot_bytes());
+            let a_at = k.add(a_lane, slot_at);
+            let b_at: Vec<Reg<U32>> = b_lanes.iter().map(|&b| k.add(b, slot_at)).collect();
+            T::multiply_landed_tile(k, &mut acc, a_at, &b_at);
         });
     });
     acc
@@ -173,7 +274,8 @@ fn grouped_gemm<T: MoeElem + TileElem>(
 
 /// Stores `value(outputs of every accumulator set)` at `out[(offsets[e] + m0 + r) · N + n0 +
 /// c]` for routed slots and columns `< N`: packed pairs when `N` is even (then `c` even and
-/// `c + 1 < N` together), single elements otherwise.
+/// `c + 1 < N` together), single elements otherwise. The column tests are made once per
+/// column (they do not depend on the row) and each row's stores share one address.
 fn store<T: MoeElem + TileElem>(
     k: &mut KernelBuilder,
     pos: &WarpPos,
@@ -194,39 +296,48 @@ fn store<T: MoeElem + TileElem>(
                 .collect()
         })
         .collect();
+    // Columns `col0 + 8·ni + j` stored separately: j = 0 only for packed pairs.
+    let singles = if n_total.is_multiple_of(2) { 1 } else { 2 };
+    let col_ok: Vec<Vec<Pred>> = (0..tile::WARP_N_TILES)
+        .map(|ni| {
+            (0..singles)
+                .map(|j| {
+                    let c = k.add(col0, 8 * ni + j);
+                    k.setp_lt(c, n_total)
+                })
+                .collect()
+        })
+        .collect();
+    let bytes = T::TYPE.bytes() as i32;
     for mi in 0..tile::WARP_M_TILES as usize {
         for h in 0..2usize {
             let r = k.add(row0, 16 * mi as u32 + 8 * h as u32);
             let slot = k.add(item.m0, r);
             let slot_ok = k.setp_lt(slot, item.count);
             let row = k.add(item.out_start, slot);
-            let row_start = k.mul_lo(row, n_total);
-            for ni in 0..tile::WARP_N_TILES as usize {
-                let outputs: Vec<Reg<F32>> = (0..2)
-                    .map(|j| {
-                        let set: Vec<Reg<F32>> =
-                            regs.iter().map(|s| s[mi][ni][2 * h + j]).collect();
-                        value(k, &set)
-                    })
-                    .collect();
-                let n = k.add(col0, 8 * ni as u32);
-                if n_total.is_multiple_of(2) {
-                    let n_ok = k.setp_lt(n, n_total);
-                    let ok = k.and_pred(slot_ok, n_ok);
+            let first = k.mad_lo(row, n_total, col0);
+            let addr = k.elem_addr(out, first);
+            for (ni, col_ok) in col_ok.iter().enumerate() {
+                // Outputs are formed only where they are stored: the tile's padding rows and
+                // columns skip the epilogue's arithmetic.
+                let output = |k: &mut KernelBuilder, j: usize| {
+                    let set: Vec<Reg<F32>> = regs.iter().map(|s| s[mi][ni][2 * h + j]).collect();
+                    value(k, &set)
+                };
+                let at = |j: usize| (8 * ni + j) as i32 * bytes;
+                if singles == 1 {
+                    let ok = k.and_pred(slot_ok, col_ok[0]);
                     k.if_then(ok, |k| {
-                        let index = k.add(row_start, n);
-                        T::store_pair(k, out, index, outputs[0], outputs[1]);
+                        let (lo, hi) = (output(k, 0), output(k, 1));
+                        T::store_pair(k, addr, at(0), lo, hi);
                     });
                 } else {
-                    for (j, &v) in outputs.iter().enumerate() {
-                        let c = k.add(n, j as u32);
-                        let n_ok = k.setp_lt(c, n_total);
-                        let ok = k.and_pred(slot_ok, n_ok);
+                    for (j, &col_ok) in col_ok.iter().enumerate() {
+                        let ok = k.and_pred(slot_ok, col_ok);
                         k.if_then(ok, |k| {
+                            let v = output(k, j);
                             let stored = narrow::<T>(k, v.retype());
-                            let index = k.add(row_start, c);
-                            let addr = k.elem_addr(out, index);
-                            k.st_global(addr, 0, stored);
+                            k.st_global(addr, at(j), stored);
                         });
                     }
                 }
