@@ -2,6 +2,28 @@
 //! memory requests with the 32-byte sectors they touch (coalescing), shared-memory requests with
 //! their wavefronts (bank conflicts), and barriers; tensor-core `mma` instructions and FLOPs,
 //! `ldmatrix` requests with their wavefronts, and `cp.async` requests, sectors and bytes.
+//!
+//! # Shared-memory wavefronts: the phase model
+//!
+//! Shared memory has 32 banks of 4-byte words and serves at most 128 bytes per wavefront, so a
+//! warp's access of more than 4 bytes per lane is served in phases: the lanes are split into
+//! consecutive groups that move 128 bytes together ([`lanes_per_phase`]: the whole warp for
+//! accesses of up to 4 bytes, half-warps of 16 lanes for 8 bytes, quarter-warps of 8 lanes for
+//! 16 bytes), and bank conflicts arise only between lanes of the same phase. A request's
+//! wavefronts are the sum over its phases that have an active lane of the largest number of
+//! distinct 4-byte words one bank must serve for that phase (lanes touching the same word
+//! share it; at least 1 per phase). The minimum ([`min_wavefronts`]) is what a perfect spread
+//! of each phase's distinct words over the 32 banks would take, with the same phases.
+//!
+//! Basis: the split into half- and quarter-warp phases is the behaviour widely reported from
+//! Nsight Compute measurements (`l1tex__data_pipe_lsu_wavefronts_mem_shared`), not a statement
+//! of NVIDIA's documentation. The model is the conservative reading: it never counts fewer
+//! wavefronts than treating the warp as one 32-bank problem (each bank's distinct words over
+//! the warp are at most the sum of its words per phase), so a kernel cannot look
+//! conflict-free here while a phase is conflicted. A broadcast costs at least one wavefront
+//! per phase (a 16-byte broadcast to a full warp counts 4), which is what the measurements
+//! show outside the narrow cases where the hardware packs uniform addresses. `ldmatrix` is
+//! counted per 8×8 matrix: its eight 16-byte row addresses are one phase.
 
 use crate::decode::{Class, NUM_CLASSES};
 
@@ -120,9 +142,10 @@ pub struct Counters {
     pub global_store_bytes: u64,
     /// Warp-level shared-memory requests (loads, stores and atomics).
     pub shared_requests: u64,
+    /// Wavefronts of those requests, per phase ([`wavefronts`], the model in the module docs).
     pub shared_wavefronts: u64,
-    /// The fewest wavefronts those requests could take ([`min_wavefronts`]): 1 per request for
-    /// 4-byte accesses, 4 for a warp's 16-byte ones.
+    /// The fewest wavefronts those requests could take ([`min_wavefronts`]): 1 per phase with
+    /// an active lane (1 per request for a warp's 4-byte accesses, 4 for its 16-byte ones).
     pub shared_min_wavefronts: u64,
     /// Barrier instructions executed (per thread).
     pub barriers: u64,
@@ -267,7 +290,14 @@ pub fn distinct_bytes(spans: impl IntoIterator<Item = (u64, u64)>) -> u64 {
     total
 }
 
-/// The distinct 4-byte words a warp-level access of `size` bytes per lane touches.
+/// Lanes one shared-memory phase serves together when each lane accesses `size` bytes: a
+/// phase moves at most 128 bytes (32 banks of 4 bytes), so all 32 lanes for accesses of up to
+/// 4 bytes, half-warps of 16 for 8 bytes, quarter-warps of 8 for 16 bytes.
+pub fn lanes_per_phase(size: u64) -> usize {
+    (128 / size.clamp(4, 128)) as usize
+}
+
+/// The distinct 4-byte words the lanes of one phase touch, `size` bytes each.
 fn distinct_words(addrs: &[u64], size: u64) -> Vec<u64> {
     let mut words: Vec<u64> = Vec::with_capacity(addrs.len() * 4);
     for &a in addrs {
@@ -282,9 +312,10 @@ fn distinct_words(addrs: &[u64], size: u64) -> Vec<u64> {
     words
 }
 
-/// Shared-memory wavefronts of a warp-level access: the largest number of distinct 4-byte words
-/// any one of the 32 banks must serve (lanes reading the same word share it); at least 1.
-pub fn wavefronts(addrs: &[u64], size: u64) -> u64 {
+/// Wavefronts of one phase (`addrs` of its active lanes, or of the 8 rows of an `ldmatrix`
+/// matrix): the largest number of distinct 4-byte words any one of the 32 banks must serve
+/// (lanes touching the same word share it); at least 1.
+pub fn phase_wavefronts(addrs: &[u64], size: u64) -> u64 {
     let mut per_bank = [0u64; 32];
     for w in distinct_words(addrs, size) {
         per_bank[(w % 32) as usize] += 1;
@@ -292,12 +323,34 @@ pub fn wavefronts(addrs: &[u64], size: u64) -> u64 {
     per_bank.iter().copied().max().unwrap_or(0).max(1)
 }
 
-/// The fewest wavefronts the same access could take: its distinct words spread evenly over the
-/// 32 banks (4 for a warp's contiguous 16-byte accesses); at least 1.
-pub fn min_wavefronts(addrs: &[u64], size: u64) -> u64 {
-    (distinct_words(addrs, size).len() as u64)
-        .div_ceil(32)
-        .max(1)
+/// The addresses of each phase of a warp-level access that has an active lane (`lanes[l]` is
+/// lane `l`'s shared address, `None` when it does not take part).
+fn phases(lanes: &[Option<u64>; 32], size: u64) -> impl Iterator<Item = Vec<u64>> + '_ {
+    lanes
+        .chunks(lanes_per_phase(size))
+        .map(|phase| phase.iter().flatten().copied().collect::<Vec<u64>>())
+        .filter(|addrs| !addrs.is_empty())
+}
+
+/// Shared-memory wavefronts of a warp-level access: the sum over its phases of
+/// [`phase_wavefronts`] (see the module docs for the model); 0 when no lane is active.
+pub fn wavefronts(lanes: &[Option<u64>; 32], size: u64) -> u64 {
+    phases(lanes, size)
+        .map(|addrs| phase_wavefronts(&addrs, size))
+        .sum()
+}
+
+/// The fewest wavefronts the same access could take with the same phases: each phase's
+/// distinct words spread evenly over the 32 banks (1 per phase for a warp's contiguous
+/// accesses, so 4 for 16-byte ones); at least 1 per phase with an active lane.
+pub fn min_wavefronts(lanes: &[Option<u64>; 32], size: u64) -> u64 {
+    phases(lanes, size)
+        .map(|addrs| {
+            (distinct_words(&addrs, size).len() as u64)
+                .div_ceil(32)
+                .max(1)
+        })
+        .sum()
 }
 
 #[cfg(test)]
@@ -337,25 +390,148 @@ mod tests {
         assert_eq!(c.global_load_efficiency(), 160.0 / 256.0);
     }
 
+    /// Lane `l` of a full warp at `addr(l)`.
+    fn warp(addr: impl Fn(u64) -> u64) -> [Option<u64>; 32] {
+        std::array::from_fn(|l| Some(addr(l as u64)))
+    }
+
     #[test]
     fn banks() {
-        let contiguous: Vec<u64> = (0..32).map(|i| 4 * i).collect();
+        let contiguous = warp(|l| 4 * l);
         assert_eq!(wavefronts(&contiguous, 4), 1);
-        let broadcast: Vec<u64> = vec![0; 32];
-        assert_eq!(wavefronts(&broadcast, 4), 1);
-        let two_way: Vec<u64> = (0..32).map(|i| 8 * i).collect();
-        assert_eq!(wavefronts(&two_way, 4), 2);
-        let column: Vec<u64> = (0..32).map(|i| 128 * i).collect();
+        assert_eq!(wavefronts(&warp(|_| 0), 4), 1);
+        assert_eq!(wavefronts(&warp(|l| 8 * l), 4), 2);
+        let column = warp(|l| 128 * l);
         assert_eq!(wavefronts(&column, 4), 32);
         assert_eq!(min_wavefronts(&column, 4), 1);
-        // A warp's contiguous 16-byte accesses: 512 bytes, 4 words per bank, as few as possible.
-        let vector: Vec<u64> = (0..32).map(|i| 16 * i).collect();
+        // A warp's contiguous 16-byte accesses: 4 quarter-warps of 128 bytes, one each.
+        let vector = warp(|l| 16 * l);
         assert_eq!(
             (wavefronts(&vector, 16), min_wavefronts(&vector, 16)),
             (4, 4)
         );
-        // Rows 32 words apart: every lane's 4 words in the same 4 banks.
-        let rows: Vec<u64> = (0..32).map(|i| 128 * i).collect();
+        // Rows 32 words apart: each quarter-warp's 8 lanes in the same 4 banks.
+        let rows = warp(|l| 128 * l);
         assert_eq!((wavefronts(&rows, 16), min_wavefronts(&rows, 16)), (32, 4));
+    }
+
+    /// Lane `l` reads 4 floats of row `l % 4` at column `4 · (l / 4)`, rows `stride` floats
+    /// apart: a quarter-warp reads 2 column quads of all 4 rows.
+    fn quads_of_four_rows(stride: u64) -> [Option<u64>; 32] {
+        warp(|l| 4 * (stride * (l % 4) + 4 * (l / 4)))
+    }
+
+    #[test]
+    fn v4_rows_of_128_floats_conflict_per_quarter_warp() {
+        // Every row starts in bank 0: a quarter-warp's 4 rows put 4 words in each of its 8
+        // banks. The whole warp spreads 128 words as 4 per bank, the minimum, so only the
+        // phases show the conflict.
+        let unpadded = quads_of_four_rows(128);
+        assert_eq!(
+            (wavefronts(&unpadded, 16), min_wavefronts(&unpadded, 16)),
+            (16, 4)
+        );
+        // Rows of 136 floats start 8 banks apart: each quarter-warp covers the 32 banks once.
+        let padded = quads_of_four_rows(136);
+        assert_eq!(
+            (wavefronts(&padded, 16), min_wavefronts(&padded, 16)),
+            (4, 4)
+        );
+    }
+
+    #[test]
+    fn v2_conflicts_per_half_warp() {
+        // Lane `l` reads 2 floats of row `l % 2` at column `2 · (l / 2)`: a half-warp reads 16
+        // banks of both rows.
+        let pairs = |stride: u64| warp(|l| 4 * (stride * (l % 2) + 2 * (l / 2)));
+        assert_eq!(
+            (wavefronts(&pairs(32), 8), min_wavefronts(&pairs(32), 8)),
+            (4, 2)
+        );
+        // Rows 48 floats apart start 16 banks apart: a half-warp covers the 32 banks once.
+        assert_eq!(
+            (wavefronts(&pairs(48), 8), min_wavefronts(&pairs(48), 8)),
+            (2, 2)
+        );
+        let contiguous = warp(|l| 8 * l);
+        assert_eq!(wavefronts(&contiguous, 8), 2);
+    }
+
+    #[test]
+    fn broadcasts_share_a_word_within_each_phase() {
+        let broadcast = warp(|_| 64);
+        assert_eq!(
+            (wavefronts(&broadcast, 4), min_wavefronts(&broadcast, 4)),
+            (1, 1)
+        );
+        assert_eq!(
+            (wavefronts(&broadcast, 8), min_wavefronts(&broadcast, 8)),
+            (2, 2)
+        );
+        assert_eq!(
+            (wavefronts(&broadcast, 16), min_wavefronts(&broadcast, 16)),
+            (4, 4)
+        );
+        // Lane pairs reading the same 16 bytes: a quarter-warp reads 64 distinct bytes.
+        let pairs = warp(|l| 16 * (l / 2));
+        assert_eq!(wavefronts(&pairs, 16), 4);
+    }
+
+    #[test]
+    fn inactive_lanes_and_phases_take_no_wavefront() {
+        let first_quarter: [Option<u64>; 32] =
+            std::array::from_fn(|l| (l < 8).then(|| 16 * l as u64));
+        assert_eq!(
+            (
+                wavefronts(&first_quarter, 16),
+                min_wavefronts(&first_quarter, 16)
+            ),
+            (1, 1)
+        );
+        // Lanes 0 and 8 of two rows 512 bytes apart: different quarter-warps, 1 each; lanes 0
+        // and 1 of the same rows: one quarter-warp, 2-way conflicted.
+        let mut apart = [None; 32];
+        (apart[0], apart[8]) = (Some(0), Some(512));
+        let mut together = [None; 32];
+        (together[0], together[1]) = (Some(0), Some(512));
+        assert_eq!((wavefronts(&apart, 16), wavefronts(&together, 16)), (2, 2));
+        assert_eq!(
+            (min_wavefronts(&apart, 16), min_wavefronts(&together, 16)),
+            (2, 1)
+        );
+        assert_eq!(wavefronts(&[None; 32], 16), 0);
+    }
+
+    /// The phase model never reports fewer wavefronts, or a lower minimum, than counting the
+    /// warp's lanes as one 32-bank problem (each bank's words of the warp are the sum of its
+    /// words per phase, at most the sum of the phases' maxima).
+    #[test]
+    fn phases_never_count_below_the_whole_warp() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..4000 {
+            let size = [1, 2, 4, 8, 16][(next() % 5) as usize];
+            let span = [64, 512, 4096][(next() % 3) as usize];
+            let mask = next();
+            let lanes: [Option<u64>; 32] = std::array::from_fn(|l| {
+                let address = (next() % span) / size * size;
+                (mask >> l & 1 == 1).then_some(address)
+            });
+            let active: Vec<u64> = lanes.iter().flatten().copied().collect();
+            if active.is_empty() {
+                continue;
+            }
+            let whole_warp = phase_wavefronts(&active, size);
+            let whole_warp_min = (distinct_words(&active, size).len() as u64).div_ceil(32);
+            let (w, min) = (wavefronts(&lanes, size), min_wavefronts(&lanes, size));
+            assert!(w >= whole_warp, "{lanes:?} × {size}: {w} < {whole_warp}");
+            assert!(min >= whole_warp_min.max(1), "{lanes:?} × {size}: {min}");
+            assert!(w >= min, "{lanes:?} × {size}: {w} < minimum {min}");
+        }
     }
 }

@@ -32,7 +32,9 @@ impl<G: GlobalSpace> Engine<'_, G> {
         exec: u32,
     ) {
         let mut gaddrs: [u64; WARP] = [0; WARP];
-        let mut saddrs: [u64; WARP] = [0; WARP];
+        // Shared address of each active lane, by lane: the wavefront counters group lanes into
+        // phases.
+        let mut saddrs: [Option<u64>; WARP] = [None; WARP];
         let (mut ng, mut ns) = (0usize, 0usize);
         let (bytes, is_load) = match inst.op {
             Op::Ld { n, size, .. } => (u64::from(n) * u64::from(size), true),
@@ -68,7 +70,7 @@ impl<G: GlobalSpace> Engine<'_, G> {
                     }
                 }
                 Region::Shared(off) => {
-                    saddrs[ns] = off;
+                    saddrs[l] = Some(off);
                     ns += 1;
                     if is_store {
                         stores.push(SHARED_WINDOW + off, l);
@@ -174,9 +176,9 @@ impl<G: GlobalSpace> Engine<'_, G> {
         }
         if ns > 0 {
             self.counters.shared_requests += 1;
-            let (addrs, size) = (&saddrs[..ns], bytes.min(16));
-            self.counters.shared_wavefronts += wavefronts(addrs, size);
-            self.counters.shared_min_wavefronts += min_wavefronts(addrs, size);
+            let size = bytes.min(16);
+            self.counters.shared_wavefronts += wavefronts(&saddrs, size);
+            self.counters.shared_min_wavefronts += min_wavefronts(&saddrs, size);
         }
     }
 

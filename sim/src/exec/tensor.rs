@@ -13,7 +13,7 @@
 use super::global::GlobalSpace;
 use super::memops::Region;
 use super::{lanes, BlockCtx, Engine, Warp, WARP};
-use crate::counters::wavefronts;
+use crate::counters::phase_wavefronts;
 use crate::decode::{Inst, Op};
 use crate::findings::{AccessKind, FindingKind};
 use crate::sem::mma::Frag;
@@ -129,7 +129,7 @@ impl<G: GlobalSpace> Engine<'_, G> {
         self.counters.ldmatrix_matrices += u64::from(num);
         for (m, &n) in known.iter().enumerate().take(usize::from(num)) {
             if n > 0 {
-                self.counters.ldmatrix_wavefronts += wavefronts(&offs[m][..n], 16);
+                self.counters.ldmatrix_wavefronts += phase_wavefronts(&offs[m][..n], 16);
             }
         }
     }

@@ -250,8 +250,10 @@ pub fn section(md: &mut String) -> Result<()> {
          and store efficiency (distinct bytes used ÷ 32-byte sectors moved, request by request; \
          loads cover `ld.global` and `cp.async`, lanes reading one address count once), sectors \
          per load request, shared-memory wavefronts per \
-         request (1.0 = no bank conflicts; counted over the whole kernel, staging stores \
-         included) and barriers executed. Command: `cargo xtask bench`.\n\n",
+         request (1.0 = no bank conflicts for 4-byte accesses; counted over the whole kernel, \
+         staging stores included; wavefronts per phase: half-warps for 8-byte accesses, \
+         quarter-warps for 16-byte ones, the interpreter's conservative model) and barriers \
+         executed. Command: `cargo xtask bench`.\n\n",
     );
     md.push_str("| scenario | entry | grid × block | instructions | load eff. | store eff. | sectors/load req. | smem wavefronts/req. | barriers |\n");
     md.push_str("|---|---|---|---|---|---|---|---|---|\n");
@@ -558,9 +560,10 @@ pub fn tensor_core_section(md: &mut String) -> Result<()> {
          finding; the numerics tests check these kernels against an f64 reference). Instructions \
          are dynamic thread-instructions (a warp-wide `mma` counts 32); ldmatrix wavefronts per \
          request are 4 for a conflict-free x4 (the sm_75 m16n8k8 kernel mixes x2 and x1: 1.33); \
-         smem wavefronts per request are the ordinary shared loads and stores (16-byte \
-         `ld/st.shared.v4` need at least 4: the sm_75 kernel's staging, the tf32 kernel's B \
-         fragments and its in-place tf32 rounding). Command: `cargo xtask bench`.\n"
+         smem wavefronts per request are the ordinary shared loads and stores, counted per \
+         phase (a 16-byte `ld/st.shared.v4` is four quarter-warps of 8 lanes, so it needs at \
+         least 4: the sm_75 kernel's staging, the tf32 kernel's B fragments and its in-place \
+         tf32 rounding). Command: `cargo xtask bench`.\n"
     );
     md.push_str("| entry | target | instr/output | tensor-core share | mma | ldmatrix wavefronts/req | cp.async req (bytes) | smem wavefronts/req | barriers |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for (arch, r) in &rows {

@@ -2,8 +2,9 @@
 //! same launch on sm_70 (no tensor cores) and on sm_80 (what the family chooses there), in the
 //! interpreter with every check on; then the same jobs in f32 with `allow_tf32` on sm_80 (tf32
 //! tensor cores). Per entry: thread-instructions per output, the tensor-core share, `ldmatrix`
-//! wavefronts per 8×8 matrix, shared wavefronts per request, global load efficiency, and the
-//! registers and spills ptxas reports for that entry on that target.
+//! wavefronts per 8×8 matrix, shared wavefronts ÷ their minimum (counted per phase, see
+//! `ptxforge_sim::counters`), global load efficiency, and the registers and spills ptxas
+//! reports for that entry on that target.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -353,7 +354,9 @@ pub fn section(md: &mut String, ptxas: &Path, scratch: &Path) -> Result<()> {
          thread-instructions per output element of that entry (a warp-wide `mma` counts 32); \
          ldmatrix is wavefronts per 8×8 matrix (1.00 = conflict-free); smem is the ordinary \
          shared requests' wavefronts ÷ the fewest they could take (1.00 = conflict-free, \
-         whatever the access width); load eff. is the distinct bytes global loads and \
+         whatever the access width; conflicts counted per phase: the warp for 4-byte accesses, \
+         half-warps for 8-byte, quarter-warps for 16-byte, the interpreter's conservative \
+         model); load eff. is the distinct bytes global loads and \
          `cp.async` copies used ÷ the 32-byte sectors they moved, request by request (1.00 = \
          every sector wholly used); registers (spilled bytes) from `ptxas -v` for that entry on that target. Command: \
          `cargo xtask bench`.\n\n",
