@@ -9,7 +9,9 @@
 //!
 //! Bank use: a warp holds 4 consecutive `ty`; their A rows are 20 words apart, so the four
 //! quads sit on bank groups 0, 20, 8, 28 (mod 32) and never conflict; the eight `tx` of a B read
-//! cover 32 consecutive words. Staging stores are `st.shared.v4` at the 4-wavefront minimum.
+//! cover 32 consecutive words. Staging stores are `st.shared.v4` at the 4-wavefront minimum:
+//! a warp stages 8 whole A rows, each quarter-warp one quad column of all 8 (rows 20 words
+//! apart start on 8 distinct bank groups), and B rows as they lie.
 //!
 //! Global traffic: every copy moves a 16-byte quad (`ld.global.nc.v4`) when the block's whole
 //! tile lies inside the matrices and `K`, `N` are multiples of 4 (rows start 16-byte aligned);
@@ -17,7 +19,7 @@
 //! stored as quads under the same rule, element by element at the edges.
 
 use super::index_bound::sample_kernel;
-use super::GemmParams;
+use super::{staged_chunk, GemmParams};
 use crate::arch::Arch;
 use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, SharedArr, F32, U32, U64};
 use crate::ir::CmpOp;
@@ -56,8 +58,8 @@ struct Gemm {
     b_tile: SharedArr<F32>,
     a_quads: Vec<Quad>,
     b_quads: Vec<Quad>,
-    /// This thread's K coordinate inside a staged tile: A quads start at column `4·(tid % 4)`,
-    /// B quads at row `tid / 16` (plus each quad's `k_offset`).
+    /// This thread's K coordinate inside a staged tile: A quads start at column
+    /// `4·(tid % 32 / 8)`, B quads at row `tid / 16` (plus each quad's `k_offset`).
     a_k: Reg<U32>,
     b_k: Reg<U32>,
     /// The block's tile lies inside C and K, N are multiples of 4: quads everywhere.
@@ -101,11 +103,10 @@ fn setup(k: &mut KernelBuilder) -> Gemm {
         let bx = k.ctaid_x();
         k.mul_lo(bx, GEMM_TILE)
     };
-    // Quad `tid + 64·i` of the 64 × 16 A tile (4 quads per row) and of the 16 × 64 B tile
-    // (16 quads per row).
+    // Quad `tid + 64·i` of the 64 × 16 A tile (4 quads per row, dealt column-major within
+    // each warp: `staged_chunk`) and of the 16 × 64 B tile (16 quads per row).
     let a_per_row = GEMM_TILE_K / QUAD;
-    let a_row = k.shr(tid, a_per_row.trailing_zeros());
-    let a_quad = k.and(tid, a_per_row - 1);
+    let (a_row, a_quad) = staged_chunk(k, tid, a_per_row);
     let a_k = k.mul_lo(a_quad, QUAD);
     let b_per_row = GEMM_TILE / QUAD;
     let b_k = k.shr(tid, b_per_row.trailing_zeros());

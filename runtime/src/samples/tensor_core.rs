@@ -32,7 +32,7 @@ pub(super) use tf32_gemm::gemm_m16n8k8_tf32;
 pub use tf32_gemm::TF32_TILING;
 
 use super::index_bound::sample_kernel;
-use super::{GemmParams, GemmTiling};
+use super::{staged_chunk, GemmParams, GemmTiling};
 use crate::arch::Arch;
 use crate::builder::{
     FragA, FragB, FragC, GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Pred, Reg, Scalar,
@@ -141,7 +141,9 @@ struct Gemm<T: Scalar> {
 
 /// Where one of this thread's 16-byte copy chunks sits, fixed for the whole K loop: chunk
 /// `c = tid + i · threads` of a tile with `per_row` chunks per row is at tile row
-/// `c / per_row`, column `8 · (c % per_row)`.
+/// `c / per_row`, chunk column `c % per_row`, except in tiles narrower than 8 chunks, where
+/// each warp's 32 chunks (the same `32 / per_row` whole rows) are dealt column-major (see
+/// [`staged_chunk`](super::staged_chunk)).
 struct ChunkPlace {
     /// The global coordinate that does not move with K (A: the row, B: the column).
     fixed: Reg<U32>,
@@ -166,8 +168,7 @@ impl ChunkPlace {
         (0..tile_rows * per_row / threads)
             .map(|i| {
                 let c = k.add(tid, i * threads);
-                let row = k.div_int(c, per_row);
-                let chunk = k.rem(c, per_row);
+                let (row, chunk) = staged_chunk(k, c, per_row);
                 let col = k.mul_lo(chunk, chunk_elems::<T>());
                 let slot = k.mad_lo(row, stride, col);
                 let slot_bytes = k.mul_lo(slot, T::TYPE.bytes());
