@@ -232,30 +232,6 @@ impl<T: Scalar> GemmParams<T> {
     }
 }
 
-/// Tile `(row, chunk column)` of 16-byte staging chunk `c` (`c % 32` the lane that copies it)
-/// in a shared tile of `per_row` chunks per row.
-///
-/// A `st.shared.v4` (or an in-place pass's `ld`/`st.shared.v4`) is served in quarter-warps
-/// of 8 lanes. Dealt row-major, a tile narrower than 8 chunks would give a quarter-warp
-/// `8 / per_row` rows of one 16-byte column span each, and with rows padded for `ldmatrix`
-/// (80 bytes: 20 words) two rows 20 words apart overlap in 4 banks: 2-way conflicts. So
-/// there each warp's 32 chunks, still the same `32 / per_row` whole rows (the same global
-/// sectors per request), are dealt column-major: lane `l` takes row `l % (32 / per_row)`,
-/// chunk `l / (32 / per_row)`, and a quarter-warp reads one chunk column of 8 consecutive rows,
-/// which start on 8 distinct 4-bank groups exactly when an `ldmatrix` phase's rows do.
-fn staged_chunk(k: &mut KernelBuilder, c: Reg<U32>, per_row: u32) -> (Reg<U32>, Reg<U32>) {
-    if per_row >= 8 {
-        return (k.div_int(c, per_row), k.rem(c, per_row));
-    }
-    let rows_per_warp = 32 / per_row;
-    let lane = k.and(c, 31u32);
-    let warp_first = k.sub(c, lane);
-    let warp_row = k.div_int(warp_first, per_row);
-    let row_in_warp = k.rem(lane, rows_per_warp);
-    let row = k.add(warp_row, row_in_warp);
-    (row, k.div_int(lane, rows_per_warp))
-}
-
 /// A module holding one sample, for `arch`.
 pub fn sample_module(sample: &Sample, arch: Arch) -> Result<String, ValidationErrors> {
     ModuleBuilder::new(arch).kernel((sample.build)(arch)).emit()

@@ -745,13 +745,14 @@ fn expert_gemm_counters() {
             let minimum = conflict_free_wavefronts_per_request(tile_k, b_tiles, halves);
             eprintln!(
                 "{what} {}: operand load efficiency {:.3} ({} requests), all loads {:.3}, \
-                 store efficiency {:.3}, shared wavefronts/request {:.3}",
+                 store efficiency {:.3}, shared wavefronts/request {:.3} (× the fewest {:.3})",
                 rec.entry,
                 efficiency,
                 requests,
                 c.global_load_efficiency(),
                 c.global_store_efficiency(),
-                wavefronts
+                wavefronts,
+                c.shared_bank_conflict_factor()
             );
             assert!(efficiency >= 0.85, "{what} {}: {efficiency}", rec.entry);
             assert!(
@@ -768,24 +769,25 @@ fn expert_gemm_counters() {
 const WORK_ITEM_LOADS: u64 = 5;
 
 /// Shared wavefronts per request of the expert GEMM's layout without bank conflicts, per
-/// staged tile of `tile_k` columns with `b_tiles` weight tiles. f32 compute (`tile_k` 32): per
-/// `kk` one `ld.shared.v4` of `A` (2 distinct quads per warp: 1 wavefront) and one of each `B`
-/// (16 quads, 256 bytes: 2 wavefronts); staging: 2 passes × 4 scalar stores per tile (1 each;
-/// 2 for `halves`, whose 8-byte quads put 4 per row in a warp: a 2-way conflict).
-/// f64 compute (`tile_k` 16): per `kk` 4 scalar reads of `A` and of each `B` (1 each); staging 2
-/// passes × 2 stores of 8 bytes per tile (32 lanes × 8 bytes: 2 wavefronts each).
+/// staged tile of `tile_k` columns with `b_tiles` weight tiles, counted per phase (a warp for
+/// 4-byte accesses, half-warps for 8-byte ones, quarter-warps for 16-byte ones). f32 compute
+/// (`tile_k` 32): per `kk` one `ld.shared.v4` of `A` and one of each `B` (4 quarter-warps,
+/// each at most 8 distinct quads on distinct banks: 4 wavefronts); staging: 2 passes × 4
+/// scalar stores per tile (1 each; 2 for `halves`, whose 8-byte quads put 4 per row in a warp:
+/// a 2-way conflict). f64 compute (`tile_k` 16): per `kk` 4 scalar 8-byte reads of `A` and of
+/// each `B` (2 half-warps: 2 each); staging 2 passes × 2 stores of 8 bytes per tile (2 each).
 fn conflict_free_wavefronts_per_request(tile_k: u64, b_tiles: u64, halves: bool) -> f64 {
     let tiles = 1 + b_tiles;
     let per_store = if halves { 2 } else { 1 };
     let (requests, wavefronts) = if tile_k == 32 {
         (
             tile_k * tiles + tiles * 2 * 4,
-            tile_k * (1 + 2 * b_tiles) + tiles * 2 * 4 * per_store,
+            tile_k * tiles * 4 + tiles * 2 * 4 * per_store,
         )
     } else {
         (
             tile_k * 4 * tiles + tiles * 2 * 2,
-            tile_k * 4 * tiles + tiles * 2 * 2 * 2,
+            tile_k * 4 * tiles * 2 + tiles * 2 * 2 * 2,
         )
     };
     wavefronts as f64 / requests as f64

@@ -19,10 +19,11 @@
 //! stored as quads under the same rule, element by element at the edges.
 
 use super::index_bound::sample_kernel;
-use super::{staged_chunk, GemmParams};
+use super::GemmParams;
 use crate::arch::Arch;
 use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, SharedArr, F32, U32, U64};
 use crate::ir::CmpOp;
+use crate::templates::warp_mma::staged_chunk;
 
 /// Output rows and columns per block.
 pub const GEMM_TILE: u32 = 64;

@@ -32,13 +32,14 @@ pub(super) use tf32_gemm::gemm_m16n8k8_tf32;
 pub use tf32_gemm::TF32_TILING;
 
 use super::index_bound::sample_kernel;
-use super::{staged_chunk, GemmParams, GemmTiling};
+use super::{GemmParams, GemmTiling};
 use crate::arch::Arch;
 use crate::builder::{
     FragA, FragB, FragC, GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Pred, Reg, Scalar,
     SharedArr, BF16, F16, F32, M16N8K16, M16N8K8, TF32, U32, U64,
 };
 use crate::ir::CacheLevel;
+use crate::templates::warp_mma::staged_chunk;
 
 /// Output rows per block.
 pub const TC_TILE_M: u32 = 64;
@@ -143,7 +144,7 @@ struct Gemm<T: Scalar> {
 /// `c = tid + i · threads` of a tile with `per_row` chunks per row is at tile row
 /// `c / per_row`, chunk column `c % per_row`, except in tiles narrower than 8 chunks, where
 /// each warp's 32 chunks (the same `32 / per_row` whole rows) are dealt column-major (see
-/// [`staged_chunk`](super::staged_chunk)).
+/// [`staged_chunk`]).
 struct ChunkPlace {
     /// The global coordinate that does not move with K (A: the row, B: the column).
     fixed: Reg<U32>,

@@ -221,7 +221,7 @@ pub fn chunk_slot_bytes(
     i: u32,
     elem_bytes: u32,
 ) -> (Reg<U32>, Reg<U32>, Reg<U32>) {
-    piece_slot_bytes(k, tid, i, elem_bytes, CHUNK_BYTES)
+    piece_slot_bytes(k, (tid, i), elem_bytes, CHUNK_BYTES, Dealing::RowMajor)
 }
 
 /// Pieces of `piece_bytes` (16, 8, 4 or 2) of one operand stage each thread copies.
@@ -249,19 +249,62 @@ pub const fn piece_stride_bytes(piece_bytes: u32) -> u32 {
 /// a thread has the same column.
 pub fn piece_slot_bytes(
     k: &mut KernelBuilder,
-    tid: Reg<U32>,
-    i: u32,
+    (tid, i): (Reg<U32>, u32),
     elem_bytes: u32,
     piece_bytes: u32,
+    dealing: Dealing,
 ) -> (Reg<U32>, Reg<U32>, Reg<U32>) {
     let per_row = TILE_K_BYTES / piece_bytes;
     let piece = k.add(tid, i * THREADS);
-    let row = k.shr(piece, per_row.trailing_zeros());
-    let in_row = k.and(piece, per_row - 1);
+    let (row, in_row) = match dealing {
+        Dealing::RowMajor => {
+            let row = k.shr(piece, per_row.trailing_zeros());
+            (row, k.and(piece, per_row - 1))
+        }
+        Dealing::QuarterWarpColumns => staged_chunk(k, piece, per_row),
+    };
     let col = k.mul_lo(in_row, piece_bytes / elem_bytes);
     let slot = k.mad_lo(row, ROW_BYTES / elem_bytes, col);
     let slot_bytes = k.mul_lo(slot, elem_bytes);
     (row, col, slot_bytes)
+}
+
+/// How the lanes of a warp share out the pieces of the rows it copies ([`piece_slot_bytes`]);
+/// either way a warp copies whole rows and every piece of a thread has the same column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dealing {
+    /// Consecutive lanes take consecutive pieces of a row.
+    RowMajor,
+    /// 16-byte pieces dealt by [`staged_chunk`] (each quarter-warp one chunk column of 8
+    /// rows), narrower ones row-major: for callers that read and rewrite their own pieces in
+    /// shared memory after they land (tf32 rounding, [`TileElem::round_landed`]), whose
+    /// `ld`/`st.shared.v4` would otherwise meet two rows 20 words apart per quarter-warp
+    /// (2-way bank conflicts).
+    QuarterWarpColumns,
+}
+
+/// Tile `(row, chunk column)` of 16-byte staging chunk `c` (`c % 32` the lane that copies it)
+/// in a shared tile of `per_row` chunks per row.
+///
+/// A `st.shared.v4` (or an in-place pass's `ld`/`st.shared.v4`) is served in quarter-warps
+/// of 8 lanes. Dealt row-major, a tile narrower than 8 chunks would give a quarter-warp
+/// `8 / per_row` rows of one 16-byte column span each, and with rows padded for `ldmatrix`
+/// (80 bytes: 20 words) two rows 20 words apart overlap in 4 banks: 2-way conflicts. So
+/// there each warp's 32 chunks, still the same `32 / per_row` whole rows (the same global
+/// sectors per request), are dealt column-major: lane `l` takes row `l % (32 / per_row)`,
+/// chunk `l / (32 / per_row)`, and a quarter-warp reads one chunk column of 8 consecutive rows,
+/// which start on 8 distinct 4-bank groups exactly when an `ldmatrix` phase's rows do.
+pub fn staged_chunk(k: &mut KernelBuilder, c: Reg<U32>, per_row: u32) -> (Reg<U32>, Reg<U32>) {
+    if per_row >= 8 {
+        return (k.div_int(c, per_row), k.rem(c, per_row));
+    }
+    let rows_per_warp = 32 / per_row;
+    let lane = k.and(c, 31u32);
+    let warp_first = k.sub(c, lane);
+    let warp_row = k.div_int(warp_first, per_row);
+    let row_in_warp = k.rem(lane, rows_per_warp);
+    let row = k.add(warp_row, row_in_warp);
+    (row, k.div_int(lane, rows_per_warp))
 }
 
 /// Shared byte address of ring slot `slot` of `tiles` ([`STAGES`] × [`STAGE_BYTES`]).
