@@ -148,12 +148,28 @@ fn tf32_gemm_cost() {
         &launches,
         &[("moe_expert_linear", 44.0)],
     );
+    assert_rounding_conflict_free(&launches);
     let launches = expert_launches::<f32>(&swiglu(DType::F32, true), 256, |v| v);
     let bounds = [
         ("moe_expert_swiglu_up", 56.0),
         ("moe_expert_swiglu_down", 34.0),
     ];
     assert_within("swiglu tf32", &launches, &bounds);
+    assert_rounding_conflict_free(&launches);
+}
+
+/// The in-place tf32 rounding's `ld`/`st.shared.v4` (each thread its own landed pieces) take
+/// the fewest wavefronts their quarter-warps allow: each quarter-warp holds one chunk column
+/// of 8 rows, whose padded rows start on distinct bank groups.
+fn assert_rounding_conflict_free(launches: &[(LaunchRecord, u64)]) {
+    for (rec, _) in launches {
+        let factor = rec.counters.shared_bank_conflict_factor();
+        assert!(
+            (factor - 1.0).abs() < 1e-9,
+            "{}: {factor:.3} × the fewest shared wavefronts",
+            rec.entry
+        );
+    }
 }
 
 /// bf16 SwiGLU experts on `mma.m16n8k16`: held to their measured cost (56.1 / 26.0 before
