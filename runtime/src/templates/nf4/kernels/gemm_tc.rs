@@ -27,7 +27,7 @@
 //! reading its block's slot.
 
 use super::absmax_window::AbsmaxWindow;
-use super::tc::{absmax_clamped, CodeWindow, Pipeline, TC_K, W_STRIDE};
+use super::tc::{absmax_clamped, CodeWindow, Pipeline, Shape, TC_K, W_STRIDE};
 use super::{entry_prologue, nibble, Entry, MapCopy, GEMM_ENTRY, THREADS, TILE_N};
 use crate::builder::{KernelBuilder, MmaInput, PackedHalf, Reg, F32, M16N8K16, U32};
 use crate::templates::nf4::Nf4Config;
@@ -45,9 +45,9 @@ where
         ("a", "c"),
         MapCopy::Shared { threads: THREADS },
     );
-    let mut p = Pipeline::<T>::setup(&mut k, cfg, &e, cfg.k);
+    let mut p = Pipeline::<T>::setup(&mut k, (cfg, &e), cfg.k, Shape::FORWARD);
     if cfg.double_quant && !cfg.k.is_multiple_of(cfg.block) {
-        p.stage_absmax(&mut k, cfg, &e);
+        p.stage_absmax(&mut k, (cfg, &e), 4);
     }
     let bx = k.ctaid_x();
     let n_base = k.mul_lo(bx, TILE_N);
@@ -93,10 +93,11 @@ where
                 let row_at = stage.row_at(k, base, warp_col);
                 let slice_start = k.mad_lo(n_row, cfg.k, col0);
                 let lane_start = k.mad_lo(p.quad, 2u32, slice_start);
+                let first = k.shr(slice_start, e.weights.block_shift);
                 (0..8)
                     .map(|q| {
                         let elem = k.add(lane_start, 8 * q);
-                        stage.read_element(k, row_at, elem, 0)
+                        stage.read_element(k, row_at, (elem, first), 0)
                     })
                     .collect()
             }
@@ -113,11 +114,12 @@ where
                     Pipeline::<T>::dequant_pair(k, &e, (even, absmax[q]), (odd, absmax[q]))
                 })
                 .collect();
-            p.mma_step(k, a_lane, s, &regs, &acc);
+            p.mma_step(k, a_lane, s, &[(regs, &acc)]);
         }
     };
     p.run(&mut k, &e, cfg.k.div_ceil(TC_K), &window, &mut multiply);
-    p.store(&mut k, &e, n_base, cfg.n, &acc);
+    let tile_col = k.mad_lo(p.warp, 8u32, n_base);
+    p.store(&mut k, &e, (tile_col, cfg.n), &acc);
     k
 }
 

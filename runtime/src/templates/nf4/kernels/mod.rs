@@ -38,10 +38,11 @@
 //! tensor-core GEMMs first copy the 256-entry map to shared memory (one coalesced 1 KiB copy
 //! per block, `MapCopy`), so each decode reads only the code byte and the nested absmax from
 //! global memory. Interpreter global load efficiency (`runtime/tests/nf4_counters.rs`): ≥ 0.9
-//! for the forwards when rows are whole sectors; the backwards sit at the bound of their
-//! 64-column tiles (a sector of absmax per weight row per tile, 4–8 bytes of it used: 0.81–0.88
-//! there); rows off sector boundaries and the GEMVs' per-row absmax are listed there with
-//! their figures.
+//! for the forwards when rows are whole sectors, and for the f16/bf16 backward (256-column
+//! tiles, [`backward_input_cols`]: per weight row 128 code bytes and 16 bytes of one absmax
+//! sector at block 64); the tf32 backward sits at the bound of its 64-column tiles (a sector of
+//! absmax per weight row per tile, 4–8 bytes of it used: 0.875 there); rows off sector
+//! boundaries and the GEMVs' per-row absmax are listed there with their figures.
 //!
 //! Dequantisation is the host's, bit for bit: `ŵ = NF4_CODE[code] · absmax` (one `mul.rn.f32`),
 //! with `absmax = map[code8] · nested_absmax + offset` (`mul.rn`, `add.rn`: never contracted to
@@ -167,6 +168,16 @@ pub fn gemm_threads(cfg: &Nf4Config) -> u32 {
         crate::templates::warp_mma::THREADS
     } else {
         THREADS
+    }
+}
+
+/// Columns of `G_A` per block of `nf4_backward_input`: [`TILE_N`], or 256 on f16/bf16 tensor
+/// cores (`backward_tc`: wide tiles read whole sectors of codes and absmax).
+pub fn backward_input_cols(cfg: &Nf4Config) -> u32 {
+    if matches!(cfg.dtype, DType::F16 | DType::BF16) && tensor_cores(cfg) {
+        backward_tc::COLS
+    } else {
+        TILE_N
     }
 }
 

@@ -117,7 +117,7 @@ fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
     let b_tile = k.shared_array::<F32>("b_tile", tile::STAGE_BYTES / 4);
     let absmax_stage = matches!(gemm, Gemm::BackwardInput).then(|| {
         let shape = (tile::STAGES, F32::TILE_K, 5);
-        AbsmaxStage::new(&mut k, (cfg, &e), shape, (tid, tile::THREADS))
+        AbsmaxStage::new(&mut k, (cfg, &e, TILE_N), shape, (tid, tile::THREADS))
     });
     let chunks: Vec<_> = (0..tile::CHUNKS_PER_THREAD)
         .map(|i| tile::chunk_slot_bytes(&mut k, tid, i, 4))
