@@ -39,6 +39,9 @@ where
 {
     let mut k = KernelBuilder::new(GEMM_ENTRY, cfg.arch);
     k.require_block([THREADS, 1, 1]);
+    // 64 × 256 threads: 4 blocks per SM's 64 K registers (ptxas otherwise takes up to 75
+    // under double quantisation with `k % block ≠ 0`, leaving room for 3), without spills.
+    k.max_registers(64);
     let e = entry_prologue::<T>(
         &mut k,
         cfg,
