@@ -83,7 +83,7 @@ where
     let odd_bits = k.shl(odd, 2u32);
     let nibble_shift = k.sub(byte_bits, odd_bits);
     // This lane's word of reduction row 2t: byte 16w of row 2t (tile ni adds 4·ni).
-    let word = k.shl(p.warp, 4u32);
+    let word = k.mul_lo(p.warp, 4 * N_TILES);
     let lane_row = k.shl(p.quad, 1u32);
     let lane_word = k.mad_lo(lane_row, SHAPE.code_stride, word);
     // Rows not 4-byte multiples: row `2t + d` starts `lead` bytes into its staged row, the
