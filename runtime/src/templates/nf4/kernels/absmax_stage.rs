@@ -219,14 +219,33 @@ impl AbsmaxStage {
 
     /// The staged absmax of row `lane_j + r`, column `col` (zero for rows past `n`).
     pub fn read(&self, k: &mut KernelBuilder, lane: &LaneTile, r: u32) -> Reg<F32> {
+        self.read_columns(k, lane, r, &[0])[0]
+    }
+
+    /// The staged absmax of row `lane_j + r` at columns `col + offset` for each of `offsets`.
+    /// With `k % block = 0` they must share `col`'s block (one load serves them all); else
+    /// each is found from its element index, the row's first block computed once.
+    pub fn read_columns(
+        &self,
+        k: &mut KernelBuilder,
+        lane: &LaneTile,
+        r: u32,
+        offsets: &[u32],
+    ) -> Vec<Reg<F32>> {
         let offset = (4 * self.row_words * r) as i32;
         let Some((lane_elem, lane_start)) = lane.elem else {
-            return k.ld_shared::<F32>(lane.at, offset);
+            let value = k.ld_shared::<F32>(lane.at, offset);
+            return vec![value; offsets.len()];
         };
-        let elem = k.add(lane_elem, r * self.k);
         let start = k.add(lane_start, r * self.k);
         let first = k.shr(start, self.block_shift);
-        self.read_element(k, lane.at, (elem, first), offset)
+        offsets
+            .iter()
+            .map(|&col| {
+                let elem = k.add(lane_elem, r * self.k + col);
+                self.read_element(k, lane.at, (elem, first), offset)
+            })
+            .collect()
     }
 
     /// Shared byte address of staged row `row` of the slot at `base`.

@@ -21,8 +21,8 @@
 //! block) are predicated off; every barrier is reached by every thread.
 
 use super::{
-    absmax_of, entry_prologue, load_activation, load_byte, nibble, store_output, Entry, MapCopy,
-    Weights, BACKWARD_GEMV_ENTRY, GEMV_MAX_M, THREADS, WARPS,
+    absmax_of, dequant, entry_prologue, load_activation, load_byte, nibble, store_output, Entry,
+    MapCopy, Weights, BACKWARD_GEMV_ENTRY, GEMV_MAX_M, THREADS, WARPS,
 };
 use crate::builder::{Float, KernelBuilder, Pred, Reg, SharedArr, F32, U32};
 use crate::ir::CmpOp;
@@ -50,8 +50,6 @@ struct Lane {
     col_ok: Pred,
     /// `m > i` for each generated activation row.
     present: Vec<Pred>,
-    /// Shared base address of the code table.
-    codebook: Reg<U32>,
     g_window: SharedArr<F32>,
     /// `acc[i][e]`: row `i`, column `l_base + 2·lane + e`.
     acc: Vec<[Reg<F32>; 2]>,
@@ -103,7 +101,6 @@ fn lane_state<T: Float>(
     let present = (0..generated_rows(cfg))
         .map(|i| k.setp(CmpOp::Gt, e.m, i))
         .collect();
-    let codebook = k.shared_base(e.weights.codebook);
     let acc = (0..generated_rows(cfg))
         .map(|_| [k.var::<F32>(0.0f32), k.var::<F32>(0.0f32)])
         .collect();
@@ -115,7 +112,6 @@ fn lane_state<T: Float>(
         col_byte,
         col_ok,
         present,
-        codebook,
         g_window,
         acc,
     }
@@ -208,9 +204,7 @@ fn dequant_byte(
     let absmax = absmax_of(k, w, block_index);
     [4, 0].map(|shift| {
         let code = nibble(k, packed, shift);
-        let slot = k.mad_lo(code, 4u32, s.codebook);
-        let value = k.ld_shared::<F32>(slot, 0);
-        k.mul(value, absmax)
+        dequant(k, w, code, absmax)
     })
 }
 

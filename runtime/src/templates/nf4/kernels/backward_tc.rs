@@ -25,7 +25,7 @@
 //! `k % block = 0` a warp's 32 columns share one block per row (block ≥ 32), so one staged
 //! value serves its four n8 tiles.
 
-use super::absmax_stage::{AbsmaxReader, AbsmaxStage};
+use super::absmax_stage::AbsmaxStage;
 use super::tc::{CodeWindow, Pipeline, Shape, TC_K};
 use super::{entry_prologue, MapCopy, BACKWARD_INPUT_ENTRY, THREADS};
 use crate::builder::{Float, KernelBuilder, MmaInput, PackedHalf, Reg, M16N8K16, U32};
@@ -106,17 +106,10 @@ where
         })
         .collect();
     let absmax = p.absmax.as_ref().expect("staged absmax");
-    // One reader for the warp's four tiles when they share each row's block, else one each.
-    let readers: Vec<AbsmaxReader> = if absmax.row_aligned() {
-        vec![absmax.reader(&mut k, l_base, l_col, lane_row)]
-    } else {
-        (0..N_TILES)
-            .map(|ni| {
-                let col = k.add(l_col, 8 * ni);
-                absmax.reader(&mut k, l_base, col, lane_row)
-            })
-            .collect()
-    };
+    let reader = absmax.reader(&mut k, l_base, l_col, lane_row);
+    // The n8 tiles' columns, right of the first one's: with `k % block = 0` all in its block
+    // (a warp's 32 columns start a multiple of 32 from a block's start, block ≥ 32).
+    let tile_cols: Vec<u32> = (0..N_TILES).map(|ni| 8 * ni).collect();
     let acc: Vec<_> = (0..N_TILES)
         .map(|_| Pipeline::<T>::zero_acc(&mut k))
         .collect();
@@ -139,20 +132,13 @@ where
         let lane_j = k.add(j0, lane_row);
         let a_lane = p.a_lane(k, slot);
         let absmax_slot = absmax.slot(k, slot);
-        let lanes: Vec<_> = readers
-            .iter()
-            .map(|reader| absmax.lane_tile(k, reader, absmax_slot, lane_j))
-            .collect();
+        let lane = absmax.lane_tile(k, &reader, absmax_slot, lane_j);
         for s in 0..TC_K / 16 {
-            // The absmax of each of the step's four rows `16s + d`, per reader.
+            // The absmax of each of the step's four rows `16s + d`, per n8 tile.
             let rows = [0u32, 1, 8, 9].map(|d| 16 * s + d);
-            let scales: Vec<[_; 4]> = lanes
-                .iter()
-                .map(|lane| rows.map(|r| absmax.read(k, lane, r)))
-                .collect();
+            let scales = rows.map(|r| absmax.read_columns(k, &lane, r, &tile_cols));
             let n_tiles: Vec<_> = (0..N_TILES)
                 .map(|ni| {
-                    let scale = &scales[(ni as usize).min(scales.len() - 1)];
                     let regs = [[0usize, 1], [2, 3]]
                         .into_iter()
                         .map(|pair| {
@@ -161,9 +147,11 @@ where
                                 let (at, shift) = reads[(r % 2) as usize];
                                 let offset = r * SHAPE.code_stride + 4 * ni;
                                 let w = k.ld_shared::<U32>(at, offset as i32);
+                                // `shr` + `and`, not `bfe`: with `bfe` ptxas (12.9, sm_80)
+                                // caps small unrolled shapes at 128 registers and spills.
                                 let shifted = k.shr(w, shift);
                                 let code = k.and(shifted, 0xFu32);
-                                (code, scale[i])
+                                (code, scales[i][ni as usize])
                             });
                             Pipeline::<T>::dequant_pair(k, &e, lo, hi)
                         })

@@ -28,7 +28,7 @@
 
 use super::absmax_window::AbsmaxWindow;
 use super::tc::{absmax_clamped, CodeWindow, Pipeline, Shape, TC_K, W_STRIDE};
-use super::{entry_prologue, nibble, Entry, MapCopy, GEMM_ENTRY, THREADS, TILE_N};
+use super::{entry_prologue, Entry, MapCopy, GEMM_ENTRY, THREADS, TILE_N};
 use crate::builder::{KernelBuilder, MmaInput, PackedHalf, Reg, F32, M16N8K16, U32};
 use crate::templates::nf4::Nf4Config;
 
@@ -69,6 +69,8 @@ where
             (row_at, k.shl(byte, 3u32))
         }
     };
+    // Element `2b` is the high nibble of byte `b`.
+    let high_shift = k.add(byte_shift, 4u32);
     let aligned = p.codes.word_aligned();
     let absmax_window = AbsmaxWindow::new(&mut k, cfg, &e, n_row, p.lane, p.quad);
     let acc = Pipeline::<T>::zero_acc(&mut k);
@@ -111,9 +113,8 @@ where
             let regs: Vec<_> = (0..2)
                 .map(|r| {
                     let q = (2 * s + r) as usize;
-                    let byte = k.shr(words[q], byte_shift);
-                    let even = nibble(k, byte, 4);
-                    let odd = nibble(k, byte, 0);
+                    let even = k.bit_field(words[q], high_shift, 4u32);
+                    let odd = k.bit_field(words[q], byte_shift, 4u32);
                     Pipeline::<T>::dequant_pair(k, &e, (even, absmax[q]), (odd, absmax[q]))
                 })
                 .collect();

@@ -287,7 +287,8 @@ enum MapCopy {
 struct Weights {
     packed: GlobalPtr<U8>,
     absmax: AbsmaxSource,
-    codebook: SharedArr<F32>,
+    /// Shared byte address of the 16-entry code table (taken once per kernel, not per lookup).
+    codebook: Reg<U32>,
     /// `log2(block)`: blocks are powers of two, so `element / block` is a shift.
     block_shift: u32,
 }
@@ -360,7 +361,7 @@ fn entry_prologue<T: Scalar>(
         weights: Weights {
             packed: k.global_ptr(params.packed),
             absmax,
-            codebook,
+            codebook: k.shared_base(codebook),
             block_shift: cfg.block.trailing_zeros(),
         },
         output: k.global_ptr(params.output),
@@ -467,15 +468,18 @@ fn absmax_at(k: &mut KernelBuilder, w: &Weights, element: Reg<U32>) -> Reg<F32> 
 
 /// `ŵ = NF4_CODE[code] · absmax` (the code table read from shared memory).
 fn dequant(k: &mut KernelBuilder, w: &Weights, code: Reg<U32>, absmax: Reg<F32>) -> Reg<F32> {
-    let slot = k.shared_elem(w.codebook, code);
+    let slot = k.mad_lo(code, 4u32, w.codebook);
     let value = k.ld_shared::<F32>(slot, 0);
     k.mul(value, absmax)
 }
 
-/// Bits `shift .. shift + 4` of `word`: one 4-bit code.
+/// Bits `shift .. shift + 4` of `word`: one 4-bit code (one `and` or `bfe`).
 fn nibble(k: &mut KernelBuilder, word: Reg<U32>, shift: u32) -> Reg<U32> {
-    let shifted = if shift == 0 { word } else { k.shr(word, shift) };
-    k.and(shifted, 0xFu32)
+    if shift == 0 {
+        k.and(word, 0xFu32)
+    } else {
+        k.bit_field(word, shift, 4u32)
+    }
 }
 
 /// Loads element `index` of an activation tensor and widens it to f32.

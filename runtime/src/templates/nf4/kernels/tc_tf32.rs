@@ -469,8 +469,7 @@ impl<'a> Dequantise<'a> {
                     let lead = (i * row_bytes) % 4;
                     let byte = k.ld_shared::<U8>(code_at, (i * self.stride + lead) as i32);
                     let byte = k.cvt::<U32, U16>(byte.retype(), None);
-                    let shifted = k.shr(byte, shift);
-                    let code = nibble(k, shifted, 0);
+                    let code = k.bit_field(byte, shift, 4u32);
                     let absmax = stage.read(k, absmax, i);
                     let w = dequant(k, &self.e.weights, code, absmax);
                     k.assign(value, w);
