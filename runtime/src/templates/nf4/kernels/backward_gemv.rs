@@ -55,12 +55,18 @@ struct Lane {
     acc: Vec<[Reg<F32>; 2]>,
 }
 
-/// Builds the `nf4_backward_gemv` entry. Grid: `ceil(k / 64)` blocks of 256 threads; 24 KiB of
-/// static shared memory, no dynamic shared memory.
+/// Builds the `nf4_backward_gemv` entry. Grid: `ceil(k / 64)` blocks of 256 threads; 24 KiB (25
+/// under double quantisation, with the map copy) of static shared memory, no dynamic shared
+/// memory.
 pub(super) fn build<T: Float>(cfg: &Nf4Config) -> KernelBuilder {
     let mut k = KernelBuilder::new(BACKWARD_GEMV_ENTRY, cfg.arch);
     k.require_block([THREADS, 1, 1]);
-    let e = entry_prologue::<T>(&mut k, cfg, ("g_c", "g_a"), MapCopy::Global);
+    let e = entry_prologue::<T>(
+        &mut k,
+        cfg,
+        ("g_c", "g_a"),
+        MapCopy::Shared { threads: THREADS },
+    );
     let g_window = k.shared_array::<F32>("g_window", GEMV_MAX_M * ROW_WINDOW);
     let partial = k.shared_array::<F32>("partial", WARPS * PARTIAL_WARP_WORDS);
     let s = lane_state(&mut k, cfg, &e, g_window);

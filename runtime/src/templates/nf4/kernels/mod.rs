@@ -36,8 +36,8 @@
 //! per lane, row and step); the tf32 forward's quads decode four blocks of a row at once under
 //! double quantisation with `k % block = 0`; under double quantisation the tiled
 //! tensor-core GEMMs first copy the 256-entry map to shared memory (one coalesced 1 KiB copy
-//! per block, `MapCopy`), so each decode reads only the code byte and the nested absmax from
-//! global memory. Interpreter global load efficiency (`runtime/tests/nf4_counters.rs`): ≥ 0.9
+//! per block, `MapCopy`; the GEMVs too), so each decode reads only the code byte and the
+//! nested absmax from global memory. Interpreter global load efficiency (`runtime/tests/nf4_counters.rs`): ≥ 0.9
 //! for the forwards when rows are whole sectors, and for the f16/bf16 backward (256-column
 //! tiles, [`backward_input_cols`]: per weight row 128 code bytes and 16 bytes of one absmax
 //! sector at block 64); the tf32 backward sits at the bound of its 64-column tiles (a sector of
@@ -268,10 +268,10 @@ enum MapAt {
     Shared(SharedArr<F32>),
 }
 
-/// Whether an entry copies the double-quantisation map into shared memory: the tiled GEMMs do
-/// (one coalesced 1 KiB copy per block, then every absmax decode looks it up in shared memory
-/// instead of gathering 4 bytes from a random global sector); the GEMVs, with small blocks and
-/// few decodes each, read it from global memory.
+/// Whether an entry copies the double-quantisation map into shared memory: the tensor-core
+/// GEMMs and the GEMVs do (one coalesced 1 KiB copy per block, then every absmax decode looks
+/// it up in shared memory instead of gathering 4 bytes from a random global sector: a GEMV
+/// warp's 32 decodes could touch 32 sectors); the CUDA-core GEMMs read it from global memory.
 #[derive(Clone, Copy)]
 enum MapCopy {
     Global,
