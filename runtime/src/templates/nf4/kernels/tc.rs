@@ -105,6 +105,8 @@ pub(super) struct Pipeline<T: Scalar> {
     m: Reg<U32>,
     m_base: Reg<U32>,
     pub lane: Reg<U32>,
+    /// Byte offset of this lane's `ldmatrix` row in a slot of the activation ring.
+    a_lane_offset: Reg<U32>,
     pub warp: Reg<U32>,
     /// `lane / 4` and `lane % 4`: the mma fragment coordinates.
     pub group: Reg<U32>,
@@ -133,6 +135,11 @@ where
         let quad = k.and(lane, 3u32);
         let by = k.ctaid_y();
         let m_base = k.mul_lo(by, ROWS);
+        let row = k.and(lane, 15u32);
+        let half = k.shr(lane, 4u32);
+        let col = k.mul_lo(half, 8u32);
+        let halves = k.mad_lo(row, A_STRIDE, col);
+        let a_lane_offset = k.mul_lo(halves, 2u32);
         Self {
             act: e.input,
             a_cols,
@@ -145,6 +152,7 @@ where
             m: e.m,
             m_base,
             lane,
+            a_lane_offset,
             warp,
             group,
             quad,
@@ -236,11 +244,7 @@ where
     /// tile `mi`, k16 step `s`).
     pub fn a_lane(&self, k: &mut KernelBuilder, slot: Reg<U32>) -> Reg<U32> {
         let stage = Self::slot_base(k, self.a_tiles, A_STAGE_BYTES, slot);
-        let row = k.and(self.lane, 15u32);
-        let half = k.shr(self.lane, 4u32);
-        let col = k.mul_lo(half, 8u32);
-        let off = k.mad_lo(row, A_STRIDE, col);
-        k.mad_lo(off, 2u32, stage)
+        k.add(stage, self.a_lane_offset)
     }
 
     /// One k16 step `s` of the slice: the A fragments of the 4 m16 tiles by `ldmatrix.x4`,
