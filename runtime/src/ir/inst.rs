@@ -437,6 +437,8 @@ pub enum Op {
     Ret,
     /// `prmt.b32 d, a, b, c`: picks four bytes of `{b, a}` by the selector nibbles of `c`.
     Prmt,
+    /// `bfe.u32 d, a, b, c`: bits `b .. b + c` of `a`, zero-extended (`b`, `c` < 256).
+    Bfe,
     /// `mma.sync.aligned.shape.row.col.d.a.b.c {d…}, {a…}, {b…}, {c…}`: one warp-wide
     /// tensor-core matrix multiply-accumulate (see [`Mma`]).
     Mma(Mma),
@@ -656,6 +658,7 @@ impl Op {
             }
             Op::Ret => s.push_str("ret"),
             Op::Prmt => s.push_str("prmt.b32"),
+            Op::Bfe => s.push_str("bfe.u32"),
             Op::Mma(mma) => s.push_str(&mma.mnemonic()),
             Op::Ldmatrix { count, trans } => {
                 s.push_str("ldmatrix.sync.aligned.m8n8");
@@ -736,6 +739,12 @@ impl Op {
                 Src(Type::B32),
                 Src(Type::B32),
                 Src(Type::B32),
+            ],
+            Op::Bfe => vec![
+                Dst(Type::U32),
+                Src(Type::U32),
+                Src(Type::U32),
+                Src(Type::U32),
             ],
             Op::Mma(mma) => match mma.fragment_regs() {
                 Some(n) => vec![
