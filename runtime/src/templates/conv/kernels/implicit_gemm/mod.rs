@@ -28,7 +28,9 @@
 //! halves or 4 f32) are contiguous and aligned (NHWC A with `Cg` and `C_in` multiples of the
 //! chunk; B when `K` is a multiple of it), else element loads with consecutive lanes on
 //! consecutive addresses: lane → pixel for NCHW's A (consecutive pixels are consecutive `iw`
-//! of one tap), lane → reduction index for B and for NHWC windows of few channels.
+//! of one tap; for halves at stride 1 each `(ci, kh)` input row is read once as whole sectors
+//! and the taps handed out by shuffles, [`window`]), lane → reduction index for B and for NHWC
+//! windows of few channels.
 //!
 //! The epilogue adds the bias in f32, rounds once to the storage type and stores inside
 //! `M × Og` only.

@@ -1,6 +1,7 @@
-//! [`Strategy::Windows`]: NCHW forward A of stride 1 along `w` without dilation, lane →
-//! pixel as in [`Strategy::Rows`], but each `(ci, kh)` input row a warp needs is read once
-//! as a run of whole 32-byte sectors and regrouped with `shfl.sync.idx`.
+//! [`Strategy::Windows`](super::gather::Strategy::Windows): NCHW forward A of halves at
+//! stride 1 along `w` without dilation, lane → pixel as in
+//! [`Strategy::Rows`](super::gather::Strategy::Rows), but each `(ci, kh)` input row a warp
+//! needs is read once as a run of whole 32-byte sectors and regrouped with `shfl.sync.idx`.
 //!
 //! Lane `j` of a warp holds pixel `m₀ + j`, which reads `x` at `a_j + t` for the taps `t <
 //! KW` of one `(ci, kh)`, where `a_j` is its tap-0 element. Where consecutive pixels are
@@ -8,15 +9,17 @@
 //! next row's first window right after the last one's) the warp needs the run `a_first + t_lo
 //! ..= a_last + t_hi` of its first and last lanes with an element in bounds (`t_lo`, `t_hi`:
 //! the lane's first and last tap inside the row). The window is that run widened to whole
-//! sectors (`s = ⌊lo / 16 halves or 8 f32⌋·…`, at most 64 elements, never past the end
-//! of `x`): each lane loads 32-bit words `lane + 32·l` of it (one load for halves, two for
-//! f32), and element `a_j + t` is word `(a_j + t − s) / (4 / bytes)` of the window, read
-//! from its lane. The rare element outside the window (lanes of another image, or windows
-//! wider than 64 elements) is loaded on its own. Per row of taps, 1 or 2 requests of whole
-//! sectors replace `KW` requests of 64 or 128 bytes at any alignment (3 or 5 sectors): at
-//! 28-wide rows, whose pixel runs start anywhere in a sector, that is the difference between
-//! 0.82 and ~1.0 load efficiency; the window's sector ends that no lane uses are counted as
-//! read (they are fetched either way).
+//! sectors (16 halves), at most 64 elements and never past the end of `x`: each lane loads
+//! 32-bit word `lane` of it, and element `a_j + t` is word `(a_j + t − s) / 2` of the window
+//! (`s` its first element), read from that lane. Elements outside the window (lanes of
+//! another image, or runs wider than 64 elements) are loaded on their own, behind a
+//! warp-uniform branch. Per row of taps, one request of whole sectors replaces `KW` requests
+//! of 64 bytes at any alignment (3 sectors for 2): on 28-wide rows, whose pixel runs start
+//! anywhere in a sector, load efficiency 0.768 → 1.000 (3 × 3 32 → 32, 28 × 28); the
+//! window's sector ends that no lane uses count as read (they are fetched either way). For
+//! f32 the same windows need two loads and two shuffles per element and cost a third more
+//! instructions (measured: 350.5 → 470.3 per output on the 16 × 16 layer), so f32 keeps lane
+//! → pixel.
 //!
 //! A thread's `E` reduction indices `first ..+ E` start at tap `ph = first mod KW` of row
 //! `⌊first / KW⌋`: it reads rows `⌊first / KW⌋ + j` (`j < ⌈(E + KW − 1) / KW⌉`), gets the
@@ -27,7 +30,7 @@ use super::super::common::{div_const, rem_const, ConvElem};
 use super::addressing::Side;
 use super::gather::store_words;
 use super::Conv;
-use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, Scalar, S32, U32};
+use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, S32, U32};
 use crate::ir::{CmpOp, VoteMode};
 use crate::templates::warp_mma::{TileElem, TILE_M};
 
@@ -37,11 +40,8 @@ const SECTOR_BYTES: u32 = 32;
 const LOW_HALVES: u32 = 0x5410;
 /// Lanes of a warp.
 const WARP: u32 = 32;
-/// Bytes of one window load (a warp's 32-bit words).
-const LOAD_BYTES: u32 = 4 * WARP;
-/// The window's bytes: the widest run of a row's taps it holds whole (64 elements of
-/// halves need one load, of f32 two).
-const WINDOW_ELEMS: u32 = 64;
+/// Halves in the window: a warp's 32-bit words, one load.
+const WINDOW_ELEMS: u32 = 2 * WARP;
 
 /// A thread's share under [`Strategy::Windows`](super::gather::Strategy::Windows): what
 /// stays fixed along the reduction.
@@ -57,7 +57,7 @@ pub(super) struct WindowLane {
     tap_hi: Reg<U32>,
     /// Per tap `t`: `t_lo ≤ t ≤ t_hi`.
     tap_ok: Vec<Pred>,
-    /// `lane · 4 / bytes`: the first element of its window word.
+    /// `2·lane`: the first element of its window word.
     lane_elem: Reg<U32>,
     lane: Reg<U32>,
     /// Its first reduction index in the tile (`E·⌊t / 64⌋`) and where its `E` elements go.
@@ -73,20 +73,18 @@ struct Window {
     offset: Reg<U32>,
     /// Elements the window holds (0 where no lane reads the row).
     len: Reg<U32>,
-    /// The lane's words of it.
-    words: Vec<Reg<U32>>,
-    /// Halves: `(word, shift)` of the even and the odd taps `t` at `t / 2` words further:
-    /// `offset + t` is in word `⌊offset / 2⌋` (even `t`) or `⌊offset / 2⌋ + offset mod 2`
-    /// (odd `t`), at bit 16 where `offset + t` is odd.
-    halves: Option<[(Reg<U32>, Reg<U32>); 2]>,
+    /// The lane's word of it.
+    word: Reg<U32>,
+    /// `(word, shift)` of the even and the odd taps `t`, at `t / 2` words further: `offset +
+    /// t` is in word `⌊offset / 2⌋` (even `t`) or `⌊offset / 2⌋ + offset mod 2` (odd `t`),
+    /// at bit 16 where `offset + t` is odd.
+    taps: [(Reg<U32>, Reg<U32>); 2],
 }
 
 impl<T: ConvElem + TileElem> Conv<T> {
-    /// Elements per 32-bit window word.
-    const WORD_ELEMS: u32 = 4 / T::TYPE.bytes();
-
     /// The thread's [`WindowLane`]: its pixel's coordinates and valid taps.
     pub(super) fn window_lane(&self, k: &mut KernelBuilder, tid: Reg<U32>) -> WindowLane {
+        assert_eq!(T::TYPE.bytes(), 2, "windows hold halves");
         let p = &self.p;
         let row = k.and(tid, TILE_M - 1);
         let part = k.shr(tid, TILE_M.trailing_zeros());
@@ -113,11 +111,11 @@ impl<T: ConvElem + TileElem> Conv<T> {
             })
             .collect();
         let lane = k.and(tid, WARP - 1);
-        let lane_elem = k.mul_lo(lane, Self::WORD_ELEMS);
+        let lane_elem = k.shl(lane, 1u32);
         let hw = k.mul_lo(self.d.h, self.d.w);
         let planes = k.mul_lo(self.d.batch, p.c_in);
         let elems = k.mul_lo(planes, hw);
-        let words_end = k.and(elems, !(Self::WORD_ELEMS - 1));
+        let words_end = k.and(elems, !1u32);
         WindowLane {
             ok,
             ih0,
@@ -195,14 +193,11 @@ impl<T: ConvElem + TileElem> Conv<T> {
                     .fold(v[e], |acc, (&at_least, d)| k.selp(v[e + d], acc, at_least))
             })
             .collect();
-        let words = match Self::WORD_ELEMS {
-            // The halves sit in the low 16 bits: `prmt` packs two into a word.
-            2 => elems
-                .chunks_exact(2)
-                .map(|pair| k.prmt(pair[0], pair[1], LOW_HALVES))
-                .collect(),
-            _ => elems,
-        };
+        // The halves sit in the low 16 bits: `prmt` packs two into a word.
+        let words: Vec<Reg<U32>> = elems
+            .chunks_exact(2)
+            .map(|pair| k.prmt(pair[0], pair[1], LOW_HALVES))
+            .collect();
         let dst = k.add(stage, lane.slot_bytes);
         store_words(k, dst, &words);
     }
@@ -241,58 +236,36 @@ impl<T: ConvElem + TileElem> Conv<T> {
         let len = k.sub(end, start);
         let none = k.setp(CmpOp::Eq, mask, 0u32);
         let len = k.selp(0u32, len, none);
-        let first_word = k.shr(start, Self::WORD_ELEMS.trailing_zeros());
+        let first_word = k.shr(start, 1u32);
         let word = k.add(first_word, lane.lane);
         let addr = k.elem_addr(words, word);
-        let loaded = (0..WINDOW_ELEMS / (LOAD_BYTES / T::TYPE.bytes()))
-            .map(|l| {
-                let v = k.var::<U32>(0u32);
-                let elem = k.add(lane.lane_elem, l * WARP * Self::WORD_ELEMS);
-                let inside = k.setp_lt(elem, len);
-                k.if_then(inside, |k| {
-                    let w = k.ld_global_nc::<U32>(addr, (l * LOAD_BYTES) as i32);
-                    k.assign(v, w);
-                });
-                v
-            })
-            .collect();
-        let offset = k.sub(at, start);
-        let halves = (Self::WORD_ELEMS == 2).then(|| {
-            let word = k.shr(offset, 1u32);
-            let odd = k.and(offset, 1u32);
-            let even_shift = k.shl(odd, 4u32);
-            let odd_word = k.add(word, odd);
-            let odd_shift = k.sub(16u32, even_shift);
-            [(word, even_shift), (odd_word, odd_shift)]
+        let word = k.var::<U32>(0u32);
+        let inside = k.setp_lt(lane.lane_elem, len);
+        k.if_then(inside, |k| {
+            let loaded = k.ld_global_nc::<U32>(addr, 0);
+            k.assign(word, loaded);
         });
+        let offset = k.sub(at, start);
+        let half_offset = k.shr(offset, 1u32);
+        let odd = k.and(offset, 1u32);
+        let even_shift = k.shl(odd, 4u32);
+        let odd_word = k.add(half_offset, odd);
+        let odd_shift = k.sub(16u32, even_shift);
         Window {
             offset,
             len,
-            words: loaded,
-            halves,
+            word,
+            taps: [(half_offset, even_shift), (odd_word, odd_shift)],
         }
     }
 
     /// Element `at + t` of this lane from the window, its raw bits in the low bits of a
     /// word (0 unless `ok`).
     fn window_element(k: &mut KernelBuilder, window: &Window, t: u32, ok: Pred) -> Reg<U32> {
-        let value = match &window.halves {
-            Some(halves) => {
-                // Word `(offset + t) / 2`, shifted by 16 where `offset + t` is odd.
-                let (word, shift) = halves[(t % 2) as usize];
-                let word = if t >= 2 { k.add(word, t / 2) } else { word };
-                let w = k.shfl_idx(window.words[0], word);
-                k.shr(w, shift)
-            }
-            None => {
-                // Words 32.. come from the second load, read from lane `pos − 32`.
-                let pos = k.add(window.offset, t);
-                let low = k.shfl_idx(window.words[0], pos);
-                let high = k.shfl_idx(window.words[1], pos);
-                let second = k.setp_ge(pos, WARP);
-                k.selp(high, low, second)
-            }
-        };
+        let (word, shift) = window.taps[(t % 2) as usize];
+        let word = if t >= 2 { k.add(word, t / 2) } else { word };
+        let w = k.shfl_idx(window.word, word);
+        let value = k.shr(w, shift);
         k.selp(value, 0u32, ok)
     }
 
@@ -313,11 +286,8 @@ impl<T: ConvElem + TileElem> Conv<T> {
             let index = k.add(at, t);
             let addr = k.elem_addr(bits, index);
             let loaded = k.ld_global_nc::<T::Bits>(addr, 0);
-            let loaded = match T::Bits::TYPE.bits() {
-                16 => k.cvt(loaded, None),
-                _ => loaded.retype(),
-            };
-            k.assign(value, loaded);
+            let widened = k.cvt::<U32, _>(loaded, None);
+            k.assign(value, widened);
         });
     }
 }
