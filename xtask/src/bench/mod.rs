@@ -2,6 +2,7 @@
 //! produced it. Sections: code generation time, ptxas resources per kernel and target,
 //! interpreter counters per kernel, interpreter throughput.
 
+mod bank_conflicts;
 mod counters;
 mod families;
 mod model;
