@@ -528,17 +528,16 @@ impl KernelCheck<'_> {
         let mut reachable = vec![false; blocks.len()];
         reachable[0] = true;
         let mut changed = true;
+        let mut out = vec![0u64; words];
         while changed {
             changed = false;
             for b in 0..blocks.len() {
                 if !reachable[b] {
                     continue;
                 }
-                let out: Vec<u64> = defined_in[b]
-                    .iter()
-                    .zip(&writes[b])
-                    .map(|(i, w)| i | w)
-                    .collect();
+                for ((o, i), w) in out.iter_mut().zip(&defined_in[b]).zip(&writes[b]) {
+                    *o = i | w;
+                }
                 for &s in &succs[b] {
                     if !reachable[s] {
                         reachable[s] = true;

@@ -20,9 +20,10 @@ impl RegUses {
         starts.push(0);
         for stmt in &kernel.body {
             if let Stmt::Inst(inst) = stmt {
-                collect(inst, &mut regs, Use::Read);
+                let slots = inst.op.signature();
+                collect(inst, &slots, &mut regs, Use::Read);
                 starts.push(regs.len());
-                collect(inst, &mut regs, Use::Write);
+                collect(inst, &slots, &mut regs, Use::Write);
             } else {
                 starts.push(regs.len());
             }
@@ -48,12 +49,12 @@ enum Use {
     Write,
 }
 
-/// Appends the registers `inst` reads or writes to `out`.
-fn collect(inst: &Inst, out: &mut Vec<RegId>, which: Use) {
+/// Appends the registers `inst` (whose signature is `slots`) reads or writes to `out`.
+fn collect(inst: &Inst, slots: &[Slot], out: &mut Vec<RegId>, which: Use) {
     if which == Use::Read {
         out.extend(inst.guard.map(|g| g.pred));
     }
-    for (slot, arg) in inst.op.signature().iter().zip(&inst.args) {
+    for (slot, arg) in slots.iter().zip(&inst.args) {
         match (which, slot, arg) {
             (Use::Write, Slot::Dst(_), Operand::Reg(r))
             | (Use::Read, Slot::Src(_) | Slot::SrcReg(_) | Slot::MovSrc(_), Operand::Reg(r)) => {
