@@ -495,6 +495,12 @@ mod tests {
         assert_eq!(blocks_per_sm(&l, sm), (5, Occupancy::Registers));
         // 784 / (132·5) = 1.19: 2 waves.
         assert_eq!(waves(&l, 5, sm), 2);
+        // 33 registers round up to 40 per thread (1280 a warp): 51 warps = 12 blocks of 4, not
+        // the 15 that 33 · 32 = 1056 registers a warp would give.
+        assert_eq!(
+            blocks_per_sm(&launch(1, 128, 33, 0), sm),
+            (12, Occupancy::Registers)
+        );
         // 256 threads, 32 registers, no shared memory: 2048 / 256 = 8 blocks (threads);
         // registers would allow 65536 / 1024 / 8 = 8 too, and threads come first.
         assert_eq!(
