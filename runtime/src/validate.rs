@@ -34,6 +34,7 @@
 //!     register cannot carry an `.f16x2` A fragment, a 2-register vector is not a 4-register A).
 
 mod divergence;
+mod uses;
 
 use std::collections::HashSet;
 use std::fmt;
@@ -41,6 +42,7 @@ use std::fmt;
 use crate::ir::{
     AddrBase, Imm, Inst, Kernel, Module, Op, Operand, RegClass, RegId, Slot, Space, Stmt, Type,
 };
+use uses::RegUses;
 
 /// Why a kernel is invalid.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -167,14 +169,15 @@ impl KernelCheck<'_> {
             }
         }
         if self.errors.is_empty() {
-            self.check_defined_before_use(&placed);
-            self.check_convergence(&placed);
+            let uses = RegUses::new(self.kernel);
+            self.check_defined_before_use(&placed, &uses);
+            self.check_convergence(&placed, &uses);
         }
     }
 
     /// Invariant 10.
-    fn check_convergence(&mut self, placed: &[Option<usize>]) {
-        let regions = divergence::divergent_regions(self.kernel, placed);
+    fn check_convergence(&mut self, placed: &[Option<usize>], uses: &RegUses) {
+        let regions = divergence::divergent_regions(self.kernel, placed, uses);
         for (i, stmt) in self.kernel.body.iter().enumerate() {
             let Stmt::Inst(inst) = stmt else { continue };
             if !inst.op.is_warp_aligned() {
@@ -458,7 +461,7 @@ impl KernelCheck<'_> {
     }
 
     /// Invariant 3: a forward "maybe written" analysis over basic blocks.
-    fn check_defined_before_use(&mut self, placed: &[Option<usize>]) {
+    fn check_defined_before_use(&mut self, placed: &[Option<usize>], uses: &RegUses) {
         let body = &self.kernel.body;
         let n_regs = self.kernel.regs.len();
         // Block leaders: entry, every label, every statement after a branch or ret.
@@ -515,12 +518,8 @@ impl KernelCheck<'_> {
             .iter()
             .map(|&(start, end)| {
                 let mut set = vec![0u64; words];
-                for stmt in &body[start..end] {
-                    if let Stmt::Inst(inst) = stmt {
-                        for r in written_regs(inst) {
-                            set[r.0 as usize / 64] |= 1 << (r.0 % 64);
-                        }
-                    }
+                for r in (start..end).flat_map(|i| uses.writes(i)) {
+                    set[r.0 as usize / 64] |= 1 << (r.0 % 64);
                 }
                 set
             })
@@ -529,17 +528,16 @@ impl KernelCheck<'_> {
         let mut reachable = vec![false; blocks.len()];
         reachable[0] = true;
         let mut changed = true;
+        let mut out = vec![0u64; words];
         while changed {
             changed = false;
             for b in 0..blocks.len() {
                 if !reachable[b] {
                     continue;
                 }
-                let out: Vec<u64> = defined_in[b]
-                    .iter()
-                    .zip(&writes[b])
-                    .map(|(i, w)| i | w)
-                    .collect();
+                for ((o, i), w) in out.iter_mut().zip(&defined_in[b]).zip(&writes[b]) {
+                    *o = i | w;
+                }
                 for &s in &succs[b] {
                     if !reachable[s] {
                         reachable[s] = true;
@@ -561,27 +559,25 @@ impl KernelCheck<'_> {
             }
             let mut defs = defined_in[b].clone();
             let bit = |r: RegId| (r.0 as usize / 64, 1u64 << (r.0 % 64));
-            for (i, stmt) in body.iter().enumerate().take(end).skip(start) {
-                if let Stmt::Inst(inst) = stmt {
-                    for r in read_regs(inst) {
-                        let (word, mask) = bit(r);
-                        if defs[word] & mask == 0 && reported.insert(r) {
-                            let class = self.kernel.regs[r.0 as usize];
-                            self.error(
-                                Some(i),
-                                None,
-                                format!(
-                                    "register {}{} is read before any write reaches it",
-                                    class.prefix(),
-                                    r.0
-                                ),
-                            );
-                        }
+            for i in start..end {
+                for &r in uses.reads(i) {
+                    let (word, mask) = bit(r);
+                    if defs[word] & mask == 0 && reported.insert(r) {
+                        let class = self.kernel.regs[r.0 as usize];
+                        self.error(
+                            Some(i),
+                            None,
+                            format!(
+                                "register {}{} is read before any write reaches it",
+                                class.prefix(),
+                                r.0
+                            ),
+                        );
                     }
-                    for r in written_regs(inst) {
-                        let (word, mask) = bit(r);
-                        defs[word] |= mask;
-                    }
+                }
+                for &r in uses.writes(i) {
+                    let (word, mask) = bit(r);
+                    defs[word] |= mask;
                 }
             }
         }
@@ -612,37 +608,4 @@ fn check_imm(op: &Op, ty: Type, imm: Imm) -> Result<(), String> {
     } else {
         Err(format!("immediate {imm:?} does not fit .{ty}"))
     }
-}
-
-/// Registers an instruction writes.
-pub(crate) fn written_regs(inst: &Inst) -> Vec<RegId> {
-    let slots = inst.op.signature();
-    let mut out = Vec::new();
-    for (slot, arg) in slots.iter().zip(&inst.args) {
-        match (slot, arg) {
-            (Slot::Dst(_), Operand::Reg(r)) => out.push(*r),
-            (Slot::DstVec(..), Operand::Vec(rs)) => out.extend(rs),
-            _ => {}
-        }
-    }
-    out
-}
-
-/// Registers an instruction reads (sources, address bases, guard).
-pub(crate) fn read_regs(inst: &Inst) -> Vec<RegId> {
-    let slots = inst.op.signature();
-    let mut out: Vec<RegId> = inst.guard.map(|g| g.pred).into_iter().collect();
-    for (slot, arg) in slots.iter().zip(&inst.args) {
-        match (slot, arg) {
-            (Slot::Src(_) | Slot::SrcReg(_) | Slot::MovSrc(_), Operand::Reg(r)) => out.push(*r),
-            (Slot::SrcVec(..), Operand::Vec(rs)) => out.extend(rs),
-            (_, Operand::Addr(a)) => {
-                if let AddrBase::Reg(r) = a.base {
-                    out.push(r);
-                }
-            }
-            _ => {}
-        }
-    }
-    out
 }

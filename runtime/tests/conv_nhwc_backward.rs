@@ -14,6 +14,8 @@
 
 mod conv_support;
 
+use std::ops::Deref;
+
 use half::{bf16, f16};
 use ptxforge_runtime::dtype::DType;
 use ptxforge_runtime::launch::{
@@ -27,7 +29,7 @@ use ptxforge_runtime::templates::conv::launch::{
     backward_data, backward_data_with, backward_filter, backward_filter_with,
 };
 use ptxforge_runtime::templates::conv::reference::{self, to_channels_last};
-use ptxforge_runtime::templates::conv::{Conv2dConfig, ConvDims, ConvShape, Layout};
+use ptxforge_runtime::templates::conv::{Conv2dConfig, ConvDims, Layout};
 use ptxforge_runtime::templates::testing::{
     counters_summary, from_f64, to_f64, HostFloat, SplitMix64,
 };
@@ -35,8 +37,8 @@ use ptxforge_runtime::Arch;
 use ptxforge_sim::Counters;
 
 use conv_support::{
-    assert_close, download, fuzz_cases_with, must, prepare, shape, tensor_core_cases, tolerance,
-    Case,
+    assert_close, download, fuzz_cases_with, must, shape, tensor_core_cases, tolerance, Case,
+    Prepared,
 };
 
 /// Seeded random cases with 1, 2, 3, 8 or 16 channels per group on each side (16-byte `gy`
@@ -89,13 +91,16 @@ fn fixed_cases() -> Vec<Case> {
 /// One case in NHWC with `dtype` on `arch`: its config, module and checked dimensions, a
 /// fresh device and the data generator.
 struct Setup {
-    label: String,
-    cfg: Conv2dConfig,
-    ptx: String,
-    dims: ConvDims,
-    shape: ConvShape,
-    dev: SimBackend,
+    prepared: Prepared,
     rng: SplitMix64,
+}
+
+impl Deref for Setup {
+    type Target = Prepared;
+
+    fn deref(&self) -> &Prepared {
+        &self.prepared
+    }
 }
 
 impl Setup {
@@ -105,14 +110,8 @@ impl Setup {
             arch,
             ..case.cfg.with_layout(Layout::Nhwc)
         };
-        let (label, ptx, dims) = prepare(case, &cfg);
         Self {
-            label,
-            cfg,
-            ptx,
-            dims,
-            shape: case.shape,
-            dev: SimBackend::new(),
+            prepared: Prepared::new(case, cfg, SimBackend::new()),
             rng: SplitMix64::new(seed),
         }
     }

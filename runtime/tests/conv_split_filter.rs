@@ -4,13 +4,15 @@
 //! padding, dilation, ragged pixel counts, empty trailing slices), both layouts, f16, bf16
 //! and tf32, against the f64 reference within the family's tolerances (tf32: `√K / 1024` of
 //! the exact reference and f32 accumulation error of the tf32-rounded-operand one); the same
-//! bits under block shuffling; one slice runs the unsplit entry alone; the slice rule at
-//! the batch-32 ResNet shape (the grid only) and `backward_filter` following it; typed errors
-//! for bad slice counts; and the counters at a forced `S = 2`.
+//! bits under block shuffling; one slice runs the unsplit entry alone; `backward_filter`
+//! following the slice rule (the rule itself, from the grid alone, is a unit test in the
+//! conv geometry); typed errors for bad slice counts; and the counters at a forced `S = 2`.
 
 #![cfg(feature = "sim")]
 
 mod conv_support;
+
+use std::ops::Deref;
 
 use half::{bf16, f16};
 use ptxforge_runtime::dtype::DType;
@@ -24,7 +26,7 @@ use ptxforge_runtime::templates::conv::launch::{
     backward_filter, backward_filter_sliced, backward_filter_with, Slices,
 };
 use ptxforge_runtime::templates::conv::reference::{self, to_channels_last};
-use ptxforge_runtime::templates::conv::{Conv2dConfig, ConvDims, ConvShape, Layout};
+use ptxforge_runtime::templates::conv::{Conv2dConfig, ConvDims, Layout};
 use ptxforge_runtime::templates::testing::{
     counters_summary, error_relative_to_max, from_f64, to_f64, HostFloat, SplitMix64,
 };
@@ -32,18 +34,19 @@ use ptxforge_runtime::templates::tf32::{self, round_tf32};
 use ptxforge_runtime::Arch;
 
 use conv_support::{
-    assert_close, backward_filter_cases, download, fuzz_cases_with, must, prepare, shape,
-    tensor_core_cases, tolerance, Case,
+    assert_close, backward_filter_cases, download, fuzz_cases_with, must, shape, tensor_core_cases,
+    tolerance, Case, Prepared,
 };
 
 /// One split run: the config, its module and shape, and the device holding the inputs.
-struct Run {
-    label: String,
-    cfg: Conv2dConfig,
-    ptx: String,
-    dims: ConvDims,
-    shape: ConvShape,
-    dev: SimBackend,
+struct Run(Prepared);
+
+impl Deref for Run {
+    type Target = Prepared;
+
+    fn deref(&self) -> &Prepared {
+        &self.0
+    }
 }
 
 impl Run {
@@ -57,15 +60,7 @@ impl Run {
                 .with_layout(layout)
                 .with_allow_tf32(dtype == DType::F32)
         };
-        let (label, ptx, dims) = prepare(case, &cfg);
-        Self {
-            label,
-            cfg,
-            ptx,
-            dims,
-            shape: case.shape,
-            dev: SimBackend::with_options(options),
-        }
+        Self(Prepared::new(case, cfg, SimBackend::with_options(options)))
     }
 
     /// NCHW extents of `x`, `y` and `w`.
@@ -176,9 +171,10 @@ impl Run {
         (dev.download(&dw).expect("download"), log)
     }
 
-    /// Reduction tiles of the unsplit entry.
+    /// Reduction tiles of the unsplit entry: `⌈N·OH·OW / K⌉`, `K` = 64 bytes of elements.
     fn tiles(&self) -> u32 {
-        self.cfg.backward_filter_tiles(&self.dims) as u32
+        let depth = 64 / self.cfg.dtype.size_bytes() as usize;
+        (self.shape.batch as usize * self.dims.out_pixels()).div_ceil(depth) as u32
     }
 }
 
@@ -366,43 +362,6 @@ fn bad_slice_counts_are_typed_errors() {
         );
     }
     assert!(run.dev.take_launch_log().is_empty());
-}
-
-/// The slice rule, from the grid alone (no launch): the ResNet 3 × 3 64 → 64 layer at batch 32
-/// on 56 × 56 has 9 unsplit blocks and 3136 reduction tiles of 32 pixels; the rule aims at
-/// 2 × 132 blocks: `S = ⌈264 / 9⌉ = 30` slices of `⌈3136 / 30⌉ = 105` tiles, grid (1, 9, 30).
-/// A grid that already fills the part (512 → 512: 8 × 72 blocks) and a short reduction (batch
-/// 1 on 16 × 16: 8 tiles) keep one slice.
-#[test]
-fn slice_rule_at_resnet_batch_32() {
-    let cfg = Conv2dConfig {
-        dtype: DType::F16,
-        arch: Arch::Sm80,
-        ..Conv2dConfig::new(64, 64, 3).with_padding(1, 1)
-    };
-    let dims = cfg.check_shape(&shape(32, 56, 56), false).expect("valid");
-    assert_eq!(cfg.backward_filter_blocks(), 9);
-    assert_eq!(cfg.backward_filter_tiles(&dims), 3136);
-    let slices = cfg.backward_filter_slices(&dims);
-    assert_eq!(slices, 30);
-    assert_eq!(cfg.backward_filter_slice_tiles(&dims, slices), 105);
-    let grid = cfg
-        .backward_filter_split_launch_config(slices)
-        .expect("grid")
-        .grid;
-    assert_eq!((grid.x, grid.y, grid.z), (1, 9, 30));
-    assert!(grid.x * grid.y * grid.z >= 64);
-
-    let wide = Conv2dConfig {
-        in_channels: 512,
-        out_channels: 512,
-        ..cfg
-    };
-    let wide_dims = wide.check_shape(&shape(32, 7, 7), false).expect("valid");
-    assert_eq!(wide.backward_filter_blocks(), 8 * 72);
-    assert_eq!(wide.backward_filter_slices(&wide_dims), 1);
-    let short = cfg.check_shape(&shape(1, 16, 16), false).expect("valid");
-    assert_eq!(cfg.backward_filter_slices(&short), 1);
 }
 
 /// Counters of the ResNet 3 × 3 64 → 64 layer on 16 × 16 at batch 2 (16 K tiles) at `S = 2`

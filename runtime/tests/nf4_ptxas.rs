@@ -1,14 +1,20 @@
 //! Assembles the NF4 kernels with ptxas: the family's matrix configurations plus shapes that
 //! select every copy width of the tensor-core ring (packed rows of 16/8/4-byte multiples and
 //! rows off 4-byte words, f16/bf16 and tf32; odd `n`, so `G_C` rows copied element by element),
-//! and fails on errors, warnings or spills. Prints `ptxas -v` registers and shared memory per
+//! and fails on errors, warnings or spills, or when the f16/bf16 tensor-core forward needs more
+//! than [`FORWARD_REGISTERS`]. Prints `ptxas -v` registers and shared memory per
 //! entry. Skips loudly when ptxas is missing, unless `PTXFORGE_REQUIRE_PTXAS=1`.
 
 use ptxforge_runtime::arch::Arch;
 use ptxforge_runtime::dtype::DType;
 use ptxforge_runtime::ptxas::{assemble_each, locate_or_skip};
+use ptxforge_runtime::templates::nf4::kernels::tensor_cores;
 use ptxforge_runtime::templates::nf4::{matrix_configs, Nf4Config};
 use ptxforge_runtime::templates::KernelFamily;
+
+/// Registers per thread of the f16/bf16 tensor-core forward: 64 × 256 threads, so 4 blocks fit
+/// an SM's 64 K registers (its 37–41 KiB of shared memory allow 5 on sm_80).
+const FORWARD_REGISTERS: u32 = 64;
 
 fn edge_configs() -> Vec<Nf4Config> {
     let mut out = Vec::new();
@@ -53,15 +59,23 @@ fn nf4_kernels_assemble_without_warnings_or_spills() {
     };
     let mut configs = matrix_configs();
     configs.extend(edge_configs());
-    let failures = assemble_each(&ptxas, "nf4", configs, module, |_, name, report| {
+    let mut over_budget = Vec::new();
+    let failures = assemble_each(&ptxas, "nf4", configs, module, |cfg, name, report| {
         for e in &report.entries {
             println!(
                 "{name:<36} {:<20} regs {:>3} smem {:>6} spill {}/{}",
                 e.entry, e.registers, e.shared_bytes, e.spill_stores, e.spill_loads
             );
+            let tensor_core_forward = e.entry == "nf4_gemm"
+                && matches!(cfg.dtype, DType::F16 | DType::BF16)
+                && tensor_cores(cfg);
+            if tensor_core_forward && e.registers > FORWARD_REGISTERS {
+                over_budget.push(format!("{name} {}: {} registers", e.entry, e.registers));
+            }
         }
     });
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(over_budget.is_empty(), "{}", over_budget.join("\n"));
 }
 
 fn module(cfg: &Nf4Config) -> (String, Arch, Result<String, String>) {

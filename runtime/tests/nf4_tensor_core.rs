@@ -122,10 +122,11 @@ fn assert_tensor_core_path(log: &[LaunchRecord], what: &str) {
 /// lanes reading the same bytes counted once: ≥ 0.9) when the absmax are plain and its rows are
 /// whole sectors (`k % 64 = 0`: activation rows of `2k` bytes, packed rows of `k / 2`): the
 /// activations and codes by whole-chunk `cp.async`, the absmax by the two-sector window (an
-/// absmax array under a sector cannot fill one, so not for tiny weights). The backward is not
-/// held to 0.9 here: its staged absmax cost a sector per weight row per tile (4 to 8 bytes of
-/// it used), a bound of the 64-column tiling that `nf4_counters.rs` checks with the arithmetic,
-/// together with the figures for rows off sector boundaries.
+/// absmax array under a sector cannot fill one, so not for tiny weights). The backward's
+/// figure depends on `m` and the block size (its staged absmax use 4 to 32 bytes of a sector
+/// per weight row per tile): `nf4_counters.rs` holds it to 0.9 (f16/bf16, 256-column tiles) or
+/// to the arithmetic bound of the tf32 path's 64-column tiles, together with the figures for
+/// rows off sector boundaries.
 fn assert_whole_sector_loads(log: &[LaunchRecord], cfg: &Nf4Config, what: &str) {
     assert!(!cfg.double_quant, "{what}: not a whole-sector shape");
     if !cfg.k.is_multiple_of(64) {

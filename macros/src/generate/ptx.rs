@@ -14,7 +14,7 @@
 //! typed error when every embedded target is newer than the device. PTX for an older target
 //! still runs on a newer GPU: the driver JIT-compiles it for the device when it is loaded.
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Literal, TokenStream};
 use quote::{format_ident, quote};
 use syn::Path;
 
@@ -30,6 +30,7 @@ pub(crate) fn emit<F: Family>(cx: &Kernel<'_, F>) -> TokenStream {
     let ident = &cx.item.ident;
     let krate = cx.krate;
     let ptx = &cx.compiled.ptx;
+    let text = text_literal(ptx);
     let entries: Vec<String> = cx
         .compiled
         .entries
@@ -59,13 +60,13 @@ pub(crate) fn emit<F: Family>(cx: &Kernel<'_, F>) -> TokenStream {
     let mut extra_consts = Vec::new();
     for target in cx.extra {
         let name = format_ident!("PTX_{}", target.arch.name().to_uppercase());
-        let text = &target.compiled.ptx;
         let doc = format!(
             " The module for target `{}` ({} bytes): the same entries as [`Self::PTX`], built for \
              this target.",
             target.arch,
-            text.len()
+            target.compiled.ptx.len()
         );
+        let text = text_literal(&target.compiled.ptx);
         let hidden = format_ident!("__PTX_TEXT_{}", target.arch.name().to_uppercase());
         extra_consts.push(quote! {
             #[doc(hidden)]
@@ -80,7 +81,7 @@ pub(crate) fn emit<F: Family>(cx: &Kernel<'_, F>) -> TokenStream {
     let count = rows.len();
     quote! {
         #[doc(hidden)]
-        pub const __PTX_TEXT: &'static str = #ptx;
+        pub const __PTX_TEXT: &'static str = #text;
         #[doc = #doc]
         pub const PTX: &'static str = Self::__PTX_TEXT;
         #(#extra_consts)*
@@ -105,6 +106,20 @@ pub(crate) fn emit<F: Family>(cx: &Kernel<'_, F>) -> TokenStream {
             #ident::__targets()[0].1 .1
         }
     }
+}
+
+/// The module text as a raw string literal (`r#"…"#`, with enough `#`s): the same `&str` as an
+/// escaped literal, but made without escaping every character (`Literal::string` escapes each
+/// of the 100-odd KiB one `char` at a time, the largest cost of expanding a conv kernel) and read
+/// by the compiler without unescaping.
+fn text_literal(text: &str) -> Literal {
+    let mut hashes = String::from("#");
+    while text.contains(&format!("\"{hashes}")) {
+        hashes.push('#');
+    }
+    format!("r{hashes}\"{text}\"{hashes}")
+        .parse()
+        .unwrap_or_else(|_| Literal::string(text))
 }
 
 /// `Arch::Sm80` through the hidden path.
@@ -140,6 +155,30 @@ pub(crate) fn stub<F: Family>(krate: &Path) -> TokenStream {
         #[doc(hidden)]
         pub fn __ptx_static() -> &'static str {
             ""
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::text_literal;
+
+    /// The raw literal is the module text exactly, with as many `#`s as the text needs (a
+    /// `"#` inside would end an `r#"…"#` early); a literal that fell back to escaping would not
+    /// start with `r`.
+    #[test]
+    fn text_literal_is_raw_and_exact() {
+        for text in [
+            ".version 8.0\n\t.reg .f32 %f<3>;\n",
+            "// a \"quoted\" comment with \\ and \"# and \"## in it\n",
+            "",
+        ] {
+            let literal = text_literal(text);
+            let repr = literal.to_string();
+            assert!(repr.starts_with('r'), "{repr}");
+            let parsed: syn::LitStr =
+                syn::parse2(quote::quote!(#literal)).expect("a string literal");
+            assert_eq!(parsed.value(), text);
         }
     }
 }

@@ -264,13 +264,14 @@ fn valid_moe_gets_ptx_entries_and_typed_wrappers() {
     let out = mixtral(2);
     let text = out.to_string();
     assert!(!text.contains("compile_error"), "{text}");
-    assert!(text.contains("pub const __PTX_TEXT : & 'static str = \"//"));
+    // The module text is a raw string literal (no escaping: see `generate::ptx`).
+    assert!(text.contains("pub const __PTX_TEXT : & 'static str = r#\"//"));
     assert!(text.contains("pub const PTX : & 'static str = Self :: __PTX_TEXT ;"));
     assert!(
         text.contains("(Mixtral :: CONFIG , Mixtral :: PTX)"),
         "{text}"
     );
-    assert!(text.contains("\\n.version 7.0\\n.target sm_80\\n"));
+    assert!(text.contains("\n.version 7.0\n.target sm_80\n"));
     for entry in [
         "moe_gating",
         "moe_permute",
@@ -539,8 +540,8 @@ fn several_targets_embed_one_module_each() {
     let (_, consts) = impl_items(&out);
     assert!(consts.contains(&"PTX".to_owned()) && consts.contains(&"PTX_SM_90".to_owned()));
     // The lowest target is the primary module; each other target has its own.
-    assert!(text.contains("\\n.target sm_75\\n"), "{text}");
-    assert!(text.contains("\\n.target sm_90\\n"), "{text}");
+    assert!(text.contains("\n.target sm_75\n"), "{text}");
+    assert!(text.contains("\n.target sm_90\n"), "{text}");
     assert!(text.contains("(:: ptxforge :: __private :: Arch :: Sm75 , (K :: CONFIG , K :: PTX))"));
     assert!(text.contains(":: ptxforge :: __private :: Arch :: Sm90 , (:: ptxforge"));
     assert!(text.contains("K :: PTX_SM_90))"));

@@ -131,6 +131,32 @@ impl KernelBuilder {
         d
     }
 
+    /// `bfe.u32`: the `len` bits of `a` from bit `pos` on, zero-extended: `(a >> pos) &
+    /// (2^len − 1)` in one instruction (`pos + len ≤ 32`).
+    pub fn bit_field(
+        &mut self,
+        a: Reg<U32>,
+        pos: impl Into<Val<U32>>,
+        len: impl Into<Val<U32>>,
+    ) -> Reg<U32> {
+        self.u32_op3(Op::Bfe, a, pos.into(), len.into())
+    }
+
+    /// `op d, a, b, c` on 32-bit integer operands (`bfe`, `prmt`), `d` a new register.
+    pub(super) fn u32_op3(&mut self, op: Op, a: Reg<U32>, b: Val<U32>, c: Val<U32>) -> Reg<U32> {
+        let d = self.reg::<U32>();
+        self.push(
+            op,
+            vec![
+                Operand::Reg(d.id),
+                Operand::Reg(a.id),
+                b.operand(),
+                c.operand(),
+            ],
+        );
+        d
+    }
+
     /// Integer division (rounds toward zero).
     pub fn div_int<T: Int>(&mut self, a: impl Into<Val<T>>, b: impl Into<Val<T>>) -> Reg<T> {
         self.bin(BinOp::Div, a, b)

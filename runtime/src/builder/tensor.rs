@@ -540,17 +540,7 @@ impl KernelBuilder {
         b: impl Into<Val<U32>>,
         selector: impl Into<Val<U32>>,
     ) -> Reg<U32> {
-        let d = self.reg::<U32>();
-        self.push(
-            Op::Prmt,
-            vec![
-                Operand::Reg(d.id),
-                Operand::Reg(a.id),
-                b.into().operand(),
-                selector.into().operand(),
-            ],
-        );
-        d
+        self.u32_op3(Op::Prmt, a, b.into(), selector.into())
     }
 }
 

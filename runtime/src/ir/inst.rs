@@ -437,6 +437,8 @@ pub enum Op {
     Ret,
     /// `prmt.b32 d, a, b, c`: picks four bytes of `{b, a}` by the selector nibbles of `c`.
     Prmt,
+    /// `bfe.u32 d, a, b, c`: bits `b .. b + c` of `a`, zero-extended (`b`, `c` < 256).
+    Bfe,
     /// `mma.sync.aligned.shape.row.col.d.a.b.c {d…}, {a…}, {b…}, {c…}`: one warp-wide
     /// tensor-core matrix multiply-accumulate (see [`Mma`]).
     Mma(Mma),
@@ -514,82 +516,88 @@ impl Op {
     /// The full mnemonic with modifiers, e.g. `ld.global.nc.v4.f32`.
     pub fn mnemonic(&self) -> String {
         let mut s = String::new();
+        self.write_mnemonic(&mut s);
+        s
+    }
+
+    /// Appends [`Self::mnemonic`] to `s` (the emitter prints straight into its output).
+    pub fn write_mnemonic(&self, s: &mut String) {
         match self {
             Op::Mov(ty) => {
                 s.push_str("mov");
-                dot(&mut s, ty.name());
+                dot(s, ty.name());
             }
             Op::Pack(ty) | Op::Unpack(ty) => {
                 s.push_str("mov");
-                dot(&mut s, ty.name());
+                dot(s, ty.name());
             }
             Op::Ld { space, ty, vec, nc } => {
                 s.push_str("ld");
-                dot(&mut s, space.name());
+                dot(s, space.name());
                 if *nc {
-                    dot(&mut s, "nc");
+                    dot(s, "nc");
                 }
-                push_vec(&mut s, *vec);
-                dot(&mut s, ty.name());
+                push_vec(s, *vec);
+                dot(s, ty.name());
             }
             Op::St { space, ty, vec } => {
                 s.push_str("st");
-                dot(&mut s, space.name());
-                push_vec(&mut s, *vec);
-                dot(&mut s, ty.name());
+                dot(s, space.name());
+                push_vec(s, *vec);
+                dot(s, ty.name());
             }
             Op::CvtaToGlobal => s.push_str("cvta.to.global.u64"),
             Op::Bin { op, ty, rnd, ftz } => {
                 s.push_str(op.name());
                 if let Some(r) = rnd {
-                    dot(&mut s, r.name());
+                    dot(s, r.name());
                 }
                 if *ftz {
-                    dot(&mut s, "ftz");
+                    dot(s, "ftz");
                 }
-                dot(&mut s, ty.name());
+                dot(s, ty.name());
             }
             Op::FDiv { ty, precision, ftz } => {
                 s.push_str("div");
-                push_precision(&mut s, *precision);
+                push_precision(s, *precision);
                 if *ftz {
-                    dot(&mut s, "ftz");
+                    dot(s, "ftz");
                 }
-                dot(&mut s, ty.name());
+                dot(s, ty.name());
             }
             Op::MulInt { mode, ty } => {
                 s.push_str("mul");
-                dot(&mut s, mode.name());
-                dot(&mut s, ty.name());
+                dot(s, mode.name());
+                dot(s, ty.name());
             }
             Op::MadInt { mode, ty } => {
                 s.push_str("mad");
-                dot(&mut s, mode.name());
-                dot(&mut s, ty.name());
+                dot(s, mode.name());
+                dot(s, ty.name());
             }
             Op::Fma { ty, rnd, ftz } => {
                 s.push_str("fma");
-                dot(&mut s, rnd.name());
+                dot(s, rnd.name());
                 if *ftz {
-                    dot(&mut s, "ftz");
+                    dot(s, "ftz");
                 }
-                dot(&mut s, ty.name());
+                dot(s, ty.name());
             }
             Op::Un { op, ty, ftz } => {
                 s.push_str(op.name());
                 if *ftz {
-                    dot(&mut s, "ftz");
+                    dot(s, "ftz");
                 }
-                dot(&mut s, ty.name());
+                dot(s, ty.name());
             }
             Op::Setp { cmp, ty } => {
                 s.push_str("setp");
-                dot(&mut s, cmp.name());
-                dot(&mut s, ty.name());
+                dot(s, cmp.name());
+                dot(s, ty.name());
             }
             Op::Selp(ty) => {
                 s.push_str("selp");
-                dot(&mut s, ty.name());
+                dot(s, ty.name());
             }
             Op::Cvt {
                 dst,
@@ -600,16 +608,16 @@ impl Op {
             } => {
                 s.push_str("cvt");
                 if let Some(r) = rnd {
-                    dot(&mut s, r.name());
+                    dot(s, r.name());
                 }
                 if *ftz {
-                    dot(&mut s, "ftz");
+                    dot(s, "ftz");
                 }
                 if *sat {
-                    dot(&mut s, "sat");
+                    dot(s, "sat");
                 }
-                dot(&mut s, dst.name());
-                dot(&mut s, src.name());
+                dot(s, dst.name());
+                dot(s, src.name());
             }
             Op::Math {
                 func,
@@ -618,17 +626,17 @@ impl Op {
                 ftz,
             } => {
                 s.push_str(func.name());
-                push_precision(&mut s, *precision);
+                push_precision(s, *precision);
                 if *ftz {
-                    dot(&mut s, "ftz");
+                    dot(s, "ftz");
                 }
-                dot(&mut s, ty.name());
+                dot(s, ty.name());
             }
             Op::Bra { uni } => s.push_str(if *uni { "bra.uni" } else { "bra" }),
             Op::BarSync => s.push_str("bar.sync"),
             Op::Membar(level) => {
                 s.push_str("membar");
-                dot(&mut s, level.name());
+                dot(s, level.name());
             }
             Op::Atom { space, op, ty } | Op::Red { space, op, ty } => {
                 s.push_str(if matches!(self, Op::Atom { .. }) {
@@ -636,18 +644,18 @@ impl Op {
                 } else {
                     "red"
                 });
-                dot(&mut s, space.name());
-                dot(&mut s, op.name());
-                dot(&mut s, ty.name());
+                dot(s, space.name());
+                dot(s, op.name());
+                dot(s, ty.name());
             }
             Op::Shfl(mode) => {
                 s.push_str("shfl.sync");
-                dot(&mut s, mode.name());
+                dot(s, mode.name());
                 s.push_str(".b32");
             }
             Op::Vote(mode) => {
                 s.push_str("vote.sync");
-                dot(&mut s, mode.name());
+                dot(s, mode.name());
                 s.push_str(if *mode == VoteMode::Ballot {
                     ".b32"
                 } else {
@@ -656,19 +664,19 @@ impl Op {
             }
             Op::Ret => s.push_str("ret"),
             Op::Prmt => s.push_str("prmt.b32"),
+            Op::Bfe => s.push_str("bfe.u32"),
             Op::Mma(mma) => s.push_str(&mma.mnemonic()),
             Op::Ldmatrix { count, trans } => {
                 s.push_str("ldmatrix.sync.aligned.m8n8");
-                dot(&mut s, count.name());
+                dot(s, count.name());
                 if *trans {
-                    dot(&mut s, "trans");
+                    dot(s, "trans");
                 }
                 s.push_str(".shared.b16");
             }
             Op::Async(a) => s.push_str(&a.mnemonic()),
             Op::Comment(_) => {}
         }
-        s
     }
 
     /// The operand slots, in order.
@@ -736,6 +744,12 @@ impl Op {
                 Src(Type::B32),
                 Src(Type::B32),
                 Src(Type::B32),
+            ],
+            Op::Bfe => vec![
+                Dst(Type::U32),
+                Src(Type::U32),
+                Src(Type::U32),
+                Src(Type::U32),
             ],
             Op::Mma(mma) => match mma.fragment_regs() {
                 Some(n) => vec![

@@ -14,13 +14,17 @@
 //! and everything after a divergent `@p ret`. Branches on uniform predicates (a loop over `K`
 //! read from a parameter, `if k_tiles > 0`) keep the warp converged and open no region.
 
-use crate::ir::{Inst, Kernel, Op, Operand, SpecialReg, Stmt};
+use crate::ir::{Inst, Kernel, Op, Operand, RegId, SpecialReg, Stmt};
 
-use super::{read_regs, written_regs};
+use super::RegUses;
 
 /// Per statement: `Some(i)` when it lies in the region opened by the divergent branch or return
 /// at statement `i`.
-pub(super) fn divergent_regions(kernel: &Kernel, placed: &[Option<usize>]) -> Vec<Option<usize>> {
+pub(super) fn divergent_regions(
+    kernel: &Kernel,
+    placed: &[Option<usize>],
+    uses: &RegUses,
+) -> Vec<Option<usize>> {
     let body = &kernel.body;
     let mut divergent = vec![false; kernel.regs.len()];
     loop {
@@ -28,10 +32,10 @@ pub(super) fn divergent_regions(kernel: &Kernel, placed: &[Option<usize>]) -> Ve
         let mut changed = false;
         for (i, stmt) in body.iter().enumerate() {
             let Stmt::Inst(inst) = stmt else { continue };
-            if !writes_divergent(inst, &divergent) && regions[i].is_none() {
+            if !writes_divergent(inst, uses.reads(i), &divergent) && regions[i].is_none() {
                 continue;
             }
-            for r in written_regs(inst) {
+            for r in uses.writes(i) {
                 if let Some(d) = divergent.get_mut(r.0 as usize) {
                     changed |= !*d;
                     *d = true;
@@ -44,9 +48,10 @@ pub(super) fn divergent_regions(kernel: &Kernel, placed: &[Option<usize>]) -> Ve
     }
 }
 
-/// Whether the instruction's result differs per lane given the divergent registers so far.
-fn writes_divergent(inst: &Inst, divergent: &[bool]) -> bool {
-    let is_div = |r: crate::ir::RegId| divergent.get(r.0 as usize).copied().unwrap_or(false);
+/// Whether the instruction's result differs per lane given the divergent registers so far
+/// (`reads`: the registers it reads).
+fn writes_divergent(inst: &Inst, reads: &[RegId], divergent: &[bool]) -> bool {
+    let is_div = |r: RegId| divergent.get(r.0 as usize).copied().unwrap_or(false);
     let per_lane_source = match &inst.op {
         Op::Mov(_) => inst.args.iter().any(|a| {
             matches!(
@@ -65,7 +70,7 @@ fn writes_divergent(inst: &Inst, divergent: &[bool]) -> bool {
         Op::Vote(_) => return inst.guard.is_some_and(|g| is_div(g.pred)),
         _ => false,
     };
-    per_lane_source || read_regs(inst).into_iter().any(is_div)
+    per_lane_source || reads.iter().copied().any(is_div)
 }
 
 fn regions(body: &[Stmt], placed: &[Option<usize>], divergent: &[bool]) -> Vec<Option<usize>> {

@@ -173,6 +173,32 @@ pub fn prepare(case: &Case, cfg: &Conv2dConfig) -> (String, String, ConvDims) {
     (label, ptx, dims)
 }
 
+/// A case compiled for one config: its label, module, checked dimensions and shape, and the
+/// device that runs it.
+pub struct Prepared {
+    pub label: String,
+    pub cfg: Conv2dConfig,
+    pub ptx: String,
+    pub dims: ConvDims,
+    pub shape: ConvShape,
+    pub dev: SimBackend,
+}
+
+impl Prepared {
+    /// `case` compiled for `cfg` ([`prepare`]), to run on `dev`.
+    pub fn new(case: &Case, cfg: Conv2dConfig, dev: SimBackend) -> Self {
+        let (label, ptx, dims) = prepare(case, &cfg);
+        Self {
+            label,
+            cfg,
+            ptx,
+            dims,
+            shape: case.shape,
+            dev,
+        }
+    }
+}
+
 /// Backward-filter shapes: a long reduction over several images (the ring wraps many times,
 /// a K tile spans two images), two output-channel tiles and two filter-column tiles, stride
 /// with dilation and padding, groups with a bias.

@@ -27,6 +27,8 @@ use ptxforge_runtime::templates::testing::SplitMix64;
 use ptxforge_runtime::templates::KernelFamily;
 use ptxforge_runtime::{Arch, DType};
 
+use super::bank_conflicts;
+
 type Result<T> = std::result::Result<T, String>;
 
 fn err(e: impl std::fmt::Display) -> String {
@@ -382,18 +384,14 @@ pub fn section(md: &mut String, ptxas: &Path, scratch: &Path) -> Result<()> {
                     return Err(format!("{name} on {arch}: {} issued no mma", r.entry));
                 }
                 let total = c.instructions.total();
-                let ldmatrix = if c.ldmatrix_matrices == 0 {
-                    "–".to_string()
-                } else {
-                    format!("{:.2}", c.ldmatrix_wavefronts_per_matrix())
-                };
                 let _ = writeln!(
                     md,
-                    "| {name} | {arch} | {} | {:.1} | {:.1}% | {ldmatrix} | {:.2} | {:.2} | {} |",
+                    "| {name} | {arch} | {} | {:.1} | {:.1}% | {} | {} | {:.2} | {} |",
                     r.entry,
                     total as f64 / outputs as f64,
                     100.0 * c.instructions.tensor_core as f64 / total.max(1) as f64,
-                    c.shared_bank_conflict_factor(),
+                    bank_conflicts::cell(bank_conflicts::ldmatrix_per_matrix(c)),
+                    bank_conflicts::cell(bank_conflicts::smem_per_min(c)),
                     c.global_load_efficiency(),
                     registers(&reports, &r.entry),
                 );

@@ -2,6 +2,7 @@
 //! produced it. Sections: code generation time, ptxas resources per kernel and target,
 //! interpreter counters per kernel, interpreter throughput.
 
+mod bank_conflicts;
 mod counters;
 mod families;
 mod model;
@@ -38,7 +39,7 @@ pub fn bench(root: &Path, ptxas: &Path) -> Result<String, String> {
     counters::section(&mut md)?;
     counters::tensor_core_section(&mut md)?;
     families::section(&mut md, ptxas, &root.join("target").join("bench-ptxas"))?;
-    realistic::section(&mut md)?;
+    realistic::section(&mut md, ptxas, &root.join("target").join("bench-ptxas"))?;
     triton::section(&mut md, root)?;
     peers_section(&mut md, root, ptxas)?;
     throughput_section(&mut md, root)?;

@@ -13,10 +13,17 @@
 //!   and its required FLOPs / the peak of its precision.
 //! - **ideal / bound** ≤ 1: how close the kernel's own work is to the job's roofline.
 //!
-//! Counters of realistic shapes come from smaller launches: [`extrapolate`] fits a polynomial in
-//! one size parameter through sample points (exact when per-block work is affine in the K loop,
+//! Counters of realistic shapes come from smaller launches: [`lagrange_weights`] fit a
+//! polynomial in one size parameter through sample points (exact when per-block work is affine in the K loop,
 //! or quadratic in the sequence length for attention), and [`Work::scaled`] multiplies by the
 //! ratio of identically-working blocks.
+//!
+//! The four-term bound spreads the work over all 132 SMs, whatever the grid. The
+//! **waves-aware bound** ([`waves_aware`]) adds what the grid allows: per launch, the blocks an
+//! SM holds at once ([`blocks_per_sm`]: threads, registers from `ptxas -v`, shared memory and
+//! the block limit of an H100 SM), the waves `⌈blocks / (132 · blocks per SM)⌉`, and the
+//! compute terms on the busiest SM (the one that runs `⌈blocks / 132⌉` blocks), launches one
+//! after another as a stream runs them.
 
 use ptxforge_sim::Counters;
 
@@ -151,21 +158,21 @@ impl Work {
     }
 }
 
-/// The work measured at sample sizes `points` (size, work), extended to `at` by the polynomial
-/// through them (degree = points − 1; Lagrange form). Two points fit a K loop, three a causal
-/// attention's quadratic in the sequence length.
-pub fn extrapolate(points: &[(f64, Work)], at: f64) -> Work {
-    let mut out = Work::default();
-    for (i, (xi, wi)) in points.iter().enumerate() {
-        let weight: f64 = points
-            .iter()
-            .enumerate()
-            .filter(|(j, _)| *j != i)
-            .map(|(_, (xj, _))| (at - xj) / (xi - xj))
-            .product();
-        out = out.plus(&wi.scaled(weight));
-    }
-    out
+/// The weight of each sample value at `at` in the polynomial through the samples at `xs`
+/// (degree = samples − 1; Lagrange form): `f(at) = Σ weight_i · f(x_i)` for every polynomial of
+/// degree < `xs.len()`. Two samples fit a K loop, three a causal attention's quadratic in the
+/// sequence length.
+pub fn lagrange_weights(xs: &[f64], at: f64) -> Vec<f64> {
+    xs.iter()
+        .enumerate()
+        .map(|(i, xi)| {
+            xs.iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(_, xj)| (at - xj) / (xi - xj))
+                .product()
+        })
+        .collect()
 }
 
 /// What the job needs, whoever runs it.
@@ -231,6 +238,173 @@ pub fn bound(work: &Work, job: &Job, peak: &Peak) -> Bound {
 /// peak of its precision, whichever is longer.
 pub fn ideal(job: &Job, peak: &Peak) -> f64 {
     (job.compulsory_bytes / peak.dram_bytes_per_s).max(job.flops / job.precision.peak(peak))
+}
+
+/// What one SM holds at once, and how fast it issues.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sm {
+    pub count: u32,
+    pub registers: u32,
+    /// Registers are allocated per warp in units of this many.
+    pub register_unit: u32,
+    pub shared_bytes: u32,
+    /// Shared memory the driver reserves for each resident block.
+    pub reserved_shared_per_block: u32,
+    pub threads: u32,
+    pub blocks: u32,
+    pub schedulers: u32,
+    pub clock_hz: f64,
+}
+
+/// An H100 SXM5 SM (compute capability 9.0): 65536 registers (per warp in units of 256), 228
+/// KiB of shared memory (1 KiB reserved per block), 2048 threads, 32 blocks, 4 schedulers at
+/// 1.98 GHz; 132 of them.
+pub const H100_SM: Sm = Sm {
+    count: 132,
+    registers: 65536,
+    register_unit: 256,
+    shared_bytes: 228 * 1024,
+    reserved_shared_per_block: 1024,
+    threads: 2048,
+    blocks: 32,
+    schedulers: 4,
+    clock_hz: 1.98e9,
+};
+
+/// One launch as the occupancy sees it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Launch {
+    pub blocks: u64,
+    pub threads_per_block: u32,
+    /// Per thread, from `ptxas -v`.
+    pub registers: u32,
+    /// Static (from `ptxas -v`) plus dynamic shared memory per block.
+    pub shared_bytes: u32,
+}
+
+impl Launch {
+    fn warps_per_block(&self) -> u32 {
+        self.threads_per_block.div_ceil(32)
+    }
+}
+
+/// What caps the blocks an SM holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Occupancy {
+    Threads,
+    Registers,
+    SharedMemory,
+    Blocks,
+}
+
+impl Occupancy {
+    pub fn name(self) -> &'static str {
+        match self {
+            Occupancy::Threads => "threads",
+            Occupancy::Registers => "registers",
+            Occupancy::SharedMemory => "smem",
+            Occupancy::Blocks => "block limit",
+        }
+    }
+}
+
+/// Blocks of `launch` one SM holds at once, and the limit that decides it (the first of
+/// threads, registers, shared memory, blocks on a tie). Registers: each warp takes
+/// `⌈registers · 32 / unit⌉ · unit`, so an SM holds `⌊65536 / that⌋` warps and
+/// `⌊warps / warps per block⌋` blocks. Shared memory: `⌊228 KiB / (bytes + 1 KiB)⌋`.
+pub fn blocks_per_sm(launch: &Launch, sm: &Sm) -> (u32, Occupancy) {
+    let warps = launch.warps_per_block().max(1);
+    let by_threads = sm.threads / (warps * 32);
+    let per_warp = (launch.registers * 32).div_ceil(sm.register_unit) * sm.register_unit;
+    let by_registers = sm
+        .registers
+        .checked_div(per_warp)
+        .map_or(u32::MAX, |w| w / warps);
+    let by_shared = sm.shared_bytes / (launch.shared_bytes + sm.reserved_shared_per_block);
+    [
+        (by_threads, Occupancy::Threads),
+        (by_registers, Occupancy::Registers),
+        (by_shared, Occupancy::SharedMemory),
+        (sm.blocks, Occupancy::Blocks),
+    ]
+    .into_iter()
+    .min_by_key(|(n, _)| *n)
+    .expect("four limits")
+}
+
+/// `⌈blocks / (SMs · blocks per SM)⌉`: how many times the grid refills the part.
+pub fn waves(launch: &Launch, per_sm: u32, sm: &Sm) -> u64 {
+    launch
+        .blocks
+        .div_ceil(u64::from(sm.count) * u64::from(per_sm.max(1)))
+}
+
+/// The compute time of one launch doing `work` on its busiest SM, in seconds: that SM runs
+/// `⌈blocks / SMs⌉` blocks, so the tensor and FP32 terms grow by `SMs · ⌈blocks / SMs⌉ /
+/// blocks` over work spread evenly; its issue term is, wave by wave, the resident blocks'
+/// warp instructions over the SM's schedulers, and never less than one warp's own
+/// instructions (a warp issues at most one per cycle), which is what a grid of few, narrow
+/// blocks pays.
+pub fn busiest_sm_seconds(launch: &Launch, work: &Work, job: &Job, peak: &Peak, sm: &Sm) -> f64 {
+    if launch.blocks == 0 {
+        return 0.0;
+    }
+    let spread = bound(work, job, peak);
+    let sms = u64::from(sm.count);
+    let busiest = launch.blocks.div_ceil(sms);
+    let imbalance = (sms * busiest) as f64 / launch.blocks as f64;
+    let (per_sm, _) = blocks_per_sm(launch, sm);
+    let waves = waves(launch, per_sm, sm);
+    let full = u64::from(per_sm.max(1)) * sms;
+    let last = launch.blocks - (waves - 1) * full;
+    let block_warp_instructions = work.thread_instructions / 32.0 / launch.blocks as f64;
+    let warp_instructions = block_warp_instructions / f64::from(launch.warps_per_block().max(1));
+    let wave_cycles = |resident: u64| {
+        (resident as f64 * block_warp_instructions / f64::from(sm.schedulers))
+            .max(warp_instructions)
+    };
+    let issue_cycles = (waves - 1) as f64 * wave_cycles(u64::from(per_sm.max(1)))
+        + wave_cycles(last.div_ceil(sms));
+    (imbalance * spread.tensor_s)
+        .max(imbalance * spread.fma_s)
+        .max(issue_cycles / sm.clock_hz)
+}
+
+/// The waves-aware bound of a job run as `launches` (each with its work), one after another:
+/// max(the job's DRAM term, Σ each launch's [`busiest_sm_seconds`]). Never below
+/// [`bound`]'s four terms on the summed work.
+pub fn waves_aware(launches: &[(Launch, Work)], job: &Job, peak: &Peak, sm: &Sm) -> WavesBound {
+    let total = launches
+        .iter()
+        .fold(Work::default(), |acc, (_, w)| acc.plus(w));
+    WavesBound {
+        dram_s: bound(&total, job, peak).dram_s,
+        busiest_sm_s: launches
+            .iter()
+            .map(|(l, w)| busiest_sm_seconds(l, w, job, peak, sm))
+            .sum(),
+    }
+}
+
+/// The two terms of the waves-aware bound, in seconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WavesBound {
+    pub dram_s: f64,
+    pub busiest_sm_s: f64,
+}
+
+impl WavesBound {
+    pub fn seconds(&self) -> f64 {
+        self.dram_s.max(self.busiest_sm_s)
+    }
+
+    pub fn limiter(&self) -> &'static str {
+        if self.dram_s >= self.busiest_sm_s {
+            "DRAM"
+        } else {
+            "busiest SM"
+        }
+    }
 }
 
 /// Microseconds with three significant figures.
@@ -300,6 +474,111 @@ mod tests {
             ..job
         };
         assert!(close(bound(&w, &tf32, &H100).tensor_s, 1e12 / 494.5e12));
+    }
+
+    fn launch(blocks: u64, threads: u32, registers: u32, shared: u32) -> Launch {
+        Launch {
+            blocks,
+            threads_per_block: threads,
+            registers,
+            shared_bytes: shared,
+        }
+    }
+
+    /// Blocks per SM and waves, worked by hand on an H100 SM.
+    #[test]
+    fn occupancy_matches_hand_computed_cases() {
+        let sm = &H100_SM;
+        // 128 threads, 90 registers, 30 KiB: a warp takes ⌈90·32/256⌉·256 = 3072 registers,
+        // 65536 / 3072 = 21 warps = 5 blocks of 4; shared 233472 / 31744 = 7; threads 16.
+        let l = launch(784, 128, 90, 30720);
+        assert_eq!(blocks_per_sm(&l, sm), (5, Occupancy::Registers));
+        // 784 / (132·5) = 1.19: 2 waves.
+        assert_eq!(waves(&l, 5, sm), 2);
+        // 33 registers round up to 40 per thread (1280 a warp): 51 warps = 12 blocks of 4, not
+        // the 15 that 33 · 32 = 1056 registers a warp would give.
+        assert_eq!(
+            blocks_per_sm(&launch(1, 128, 33, 0), sm),
+            (12, Occupancy::Registers)
+        );
+        // 256 threads, 32 registers, no shared memory: 2048 / 256 = 8 blocks (threads);
+        // registers would allow 65536 / 1024 / 8 = 8 too, and threads come first.
+        assert_eq!(
+            blocks_per_sm(&launch(1, 256, 32, 0), sm),
+            (8, Occupancy::Threads)
+        );
+        // 32 threads, 16 registers: 64 by threads, 128 by registers, 228 by shared memory,
+        // so the 32-block limit decides.
+        assert_eq!(
+            blocks_per_sm(&launch(1, 32, 16, 0), sm),
+            (32, Occupancy::Blocks)
+        );
+        // 100 KiB of shared memory: 233472 / (102400 + 1024) = 2 blocks.
+        let big = launch(1000, 128, 32, 100 * 1024);
+        assert_eq!(blocks_per_sm(&big, sm), (2, Occupancy::SharedMemory));
+        // 1000 / 264 = 3.8: 4 waves; 264 blocks fill exactly one.
+        assert_eq!(waves(&big, 2, sm), 4);
+        assert_eq!(waves(&launch(264, 128, 32, 100 * 1024), 2, sm), 1);
+        // 255 registers, 1024 threads: 8192 registers a warp, 8 warps an SM: no block fits.
+        assert_eq!(blocks_per_sm(&launch(1, 1024, 255, 0), sm).0, 0);
+    }
+
+    /// The busiest SM: 36 blocks of 4 warps leave 96 SMs idle, so 36 blocks' issue time is
+    /// one block's warp instructions over 4 schedulers, not the total over 132 · 4; 264
+    /// blocks (2 per SM) take two blocks' worth; a 1-warp block pays its warp's instructions.
+    #[test]
+    fn busiest_sm_charges_idle_sms_and_narrow_blocks() {
+        let job = Job {
+            compulsory_bytes: 0.0,
+            footprint_bytes: 0.0,
+            flops: 0.0,
+            precision: Precision::F16Tensor,
+        };
+        let per_block = 1.0e6; // warp instructions per block
+        let work = |blocks: u64| Work {
+            thread_instructions: 32.0 * per_block * blocks as f64,
+            ..Work::default()
+        };
+        let f = H100_SM.clock_hz;
+        let few = launch(36, 128, 90, 30720);
+        let t = busiest_sm_seconds(&few, &work(36), &job, &H100, &H100_SM);
+        assert!(close(t, per_block / 4.0 / f), "{t}");
+        // The four-term issue term spreads the same work over every scheduler: 132/36 less.
+        let spread = bound(&work(36), &job, &H100).issue_s;
+        assert!(close(t / spread, 132.0 / 36.0), "{}", t / spread);
+        let two = launch(264, 128, 90, 30720);
+        let t = busiest_sm_seconds(&two, &work(264), &job, &H100, &H100_SM);
+        assert!(close(t, 2.0 * per_block / 4.0 / f), "{t}");
+        // 2 waves of 5 resident blocks (784 blocks): 5 blocks then ⌈124 / 132⌉ = 1.
+        let many = launch(784, 128, 90, 30720);
+        let t = busiest_sm_seconds(&many, &work(784), &job, &H100, &H100_SM);
+        assert!(close(t, 6.0 * per_block / 4.0 / f), "{t}");
+        let narrow = launch(10, 32, 32, 0);
+        let t = busiest_sm_seconds(&narrow, &work(10), &job, &H100, &H100_SM);
+        assert!(close(t, per_block / f), "{t}");
+        // The job: DRAM against the launches one after another.
+        let both = waves_aware(
+            &[(few, work(36)), (narrow, work(10))],
+            &job,
+            &H100,
+            &H100_SM,
+        );
+        assert!(close(
+            both.busiest_sm_s,
+            per_block / 4.0 / f + per_block / f
+        ));
+        assert_eq!(both.limiter(), "busiest SM");
+    }
+
+    /// The work at `at` from the work at sample sizes, through [`lagrange_weights`].
+    fn extrapolate(points: &[(f64, Work)], at: f64) -> Work {
+        let xs: Vec<f64> = points.iter().map(|(x, _)| *x).collect();
+        lagrange_weights(&xs, at)
+            .iter()
+            .zip(points)
+            .fold(Work::default(), |out, (weight, (_, w))| {
+                out.plus(&w.scaled(*weight))
+            })
     }
 
     /// Two points recover a line exactly and three a parabola, outside the sampled range too.

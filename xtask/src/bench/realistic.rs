@@ -5,21 +5,26 @@
 //! The shapes are far too big to interpret, so each runs as samples: launches of the same
 //! kernels with fewer identically-working blocks (scaled back by the block ratio) at two or
 //! three values of one size parameter (the K loop's length, or the sequence length), extended
-//! to the real value by [`extrapolate`]. Every sample runs with the interpreter's checks off
-//! (the counter sections above run the same kernels with every check on). Each row is run on
-//! two targets: sm_70 (no tensor cores: the CUDA-core path) and sm_80 (the tensor-core path
-//! wherever a family has one).
+//! to the real value by the polynomial through them ([`lagrange_weights`]). Every sample runs
+//! with the interpreter's checks off (the counter sections above run the same kernels with
+//! every check on). Each row is run on two targets: sm_70 (no tensor cores: the CUDA-core path)
+//! and sm_80 (the tensor-core path wherever a family has one); the ResNet weight gradient runs
+//! on sm_80 only, unsplit and split. A second table puts each launch's grid and occupancy
+//! beside the bound, and the waves-aware bound ([`super::model::waves_aware`]).
 
 use std::fmt::Write as _;
+use std::path::Path;
 
 use half::{bf16, f16};
 use ptxforge_runtime::launch::{Backend, LaunchRecord, SimBackend};
+use ptxforge_runtime::ptxas::assemble;
 use ptxforge_runtime::templates::attention::launch::{
     forward as attention_forward, AttentionBuffers,
 };
 use ptxforge_runtime::templates::attention::{AttentionConfig, AttentionShape};
 use ptxforge_runtime::templates::conv::launch as conv;
-use ptxforge_runtime::templates::conv::{Conv2dConfig, ConvShape};
+use ptxforge_runtime::templates::conv::launch::Slices;
+use ptxforge_runtime::templates::conv::{Conv2dConfig, ConvShape, Layout};
 use ptxforge_runtime::templates::moe::launch::{forward as moe_forward, ExpertWeights};
 use ptxforge_runtime::templates::moe::{Ffn, MoeConfig};
 use ptxforge_runtime::templates::nf4::launch::{forward as nf4_forward, DeviceWeights};
@@ -29,7 +34,10 @@ use ptxforge_runtime::templates::KernelFamily;
 use ptxforge_runtime::{Arch, DType};
 use ptxforge_sim::Options;
 
-use super::model::{bound, extrapolate, ideal, us, Job, Precision, Work, H100};
+use super::model::{
+    blocks_per_sm, bound, ideal, lagrange_weights, us, waves, waves_aware, Job, Launch, Precision,
+    Work, H100, H100_SM,
+};
 
 type Result<T> = std::result::Result<T, String>;
 
@@ -51,32 +59,156 @@ pub struct Row {
     pub need: Job,
 }
 
+/// A job on one path: its row of the four-term table, and what the waves-aware table needs
+/// (its launches at the real size, and the module they ran from, built for `arch`).
+struct Modelled {
+    row: Row,
+    arch: Arch,
+    sampled: Sampled,
+}
+
+impl Modelled {
+    /// The row of `sampled` (entries and work from it).
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        job: String,
+        (arch, path): (Arch, &str),
+        sample: String,
+        outputs: f64,
+        need: Job,
+        sampled: Sampled,
+    ) -> Modelled {
+        Modelled {
+            row: Row {
+                job,
+                path: path.into(),
+                entries: sampled.entries.clone(),
+                sample,
+                outputs,
+                work: sampled.work,
+                need,
+            },
+            arch,
+            sampled,
+        }
+    }
+}
+
 /// A backend for samples: counters on, checks off.
 fn backend() -> SimBackend {
     SimBackend::with_options(Options::unchecked())
 }
 
-/// Runs `launch(size)` at every sample size, weighs each launch's counters by `scale(entry)`
-/// (the block ratio to the real shape), and extends the sum to `at`. Returns the entries run.
+/// One launch of a sampled job at the real size: its entry, block shape, and its blocks and
+/// work extended from the samples.
+struct SampledLaunch {
+    entry: String,
+    blocks: f64,
+    threads_per_block: u32,
+    dynamic_shared_bytes: u32,
+    work: Work,
+}
+
+/// A job's samples extended to the real size: the entries run, the total work, each launch in
+/// order, and the module text of the last sample (for `ptxas -v`).
+struct Sampled {
+    entries: String,
+    work: Work,
+    launches: Vec<SampledLaunch>,
+    ptx: String,
+}
+
+impl Sampled {
+    /// `s` identically-working copies of every launch's blocks.
+    fn scaled(&self, s: f64) -> Sampled {
+        Sampled {
+            entries: self.entries.clone(),
+            work: self.work.scaled(s),
+            launches: self
+                .launches
+                .iter()
+                .map(|l| SampledLaunch {
+                    entry: l.entry.clone(),
+                    blocks: l.blocks * s,
+                    work: l.work.scaled(s),
+                    ..*l
+                })
+                .collect(),
+            ptx: self.ptx.clone(),
+        }
+    }
+}
+
+/// Runs `launch(size)` (module text and launch log) at every sample size, weighs each launch's
+/// counters and blocks by `scale(entry)` (the block ratio to the real shape), and extends each
+/// launch to `at` by the polynomial through the samples ([`lagrange_weights`]; every sample must
+/// launch the same entries in the same order).
 fn sampled(
     sizes: &[u32],
     at: u32,
-    mut launch: impl FnMut(u32) -> Result<Vec<LaunchRecord>>,
+    mut launch: impl FnMut(u32) -> Result<(String, Vec<LaunchRecord>)>,
     scale: impl Fn(&str) -> f64,
-) -> Result<(String, Work)> {
-    let mut points = Vec::with_capacity(sizes.len());
-    let mut entries: Vec<String> = Vec::new();
+) -> Result<Sampled> {
+    let mut runs = Vec::with_capacity(sizes.len());
+    let mut ptx = String::new();
     for &size in sizes {
-        let mut work = Work::default();
-        for r in launch(size)? {
-            work = work.plus(&Work::from_counters(&r.counters).scaled(scale(&r.entry)));
-            if !entries.contains(&r.entry) {
-                entries.push(r.entry);
-            }
-        }
-        points.push((f64::from(size), work));
+        let (text, log) = launch(size)?;
+        ptx = text;
+        runs.push(log);
     }
-    Ok((entries.join(" + "), extrapolate(&points, f64::from(at))))
+    let first = runs.first().ok_or("no sample sizes")?;
+    let same = |log: &Vec<LaunchRecord>| {
+        log.len() == first.len() && log.iter().zip(first).all(|(a, b)| a.entry == b.entry)
+    };
+    if !runs.iter().all(same) {
+        return Err("the samples launched different entries".into());
+    }
+    let xs: Vec<f64> = sizes.iter().map(|&x| f64::from(x)).collect();
+    let weights = lagrange_weights(&xs, f64::from(at));
+    let launches: Vec<SampledLaunch> = first
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let s = scale(&r.entry);
+            let at_real = |of: &dyn Fn(&LaunchRecord) -> Work| {
+                runs.iter()
+                    .zip(&weights)
+                    .fold(Work::default(), |acc, (run, w)| {
+                        acc.plus(&of(&run[i]).scaled(s * w))
+                    })
+            };
+            let blocks: f64 = runs
+                .iter()
+                .zip(&weights)
+                .map(|(run, w)| {
+                    let g = run[i].config.grid;
+                    f64::from(g.x) * f64::from(g.y) * f64::from(g.z) * s * w
+                })
+                .sum();
+            let b = r.config.block;
+            SampledLaunch {
+                entry: r.entry.clone(),
+                blocks,
+                threads_per_block: b.x * b.y * b.z,
+                dynamic_shared_bytes: r.config.dynamic_shared_bytes,
+                work: at_real(&|r| Work::from_counters(&r.counters)),
+            }
+        })
+        .collect();
+    let mut entries: Vec<&str> = Vec::new();
+    for l in &launches {
+        if !entries.contains(&l.entry.as_str()) {
+            entries.push(&l.entry);
+        }
+    }
+    Ok(Sampled {
+        entries: entries.join(" + "),
+        work: launches
+            .iter()
+            .fold(Work::default(), |acc, l| acc.plus(&l.work)),
+        launches,
+        ptx,
+    })
 }
 
 fn halves(rng: &mut SplitMix64, n: usize, lo: f32, hi: f32) -> Vec<f16> {
@@ -88,14 +220,14 @@ fn halves(rng: &mut SplitMix64, n: usize, lo: f32, hi: f32) -> Vec<f16> {
 
 /// NF4 f16 forward, K = 4096, N ∈ {4096, 14336}, M ∈ {1, 16, 256}. Sample: N = 128 columns,
 /// min(M, 128) rows, K ∈ {512, 1024}; blocks tile N and M, so the block ratio is exact.
-fn nf4(rows: &mut Vec<Row>) -> Result<()> {
+fn nf4(rows: &mut Vec<Modelled>) -> Result<()> {
     const K: u32 = 4096;
     const NS: u32 = 128;
     let mut rng = SplitMix64::new(21);
     for m in [1u32, 16, 256] {
         let ms = m.min(128);
         for (arch, path) in PATHS {
-            let (entries, per) = sampled(
+            let per = sampled(
                 &[512, 1024],
                 K,
                 |k| {
@@ -117,27 +249,26 @@ fn nf4(rows: &mut Vec<Row>) -> Result<()> {
                         .map_err(err)?;
                     let mut c = dev.alloc::<f16>((ms * NS) as usize).map_err(err)?;
                     nf4_forward(&cfg, &dev, &ptx, ms, &a, &weights, &mut c).map_err(err)?;
-                    Ok(dev.take_launch_log())
+                    Ok((ptx, dev.take_launch_log()))
                 },
                 |_| f64::from(m) / f64::from(ms),
             )?;
             for n in [4096u32, 14336] {
                 let (mf, nf, kf) = (f64::from(m), f64::from(n), f64::from(K));
                 let bytes = nf * kf / 2.0 + nf * kf / 64.0 * 4.0 + 2.0 * (mf * kf + mf * nf);
-                rows.push(Row {
-                    job: format!("NF4 f16 forward N={n} K={K} M={m}"),
-                    path: path.into(),
-                    entries: entries.clone(),
-                    sample: format!("N=128, M={ms}, K=512/1024 → 4096, ×{}", n / NS),
-                    outputs: mf * nf,
-                    work: per.scaled(nf / f64::from(NS)),
-                    need: Job {
+                rows.push(Modelled::new(
+                    format!("NF4 f16 forward N={n} K={K} M={m}"),
+                    (arch, path),
+                    format!("N=128, M={ms}, K=512/1024 → 4096, ×{}", n / NS),
+                    mf * nf,
+                    Job {
                         compulsory_bytes: bytes,
                         footprint_bytes: bytes,
                         flops: 2.0 * mf * nf * kf,
                         precision: Precision::F16Tensor,
                     },
-                });
+                    per.scaled(nf / f64::from(NS)),
+                ));
             }
         }
     }
@@ -147,7 +278,7 @@ fn nf4(rows: &mut Vec<Row>) -> Result<()> {
 /// Attention forward f16, B=1, H=32, S=4096, D=128. Full: one head, 128 queries, keys ∈ {256,
 /// 512} → 4096 (linear in the key count), × 32 query blocks × 32 heads. Causal: one head, every
 /// query block, S ∈ {128, 256, 384} → 4096 (quadratic in S), × 32 heads.
-fn attention(rows: &mut Vec<Row>) -> Result<()> {
+fn attention(rows: &mut Vec<Modelled>) -> Result<()> {
     const S: u32 = 4096;
     const D: u32 = 128;
     const H: u32 = 32;
@@ -161,7 +292,7 @@ fn attention(rows: &mut Vec<Row>) -> Result<()> {
                 ..AttentionConfig::new(D)
             };
             let ptx = cfg.compile().map_err(err)?.ptx;
-            let mut run = |seq_q: u32, seq_kv: u32| -> Result<Vec<LaunchRecord>> {
+            let mut run = |seq_q: u32, seq_kv: u32| -> Result<(String, Vec<LaunchRecord>)> {
                 let dev = backend();
                 let shape = AttentionShape {
                     batch: 1,
@@ -189,9 +320,9 @@ fn attention(rows: &mut Vec<Row>) -> Result<()> {
                     lse: &lse,
                 };
                 attention_forward(&cfg, &dev, &ptx, &shape, &bufs, None).map_err(err)?;
-                Ok(dev.take_launch_log())
+                Ok((ptx.clone(), dev.take_launch_log()))
             };
-            let ((entries, work), sample) = if causal {
+            let (sampled, sample) = if causal {
                 (
                     sampled(&[128, 256, 384], S, |s| run(s, s), |_| f64::from(H))?,
                     "H=1, S=128/256/384 → 4096 (quadratic), ×32 heads".to_string(),
@@ -211,101 +342,206 @@ fn attention(rows: &mut Vec<Row>) -> Result<()> {
             let pairs = if causal { s * (s + 1.0) / 2.0 } else { s * s };
             let bytes = 4.0 * h * s * d * 2.0 + h * s * 4.0;
             let mask = if causal { "causal" } else { "full" };
-            rows.push(Row {
-                job: format!("attention f16 fwd {mask} B=1 H=32 S=4096 D=128"),
-                path: path.into(),
-                entries,
+            rows.push(Modelled::new(
+                format!("attention f16 fwd {mask} B=1 H=32 S=4096 D=128"),
+                (arch, path),
                 sample,
-                outputs: h * s * d,
-                work,
-                need: Job {
+                h * s * d,
+                Job {
                     compulsory_bytes: bytes,
                     footprint_bytes: bytes,
                     flops: 4.0 * h * pairs * d,
                     precision: Precision::F16Tensor,
                 },
-            });
+                sampled,
+            ));
         }
     }
     Ok(())
 }
 
 /// ResNet-50 conv3_x layers at batch 32, f16: 3×3 128→128 and 1×1 128→512 on 28×28, stride 1,
-/// through [`conv::forward`] (the entry the family chooses for the target: the tensor-core
-/// implicit GEMM on sm_80, `conv2d_1x1` / `conv2d_direct` on sm_70).
+/// in NCHW and NHWC (PyTorch's channels_last, the layout tensor-core convolutions use), through
+/// [`conv::forward`] (the entry the family chooses for the target and layout: the tensor-core
+/// implicit GEMM on sm_80, `conv2d_1x1` / `conv2d_direct` / `conv2d_nhwc` on sm_70).
 /// Sample: batch 1, 64 output channels, C_in ∈ {16, 32} → 128 (linear in the reduction).
-fn resnet(rows: &mut Vec<Row>) -> Result<()> {
+fn resnet(rows: &mut Vec<Modelled>) -> Result<()> {
     const BATCH: u32 = 32;
     const HW: u32 = 28;
     const CIN: u32 = 128;
     const COUT_SAMPLE: u32 = 64;
     let mut rng = SplitMix64::new(23);
     for (kernel, cout) in [(3u32, 128u32), (1, 512)] {
-        for (arch, path) in PATHS {
-            let shape = ConvShape {
-                batch: 1,
+        for layout in [Layout::Nchw, Layout::Nhwc] {
+            for (arch, path) in PATHS {
+                let shape = ConvShape {
+                    batch: 1,
+                    height: HW,
+                    width: HW,
+                };
+                let sampled = sampled(
+                    &[16, 32],
+                    CIN,
+                    |cin| {
+                        let cfg = Conv2dConfig {
+                            padding_h: kernel / 2,
+                            padding_w: kernel / 2,
+                            dtype: DType::F16,
+                            layout,
+                            arch,
+                            ..Conv2dConfig::new(cin, COUT_SAMPLE, kernel)
+                        };
+                        let ptx = cfg.compile().map_err(err)?.ptx;
+                        let dev = backend();
+                        let pixels = (HW * HW) as usize;
+                        let x = dev
+                            .upload(&halves(&mut rng, cin as usize * pixels, -1.0, 1.0))
+                            .map_err(err)?;
+                        let wlen = (COUT_SAMPLE * cin * kernel * kernel) as usize;
+                        let w = dev
+                            .upload(&halves(&mut rng, wlen, -0.3, 0.3))
+                            .map_err(err)?;
+                        let mut y = dev
+                            .alloc::<f16>(COUT_SAMPLE as usize * pixels)
+                            .map_err(err)?;
+                        conv::forward(&cfg, &dev, &ptx, &shape, &x, &w, None, &mut y)
+                            .map_err(err)?;
+                        Ok((ptx, dev.take_launch_log()))
+                    },
+                    |_| f64::from(BATCH * cout / COUT_SAMPLE),
+                )?;
+                let (n, p, ci, co, kk) = (
+                    f64::from(BATCH),
+                    f64::from(HW * HW),
+                    f64::from(CIN),
+                    f64::from(cout),
+                    f64::from(kernel * kernel),
+                );
+                let bytes = 2.0 * (n * p * ci + co * ci * kk + n * p * co);
+                rows.push(Modelled::new(
+                    format!(
+                        "ResNet-50 conv {kernel}×{kernel} {CIN}→{cout} 28×28 batch 32 f16 fwd, {}",
+                        layout_name(layout)
+                    ),
+                    (arch, path),
+                    format!(
+                        "batch 1, C_out=64, C_in=16/32 → 128, ×{}",
+                        BATCH * cout / COUT_SAMPLE
+                    ),
+                    n * p * co,
+                    Job {
+                        compulsory_bytes: bytes,
+                        footprint_bytes: bytes,
+                        flops: 2.0 * n * p * co * ci * kk,
+                        precision: Precision::F16Tensor,
+                    },
+                    sampled,
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn layout_name(layout: Layout) -> &'static str {
+    match layout {
+        Layout::Nchw => "NCHW",
+        Layout::Nhwc => "NHWC",
+    }
+}
+
+/// ResNet-50's 3×3 128→128 28×28 batch-32 weight gradient, f16, NHWC, on sm_80's tensor-core
+/// backward-filter: unsplit (`conv2d_bwd_filter_implicit_gemm`: ⌈128/64⌉·⌈128·9/64⌉ = 36
+/// blocks, each reducing over all 25088 pixels) and split as [`Slices::Auto`] splits the real
+/// shape (`conv2d_bwd_filter_implicit_gemm_split` into S slices, then
+/// `conv2d_bwd_filter_reduce`). Sample: 64 output channels (× 2), batch ∈ {8, 16} → 32 (linear
+/// in the pixels reduced), with the real shape's S at every sample.
+fn resnet_backward_filter(rows: &mut Vec<Modelled>) -> Result<()> {
+    const BATCH: u32 = 32;
+    const HW: u32 = 28;
+    const C: u32 = 128;
+    const COUT_SAMPLE: u32 = 64;
+    let real = Conv2dConfig {
+        padding_h: 1,
+        padding_w: 1,
+        dtype: DType::F16,
+        layout: Layout::Nhwc,
+        arch: Arch::Sm80,
+        ..Conv2dConfig::new(C, C, 3)
+    };
+    let dims = real
+        .check_shape(
+            &ConvShape {
+                batch: BATCH,
                 height: HW,
                 width: HW,
-            };
-            let (entries, work) = sampled(
-                &[16, 32],
-                CIN,
-                |cin| {
-                    let cfg = Conv2dConfig {
-                        padding_h: kernel / 2,
-                        padding_w: kernel / 2,
-                        dtype: DType::F16,
-                        arch,
-                        ..Conv2dConfig::new(cin, COUT_SAMPLE, kernel)
-                    };
-                    let ptx = cfg.compile().map_err(err)?.ptx;
-                    let dev = backend();
-                    let pixels = (HW * HW) as usize;
-                    let x = dev
-                        .upload(&halves(&mut rng, cin as usize * pixels, -1.0, 1.0))
-                        .map_err(err)?;
-                    let wlen = (COUT_SAMPLE * cin * kernel * kernel) as usize;
-                    let w = dev
-                        .upload(&halves(&mut rng, wlen, -0.3, 0.3))
-                        .map_err(err)?;
-                    let mut y = dev
-                        .alloc::<f16>(COUT_SAMPLE as usize * pixels)
-                        .map_err(err)?;
-                    // The entry the family chooses: the tensor-core implicit GEMM on sm_80,
-                    // `conv2d_1x1` / `conv2d_direct` on sm_70.
-                    conv::forward(&cfg, &dev, &ptx, &shape, &x, &w, None, &mut y).map_err(err)?;
-                    Ok(dev.take_launch_log())
-                },
-                |_| f64::from(BATCH * cout / COUT_SAMPLE),
-            )?;
-            let (n, p, ci, co, kk) = (
-                f64::from(BATCH),
-                f64::from(HW * HW),
-                f64::from(CIN),
-                f64::from(cout),
-                f64::from(kernel * kernel),
-            );
-            let bytes = 2.0 * (n * p * ci + co * ci * kk + n * p * co);
-            rows.push(Row {
-                job: format!(
-                    "ResNet-50 conv {kernel}×{kernel} {CIN}→{cout} 28×28 batch 32 f16 fwd"
-                ),
-                path: path.into(),
-                entries,
-                sample: format!(
-                    "batch 1, C_out=64, C_in=16/32 → 128, ×{}",
-                    BATCH * cout / COUT_SAMPLE
-                ),
-                outputs: n * p * co,
-                work,
-                need: Job {
-                    compulsory_bytes: bytes,
-                    footprint_bytes: bytes,
-                    flops: 2.0 * n * p * co * ci * kk,
-                    precision: Precision::F16Tensor,
-                },
-            });
-        }
+            },
+            false,
+        )
+        .map_err(err)?;
+    let auto = real.backward_filter_slices(&dims);
+    let cfg = Conv2dConfig {
+        out_channels: COUT_SAMPLE,
+        ..real
+    };
+    let ptx = cfg.compile().map_err(err)?.ptx;
+    let mut rng = SplitMix64::new(25);
+    for (slices, path) in [
+        (1, "sm_80, unsplit".to_string()),
+        (auto, format!("sm_80, split in {auto} (Slices::Auto)")),
+    ] {
+        let sampled = sampled(
+            &[8, 16],
+            BATCH,
+            |batch| {
+                let shape = ConvShape {
+                    batch,
+                    height: HW,
+                    width: HW,
+                };
+                let pixels = (batch * HW * HW) as usize;
+                let dev = backend();
+                let x = dev
+                    .upload(&halves(&mut rng, C as usize * pixels, -1.0, 1.0))
+                    .map_err(err)?;
+                let gy = dev
+                    .upload(&halves(&mut rng, COUT_SAMPLE as usize * pixels, -1.0, 1.0))
+                    .map_err(err)?;
+                let mut dw = dev
+                    .alloc::<f16>((COUT_SAMPLE * C * 9) as usize)
+                    .map_err(err)?;
+                conv::backward_filter_sliced(
+                    &cfg,
+                    &dev,
+                    &ptx,
+                    &shape,
+                    Slices::Exactly(slices),
+                    &x,
+                    &gy,
+                    &mut dw,
+                    None,
+                )
+                .map_err(err)?;
+                Ok((ptx.clone(), dev.take_launch_log()))
+            },
+            |_| f64::from(C / COUT_SAMPLE),
+        )?;
+        let (n, p, c) = (f64::from(BATCH), f64::from(HW * HW), f64::from(C));
+        let bytes = 2.0 * (2.0 * n * p * c + c * c * 9.0);
+        let workspace = 4.0 * f64::from(slices) * c * c * 9.0;
+        rows.push(Modelled::new(
+            "ResNet-50 conv 3×3 128→128 28×28 batch 32 f16 backward-filter, NHWC".to_string(),
+            (Arch::Sm80, path.as_str()),
+            "C_out=64, batch 8/16 → 32, ×2".to_string(),
+            c * c * 9.0,
+            Job {
+                compulsory_bytes: bytes,
+                footprint_bytes: bytes + 2.0 * workspace,
+                flops: 2.0 * n * p * c * c * 9.0,
+                precision: Precision::F16Tensor,
+            },
+            sampled,
+        ));
     }
     Ok(())
 }
@@ -314,7 +550,7 @@ fn resnet(rows: &mut Vec<Row>) -> Result<()> {
 /// F=14336, T ∈ {16, 128, 512}. Sample: F=64, H ∈ {128, 256} → 4096; the expert GEMM and
 /// unpermute launches (work ∝ F) × 224, routing launches as run. The gating logits are the
 /// same at every sample size, so routing (and padding) is that of the real layer.
-fn moe(rows: &mut Vec<Row>) -> Result<()> {
+fn moe(rows: &mut Vec<Modelled>) -> Result<()> {
     const E: u32 = 8;
     const TOP: u32 = 2;
     const H: u32 = 4096;
@@ -328,7 +564,7 @@ fn moe(rows: &mut Vec<Row>) -> Result<()> {
             .map(bf16::from_f32)
             .collect();
         for (arch, path) in PATHS {
-            let (entries, work) = sampled(
+            let sampled = sampled(
                 &[128, 256],
                 H,
                 |h| {
@@ -352,7 +588,7 @@ fn moe(rows: &mut Vec<Row>) -> Result<()> {
                         .map_err(err)?;
                     let weights = ExpertWeights::Linear { w: &w };
                     moe_forward(&cfg, &dev, &ptx, tokens, &x, &l, weights, &out).map_err(err)?;
-                    Ok(dev.take_launch_log())
+                    Ok((ptx, dev.take_launch_log()))
                 },
                 |entry| {
                     if entry.contains("expert") || entry.contains("unpermute") {
@@ -364,32 +600,32 @@ fn moe(rows: &mut Vec<Row>) -> Result<()> {
             )?;
             let (t, e, h, f) = (f64::from(tokens), f64::from(E), f64::from(H), f64::from(F));
             let bytes = 2.0 * (e * f * h + t * h + t * f + t * e);
-            rows.push(Row {
-                job: format!("Mixtral expert up-projection bf16 T={tokens} (E=8 top-2 H=4096 F=14336, linear)"),
-                path: path.into(),
-                entries,
-                sample: format!("F=64, H=128/256 → 4096, expert launches ×{}", F / FS),
-                outputs: t * f,
-                work,
-                need: Job {
+            rows.push(Modelled::new(
+                format!("Mixtral expert up-projection bf16 T={tokens} (E=8 top-2 H=4096 F=14336, linear)"),
+                (arch, path),
+                format!("F=64, H=128/256 → 4096, expert launches ×{}", F / FS),
+                t * f,
+                Job {
                     compulsory_bytes: bytes,
                     footprint_bytes: bytes * 2.0,
                     flops: 2.0 * t * f64::from(TOP) * h * f,
                     precision: Precision::F16Tensor,
                 },
-            });
+                sampled,
+            ));
         }
     }
     Ok(())
 }
 
-/// Every realistic job on both paths.
-pub fn rows() -> Result<Vec<Row>> {
+/// Every realistic job on its paths.
+fn jobs() -> Result<Vec<Modelled>> {
     let mut rows = Vec::new();
     moe(&mut rows)?;
     nf4(&mut rows)?;
     attention(&mut rows)?;
     resnet(&mut rows)?;
+    resnet_backward_filter(&mut rows)?;
     Ok(rows)
 }
 
@@ -423,8 +659,8 @@ pub fn table(md: &mut String, rows: &[Row]) {
 }
 
 /// The section: what the model is, then the table.
-pub fn section(md: &mut String) -> Result<()> {
-    let rows = rows()?;
+pub fn section(md: &mut String, ptxas: &Path, scratch: &Path) -> Result<()> {
+    let jobs = jobs()?;
     md.push_str("## Modelled H100 time (a MODEL, not a measurement)\n\n");
     md.push_str(
         "A roofline lower bound on an H100 SXM from the interpreter's counters, on realistic \
@@ -443,10 +679,120 @@ pub fn section(md: &mut String) -> Result<()> {
          polynomial through them (linear in a K loop, quadratic in the causal sequence length); \
          the sample column says how. Samples run with the interpreter's checks off. \"CUDA \
          cores\" is the sm_70 module (no tensor cores); \"sm_80 path\" is what the family \
-         chooses on sm_80 (its tensor-core share says whether that is `mma`). Command: `cargo \
-         xtask bench`.\n\n",
+         chooses on sm_80 (its tensor-core share says whether that is `mma`). The ResNet-50 \
+         forward layers run in NCHW and in NHWC (PyTorch's channels_last); the ResNet-50 weight \
+         gradient runs on sm_80's tensor cores only, unsplit and split as the family splits it \
+         (its instr/output is per weight-gradient element). Command: `cargo xtask bench`.\n\n",
     );
+    let (rows, waves): (Vec<Row>, Vec<(Arch, Sampled)>) = jobs
+        .into_iter()
+        .map(|m| (m.row, (m.arch, m.sampled)))
+        .unzip();
     table(md, &rows);
+    md.push('\n');
+    waves_section(md, &rows, &waves, &Ptxas { ptxas, scratch })
+}
+
+/// `ptxas -v` of one module: registers and static shared memory per entry.
+struct Ptxas<'a> {
+    ptxas: &'a Path,
+    scratch: &'a Path,
+}
+
+impl Ptxas<'_> {
+    /// Each launch of `sampled` with its registers and shared memory from `ptxas -v` on the
+    /// module it ran from, built for `arch`.
+    fn launches(&self, arch: Arch, sampled: &Sampled) -> Result<Vec<(String, Launch, Work)>> {
+        let reports = assemble(self.ptxas, &sampled.ptx, arch, self.scratch)
+            .map_err(err)?
+            .entries;
+        sampled
+            .launches
+            .iter()
+            .map(|l| {
+                let r = reports
+                    .iter()
+                    .find(|r| r.entry == l.entry)
+                    .ok_or_else(|| format!("ptxas reported no entry {}", l.entry))?;
+                let launch = Launch {
+                    blocks: l.blocks.round() as u64,
+                    threads_per_block: l.threads_per_block,
+                    registers: r.registers,
+                    shared_bytes: r.shared_bytes + l.dynamic_shared_bytes,
+                };
+                Ok((l.entry.clone(), launch, l.work))
+            })
+            .collect()
+    }
+}
+
+/// The waves-aware table: per job, each launch's grid, registers and shared memory, the blocks
+/// an H100 SM holds and the waves, and the bound computed on the busiest SM.
+fn waves_section(
+    md: &mut String,
+    rows: &[Row],
+    waves_of: &[(Arch, Sampled)],
+    ptxas: &Ptxas<'_>,
+) -> Result<()> {
+    md.push_str(
+        "### Waves and occupancy (part of the MODEL)\n\n\
+         The four-term bound above spreads each job's work over all 132 SMs, whatever its grid. \
+         This table adds what the grid allows, per launch: blocks × threads, registers per \
+         thread and shared memory per block (static from `ptxas -v` on the module the samples \
+         ran, for its target: sm_70 for CUDA cores, sm_80 otherwise; plus dynamic), the blocks \
+         an H100 SM holds at once (65536 registers allocated per warp in units of 256, 228 KiB \
+         of shared memory with 1 KiB reserved per block, 2048 threads, 32 blocks; the limit that \
+         decides it in brackets) and the waves ⌈blocks / (132 × blocks per SM)⌉. **waves-aware \
+         bound** = max(the DRAM term above, Σ over launches, one after another, of the busiest \
+         SM's time), where the busiest SM runs ⌈blocks / 132⌉ blocks: its tensor and FP32 terms \
+         are the job's times 132·⌈blocks / 132⌉ / blocks, and its issue term is, wave by wave, \
+         the resident blocks' warp instructions over 4 schedulers at 1.98 GHz, never less than \
+         one warp's own instructions (one per cycle). It is never below the bound and is the \
+         one that sees a grid too small for the part (e.g. the unsplit backward-filter's 36 \
+         blocks). Still a lower bound from counters, not a measurement. Command: `cargo xtask \
+         bench`.\n\n\
+         | job | kernel path | launches: blocks × threads, registers, shared B → blocks/SM (limit), waves | bound µs | waves-aware bound µs (limiter) | ideal/waves-aware |\n\
+         |---|---|---|---:|---:|---:|\n",
+    );
+    for (row, (arch, sampled)) in rows.iter().zip(waves_of) {
+        let launches = ptxas
+            .launches(*arch, sampled)
+            .map_err(|e| format!("{} ({}): {e}", row.job, row.path))?;
+        let cells: Vec<String> = launches
+            .iter()
+            .map(|(entry, l, _)| {
+                let (per_sm, limit) = blocks_per_sm(l, &H100_SM);
+                format!(
+                    "{entry}: {} × {}, {} regs, {} B → {per_sm}/SM ({}), {} wave{}",
+                    l.blocks,
+                    l.threads_per_block,
+                    l.registers,
+                    l.shared_bytes,
+                    limit.name(),
+                    waves(l, per_sm, &H100_SM),
+                    if waves(l, per_sm, &H100_SM) == 1 {
+                        ""
+                    } else {
+                        "s"
+                    },
+                )
+            })
+            .collect();
+        let pairs: Vec<(Launch, Work)> = launches.iter().map(|(_, l, w)| (*l, *w)).collect();
+        let four = bound(&row.work, &row.need, &H100);
+        let aware = waves_aware(&pairs, &row.need, &H100, &H100_SM);
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} ({}) | {:.2} |",
+            row.job,
+            row.path,
+            cells.join("; "),
+            us(four.seconds()),
+            us(aware.seconds()),
+            aware.limiter(),
+            ideal(&row.need, &H100) / aware.seconds()
+        );
+    }
     md.push('\n');
     Ok(())
 }
@@ -458,8 +804,10 @@ mod tests {
     #[ignore]
     fn realistic_section() {
         let t = std::time::Instant::now();
+        let ptxas = ptxforge_runtime::ptxas::locate().expect("ptxas (set PTXAS)");
+        let scratch = std::env::temp_dir().join("ptxforge-realistic-section");
         let mut md = String::new();
-        super::section(&mut md).expect("section");
+        super::section(&mut md, &ptxas, &scratch).expect("section");
         println!("{md}\n{:.1} s", t.elapsed().as_secs_f64());
     }
 }

@@ -266,7 +266,7 @@ impl Conv2dConfig {
     }
 
     /// Blocks of the unsplit backward-filter grid, `⌈Og/64⌉·⌈Cg·KH·KW/64⌉·G`.
-    pub fn backward_filter_blocks(&self) -> u64 {
+    pub(crate) fn backward_filter_blocks(&self) -> u64 {
         u64::from(self.out_per_group().div_ceil(IMPLICIT_TILE_M))
             * u64::from(self.filter_len().div_ceil(IMPLICIT_TILE_N))
             * u64::from(self.groups)
@@ -274,20 +274,20 @@ impl Conv2dConfig {
 
     /// Reduction tiles of the tensor-core backward-filter, `⌈N·OH·OW / K⌉` (`K` = 64 bytes
     /// of elements: 32 halves, 16 f32).
-    pub fn backward_filter_tiles(&self, dims: &ConvDims) -> u64 {
+    pub(crate) fn backward_filter_tiles(&self, dims: &ConvDims) -> u64 {
         let depth = u64::from(TILE_K_BYTES / self.dtype.size_bytes());
         (u64::from(dims.batch) * dims.out_pixels() as u64).div_ceil(depth)
     }
 
     /// Reduction tiles per slice when split into `slices`: `⌈T / S⌉`.
-    pub fn backward_filter_slice_tiles(&self, dims: &ConvDims, slices: u32) -> u32 {
+    pub(crate) fn backward_filter_slice_tiles(&self, dims: &ConvDims, slices: u32) -> u32 {
         self.backward_filter_tiles(dims)
             .div_ceil(u64::from(slices.max(1))) as u32
     }
 
     /// `conv2d_bwd_filter_implicit_gemm_split`: block 128; grid `(⌈Og / 64⌉, ⌈Cg·KH·KW /
     /// 64⌉, S·G)`.
-    pub fn backward_filter_split_launch_config(
+    pub(crate) fn backward_filter_split_launch_config(
         &self,
         slices: u32,
     ) -> Result<LaunchConfig, LaunchError> {
@@ -413,6 +413,40 @@ mod tests {
             Dim3::x((40 * 2 * 9u32).div_ceil(8))
         );
         assert_eq!(cfg.backward_bias_launch_config().grid, Dim3::x(5));
+    }
+
+    /// The slice rule, from the grid alone (no launch): the ResNet 3 × 3 64 → 64 layer at
+    /// batch 32 on 56 × 56 has 9 unsplit blocks and 3136 reduction tiles of 32 pixels; the
+    /// rule aims at 2 × 132 blocks: `S = ⌈264 / 9⌉ = 30` slices of `⌈3136 / 30⌉ = 105`
+    /// tiles, grid (1, 9, 30). A grid that already fills the part (512 → 512: 8 × 72 blocks)
+    /// and a short reduction (batch 1 on 16 × 16: 8 tiles) keep one slice.
+    #[test]
+    fn slice_rule_at_resnet_batch_32() {
+        let cfg = Conv2dConfig {
+            dtype: crate::dtype::DType::F16,
+            arch: crate::arch::Arch::Sm80,
+            ..Conv2dConfig::new(64, 64, 3).with_padding(1, 1)
+        };
+        let d = dims(&cfg, 32, 56, 56);
+        assert_eq!(cfg.backward_filter_blocks(), 9);
+        assert_eq!(cfg.backward_filter_tiles(&d), 3136);
+        let slices = cfg.backward_filter_slices(&d);
+        assert_eq!(slices, 30);
+        assert_eq!(cfg.backward_filter_slice_tiles(&d, slices), 105);
+        let grid = cfg
+            .backward_filter_split_launch_config(slices)
+            .unwrap()
+            .grid;
+        assert_eq!(grid, Dim3::new(1, 9, 30));
+
+        let wide = Conv2dConfig {
+            in_channels: 512,
+            out_channels: 512,
+            ..cfg
+        };
+        assert_eq!(wide.backward_filter_blocks(), 8 * 72);
+        assert_eq!(wide.backward_filter_slices(&dims(&wide, 32, 7, 7)), 1);
+        assert_eq!(cfg.backward_filter_slices(&dims(&cfg, 1, 16, 16)), 1);
     }
 
     #[test]

@@ -22,8 +22,9 @@ use half::{bf16, f16};
 
 use super::format::{Nf4DoubleQuant, Nf4Weights, DYNAMIC_MAP_LEN};
 use super::kernels::{
-    gemm_threads, BACKWARD_GEMV_COLS, BACKWARD_GEMV_ENTRY, BACKWARD_INPUT_ENTRY, GEMM_ENTRY,
-    GEMV_ENTRY, GEMV_MAX_M, GEMV_ROWS_PER_BLOCK, THREADS, TILE_M, TILE_N,
+    backward_input_cols, gemm_threads, BACKWARD_GEMV_COLS, BACKWARD_GEMV_ENTRY,
+    BACKWARD_INPUT_ENTRY, GEMM_ENTRY, GEMV_ENTRY, GEMV_MAX_M, GEMV_ROWS_PER_BLOCK, THREADS, TILE_M,
+    TILE_N,
 };
 use super::Nf4Config;
 use crate::dtype::DType;
@@ -144,11 +145,16 @@ pub fn gemm_launch_config(cfg: &Nf4Config, m: u32) -> LaunchConfig {
     }
 }
 
-/// Launch geometry of `nf4_backward_input`: `(ceil(k / 64), ceil(m / 64))` blocks of
-/// [`gemm_threads`] threads (256; 128 on tf32 tensor cores).
+/// Launch geometry of `nf4_backward_input`: `(ceil(k / cols), ceil(m / 64))` blocks of
+/// [`gemm_threads`] threads (256; 128 on tf32 tensor cores), `cols` =
+/// [`backward_input_cols`] (256 on f16/bf16 tensor cores, else 64).
 pub fn backward_input_launch_config(cfg: &Nf4Config, m: u32) -> LaunchConfig {
     LaunchConfig {
-        grid: Dim3::new(cfg.k.div_ceil(TILE_N), m.div_ceil(TILE_M), 1),
+        grid: Dim3::new(
+            cfg.k.div_ceil(backward_input_cols(cfg)),
+            m.div_ceil(TILE_M),
+            1,
+        ),
         block: Dim3::x(gemm_threads(cfg)),
         dynamic_shared_bytes: 0,
     }

@@ -3,22 +3,26 @@
 //! reads row `j`'s value of any element, [`AbsmaxStage::read_element`]).
 //!
 //! A stage's code window is weight rows `j0 .. j0 + rows` (64 on f16/bf16, 16 on tf32) by
-//! columns `l0 .. l0 + 64`; each row's 64 elements touch at most [`PER_ROW`] − 1 = 3
-//! consecutive blocks (block ≥ 32), the first `b0(j) = (j·k + l0) >> log2 block`. Thread `t`
-//! of the block copies value `t mod 4` of row `t / 4` (one per thread), so the whole tile's
-//! absmax cost one request per row segment per block instead of one per lane, row and step: `absmax[b0(j) + v]` for the blocks the
-//! row's columns `l0 .. min(l0 + 64, k)` reach, zero for rows past `n` and blocks past them.
+//! columns `l0 .. l0 + cols` (64, or 256 in the f16/bf16 backward); each row's `cols` elements
+//! touch at most `⌈cols / block⌉` consecutive blocks when rows start on block boundaries
+//! (`k % block = 0`), else one more, the first `b0(j) = (j·k + l0) >> log2 block`, staged in
+//! `per_row` slots (that count rounded up to a power of two, [`AbsmaxStage::per_row`]).
+//! Thread `t` of the block copies value `t mod per_row` of row `t / per_row` (and of the rows `threads / per_row` further, one pass each), so the whole
+//! tile's absmax cost one request per row segment per block instead of one per lane, row and
+//! step: `absmax[b0(j) + v]` for the blocks the row's columns `l0 .. min(l0 + cols, k)` reach,
+//! zero for rows past `n` and blocks past them.
 //! Plain absmax go by a 4-byte `cp.async` in the stage's group; double-quantised ones are
 //! decoded by the thread ([`super::absmax_of`]) and stored (the slot is free: every reader of
 //! it passed the barrier before the refill). Readers find block `b` of row `j` in word
-//! `(j − j0)·W + (b − b0(j))` when `k % block = 0` (a per-lane constant), else
-//! `(j − j0)·W + b mod 4`, rows `W` words apart (4 on f16/bf16, whose lanes read rows `2t`:
-//! words `8t + 0..4`; 5 on tf32, whose chunks read rows 4 apart).
+//! `(j − j0)·W + (b − b0(j))` (a per-lane constant when `k % block = 0`, else found per row:
+//! a warp's columns of a row then fall in two adjacent slots), rows `W` words apart (4 in the
+//! f16/bf16 forward; 4, 12 or 20 in the f16/bf16 backward, whose lanes read rows `2t`: 8
+//! banks apart; 5 on tf32, whose chunks read rows 4 apart).
 //!
-//! The bound this leaves (global load efficiency, request by request): a row's 64 columns
-//! use `4 · ⌈64 / block⌉` bytes (4 to 12, 8 for block 64) of the row's absmax, and the next
-//! row's absmax are `k / block` values further, so each row segment fetches its own 32-byte
-//! sector once `k / block ≥ 8`.
+//! The bound this leaves (global load efficiency, request by request): a row's `cols` columns
+//! use `4 · ⌈cols / block⌉` bytes of the row's absmax (4 for 64 columns at block 64, 16 for
+//! 256), and the next row's absmax are `k / block` values further, so each row segment
+//! fetches its own 32-byte sector once `k / block ≥ 8`.
 
 use super::code_stage::CodeWindow;
 use super::{absmax_of, AbsmaxSource, Entry};
@@ -27,54 +31,63 @@ use crate::ir::CmpOp;
 use crate::templates::nf4::Nf4Config;
 use crate::templates::staging::copy_piece;
 
-/// Absmax slots per staged row: the ≤ 3 blocks 64 columns touch, rounded to a power of two.
-pub const PER_ROW: u32 = 4;
-/// Columns of a staged tile.
-const COLS: u32 = 64;
-
-/// The absmax ring: `stages` slots of `rows` weight rows × [`PER_ROW`] f32.
+/// The absmax ring: `stages` slots of `rows` weight rows × `per_row` f32.
 pub(super) struct AbsmaxStage {
     ring: SharedArr<F32>,
     k: u32,
     n: u32,
     block_shift: u32,
-    /// Staged rows per slot (`4 · rows ≤` the block's threads) and words between them
-    /// (≥ [`PER_ROW`], chosen so that the rows one request reads fall in distinct banks).
+    /// Columns of a staged tile and slots per staged row ([`Self::per_row`]).
+    cols: u32,
+    per_row: u32,
+    /// Staged rows per slot and words between them (≥ `per_row`, chosen so that the rows one
+    /// request reads fall in distinct banks).
     rows: u32,
     row_words: u32,
-    /// Whether every thread stages a value (`4 · rows =` the block's threads).
-    every_thread: bool,
-    /// This thread's staged row `t / 4` and value `t mod 4`.
+    /// The block's threads.
+    threads: u32,
+    /// This thread's staged row `t / per_row` (of the first pass) and value `t mod per_row`.
     row: Reg<U32>,
     value: Reg<U32>,
 }
 
 impl AbsmaxStage {
-    /// The ring for `(stages, rows, row_words)` of the block's `(tid, threads)`.
+    /// The ring for `(stages, rows, row_words)` of tiles `cols` wide, staged by the block's
+    /// `(tid, threads)`.
     pub fn new<T: Scalar>(
         k: &mut KernelBuilder,
-        (cfg, e): (&Nf4Config, &Entry<T>),
+        (cfg, e, cols): (&Nf4Config, &Entry<T>, u32),
         (stages, rows, row_words): (u32, u32, u32),
         (tid, threads): (Reg<U32>, u32),
     ) -> Self {
-        assert!(rows * PER_ROW <= threads, "one value per thread");
+        let per_row = Self::per_row(cfg, cols);
+        assert!(threads.is_multiple_of(per_row) && row_words >= per_row);
         Self {
             ring: k.shared_array::<F32>("absmax_ring", stages * rows * row_words),
             k: cfg.k,
             n: cfg.n,
             block_shift: e.weights.block_shift,
+            cols,
+            per_row,
             rows,
             row_words,
-            every_thread: rows * PER_ROW == threads,
-            row: k.shr(tid, PER_ROW.trailing_zeros()),
-            value: k.and(tid, PER_ROW - 1),
+            threads,
+            row: k.shr(tid, per_row.trailing_zeros()),
+            value: k.and(tid, per_row - 1),
         }
     }
 
-    /// Whether rows start on block boundaries (`k % block = 0`): then block `b0(j) + v` of a
-    /// row sits in its slot `v`, else in slot `b mod 4` (a row's ≤ 3 blocks are consecutive,
-    /// and `b` is one shift from the element index, where `b − b0(j)` would take two).
-    fn row_aligned(&self) -> bool {
+    /// Slots per staged row of a tile `cols` wide: the most blocks the row's columns touch,
+    /// `⌈cols / block⌉` (+ 1 when rows may start inside a block), rounded up to a power of two.
+    pub fn per_row(cfg: &Nf4Config, cols: u32) -> u32 {
+        let straddle = u32::from(!cfg.k.is_multiple_of(cfg.block));
+        (cols.div_ceil(cfg.block) + straddle).next_power_of_two()
+    }
+
+    /// Whether rows start on block boundaries (`k % block = 0`): then a column's slot
+    /// `b − b0(j)` is the same in every row (a per-lane constant), else it is found per row
+    /// from the element index (block `b0(j) + v` of a row always sits in its slot `v`).
+    pub fn row_aligned(&self) -> bool {
         self.k.is_multiple_of(1 << self.block_shift)
     }
 
@@ -99,40 +112,45 @@ impl AbsmaxStage {
         slot: Reg<U32>,
     ) {
         k.comment("stage the tile's absmax: one value per thread");
-        if self.every_thread {
-            self.stage_value(k, e, w, slot);
-        } else {
-            // Threads past the slot's rows (whole warps) stage nothing.
-            let staged = k.setp_lt(self.row, self.rows);
-            k.if_then(staged, |k| self.stage_value(k, e, w, slot));
+        let values = self.rows * self.per_row;
+        let rows_per_pass = self.threads / self.per_row;
+        for pass in 0..values.div_ceil(self.threads) {
+            let row = if pass == 0 {
+                self.row
+            } else {
+                k.add(self.row, pass * rows_per_pass)
+            };
+            if values.is_multiple_of(self.threads) {
+                self.stage_value(k, e, w, (slot, row));
+            } else {
+                // Threads past the slot's rows (whole warps) stage nothing.
+                let staged = k.setp_lt(row, self.rows);
+                k.if_then(staged, |k| self.stage_value(k, e, w, (slot, row)));
+            }
         }
     }
 
-    /// This thread's value of [`Self::fill`]: block `b0(j) + value` of row `j0 + row`.
+    /// This thread's value of [`Self::fill`] in staged row `row`: block `b0(j) + value` of row
+    /// `j = j0 + row`.
     fn stage_value<T: Scalar>(
         &self,
         k: &mut KernelBuilder,
         e: &Entry<T>,
         w: &CodeWindow,
-        slot: Reg<U32>,
+        (slot, row): (Reg<U32>, Reg<U32>),
     ) {
-        let j = k.add(w.row0, self.row);
+        let j = k.add(w.row0, row);
         let l0 = k.shl(w.byte0, 1u32);
         let b = self.first_block(k, j, l0);
         let b = k.add(b, self.value);
-        // The row's last column in the tile, `min(l0 + 63, k − 1)`, bounds its blocks.
-        let last_col = k.add(l0, COLS - 1);
+        // The row's last column in the tile, `min(l0 + cols − 1, k − 1)`, bounds its blocks.
+        let last_col = k.add(l0, self.cols - 1);
         let last_col = k.min(last_col, self.k - 1);
         let last = self.first_block(k, j, last_col);
         let row_ok = k.setp_lt(j, self.n);
         let reached = k.setp(CmpOp::Le, b, last);
         let ok = k.and_pred(row_ok, reached);
-        let within = if self.row_aligned() {
-            self.value
-        } else {
-            k.and(b, PER_ROW - 1)
-        };
-        let at = k.mad_lo(self.row, self.row_words, within);
+        let at = k.mad_lo(row, self.row_words, self.value);
         let base = self.slot(k, slot);
         let dst = k.mad_lo(at, 4u32, base);
         match e.weights.absmax {
@@ -149,7 +167,7 @@ impl AbsmaxStage {
     }
 
     /// A lane's reader of column `col` over rows `lane_row + r` of every staged tile whose
-    /// columns start at `l0` (`l0 ≤ col < l0 + 64`; see [`Self::row_aligned`] for the slots).
+    /// columns start at `l0` (`l0 ≤ col < l0 + cols`; see [`Self::row_aligned`] for the slots).
     pub fn reader(
         &self,
         k: &mut KernelBuilder,
@@ -169,6 +187,7 @@ impl AbsmaxStage {
             None
         };
         AbsmaxReader {
+            l0,
             col,
             row_bytes: k.shl(row_words, 2u32),
             aligned,
@@ -190,19 +209,43 @@ impl AbsmaxStage {
             },
             None => LaneTile {
                 at: k.add(base, reader.row_bytes),
-                elem: Some(k.mad_lo(lane_j, self.k, reader.col)),
+                elem: Some((
+                    k.mad_lo(lane_j, self.k, reader.col),
+                    k.mad_lo(lane_j, self.k, reader.l0),
+                )),
             },
         }
     }
 
     /// The staged absmax of row `lane_j + r`, column `col` (zero for rows past `n`).
     pub fn read(&self, k: &mut KernelBuilder, lane: &LaneTile, r: u32) -> Reg<F32> {
+        self.read_columns(k, lane, r, &[0])[0]
+    }
+
+    /// The staged absmax of row `lane_j + r` at columns `col + offset` for each of `offsets`.
+    /// With `k % block = 0` they must share `col`'s block (one load serves them all); else
+    /// each is found from its element index, the row's first block computed once.
+    pub fn read_columns(
+        &self,
+        k: &mut KernelBuilder,
+        lane: &LaneTile,
+        r: u32,
+        offsets: &[u32],
+    ) -> Vec<Reg<F32>> {
         let offset = (4 * self.row_words * r) as i32;
-        let Some(lane_elem) = lane.elem else {
-            return k.ld_shared::<F32>(lane.at, offset);
+        let Some((lane_elem, lane_start)) = lane.elem else {
+            let value = k.ld_shared::<F32>(lane.at, offset);
+            return vec![value; offsets.len()];
         };
-        let elem = k.add(lane_elem, r * self.k);
-        self.read_element(k, lane.at, elem, offset)
+        let start = k.add(lane_start, r * self.k);
+        let first = k.shr(start, self.block_shift);
+        offsets
+            .iter()
+            .map(|&col| {
+                let elem = k.add(lane_elem, r * self.k + col);
+                self.read_element(k, lane.at, (elem, first), offset)
+            })
+            .collect()
     }
 
     /// Shared byte address of staged row `row` of the slot at `base`.
@@ -211,31 +254,34 @@ impl AbsmaxStage {
     }
 
     /// With `k % block ≠ 0`: the staged absmax of flat element `elem` of the row staged at
-    /// byte `row_at` (`offset` bytes further), in its slot `(elem >> log2 block) mod 4`.
+    /// byte `row_at` (`offset` bytes further) whose first block is `first` (`b0(j)`), in its
+    /// slot `(elem >> log2 block) − first`.
     pub fn read_element(
         &self,
         k: &mut KernelBuilder,
         row_at: Reg<U32>,
-        elem: Reg<U32>,
+        (elem, first): (Reg<U32>, Reg<U32>),
         offset: i32,
     ) -> Reg<F32> {
         debug_assert!(!self.row_aligned());
         let b = k.shr(elem, self.block_shift);
-        let within = k.and(b, PER_ROW - 1);
+        let within = k.sub(b, first);
         let addr = k.mad_lo(within, 4u32, row_at);
         k.ld_shared::<F32>(addr, offset)
     }
 }
 
 /// A lane's address in one staged slot ([`AbsmaxStage::lane_tile`]): its word, or with
-/// `k % block ≠ 0` its row and the flat index `lane_j · k + col` of its first element.
+/// `k % block ≠ 0` its row, the flat index `lane_j · k + col` of its first element and that of
+/// the tile's first element in the row, `lane_j · k + l0`.
 pub(super) struct LaneTile {
     at: Reg<U32>,
-    elem: Option<Reg<U32>>,
+    elem: Option<(Reg<U32>, Reg<U32>)>,
 }
 
 /// One lane's column and rows in the staged absmax ([`AbsmaxStage::reader`]).
 pub(super) struct AbsmaxReader {
+    l0: Reg<U32>,
     col: Reg<U32>,
     /// `4 · row_words · lane_row`.
     row_bytes: Reg<U32>,

@@ -21,8 +21,8 @@
 //! block) are predicated off; every barrier is reached by every thread.
 
 use super::{
-    absmax_of, entry_prologue, load_activation, load_byte, nibble, store_output, Entry, MapCopy,
-    Weights, BACKWARD_GEMV_ENTRY, GEMV_MAX_M, THREADS, WARPS,
+    absmax_of, dequant, entry_prologue, load_activation, load_byte, nibble, store_output, Entry,
+    MapCopy, Weights, BACKWARD_GEMV_ENTRY, GEMV_MAX_M, THREADS, WARPS,
 };
 use crate::builder::{Float, KernelBuilder, Pred, Reg, SharedArr, F32, U32};
 use crate::ir::CmpOp;
@@ -50,19 +50,23 @@ struct Lane {
     col_ok: Pred,
     /// `m > i` for each generated activation row.
     present: Vec<Pred>,
-    /// Shared base address of the code table.
-    codebook: Reg<U32>,
     g_window: SharedArr<F32>,
     /// `acc[i][e]`: row `i`, column `l_base + 2·lane + e`.
     acc: Vec<[Reg<F32>; 2]>,
 }
 
-/// Builds the `nf4_backward_gemv` entry. Grid: `ceil(k / 64)` blocks of 256 threads; 24 KiB of
-/// static shared memory, no dynamic shared memory.
+/// Builds the `nf4_backward_gemv` entry. Grid: `ceil(k / 64)` blocks of 256 threads; 24 KiB (25
+/// under double quantisation, with the map copy) of static shared memory, no dynamic shared
+/// memory.
 pub(super) fn build<T: Float>(cfg: &Nf4Config) -> KernelBuilder {
     let mut k = KernelBuilder::new(BACKWARD_GEMV_ENTRY, cfg.arch);
     k.require_block([THREADS, 1, 1]);
-    let e = entry_prologue::<T>(&mut k, cfg, ("g_c", "g_a"), MapCopy::Global);
+    let e = entry_prologue::<T>(
+        &mut k,
+        cfg,
+        ("g_c", "g_a"),
+        MapCopy::Shared { threads: THREADS },
+    );
     let g_window = k.shared_array::<F32>("g_window", GEMV_MAX_M * ROW_WINDOW);
     let partial = k.shared_array::<F32>("partial", WARPS * PARTIAL_WARP_WORDS);
     let s = lane_state(&mut k, cfg, &e, g_window);
@@ -103,7 +107,6 @@ fn lane_state<T: Float>(
     let present = (0..generated_rows(cfg))
         .map(|i| k.setp(CmpOp::Gt, e.m, i))
         .collect();
-    let codebook = k.shared_base(e.weights.codebook);
     let acc = (0..generated_rows(cfg))
         .map(|_| [k.var::<F32>(0.0f32), k.var::<F32>(0.0f32)])
         .collect();
@@ -115,7 +118,6 @@ fn lane_state<T: Float>(
         col_byte,
         col_ok,
         present,
-        codebook,
         g_window,
         acc,
     }
@@ -208,9 +210,7 @@ fn dequant_byte(
     let absmax = absmax_of(k, w, block_index);
     [4, 0].map(|shift| {
         let code = nibble(k, packed, shift);
-        let slot = k.mad_lo(code, 4u32, s.codebook);
-        let value = k.ld_shared::<F32>(slot, 0);
-        k.mul(value, absmax)
+        dequant(k, w, code, absmax)
     })
 }
 

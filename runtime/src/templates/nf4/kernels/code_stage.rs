@@ -69,6 +69,11 @@ impl CodeStage {
         Self::bytes(self.rows, self.stride)
     }
 
+    /// Bytes of codes per window row.
+    pub fn width(&self) -> u32 {
+        self.width
+    }
+
     /// Shared bytes from one staged row to the next.
     pub fn stride(&self) -> u32 {
         self.stride

@@ -27,8 +27,8 @@
 //! reading its block's slot.
 
 use super::absmax_window::AbsmaxWindow;
-use super::tc::{absmax_clamped, CodeWindow, Pipeline, TC_K, W_STRIDE};
-use super::{entry_prologue, nibble, Entry, MapCopy, GEMM_ENTRY, THREADS, TILE_N};
+use super::tc::{absmax_clamped, CodeWindow, Pipeline, Shape, TC_K, W_STRIDE};
+use super::{entry_prologue, Entry, MapCopy, GEMM_ENTRY, THREADS, TILE_N};
 use crate::builder::{KernelBuilder, MmaInput, PackedHalf, Reg, F32, M16N8K16, U32};
 use crate::templates::nf4::Nf4Config;
 
@@ -39,15 +39,18 @@ where
 {
     let mut k = KernelBuilder::new(GEMM_ENTRY, cfg.arch);
     k.require_block([THREADS, 1, 1]);
+    // 64 × 256 threads: 4 blocks per SM's 64 K registers (ptxas otherwise takes up to 75
+    // under double quantisation with `k % block ≠ 0`, leaving room for 3), without spills.
+    k.max_registers(64);
     let e = entry_prologue::<T>(
         &mut k,
         cfg,
         ("a", "c"),
         MapCopy::Shared { threads: THREADS },
     );
-    let mut p = Pipeline::<T>::setup(&mut k, cfg, &e, cfg.k);
+    let mut p = Pipeline::<T>::setup(&mut k, (cfg, &e), cfg.k, Shape::FORWARD);
     if cfg.double_quant && !cfg.k.is_multiple_of(cfg.block) {
-        p.stage_absmax(&mut k, cfg, &e);
+        p.stage_absmax(&mut k, (cfg, &e), 4);
     }
     let bx = k.ctaid_x();
     let n_base = k.mul_lo(bx, TILE_N);
@@ -66,6 +69,8 @@ where
             (row_at, k.shl(byte, 3u32))
         }
     };
+    // Element `2b` is the high nibble of byte `b`.
+    let high_shift = k.add(byte_shift, 4u32);
     let aligned = p.codes.word_aligned();
     let absmax_window = AbsmaxWindow::new(&mut k, cfg, &e, n_row, p.lane, p.quad);
     let acc = Pipeline::<T>::zero_acc(&mut k);
@@ -93,10 +98,11 @@ where
                 let row_at = stage.row_at(k, base, warp_col);
                 let slice_start = k.mad_lo(n_row, cfg.k, col0);
                 let lane_start = k.mad_lo(p.quad, 2u32, slice_start);
+                let first = k.shr(slice_start, e.weights.block_shift);
                 (0..8)
                     .map(|q| {
                         let elem = k.add(lane_start, 8 * q);
-                        stage.read_element(k, row_at, elem, 0)
+                        stage.read_element(k, row_at, (elem, first), 0)
                     })
                     .collect()
             }
@@ -107,17 +113,17 @@ where
             let regs: Vec<_> = (0..2)
                 .map(|r| {
                     let q = (2 * s + r) as usize;
-                    let byte = k.shr(words[q], byte_shift);
-                    let even = nibble(k, byte, 4);
-                    let odd = nibble(k, byte, 0);
+                    let even = k.bit_field(words[q], high_shift, 4u32);
+                    let odd = k.bit_field(words[q], byte_shift, 4u32);
                     Pipeline::<T>::dequant_pair(k, &e, (even, absmax[q]), (odd, absmax[q]))
                 })
                 .collect();
-            p.mma_step(k, a_lane, s, &regs, &acc);
+            p.mma_step(k, a_lane, s, &[(regs, &acc)]);
         }
     };
     p.run(&mut k, &e, cfg.k.div_ceil(TC_K), &window, &mut multiply);
-    p.store(&mut k, &e, n_base, cfg.n, &acc);
+    let tile_col = k.mad_lo(p.warp, 8u32, n_base);
+    p.store(&mut k, &e, (tile_col, cfg.n), &acc);
     k
 }
 

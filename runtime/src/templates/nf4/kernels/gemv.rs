@@ -46,12 +46,17 @@ struct Row {
     acc: [Reg<F32>; GEMV_MAX_M as usize],
 }
 
-/// Builds the `nf4_gemv` entry. Grid: `ceil(n / 8)` blocks of 256 threads; 33 KiB of static
-/// shared memory, no dynamic shared memory.
+/// Builds the `nf4_gemv` entry. Grid: `ceil(n / 8)` blocks of 256 threads; 33 KiB (34 under
+/// double quantisation, with the map copy) of static shared memory, no dynamic shared memory.
 pub(super) fn build<T: Float>(cfg: &Nf4Config) -> KernelBuilder {
     let mut k = KernelBuilder::new(GEMV_ENTRY, cfg.arch);
     k.require_block([THREADS, 1, 1]);
-    let e = entry_prologue::<T>(&mut k, cfg, ("a", "c"), MapCopy::Global);
+    let e = entry_prologue::<T>(
+        &mut k,
+        cfg,
+        ("a", "c"),
+        MapCopy::Shared { threads: THREADS },
+    );
     let a_tile = k.shared_array::<F32>("a_window", GEMV_MAX_M * A_ROW_WORDS);
     let tid = k.tid_x();
     let warp = k.shr(tid, 5u32);

@@ -36,12 +36,13 @@
 //! per lane, row and step); the tf32 forward's quads decode four blocks of a row at once under
 //! double quantisation with `k % block = 0`; under double quantisation the tiled
 //! tensor-core GEMMs first copy the 256-entry map to shared memory (one coalesced 1 KiB copy
-//! per block, `MapCopy`), so each decode reads only the code byte and the nested absmax from
-//! global memory. Interpreter global load efficiency (`runtime/tests/nf4_counters.rs`): ≥ 0.9
-//! for the forwards when rows are whole sectors; the backwards sit at the bound of their
-//! 64-column tiles (a sector of absmax per weight row per tile, 4–8 bytes of it used: 0.81–0.88
-//! there); rows off sector boundaries and the GEMVs' per-row absmax are listed there with
-//! their figures.
+//! per block, `MapCopy`; the GEMVs too), so each decode reads only the code byte and the
+//! nested absmax from global memory. Interpreter global load efficiency (`runtime/tests/nf4_counters.rs`): ≥ 0.9
+//! for the forwards when rows are whole sectors, and for the f16/bf16 backward (256-column
+//! tiles, [`backward_input_cols`]: per weight row 128 code bytes and 16 bytes of one absmax
+//! sector at block 64); the tf32 backward sits at the bound of its 64-column tiles (a sector of
+//! absmax per weight row per tile, 4–8 bytes of it used: 0.875 there); rows off sector
+//! boundaries and the GEMVs' per-row absmax are listed there with their figures.
 //!
 //! Dequantisation is the host's, bit for bit: `ŵ = NF4_CODE[code] · absmax` (one `mul.rn.f32`),
 //! with `absmax = map[code8] · nested_absmax + offset` (`mul.rn`, `add.rn`: never contracted to
@@ -170,6 +171,16 @@ pub fn gemm_threads(cfg: &Nf4Config) -> u32 {
     }
 }
 
+/// Columns of `G_A` per block of `nf4_backward_input`: [`TILE_N`], or 256 on f16/bf16 tensor
+/// cores (`backward_tc`: wide tiles read whole sectors of codes and absmax).
+pub fn backward_input_cols(cfg: &Nf4Config) -> u32 {
+    if matches!(cfg.dtype, DType::F16 | DType::BF16) && tensor_cores(cfg) {
+        backward_tc::COLS
+    } else {
+        TILE_N
+    }
+}
+
 /// f16/bf16 on sm_80+: the tiled GEMMs on tensor cores, the GEMVs (bandwidth-bound) as they are.
 fn push_tc_entries<T: Float + PackedHalf>(module: &mut ModuleBuilder, cfg: &Nf4Config)
 where
@@ -257,10 +268,10 @@ enum MapAt {
     Shared(SharedArr<F32>),
 }
 
-/// Whether an entry copies the double-quantisation map into shared memory: the tiled GEMMs do
-/// (one coalesced 1 KiB copy per block, then every absmax decode looks it up in shared memory
-/// instead of gathering 4 bytes from a random global sector); the GEMVs, with small blocks and
-/// few decodes each, read it from global memory.
+/// Whether an entry copies the double-quantisation map into shared memory: the tensor-core
+/// GEMMs and the GEMVs do (one coalesced 1 KiB copy per block, then every absmax decode looks
+/// it up in shared memory instead of gathering 4 bytes from a random global sector: a GEMV
+/// warp's 32 decodes could touch 32 sectors); the CUDA-core GEMMs read it from global memory.
 #[derive(Clone, Copy)]
 enum MapCopy {
     Global,
@@ -276,7 +287,8 @@ enum MapCopy {
 struct Weights {
     packed: GlobalPtr<U8>,
     absmax: AbsmaxSource,
-    codebook: SharedArr<F32>,
+    /// Shared byte address of the 16-entry code table (taken once per kernel, not per lookup).
+    codebook: Reg<U32>,
     /// `log2(block)`: blocks are powers of two, so `element / block` is a shift.
     block_shift: u32,
 }
@@ -349,7 +361,7 @@ fn entry_prologue<T: Scalar>(
         weights: Weights {
             packed: k.global_ptr(params.packed),
             absmax,
-            codebook,
+            codebook: k.shared_base(codebook),
             block_shift: cfg.block.trailing_zeros(),
         },
         output: k.global_ptr(params.output),
@@ -456,15 +468,18 @@ fn absmax_at(k: &mut KernelBuilder, w: &Weights, element: Reg<U32>) -> Reg<F32> 
 
 /// `ŵ = NF4_CODE[code] · absmax` (the code table read from shared memory).
 fn dequant(k: &mut KernelBuilder, w: &Weights, code: Reg<U32>, absmax: Reg<F32>) -> Reg<F32> {
-    let slot = k.shared_elem(w.codebook, code);
+    let slot = k.mad_lo(code, 4u32, w.codebook);
     let value = k.ld_shared::<F32>(slot, 0);
     k.mul(value, absmax)
 }
 
-/// Bits `shift .. shift + 4` of `word`: one 4-bit code.
+/// Bits `shift .. shift + 4` of `word`: one 4-bit code (one `and` or `bfe`).
 fn nibble(k: &mut KernelBuilder, word: Reg<U32>, shift: u32) -> Reg<U32> {
-    let shifted = if shift == 0 { word } else { k.shr(word, shift) };
-    k.and(shifted, 0xFu32)
+    if shift == 0 {
+        k.and(word, 0xFu32)
+    } else {
+        k.bit_field(word, shift, 4u32)
+    }
 }
 
 /// Loads element `index` of an activation tensor and widens it to f32.

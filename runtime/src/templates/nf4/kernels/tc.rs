@@ -2,14 +2,14 @@
 //!
 //! Both GEMMs multiply a 64-row activation tile (`A` forward, `G_C` backward: `m` rows, the
 //! reduction along the row) by a 64-wide slice of the packed weight, [`TC_K`] reduction
-//! elements per pipeline stage, in a [`STAGES`]-deep `cp.async` ring:
+//! elements per pipeline stage, in a `cp.async` ring ([`Shape`]):
 //!
 //! - **Activation tile** `64 × TC_K` halves → shared rows padded to [`A_STRIDE`] halves (144
 //!   bytes: the 8 rows one `ldmatrix` phase reads start 4 banks apart, conflict-free) → A
 //!   fragments by `ldmatrix.x4`. Copies are 16 bytes when the row length is a multiple of 8
 //!   halves, else 8 or 4 (rows of an even length always start 4-byte aligned); a chunk past the
 //!   matrix edge is zero-filled (`cp.async` src-size 0, reading from the matrix base).
-//! - **Packed codes**: 64 rows × 32 bytes (64 codes) per stage, rows padded to [`W_STRIDE`] =
+//! - **Packed codes** (forward): 64 rows × 32 bytes (64 codes) per stage, rows padded to [`W_STRIDE`] =
 //!   48 bytes (rows 12 words apart: 8 rows read with 16-byte loads, or 4 even / 4 odd rows read
 //!   with 4-byte loads, land in distinct banks), by `cp.async` ([`super::code_stage`]): 16-, 8-
 //!   or 4-byte chunks as the packed row length `k / 2` allows; when it is not a multiple of 4,
@@ -17,9 +17,12 @@
 //!   staged row, and the readers add it). Codes are never widened in shared memory: each lane
 //!   turns its codes into B-fragment registers itself ([`Pipeline::dequant_pair`]).
 //!
-//! The ring: tiles `t + 1` and `t + 2` are in flight while tile `t` is multiplied; each step
-//! waits for its own group (`wait_group STAGES − 2`), synchronises, refills the slot freed by
-//! the previous step and commits one group even when empty, so the group count stays uniform.
+//! The backward stages wider windows ([`Shape`]: 128 bytes of codes per row, 2 stages).
+//!
+//! The ring (`stages` deep): tiles `t + 1 .. t + stages − 1` are in flight while tile `t` is
+//! multiplied; each step waits for its own group (`wait_group stages − 2`), synchronises,
+//! refills the slot freed by the previous step and commits one group even when empty, so the
+//! group count stays uniform.
 
 use super::{absmax_at, Entry};
 use crate::builder::{
@@ -36,21 +39,35 @@ use super::U8;
 
 /// Reduction elements per pipeline stage.
 pub const TC_K: u32 = 64;
-/// Pipeline depth.
-pub const STAGES: u32 = 3;
 /// Rows of both staged tiles (output rows of the activation tile; weight rows or reduction
 /// rows of the code tile).
 const ROWS: u32 = 64;
 /// Padded activation row in halves.
 pub const A_STRIDE: u32 = TC_K + 8;
-/// Padded code row in bytes (`TC_K / 2 = 32` bytes of codes).
+/// Padded code row of the forward in bytes (`TC_K / 2 = 32` bytes of codes).
 pub const W_STRIDE: u32 = 48;
 const A_STAGE_BYTES: u32 = ROWS * A_STRIDE * 2;
-const W_STAGE_BYTES: u32 = CodeStage::bytes(ROWS, W_STRIDE);
-/// Bytes of codes per staged row.
-const W_ROW_BYTES: u32 = TC_K / 2;
 /// m16 tiles per warp (every warp covers all 64 rows; warps split the columns 8 each).
 pub const M_TILES: u32 = ROWS / 16;
+
+/// The ring's depth and staged code window, per GEMM.
+#[derive(Clone, Copy)]
+pub(super) struct Shape {
+    /// Pipeline depth.
+    pub stages: u32,
+    /// Bytes of codes per staged row, and shared bytes from one staged row to the next.
+    pub code_width: u32,
+    pub code_stride: u32,
+}
+
+impl Shape {
+    /// The forward: 64 weight rows × 32 bytes (the slice's 64 codes), 3 stages.
+    pub const FORWARD: Self = Self {
+        stages: 3,
+        code_width: TC_K / 2,
+        code_stride: W_STRIDE,
+    };
+}
 
 /// Whether the target runs the tensor-core GEMMs: `mma.m16n8k16`, `cp.async`, `ldmatrix` and
 /// packed f32 → f16x2/bf16x2 conversion (sm_80+). Older targets keep the CUDA-core GEMMs.
@@ -64,6 +81,13 @@ pub(super) type WindowFn<'a> = &'a dyn Fn(&mut KernelBuilder, Reg<U32>) -> CodeW
 /// The per-slice multiply (`multiply(k, tile, slot)` in [`Pipeline::run`]).
 pub(super) type MultiplyFn<'a> = &'a mut dyn FnMut(&mut KernelBuilder, Reg<U32>, Reg<U32>);
 
+/// One n8 tile of a k16 step: its B fragment's two packed registers and its accumulators
+/// (one per m16 tile).
+pub(super) type NTile<'a, T> = (
+    Vec<Reg<<T as PackedHalf>::Pair>>,
+    &'a [FragC<M16N8K16, F32>],
+);
+
 /// One staged operand's place in the ring and in global memory.
 pub(super) struct Pipeline<T: Scalar> {
     /// Activation matrix (`rows × a_cols`, row-major) and its compile-time row length.
@@ -71,7 +95,8 @@ pub(super) struct Pipeline<T: Scalar> {
     a_cols: u32,
     a_tiles: SharedArr<U8>,
     w_tiles: SharedArr<U8>,
-    /// The staged code window: 64 rows × [`W_ROW_BYTES`], rows [`W_STRIDE`] apart.
+    stages: u32,
+    /// The staged code window: 64 rows × `code_width` bytes, rows `code_stride` apart.
     pub codes: CodeStage,
     /// The window's absmax, when the GEMM stages them with its codes ([`Self::stage_absmax`]).
     pub absmax: Option<AbsmaxStage>,
@@ -80,6 +105,8 @@ pub(super) struct Pipeline<T: Scalar> {
     m: Reg<U32>,
     m_base: Reg<U32>,
     pub lane: Reg<U32>,
+    /// Byte offset of this lane's `ldmatrix` row in a slot of the activation ring.
+    a_lane_offset: Reg<U32>,
     pub warp: Reg<U32>,
     /// `lane / 4` and `lane % 4`: the mma fragment coordinates.
     pub group: Reg<U32>,
@@ -90,10 +117,17 @@ impl<T: PackedHalf> Pipeline<T>
 where
     M16N8K16: MmaInput<T, Packed = T::Pair>,
 {
-    /// Declares the rings and locates the thread; `a_cols` is the activation row length.
-    pub fn setup(k: &mut KernelBuilder, cfg: &Nf4Config, e: &Entry<T>, a_cols: u32) -> Self {
-        let a_tiles = k.shared_array::<U8>("a_ring", STAGES * A_STAGE_BYTES);
-        let w_tiles = k.shared_array::<U8>("code_ring", STAGES * W_STAGE_BYTES);
+    /// Declares the rings of `shape` and locates the thread; `a_cols` is the activation row
+    /// length.
+    pub fn setup(
+        k: &mut KernelBuilder,
+        (cfg, e): (&Nf4Config, &Entry<T>),
+        a_cols: u32,
+        shape: Shape,
+    ) -> Self {
+        let codes = CodeStage::new(cfg, ROWS, shape.code_width, shape.code_stride);
+        let a_tiles = k.shared_array::<U8>("a_ring", shape.stages * A_STAGE_BYTES);
+        let w_tiles = k.shared_array::<U8>("code_ring", shape.stages * codes.stage_bytes());
         let tid = k.tid_x();
         let lane = k.and(tid, 31u32);
         let warp = k.shr(tid, 5u32);
@@ -101,27 +135,42 @@ where
         let quad = k.and(lane, 3u32);
         let by = k.ctaid_y();
         let m_base = k.mul_lo(by, ROWS);
+        let row = k.and(lane, 15u32);
+        let half = k.shr(lane, 4u32);
+        let col = k.mul_lo(half, 8u32);
+        let halves = k.mad_lo(row, A_STRIDE, col);
+        let a_lane_offset = k.mul_lo(halves, 2u32);
         Self {
             act: e.input,
             a_cols,
             a_tiles,
             w_tiles,
-            codes: CodeStage::new(cfg, ROWS, W_ROW_BYTES, W_STRIDE),
+            stages: shape.stages,
+            codes,
             absmax: None,
             tid,
             m: e.m,
             m_base,
             lane,
+            a_lane_offset,
             warp,
             group,
             quad,
         }
     }
 
-    /// Stages each code window's absmax too, in a ring of its own ([`AbsmaxStage`]).
-    pub fn stage_absmax(&mut self, k: &mut KernelBuilder, cfg: &Nf4Config, e: &Entry<T>) {
+    /// Stages each code window's absmax too, in a ring of its own ([`AbsmaxStage`]), staged
+    /// rows `row_words` words apart.
+    pub fn stage_absmax(
+        &mut self,
+        k: &mut KernelBuilder,
+        (cfg, e): (&Nf4Config, &Entry<T>),
+        row_words: u32,
+    ) {
         let threads = (self.tid, super::THREADS);
-        self.absmax = Some(AbsmaxStage::new(k, (cfg, e), (STAGES, ROWS, 4), threads));
+        let shape = (self.stages, ROWS, row_words);
+        let cols = 2 * self.codes.width();
+        self.absmax = Some(AbsmaxStage::new(k, (cfg, e, cols), shape, threads));
     }
 
     fn slot_base(
@@ -136,7 +185,7 @@ where
 
     /// Shared byte address of ring slot `slot` of the code tiles.
     pub fn code_slot(&self, k: &mut KernelBuilder, slot: Reg<U32>) -> Reg<U32> {
-        Self::slot_base(k, self.w_tiles, W_STAGE_BYTES, slot)
+        Self::slot_base(k, self.w_tiles, self.codes.stage_bytes(), slot)
     }
 
     /// Starts the copies of reduction slice `tile` into ring slot `slot`: activation columns
@@ -151,7 +200,7 @@ where
     ) {
         let col0 = k.mul_lo(tile, TC_K);
         self.load_activations(k, col0, slot);
-        let stage = Self::slot_base(k, self.w_tiles, W_STAGE_BYTES, slot);
+        let stage = self.code_slot(k, slot);
         self.codes.copy(
             k,
             e.weights.packed,
@@ -195,27 +244,25 @@ where
     /// tile `mi`, k16 step `s`).
     pub fn a_lane(&self, k: &mut KernelBuilder, slot: Reg<U32>) -> Reg<U32> {
         let stage = Self::slot_base(k, self.a_tiles, A_STAGE_BYTES, slot);
-        let row = k.and(self.lane, 15u32);
-        let half = k.shr(self.lane, 4u32);
-        let col = k.mul_lo(half, 8u32);
-        let off = k.mad_lo(row, A_STRIDE, col);
-        k.mad_lo(off, 2u32, stage)
+        k.add(stage, self.a_lane_offset)
     }
 
-    /// One k16 step `s` of the slice: the B fragment from its two packed registers, the A
-    /// fragments of the 4 m16 tiles by `ldmatrix.x4`, and `acc[mi] += A[mi] · B`.
+    /// One k16 step `s` of the slice: the A fragments of the 4 m16 tiles by `ldmatrix.x4`,
+    /// then for each n8 tile `(b_regs, acc)` its B fragment from its two packed registers and
+    /// `acc[mi] += A[mi] · B`.
     pub fn mma_step(
         &self,
         k: &mut KernelBuilder,
         a_lane: Reg<U32>,
         s: u32,
-        b_regs: &[Reg<T::Pair>],
-        acc: &[FragC<M16N8K16, F32>],
+        n_tiles: &[NTile<'_, T>],
     ) {
-        let b = FragB::<M16N8K16, T>::from_regs(b_regs);
         let a = self.a_fragments(k, a_lane, s);
-        for (c, a) in acc.iter().zip(&a) {
-            k.mma_into(c, a, &b, c);
+        for (b_regs, acc) in n_tiles {
+            let b = FragB::<M16N8K16, T>::from_regs(b_regs);
+            for (c, a) in acc.iter().zip(&a) {
+                k.mma_into(c, a, &b, c);
+            }
         }
     }
 
@@ -249,7 +296,7 @@ where
         multiply: MultiplyFn<'_>,
     ) {
         k.comment("prologue: start the first stages");
-        for s in 0..STAGES - 1 {
+        for s in 0..self.stages - 1 {
             if s < tiles {
                 let tile = k.var::<U32>(s);
                 let w = window(k, tile);
@@ -259,37 +306,36 @@ where
         }
         k.for_range(0u32, tiles, 1u32, |k, tile| {
             k.comment("wait for this slice, then refill the slot freed last step");
-            k.cp_async_wait_group(STAGES - 2);
+            k.cp_async_wait_group(self.stages - 2);
             k.bar_sync();
-            let next = k.add(tile, STAGES - 1);
+            let next = k.add(tile, self.stages - 1);
             let present = k.setp_lt(next, tiles);
             k.if_then(present, |k| {
-                let slot = k.rem(next, STAGES);
+                let slot = k.rem(next, self.stages);
                 let w = window(k, next);
                 self.load_stage(k, e, next, slot, &w);
             });
             k.cp_async_commit();
-            let slot = k.rem(tile, STAGES);
+            let slot = k.rem(tile, self.stages);
             multiply(k, tile, slot);
         });
         k.cp_async_wait_all();
     }
 
-    /// `out[m_base + 16·mi + g (+8), col0 + 8w + 2t + {0, 1}] = acc[mi]` inside `m × cols`
-    /// (the accumulator layout: registers 0, 1 on row `g`, 2, 3 on row `g + 8`).
+    /// `out[m_base + 16·mi + g (+8), tile_col + 2t + {0, 1}] = acc[mi]` inside `m × cols`,
+    /// `tile_col` the warp's n8 tile (the accumulator layout: registers 0, 1 on row `g`, 2, 3
+    /// on row `g + 8`).
     pub fn store(
         &self,
         k: &mut KernelBuilder,
         e: &Entry<T>,
-        col0: Reg<U32>,
-        cols: u32,
+        (tile_col, cols): (Reg<U32>, u32),
         acc: &[FragC<M16N8K16, F32>],
     ) where
         T: crate::builder::Float,
     {
         k.comment("store the output tile");
-        let warp_col = k.mad_lo(self.warp, 8u32, col0);
-        let col0 = k.mad_lo(self.quad, 2u32, warp_col);
+        let col0 = k.mad_lo(self.quad, 2u32, tile_col);
         let row0 = k.add(self.m_base, self.group);
         for (mi, frag) in acc.iter().enumerate() {
             for (i, v) in frag.f32_regs().into_iter().enumerate() {

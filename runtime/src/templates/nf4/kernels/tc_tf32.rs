@@ -117,7 +117,7 @@ fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
     let b_tile = k.shared_array::<F32>("b_tile", tile::STAGE_BYTES / 4);
     let absmax_stage = matches!(gemm, Gemm::BackwardInput).then(|| {
         let shape = (tile::STAGES, F32::TILE_K, 5);
-        AbsmaxStage::new(&mut k, (cfg, &e), shape, (tid, tile::THREADS))
+        AbsmaxStage::new(&mut k, (cfg, &e, TILE_N), shape, (tid, tile::THREADS))
     });
     let chunks: Vec<_> = (0..tile::CHUNKS_PER_THREAD)
         .map(|i| tile::chunk_slot_bytes(&mut k, tid, i, 4))
@@ -469,8 +469,7 @@ impl<'a> Dequantise<'a> {
                     let lead = (i * row_bytes) % 4;
                     let byte = k.ld_shared::<U8>(code_at, (i * self.stride + lead) as i32);
                     let byte = k.cvt::<U32, U16>(byte.retype(), None);
-                    let shifted = k.shr(byte, shift);
-                    let code = nibble(k, shifted, 0);
+                    let code = k.bit_field(byte, shift, 4u32);
                     let absmax = stage.read(k, absmax, i);
                     let w = dequant(k, &self.e.weights, code, absmax);
                     k.assign(value, w);

@@ -23,6 +23,10 @@
 //!   lane holds `E` consecutive columns (the even lane the first `E`, the odd the last) and
 //!   stores them like [`Strategy::Rows`]; a warp's 32 stores cover 16 rows × 2 pieces, 4
 //!   words per bank.
+//! - [`Strategy::Windows`] (NCHW forward windows of halves, stride 1 along `w`, no dilation,
+//!   `KW` > 1): lane → pixel like [`Strategy::Rows`], but each `(ci, kh)` input row the warp
+//!   needs is read once as a run of whole sectors and each lane takes its taps from it with
+//!   `shfl.sync.idx` ([`super::window`]).
 //! - [`Gather::Columns`]: lane → reduction index. Thread `t` owns index `t mod K` and rows
 //!   `r₀ + (128 / K)·e`; one warp request is 32 (halves) or twice 16 (f32) consecutive
 //!   indices of a row, consecutive addresses where the reduction runs along memory (weight
@@ -53,6 +57,7 @@
 
 use super::super::common::{div_const, rem_const, ConvElem};
 use super::addressing::{Coord, Side};
+use super::window::WindowLane;
 use super::Conv;
 use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, Scalar, SharedArr, Val, U32};
 use crate::ir::{CacheLevel, Imm};
@@ -75,6 +80,7 @@ pub(super) enum Strategy {
     Columns,
     PairedColumns,
     Slabs,
+    Windows,
 }
 
 /// A thread's share of one operand slot, with what stays fixed along the reduction (`B`: the
@@ -106,6 +112,8 @@ pub(super) enum Gather<B: Scalar> {
         tid: Reg<U32>,
         carry: Vec<Reg<B>>,
     },
+    /// [`Strategy::Windows`] ([`super::window`]).
+    Windows(WindowLane),
 }
 
 /// One operand: where it comes from, its ring and the thread's share.
@@ -118,12 +126,12 @@ pub(super) struct Operand<T: TileElem> {
 
 impl<T: ConvElem + TileElem> Conv<T> {
     /// Elements of one operand slot each thread moves (16 halves or 8 f32).
-    const ELEMS_PER_THREAD: u32 = TILE_M * T::TILE_K / THREADS;
+    pub(super) const ELEMS_PER_THREAD: u32 = TILE_M * T::TILE_K / THREADS;
     /// The row step of [`Gather::Columns`]: rows one block request covers (4 for halves, 8
     /// for f32).
     const COLUMN_ROWS: u32 = THREADS / T::TILE_K;
     /// Padded shared row length in elements.
-    const ROW: u32 = ROW_BYTES / T::TYPE.bytes();
+    pub(super) const ROW: u32 = ROW_BYTES / T::TYPE.bytes();
 
     /// The thread's share of `side` under `strategy`; row coordinates fixed for the whole
     /// reduction are computed here once.
@@ -192,6 +200,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
                     slot_bytes: k.mul_lo(slot, bytes),
                 }
             }
+            Strategy::Windows => Gather::Windows(self.window_lane(k, tid)),
             Strategy::Slabs => Gather::Slabs {
                 first: k.mad_lo(self.block_n, self.p.taps, tid),
                 tid,
@@ -337,6 +346,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
             Gather::Slabs { first, tid, carry } => {
                 self.fill_slabs(k, bits, stage, k0, (*first, *tid), carry)
             }
+            Gather::Windows(lane) => self.fill_windows(k, stage, k0, lane),
         }
     }
 
@@ -520,7 +530,7 @@ fn swap_words(k: &mut KernelBuilder, lo: Reg<U32>, hi: Reg<U32>, odd: Pred) -> [
 }
 
 /// Stores `words` from the 16-byte aligned `dst`, four per `st.shared.v4.b32`.
-fn store_words(k: &mut KernelBuilder, dst: Reg<U32>, words: &[Reg<U32>]) {
+pub(super) fn store_words(k: &mut KernelBuilder, dst: Reg<U32>, words: &[Reg<U32>]) {
     for (i, quad) in words.chunks_exact(4).enumerate() {
         let offset = i as u32 * CHUNK_BYTES;
         k.st_shared_v4(dst, offset as i32, [quad[0], quad[1], quad[2], quad[3]]);

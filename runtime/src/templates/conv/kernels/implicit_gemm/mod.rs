@@ -28,7 +28,9 @@
 //! halves or 4 f32) are contiguous and aligned (NHWC A with `Cg` and `C_in` multiples of the
 //! chunk; B when `K` is a multiple of it), else element loads with consecutive lanes on
 //! consecutive addresses: lane → pixel for NCHW's A (consecutive pixels are consecutive `iw`
-//! of one tap), lane → reduction index for B and for NHWC windows of few channels.
+//! of one tap; for halves at stride 1 each `(ci, kh)` input row is read once as whole sectors
+//! and the taps handed out by shuffles, [`window`]), lane → reduction index for B and for NHWC
+//! windows of few channels.
 //!
 //! The epilogue adds the bias in f32, rounds once to the storage type and stores inside
 //! `M × Og` only.
@@ -81,6 +83,7 @@ mod addressing;
 mod epilogue;
 mod gather;
 mod split;
+mod window;
 
 use super::common::{conv_kernel, div_const, rem_const, ConvElem, DimParams, Dims, Problem};
 use crate::arch::Arch;
@@ -335,7 +338,9 @@ impl<T: ConvElem + TileElem> Conv<T> {
     /// NCHW forward B with `K`, NCHW backward-data B with `KH·KW` a multiple of it); lane →
     /// row where consecutive rows are consecutive addresses (NCHW forward A and backward-data
     /// A: pixels along `ow`, paired lanes on adjacent taps for forward A of stride 2 along
-    /// `w`; NCHW backward-data B of a 1 × 1 filter and every NHWC
+    /// `w`, and for halves of stride 1 each `(ci, kh)` row read once as whole sectors and
+    /// regrouped by shuffles ([`window`]; for f32 that costs a third more instructions than
+    /// it saves sectors, so f32 keeps lane → pixel); NCHW backward-data B of a 1 × 1 filter and every NHWC
     /// backward operand with channel rows: channels); filter slabs for NCHW backward-data B
     /// of up to [`MAX_SLAB_TAPS`] taps; lane → reduction index otherwise (forward weights,
     /// NHWC windows and `gy` pixels of few channels, NCHW backward-filter's pixel-indexed
@@ -360,6 +365,11 @@ impl<T: ConvElem + TileElem> Conv<T> {
             }
             (Pass::BackwardData, Side::A) if nhwc => Strategy::Columns,
             (Pass::BackwardData, Side::B) | (Pass::BackwardFilter, _) if nhwc => Strategy::Rows,
+            (Pass::Forward, Side::A)
+                if p.sw == 1 && p.dw == 1 && p.kw > 1 && T::TYPE.bytes() == 2 =>
+            {
+                Strategy::Windows
+            }
             (Pass::Forward, Side::A) if p.sw == 2 && p.dw == 1 && p.kw > 1 => Strategy::Pairs,
             (Pass::Forward | Pass::BackwardData, Side::A) => Strategy::Rows,
             (Pass::Forward, Side::B) if p.filter_len().is_multiple_of(chunk) => Strategy::Chunks,
