@@ -109,10 +109,10 @@ fn assert_tensor_core_path(log: &[LaunchRecord], what: &str) {
             "{what} {}: {wf} ldmatrix wavefronts",
             r.entry
         );
-        let sw = c.shared_wavefronts_per_request();
+        let sw = c.shared_bank_conflict_factor();
         assert!(
             sw <= 1.1,
-            "{what} {}: {sw} shared wavefronts/request",
+            "{what} {}: {sw} × the fewest shared wavefronts",
             r.entry
         );
     }

@@ -21,8 +21,8 @@
 //!   for the pairs that cross into the next `(ci, kh)` (a third of them for 3 taps), which
 //!   read two half-used runs. The pair then swaps halves with `shfl.sync.bfly 1` so each
 //!   lane holds `E` consecutive columns (the even lane the first `E`, the odd the last) and
-//!   stores them like [`Strategy::Rows`]; a warp's 32 stores cover 16 rows × 2 pieces, 4
-//!   words per bank.
+//!   stores them like [`Strategy::Rows`]; a warp's 32 stores cover 16 rows × 2 pieces, each
+//!   quarter-warp's 8 on disjoint banks (pair `j` owns row `j` with bits 1 and 2 swapped).
 //! - [`Strategy::Windows`] (NCHW forward windows of halves, stride 1 along `w`, no dilation,
 //!   `KW` > 1): lane → pixel like [`Strategy::Rows`], but each `(ci, kh)` input row the warp
 //!   needs is read once as a run of whole sectors and each lane takes its taps from it with
@@ -165,7 +165,19 @@ impl<T: ConvElem + TileElem> Conv<T> {
                 }
             }
             Strategy::Pairs => {
-                let row = k.shr(tid, 1);
+                // Pair `j = t / 2` owns row `j` with bits 1 and 2 swapped: a quarter-warp's
+                // four pairs take rows {0, 1, 4, 5} or {2, 3, 6, 7} (mod 8), whose 16-byte
+                // stores at words `20·row + 8·phase` fall in 8 disjoint bank groups (rows
+                // `4q ..+ 4` would meet two rows 40 words apart). A warp still covers the same
+                // 16 consecutive rows, so its loads read the same pixels.
+                let pair = k.shr(tid, 1);
+                let kept = k.and(pair, !6u32);
+                let bit1 = k.and(pair, 2u32);
+                let up = k.shl(bit1, 1);
+                let bit2 = k.and(pair, 4u32);
+                let down = k.shr(bit2, 1);
+                let swapped = k.or(up, down);
+                let row = k.or(kept, swapped);
                 let phase = k.and(tid, 1);
                 let stored = k.mul_lo(phase, Self::ELEMS_PER_THREAD);
                 let slot = k.mad_lo(row, Self::ROW, stored);
