@@ -214,22 +214,14 @@ impl WarpPos {
 }
 
 /// Chunk `i` of [`CHUNKS_PER_THREAD`] of thread `tid`: its tile row, its first column and its
-/// byte offset within a stage ([`piece_slot_bytes`] with 16-byte pieces, dealt
-/// [`Dealing::QuarterWarpColumns`]: its callers store or rewrite their chunks with
-/// `st.shared.v4`, conflict-free per quarter-warp only that way).
+/// byte offset within a stage ([`piece_slot_bytes`] with 16-byte pieces dealt `dealing`).
 pub fn chunk_slot_bytes(
     k: &mut KernelBuilder,
-    tid: Reg<U32>,
-    i: u32,
+    (tid, i): (Reg<U32>, u32),
     elem_bytes: u32,
+    dealing: Dealing,
 ) -> (Reg<U32>, Reg<U32>, Reg<U32>) {
-    piece_slot_bytes(
-        k,
-        (tid, i),
-        elem_bytes,
-        CHUNK_BYTES,
-        Dealing::QuarterWarpColumns,
-    )
+    piece_slot_bytes(k, (tid, i), elem_bytes, CHUNK_BYTES, dealing)
 }
 
 /// Pieces of `piece_bytes` (16, 8, 4 or 2) of one operand stage each thread copies.

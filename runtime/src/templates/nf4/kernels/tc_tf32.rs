@@ -120,7 +120,7 @@ fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
         AbsmaxStage::new(&mut k, (cfg, &e, TILE_N), shape, (tid, tile::THREADS))
     });
     let chunks: Vec<_> = (0..tile::CHUNKS_PER_THREAD)
-        .map(|i| tile::chunk_slot_bytes(&mut k, tid, i, 4))
+        .map(|i| tile::chunk_slot_bytes(&mut k, (tid, i), 4, tile::Dealing::RowMajor))
         .collect();
     let window = |k: &mut KernelBuilder, k_tile: Reg<U32>| match gemm {
         Gemm::Forward => CodeWindow {

@@ -147,7 +147,11 @@ impl<T: ConvElem + TileElem> Conv<T> {
             Strategy::Chunks => Gather::Chunks(
                 (0..CHUNKS_PER_THREAD)
                     .map(|i| {
-                        let (row, col, slot_bytes) = tile::chunk_slot_bytes(k, tid, i, bytes);
+                        // Quarter-warp chunk columns: the gathered chunks are stored with
+                        // `st.shared.v4`, conflict-free per quarter-warp only that way.
+                        let dealing = tile::Dealing::QuarterWarpColumns;
+                        let (row, col, slot_bytes) =
+                            tile::chunk_slot_bytes(k, (tid, i), bytes, dealing);
                         (self.row_coord(k, side, row), col, slot_bytes)
                     })
                     .collect(),
