@@ -41,8 +41,10 @@ pub(super) struct AbsmaxWindow {
     live: Pred,
     /// `2t`: this lane's pair within a sector.
     pair: Reg<U32>,
-    /// `lane − t`: the quad's first lane.
+    /// `lane − t·stride`: the quad's first lane.
     quad_lane: Reg<U32>,
+    /// Lanes between the quad's members (1: consecutive lanes).
+    stride: u32,
     /// `S`, the first index of the window.
     base: Reg<U32>,
     cur: [Reg<F32>; 2],
@@ -50,15 +52,14 @@ pub(super) struct AbsmaxWindow {
 }
 
 impl AbsmaxWindow {
-    /// The window of weight row `row` for lane `lane` (quad lane `quad`), or `None` under
-    /// double quantisation (absmax are then decoded per block, not loaded as f32).
+    /// The window of weight row `row` for lane `lane` (quad lane `quad` of a quad whose members
+    /// are `stride` lanes apart), or `None` under double quantisation (absmax are then decoded
+    /// per block, not loaded as f32).
     pub fn new<T: Scalar>(
         k: &mut KernelBuilder,
-        cfg: &Nf4Config,
-        e: &Entry<T>,
+        (cfg, e): (&Nf4Config, &Entry<T>),
         row: Reg<U32>,
-        lane: Reg<U32>,
-        quad: Reg<U32>,
+        (lane, quad, stride): (Reg<U32>, Reg<U32>, u32),
     ) -> Option<Self> {
         let AbsmaxSource::Plain(absmax) = e.weights.absmax else {
             return None;
@@ -76,7 +77,8 @@ impl AbsmaxWindow {
             row_start,
             live: k.setp_lt(row, cfg.n),
             pair: k.shl(quad, 1u32),
-            quad_lane: k.sub(lane, quad),
+            quad_lane: quad_first_lane(k, lane, quad, stride),
+            stride,
             base,
             cur: [k.var::<F32>(0.0f32), k.var::<F32>(0.0f32)],
             next: [k.var::<F32>(0.0f32), k.var::<F32>(0.0f32)],
@@ -198,9 +200,37 @@ impl AbsmaxWindow {
         let held = k.selp(y, x, odd);
         let within = k.and(offset, SECTOR - 1);
         let holder = k.shr(within, 1u32);
-        let src = k.add(self.quad_lane, holder);
+        let src = quad_member_lane(k, self.quad_lane, holder, self.stride);
         k.shfl_idx(held, src)
     }
+}
+
+/// `lane − quad·stride`: the first lane of a quad whose members are `stride` lanes apart.
+pub(super) fn quad_first_lane(
+    k: &mut KernelBuilder,
+    lane: Reg<U32>,
+    quad: Reg<U32>,
+    stride: u32,
+) -> Reg<U32> {
+    if stride == 1 {
+        return k.sub(lane, quad);
+    }
+    let offset = k.mul_lo(quad, stride);
+    k.sub(lane, offset)
+}
+
+/// The lane of quad member `holder`, for a quad starting at `first` with members `stride`
+/// lanes apart.
+pub(super) fn quad_member_lane(
+    k: &mut KernelBuilder,
+    first: Reg<U32>,
+    holder: Reg<U32>,
+    stride: u32,
+) -> Reg<U32> {
+    if stride == 1 {
+        return k.add(first, holder);
+    }
+    k.mad_lo(holder, stride, first)
 }
 
 /// The absmax of each of a lane's eight bytes `q` of a 64-element slice (elements

@@ -72,7 +72,7 @@ where
     // Element `2b` is the high nibble of byte `b`.
     let high_shift = k.add(byte_shift, 4u32);
     let aligned = p.codes.word_aligned();
-    let absmax_window = AbsmaxWindow::new(&mut k, cfg, &e, n_row, p.lane, p.quad);
+    let absmax_window = AbsmaxWindow::new(&mut k, (cfg, &e), n_row, (p.lane, p.quad, 1));
     let acc = Pipeline::<T>::zero_acc(&mut k);
     let window = |k: &mut KernelBuilder, tile: Reg<U32>| CodeWindow {
         row0: n_base,

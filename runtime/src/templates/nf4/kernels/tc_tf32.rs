@@ -31,7 +31,7 @@
 //! with its codes ([`AbsmaxStage`]: 16 rows, one value per thread of the first 64).
 
 use super::absmax_stage::{AbsmaxReader, AbsmaxStage, LaneTile};
-use super::absmax_window::AbsmaxWindow;
+use super::absmax_window::{quad_first_lane, quad_member_lane, AbsmaxWindow};
 use super::code_stage::{CodeRing, CodeStage, CodeWindow};
 use super::tc::absmax_clamped;
 use super::{absmax_at, both_below, dequant, entry_prologue, nibble, Entry, MapCopy, U8};
@@ -120,7 +120,7 @@ fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
         AbsmaxStage::new(&mut k, (cfg, &e, TILE_N), shape, (tid, tile::THREADS))
     });
     let chunks: Vec<_> = (0..tile::CHUNKS_PER_THREAD)
-        .map(|i| tile::chunk_slot_bytes(&mut k, (tid, i), 4, tile::Dealing::RowMajor))
+        .map(|i| tile::chunk_slot_bytes(&mut k, (tid, i), 4, tile::Dealing::QuarterWarpColumns))
         .collect();
     let window = |k: &mut KernelBuilder, k_tile: Reg<U32>| match gemm {
         Gemm::Forward => CodeWindow {
@@ -185,6 +185,12 @@ fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
 /// A thread's chunk of a stage: tile row, first column, byte offset ([`tile::chunk_slot_bytes`]).
 type TileChunk = (Reg<U32>, Reg<U32>, Reg<U32>);
 
+/// Lanes between a row's four chunks: chunks are dealt per quarter-warp
+/// ([`tile::Dealing::QuarterWarpColumns`]: a quarter-warp takes one chunk column of 8 rows),
+/// so the in-place tf32 rounding's `ld`/`st.shared.v4` are conflict-free per phase, and a
+/// row's chunks sit on lanes `r, r + 8, r + 16, r + 24`.
+const QUAD_STRIDE: u32 = 8;
+
 /// One thread's share of turning a staged code window into the f32 B tile: its chunks (tile
 /// row `r`, columns `c .. c + 4`, byte offset in the tile), and what it precomputes for them.
 struct Dequantise<'a> {
@@ -225,7 +231,7 @@ enum AbsmaxFrom {
 /// the four blocks reaches the quad by `shfl.sync.idx`.
 struct QuadDecode {
     row: Reg<U32>,
-    /// `t = lane mod 4` and `lane − t`.
+    /// `t`, the row's chunk, and `lane − t·QUAD_STRIDE`.
     quad: Reg<U32>,
     quad_lane: Reg<U32>,
     /// Block `4i + t` of the row, for the current `i`.
@@ -249,7 +255,7 @@ impl QuadDecode {
             let v = absmax_clamped(k, cfg, e, self.row, col);
             k.assign(self.decoded, v);
         });
-        let src = k.add(self.quad_lane, holder);
+        let src = quad_member_lane(k, self.quad_lane, holder, QUAD_STRIDE);
         k.shfl_idx(self.decoded, src)
     }
 }
@@ -277,12 +283,13 @@ impl RowAbsmax {
             .k
             .is_multiple_of(cfg.block)
             .then(|| k.var::<F32>(0.0f32));
-        let from = match (AbsmaxWindow::new(k, cfg, e, row, lane, quad), held) {
+        let quad_lanes = (lane, quad, QUAD_STRIDE);
+        let from = match (AbsmaxWindow::new(k, (cfg, e), row, quad_lanes), held) {
             (Some(window), _) => AbsmaxFrom::Window(window),
             (None, Some(_)) => AbsmaxFrom::Quad(QuadDecode {
                 row,
                 quad,
-                quad_lane: k.sub(lane, quad),
+                quad_lane: quad_first_lane(k, lane, quad, QUAD_STRIDE),
                 decoded: k.var::<F32>(0.0f32),
             }),
             (None, None) => return None,
