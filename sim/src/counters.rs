@@ -316,8 +316,13 @@ fn distinct_words(addrs: &[u64], size: u64) -> Vec<u64> {
 /// matrix): the largest number of distinct 4-byte words any one of the 32 banks must serve
 /// (lanes touching the same word share it); at least 1.
 pub fn phase_wavefronts(addrs: &[u64], size: u64) -> u64 {
+    busiest_bank(&distinct_words(addrs, size))
+}
+
+/// The most of `words` (distinct) any one bank holds; at least 1.
+fn busiest_bank(words: &[u64]) -> u64 {
     let mut per_bank = [0u64; 32];
-    for w in distinct_words(addrs, size) {
+    for w in words {
         per_bank[(w % 32) as usize] += 1;
     }
     per_bank.iter().copied().max().unwrap_or(0).max(1)
@@ -332,25 +337,27 @@ fn phases(lanes: &[Option<u64>; 32], size: u64) -> impl Iterator<Item = Vec<u64>
         .filter(|addrs| !addrs.is_empty())
 }
 
-/// Shared-memory wavefronts of a warp-level access: the sum over its phases of
-/// [`phase_wavefronts`] (see the module docs for the model); 0 when no lane is active.
-pub fn wavefronts(lanes: &[Option<u64>; 32], size: u64) -> u64 {
-    phases(lanes, size)
-        .map(|addrs| phase_wavefronts(&addrs, size))
-        .sum()
+/// Shared-memory wavefronts of a warp-level access and the fewest the same access could take
+/// with the same phases, from one pass over its phases: the sum over phases of
+/// [`phase_wavefronts`] (see the module docs for the model), and of each phase's distinct words
+/// spread evenly over the 32 banks (1 per phase for a warp's contiguous accesses, so 4 for
+/// 16-byte ones); at least 1 per phase with an active lane, 0 when no lane is active.
+pub fn wavefronts_and_min(lanes: &[Option<u64>; 32], size: u64) -> (u64, u64) {
+    phases(lanes, size).fold((0, 0), |(taken, fewest), addrs| {
+        let words = distinct_words(&addrs, size);
+        let even = (words.len() as u64).div_ceil(32).max(1);
+        (taken + busiest_bank(&words), fewest + even)
+    })
 }
 
-/// The fewest wavefronts the same access could take with the same phases: each phase's
-/// distinct words spread evenly over the 32 banks (1 per phase for a warp's contiguous
-/// accesses, so 4 for 16-byte ones); at least 1 per phase with an active lane.
+/// The first half of [`wavefronts_and_min`].
+pub fn wavefronts(lanes: &[Option<u64>; 32], size: u64) -> u64 {
+    wavefronts_and_min(lanes, size).0
+}
+
+/// The second half of [`wavefronts_and_min`].
 pub fn min_wavefronts(lanes: &[Option<u64>; 32], size: u64) -> u64 {
-    phases(lanes, size)
-        .map(|addrs| {
-            (distinct_words(&addrs, size).len() as u64)
-                .div_ceil(32)
-                .max(1)
-        })
-        .sum()
+    wavefronts_and_min(lanes, size).1
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use super::global::GlobalSpace;
 use super::{lanes, BlockCtx, Engine, Warp, WARP};
-use crate::counters::{distinct_bytes, min_wavefronts, sectors, wavefronts};
+use crate::counters::{distinct_bytes, sectors, wavefronts_and_min};
 use crate::decode::{Addr, AtomFn, Inst, MemSpace, Op};
 use crate::findings::{Access, AccessKind, Finding, FindingKind};
 use crate::memory::{read_bytes, write_bytes, LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE};
@@ -177,8 +177,9 @@ impl<G: GlobalSpace> Engine<'_, G> {
         if ns > 0 {
             self.counters.shared_requests += 1;
             let size = bytes.min(16);
-            self.counters.shared_wavefronts += wavefronts(&saddrs, size);
-            self.counters.shared_min_wavefronts += min_wavefronts(&saddrs, size);
+            let (taken, fewest) = wavefronts_and_min(&saddrs, size);
+            self.counters.shared_wavefronts += taken;
+            self.counters.shared_min_wavefronts += fewest;
         }
     }
 
