@@ -148,7 +148,7 @@ fn empty_row(kernel: &PeerKernel) -> PeerRow {
         outputs: None,
         load_efficiency: None,
         store_efficiency: None,
-        smem_wavefronts_per_request: None,
+        smem_conflict_factor: None,
         note: String::new(),
     }
 }
@@ -191,8 +191,8 @@ fn row(
                 .then(|| c.global_load_efficiency());
             row.store_efficiency =
                 (c.global_store_requests > 0).then(|| c.global_store_efficiency());
-            row.smem_wavefronts_per_request =
-                (c.shared_requests > 0).then(|| c.shared_wavefronts_per_request());
+            row.smem_conflict_factor =
+                (c.shared_requests > 0).then(|| c.shared_bank_conflict_factor());
             launch_note = std::iter::once(o.launch)
                 .chain(o.observations)
                 .collect::<Vec<_>>()

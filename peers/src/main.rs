@@ -54,7 +54,8 @@ fn header() -> String {
          the interpreter's: dynamic thread-instructions per output element (the denominator \
          after ÷), global load/store efficiency (distinct bytes used ÷ 32-byte sectors moved, request \
          by request; loads cover `ld.global` and `cp.async`, lanes reading one address count \
-         once), shared-memory wavefronts per request (1.00 = no bank conflicts); – = the kernel \
+         once), shared-memory wavefronts ÷ the fewest the same requests could take (1.00 = no bank \
+         conflicts, whatever the access width; counted per phase as in ptxforge's tables); – = the kernel \
          did not run or issued no such request. Launch geometry (the generators fix no block size \
          unless stated) is in the note column. The interpreter computes `.approx` functions in \
          f64 (more accurate than hardware), so a match here does not bound hardware error.\n\n\

@@ -24,7 +24,9 @@ pub struct PeerRow {
     pub outputs: Option<u64>,
     pub load_efficiency: Option<f64>,
     pub store_efficiency: Option<f64>,
-    pub smem_wavefronts_per_request: Option<f64>,
+    /// Ordinary shared requests' wavefronts ÷ the fewest they could take (1.00 = no bank
+    /// conflicts, whatever the access width).
+    pub smem_conflict_factor: Option<f64>,
     /// Input adaptations and other measured facts.
     pub note: String,
 }
@@ -45,7 +47,7 @@ fn pct(x: Option<f64>) -> String {
 pub fn to_markdown(rows: &[PeerRow]) -> String {
     let mut out = String::from(
         "| crate | kernel | shape | assembles (ptxas sm_80)? | interpreter runs? | findings | \
-         matches reference? | instr/output | load eff. | store eff. | smem wavefronts/req | \
+         matches reference? | instr/output | load eff. | store eff. | smem wf/min | \
          note |\n|---|---|---|---|---|---|---|---:|---:|---:|---:|---|\n",
     );
     for r in rows {
@@ -65,7 +67,7 @@ pub fn to_markdown(rows: &[PeerRow]) -> String {
             instr,
             pct(r.load_efficiency),
             pct(r.store_efficiency),
-            num(r.smem_wavefronts_per_request, 2),
+            num(r.smem_conflict_factor, 2),
             cell(&r.note),
         ));
     }

@@ -478,14 +478,10 @@ pub fn same_shapes_section(md: &mut String) -> Result<()> {
          no finding; their outputs on these families are checked against the same host references \
          by the numerics tests (`cargo xtask test`). Command: `cargo xtask bench`.\n\n",
     );
-    md.push_str("| shape | entry | instr/output | load eff. | store eff. | smem wavefronts/req |\n|---|---|---:|---:|---:|---:|\n");
+    md.push_str("| shape | entry | instr/output | load eff. | store eff. | smem wf/min |\n|---|---|---:|---:|---:|---:|\n");
     for (shape, r, outputs) in &rows {
         let c = &r.counters;
-        let smem = if c.shared_requests == 0 {
-            "–".to_string()
-        } else {
-            format!("{:.2}", c.shared_wavefronts_per_request())
-        };
+        let smem = bank_conflicts::cell(bank_conflicts::smem_per_min(c));
         let _ = writeln!(
             md,
             "| {shape} | {} | {:.1} (÷{outputs}) | {:.0}% | {:.0}% | {smem} |",
@@ -565,32 +561,27 @@ pub fn tensor_core_section(md: &mut String) -> Result<()> {
         md,
         "`C = A · B`, M = N = {m}, K = {k}, f32 out, on the interpreter (every check on, no \
          finding; the numerics tests check these kernels against an f64 reference). Instructions \
-         are dynamic thread-instructions (a warp-wide `mma` counts 32); ldmatrix wavefronts per \
-         request are 4 for a conflict-free x4 (the sm_75 m16n8k8 kernel mixes x2 and x1: 1.33); \
-         smem wavefronts per request are the ordinary shared loads and stores, counted per \
-         phase (a 16-byte `ld/st.shared.v4` is four quarter-warps of 8 lanes, so it needs at \
-         least 4: the sm_75 kernel's staging, the tf32 kernel's B fragments and its in-place \
-         tf32 rounding). Command: `cargo xtask bench`.\n"
+         are dynamic thread-instructions (a warp-wide `mma` counts 32); ldmatrix is wavefronts \
+         per 8×8 matrix and smem the ordinary shared loads' and stores' wavefronts ÷ the fewest \
+         they could take, counted per phase (both 1.00 = conflict-free, whatever the access \
+         width: a conflict-free `ldmatrix.x4` or 16-byte `ld/st.shared.v4` takes 4 \
+         wavefronts). Command: `cargo xtask bench`.\n"
     );
-    md.push_str("| entry | target | instr/output | tensor-core share | mma | ldmatrix wavefronts/req | cp.async req (bytes) | smem wavefronts/req | barriers |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    md.push_str("| entry | target | instr/output | tensor-core share | mma | ldmatrix wf/matrix | cp.async req (bytes) | smem wf/min | barriers |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for (arch, r) in &rows {
         let c = &r.counters;
         let total = c.instructions.total();
-        let ldm = if c.ldmatrix_requests == 0 {
-            "–".to_string()
-        } else {
-            format!("{:.2}", c.ldmatrix_wavefronts_per_request())
-        };
+        let ldm = bank_conflicts::cell(bank_conflicts::ldmatrix_per_matrix(c));
+        let smem = bank_conflicts::cell(bank_conflicts::smem_per_min(c));
         let _ = writeln!(
             md,
-            "| {} | {arch} | {:.1} | {:.1}% | {} | {ldm} | {} ({}) | {:.2} | {} |",
+            "| {} | {arch} | {:.1} | {:.1}% | {} | {ldm} | {} ({}) | {smem} | {} |",
             r.entry,
             total as f64 / f64::from(m * n),
             100.0 * c.instructions.tensor_core as f64 / total.max(1) as f64,
             c.mma_instructions,
             c.cp_async_requests,
             c.cp_async_bytes,
-            c.shared_wavefronts_per_request(),
             c.barriers
         );
     }
