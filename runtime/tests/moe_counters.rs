@@ -46,9 +46,8 @@ fn routing_launches<T: Element>(cfg: &MoeConfig, cast: fn(f32) -> T) -> Vec<Laun
     let launch = MoeLaunch::new(cfg, &dev, &ptx, TOKENS).expect("launch");
     let ws = launch.workspace::<T>().expect("workspace");
     let mut rng = SplitMix64::new(11);
-    let mut values = |n: usize, r: f32| -> Vec<T> {
-        rng.vec_f32(n, -r, r).into_iter().map(cast).collect()
-    };
+    let mut values =
+        |n: usize, r: f32| -> Vec<T> { rng.vec_f32(n, -r, r).into_iter().map(cast).collect() };
     let logits = dev
         .upload(&values((TOKENS * cfg.experts) as usize, 2.0))
         .expect("upload");

@@ -8,7 +8,7 @@
 //! | [`EXPERT_LINEAR`] | `Y = X·Wᵀ` (ffn = linear) | `(n_max, ceil(F/64))` × 256 (128 on tensor cores) |
 //! | [`EXPERT_SWIGLU_UP`] | `G = silu(X·W1ᵀ) ⊙ X·W3ᵀ` (ffn = swiglu) | `(n_max, ceil(F/64))` × 256 (128) |
 //! | [`EXPERT_SWIGLU_DOWN`] | `Y = G·W2ᵀ` (ffn = swiglu) | `(n_max, ceil(H/64))` × 256 (128) |
-//! | [`UNPERMUTE`] | weighted combine | `(T, ceil(N/256))` × 256 |
+//! | [`UNPERMUTE`] | weighted combine | `ceil(T/TB)` × 256 (`TB` = [`unpermute_tokens_per_block`], 16 for `K ≤ 16`) |
 //!
 //! The configuration's `experts`, `top_k`, `hidden` and `expert_dim` are baked into the PTX as
 //! immediates; the token count `T` and capacity `C` are kernel parameters. Every element index
@@ -35,7 +35,7 @@ pub use gemm::{GEMM_THREADS, TILE_M, TILE_N};
 pub use permute::PERMUTE_BLOCK;
 pub use schedule::{max_work_items, SCHEDULE_BLOCK};
 pub use tc::{takes as tensor_cores, TC_THREADS};
-pub use unpermute::UNPERMUTE_BLOCK;
+pub use unpermute::{unpermute_tokens_per_block, UNPERMUTE_BLOCK};
 
 use crate::arch::Arch;
 use crate::builder::{KernelBuilder, ModuleBuilder, BF16, F16, F32, F64};
