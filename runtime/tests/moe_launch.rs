@@ -118,7 +118,7 @@ fn forward_launches_every_phase_in_order_with_its_grid() {
         seen,
         vec![
             (GATING, ([1, 1, 1], [128, 1, 1])), // 8 experts: a thread per token
-            (PERMUTE, ([8, 1, 1], [256, 1, 1])),
+            (PERMUTE, ([1, 1, 1], [256, 1, 1])), // 8 experts: one block for all
             (SCHEDULE, ([1, 1, 1], [32, 1, 1])),
             // 8 bins of ≤ 32 rows: at most one row tile each; bf16 on sm_80 with H and F
             // multiples of 8: the tensor-core GEMMs, 4 warps per block.

@@ -6,7 +6,7 @@
 //! `mov.b32` pack/unpack for 16-bit elements moved in 32-bit words).
 
 use crate::builder::{Float, KernelBuilder, Reg, Scalar, BF16, F16, F32, F64, U32, U64};
-use crate::ir::{Op, Operand, Type};
+use crate::ir::{Op, Operand, ShflMode, Type};
 
 /// A storage element type of the MoE tensors and the type it is computed in.
 pub(crate) trait MoeElem: Float {
@@ -93,6 +93,18 @@ pub(crate) fn warp_sum<A: Float>(k: &mut KernelBuilder, v: Reg<A>) -> Reg<A> {
         acc = k.add(acc, other);
     }
     acc
+}
+
+/// Inclusive sum of `v` over lanes `0..=lane` (`shfl.sync.up`, the whole warp taking part).
+pub(crate) fn warp_inclusive_sum(k: &mut KernelBuilder, lane: Reg<U32>, v: Reg<U32>) -> Reg<U32> {
+    let sum = k.var::<U32>(v);
+    for delta in [1u32, 2, 4, 8, 16] {
+        let other = k.shfl(ShflMode::Up, sum, delta, 0, u32::MAX);
+        let has = k.setp_ge(lane, delta);
+        let add = k.selp(other, 0u32, has);
+        k.add_into(sum, sum, add);
+    }
+    sum
 }
 
 /// `e^x` in the compute type (`ex2.approx` for f32, the accurate software `exp` for f64).
