@@ -181,22 +181,35 @@ fn routing_kernels_move_whole_sectors_without_bank_conflicts() {
 }
 
 /// The thread-per-token gating's swizzled stage is conflict-free for every `E < 32` (odd,
-/// powers of two and mixed `2^a · m`), and its routing rows are one vector store for `K = 2`.
+/// powers of two and mixed `2^a · m`), with 4-byte (f32 compute) and 8-byte (f64) stage
+/// elements, and its routing rows are one vector store for `K = 2`.
 #[test]
 fn gating_stage_is_conflict_free_for_every_small_expert_count() {
     for experts in [3, 6, 8, 12, 16, 20, 24, 31] {
-        let cfg = MoeConfig {
-            arch: Arch::Sm80,
-            ..MoeConfig::new(experts, 2, 8, 8)
-        };
-        let log = routing_launches(&cfg, |v: f32| v);
-        let gating = &log[0];
-        assert_eq!(gating.entry, "moe_gating");
-        report(&format!("E={experts} K=2 f32"), gating);
-        let c = &gating.counters;
-        let factor = c.shared_bank_conflict_factor();
-        assert!(factor <= 1.05, "E = {experts}: shared factor {factor:.3}");
-        let store = c.global_store_efficiency();
-        assert!(store >= 0.9, "E = {experts}: store efficiency {store:.3}");
+        for dtype in [DType::F32, DType::F64] {
+            let cfg = MoeConfig {
+                arch: Arch::Sm80,
+                dtype,
+                ..MoeConfig::new(experts, 2, 8, 8)
+            };
+            let log = match dtype {
+                DType::F64 => routing_launches(&cfg, f64::from),
+                _ => routing_launches(&cfg, |v: f32| v),
+            };
+            let gating = &log[0];
+            assert_eq!(gating.entry, "moe_gating");
+            report(&format!("E={experts} K=2 {dtype}"), gating);
+            let c = &gating.counters;
+            let factor = c.shared_bank_conflict_factor();
+            assert!(
+                factor <= 1.05,
+                "E = {experts} {dtype}: shared factor {factor:.3}"
+            );
+            let store = c.global_store_efficiency();
+            assert!(
+                store >= 0.9,
+                "E = {experts} {dtype}: store efficiency {store:.3}"
+            );
+        }
     }
 }

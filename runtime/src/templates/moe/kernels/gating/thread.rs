@@ -13,12 +13,14 @@
 //! weights), so a warp's stores cover whole sectors.
 //!
 //! The stage is swizzled so that both of its accesses are free of bank conflicts for every
-//! `E`: with `2^a` the largest power of two dividing `E` and `f(r) = (r >> (5 − a)) mod 2^a`,
-//! logit `(r, c)` sits at word `r·E + (c ⊕ f(r))`. The row reads (lane `r` of a warp reads
-//! `(r, c)`) hit `rE mod 32`, a multiple of `2^a` taking each value for `2^a` rows that
-//! `f(r)` tells apart in the low `a` bits; the staging writes stay inside aligned `2^a`-word
-//! groups (`r·E` is a multiple of `2^a`), so a warp's 32 consecutive elements land on the 32
-//! words of its own aligned window. Odd `E` has `a = 0`: no swizzle.
+//! `E`. A shared-memory phase serves `P` stage elements (`P = 32` for 4-byte compute values,
+//! 16 for f64: a half-warp, 2 banks each). With `2^a` the largest power of two dividing `E`
+//! and `f(r) = (r >> (log2 P − a)) mod 2^a`, logit `(r, c)` sits at element `r·E + (c ⊕ f(r))`.
+//! The row reads (lane `r` of a phase reads `(r, c)`) hit `rE mod P`, a multiple of `2^a`
+//! taking each value for `2^a` rows of the phase that `f(r)` tells apart in the low `a` bits;
+//! the staging writes stay inside aligned `2^a`-element groups (`r·E` is a multiple of `2^a`),
+//! so a phase's `P` consecutive elements land on the `P` elements of its own aligned window.
+//! Odd `E` has `a = 0`: no swizzle.
 
 use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, SharedArr, U32};
 use crate::ir::{CmpOp, Precision, Rounding};
@@ -33,10 +35,19 @@ const fn swizzle_mask(experts: u32) -> u32 {
     (experts & experts.wrapping_neg()) - 1
 }
 
-/// The stage's swizzle of row `row`: `f(r) = (r >> (5 − a)) mod 2^a` (module docs).
-fn swizzle(k: &mut KernelBuilder, experts: u32, row: Reg<U32>) -> Reg<U32> {
+/// `log2 P`: a shared-memory phase serves `P = 128 / bytes` stage elements of compute type `A`.
+fn phase_bits<A: crate::builder::Scalar>() -> u32 {
+    (128 / A::TYPE.bytes()).trailing_zeros()
+}
+
+/// The stage's swizzle of row `row`: `f(r) = (r >> (log2 P − a)) mod 2^a` (module docs).
+fn swizzle<A: crate::builder::Scalar>(
+    k: &mut KernelBuilder,
+    experts: u32,
+    row: Reg<U32>,
+) -> Reg<U32> {
     let mask = swizzle_mask(experts);
-    let shifted = k.shr(row, 5 - mask.count_ones());
+    let shifted = k.shr(row, phase_bits::<A>() - mask.count_ones());
     k.and(shifted, mask)
 }
 
@@ -123,13 +134,13 @@ fn stage_logits<T: MoeElem>(
             let word = if swizzle_mask(e) == 0 {
                 i
             } else {
-                // `E = 2^a`: `f(i / E) = (i >> 5) mod 2^a`, one shift.
+                // `E = 2^a`: `f(i / E) = (i >> log2 P) mod 2^a`, one shift.
                 let flip = if e.is_power_of_two() {
-                    let window = k.shr(i, 5u32);
+                    let window = k.shr(i, phase_bits::<T::Acc>());
                     k.and(window, swizzle_mask(e))
                 } else {
                     let row = k.div_int(i, e);
-                    swizzle(k, e, row)
+                    swizzle::<T::Acc>(k, e, row)
                 };
                 k.xor(i, flip)
             };
@@ -155,7 +166,7 @@ fn load_row<T: MoeElem>(
     let low_bases: Vec<Reg<U32>> = if mask == 0 {
         vec![row_at]
     } else {
-        let flip = swizzle(k, e, tid);
+        let flip = swizzle::<T::Acc>(k, e, tid);
         (0..=mask)
             .map(|low| {
                 let column = k.xor(flip, low);
