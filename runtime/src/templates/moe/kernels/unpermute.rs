@@ -20,7 +20,7 @@
 //!    warp reads whole `Y` rows with 16-byte loads and writes whole `out` rows with 16-byte
 //!    stores. The routing comes from shared memory as broadcasts.
 
-use crate::builder::{KernelBuilder, Reg, SharedArr, U32};
+use crate::builder::{GlobalPtr, KernelBuilder, Reg, SharedArr, U32};
 
 use super::common::{constant, ld_vector_nc, narrow, st_vector, vector_elems, widen, MoeElem};
 use super::MoeShape;
@@ -118,13 +118,49 @@ struct RoutingStage<T: MoeElem> {
     per_block: u32,
 }
 
+/// The most choices the combine unrolls (their shared offsets become immediates); larger
+/// `top_k` loops.
+const UNROLLED_CHOICES: u32 = 8;
+
+/// Bytes of a compute-type value.
+fn acc_bytes<T: MoeElem>() -> u32 {
+    <T::Acc as crate::builder::Scalar>::TYPE.bytes()
+}
+
+/// One output vector being accumulated: `acc[i]` for `out[t, col + i]`.
+struct OutputVector<T: MoeElem> {
+    y: GlobalPtr<T>,
+    width: u32,
+    col: Reg<U32>,
+    acc: Vec<Reg<T::Acc>>,
+}
+
+impl<T: MoeElem> OutputVector<T> {
+    /// `acc += w · Y[row, col..col + v]` for the staged pair `skip` entries after
+    /// `[rows_at, weights_at]` (nothing when it contributes no row).
+    fn add_choice(&self, k: &mut KernelBuilder, [rows_at, weights_at]: [Reg<U32>; 2], skip: u32) {
+        let row = k.ld_shared::<U32>(rows_at, (skip * 4) as i32);
+        let contributes = k.setp_lt(row, NO_ROW);
+        k.if_then(contributes, |k| {
+            let w = k.ld_shared::<T::Acc>(weights_at, (skip * acc_bytes::<T>()) as i32);
+            let index = k.mad_lo(row, self.width, self.col);
+            let y_addr = k.elem_addr(self.y, index);
+            let elems = self.acc.len() as u32;
+            for (&a, raw) in self.acc.iter().zip(ld_vector_nc::<T>(k, y_addr, elems)) {
+                let v = widen(k, raw);
+                k.fma_into(a, w, v, a);
+            }
+        });
+    }
+}
+
 /// `out[t, col..col + v] = Σ_k w_k · Y[row_k, col..col + v]` for the block's tokens, a vector
 /// per thread and pass (see the module docs for the mapping).
 fn combine<T: MoeElem>(
     shape: &MoeShape,
     k: &mut KernelBuilder,
     stage: &RoutingStage<T>,
-    [y, out]: [crate::builder::GlobalPtr<T>; 2],
+    [y, out]: [GlobalPtr<T>; 2],
     first_token: Reg<U32>,
     block_tokens: Reg<U32>,
     tid: Reg<U32>,
@@ -147,23 +183,21 @@ fn combine<T: MoeElem>(
                 let col = k.mul_lo(vector, elems);
                 let acc: Vec<Reg<T::Acc>> =
                     (0..elems).map(|_| constant::<T::Acc>(k, 0.0)).collect();
-                k.for_range(0u32, shape.top_k, 1u32, |k, choice| {
-                    let skip = k.mul_lo(choice, stage.per_block);
-                    let row_addr = k.mad_lo(skip, 4u32, rows_at);
-                    let row = k.ld_shared::<U32>(row_addr, 0);
-                    let contributes = k.setp_lt(row, NO_ROW);
-                    k.if_then(contributes, |k| {
-                        let acc_bytes = <T::Acc as crate::builder::Scalar>::TYPE.bytes();
-                        let weight_addr = k.mad_lo(skip, acc_bytes, weights_at);
-                        let w = k.ld_shared::<T::Acc>(weight_addr, 0);
-                        let index = k.mad_lo(row, width, col);
-                        let y_addr = k.elem_addr(y, index);
-                        for (&a, raw) in acc.iter().zip(ld_vector_nc::<T>(k, y_addr, elems)) {
-                            let v = widen(k, raw);
-                            k.fma_into(a, w, v, a);
-                        }
+                let vector = OutputVector { y, width, col, acc };
+                if shape.top_k <= UNROLLED_CHOICES {
+                    for choice in 0..shape.top_k {
+                        let skip = choice * stage.per_block;
+                        vector.add_choice(k, [rows_at, weights_at], skip);
+                    }
+                } else {
+                    k.for_range(0u32, shape.top_k, 1u32, |k, choice| {
+                        let skip = k.mul_lo(choice, stage.per_block);
+                        let rows_at = k.mad_lo(skip, 4u32, rows_at);
+                        let weights_at = k.mad_lo(skip, acc_bytes::<T>(), weights_at);
+                        vector.add_choice(k, [rows_at, weights_at], 0);
                     });
-                });
+                }
+                let acc = vector.acc;
                 let stored: Vec<Reg<T>> = acc.iter().map(|&a| narrow::<T>(k, a)).collect();
                 let index = k.add(out_row, col);
                 let addr = k.elem_addr(out, index);
