@@ -18,7 +18,8 @@
 //!    `vector_elems(N)` elements (up to 16 bytes, aligned); consecutive threads take
 //!    consecutive vectors of a row, then of the next row (`256 / (N / v)` rows per pass), so a
 //!    warp reads whole `Y` rows with 16-byte loads and writes whole `out` rows with 16-byte
-//!    stores. The routing comes from shared memory as broadcasts.
+//!    stores. The routing comes from shared memory as broadcasts (the `K` choices unrolled
+//!    up to [`UNROLLED_CHOICES`], so their shared offsets are immediates).
 
 use crate::builder::{GlobalPtr, KernelBuilder, Reg, SharedArr, U32};
 
