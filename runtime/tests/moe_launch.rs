@@ -118,13 +118,14 @@ fn forward_launches_every_phase_in_order_with_its_grid() {
         seen,
         vec![
             (GATING, ([1, 1, 1], [128, 1, 1])), // 8 experts: a thread per token
-            (PERMUTE, ([8, 1, 1], [256, 1, 1])),
+            (PERMUTE, ([1, 1, 1], [256, 1, 1])), // 8 experts: one block for all
             (SCHEDULE, ([1, 1, 1], [32, 1, 1])),
             // 8 bins of ≤ 32 rows: at most one row tile each; bf16 on sm_80 with H and F
             // multiples of 8: the tensor-core GEMMs, 4 warps per block.
             (EXPERT_SWIGLU_UP, ([8, 2, 1], [128, 1, 1])),
             (EXPERT_SWIGLU_DOWN, ([8, 1, 1], [128, 1, 1])),
-            (UNPERMUTE, ([100, 1, 1], [256, 1, 1])),
+            // 16 tokens per block (top-2): ceil(100 / 16).
+            (UNPERMUTE, ([7, 1, 1], [256, 1, 1])),
         ]
     );
     assert_args_match(&compiled, &launches);
@@ -184,8 +185,8 @@ fn linear_forward_uses_the_linear_entry() {
     );
     // 64 experts × 1 slot tile, ceil(200 / 64) = 4 column tiles.
     assert_eq!(dims(launches[3].config).0, [64, 4, 1]);
-    // out_width 200 → one unpermute column block.
-    assert_eq!(dims(launches[4].config).0, [333, 1, 1]);
+    // 16 tokens per unpermute block (top-6 → 96 pairs staged), whole rows: ceil(333 / 16).
+    assert_eq!(dims(launches[4].config).0, [21, 1, 1]);
     assert_args_match(&compiled, &launches);
 }
 

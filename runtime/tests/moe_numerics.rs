@@ -472,6 +472,22 @@ fn odd_and_tiny_sizes() {
     run_case::<f64>(tiny_swiglu, 3, Logits::Random, 136);
 }
 
+/// Unpermute's edges: rows wider than one pass of its block (1100 f32 = 275 vectors of 4 > 256
+/// threads: a second vector trip; f16 at 8 per vector), fewer tokens per block for a large
+/// `top_k` (20 → 12 tokens, a partial last block) and more pairs per token than threads
+/// (`top_k = 260` → one token per block, its routing staged in two trips).
+#[test]
+fn unpermute_wide_rows_and_many_choices() {
+    let wide = MoeConfig::new(40, 20, 8, 1100);
+    run_case::<f32>(wide, 20, Logits::Random, 140);
+    run_case::<f16>(wide, 13, Logits::Random, 141);
+    let many = MoeConfig {
+        capacity_factor: Some(0.5),
+        ..MoeConfig::new(300, 260, 2, 3)
+    };
+    run_case::<f64>(many, 3, Logits::Random, 142);
+}
+
 /// Output width and reduction length of expert entry `entry`: `(F, H)` for linear and SwiGLU
 /// up, `(H, F)` for SwiGLU down.
 fn expert_dims(cfg: &MoeConfig, entry: &str) -> (u32, u32) {
@@ -904,6 +920,24 @@ fn gating_both_mappings_every_dtype() {
             run_case::<f64>(cfg, 131, Logits::Random, seed);
             run_case::<bf16>(cfg, 5, Logits::Constant, seed);
         }
+    }
+}
+
+/// The thread-per-token gating at expert counts whose stage swizzle differs (`E = 2^a · m`:
+/// 2, 6, 12, 16, 20, 24) and with `K` whose routing rows are one vector store (2, 4, and 8
+/// for 16-bit weights), over a partial second block.
+#[test]
+fn gating_swizzled_stage_and_vector_stores() {
+    for (i, (experts, top_k)) in [(2, 2), (6, 2), (12, 4), (16, 2), (20, 8), (24, 4)]
+        .into_iter()
+        .enumerate()
+    {
+        let cfg = MoeConfig::new(experts, top_k, 8, 8);
+        let seed = 350 + i as u64;
+        run_case::<f32>(cfg, 131, Logits::Random, seed);
+        run_case::<f16>(cfg, 131, Logits::Random, seed);
+        run_case::<bf16>(cfg, 131, Logits::Random, seed);
+        run_case::<f64>(cfg, 131, Logits::Random, seed);
     }
 }
 

@@ -39,9 +39,10 @@ use crate::launch::{
 
 use super::config::{Ffn, MoeConfig, MoeRunShape, MoeShapeError};
 use super::kernels::{
-    expert_threads, gating_tokens_per_block, max_work_items, EXPERT_LINEAR, EXPERT_SWIGLU_DOWN,
-    EXPERT_SWIGLU_UP, GATING, GATING_BLOCK, PERMUTE, PERMUTE_BLOCK, SCHEDULE, SCHEDULE_BLOCK,
-    TILE_N, UNPERMUTE, UNPERMUTE_BLOCK,
+    expert_threads, gating_tokens_per_block, max_work_items, permute_blocks,
+    unpermute_tokens_per_block, EXPERT_LINEAR, EXPERT_SWIGLU_DOWN, EXPERT_SWIGLU_UP, GATING,
+    GATING_BLOCK, PERMUTE, PERMUTE_BLOCK, SCHEDULE, SCHEDULE_BLOCK, TILE_N, UNPERMUTE,
+    UNPERMUTE_BLOCK,
 };
 
 /// Headroom kept below `u32::MAX` for every loop bound, so `i + step` (steps ≤ 256) and tile
@@ -371,7 +372,7 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
 
     fn permute_config(&self) -> LaunchConfig {
         LaunchConfig {
-            grid: Dim3::x(self.cfg.experts),
+            grid: Dim3::x(permute_blocks(self.cfg.experts)),
             block: Dim3::x(PERMUTE_BLOCK),
             dynamic_shared_bytes: 0,
         }
@@ -407,10 +408,9 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
 
     fn unpermute_config(&self) -> LaunchConfig {
         LaunchConfig {
-            grid: Dim3::new(
-                self.tokens(),
-                self.cfg.out_width().div_ceil(UNPERMUTE_BLOCK),
-                1,
+            grid: Dim3::x(
+                self.tokens()
+                    .div_ceil(unpermute_tokens_per_block(self.cfg.top_k)),
             ),
             block: Dim3::x(UNPERMUTE_BLOCK),
             dynamic_shared_bytes: 0,
@@ -628,6 +628,7 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
                 KernelArg::buffer(bins.offsets),
                 KernelArg::buffer(out),
                 KernelArg::U32(self.capacity()),
+                KernelArg::U32(self.tokens()),
             ],
         )
     }

@@ -2,24 +2,53 @@
 //!
 //! Block `b` handles tokens `[b·B, b·B + B)` (`B =` [`GATING_BLOCK`]), whose logits are one
 //! contiguous run of `rows · E` elements: the block reads it with consecutive threads on
-//! consecutive elements (coalesced) into a shared stage `[B][S]` in the compute type, row
-//! stride `S = E | 1` (odd, so the row reads below are free of bank conflicts). One barrier,
-//! reached by every thread; only then do threads past `T` sit out. Each thread then holds its
-//! row of `E` logits in registers and runs the same selection as the warp mapping, unrolled:
-//! `K` rounds, round `r` picks the best `(logit, expert)` strictly after round `r − 1`'s pick
-//! in the order "larger logit first, then lower index" (scanning experts from `E − 1` down and
-//! taking on `≥` keeps ties on the lower index; NaN never compares `≥`, so it is never picked).
+//! consecutive elements (coalesced) into a shared stage `[B][E]` in the compute type. One
+//! barrier, reached by every thread; only then do threads past `T` sit out. Each thread then
+//! holds its row of `E` logits in registers and runs the same selection as the warp mapping,
+//! unrolled: `K` rounds, round `r` picks the best `(logit, expert)` strictly after round
+//! `r − 1`'s pick in the order "larger logit first, then lower index" (scanning experts from
+//! `E − 1` down and taking on `≥` keeps ties on the lower index; NaN never compares `≥`, so it
+//! is never picked). Each thread writes its token's `K` indices and `K` weights with one vector
+//! store each where `K` elements make an aligned vector (`K ∈ {2, 4}`, and 8 for 16-bit
+//! weights), so a warp's stores cover whole sectors.
+//!
+//! The stage is swizzled so that both of its accesses are free of bank conflicts for every
+//! `E`. A shared-memory phase serves `P` stage elements (`P = 32` for 4-byte compute values,
+//! 16 for f64: a half-warp, 2 banks each). With `2^a` the largest power of two dividing `E`
+//! and `f(r) = (r >> (log2 P − a)) mod 2^a`, logit `(r, c)` sits at element `r·E + (c ⊕ f(r))`.
+//! The row reads (lane `r` of a phase reads `(r, c)`) hit `rE mod P`, a multiple of `2^a`
+//! taking each value for `2^a` rows of the phase that `f(r)` tells apart in the low `a` bits;
+//! the staging writes stay inside aligned `2^a`-element groups (`r·E` is a multiple of `2^a`),
+//! so a phase's `P` consecutive elements land on the `P` elements of its own aligned window.
+//! Odd `E` has `a = 0`: no swizzle.
 
 use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, SharedArr, U32};
 use crate::ir::{CmpOp, Precision, Rounding};
 
-use super::super::common::{constant, exp, narrow, widen, MoeElem};
+use super::super::common::{constant, exp, narrow, st_row, widen, MoeElem};
 use super::super::MoeShape;
 use super::{Candidate, GATING_BLOCK, GATING_WARP_MIN_EXPERTS, NONE};
 
-/// Shared row stride of the stage: `E` rounded up to odd.
-const fn row_stride(experts: u32) -> u32 {
-    experts | 1
+/// `2^a − 1` for the largest power of two `2^a` dividing `E` (`E < 32`): the column bits the
+/// stage's swizzle flips.
+const fn swizzle_mask(experts: u32) -> u32 {
+    (experts & experts.wrapping_neg()) - 1
+}
+
+/// `log2 P`: a shared-memory phase serves `P = 128 / bytes` stage elements of compute type `A`.
+fn phase_bits<A: crate::builder::Scalar>() -> u32 {
+    (128 / A::TYPE.bytes()).trailing_zeros()
+}
+
+/// The stage's swizzle of row `row`: `f(r) = (r >> (log2 P − a)) mod 2^a` (module docs).
+fn swizzle<A: crate::builder::Scalar>(
+    k: &mut KernelBuilder,
+    experts: u32,
+    row: Reg<U32>,
+) -> Reg<U32> {
+    let mask = swizzle_mask(experts);
+    let shifted = k.shr(row, phase_bits::<A>() - mask.count_ones());
+    k.and(shifted, mask)
 }
 
 /// Builds the thread-per-token gating entry (same parameters as the warp mapping).
@@ -36,7 +65,7 @@ pub(super) fn build<T: MoeElem>(shape: &MoeShape, k: &mut KernelBuilder) {
         k.global_ptr(weights),
     );
     let tokens = k.load_param(tokens);
-    let stage = k.shared_array::<T::Acc>("logit_stage", GATING_BLOCK * row_stride(shape.experts));
+    let stage = k.shared_array::<T::Acc>("logit_stage", GATING_BLOCK * shape.experts);
     let tid = k.tid_x();
     let block = k.ctaid_x();
     let first_token = k.mul_lo(block, GATING_BLOCK);
@@ -74,8 +103,9 @@ pub(super) fn build<T: MoeElem>(shape: &MoeShape, k: &mut KernelBuilder) {
     });
 }
 
-/// Coalesced staging: element `i < rows · E` of the block's logit run goes to stage slot
-/// `(i / E) · S + i mod E`; thread `tid` takes `i = tid + B·j`, `j < E`.
+/// Coalesced staging: element `i < rows · E` of the block's logit run, logit `(r, c) = (i / E,
+/// i mod E)`, goes to stage word `i ⊕ f(r)` (= `r·E + (c ⊕ f(r))`, as `r·E` is a multiple of
+/// the swizzle's span); thread `tid` takes `i = tid + B·j`, `j < E`.
 fn stage_logits<T: MoeElem>(
     shape: &MoeShape,
     k: &mut KernelBuilder,
@@ -85,7 +115,7 @@ fn stage_logits<T: MoeElem>(
     tid: Reg<U32>,
     stage: SharedArr<T::Acc>,
 ) {
-    k.comment("stage the block's logits (coalesced) into shared memory");
+    k.comment("stage the block's logits (coalesced) into shared memory, swizzled");
     let e = shape.experts;
     let left = k.sub(tokens, first_token);
     let rows = k.min(left, GATING_BLOCK);
@@ -101,35 +131,54 @@ fn stage_logits<T: MoeElem>(
             let addr = k.elem_addr(run, i);
             let raw = k.ld_global_nc::<T>(addr, 0);
             let v = widen(k, raw);
-            // Slot `(i / E)·S + i mod E = i + (i / E)·(S − E)`.
-            let slot = if row_stride(e) == e {
+            let word = if swizzle_mask(e) == 0 {
                 i
             } else {
-                let row = if e.is_power_of_two() {
-                    k.shr(i, e.trailing_zeros())
+                // `E = 2^a`: `f(i / E) = (i >> log2 P) mod 2^a`, one shift.
+                let flip = if e.is_power_of_two() {
+                    let window = k.shr(i, phase_bits::<T::Acc>());
+                    k.and(window, swizzle_mask(e))
                 } else {
-                    k.div_int(i, e)
+                    let row = k.div_int(i, e);
+                    swizzle::<T::Acc>(k, e, row)
                 };
-                k.add(i, row)
+                k.xor(i, flip)
             };
-            let at = k.mad_lo(slot, acc_bytes, base);
+            let at = k.mad_lo(word, acc_bytes, base);
             k.st_shared(at, 0, v);
         });
     }
 }
 
-/// The thread's row `l_0 … l_{E−1}` from the stage, in registers.
+/// The thread's row `l_0 … l_{E−1}` from the stage, in registers: `l_c` at word
+/// `tid·E + (c ⊕ f(tid))`, addressed from one base per value of the low `a` bits of `c`.
 fn load_row<T: MoeElem>(
     shape: &MoeShape,
     k: &mut KernelBuilder,
     stage: SharedArr<T::Acc>,
     tid: Reg<U32>,
 ) -> Vec<Reg<T::Acc>> {
+    let e = shape.experts;
     let acc_bytes = <T::Acc as crate::builder::Scalar>::TYPE.bytes();
     let base = k.shared_base(stage);
-    let at = k.mad_lo(tid, row_stride(shape.experts) * acc_bytes, base);
-    (0..shape.experts)
-        .map(|e| k.ld_shared::<T::Acc>(at, (e * acc_bytes) as i32))
+    let row_at = k.mad_lo(tid, e * acc_bytes, base);
+    let mask = swizzle_mask(e);
+    let low_bases: Vec<Reg<U32>> = if mask == 0 {
+        vec![row_at]
+    } else {
+        let flip = swizzle::<T::Acc>(k, e, tid);
+        (0..=mask)
+            .map(|low| {
+                let column = k.xor(flip, low);
+                k.mad_lo(column, acc_bytes, row_at)
+            })
+            .collect()
+    };
+    (0..e)
+        .map(|c| {
+            let at = low_bases[(c & mask) as usize];
+            k.ld_shared::<T::Acc>(at, ((c & !mask) * acc_bytes) as i32)
+        })
         .collect()
 }
 
@@ -189,7 +238,8 @@ fn sum<A: crate::builder::Float>(k: &mut KernelBuilder, xs: &[Reg<A>]) -> Reg<A>
     xs[1..].iter().fold(xs[0], |acc, &x| k.add(acc, x))
 }
 
-/// `indices[t, r] = e_r`, `weights[t, r] = p_r / denominator` (0 when no expert was picked).
+/// `indices[t, r] = e_r`, `weights[t, r] = p_r / denominator` (0 when no expert was picked),
+/// each row of `K` with one vector store where it makes one ([`st_row`]).
 fn write_routing<T: MoeElem>(
     k: &mut KernelBuilder,
     [indices, weights]: [Reg<crate::builder::U64>; 2],
@@ -199,13 +249,17 @@ fn write_routing<T: MoeElem>(
 ) {
     k.comment("routing");
     let zero = constant::<T::Acc>(k, 0.0);
-    let elem_bytes = T::TYPE.bytes();
-    for (r, (pick, &p)) in (0u32..).zip(picks.iter().zip(probs)) {
-        k.st_global(indices, (r * 4) as i32, pick.expert);
-        let valid = k.setp(CmpOp::Ne, pick.expert, NONE);
-        let w = k.div(p, denominator, Precision::Rounded(Rounding::Rn));
-        let w = k.selp(w, zero, valid);
-        let stored = narrow::<T>(k, w);
-        k.st_global(weights, (r * elem_bytes) as i32, stored);
-    }
+    let experts: Vec<Reg<U32>> = picks.iter().map(|pick| pick.expert).collect();
+    st_row(k, indices, &experts);
+    let stored: Vec<Reg<T>> = picks
+        .iter()
+        .zip(probs)
+        .map(|(pick, &p)| {
+            let valid = k.setp(CmpOp::Ne, pick.expert, NONE);
+            let w = k.div(p, denominator, Precision::Rounded(Rounding::Rn));
+            let w = k.selp(w, zero, valid);
+            narrow::<T>(k, w)
+        })
+        .collect();
+    st_row(k, weights, &stored);
 }

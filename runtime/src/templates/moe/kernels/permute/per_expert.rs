@@ -1,7 +1,7 @@
-//! `moe_permute`: deterministic slot assignment, token-major, matching the host reference.
+//! `moe_permute` with one block per expert (`E >` [`ONE_BLOCK_MAX_EXPERTS`](super::ONE_BLOCK_MAX_EXPERTS)).
 //!
-//! One block per expert `e` (grid `E`, [`PERMUTE_BLOCK`] threads). The block scans the routed
-//! pairs `p = t·K + k` in order, [`PERMUTE_BLOCK`] at a time: a pair routed to `e` gets slot
+//! Block `e` (grid `E`, [`PERMUTE_BLOCK`] threads) scans the routed pairs `p = t·K + k` in
+//! order, [`PERMUTE_BLOCK`] at a time: a pair routed to `e` gets slot
 //! `s = #{earlier pairs routed to e}`, computed without atomics as
 //! `running + Σ_{earlier warps} popc(ballot) + popc(ballot & lanes_below)`. So the result does not
 //! depend on scheduling. Pairs with `s < C` are stored (`token_ids[e·C + s] = t`,
@@ -9,37 +9,32 @@
 //! writes `counts[e] = min(routed, C)`, `routed[e]`, and `u32::MAX` into its empty slots, so
 //! every element of `token_ids` is written. Block 0 also marks pairs whose index is not an
 //! expert (`≥ E`, e.g. from NaN logits) as dropped; those are not counted anywhere.
+//!
+//! Every block reads all the pairs (coalesced), and writes `slot_of` only at its own pairs: a
+//! `1/E`-dense scatter, the price of a block per expert (the one-block mapping writes it
+//! whole).
 
 use crate::builder::{KernelBuilder, Reg, SharedArr, U32};
 use crate::ir::CmpOp;
 
-use super::MoeShape;
-
-/// Threads per permute block (pairs scanned per step).
-pub const PERMUTE_BLOCK: u32 = 256;
-const WARPS: u32 = PERMUTE_BLOCK / 32;
-const DROPPED: u32 = u32::MAX;
+use super::super::MoeShape;
+use super::{
+    chunk_pair, fill_empty_slots, lanes_below, PermuteParams, DROPPED, PERMUTE_BLOCK, WARPS,
+};
 
 /// Builds the permute entry: `indices [T, K] → token_ids [E, C], counts [E], routed [E],
 /// slot_of [T, K]`.
-pub(crate) fn build(shape: &MoeShape, k: &mut KernelBuilder) {
+pub(super) fn build(shape: &MoeShape, k: &mut KernelBuilder) {
     k.require_block([PERMUTE_BLOCK, 1, 1]);
-    let indices = k.param_ptr::<U32>("indices");
-    let token_ids = k.param_ptr::<U32>("token_ids");
-    let counts = k.param_ptr::<U32>("counts");
-    let routed = k.param_ptr::<U32>("routed");
-    let slot_of = k.param_ptr::<U32>("slot_of");
-    let tokens = k.param::<U32>("tokens");
-    let capacity = k.param::<U32>("capacity");
-    let (indices, token_ids, counts, routed, slot_of) = (
-        k.global_ptr(indices),
-        k.global_ptr(token_ids),
-        k.global_ptr(counts),
-        k.global_ptr(routed),
-        k.global_ptr(slot_of),
-    );
-    let tokens = k.load_param(tokens);
-    let capacity = k.load_param(capacity);
+    let PermuteParams {
+        indices,
+        token_ids,
+        counts,
+        routed,
+        slot_of,
+        tokens,
+        capacity,
+    } = PermuteParams::declare(k);
     let warp_counts = k.shared_array::<U32>("warp_counts", WARPS);
     let tid = k.tid_x();
     let lane = k.and(tid, 31u32);
@@ -48,22 +43,11 @@ pub(crate) fn build(shape: &MoeShape, k: &mut KernelBuilder) {
     let bin_start = k.mul_lo(expert, capacity);
     let bin = k.offset_ptr(token_ids, bin_start);
     let pairs = k.mul_lo(tokens, shape.top_k);
-    let lanes_below = {
-        let one = k.var::<U32>(1u32);
-        let bit = k.shl(one, lane);
-        k.sub(bit, 1u32)
-    };
+    let lanes_below = lanes_below(k, lane);
     let running = k.var::<U32>(0u32);
     k.comment("scan the pairs in order, a block-width chunk per step");
     k.for_range(0u32, pairs, PERMUTE_BLOCK, |k, chunk| {
-        let pair = k.add(chunk, tid);
-        let in_range = k.setp_lt(pair, pairs);
-        let routed_expert = k.var::<U32>(DROPPED);
-        k.if_then(in_range, |k| {
-            let addr = k.elem_addr(indices, pair);
-            let e = k.ld_global_nc::<U32>(addr, 0);
-            k.assign(routed_expert, e);
-        });
+        let (pair, in_range, routed_expert) = chunk_pair(k, indices, chunk, tid, pairs);
         let hit = k.setp(CmpOp::Eq, routed_expert, expert);
         let ballot = k.ballot(hit);
         let (before, chunk_total) = chunk_prefix(k, warp_counts, ballot, lane, warp, lanes_below);
@@ -161,9 +145,5 @@ fn finish_bin(
         let addr = k.elem_addr(routed, expert);
         k.st_global(addr, 0, running);
     });
-    let start = k.add(kept, tid);
-    k.for_range(start, capacity, PERMUTE_BLOCK, |k, slot| {
-        let addr = k.elem_addr(bin, slot);
-        k.st_global(addr, 0, DROPPED);
-    });
+    fill_empty_slots(k, bin, kept, capacity, tid);
 }

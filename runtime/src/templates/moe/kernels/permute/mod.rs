@@ -1,0 +1,123 @@
+//! `moe_permute`: deterministic slot assignment, token-major, matching the host reference: pair
+//! `p = t·K + k` routed to expert `e` gets slot `s = #{earlier pairs routed to e}` (no atomics,
+//! so the result does not depend on scheduling). Pairs with `s < C` are stored
+//! (`token_ids[e·C + s] = t`, `slot_of[p] = s`); the others are dropped (`slot_of[p] =
+//! u32::MAX`), and so are pairs whose index is not an expert (`≥ E`, e.g. from NaN logits),
+//! which are not counted anywhere. Afterwards `counts[e] = min(routed, C)`, `routed[e]`, and
+//! `u32::MAX` in every empty slot, so every element of `token_ids` is written.
+//!
+//! Two mappings, chosen by the expert count at build time ([`permute_blocks`]):
+//!
+//! - `E ≤` [`ONE_BLOCK_MAX_EXPERTS`] (32): one block routes every expert ([`one_block`]), so
+//!   it writes `slot_of` whole and coalesced and `token_ids` in bin order.
+//! - More experts: a block per expert ([`per_expert`]), each scanning every pair.
+
+use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, U32};
+
+use super::MoeShape;
+
+mod one_block;
+mod per_expert;
+
+/// Threads per permute block (pairs scanned per step).
+pub const PERMUTE_BLOCK: u32 = 256;
+/// Expert counts up to this get the one-block mapping (its per-expert bookkeeping is a lane per
+/// expert in one warp).
+pub const ONE_BLOCK_MAX_EXPERTS: u32 = 32;
+const WARPS: u32 = PERMUTE_BLOCK / 32;
+const DROPPED: u32 = u32::MAX;
+
+/// The permute entry's parameters, declared in order.
+struct PermuteParams {
+    indices: GlobalPtr<U32>,
+    token_ids: GlobalPtr<U32>,
+    counts: GlobalPtr<U32>,
+    routed: GlobalPtr<U32>,
+    slot_of: GlobalPtr<U32>,
+    tokens: Reg<U32>,
+    capacity: Reg<U32>,
+}
+
+impl PermuteParams {
+    /// Declares `indices, token_ids, counts, routed, slot_of, tokens, capacity` and loads them.
+    fn declare(k: &mut KernelBuilder) -> Self {
+        let indices = k.param_ptr::<U32>("indices");
+        let token_ids = k.param_ptr::<U32>("token_ids");
+        let counts = k.param_ptr::<U32>("counts");
+        let routed = k.param_ptr::<U32>("routed");
+        let slot_of = k.param_ptr::<U32>("slot_of");
+        let tokens = k.param::<U32>("tokens");
+        let capacity = k.param::<U32>("capacity");
+        Self {
+            indices: k.global_ptr(indices),
+            token_ids: k.global_ptr(token_ids),
+            counts: k.global_ptr(counts),
+            routed: k.global_ptr(routed),
+            slot_of: k.global_ptr(slot_of),
+            tokens: k.load_param(tokens),
+            capacity: k.load_param(capacity),
+        }
+    }
+}
+
+/// Blocks of the permute grid: 1 up to [`ONE_BLOCK_MAX_EXPERTS`] experts, one per expert above.
+pub const fn permute_blocks(experts: u32) -> u32 {
+    if experts <= ONE_BLOCK_MAX_EXPERTS {
+        1
+    } else {
+        experts
+    }
+}
+
+/// Builds the permute entry: `indices [T, K] → token_ids [E, C], counts [E], routed [E],
+/// slot_of [T, K]`.
+pub(crate) fn build(shape: &MoeShape, k: &mut KernelBuilder) {
+    if shape.experts <= ONE_BLOCK_MAX_EXPERTS {
+        one_block::build(shape, k);
+    } else {
+        per_expert::build(shape, k);
+    }
+}
+
+/// `bin[s] = u32::MAX` for the empty slots `s ∈ [kept, C)`, consecutive threads on consecutive
+/// slots.
+fn fill_empty_slots(
+    k: &mut KernelBuilder,
+    bin: GlobalPtr<U32>,
+    kept: Reg<U32>,
+    capacity: Reg<U32>,
+    tid: Reg<U32>,
+) {
+    let start = k.add(kept, tid);
+    k.for_range(start, capacity, PERMUTE_BLOCK, |k, slot| {
+        let addr = k.elem_addr(bin, slot);
+        k.st_global(addr, 0, DROPPED);
+    });
+}
+
+/// `(1 << lane) − 1`: the lanes below `lane` in a ballot.
+fn lanes_below(k: &mut KernelBuilder, lane: Reg<U32>) -> Reg<U32> {
+    let one = k.var::<U32>(1u32);
+    let bit = k.shl(one, lane);
+    k.sub(bit, 1u32)
+}
+
+/// Pair `chunk + tid` of the scan, whether it exists (`< pairs`) and its expert (`indices[p]`,
+/// or [`DROPPED`] past the end, which no expert matches).
+fn chunk_pair(
+    k: &mut KernelBuilder,
+    indices: GlobalPtr<U32>,
+    chunk: Reg<U32>,
+    tid: Reg<U32>,
+    pairs: Reg<U32>,
+) -> (Reg<U32>, Pred, Reg<U32>) {
+    let pair = k.add(chunk, tid);
+    let in_range = k.setp_lt(pair, pairs);
+    let expert = k.var::<U32>(DROPPED);
+    k.if_then(in_range, |k| {
+        let addr = k.elem_addr(indices, pair);
+        let e = k.ld_global_nc::<U32>(addr, 0);
+        k.assign(expert, e);
+    });
+    (pair, in_range, expert)
+}
