@@ -512,8 +512,8 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
     }
 
     /// Expert compute in the permuted layout: `y [rows, N]` from `x [T, H]` gathered through
-    /// `bins.token_ids`, one grouped launch per GEMM over the work list of
-    /// [`MoeLaunch::schedule`]. Linear: one launch of `moe_expert_linear`. Swiglu:
+    /// `bins.token_ids`, one grouped launch per GEMM over the work list that
+    /// [`MoeLaunch::permute`] leaves in `bins.work_items` (its `moe_schedule` launch). Linear: one launch of `moe_expert_linear`. Swiglu:
     /// `moe_expert_swiglu_up` into `gated [E·C, F]`, then `moe_expert_swiglu_down`; `gated` is
     /// required for swiglu and ignored for linear. Only routed rows are written.
     pub fn experts<T: Element>(
