@@ -23,10 +23,10 @@
 //!   lane holds `E` consecutive columns (the even lane the first `E`, the odd the last) and
 //!   stores them like [`Strategy::Rows`]; a warp's 32 stores cover 16 rows × 2 pieces, each
 //!   quarter-warp's 8 on disjoint banks (pair `j` owns row `j` with bits 1 and 2 swapped).
-//! - [`Strategy::Windows`] (NCHW forward windows of halves, stride 1 along `w`, no dilation,
-//!   `KW` > 1): lane → pixel like [`Strategy::Rows`], but each `(ci, kh)` input row the warp
-//!   needs is read once as a run of whole sectors and each lane takes its taps from it with
-//!   `shfl.sync.idx` ([`super::window`]).
+//! - [`Strategy::Windows`] (NCHW forward windows and backward-data `gy` runs of halves,
+//!   stride 1 along `w`, no dilation, `KW` > 1): lane → pixel like [`Strategy::Rows`], but
+//!   each `(channel, kh)` row the warp needs is read once as a run of whole sectors and each
+//!   lane takes its taps from it with `shfl.sync.idx` ([`super::window`]).
 //! - [`Gather::Columns`]: lane → reduction index. Thread `t` owns index `t mod K` and rows
 //!   `r₀ + (128 / K)·e`; one warp request is 32 (halves) or twice 16 (f32) consecutive
 //!   indices of a row, consecutive addresses where the reduction runs along memory (weight
