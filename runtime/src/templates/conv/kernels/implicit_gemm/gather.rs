@@ -23,8 +23,8 @@
 //!   lane holds `E` consecutive columns (the even lane the first `E`, the odd the last) and
 //!   stores them like [`Strategy::Rows`]; a warp's 32 stores cover 16 rows × 2 pieces, each
 //!   quarter-warp's 8 on disjoint banks (pair `j` owns row `j` with bits 1 and 2 swapped).
-//! - [`Strategy::Windows`] (NCHW forward windows and backward-data `gy` runs of halves,
-//!   stride 1 along `w`, no dilation, `KW` > 1): lane → pixel like [`Strategy::Rows`], but
+//! - [`Strategy::Windows`] (NCHW A of halves, no dilation along `w`, `KW` > 1: forward
+//!   windows at stride 1 along `w`, backward-data `gy` runs at any stride): lane → pixel like [`Strategy::Rows`], but
 //!   each `(channel, kh)` row the warp needs is read once as a run of whole sectors and each
 //!   lane takes its taps from it with `shfl.sync.idx` ([`super::window`]).
 //! - [`Gather::Columns`]: lane → reduction index. Thread `t` owns index `t mod K` and rows

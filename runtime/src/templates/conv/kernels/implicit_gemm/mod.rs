@@ -43,7 +43,7 @@
 //! like the forward's B so the same untransposed `ldmatrix` reads it. The grid is
 //! `(⌈H·W / 64⌉, ⌈Cg / 64⌉, N·G)`: a tile never spans two images, so no run-time division
 //! by `H·W` is needed. A is gathered lane → pixel (consecutive `w`, consecutive `ow` of one
-//! tap; for halves at stride 1 along `w` each `(o, kh)` row of `gy` read once as whole
+//! tap; for halves without dilation along `w` each `(o, kh)` row of `gy` read once as whole
 //! sectors, [`window`]); B in 16-byte chunks when `KH·KW` is a multiple of the chunk (8 halves, 4 f32: a
 //! chunk then stays within one `o` and is aligned), lane → channel for 1 × 1 filters, else
 //! by filter slabs (the `[Cg-tile, KH, KW]` block of one `o` is contiguous, loaded whole
@@ -339,9 +339,10 @@ impl<T: ConvElem + TileElem> Conv<T> {
     /// NCHW forward B with `K`, NCHW backward-data B with `KH·KW` a multiple of it); lane →
     /// row where consecutive rows are consecutive addresses (NCHW forward A and backward-data
     /// A: pixels along `ow`, paired lanes on adjacent taps for forward A of stride 2 along
-    /// `w`, and for halves of stride 1 along `w` each `(channel, kh)` row read once as whole
-    /// sectors and regrouped by shuffles ([`window`]; for f32 that costs a third more
-    /// instructions than it saves sectors, so f32 keeps lane → pixel); NCHW backward-data B
+    /// `w`, and for halves without dilation along `w` (forward: of stride 1) each `(channel,
+    /// kh)` row read once as whole sectors and regrouped by shuffles ([`window`]; for f32
+    /// that costs a third more instructions than it saves sectors, so f32 keeps lane →
+    /// pixel); NCHW backward-data B
     /// of a 1 × 1 filter and every NHWC
     /// backward operand with channel rows: channels); filter slabs for NCHW backward-data B
     /// of up to [`MAX_SLAB_TAPS`] taps; lane → reduction index otherwise (forward weights,
@@ -367,9 +368,12 @@ impl<T: ConvElem + TileElem> Conv<T> {
             }
             (Pass::BackwardData, Side::A) if nhwc => Strategy::Columns,
             (Pass::BackwardData, Side::B) | (Pass::BackwardFilter, _) if nhwc => Strategy::Rows,
-            (Pass::Forward | Pass::BackwardData, Side::A)
+            (Pass::Forward, Side::A)
                 if p.sw == 1 && p.dw == 1 && p.kw > 1 && T::TYPE.bytes() == 2 =>
             {
+                Strategy::Windows
+            }
+            (Pass::BackwardData, Side::A) if p.dw == 1 && p.kw > 1 && T::TYPE.bytes() == 2 => {
                 Strategy::Windows
             }
             (Pass::Forward, Side::A) if p.sw == 2 && p.dw == 1 && p.kw > 1 => Strategy::Pairs,

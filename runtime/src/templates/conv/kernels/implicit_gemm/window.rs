@@ -1,15 +1,18 @@
-//! [`Strategy::Windows`](super::gather::Strategy::Windows): NCHW A of halves at stride 1
-//! along `w` without dilation, forward (`x` windows) and backward-data (`gy` runs), lane →
-//! pixel as in [`Strategy::Rows`](super::gather::Strategy::Rows), but each `(channel, kh)`
-//! row a warp needs is read once as a run of whole 32-byte sectors and regrouped with
-//! `shfl.sync.idx`.
+//! [`Strategy::Windows`](super::gather::Strategy::Windows): NCHW A of halves without
+//! dilation along `w`, lane → pixel as in
+//! [`Strategy::Rows`](super::gather::Strategy::Rows), but each `(channel, kh)` row a warp
+//! needs is read once as a run of whole 32-byte sectors and regrouped with `shfl.sync.idx`:
+//! forward `x` windows at stride 1 along `w`, and backward-data `gy` runs at any stride.
 //!
 //! Backward-data is the same read mirrored: input pixel `(h, w)`'s tap `(kh, kw)` reads `gy`
-//! at `oh` from [`output_coord`] (any stride and dilation along `h`) and `ow = w + PW − kw`,
-//! i.e. window tap `t = KW − 1 − kw` of the run starting at `w + PW − (KW − 1)`; below,
-//! `x`, `H × W` and `ci` stand for `gy`, `OH × OW` and `o` there. Measured on the 28-wide
-//! layer (3 × 3 p1 32 → 32, f16): load efficiency 0.768 → 1.000 and 527.0 → 501.3
-//! instructions per output (16 × 16, 64 → 64: 0.980 → 1.000, 494.8 → 468.5).
+//! at `oh` from [`output_coord`] (any stride and dilation along `h`) and `ow = (w + PW − kw)
+//! / SW` where that divides. With `w + PW = SW·a + r`, the taps `kw ≡ r (mod SW)` read `ow =
+//! a − ⌊kw / SW⌋`: window tap `t = ⌊(KW − 1) / SW⌋ − ⌊kw / SW⌋` of the run starting at `a −
+//! ⌊(KW − 1) / SW⌋`, consecutive (`SW` lanes apart) for consecutive pixels; the others are
+//! 0. Below, `x`, `H × W`, `ci` and `KW` stand for `gy`, `OH × OW`, `o` and the window taps
+//! `⌊(KW − 1) / SW⌋ + 1` there. Measured on the 3 × 3 p1 layers (f16): 28-wide (32 → 32)
+//! load efficiency 0.768 → 1.000, 527.0 → 501.4 instructions per output; 16 × 16 (64 → 64)
+//! 0.980 → 1.000, 494.8 → 468.5; stride 2 0.831 → 1.000, 530.2 → 474.7.
 //!
 //! Lane `j` of a warp holds pixel `m₀ + j`, which reads `x` at `a_j + t` for the taps `t <
 //! KW` of one `(ci, kh)`, where `a_j` is its tap-0 element. Where consecutive pixels are
@@ -60,12 +63,14 @@ pub(super) struct WindowLane {
     /// backward-data: its input row `h`.
     row0: Reg<U32>,
     /// Its window tap 0 of channel 0 (forward also of kernel row 0): forward `base + ih0·W
-    /// + iw0`, backward-data `base + w + PW − (KW − 1)` (wrapping).
+    /// + iw0`, backward-data `base + ⌊(w + PW) / SW⌋ − ⌊(KW − 1) / SW⌋` (wrapping).
     pix0: Reg<U32>,
-    /// Its first and last tap inside the row (`0 ≤ t_lo`, `t_hi < KW`).
+    /// Its first and last window tap inside the row (`0 ≤ t_lo`, `t_hi <`
+    /// [`Conv::window_taps`]).
     tap_lo: Reg<U32>,
     tap_hi: Reg<U32>,
-    /// Per tap `t`: `t_lo ≤ t ≤ t_hi`.
+    /// Per reduction tap `kw`: its window tap `t` ([`Conv::window_tap`]) has `t_lo ≤ t ≤
+    /// t_hi`, and backward-data's `kw ≡ w + PW (mod SW)`.
     tap_ok: Vec<Pred>,
     /// `2·lane`: the first element of its window word.
     lane_elem: Reg<U32>,
@@ -102,14 +107,20 @@ impl<T: ConvElem + TileElem> Conv<T> {
         let slot = k.mad_lo(row, Self::ROW, col0);
         let coord = self.row_coord(k, Side::A, row);
         let (row0, across) = coord.at.expect("windowed A rows have a position");
-        // The first column the taps read, and the width and size of the tensor read: `x`
-        // from `iw0` (forward), `gy` from `w + PW − (KW − 1)` (backward-data: tap `kw` reads
-        // `ow = w + PW − kw`, i.e. window tap `KW − 1 − kw`).
-        let (first_col, width, channels) = match self.pass {
-            Pass::Forward => (across, self.d.w, p.c_in),
+        // The first column the window taps read, the width and channels of the tensor read,
+        // and backward-data's residue `r = (w + PW) mod SW` (only taps `kw ≡ r` read `gy`).
+        let (first_col, width, channels, residue) = match self.pass {
+            Pass::Forward => (across, self.d.w, p.c_in, None),
             _ => {
-                let shifted = k.add(across, p.pw);
-                (k.sub(shifted, p.kw - 1), self.d.ow, p.c_out)
+                let reach = k.add(across, p.pw);
+                let a = if p.sw == 1 {
+                    reach
+                } else {
+                    div_const(k, reach, p.sw)
+                };
+                let residue = (p.sw > 1).then(|| rem_const(k, reach, p.sw));
+                let first = k.sub(a, self.window_taps() - 1);
+                (first, self.d.ow, p.c_out, residue)
             }
         };
         let pix0 = match self.pass {
@@ -117,20 +128,28 @@ impl<T: ConvElem + TileElem> Conv<T> {
             _ => first_col,
         };
         let pix0 = k.add(pix0, coord.base);
-        // Signed: `t_lo = max(0, −first_col)`, `t_hi = min(KW − 1, width − 1 − first_col)`.
+        // Signed: `t_lo = max(0, −first_col)`, `t_hi = min(taps − 1, width − 1 − first_col)`.
         let first_s: Reg<S32> = first_col.retype();
         let neg = k.neg(first_s);
         let tap_lo = k.max(neg, 0i32);
         let right = k.sub(width, first_col);
         let right: Reg<S32> = k.sub(right, 1u32).retype();
-        let tap_hi = k.min(right, p.kw as i32 - 1);
+        let tap_hi = k.min(right, self.window_taps() as i32 - 1);
         let has_tap = k.setp(CmpOp::Le, tap_lo, tap_hi);
         let ok = k.and_pred(coord.ok, has_tap);
-        let tap_ok = (0..p.kw as i32)
-            .map(|t| {
+        let tap_ok = (0..p.kw)
+            .map(|kw| {
+                let t = self.window_tap(kw) as i32;
                 let from_lo = k.setp(CmpOp::Le, tap_lo, t);
                 let to_hi = k.setp(CmpOp::Ge, tap_hi, t);
-                k.and_pred(from_lo, to_hi)
+                let inside = k.and_pred(from_lo, to_hi);
+                match residue {
+                    Some(r) => {
+                        let on_grid = k.setp(CmpOp::Eq, r, kw % p.sw);
+                        k.and_pred(inside, on_grid)
+                    }
+                    None => inside,
+                }
             })
             .collect();
         let lane = k.and(tid, WARP - 1);
@@ -154,12 +173,20 @@ impl<T: ConvElem + TileElem> Conv<T> {
         }
     }
 
-    /// The window tap reduction tap `kw` reads: `kw` (forward), `KW − 1 − kw`
-    /// (backward-data).
+    /// Window taps per row: `KW` (forward), `⌊(KW − 1) / SW⌋ + 1` (backward-data).
+    fn window_taps(&self) -> u32 {
+        match self.pass {
+            Pass::Forward => self.p.kw,
+            _ => (self.p.kw - 1) / self.p.sw + 1,
+        }
+    }
+
+    /// The window tap reduction tap `kw` reads: `kw` (forward), `⌊(KW − 1) / SW⌋ −
+    /// ⌊kw / SW⌋` (backward-data).
     fn window_tap(&self, kw: u32) -> u32 {
         match self.pass {
             Pass::Forward => kw,
-            _ => self.p.kw - 1 - kw,
+            _ => self.window_taps() - 1 - kw / self.p.sw,
         }
     }
 
@@ -230,7 +257,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
             let taps: Vec<(u32, Pred, Reg<U32>)> = (0..p.kw.min(values - j * p.kw))
                 .map(|kw| {
                     let t = self.window_tap(kw);
-                    let tap_ok = k.and_pred(ok, lane.tap_ok[t as usize]);
+                    let tap_ok = k.and_pred(ok, lane.tap_ok[kw as usize]);
                     (t, tap_ok, Self::window_element(k, &window, t, tap_ok))
                 })
                 .collect();
