@@ -999,7 +999,8 @@ fn run_backward_data_on<T: HostFloat + Element>(
 }
 
 /// Backward-data shapes beyond the shared ones: a filter of 8 taps (16-byte `cp.async` B
-/// chunks), stride 3 with dilation (most taps skip a pixel), and several images × groups
+/// chunks), stride 3 with dilation (most taps skip a pixel), stride 3 along `w` only (`gy`
+/// windows whose lanes read two or one of the five taps), and several images × groups
 /// with two channel tiles (grid z and y beyond 1, K over many tiles).
 fn backward_data_cases() -> Vec<Case> {
     let c = Conv2dConfig::new;
@@ -1019,6 +1020,14 @@ fn backward_data_cases() -> Vec<Case> {
                 .with_dilation(2, 2)
                 .with_padding(2, 2),
             shape: shape(2, 14, 11),
+        },
+        Case {
+            name: "bwd-data 3x5 s(1, 3) p(1, 2) 6→4 (gy windows of 2 taps)",
+            cfg: c(6, 4, 3)
+                .with_kernel(3, 5)
+                .with_stride(1, 3)
+                .with_padding(1, 2),
+            shape: shape(2, 7, 13),
         },
         Case {
             name: "bwd-data 3x3 p1 144→40 groups 2 (Cg 72: two channel tiles, K 180)",
