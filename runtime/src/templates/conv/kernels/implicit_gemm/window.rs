@@ -13,7 +13,7 @@
 //! ⌊(KW − 1) / SW⌋`, consecutive (`SW` lanes apart) for consecutive pixels; the others are
 //! 0. Below, `x`, `H × W`, `ci` and `KW` stand for `gy`, `OH × OW`, `o` and the window taps
 //! `⌊(KW − 1) / SW⌋ + 1` there. Measured on the 3 × 3 p1 layers (f16): 28-wide (32 → 32)
-//! load efficiency 0.768 → 1.000, 527.0 → 501.4 instructions per output; 16 × 16 (64 → 64)
+//! load efficiency 0.768 → 1.000, 527.0 → 501.3 instructions per output; 16 × 16 (64 → 64)
 //! 0.980 → 1.000, 494.8 → 468.5; stride 2 0.831 → 1.000, 530.2 → 474.7.
 //!
 //! Lane `j` of a warp holds pixel `m₀ + j`, which reads `x` at `a_j + t` for the taps `t <
