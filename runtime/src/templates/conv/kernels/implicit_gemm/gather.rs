@@ -23,9 +23,10 @@
 //!   lane holds `E` consecutive columns (the even lane the first `E`, the odd the last) and
 //!   stores them like [`Strategy::Rows`]; a warp's 32 stores cover 16 rows × 2 pieces, each
 //!   quarter-warp's 8 on disjoint banks (pair `j` owns row `j` with bits 1 and 2 swapped).
-//! - [`Strategy::Windows`] (NCHW forward windows of halves, stride 1 along `w`, no dilation,
-//!   `KW` > 1): lane → pixel like [`Strategy::Rows`], but each `(ci, kh)` input row the warp
-//!   needs is read once as a run of whole sectors and each lane takes its taps from it with
+//! - [`Strategy::Windows`] (NCHW operands of halves read along input-like rows without
+//!   dilation along `w`, `KW` > 1: forward A and backward-filter B at stride 1 along `w`,
+//!   backward-data A at any stride): lane → pixel, each `(channel, kh)` row the warp needs
+//!   read once as a run of whole sectors and each lane taking its taps from it with
 //!   `shfl.sync.idx` ([`super::window`]).
 //! - [`Gather::Columns`]: lane → reduction index. Thread `t` owns index `t mod K` and rows
 //!   `r₀ + (128 / K)·e`; one warp request is 32 (halves) or twice 16 (f32) consecutive
@@ -362,7 +363,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
             Gather::Slabs { first, tid, carry } => {
                 self.fill_slabs(k, bits, stage, k0, (*first, *tid), carry)
             }
-            Gather::Windows(lane) => self.fill_windows(k, stage, k0, lane),
+            Gather::Windows(lane) => self.fill_windows(k, op, (stage, k0), lane),
         }
     }
 

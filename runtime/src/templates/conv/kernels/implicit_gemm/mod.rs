@@ -43,7 +43,8 @@
 //! like the forward's B so the same untransposed `ldmatrix` reads it. The grid is
 //! `(⌈H·W / 64⌉, ⌈Cg / 64⌉, N·G)`: a tile never spans two images, so no run-time division
 //! by `H·W` is needed. A is gathered lane → pixel (consecutive `w`, consecutive `ow` of one
-//! tap); B in 16-byte chunks when `KH·KW` is a multiple of the chunk (8 halves, 4 f32: a
+//! tap; for halves without dilation along `w` each `(o, kh)` row of `gy` read once as whole
+//! sectors, [`window`]); B in 16-byte chunks when `KH·KW` is a multiple of the chunk (8 halves, 4 f32: a
 //! chunk then stays within one `o` and is aligned), lane → channel for 1 × 1 filters, else
 //! by filter slabs (the `[Cg-tile, KH, KW]` block of one `o` is contiguous, loaded whole
 //! once, the taps past a tile's end kept in registers for the next tile). Every `dx`
@@ -56,7 +57,8 @@
 //! `B[m, f] = x[n, g·Cg + ci, oh·SH − PH + kh·DH, ow·SW − PW + kw·DW]` (0 in the padding)
 //! with `f = (ci, kh, kw)` in the weight's order, read with im2col addressing on the fly (no
 //! `cols` buffer) and stored `[f][m]` so the same untransposed `ldmatrix` reads it. Both are
-//! gathered lane → pixel (consecutive `m`: consecutive `ow`). Grid `(⌈Og / 64⌉,
+//! gathered lane → pixel (consecutive `m`: consecutive `ow`; for halves at stride 1 along `w`
+//! B's `(ci, kh)` rows each read once per tile as whole sectors, [`window`]). Grid `(⌈Og / 64⌉,
 //! ⌈Cg·KH·KW / 64⌉, G)`; each `dw` element is summed over all pixels in order by one warp's
 //! `mma` chain in f32 (no atomics: deterministic), then rounded once. Where that grid is
 //! too small for the GPU, [`split`] cuts the pixels into `S` slices, each summed this way into
@@ -338,15 +340,17 @@ impl<T: ConvElem + TileElem> Conv<T> {
     /// NCHW forward B with `K`, NCHW backward-data B with `KH·KW` a multiple of it); lane →
     /// row where consecutive rows are consecutive addresses (NCHW forward A and backward-data
     /// A: pixels along `ow`, paired lanes on adjacent taps for forward A of stride 2 along
-    /// `w`, and for halves of stride 1 each `(ci, kh)` row read once as whole sectors and
-    /// regrouped by shuffles ([`window`]; for f32 that costs a third more instructions than
-    /// it saves sectors, so f32 keeps lane → pixel); NCHW backward-data B of a 1 × 1 filter and every NHWC
-    /// backward operand with channel rows: channels); filter slabs for NCHW backward-data B
+    /// `w`, and for halves without dilation along `w` (forward: of stride 1) each `(channel,
+    /// kh)` row read once as whole sectors and regrouped by shuffles ([`window`]; for f32
+    /// that costs a third more instructions than it saves sectors, so f32 keeps lane →
+    /// pixel); NCHW backward-data B of a 1 × 1 filter and every NHWC backward operand with
+    /// channel rows: channels); filter slabs for NCHW backward-data B
     /// of up to [`MAX_SLAB_TAPS`] taps; lane → reduction index otherwise (forward weights,
     /// NHWC windows and `gy` pixels of few channels, NCHW backward-filter's pixel-indexed
     /// operands, NCHW backward-data B of larger filters, whose runs of taps fill most of a
     /// warp), with paired lanes on adjacent filter columns for backward-filter B of stride 2
-    /// along `w`.
+    /// along `w`, and for halves at stride 1 along `w` without dilation backward-filter B's
+    /// `(ci, kh)` rows read once per tile as whole sectors ([`window`]).
     fn strategy(&self, side: Side) -> Strategy {
         let p = &self.p;
         let nhwc = self.layout == Layout::Nhwc;
@@ -370,12 +374,20 @@ impl<T: ConvElem + TileElem> Conv<T> {
             {
                 Strategy::Windows
             }
+            (Pass::BackwardData, Side::A) if p.dw == 1 && p.kw > 1 && T::TYPE.bytes() == 2 => {
+                Strategy::Windows
+            }
             (Pass::Forward, Side::A) if p.sw == 2 && p.dw == 1 && p.kw > 1 => Strategy::Pairs,
             (Pass::Forward | Pass::BackwardData, Side::A) => Strategy::Rows,
             (Pass::Forward, Side::B) if p.filter_len().is_multiple_of(chunk) => Strategy::Chunks,
             (Pass::BackwardData, Side::B) if p.taps.is_multiple_of(chunk) => Strategy::Chunks,
             (Pass::BackwardData, Side::B) if p.taps == 1 => Strategy::Rows,
             (Pass::BackwardData, Side::B) if p.taps <= MAX_SLAB_TAPS => Strategy::Slabs,
+            (Pass::BackwardFilter, Side::B)
+                if p.sw == 1 && p.dw == 1 && p.kw > 1 && T::TYPE.bytes() == 2 =>
+            {
+                Strategy::Windows
+            }
             (Pass::BackwardFilter, Side::B) if p.sw == 2 && p.dw == 1 && p.kw > 1 => {
                 Strategy::PairedColumns
             }

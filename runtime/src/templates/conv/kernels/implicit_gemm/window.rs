@@ -1,7 +1,20 @@
-//! [`Strategy::Windows`](super::gather::Strategy::Windows): NCHW forward A of halves at
-//! stride 1 along `w` without dilation, lane → pixel as in
-//! [`Strategy::Rows`](super::gather::Strategy::Rows), but each `(ci, kh)` input row a warp
-//! needs is read once as a run of whole 32-byte sectors and regrouped with `shfl.sync.idx`.
+//! [`Strategy::Windows`](super::gather::Strategy::Windows): NCHW operands of halves whose
+//! lanes are pixels reading input-like rows without dilation along `w`, each `(channel, kh)`
+//! row a warp needs read once as a run of whole 32-byte sectors and regrouped with
+//! `shfl.sync.idx`: forward A (`x` windows at stride 1 along `w`, lane → pixel as in
+//! [`Strategy::Rows`](super::gather::Strategy::Rows)), backward-data A (`gy` runs at any
+//! stride) and backward-filter B (`x` windows at stride 1 along `w`, lane → the pixel that
+//! is reduction index `k0 + lane`).
+//!
+//! Backward-data is the same read mirrored: input pixel `(h, w)`'s tap `(kh, kw)` reads `gy`
+//! at `oh` from [`output_coord`] (any stride and dilation along `h`) and `ow = (w + PW − kw)
+//! / SW` where that divides. With `w + PW = SW·a + r`, the taps `kw ≡ r (mod SW)` read `ow =
+//! a − ⌊kw / SW⌋`: window tap `t = ⌊(KW − 1) / SW⌋ − ⌊kw / SW⌋` of the run starting at `a −
+//! ⌊(KW − 1) / SW⌋`, consecutive (`SW` lanes apart) for consecutive pixels; the others are
+//! 0. Below, `x`, `H × W`, `ci` and `KW` stand for `gy`, `OH × OW`, `o` and the window taps
+//! `⌊(KW − 1) / SW⌋ + 1` there. Measured on the 3 × 3 p1 layers (f16): 28-wide (32 → 32)
+//! load efficiency 0.768 → 1.000, 527.0 → 501.3 instructions per output; 16 × 16 (64 → 64)
+//! 0.980 → 1.000, 494.8 → 468.5; stride 2 0.831 → 1.000, 530.2 → 474.7.
 //!
 //! Lane `j` of a warp holds pixel `m₀ + j`, which reads `x` at `a_j + t` for the taps `t <
 //! KW` of one `(ci, kh)`, where `a_j` is its tap-0 element. Where consecutive pixels are
@@ -21,15 +34,23 @@
 //! instructions (measured: 350.5 → 470.3 per output on the 16 × 16 layer), so f32 keeps lane
 //! → pixel.
 //!
-//! A thread's `E` reduction indices `first ..+ E` start at tap `ph = first mod KW` of row
-//! `⌊first / KW⌋`: it reads rows `⌊first / KW⌋ + j` (`j < ⌈(E + KW − 1) / KW⌉`), gets the
-//! values `V[n]` of indices `⌊first / KW⌋·KW + n` and keeps `V[e + ph]` (a `selp` per
-//! phase).
+//! A thread's `E` window indices `(ci, kh, kw)` `first ..+ E` (forward: the tile's reduction
+//! indices `k0 + E·⌊t / 64⌋ ..`, stored as one row piece like [`Strategy::Rows`]; backward-
+//! filter: the filter columns `block_n + E·warp ..`, the B tile's rows, stored one per row
+//! at column `lane`, conflict-free) start at tap `ph = first mod KW` of row `⌊first / KW⌋`:
+//! it reads rows `⌊first / KW⌋ + j` (`j < ⌈(E + KW − 1) / KW⌉`), gets the values `V[n]` of
+//! indices `⌊first / KW⌋·KW + n` and keeps `V[e + ph]` (a `selp` per phase).
+//!
+//! Backward-filter B is forward A transposed: the pixel (so its window origin and valid
+//! taps) changes with the tile and the filter columns stay, so the pixel's coordinates are
+//! found per tile. Measured (3 × 3 p1, f16): 28-wide load efficiency 0.771 → 1.000 at
+//! 1242.0 → 1317.1 instructions per output (the pixel's per-tile coordinates and a
+//! `cvt.u16.u32` per element), 16 × 16 0.980 → 1.000 at 193.7 → 203.4.
 
-use super::super::common::{div_const, rem_const, ConvElem};
-use super::addressing::Side;
-use super::gather::store_words;
-use super::Conv;
+use super::super::common::{div_const, output_coord, rem_const, ConvElem};
+use super::addressing::{Coord, Side};
+use super::gather::{store_words, Operand};
+use super::{Conv, Pass};
 use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, S32, U32};
 use crate::ir::{CmpOp, VoteMode};
 use crate::templates::warp_mma::{TileElem, TILE_M};
@@ -43,27 +64,51 @@ const WARP: u32 = 32;
 /// Halves in the window: a warp's 32-bit words, one load.
 const WINDOW_ELEMS: u32 = 2 * WARP;
 
+/// The pixel a lane reads windows for, and its valid taps: fixed along the reduction where
+/// pixels are tile rows (forward and backward-data A), per tile where they are reduction
+/// indices (backward-filter B).
+struct WindowPixel {
+    /// The pixel exists and has at least one tap inside its rows (`t_lo ≤ t_hi`).
+    ok: Pred,
+    /// Forward and backward-filter: its window's top input row `ih0 = oh·SH − PH` (wrapping
+    /// below zero); backward-data: its input row `h`.
+    row0: Reg<U32>,
+    /// Its window tap 0 of channel 0 (`x` also of kernel row 0): `x` windows `base + ih0·W
+    /// + iw0`, backward-data `base + ⌊(w + PW) / SW⌋ − ⌊(KW − 1) / SW⌋` (wrapping).
+    pix0: Reg<U32>,
+    /// Its first and last window tap inside the row (`0 ≤ t_lo`, `t_hi <`
+    /// [`Conv::window_taps`]).
+    tap_lo: Reg<U32>,
+    tap_hi: Reg<U32>,
+    /// Per reduction tap `kw`: its window tap `t` ([`Conv::window_tap`]) has `t_lo ≤ t ≤
+    /// t_hi`, and backward-data's `kw ≡ w + PW (mod SW)`.
+    tap_ok: Vec<Pred>,
+}
+
+/// Where a lane's [`WindowPixel`] comes from.
+enum LanePixel {
+    /// Fixed: the lane's tile row (forward and backward-data A).
+    Fixed(WindowPixel),
+    /// Backward-filter's B: the reduction index `k0 + lane`, in the group whose first `x`
+    /// element of an image is `group_start` (`g·Cg·H·W`) past the image's.
+    PerTile { group_start: Reg<U32> },
+}
+
 /// A thread's share under [`Strategy::Windows`](super::gather::Strategy::Windows): what
 /// stays fixed along the reduction.
 pub(super) struct WindowLane {
-    /// The pixel exists and has at least one tap inside its rows (`t_lo ≤ t_hi`).
-    ok: Pred,
-    /// Its window's top input row `oh − PH` (wrapping below zero).
-    ih0: Reg<U32>,
-    /// Its tap-0 element of channel 0, kernel row 0: `base + ih0·W + iw0` (wrapping).
-    pix0: Reg<U32>,
-    /// Its first and last tap inside the row (`0 ≤ t_lo`, `t_hi < KW`).
-    tap_lo: Reg<U32>,
-    tap_hi: Reg<U32>,
-    /// Per tap `t`: `t_lo ≤ t ≤ t_hi`.
-    tap_ok: Vec<Pred>,
+    /// Its pixel.
+    pixel: LanePixel,
     /// `2·lane`: the first element of its window word.
     lane_elem: Reg<U32>,
     lane: Reg<U32>,
-    /// Its first reduction index in the tile (`E·⌊t / 64⌋`) and where its `E` elements go.
-    col0: Reg<U32>,
+    /// Its first window index (`(ci, kh, kw)` in the weight's order) and where its `E`
+    /// elements go: forward and backward-data the tile's reduction index `E·⌊t / 64⌋`, at
+    /// its pixel's row; backward-filter the filter column `block_n + E·warp` (rows
+    /// `E·warp ..+ E` of the B tile), at column `lane`.
+    first: Reg<U32>,
     slot_bytes: Reg<U32>,
-    /// Elements of `x` in whole 32-bit words: the window never reads past them.
+    /// Elements of the tensor read in whole 32-bit words: the window never reads past them.
     words_end: Reg<U32>,
 }
 
@@ -82,96 +127,220 @@ struct Window {
 }
 
 impl<T: ConvElem + TileElem> Conv<T> {
-    /// The thread's [`WindowLane`]: its pixel's coordinates and valid taps.
+    /// The thread's [`WindowLane`].
     pub(super) fn window_lane(&self, k: &mut KernelBuilder, tid: Reg<U32>) -> WindowLane {
         assert_eq!(T::TYPE.bytes(), 2, "windows hold halves");
         let p = &self.p;
-        let row = k.and(tid, TILE_M - 1);
-        let part = k.shr(tid, TILE_M.trailing_zeros());
-        let col0 = k.mul_lo(part, Self::ELEMS_PER_THREAD);
-        let slot = k.mad_lo(row, Self::ROW, col0);
-        let coord = self.row_coord(k, Side::A, row);
-        let (ih0, iw0) = coord.at.expect("forward A rows have a window");
-        let pix0 = k.mad_lo(ih0, self.d.w, iw0);
+        let lane = k.and(tid, WARP - 1);
+        let plane = self.window_plane(k);
+        let (pixel, first, slot) = match self.pass {
+            Pass::BackwardFilter => {
+                let warp = k.shr(tid, WARP.trailing_zeros());
+                let row = k.mul_lo(warp, Self::ELEMS_PER_THREAD);
+                let first = k.add(self.block_n, row);
+                let first_channel = k.mul_lo(self.group, p.cg);
+                let group_start = k.mul_lo(first_channel, plane);
+                let slot = k.mad_lo(row, Self::ROW, lane);
+                (LanePixel::PerTile { group_start }, first, slot)
+            }
+            _ => {
+                let row = k.and(tid, TILE_M - 1);
+                let part = k.shr(tid, TILE_M.trailing_zeros());
+                let col0 = k.mul_lo(part, Self::ELEMS_PER_THREAD);
+                let slot = k.mad_lo(row, Self::ROW, col0);
+                let coord = self.row_coord(k, Side::A, row);
+                (LanePixel::Fixed(self.window_pixel(k, coord)), col0, slot)
+            }
+        };
+        let channels = match self.pass {
+            Pass::BackwardData => p.c_out,
+            _ => p.c_in,
+        };
+        let planes = k.mul_lo(self.d.batch, channels);
+        let elems = k.mul_lo(planes, plane);
+        WindowLane {
+            pixel,
+            lane_elem: k.shl(lane, 1u32),
+            lane,
+            first,
+            slot_bytes: k.mul_lo(slot, T::TYPE.bytes()),
+            words_end: k.and(elems, !1u32),
+        }
+    }
+
+    /// The [`WindowPixel`] of the pixel at `coord` (a window origin, or backward-data's
+    /// input pixel).
+    fn window_pixel(&self, k: &mut KernelBuilder, coord: Coord) -> WindowPixel {
+        let p = &self.p;
+        let (row0, across) = coord.at.expect("windowed pixels have a position");
+        // The first column the window taps read, the width of the tensor read, and
+        // backward-data's residue `r = (w + PW) mod SW` (only taps `kw ≡ r` read `gy`).
+        let (first_col, width, residue) = match self.pass {
+            Pass::BackwardData => {
+                let reach = k.add(across, p.pw);
+                let a = if p.sw == 1 {
+                    reach
+                } else {
+                    div_const(k, reach, p.sw)
+                };
+                let residue = (p.sw > 1).then(|| rem_const(k, reach, p.sw));
+                let first = k.sub(a, self.window_taps() - 1);
+                (first, self.d.ow, residue)
+            }
+            _ => (across, self.d.w, None),
+        };
+        let pix0 = match self.pass {
+            Pass::BackwardData => first_col,
+            _ => k.mad_lo(row0, width, first_col),
+        };
         let pix0 = k.add(pix0, coord.base);
-        // Signed: `t_lo = max(0, −iw0)`, `t_hi = min(KW − 1, W − 1 − iw0)`.
-        let iw0s: Reg<S32> = iw0.retype();
-        let neg = k.neg(iw0s);
+        // Signed: `t_lo = max(0, −first_col)`, `t_hi = min(taps − 1, width − 1 − first_col)`.
+        let first_s: Reg<S32> = first_col.retype();
+        let neg = k.neg(first_s);
         let tap_lo = k.max(neg, 0i32);
-        let right = k.sub(self.d.w, iw0);
+        let right = k.sub(width, first_col);
         let right: Reg<S32> = k.sub(right, 1u32).retype();
-        let tap_hi = k.min(right, p.kw as i32 - 1);
+        let tap_hi = k.min(right, self.window_taps() as i32 - 1);
         let has_tap = k.setp(CmpOp::Le, tap_lo, tap_hi);
         let ok = k.and_pred(coord.ok, has_tap);
-        let tap_ok = (0..p.kw as i32)
-            .map(|t| {
+        let tap_ok = (0..p.kw)
+            .map(|kw| {
+                let t = self.window_tap(kw) as i32;
                 let from_lo = k.setp(CmpOp::Le, tap_lo, t);
                 let to_hi = k.setp(CmpOp::Ge, tap_hi, t);
-                k.and_pred(from_lo, to_hi)
+                let inside = k.and_pred(from_lo, to_hi);
+                match residue {
+                    Some(r) => {
+                        let on_grid = k.setp(CmpOp::Eq, r, kw % p.sw);
+                        k.and_pred(inside, on_grid)
+                    }
+                    None => inside,
+                }
             })
             .collect();
-        let lane = k.and(tid, WARP - 1);
-        let lane_elem = k.shl(lane, 1u32);
-        let hw = k.mul_lo(self.d.h, self.d.w);
-        let planes = k.mul_lo(self.d.batch, p.c_in);
-        let elems = k.mul_lo(planes, hw);
-        let words_end = k.and(elems, !1u32);
-        WindowLane {
+        WindowPixel {
             ok,
-            ih0,
+            row0,
             pix0,
             tap_lo: tap_lo.retype(),
             tap_hi: tap_hi.retype(),
             tap_ok,
-            lane_elem,
-            lane,
-            col0,
-            slot_bytes: k.mul_lo(slot, T::TYPE.bytes()),
-            words_end,
         }
     }
 
-    /// Fills the thread's `E` elements of the A slot at `stage` for reduction tile `k0`.
+    /// Window rows `(channel, kh)` that exist: `Cg·KH` (`x`), `Og·KH` (`gy`).
+    fn window_rows(&self) -> u32 {
+        match self.pass {
+            Pass::BackwardData => self.p.og * self.p.kh,
+            _ => self.p.cg * self.p.kh,
+        }
+    }
+
+    /// Window taps per row: `KW` (forward), `⌊(KW − 1) / SW⌋ + 1` (backward-data).
+    fn window_taps(&self) -> u32 {
+        match self.pass {
+            Pass::BackwardData => (self.p.kw - 1) / self.p.sw + 1,
+            _ => self.p.kw,
+        }
+    }
+
+    /// The window tap reduction tap `kw` reads: `kw` (forward), `⌊(KW − 1) / SW⌋ −
+    /// ⌊kw / SW⌋` (backward-data).
+    fn window_tap(&self, kw: u32) -> u32 {
+        match self.pass {
+            Pass::BackwardData => self.window_taps() - 1 - kw / self.p.sw,
+            _ => kw,
+        }
+    }
+
+    /// Elements of one channel plane of the tensor the windows read: `H·W` (`x`, forward),
+    /// `OH·OW` (`gy`, backward-data).
+    fn window_plane(&self, k: &mut KernelBuilder) -> Reg<U32> {
+        match self.pass {
+            Pass::BackwardData => self.d.ohw,
+            _ => k.mul_lo(self.d.h, self.d.w),
+        }
+    }
+
+    /// The tap-0 element of window row `(channel, kh)` in this lane (`plane`:
+    /// [`Self::window_plane`]) and whether its row exists: forward `ih = ih0 + kh·DH < H`, at `channel·H·W + pix0 + kh·DH·W`;
+    /// backward-data the output row `oh` tap `kh` reads from input row `h`
+    /// ([`output_coord`]), at `channel·OH·OW + pix0 + oh·OW`.
+    fn window_row(
+        &self,
+        k: &mut KernelBuilder,
+        lane: &WindowPixel,
+        plane: Reg<U32>,
+        (channel, kh): (Reg<U32>, Reg<U32>),
+    ) -> (Reg<U32>, Pred) {
+        let p = &self.p;
+        match self.pass {
+            Pass::BackwardData => {
+                let (oh, oh_ok) = output_coord(k, lane.row0, kh, p.ph, p.dh, p.sh, self.d.oh);
+                let at = k.mad_lo(channel, plane, lane.pix0);
+                (k.mad_lo(oh, self.d.ow, at), oh_ok)
+            }
+            _ => {
+                let dh = if p.dh == 1 { kh } else { k.mul_lo(kh, p.dh) };
+                let ih = k.add(lane.row0, dh);
+                let ih_ok = k.setp_lt(ih, self.d.h);
+                let at = k.mad_lo(channel, plane, lane.pix0);
+                (k.mad_lo(dh, self.d.w, at), ih_ok)
+            }
+        }
+    }
+
+    /// Fills the thread's `E` elements of `op`'s slot at `stage` for reduction tile `k0`.
     pub(super) fn fill_windows(
         &self,
         k: &mut KernelBuilder,
-        stage: Reg<U32>,
-        k0: Reg<U32>,
+        op: &Operand<T>,
+        (stage, k0): (Reg<U32>, Reg<U32>),
         lane: &WindowLane,
     ) {
         let p = &self.p;
-        let bits = k.cast_ptr::<T, T::Bits>(self.a.src);
-        let words = k.cast_ptr::<T, U32>(self.a.src);
-        let first = k.add(k0, lane.col0);
+        let bits = k.cast_ptr::<T, T::Bits>(op.src);
+        let words = k.cast_ptr::<T, U32>(op.src);
+        let per_tile;
+        let (pixel, first) = match &lane.pixel {
+            LanePixel::Fixed(pixel) => (pixel, k.add(k0, lane.first)),
+            LanePixel::PerTile { group_start } => {
+                let kk = k.add(k0, lane.lane);
+                let coord = self.column_coord(k, op.side, kk);
+                let coord = Coord {
+                    base: k.add(coord.base, *group_start),
+                    ..coord
+                };
+                per_tile = self.window_pixel(k, coord);
+                (&per_tile, lane.first)
+            }
+        };
         let row0 = div_const(k, first, p.kw);
         let row0_col = k.mul_lo(row0, p.kw);
         let phase = k.sub(first, row0_col);
-        let hw = k.mul_lo(self.d.h, self.d.w);
+        let plane = self.window_plane(k);
         let values = Self::ELEMS_PER_THREAD + p.kw - 1;
         let mut v: Vec<Reg<U32>> = Vec::with_capacity(values as usize);
         for j in 0..values.div_ceil(p.kw) {
             let r = k.add(row0, j);
-            let ci = div_const(k, r, p.kh);
+            let channel = div_const(k, r, p.kh);
             let kh = rem_const(k, r, p.kh);
-            let in_k = k.setp_lt(r, p.cg * p.kh);
-            let dh = if p.dh == 1 { kh } else { k.mul_lo(kh, p.dh) };
-            let ih = k.add(lane.ih0, dh);
-            let ih_ok = k.setp_lt(ih, self.d.h);
-            let ok = k.and_pred(lane.ok, ih_ok);
+            let in_k = k.setp_lt(r, self.window_rows());
+            let (at, row_ok) = self.window_row(k, pixel, plane, (channel, kh));
+            let ok = k.and_pred(pixel.ok, row_ok);
             let ok = k.and_pred(ok, in_k);
-            let at = k.mad_lo(ci, hw, lane.pix0);
-            let at = k.mad_lo(dh, self.d.w, at);
-            let window = self.load_window(k, words, at, ok, lane);
+            let window = self.load_window(k, words, (at, ok), lane, pixel);
             let taps: Vec<(u32, Pred, Reg<U32>)> = (0..p.kw.min(values - j * p.kw))
-                .map(|t| {
-                    let tap_ok = k.and_pred(ok, lane.tap_ok[t as usize]);
+                .map(|kw| {
+                    let t = self.window_tap(kw);
+                    let tap_ok = k.and_pred(ok, pixel.tap_ok[kw as usize]);
                     (t, tap_ok, Self::window_element(k, &window, t, tap_ok))
                 })
                 .collect();
             // A lane whose taps the window misses (pixels not on consecutive `iw`, or a run
             // wider than the window) loads them on its own; the branch is warp-uniform.
-            let first = k.add(window.offset, lane.tap_lo);
-            let last = k.add(window.offset, lane.tap_hi);
+            let first = k.add(window.offset, pixel.tap_lo);
+            let last = k.add(window.offset, pixel.tap_hi);
             let first_out = k.setp_ge(first, window.len);
             let last_out = k.setp_ge(last, window.len);
             let out = k.or_pred(first_out, last_out);
@@ -193,13 +362,25 @@ impl<T: ConvElem + TileElem> Conv<T> {
                     .fold(v[e], |acc, (&at_least, d)| k.selp(v[e + d], acc, at_least))
             })
             .collect();
-        // The halves sit in the low 16 bits: `prmt` packs two into a word.
-        let words: Vec<Reg<U32>> = elems
-            .chunks_exact(2)
-            .map(|pair| k.prmt(pair[0], pair[1], LOW_HALVES))
-            .collect();
         let dst = k.add(stage, lane.slot_bytes);
-        store_words(k, dst, &words);
+        match self.pass {
+            // Element `e` is filter column `first + e`: row `e` further, at column `lane`.
+            Pass::BackwardFilter => {
+                for (e, &elem) in (0u32..).zip(&elems) {
+                    let half = k.cvt::<T::Bits, U32>(elem, None);
+                    let offset = e * Self::ROW * T::TYPE.bytes();
+                    k.st_shared(dst, offset as i32, half);
+                }
+            }
+            // The halves sit in the low 16 bits: `prmt` packs two into a word.
+            _ => {
+                let words: Vec<Reg<U32>> = elems
+                    .chunks_exact(2)
+                    .map(|pair| k.prmt(pair[0], pair[1], LOW_HALVES))
+                    .collect();
+                store_words(k, dst, &words);
+            }
+        }
     }
 
     /// The window of the row whose tap-0 element is `at` in this lane (`ok`: the lane reads
@@ -208,9 +389,9 @@ impl<T: ConvElem + TileElem> Conv<T> {
         &self,
         k: &mut KernelBuilder,
         words: GlobalPtr<U32>,
-        at: Reg<U32>,
-        ok: Pred,
+        (at, ok): (Reg<U32>, Pred),
         lane: &WindowLane,
+        pixel: &WindowPixel,
     ) -> Window {
         let sector = SECTOR_BYTES / T::TYPE.bytes();
         let mask = k.ballot(ok);
@@ -223,9 +404,9 @@ impl<T: ConvElem + TileElem> Conv<T> {
         let first_lane = k.sub(first_plus_one, 1u32);
         let last_lane = k.add(first_lane, count);
         let last_lane = k.sub(last_lane, 1u32);
-        let lo = k.add(at, lane.tap_lo);
+        let lo = k.add(at, pixel.tap_lo);
         let lo = k.shfl_idx(lo, first_lane);
-        let hi = k.add(at, lane.tap_hi);
+        let hi = k.add(at, pixel.tap_hi);
         let hi = k.shfl_idx(hi, last_lane);
         let start = k.and(lo, !(sector - 1));
         let end = k.add(hi, sector);
