@@ -17,9 +17,10 @@ use crate::ir::CmpOp;
 /// LSE[row] = ℓ > 0 ? (m + log2 ℓ) · ln 2 : −∞
 /// ```
 ///
-/// A lane's O fragment holds column pairs (4 or 8 bytes), so the warp first stages its 16 × D tile in
-/// its own rows of the (no longer needed) Q region and then stores it in 16-byte row chunks:
-/// whole sectors instead of half-used ones. Rows past `Sq` store nothing; the lane with
+/// A lane's O fragment holds column pairs (4 or 8 bytes), so the warp first stages its 16 × D
+/// tile in shared memory (no longer needed: every warp is past its last tile) at its own rows
+/// of [`stage_row_bytes`], and then stores it in 16-byte row chunks: whole sectors instead of
+/// half-used ones. Rows past `Sq` store nothing; the lane with
 /// `quad = 0` stores the row's LSE.
 pub(super) fn store_output<T: TcElem>(
     k: &mut KernelBuilder,
@@ -31,9 +32,10 @@ pub(super) fn store_output<T: TcElem>(
 ) {
     k.comment("normalise: O / l and LSE; O staged in the warp's Q rows");
     k.bar_sync();
+    let stage_row = stage_row_bytes::<T>(plan);
     let own_row = k.add(lane.warp_row, lane.group);
     let quad_bytes = k.shl(lane.quad, (2 * T::BYTES).trailing_zeros());
-    let stage = k.mad_lo(own_row, plan.row_bytes(), quad_bytes);
+    let stage = k.mad_lo(own_row, stage_row, quad_bytes);
     let stage = k.add(shared, stage);
     for h in 0..2u32 {
         let l = row_sum(k, state.l[h as usize]);
@@ -44,7 +46,7 @@ pub(super) fn store_output<T: TcElem>(
             let regs = o.f32_regs();
             let lo = k.mul(regs[2 * h as usize], inv);
             let hi = k.mul(regs[2 * h as usize + 1], inv);
-            let offset = h * 8 * plan.row_bytes() + j as u32 * 8 * T::BYTES;
+            let offset = h * 8 * stage_row + j as u32 * 8 * T::BYTES;
             T::stage_pair(k, stage, offset as i32, lo, hi);
         }
         let lse = log_sum_exp::<F32>(k, state.m[h as usize], l);
@@ -65,6 +67,22 @@ pub(super) fn store_output<T: TcElem>(
     }
     k.bar_sync();
     store_staged_rows(k, plan, p, lane, shared);
+}
+
+/// Bytes between the rows of the staged O tile: `D` elements and
+/// [`TcElem::STAGE_PAD_BYTES`] (conflict-free pair stores; where a row holds a multiple of
+/// 8 chunks, each quarter-warp of the 16-byte reads in [`store_staged_rows`] takes 8
+/// consecutive chunks of one row, conflict-free at any stride). The block's `block_m` staged
+/// rows fit in the footprint.
+fn stage_row_bytes<T: TcElem>(plan: &TcPlan) -> u32 {
+    let bytes = plan.head_dim * T::BYTES + T::STAGE_PAD_BYTES;
+    assert!(
+        plan.block_m * bytes <= plan.shared_bytes,
+        "the staged O tile ({} rows of {bytes} bytes) exceeds the {} shared bytes",
+        plan.block_m,
+        plan.shared_bytes
+    );
+    bytes
 }
 
 /// Copies the warp's staged 16 × D output tile to O in 16-byte chunks: chunk
@@ -91,7 +109,7 @@ fn store_staged_rows<T: TcElem>(
         let chunk = k.rem(c, per_row);
         let tile_row = k.add(lane.warp_row, row);
         let chunk_bytes = k.shl(chunk, 4u32);
-        let src = k.mad_lo(tile_row, plan.row_bytes(), chunk_bytes);
+        let src = k.mad_lo(tile_row, stage_row_bytes::<T>(plan), chunk_bytes);
         let src = k.add(shared, src);
         let words = k.ld_shared_v4::<U32>(src, 0);
         let global_row = k.add(warp_first, row);
