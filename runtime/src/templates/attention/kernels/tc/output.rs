@@ -70,10 +70,8 @@ pub(super) fn store_output<T: TcElem>(
 }
 
 /// Bytes between the rows of the staged O tile: `D` elements and
-/// [`TcElem::STAGE_PAD_BYTES`] (conflict-free pair stores; where a row holds a multiple of
-/// 8 chunks, each quarter-warp of the 16-byte reads in [`store_staged_rows`] takes 8
-/// consecutive chunks of one row, conflict-free at any stride). The block's `block_m` staged
-/// rows fit in the footprint.
+/// [`TcElem::STAGE_PAD_BYTES`] (conflict-free pair stores; [`staged_chunk`] keeps the 16-byte
+/// reads conflict-free). The block's `block_m` staged rows fit in the footprint.
 fn stage_row_bytes<T: TcElem>(plan: &TcPlan) -> u32 {
     let bytes = plan.head_dim * T::BYTES + T::STAGE_PAD_BYTES;
     assert!(
@@ -85,10 +83,44 @@ fn stage_row_bytes<T: TcElem>(plan: &TcPlan) -> u32 {
     bytes
 }
 
-/// Copies the warp's staged 16 × D output tile to O in 16-byte chunks: chunk
-/// `c = lane + 32·i` is row `c / C`, columns `E · (c mod C) ..` (`E` elements per chunk, `C`
-/// chunks per row; a warp request
-/// covers whole rows: every sector fully used).
+/// The row and 16-byte chunk of the staged 16 × D tile that `lane` copies in round `i`
+/// (`C` chunks per row, `16 · C / 32` rounds), chosen so that each quarter-warp of the 16-byte
+/// reads (one phase) covers all 32 banks:
+///
+/// ```text
+/// C mod 8 = 0:  c = lane + 32·i;       row = c / C,                  chunk = c mod C
+/// otherwise:    r = lane / 8 + 4·i;    row = 8·(r / C) + lane mod 8, chunk = r mod C
+/// ```
+///
+/// The first reads 8 consecutive chunks of one row. The second (f16/bf16 at D 32 and 96,
+/// where a quarter-warp would straddle two rows) reads one chunk of 8 consecutive rows, at
+/// distinct bank quads as a staged row is an odd number of 16-byte quads. Either way a warp
+/// request covers whole 32-byte sectors of O.
+fn staged_chunk(
+    k: &mut KernelBuilder,
+    lane: Reg<U32>,
+    i: u32,
+    per_row: u32,
+    stage_row: u32,
+) -> (Reg<U32>, Reg<U32>) {
+    if per_row.is_multiple_of(8) {
+        let c = k.add(lane, 32 * i);
+        return (k.div_int(c, per_row), k.rem(c, per_row));
+    }
+    assert!(
+        (stage_row / 16) % 2 == 1,
+        "staged rows of {stage_row} bytes are not an odd number of 16-byte quads"
+    );
+    let quarter = k.shr(lane, 3u32);
+    let r = k.add(quarter, 4 * i);
+    let band = k.div_int(r, per_row);
+    let row_in_band = k.and(lane, 7u32);
+    (k.mad_lo(band, 8u32, row_in_band), k.rem(r, per_row))
+}
+
+/// Copies the warp's staged 16 × D output tile to O in 16-byte chunks, lane by lane as
+/// [`staged_chunk`] deals them (`E` elements per chunk: chunk `j` of a row holds columns
+/// `E·j ..`).
 fn store_staged_rows<T: TcElem>(
     k: &mut KernelBuilder,
     plan: &TcPlan,
@@ -103,13 +135,12 @@ fn store_staged_rows<T: TcElem>(
     let o_start = p.o_layout.head_start(k, batch, head);
     let o_seq = p.o_layout.seq(k);
     let o = k.global_ptr(p.o);
+    let stage_row = stage_row_bytes::<T>(plan);
     for i in 0..WARP_ROWS * per_row / 32 {
-        let c = k.add(lane.lane, 32 * i);
-        let row = k.div_int(c, per_row);
-        let chunk = k.rem(c, per_row);
+        let (row, chunk) = staged_chunk(k, lane.lane, i, per_row, stage_row);
         let tile_row = k.add(lane.warp_row, row);
         let chunk_bytes = k.shl(chunk, 4u32);
-        let src = k.mad_lo(tile_row, stage_row_bytes::<T>(plan), chunk_bytes);
+        let src = k.mad_lo(tile_row, stage_row, chunk_bytes);
         let src = k.add(shared, src);
         let words = k.ld_shared_v4::<U32>(src, 0);
         let global_row = k.add(warp_first, row);
