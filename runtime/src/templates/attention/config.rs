@@ -421,9 +421,9 @@ impl AttentionConfig {
     }
 
     /// Stages of the tensor-core K/V ring for tiles `block_m × block_n`: [`TC_MAX_STAGES`] when
-    /// two blocks of that footprint fit the arch's dynamic shared memory (ptxas budgets
-    /// registers for two resident blocks, [`Self::register_limit`], so a deeper ring must not
-    /// halve occupancy), else [`TC_MIN_STAGES`]. With (64, 64) tiles: three for D ≤ 64 on
+    /// two blocks of that footprint fit the arch's dynamic shared memory (the registers of the
+    /// default four-warp blocks, at most 255 per thread, leave room for two resident blocks,
+    /// so a deeper ring must not halve occupancy), else [`TC_MIN_STAGES`]. With (64, 64) tiles: three for D ≤ 64 on
     /// sm_80, D ≤ 96 on sm_90 and D = 32 on sm_86/89, two otherwise.
     pub fn tc_stages_for(&self, block_m: u32, block_n: u32) -> u32 {
         let deep = self.tc_footprint(block_m, block_n, TC_MAX_STAGES);
