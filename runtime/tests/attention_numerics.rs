@@ -418,6 +418,41 @@ fn loads_are_coalesced_and_shared_accesses_conflict_free() {
     }
 }
 
+/// Issue 11's shared-memory bar on the f16 tensor-core kernel (tf32 is held to it in every case
+/// of `attention_tf32.rs`): full and causal, one KV head per query head and GQA, every
+/// head_dim, every launch at most 1.05 × the fewest shared wavefronts (the O staging's pair
+/// stores and its 16-byte reads; `ldmatrix` and `cp.async` are counted apart).
+#[test]
+fn tensor_core_shared_accesses_conflict_free() {
+    let dev = device();
+    for head_dim in AttentionConfig::HEAD_DIMS {
+        for causal in [false, true] {
+            for s in [shape(1, 2, 2, 128, 128), shape(1, 4, 1, 70, 129)] {
+                let cfg = tc_config(head_dim, DType::F16, causal, Arch::Sm80);
+                let _ = dev.take_launch_log();
+                let seed = u64::from(head_dim + s.heads_q);
+                let case = Case {
+                    cfg,
+                    shape: s,
+                    scale: None,
+                    seed,
+                };
+                check(&dev, case);
+                let log = dev.take_launch_log();
+                let c = &log[0].counters;
+                let factor = c.shared_bank_conflict_factor();
+                let per_output = c.instructions.total() as f64 / s.q_len(head_dim) as f64;
+                println!(
+                    "{} {s:?}: shared wavefronts {factor:.3} × the fewest, {per_output:.1} \
+                     instructions per output",
+                    cfg.matrix_name()
+                );
+                assert!(factor <= 1.05, "{} {s:?}: {factor}", cfg.matrix_name());
+            }
+        }
+    }
+}
+
 /// A configuration that must build the tensor-core kernel (f16/bf16 on sm_80+).
 fn tc_config(head_dim: u32, dtype: DType, causal: bool, arch: Arch) -> AttentionConfig {
     let cfg = config(head_dim, dtype, causal, arch);

@@ -67,6 +67,14 @@ pub const TC_MIN_STAGES: u32 = 2;
 /// start in eight distinct groups of four banks.
 pub const TC_ROW_PAD: u32 = 8;
 
+/// The `.maxnreg` every attention kernel declares for a block of `threads`: every register
+/// the block can launch with (`registers per block / threads`, at most the per-thread
+/// maximum). Without the cap ptxas may target fewer (measured: 64 at 256 threads, 96 or 128 at
+/// 128 threads on the tensor-core path) and spill.
+pub(crate) fn max_registers(arch: Arch, threads: u32) -> u32 {
+    (arch.registers_per_block() / threads.max(1)).min(arch.max_registers_per_thread())
+}
+
 /// Where a kernel's shared memory lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SharedMemoryKind {
@@ -297,16 +305,26 @@ impl AttentionConfig {
     /// ptxas spills at 255 registers) where sm_86/89 fit no 32 × 32 ring.
     pub const TF32_TILE_CANDIDATES: [(u32, u32); 4] = [(64, 32), (32, 32), (32, 16), (16, 16)];
 
-    /// Registers a tensor-core thread needs beyond its fragments (measured with ptxas 12.9:
-    /// 33 to 83 over the fragment count across the matrix).
-    pub const TC_REGISTER_OVERHEAD: u32 = 56;
+    /// Registers a tensor-core thread needs beyond its fragments, copy geometry and mask
+    /// (addresses, loop state, softmax state). With the other `TC_*` terms, fitted with ptxas
+    /// 12.9 over every explicit tiling (`block_m`, `block_n` ∈ 16..128), head_dim, tensor-core
+    /// dtype (f16, bf16, tf32), mask mode and target, 1,948 modules: the estimate is at most
+    /// 251 on every tiling that assembles without spilling and at least 259 on every one that
+    /// spills, so [`Self::validate`] accepts exactly the tilings that fit (the boundary
+    /// cases are in the unit test `tensor_core_register_rule_boundary`).
+    pub const TC_REGISTER_OVERHEAD: u32 = 43;
 
     /// Registers a tensor-core thread keeps per round of K/V chunk copies whose geometry is
-    /// its own ([`Self::tc_chunk_rounds`]): a round's row, column and shared offset are three
-    /// values, of which ptxas 12.9 keeps about two live across the KV loop (fitted over every
-    /// explicit tiling: at 3, D = 96 f16 with 64 × 128 tiles would be rejected at 243
-    /// registers; at 1, D = 256 tf32 with 16 × 16 tiles would be accepted and spill).
-    pub const TC_REGISTERS_PER_CHUNK_ROUND: u32 = 2;
+    /// its own ([`Self::tc_chunk_rounds`]): the round's row, column and shared offset.
+    pub const TC_REGISTERS_PER_CHUNK_ROUND: u32 = 3;
+
+    /// Registers the causal mask adds on tensor cores (measured: D = 96 f16 with 32 × 128
+    /// tiles fits sm_80 at 255 registers without the mask and spills with it).
+    pub const TC_CAUSAL_REGISTERS: u32 = 8;
+
+    /// Registers ptxas 12.9 adds on sm_90 targets (measured: 5 to 10 more than sm_80 for the
+    /// same tensor-core tiling, e.g. 142 against 135 for D = 128 tf32 with 64 × 32 tiles).
+    pub const TC_SM90_REGISTERS: u32 = 8;
 
     /// Rounds of 16-byte K/V chunk copies per thread and tile whose row, column and shared
     /// offset are registers of their own: none when the `D · size / 16` chunks of a row divide
@@ -403,9 +421,9 @@ impl AttentionConfig {
     }
 
     /// Stages of the tensor-core K/V ring for tiles `block_m × block_n`: [`TC_MAX_STAGES`] when
-    /// two blocks of that footprint fit the arch's dynamic shared memory (ptxas budgets
-    /// registers for two resident blocks, [`Self::register_limit`], so a deeper ring must not
-    /// halve occupancy), else [`TC_MIN_STAGES`]. With (64, 64) tiles: three for D ≤ 64 on
+    /// two blocks of that footprint fit the arch's dynamic shared memory (the registers of the
+    /// default four-warp blocks, at most 255 per thread, leave room for two resident blocks,
+    /// so a deeper ring must not halve occupancy), else [`TC_MIN_STAGES`]. With (64, 64) tiles: three for D ≤ 64 on
     /// sm_80, D ≤ 96 on sm_90 and D = 32 on sm_86/89, two otherwise.
     pub fn tc_stages_for(&self, block_m: u32, block_n: u32) -> u32 {
         let deep = self.tc_footprint(block_m, block_n, TC_MAX_STAGES);
@@ -454,13 +472,14 @@ impl AttentionConfig {
     ///
     /// On tensor cores, per lane: the O accumulators (`D / 2` f32), the Q fragments (`D / 4`
     /// packed pairs or `D / 2` tf32, kept in registers per [`Self::tc_q_in_registers`]), the
-    /// scores (`block_n / 2` f32) and P (`block_n / 4` pairs or `block_n / 2` tf32), the K/V
-    /// copy geometry ([`Self::TC_REGISTERS_PER_CHUNK_ROUND`] per [`Self::tc_chunk_rounds`]),
-    /// plus [`Self::TC_REGISTER_OVERHEAD`].
+    /// scores (`block_n / 2` f32; P takes no registers of its own, as each P register is made
+    /// from scores that die with it: two packed halves or one tf32), the K/V copy geometry
+    /// ([`Self::TC_REGISTERS_PER_CHUNK_ROUND`] per [`Self::tc_chunk_rounds`]), the causal mask
+    /// ([`Self::TC_CAUSAL_REGISTERS`]) and sm_90 ([`Self::TC_SM90_REGISTERS`]), plus
+    /// [`Self::TC_REGISTER_OVERHEAD`].
     pub fn registers_estimate(&self, block_m: u32, block_n: u32) -> u32 {
         if self.tensor_cores() {
-            // Fragments of 16 rows per warp, in 32-bit registers per lane: `D · size / 8` for Q
-            // and `block_n · size / 8` for P (pairs of halves, or one tf32 each).
+            // Q fragments of 16 rows per warp, in 32-bit registers per lane: `D · size / 8`.
             let (d, size) = (self.head_dim, self.dtype.size_bytes());
             let q = if self.tc_q_in_registers() {
                 d * size / 8
@@ -469,12 +488,17 @@ impl AttentionConfig {
             };
             let copies =
                 Self::TC_REGISTERS_PER_CHUNK_ROUND * self.tc_chunk_rounds(block_m, block_n);
-            return d / 2
-                + q
-                + block_n / 2
-                + block_n * size / 8
-                + copies
-                + Self::TC_REGISTER_OVERHEAD;
+            let mask = if self.causal {
+                Self::TC_CAUSAL_REGISTERS
+            } else {
+                0
+            };
+            let target = if self.arch.at_least(Arch::Sm90) {
+                Self::TC_SM90_REGISTERS
+            } else {
+                0
+            };
+            return d / 2 + q + block_n / 2 + copies + mask + target + Self::TC_REGISTER_OVERHEAD;
         }
         let g = self.threads_per_row_for(block_n);
         let words = self.acc_bytes() / 4;
@@ -573,10 +597,16 @@ impl AttentionConfig {
         }
     }
 
-    /// Registers per thread a block of `threads` may use without spilling: ptxas allocates
-    /// registers of a `.reqntid` block for two resident blocks per SM (measured: it spills to
-    /// fit 64 registers at 512 threads), so the budget is half the register file per block.
+    /// Registers per thread a block of `threads` may use without spilling. CUDA cores: ptxas
+    /// allocates registers of a `.reqntid` block for two resident blocks per SM (measured: it
+    /// spills to fit 64 registers at 512 threads), so the budget is half the register file
+    /// per block. Tensor cores: the `.maxnreg` the kernel declares ([`max_registers`]), which
+    /// ptxas 12.9 allocates up to (measured: 8 warps of 128 × 128 tiles at up to 255 registers
+    /// without spilling).
     fn register_limit(&self, threads: u32) -> u32 {
+        if self.tensor_cores() {
+            return max_registers(self.arch, threads);
+        }
         (self.arch.registers_per_block() / (2 * threads.max(1)))
             .min(self.arch.max_registers_per_thread())
     }
@@ -862,8 +892,9 @@ mod tests {
         );
     }
 
-    /// The tensor-core register rule at its boundary, on the tilings ptxas 12.9 spills or fits
-    /// closest (`attention_ptxas`'s ignored sweep checks every accepted tiling).
+    /// The tensor-core register rule at its boundary, on the tilings ptxas 12.9 fits or spills
+    /// closest to 255 registers (`attention_ptxas`'s ignored sweep checks every accepted
+    /// tiling; the figures in the comments are its `ptxas -v`).
     #[test]
     fn tensor_core_register_rule_boundary() {
         let tf32 = AttentionConfig {
@@ -874,13 +905,14 @@ mod tests {
             ..AttentionConfig::new(256)
         };
         // D = 256 tf32: 64 chunks per row. One warp (32 threads) copies 16 · 64 / 32 = 32
-        // rounds of its own: 128 + 16 + 8 + 8 + 2 · 32 + 56 = 264 > 255 (ptxas: 255 registers
-        // and 36 bytes of spills on sm_80, 40 on sm_86). Two warps share round 0's geometry:
-        // 200 (ptxas: 192, no spill).
+        // rounds of its own: 128 + 8 + 3 · 32 + 43 = 275 > 255 (ptxas: 255 registers and 36
+        // to 52 bytes of spills on every target). Two warps share round 0's geometry: 179
+        // (ptxas: 190 to 192, no spill).
         for arch in [Arch::Sm80, Arch::Sm86, Arch::Sm89, Arch::Sm90] {
+            let sm90 = if arch == Arch::Sm90 { 8 } else { 0 };
             let one_warp = AttentionConfig { arch, ..tf32 };
             assert_eq!(one_warp.tc_chunk_rounds(16, 16), 32);
-            assert_eq!(one_warp.registers_estimate(16, 16), 264);
+            assert_eq!(one_warp.registers_estimate(16, 16), 275 + sm90);
             let err = one_warp.validate().unwrap_err();
             assert_eq!(err.0.len(), 1, "{arch}");
             assert_eq!(
@@ -891,8 +923,9 @@ mod tests {
                 err.0[0].message,
                 format!(
                     "tiles block_m = 16, block_n = 16 with head_dim = 256 and dtype = f32 need \
-                     about 264 registers per thread, more than the limit of 255 for 32 threads \
-                     per block on {arch}: ptxas would spill"
+                     about {} registers per thread, more than the limit of 255 for 32 threads \
+                     per block on {arch}: ptxas would spill",
+                    275 + sm90
                 )
             );
             let two_warps = AttentionConfig {
@@ -900,28 +933,60 @@ mod tests {
                 ..one_warp
             };
             assert_eq!(two_warps.tc_chunk_rounds(32, 16), 0);
-            assert_eq!(two_warps.registers_estimate(32, 16), 200);
+            assert_eq!(two_warps.registers_estimate(32, 16), 179 + sm90);
             assert_eq!(two_warps.validate(), Ok(()), "{arch}");
         }
-        // D = 96 f16: 12 chunks per row divide no thread count. 64 × 128 tiles: 12 rounds,
-        // 224 + 24 = 248 (ptxas: 243, no spill); 32 × 128: 24 rounds, 272 (ptxas: 255
-        // registers and 48 bytes of spills with the causal mask, none without).
+        // D = 96 f16: 12 chunks per row divide no thread count. 32 × 128 tiles: 24 rounds,
+        // 48 + 24 + 64 + 72 + 43 = 251, which sm_80 fits (255 registers, no spill); the causal
+        // mask (+8: 48 bytes of spills) or sm_90 (+8: 20 bytes) tip it over.
         let d96 = AttentionConfig {
             dtype: DType::F16,
-            block_m: 64,
+            block_m: 32,
             block_n: 128,
             ..AttentionConfig::new(96)
         };
-        assert_eq!(d96.tc_chunk_rounds(64, 128), 12);
-        assert_eq!(d96.registers_estimate(64, 128), 248);
+        assert_eq!(d96.tc_chunk_rounds(32, 128), 24);
+        assert_eq!(d96.registers_estimate(32, 128), 251);
         assert_eq!(d96.validate(), Ok(()));
-        let narrow = AttentionConfig {
-            block_m: 32,
-            causal: true,
+        for over in [
+            AttentionConfig {
+                causal: true,
+                ..d96
+            },
+            AttentionConfig {
+                arch: Arch::Sm90,
+                ..d96
+            },
+        ] {
+            assert_eq!(over.registers_estimate(32, 128), 259, "{over:?}");
+            assert!(over.validate().is_err(), "{over:?}");
+        }
+        // One warp: 48 rounds, 323 (ptxas: 244 bytes of spills).
+        let one_warp = AttentionConfig { block_m: 16, ..d96 };
+        assert_eq!(one_warp.registers_estimate(16, 128), 323);
+        assert!(one_warp.validate().is_err());
+        // D = 96 tf32 on sm_90, 64 × 128: Q re-read from shared memory, 24 rounds, 235 (243
+        // causal; ptxas: 254 registers, no spill).
+        let d96_tf32 = AttentionConfig {
+            head_dim: 96,
+            block_m: 64,
+            block_n: 128,
+            arch: Arch::Sm90,
+            ..tf32
+        };
+        for causal in [false, true] {
+            let cfg = AttentionConfig { causal, ..d96_tf32 };
+            assert_eq!(cfg.registers_estimate(64, 128), 235 + 8 * u32::from(causal));
+            assert_eq!(cfg.validate(), Ok(()), "causal {causal}");
+        }
+        // Eight warps are held to the `.maxnreg` the kernel declares (255 at 256 threads), not
+        // half of it: D = 96 f16 128 × 128 on sm_80, 197 (ptxas: 255 registers, no spill).
+        let eight_warps = AttentionConfig {
+            block_m: 128,
             ..d96
         };
-        assert_eq!(narrow.registers_estimate(32, 128), 272);
-        assert!(narrow.validate().is_err());
+        assert_eq!(eight_warps.registers_estimate(128, 128), 197);
+        assert_eq!(eight_warps.validate(), Ok(()));
         // The tilings ptxas spilled before the tensor-core kernel declared `.maxnreg` fit now
         // and stay accepted: D = 64 causal tf32 64 × 64 on sm_80 (113 registers), D = 32 causal
         // tf32 32 × 32 on sm_86 (96).

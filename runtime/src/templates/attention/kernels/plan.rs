@@ -6,7 +6,9 @@ use crate::builder::{
     Float, GlobalPtr, KernelBuilder, ParamHandle, Pred, Reg, Scalar, F32, S32, U32, U64,
 };
 use crate::ir::CmpOp;
-use crate::templates::attention::config::{AttentionConfig, AttentionTiles, SharedMemoryKind};
+use crate::templates::attention::config::{
+    max_registers, AttentionConfig, AttentionTiles, SharedMemoryKind,
+};
 
 /// Everything about the kernel's shape that is fixed at build time.
 #[derive(Debug, Clone, Copy)]
@@ -172,15 +174,11 @@ pub(super) fn declare_params<T: Float, A: Float>(k: &mut KernelBuilder) -> Param
 }
 
 /// Declares the block shape `.reqntid threads` and `.maxnreg` at every register the block can
-/// launch with (`registers per block / threads`, at most the per-thread maximum): without the
-/// cap ptxas may target fewer (measured: 64 at 256 threads, 96 or 128 at 128 threads on the
-/// tensor-core path) and spill, although `validate` checked the tiling against a budget the
-/// block has room for.
+/// launch with ([`max_registers`]): the budget `validate` checks a tensor-core tiling against
+/// (a CUDA-core tiling is checked against half of it).
 pub(super) fn declare_block(k: &mut KernelBuilder, arch: Arch, threads: u32) {
     k.require_block([threads, 1, 1]);
-    k.max_registers(
-        (arch.registers_per_block() / threads.max(1)).min(arch.max_registers_per_thread()),
-    );
+    k.max_registers(max_registers(arch, threads));
 }
 
 /// Shared-memory base addresses of the K, V and P tiles.

@@ -20,6 +20,9 @@ pub(in crate::templates::attention::kernels) trait TcElem:
 {
     /// Bytes of one element in global and shared memory.
     const BYTES: u32;
+    /// Padding after the `D` elements of a row of the staged O tile ([`super::output`]),
+    /// chosen so that [`Self::stage_pair`] is conflict-free in every phase.
+    const STAGE_PAD_BYTES: u32;
     /// The mma shape (f32 accumulators).
     type Shape: MmaShapeKind;
     /// The warp's Q rows of one 32-byte step of the head dimension, as an A fragment.
@@ -66,7 +69,8 @@ pub(in crate::templates::attention::kernels) trait TcElem:
         v_lane: Reg<U32>,
     );
 
-    /// Stores a normalised O pair (two adjacent columns) to the shared staging tile.
+    /// Stores a normalised O pair (two adjacent columns) to the shared staging tile (rows of
+    /// `D · BYTES + STAGE_PAD_BYTES`).
     fn stage_pair(k: &mut KernelBuilder, at: Reg<U32>, offset: i32, lo: Reg<F32>, hi: Reg<F32>);
 }
 
@@ -75,6 +79,9 @@ macro_rules! half_elem {
     ($($t:ident),*) => {$(
         impl TcElem for $t {
             const BYTES: u32 = 2;
+            /// Rows of `D / 2 + 4` words (`≡ 4` or `20 mod 32` for every head_dim): lane
+            /// `(g, t)` stores word `g · (D / 2 + 4) + t` of a column tile, 32 distinct banks.
+            const STAGE_PAD_BYTES: u32 = 16;
             type Shape = M16N8K16;
             type QFrag = FragA<M16N8K16, $t>;
             type PFrag = FragA<M16N8K16, $t>;

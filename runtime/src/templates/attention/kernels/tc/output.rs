@@ -17,9 +17,10 @@ use crate::ir::CmpOp;
 /// LSE[row] = ℓ > 0 ? (m + log2 ℓ) · ln 2 : −∞
 /// ```
 ///
-/// A lane's O fragment holds column pairs (4 or 8 bytes), so the warp first stages its 16 × D tile in
-/// its own rows of the (no longer needed) Q region and then stores it in 16-byte row chunks:
-/// whole sectors instead of half-used ones. Rows past `Sq` store nothing; the lane with
+/// A lane's O fragment holds column pairs (4 or 8 bytes), so the warp first stages its 16 × D
+/// tile in shared memory (no longer needed: every warp is past its last tile) at its own rows
+/// of [`stage_row_bytes`], and then stores it in 16-byte row chunks: whole sectors instead of
+/// half-used ones. Rows past `Sq` store nothing; the lane with
 /// `quad = 0` stores the row's LSE.
 pub(super) fn store_output<T: TcElem>(
     k: &mut KernelBuilder,
@@ -31,9 +32,10 @@ pub(super) fn store_output<T: TcElem>(
 ) {
     k.comment("normalise: O / l and LSE; O staged in the warp's Q rows");
     k.bar_sync();
+    let stage_row = stage_row_bytes::<T>(plan);
     let own_row = k.add(lane.warp_row, lane.group);
     let quad_bytes = k.shl(lane.quad, (2 * T::BYTES).trailing_zeros());
-    let stage = k.mad_lo(own_row, plan.row_bytes(), quad_bytes);
+    let stage = k.mad_lo(own_row, stage_row, quad_bytes);
     let stage = k.add(shared, stage);
     for h in 0..2u32 {
         let l = row_sum(k, state.l[h as usize]);
@@ -44,7 +46,7 @@ pub(super) fn store_output<T: TcElem>(
             let regs = o.f32_regs();
             let lo = k.mul(regs[2 * h as usize], inv);
             let hi = k.mul(regs[2 * h as usize + 1], inv);
-            let offset = h * 8 * plan.row_bytes() + j as u32 * 8 * T::BYTES;
+            let offset = h * 8 * stage_row + j as u32 * 8 * T::BYTES;
             T::stage_pair(k, stage, offset as i32, lo, hi);
         }
         let lse = log_sum_exp::<F32>(k, state.m[h as usize], l);
@@ -67,10 +69,58 @@ pub(super) fn store_output<T: TcElem>(
     store_staged_rows(k, plan, p, lane, shared);
 }
 
-/// Copies the warp's staged 16 × D output tile to O in 16-byte chunks: chunk
-/// `c = lane + 32·i` is row `c / C`, columns `E · (c mod C) ..` (`E` elements per chunk, `C`
-/// chunks per row; a warp request
-/// covers whole rows: every sector fully used).
+/// Bytes between the rows of the staged O tile: `D` elements and
+/// [`TcElem::STAGE_PAD_BYTES`] (conflict-free pair stores; [`staged_chunk`] keeps the 16-byte
+/// reads conflict-free). The block's `block_m` staged rows fit in the footprint.
+fn stage_row_bytes<T: TcElem>(plan: &TcPlan) -> u32 {
+    let bytes = plan.head_dim * T::BYTES + T::STAGE_PAD_BYTES;
+    assert!(
+        plan.block_m * bytes <= plan.shared_bytes,
+        "the staged O tile ({} rows of {bytes} bytes) exceeds the {} shared bytes",
+        plan.block_m,
+        plan.shared_bytes
+    );
+    bytes
+}
+
+/// The row and 16-byte chunk of the staged 16 × D tile that `lane` copies in round `i`
+/// (`C` chunks per row, `16 · C / 32` rounds), chosen so that each quarter-warp of the 16-byte
+/// reads (one phase) covers all 32 banks:
+///
+/// ```text
+/// C mod 8 = 0:  c = lane + 32·i;       row = c / C,                  chunk = c mod C
+/// otherwise:    r = lane / 8 + 4·i;    row = 8·(r / C) + lane mod 8, chunk = r mod C
+/// ```
+///
+/// The first reads 8 consecutive chunks of one row. The second (f16/bf16 at D 32 and 96,
+/// where a quarter-warp would straddle two rows) reads one chunk of 8 consecutive rows, at
+/// distinct bank quads as a staged row is an odd number of 16-byte quads. Either way a warp
+/// request covers whole 32-byte sectors of O.
+fn staged_chunk(
+    k: &mut KernelBuilder,
+    lane: Reg<U32>,
+    i: u32,
+    per_row: u32,
+    stage_row: u32,
+) -> (Reg<U32>, Reg<U32>) {
+    if per_row.is_multiple_of(8) {
+        let c = k.add(lane, 32 * i);
+        return (k.div_int(c, per_row), k.rem(c, per_row));
+    }
+    assert!(
+        (stage_row / 16) % 2 == 1,
+        "staged rows of {stage_row} bytes are not an odd number of 16-byte quads"
+    );
+    let quarter = k.shr(lane, 3u32);
+    let r = k.add(quarter, 4 * i);
+    let band = k.div_int(r, per_row);
+    let row_in_band = k.and(lane, 7u32);
+    (k.mad_lo(band, 8u32, row_in_band), k.rem(r, per_row))
+}
+
+/// Copies the warp's staged 16 × D output tile to O in 16-byte chunks, lane by lane as
+/// [`staged_chunk`] deals them (`E` elements per chunk: chunk `j` of a row holds columns
+/// `E·j ..`).
 fn store_staged_rows<T: TcElem>(
     k: &mut KernelBuilder,
     plan: &TcPlan,
@@ -85,13 +135,12 @@ fn store_staged_rows<T: TcElem>(
     let o_start = p.o_layout.head_start(k, batch, head);
     let o_seq = p.o_layout.seq(k);
     let o = k.global_ptr(p.o);
+    let stage_row = stage_row_bytes::<T>(plan);
     for i in 0..WARP_ROWS * per_row / 32 {
-        let c = k.add(lane.lane, 32 * i);
-        let row = k.div_int(c, per_row);
-        let chunk = k.rem(c, per_row);
+        let (row, chunk) = staged_chunk(k, lane.lane, i, per_row, stage_row);
         let tile_row = k.add(lane.warp_row, row);
         let chunk_bytes = k.shl(chunk, 4u32);
-        let src = k.mad_lo(tile_row, plan.row_bytes(), chunk_bytes);
+        let src = k.mad_lo(tile_row, stage_row, chunk_bytes);
         let src = k.add(shared, src);
         let words = k.ld_shared_v4::<U32>(src, 0);
         let global_row = k.add(warp_first, row);

@@ -11,13 +11,20 @@
 //!   shuffle. B then needs `V[2t][g]` and `V[2t + 1][g]`: two scalar `ld.shared.f32`. With rows
 //!   of `D + 4` words (`≡ 4 mod 32`) the 32 lanes hit rows `2t` (or `2t + 1`) at bank offsets
 //!   `8t` and columns `g`: all 32 banks, conflict-free.
+//! - O staging: lane `(g, t)` holds columns `2t, 2t + 1` of row `g`, stored as one 8-byte
+//!   `st.shared.v2.f32` (served per half-warp: `g` in `0..4` or `4..8`). Staged rows of `D + 8`
+//!   words (`≡ 8 mod 32`) put a half-warp's pairs at banks `8·(g mod 4) + 2t, +1`: all 32,
+//!   conflict-free. (Rows of `D + 4` words would put two scalar stores per pair on banks
+//!   `4g + 2t`, which rows `g` and `g + 1` share: 2 wavefronts each.)
 
+use super::super::ext::AttentionBuilderExt;
 use super::elem::TcElem;
 use super::plan::TcPlan;
 use crate::builder::{FragA, FragB, FragC, KernelBuilder, Reg, F32, M16N8K8, TF32, U32};
 
 impl TcElem for F32 {
     const BYTES: u32 = 4;
+    const STAGE_PAD_BYTES: u32 = 32;
     type Shape = M16N8K8;
     type QFrag = FragA<M16N8K8, TF32>;
     type PFrag = FragA<M16N8K8, TF32>;
@@ -90,7 +97,6 @@ impl TcElem for F32 {
     }
 
     fn stage_pair(k: &mut KernelBuilder, at: Reg<U32>, offset: i32, lo: Reg<F32>, hi: Reg<F32>) {
-        k.st_shared(at, offset, lo);
-        k.st_shared(at, offset + 4, hi);
+        k.st_shared_n(at, offset, &[lo, hi]);
     }
 }
