@@ -356,10 +356,41 @@ fn backward_gemv_ragged_windows_and_columns() {
     }
 }
 
+/// The backward GEMV's staged double-quantisation decodes: several 256-row windows whose
+/// nested absmax start past entry 0 (`first` offset: 600 rows of 32 blocks at block 32 are 75
+/// nested groups, 32 per window), several column blocks with blocks of 256 (2 absmax per row
+/// segment), `k % block ≠ 0` (blocks spanning rows, a 9th slot per row), and 260 rows of
+/// `k = 16448` at block 32, whose window (514 nested entries, over the 512 copied) is not
+/// copied: decodes read the nested absmax from global memory.
+#[test]
+fn backward_gemv_double_quant_windows() {
+    let shapes = [
+        (600, 1024, 32),
+        (520, 2560, 256),
+        (300, 1000, 64),
+        (260, 16448, 32),
+    ];
+    for (si, (n, k, block)) in shapes.into_iter().enumerate() {
+        let dtype = DTYPES[si % 3];
+        run(
+            Case {
+                m: [3, 1, 8, 2][si],
+                n,
+                k,
+                block,
+                double_quant: true,
+                dtype,
+                seed: 470 + si as u64,
+            },
+            Path::Backward,
+        );
+    }
+}
+
 /// Past the first window: the forward GEMV walks `k` in windows of 1024 columns, so
 /// `k = 2·1024 + 38` takes three trips with a ragged last one (a kernel that forgets a window's
-/// start column, or stages past `k`, fails here); the backward GEMV on the same `k` spans 33
-/// column blocks and two 256-row windows of `G_C` (`n = 300`, ragged).
+/// start column, or stages past `k`, fails here); the backward GEMV on the same `k` spans 5
+/// column blocks of 512 and two 256-row windows of `G_C` (`n = 300`, ragged).
 #[test]
 fn gemv_past_the_first_window() {
     for (i, dtype) in DTYPES.into_iter().enumerate() {

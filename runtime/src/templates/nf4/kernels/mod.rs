@@ -30,19 +30,24 @@
 //! the same on every target.
 //!
 //! Absmax reads: the tensor-core forwards keep a quad's sliding window of the row's absmax in
-//! registers (`absmax_window`, whole-sector loads); the tensor-core backwards, and the f16/bf16
-//! forward under double quantisation with `k % block ≠ 0`, stage each code window's absmax in
-//! shared memory with the codes (`absmax_stage`: one value per thread per stage, not one load
-//! per lane, row and step); the tf32 forward's quads decode four blocks of a row at once under
-//! double quantisation with `k % block = 0`; under double quantisation the tiled
-//! tensor-core GEMMs first copy the 256-entry map to shared memory (one coalesced 1 KiB copy
-//! per block, `MapCopy`; the GEMVs too), so each decode reads only the code byte and the
-//! nested absmax from global memory. Interpreter global load efficiency (`runtime/tests/nf4_counters.rs`): ≥ 0.9
-//! for the forwards when rows are whole sectors, and for the f16/bf16 backward (256-column
-//! tiles, [`backward_input_cols`]: per weight row 128 code bytes and 16 bytes of one absmax
-//! sector at block 64); the tf32 backward sits at the bound of its 64-column tiles (a sector of
-//! absmax per weight row per tile, 4–8 bytes of it used: 0.875 there); rows off sector
-//! boundaries and the GEMVs' per-row absmax are listed there with their figures.
+//! registers (`absmax_window`, whole-sector loads); the tensor-core backwards, the backward
+//! GEMV, and the f16/bf16 forward under double quantisation with `k % block ≠ 0`, stage each
+//! code window's absmax in shared memory with the codes (`absmax_stage`: one value per thread
+//! per stage, not one load per lane, row and step; the backward GEMV by plain loads on every
+//! target, its blocks [`backward_gemv_cols`] wide so that a weight row's absmax fill a sector);
+//! the tf32 forward's quads decode four blocks of a row at once under double quantisation with
+//! `k % block = 0`; under double quantisation the tiled tensor-core GEMMs first copy the
+//! 256-entry map to shared memory (one coalesced 1 KiB copy per block, `MapCopy`; the GEMVs
+//! too), so each decode reads only the code byte and the nested absmax from global memory (the
+//! backward GEMV also copies each window's nested absmax, `absmax_stage::NestedWindow`, so its
+//! decodes read only code bytes). Interpreter global load efficiency
+//! (`runtime/tests/nf4_counters.rs`): ≥ 0.9 for the forwards when rows are whole sectors, for
+//! the backward GEMV when `k % 512 = 0` (1.0 with plain absmax, 0.93 under double
+//! quantisation at block 64), and for the f16/bf16 backward (256-column tiles,
+//! [`backward_input_cols`]: per weight row 128 code bytes and 16 bytes of one absmax sector at
+//! block 64); the tf32 backward sits at the bound of its 64-column tiles (a sector of absmax
+//! per weight row per tile, 4–8 bytes of it used: 0.875 there); rows off sector boundaries are
+//! listed there with their figures.
 //!
 //! Dequantisation is the host's, bit for bit: `ŵ = NF4_CODE[code] · absmax` (one `mul.rn.f32`),
 //! with `absmax = map[code8] · nested_absmax + offset` (`mul.rn`, `add.rn`: never contracted to
@@ -86,8 +91,7 @@ pub const GEMM_ENTRY: &str = "nf4_gemm";
 pub const BACKWARD_INPUT_ENTRY: &str = "nf4_backward_input";
 /// Entry name of the small-`m` backward-input GEMV.
 pub const BACKWARD_GEMV_ENTRY: &str = "nf4_backward_gemv";
-/// Columns of `G_A` per block of the backward GEMV.
-pub const BACKWARD_GEMV_COLS: u32 = backward_gemv::COLS;
+pub use backward_gemv::cols as backward_gemv_cols;
 
 /// Threads per block of every entry (8 warps).
 pub const THREADS: u32 = 256;
@@ -255,8 +259,20 @@ enum AbsmaxSource {
     Double {
         codes: GlobalPtr<U8>,
         map: MapAt,
-        nested: GlobalPtr<F32>,
+        nested: NestedAt,
         offset: Reg<F32>,
+    },
+}
+
+/// Where double quantisation's nested absmax (one per [`ABSMAX_BLOCK`] blocks) are read from.
+#[derive(Clone, Copy)]
+enum NestedAt {
+    Global(GlobalPtr<F32>),
+    /// `nested_absmax[first ..]`, copied to shared memory (the backward GEMV's window,
+    /// [`absmax_stage::NestedWindow`]).
+    Shared {
+        copy: SharedArr<F32>,
+        first: Reg<U32>,
     },
 }
 
@@ -351,7 +367,7 @@ fn entry_prologue<T: Scalar>(
                     MapCopy::Shared { threads } => MapAt::Shared(copy_map(k, global, threads)),
                 }
             },
-            nested: k.global_ptr(nested),
+            nested: NestedAt::Global(k.global_ptr(nested)),
             offset: k.load_param(offset),
         },
     };
@@ -430,8 +446,17 @@ fn absmax_of(k: &mut KernelBuilder, w: &Weights, block_index: Reg<U32>) -> Reg<F
                 }
             };
             let group = k.shr(block_index, ABSMAX_BLOCK.trailing_zeros());
-            let nested_addr = k.elem_addr(nested, group);
-            let scale = k.ld_global_nc::<F32>(nested_addr, 0);
+            let scale = match nested {
+                NestedAt::Global(nested) => {
+                    let at = k.elem_addr(nested, group);
+                    k.ld_global_nc::<F32>(at, 0)
+                }
+                NestedAt::Shared { copy, first } => {
+                    let within = k.sub(group, first);
+                    let at = k.shared_elem(copy, within);
+                    k.ld_shared::<F32>(at, 0)
+                }
+            };
             let scaled = rounded(k, BinOp::Mul, value, scale);
             rounded(k, BinOp::Add, scaled, offset)
         }

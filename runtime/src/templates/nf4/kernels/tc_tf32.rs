@@ -152,7 +152,7 @@ fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
             codes.copy(k, e.weights.packed, (tid, tile::THREADS), &w, stage);
         });
         if let Some(absmax) = &absmax_stage {
-            absmax.fill(k, &e, &w, slot);
+            absmax.fill(k, &e.weights, &w, slot);
         }
     };
     let dequantise = Dequantise::new(
