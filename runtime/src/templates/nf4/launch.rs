@@ -147,7 +147,7 @@ pub fn gemm_launch_config(cfg: &Nf4Config, m: u32) -> LaunchConfig {
 
 /// Launch geometry of `nf4_backward_input`: `(ceil(k / cols), ceil(m / 64))` blocks of
 /// [`gemm_threads`] threads (256; 128 on tf32 tensor cores), `cols` =
-/// [`backward_input_cols`] (256 on f16/bf16 tensor cores, else 64).
+/// [`backward_input_cols`] (256 on tensor cores, else 64).
 pub fn backward_input_launch_config(cfg: &Nf4Config, m: u32) -> LaunchConfig {
     LaunchConfig {
         grid: Dim3::new(

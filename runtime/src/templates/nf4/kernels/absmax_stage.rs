@@ -230,6 +230,24 @@ impl AbsmaxStage {
         self.read_columns(k, lane, r, &[0])[0]
     }
 
+    /// The staged absmax of row `lane_j + r` at column `col + offset`, for tiles whose first
+    /// column `l0` is a multiple of `block`, a lane's `col < l0 + 64` and `offset` a multiple of
+    /// 64 (so with `k % block = 0` the block is `offset / block` slots right of `col`'s: the
+    /// tf32 backward's B tiles side by side).
+    pub fn read_offset(
+        &self,
+        k: &mut KernelBuilder,
+        lane: &LaneTile,
+        r: u32,
+        offset: u32,
+    ) -> Reg<F32> {
+        if lane.elem.is_some() {
+            return self.read_columns(k, lane, r, &[offset])[0];
+        }
+        let word = self.row_words * r + (offset >> self.block_shift);
+        k.ld_shared::<F32>(lane.at, (4 * word) as i32)
+    }
+
     /// The staged absmax of row `lane_j + r` at columns `col + offset` for each of `offsets`.
     /// With `k % block = 0` they must share `col`'s block (one load serves them all); else
     /// each is found from its element index, the row's first block computed once.

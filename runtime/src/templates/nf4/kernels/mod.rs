@@ -23,7 +23,8 @@
 //! words covering rows that are not 4-byte multiples) and dequantised in registers straight
 //! into `mma.m16n8k16` B fragments (each weight rounded once to the activation type there), f32
 //! accumulators. f32 activations with `allow_tf32` take `tc_tf32` (tf32 `mma.m16n8k8` on the
-//! shared `warp_mma` tile, blocks of 128 threads: [`gemm_threads`]; its codes ride the same ring,
+//! shared `warp_mma` tile, blocks of 128 threads: [`gemm_threads`], the backward's A tile
+//! against 4 B tiles, 256 columns; its codes ride the same ring,
 //! the forward's 32 bytes per weight row every 4 stages (`code_stage::CodeRing`), and are
 //! dequantised each step into one f32 B tile). Other f32 configurations and older
 //! targets keep the CUDA-core GEMMs, silently; the GEMVs (bandwidth-bound, 16-byte loads) are
@@ -43,11 +44,10 @@
 //! decodes read only code bytes). Interpreter global load efficiency
 //! (`runtime/tests/nf4_counters.rs`): ≥ 0.9 for the forwards when rows are whole sectors, for
 //! the backward GEMV when `k % 512 = 0` (1.0 with plain absmax, 0.93 under double
-//! quantisation at block 64), and for the f16/bf16 backward (256-column tiles,
+//! quantisation at block 64), and for the tensor-core backwards (256-column tiles,
 //! [`backward_input_cols`]: per weight row 128 code bytes and 16 bytes of one absmax sector at
-//! block 64); the tf32 backward sits at the bound of its 64-column tiles (a sector of absmax
-//! per weight row per tile, 4–8 bytes of it used: 0.875 there); rows off sector boundaries are
-//! listed there with their figures.
+//! block 64; tf32 0.95 at `m = 80`); rows off sector boundaries are listed there with their
+//! figures.
 //!
 //! Dequantisation is the host's, bit for bit: `ŵ = NF4_CODE[code] · absmax` (one `mul.rn.f32`),
 //! with `absmax = map[code8] · nested_absmax + offset` (`mul.rn`, `add.rn`: never contracted to
@@ -175,11 +175,14 @@ pub fn gemm_threads(cfg: &Nf4Config) -> u32 {
     }
 }
 
-/// Columns of `G_A` per block of `nf4_backward_input`: [`TILE_N`], or 256 on f16/bf16 tensor
-/// cores (`backward_tc`: wide tiles read whole sectors of codes and absmax).
+/// Columns of `G_A` per block of `nf4_backward_input`: [`TILE_N`], or 256 on tensor cores
+/// (`backward_tc` for f16/bf16, `tc_tf32` for f32: wide tiles read whole sectors of codes and
+/// absmax).
 pub fn backward_input_cols(cfg: &Nf4Config) -> u32 {
     if matches!(cfg.dtype, DType::F16 | DType::BF16) && tensor_cores(cfg) {
         backward_tc::COLS
+    } else if tf32_tensor_cores(cfg) {
+        tc_tf32::BACKWARD_COLS
     } else {
         TILE_N
     }
