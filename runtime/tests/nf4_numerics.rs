@@ -387,6 +387,32 @@ fn backward_gemv_double_quant_windows() {
     }
 }
 
+/// The CUDA-core forward (f32 without tf32) past its first absmax span: it stages each weight
+/// row's absmax `8 · block` columns (256 to 512) at a time and refills at every span, so
+/// `k` over a span with a ragged last one, `k % block ≠ 0` (blocks spanning rows), double
+/// quantisation (decodes from the shared map and the span's nested absmax) and 64-row tiles of
+/// `n` with a ragged last one.
+#[test]
+fn forward_tiled_across_absmax_spans() {
+    for (m, n, k, block, double_quant, seed) in [
+        (70, 70, 1100, 64, false, 480),
+        (9, 130, 600, 256, true, 481),
+        (33, 40, 530, 32, true, 482),
+        (65, 300, 1024, 128, false, 483),
+    ] {
+        let case = Case {
+            m,
+            n,
+            k,
+            block,
+            double_quant,
+            dtype: DType::F32,
+            seed,
+        };
+        run(case, Path::ForwardTiled);
+    }
+}
+
 /// Past the first window: the forward GEMV walks `k` in windows of 1024 columns, so
 /// `k = 2·1024 + 38` takes three trips with a ragged last one (a kernel that forgets a window's
 /// start column, or stages past `k`, fails here); the backward GEMV on the same `k` spans 5

@@ -17,13 +17,12 @@
 //!
 //! The sum over `j` runs in ascending order (deterministic; no atomics).
 
-use super::gemm::dequant_pair;
+use super::gemm::stage_weight_rows;
 use super::{
-    both_below, entry_prologue, load_activation, store_output, Entry, MapCopy,
+    absmax_at, activation_or_zero, both_below, entry_prologue, store_output, Entry, MapCopy,
     BACKWARD_INPUT_ENTRY, THREADS, TILE_M, TILE_N, WARPS,
 };
 use crate::builder::{Float, KernelBuilder, Reg, SharedArr, F32, U32};
-use crate::ir::CmpOp;
 use crate::templates::nf4::Nf4Config;
 
 /// The reduction (`n`) slice staged per step.
@@ -114,19 +113,14 @@ fn stage_output_grads<T: Float>(
         let m = k.add(m_lo, i_step);
         let j = k.add(j_lo, j_step);
         let inside = both_below(k, m, e.m, j, cfg.n);
-        let value = k.var::<F32>(0.0f32);
-        k.if_then(inside, |k| {
-            let index = k.mad_lo(m, cfg.n, j);
-            let v = load_activation(k, e.input, index);
-            k.assign(value, v);
-        });
+        let value = activation_or_zero(k, e.input, inside, |k| k.mad_lo(m, cfg.n, j));
         let offset = 4 * (j_step * G_STRIDE + i_step) as i32;
         k.st_shared(slot, offset, value);
     }
 }
 
-/// `w_tile[jj][t] = Ŵ[j0 + jj, l_base + t]` (0 outside `W`); warp `w` stages rows
-/// `4w .. 4w + 4`, one per request, one packed byte (two weights) per lane.
+/// `w_tile[jj][t] = Ŵ[j0 + jj, l_base + t]` (0 outside `W`), each byte's absmax from global
+/// memory ([`stage_weight_rows`]).
 fn stage_weights<T: Float>(
     k: &mut KernelBuilder,
     cfg: &Nf4Config,
@@ -136,32 +130,17 @@ fn stage_weights<T: Float>(
     j0: Reg<U32>,
 ) {
     k.comment("stage dequantised W[j0.., l0..]");
-    let rows_per_warp = TILE_R / WARPS;
-    let upper = k.shr(c.lane, 4u32);
-    let is_upper = k.setp(CmpOp::Ne, upper, 0u32);
-    let even_col = k.shl(c.lane, 1u32);
-    // Lower half-warp stores (even, odd), upper half-warp (odd, even): no bank is hit twice.
-    let first_col = k.add(even_col, upper);
-    let odd_col = k.add(even_col, 1u32);
-    let second_col = k.sub(odd_col, upper);
-    let first_row = k.mul_lo(c.warp, rows_per_warp);
-    let row_slot = k.mul_lo(first_row, W_STRIDE);
-    let first_index = k.add(row_slot, first_col);
-    let second_index = k.add(row_slot, second_col);
-    let first_slot = k.shared_elem(w_tile, first_index);
-    let second_slot = k.shared_elem(w_tile, second_index);
-    let j_first = k.add(j0, first_row);
-    let col = k.add(c.l_base, even_col);
-    for r in 0..rows_per_warp {
-        let j = k.add(j_first, r);
-        let inside = both_below(k, j, cfg.n, col, cfg.k);
-        let [w_even, w_odd] = dequant_pair(k, cfg, e, inside, j, col);
-        let first = k.selp(w_odd, w_even, is_upper);
-        let second = k.selp(w_even, w_odd, is_upper);
-        let offset = 4 * (r * W_STRIDE) as i32;
-        k.st_shared(first_slot, offset, first);
-        k.st_shared(second_slot, offset, second);
-    }
+    stage_weight_rows(
+        k,
+        (cfg, e),
+        (c.warp, c.lane),
+        (w_tile, W_STRIDE, TILE_R / WARPS),
+        (j0, c.l_base),
+        &|k, _, row, col| {
+            let element = k.mad_lo(row, cfg.k, col);
+            absmax_at(k, &e.weights, element)
+        },
+    );
 }
 
 /// `acc[a][b] += g_tile[jj][row0 + a] · w_tile[jj][col0 + b]` for `jj` ascending.

@@ -30,8 +30,8 @@
 use super::absmax_stage::{AbsmaxStage, NestedWindow};
 use super::code_stage::CodeWindow;
 use super::{
-    both_below, dequant, entry_prologue, load_activation, load_byte, nibble, store_output, Entry,
-    MapCopy, Weights, BACKWARD_GEMV_ENTRY, GEMV_MAX_M, THREADS, WARPS,
+    activation_or_zero, both_below, dequant, entry_prologue, load_byte, nibble, store_output,
+    Entry, MapCopy, Weights, BACKWARD_GEMV_ENTRY, GEMV_MAX_M, THREADS, WARPS,
 };
 use crate::builder::{Float, KernelBuilder, Pred, Reg, SharedArr, F32, U32};
 use crate::ir::CmpOp;
@@ -215,12 +215,7 @@ fn stage_output_grads<T: Float>(
     for (i, &present) in s.present.iter().enumerate() {
         let i = i as u32;
         k.if_then(present, |k| {
-            let value = k.var::<F32>(0.0f32);
-            k.if_then(inside, |k| {
-                let index = k.add(j, i * cfg.n);
-                let v = load_activation(k, e.input, index);
-                k.assign(value, v);
-            });
+            let value = activation_or_zero(k, e.input, inside, |k| k.add(j, i * cfg.n));
             k.st_shared(slot, 4 * (i * ROW_WINDOW) as i32, value);
         });
     }

@@ -32,22 +32,23 @@
 //!
 //! Absmax reads: the tensor-core forwards keep a quad's sliding window of the row's absmax in
 //! registers (`absmax_window`, whole-sector loads); the tensor-core backwards, the backward
-//! GEMV, and the f16/bf16 forward under double quantisation with `k % block ≠ 0`, stage each
-//! code window's absmax in shared memory with the codes (`absmax_stage`: one value per thread
-//! per stage, not one load per lane, row and step; the backward GEMV by plain loads on every
-//! target, its blocks [`backward_gemv_cols`] wide so that a weight row's absmax fill a sector);
-//! the tf32 forward's quads decode four blocks of a row at once under double quantisation with
-//! `k % block = 0`; under double quantisation the tiled tensor-core GEMMs first copy the
-//! 256-entry map to shared memory (one coalesced 1 KiB copy per block, `MapCopy`; the GEMVs
-//! too), so each decode reads only the code byte and the nested absmax from global memory (the
-//! backward GEMV also copies each window's nested absmax, `absmax_stage::NestedWindow`, so its
-//! decodes read only code bytes). Interpreter global load efficiency
-//! (`runtime/tests/nf4_counters.rs`): ≥ 0.9 for the forwards when rows are whole sectors, for
-//! the backward GEMV when `k % 512 = 0` (1.0 with plain absmax, 0.93 under double
-//! quantisation at block 64), and for the tensor-core backwards (256-column tiles,
-//! [`backward_input_cols`]: per weight row 128 code bytes and 16 bytes of one absmax sector at
-//! block 64; tf32 0.95 at `m = 80`); rows off sector boundaries are listed there with their
-//! figures.
+//! GEMV, the CUDA-core forward (`8 · block` columns at a time, `gemm`), and the f16/bf16
+//! forward under double quantisation with `k % block ≠ 0`, stage each code window's absmax in
+//! shared memory with the codes (`absmax_stage`: one value per thread per stage, not one load
+//! per lane, row and step; the GEMV and CUDA-core ones by plain loads on every target, the
+//! backward GEMV's blocks [`backward_gemv_cols`] wide so that a weight row's absmax fill a
+//! sector); the tf32 forward's quads decode four blocks of a row at once under double
+//! quantisation with `k % block = 0`; under double quantisation the tiled tensor-core GEMMs
+//! first copy the 256-entry map to shared memory (one coalesced 1 KiB copy per block,
+//! `MapCopy`; the GEMVs and the CUDA-core forward too), so each decode reads only the code byte
+//! and the nested absmax from global memory (the backward GEMV and the CUDA-core forward also
+//! copy each window's nested absmax, `absmax_stage::NestedWindow`, so their decodes read only
+//! code bytes). Interpreter global load efficiency (`runtime/tests/nf4_counters.rs`): ≥ 0.9
+//! for the forwards when rows are whole sectors, for the backward GEMV when `k % 512 = 0` (1.0
+//! with plain absmax, 0.93 under double quantisation at block 64), and for the tensor-core
+//! backwards (256-column tiles, [`backward_input_cols`]: per weight row 128 code bytes and 16
+//! bytes of one absmax sector at block 64; tf32 0.95 at `m = 80`); rows off sector boundaries
+//! and the CUDA-core backward are listed there with their figures.
 //!
 //! Dequantisation is the host's, bit for bit: `ŵ = NF4_CODE[code] · absmax` (one `mul.rn.f32`),
 //! with `absmax = map[code8] · nested_absmax + offset` (`mul.rn`, `add.rn`: never contracted to
@@ -290,7 +291,8 @@ enum MapAt {
 /// Whether an entry copies the double-quantisation map into shared memory: the tensor-core
 /// GEMMs and the GEMVs do (one coalesced 1 KiB copy per block, then every absmax decode looks
 /// it up in shared memory instead of gathering 4 bytes from a random global sector: a GEMV
-/// warp's 32 decodes could touch 32 sectors); the CUDA-core GEMMs read it from global memory.
+/// warp's 32 decodes could touch 32 sectors), and the CUDA-core forward; the CUDA-core
+/// backward reads it from global memory.
 #[derive(Clone, Copy)]
 enum MapCopy {
     Global,
@@ -519,6 +521,23 @@ fn load_activation<T: Float>(
     let addr = k.elem_addr(ptr, index);
     let v = k.ld_global_nc::<T>(addr, 0);
     k.to_f32(v)
+}
+
+/// Element `index()` of an activation tensor widened to f32 when `inside` (the index formed
+/// only there), else 0.
+fn activation_or_zero<T: Float>(
+    k: &mut KernelBuilder,
+    ptr: GlobalPtr<T>,
+    inside: crate::builder::Pred,
+    index: impl FnOnce(&mut KernelBuilder) -> Reg<U32>,
+) -> Reg<F32> {
+    let value = k.var::<F32>(0.0f32);
+    k.if_then(inside, |k| {
+        let at = index(k);
+        let v = load_activation(k, ptr, at);
+        k.assign(value, v);
+    });
+    value
 }
 
 /// Rounds an f32 result to the output type (nearest even) and stores it at `index`.
