@@ -387,13 +387,14 @@ fn backward_gemv_double_quant_windows() {
     }
 }
 
-/// The CUDA-core forward (f32 without tf32) past its first absmax span: it stages each weight
-/// row's absmax `8 · block` columns (256 to 512) at a time and refills at every span, so
-/// `k` over a span with a ragged last one, `k % block ≠ 0` (blocks spanning rows), double
-/// quantisation (decodes from the shared map and the span's nested absmax) and 64-row tiles of
-/// `n` with a ragged last one.
+/// The CUDA-core tiled GEMMs (f32 without tf32) past their first absmax window: the forward
+/// stages each weight row's absmax `8 · block` columns (256 to 512) at a time and refills at
+/// every span, the backward stages each 32-row slice's absmax of its 256 columns; so `k` over
+/// a span and over a 256-column block with ragged last ones, `k % block ≠ 0` (blocks spanning
+/// rows), double quantisation (decodes from the shared map and the window's nested absmax),
+/// and several 64-row tiles and 32-row slices with ragged last ones.
 #[test]
-fn forward_tiled_across_absmax_spans() {
+fn cuda_core_tiled_across_absmax_windows() {
     for (m, n, k, block, double_quant, seed) in [
         (70, 70, 1100, 64, false, 480),
         (9, 130, 600, 256, true, 481),
@@ -410,6 +411,7 @@ fn forward_tiled_across_absmax_spans() {
             seed,
         };
         run(case, Path::ForwardTiled);
+        run(case, Path::BackwardTiled);
     }
 }
 

@@ -147,7 +147,7 @@ pub fn gemm_launch_config(cfg: &Nf4Config, m: u32) -> LaunchConfig {
 
 /// Launch geometry of `nf4_backward_input`: `(ceil(k / cols), ceil(m / 64))` blocks of
 /// [`gemm_threads`] threads (256; 128 on tf32 tensor cores), `cols` =
-/// [`backward_input_cols`] (256 on tensor cores, else 64).
+/// [`backward_input_cols`] (256).
 pub fn backward_input_launch_config(cfg: &Nf4Config, m: u32) -> LaunchConfig {
     LaunchConfig {
         grid: Dim3::new(
@@ -457,10 +457,10 @@ mod tests {
         assert_eq!(log[4].entry, GEMM_ENTRY);
         assert_eq!(grid(4), Dim3::new(2, 1, 1));
         assert_eq!(log[5].entry, BACKWARD_INPUT_ENTRY); // m = 9
-        assert_eq!(grid(5), Dim3::new(3, 1, 1)); // ceil(130 / 64), ceil(9 / 64)
+        assert_eq!(grid(5), Dim3::new(1, 1, 1)); // ceil(130 / 256), ceil(9 / 64)
         assert_eq!(grid(6), Dim3::new(2, 3, 1)); // m = 130
         assert_eq!(log[7].entry, BACKWARD_INPUT_ENTRY);
-        assert_eq!(grid(7), Dim3::new(3, 3, 1));
+        assert_eq!(grid(7), Dim3::new(1, 3, 1));
         for m in [1, 8, 9, 130] {
             assert_eq!(
                 forward_entry(m),
@@ -482,7 +482,7 @@ mod tests {
         backward_gemv(&cfg, &dev, "", 1, &g_c, &w, &mut g_a).unwrap();
         let log = dev.launches();
         assert_eq!(log[8].entry, BACKWARD_INPUT_ENTRY);
-        assert_eq!(log[8].config.grid, Dim3::new(3, 1, 1));
+        assert_eq!(log[8].config.grid, Dim3::new(1, 1, 1));
         assert_eq!(log[9].entry, BACKWARD_GEMV_ENTRY);
         assert_eq!(log[9].config.grid, Dim3::x(1));
         assert!(log

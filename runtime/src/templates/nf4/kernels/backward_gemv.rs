@@ -31,7 +31,7 @@ use super::absmax_stage::{AbsmaxStage, NestedWindow};
 use super::code_stage::CodeWindow;
 use super::{
     activation_or_zero, both_below, dequant, entry_prologue, load_byte, nibble, store_output,
-    Entry, MapCopy, Weights, BACKWARD_GEMV_ENTRY, GEMV_MAX_M, THREADS, WARPS,
+    Entry, Weights, BACKWARD_GEMV_ENTRY, GEMV_MAX_M, THREADS, WARPS,
 };
 use crate::builder::{Float, KernelBuilder, Pred, Reg, SharedArr, F32, U32};
 use crate::ir::CmpOp;
@@ -94,12 +94,7 @@ pub(super) fn build<T: Float>(cfg: &Nf4Config) -> KernelBuilder {
     // ptxas's own target for 256 threads on sm_90 (40) spills 4 bytes here; 64 still fits
     // four blocks per SM's registers (up to 43 KiB of shared memory each).
     k.max_registers(MAX_REGISTERS);
-    let e = entry_prologue::<T>(
-        &mut k,
-        cfg,
-        ("g_c", "g_a"),
-        MapCopy::Shared { threads: THREADS },
-    );
+    let e = entry_prologue::<T>(&mut k, cfg, ("g_c", "g_a"), THREADS);
     let cols = cols(cfg);
     let g_window = k.shared_array::<F32>("g_window", GEMV_MAX_M * ROW_WINDOW);
     let partial = k.shared_array::<F32>("partial", PARTIAL_WORDS);

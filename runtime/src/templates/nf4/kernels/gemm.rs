@@ -33,7 +33,7 @@ use super::absmax_stage::{AbsmaxStage, NestedWindow};
 use super::code_stage::CodeWindow;
 use super::{
     activation_or_zero, both_below, dequant, entry_prologue, load_byte, nibble, store_output,
-    Entry, MapCopy, GEMM_ENTRY, THREADS, TILE_M, TILE_N, WARPS,
+    Entry, GEMM_ENTRY, THREADS, TILE_M, TILE_N, WARPS,
 };
 use crate::builder::{Float, KernelBuilder, Pred, Reg, SharedArr, F32, U32};
 use crate::ir::CmpOp;
@@ -133,12 +133,7 @@ struct Coords {
 pub(super) fn build<T: Float>(cfg: &Nf4Config) -> KernelBuilder {
     let mut k = KernelBuilder::new(GEMM_ENTRY, cfg.arch);
     k.require_block([THREADS, 1, 1]);
-    let e = entry_prologue::<T>(
-        &mut k,
-        cfg,
-        ("a", "c"),
-        MapCopy::Shared { threads: THREADS },
-    );
+    let e = entry_prologue::<T>(&mut k, cfg, ("a", "c"), THREADS);
     let a_tile = k.shared_array::<F32>("a_tile", TILE_M * STRIDE);
     let w_tile = k.shared_array::<F32>("w_tile", TILE_N * STRIDE);
     let c = coords(&mut k);
@@ -229,26 +224,26 @@ fn stage_weights<T: Float>(
         k,
         (cfg, e),
         (c.warp, c.lane),
-        (w_tile, STRIDE, rows_per_warp),
+        (w_tile, STRIDE, rows_per_warp, TILE_K),
         (c.n_base, l0),
         &|k, step, _, _| window.stage.read(k, &lane, step),
     );
 }
 
-/// The absmax of weight row `row`, column `col` (the `step`-th row of the warp's rows).
-pub(super) type RowAbsmax<'a> =
-    dyn Fn(&mut KernelBuilder, u32, Reg<U32>, Reg<U32>) -> Reg<F32> + 'a;
+/// The absmax at column `col` of the `step`-th of the warp's rows, `col` in the 64-column
+/// group `group` columns into the tile.
+pub(super) type RowAbsmax<'a> = dyn Fn(&mut KernelBuilder, u32, u32, Reg<U32>) -> Reg<F32> + 'a;
 
-/// `w_tile[r][t] = Ŵ[row_base + r, col_base + t]` for `t < 64` (0 outside `W`), rows `stride`
-/// words apart: warp `w` stages rows `rows_per_warp · w ..`, one per step, one packed byte
-/// (two weights) per lane, so each request reads 32 consecutive bytes of a row; the lower
-/// half-warp stores (even, odd), the upper (odd, even): no bank is hit twice. `absmax` gives
-/// each byte's block absmax (read only inside `W`).
+/// `w_tile[r][t] = Ŵ[row_base + r, col_base + t]` for `t < cols` (0 outside `W`), rows
+/// `stride` words apart: warp `w` stages rows `rows_per_warp · w ..`, one per step, each in
+/// groups of 64 columns, one packed byte (two weights) per lane, so each request reads 32
+/// consecutive bytes of a row; the lower half-warp stores (even, odd), the upper (odd, even):
+/// no bank is hit twice. `absmax` gives each byte's block absmax (read only inside `W`).
 pub(super) fn stage_weight_rows<T: Float>(
     k: &mut KernelBuilder,
     (cfg, e): (&Nf4Config, &Entry<T>),
     (warp, lane): (Reg<U32>, Reg<U32>),
-    (w_tile, stride, rows_per_warp): (SharedArr<F32>, u32, u32),
+    (w_tile, stride, rows_per_warp, cols): (SharedArr<F32>, u32, u32, u32),
     (row_base, col_base): (Reg<U32>, Reg<U32>),
     absmax: &RowAbsmax<'_>,
 ) {
@@ -265,18 +260,21 @@ pub(super) fn stage_weight_rows<T: Float>(
     let first_slot = k.shared_elem(w_tile, first_index);
     let second_slot = k.shared_elem(w_tile, second_index);
     let row_first = k.add(row_base, first_row);
-    let col = k.add(col_base, even_col);
+    let lane_col = k.add(col_base, even_col);
     for step in 0..rows_per_warp {
         let row = k.add(row_first, step);
-        let inside = both_below(k, row, cfg.n, col, cfg.k);
-        let [w_even, w_odd] = dequant_pair(k, e, inside, (row, col, cfg.k), &|k| {
-            absmax(k, step, row, col)
-        });
-        let first = k.selp(w_odd, w_even, is_upper);
-        let second = k.selp(w_even, w_odd, is_upper);
-        let offset = 4 * (step * stride) as i32;
-        k.st_shared(first_slot, offset, first);
-        k.st_shared(second_slot, offset, second);
+        for group in (0..cols).step_by(64) {
+            let col = k.add(lane_col, group);
+            let inside = both_below(k, row, cfg.n, col, cfg.k);
+            let [w_even, w_odd] = dequant_pair(k, e, inside, (row, col, cfg.k), &|k| {
+                absmax(k, step, group, col)
+            });
+            let first = k.selp(w_odd, w_even, is_upper);
+            let second = k.selp(w_even, w_odd, is_upper);
+            let offset = 4 * (step * stride + group) as i32;
+            k.st_shared(first_slot, offset, first);
+            k.st_shared(second_slot, offset, second);
+        }
     }
 }
 

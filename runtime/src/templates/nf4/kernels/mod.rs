@@ -40,7 +40,7 @@
 //! sector); the tf32 forward's quads decode four blocks of a row at once under double
 //! quantisation with `k % block = 0`; under double quantisation the tiled tensor-core GEMMs
 //! first copy the 256-entry map to shared memory (one coalesced 1 KiB copy per block,
-//! `MapCopy`; the GEMVs and the CUDA-core forward too), so each decode reads only the code byte
+//! every entry does), so each decode reads only the code byte
 //! and the nested absmax from global memory (the backward GEMV and the CUDA-core forward also
 //! copy each window's nested absmax, `absmax_stage::NestedWindow`, so their decodes read only
 //! code bytes). Interpreter global load efficiency (`runtime/tests/nf4_counters.rs`): ≥ 0.9
@@ -102,8 +102,8 @@ pub const WARPS: u32 = THREADS / 32;
 pub const GEMV_MAX_M: u32 = 8;
 /// Output rows (`W` rows) per GEMV block: one per warp.
 pub const GEMV_ROWS_PER_BLOCK: u32 = WARPS;
-/// Output tile of the tiled GEMMs: `TILE_M × TILE_N` (forward) or `TILE_M × TILE_N` columns of
-/// `K` (backward) per block.
+/// Output tile of the tiled forward: `TILE_M × TILE_N` per block (the backward's is `TILE_M ×`
+/// [`backward_input_cols`]).
 pub const TILE_M: u32 = 64;
 pub const TILE_N: u32 = 64;
 
@@ -176,16 +176,16 @@ pub fn gemm_threads(cfg: &Nf4Config) -> u32 {
     }
 }
 
-/// Columns of `G_A` per block of `nf4_backward_input`: [`TILE_N`], or 256 on tensor cores
-/// (`backward_tc` for f16/bf16, `tc_tf32` for f32: wide tiles read whole sectors of codes and
-/// absmax).
+/// Columns of `G_A` per block of `nf4_backward_input`: 256 on every path (`backward_tc` for
+/// f16/bf16 tensor cores, `tc_tf32` for f32 on tf32, `backward` on CUDA cores: wide tiles
+/// read whole sectors of codes and absmax).
 pub fn backward_input_cols(cfg: &Nf4Config) -> u32 {
     if matches!(cfg.dtype, DType::F16 | DType::BF16) && tensor_cores(cfg) {
         backward_tc::COLS
     } else if tf32_tensor_cores(cfg) {
         tc_tf32::BACKWARD_COLS
     } else {
-        TILE_N
+        backward::COLS
     }
 }
 
@@ -262,7 +262,8 @@ enum AbsmaxSource {
     Plain(GlobalPtr<F32>),
     Double {
         codes: GlobalPtr<U8>,
-        map: MapAt,
+        /// The 256-entry dynamic map, copied to shared memory by the prologue.
+        map: SharedArr<F32>,
         nested: NestedAt,
         offset: Reg<F32>,
     },
@@ -277,28 +278,6 @@ enum NestedAt {
     Shared {
         copy: SharedArr<F32>,
         first: Reg<U32>,
-    },
-}
-
-/// Where double quantisation's 256-entry dynamic map is read from.
-#[derive(Clone, Copy)]
-enum MapAt {
-    Global(GlobalPtr<F32>),
-    /// A copy in shared memory, made by the prologue ([`MapCopy::Shared`]).
-    Shared(SharedArr<F32>),
-}
-
-/// Whether an entry copies the double-quantisation map into shared memory: the tensor-core
-/// GEMMs and the GEMVs do (one coalesced 1 KiB copy per block, then every absmax decode looks
-/// it up in shared memory instead of gathering 4 bytes from a random global sector: a GEMV
-/// warp's 32 decodes could touch 32 sectors), and the CUDA-core forward; the CUDA-core
-/// backward reads it from global memory.
-#[derive(Clone, Copy)]
-enum MapCopy {
-    Global,
-    /// Copied by the block's `threads` threads.
-    Shared {
-        threads: u32,
     },
 }
 
@@ -332,12 +311,16 @@ struct Entry<T: Scalar> {
 }
 
 /// Declares `input, packed, <absmax>, output, m` in that order, then loads them and writes the
-/// NF4 code table (and, per `map_copy`, the double-quantisation map) to shared memory (followed by a barrier, so every later phase may read it).
+/// NF4 code table (and, under double quantisation, the 256-entry map, copied by the block's
+/// `threads` threads) to shared memory, followed by a barrier, so every later phase may read
+/// them. Every entry copies the map: one coalesced 1 KiB copy per block, then each absmax
+/// decode looks it up in shared memory instead of gathering 4 bytes from a random global sector
+/// (a warp's 32 decodes could touch 32 sectors).
 fn entry_prologue<T: Scalar>(
     k: &mut KernelBuilder,
     cfg: &Nf4Config,
     (input, output): (&str, &str),
-    map_copy: MapCopy,
+    threads: u32,
 ) -> Entry<T> {
     declare_index_bound(k, &INDEX_BOUND);
     let params = EntryParams {
@@ -367,10 +350,7 @@ fn entry_prologue<T: Scalar>(
             codes: k.global_ptr(codes),
             map: {
                 let global = k.global_ptr(map);
-                match map_copy {
-                    MapCopy::Global => MapAt::Global(global),
-                    MapCopy::Shared { threads } => MapAt::Shared(copy_map(k, global, threads)),
-                }
+                copy_map(k, global, threads)
             },
             nested: NestedAt::Global(k.global_ptr(nested)),
             offset: k.load_param(offset),
@@ -440,16 +420,8 @@ fn absmax_of(k: &mut KernelBuilder, w: &Weights, block_index: Reg<U32>) -> Reg<F
         } => {
             let code_addr = k.elem_addr(codes, block_index);
             let code = load_byte(k, code_addr);
-            let value = match map {
-                MapAt::Global(map) => {
-                    let at = k.elem_addr(map, code);
-                    k.ld_global_nc::<F32>(at, 0)
-                }
-                MapAt::Shared(map) => {
-                    let at = k.shared_elem(map, code);
-                    k.ld_shared::<F32>(at, 0)
-                }
-            };
+            let at = k.shared_elem(map, code);
+            let value = k.ld_shared::<F32>(at, 0);
             let group = k.shr(block_index, ABSMAX_BLOCK.trailing_zeros());
             let scale = match nested {
                 NestedAt::Global(nested) => {

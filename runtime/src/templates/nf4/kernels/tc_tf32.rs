@@ -39,7 +39,7 @@ use super::absmax_stage::{AbsmaxReader, AbsmaxStage, LaneTile};
 use super::absmax_window::{quad_first_lane, quad_member_lane, AbsmaxWindow};
 use super::code_stage::{CodeRing, CodeStage, CodeWindow};
 use super::tc::absmax_clamped;
-use super::{absmax_at, both_below, dequant, entry_prologue, nibble, Entry, MapCopy, U8};
+use super::{absmax_at, both_below, dequant, entry_prologue, nibble, Entry, U8};
 use super::{BACKWARD_INPUT_ENTRY, GEMM_ENTRY, TILE_M, TILE_N};
 use crate::builder::{KernelBuilder, Reg, F32, U16, U32};
 use crate::ir::{CacheLevel, CmpOp};
@@ -120,10 +120,7 @@ fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
     };
     let mut k = KernelBuilder::new(name, cfg.arch);
     k.require_block([tile::THREADS, 1, 1]);
-    let map_copy = MapCopy::Shared {
-        threads: tile::THREADS,
-    };
-    let e = entry_prologue::<F32>(&mut k, cfg, (input, output), map_copy);
+    let e = entry_prologue::<F32>(&mut k, cfg, (input, output), tile::THREADS);
     let (tid, pos) = WarpPos::of_thread(&mut k);
     let bx = k.ctaid_x();
     let by = k.ctaid_y();
