@@ -22,7 +22,8 @@
 //!   at [`backward_tiled_bound`]).
 //!
 //! Cases below 0.9 for other reasons (rows off sector boundaries, per-row double-quant decodes)
-//! are listed in [`GEMV_GAPS`] and [`TILED_GAPS`] with today's floor and cause.
+//! are listed in [`GEMV_GAPS`], [`TILED_GAPS`] and [`CUDA_CORE_GAPS`] with today's floor and
+//! cause.
 #![cfg(feature = "sim")]
 
 use half::{bf16, f16};
