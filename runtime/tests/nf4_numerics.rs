@@ -356,10 +356,69 @@ fn backward_gemv_ragged_windows_and_columns() {
     }
 }
 
+/// The backward GEMV's staged double-quantisation decodes: several 256-row windows whose
+/// nested absmax start past entry 0 (`first` offset: 600 rows of 32 blocks at block 32 are 75
+/// nested groups, 32 per window), several column blocks with blocks of 256 (2 absmax per row
+/// segment), `k % block ≠ 0` (blocks spanning rows, a 9th slot per row), and 260 rows of
+/// `k = 16448` at block 32, whose window (514 nested entries, over the 512 copied) is not
+/// copied: decodes read the nested absmax from global memory.
+#[test]
+fn backward_gemv_double_quant_windows() {
+    let shapes = [
+        (600, 1024, 32),
+        (520, 2560, 256),
+        (300, 1000, 64),
+        (260, 16448, 32),
+    ];
+    for (si, (n, k, block)) in shapes.into_iter().enumerate() {
+        let dtype = DTYPES[si % 3];
+        run(
+            Case {
+                m: [3, 1, 8, 2][si],
+                n,
+                k,
+                block,
+                double_quant: true,
+                dtype,
+                seed: 470 + si as u64,
+            },
+            Path::Backward,
+        );
+    }
+}
+
+/// The CUDA-core tiled GEMMs (f32 without tf32) past their first absmax window: the forward
+/// stages each weight row's absmax `8 · block` columns (256 to 512) at a time and refills at
+/// every span, the backward stages each 32-row slice's absmax of its 256 columns; so `k` over
+/// a span and over a 256-column block with ragged last ones, `k % block ≠ 0` (blocks spanning
+/// rows), double quantisation (decodes from the shared map and the window's nested absmax),
+/// and several 64-row tiles and 32-row slices with ragged last ones.
+#[test]
+fn cuda_core_tiled_across_absmax_windows() {
+    for (m, n, k, block, double_quant, seed) in [
+        (70, 70, 1100, 64, false, 480),
+        (9, 130, 600, 256, true, 481),
+        (33, 40, 530, 32, true, 482),
+        (65, 300, 1024, 128, false, 483),
+    ] {
+        let case = Case {
+            m,
+            n,
+            k,
+            block,
+            double_quant,
+            dtype: DType::F32,
+            seed,
+        };
+        run(case, Path::ForwardTiled);
+        run(case, Path::BackwardTiled);
+    }
+}
+
 /// Past the first window: the forward GEMV walks `k` in windows of 1024 columns, so
 /// `k = 2·1024 + 38` takes three trips with a ragged last one (a kernel that forgets a window's
-/// start column, or stages past `k`, fails here); the backward GEMV on the same `k` spans 33
-/// column blocks and two 256-row windows of `G_C` (`n = 300`, ragged).
+/// start column, or stages past `k`, fails here); the backward GEMV on the same `k` spans 5
+/// column blocks of 512 and two 256-row windows of `G_C` (`n = 300`, ragged).
 #[test]
 fn gemv_past_the_first_window() {
     for (i, dtype) in DTYPES.into_iter().enumerate() {

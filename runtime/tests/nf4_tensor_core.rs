@@ -123,10 +123,10 @@ fn assert_tensor_core_path(log: &[LaunchRecord], what: &str) {
 /// whole sectors (`k % 64 = 0`: activation rows of `2k` bytes, packed rows of `k / 2`): the
 /// activations and codes by whole-chunk `cp.async`, the absmax by the two-sector window (an
 /// absmax array under a sector cannot fill one, so not for tiny weights). The backward's
-/// figure depends on `m` and the block size (its staged absmax use 4 to 32 bytes of a sector
-/// per weight row per tile): `nf4_counters.rs` holds it to 0.9 (f16/bf16, 256-column tiles) or
-/// to the arithmetic bound of the tf32 path's 64-column tiles, together with the figures for
-/// rows off sector boundaries.
+/// figure depends on `m` and the block size (its staged absmax use 8 to 32 bytes of a sector
+/// per weight row per 256-column tile): `nf4_counters.rs` holds it to 0.9 (f16/bf16) or to the
+/// arithmetic bound of the tf32 path's tiles, together with the figures for rows off sector
+/// boundaries.
 fn assert_whole_sector_loads(log: &[LaunchRecord], cfg: &Nf4Config, what: &str) {
     assert!(!cfg.double_quant, "{what}: not a whole-sector shape");
     if !cfg.k.is_multiple_of(64) {

@@ -22,7 +22,7 @@ use half::{bf16, f16};
 
 use super::format::{Nf4DoubleQuant, Nf4Weights, DYNAMIC_MAP_LEN};
 use super::kernels::{
-    backward_input_cols, gemm_threads, BACKWARD_GEMV_COLS, BACKWARD_GEMV_ENTRY,
+    backward_gemv_cols, backward_input_cols, gemm_threads, BACKWARD_GEMV_ENTRY,
     BACKWARD_INPUT_ENTRY, GEMM_ENTRY, GEMV_ENTRY, GEMV_MAX_M, GEMV_ROWS_PER_BLOCK, THREADS, TILE_M,
     TILE_N,
 };
@@ -147,7 +147,7 @@ pub fn gemm_launch_config(cfg: &Nf4Config, m: u32) -> LaunchConfig {
 
 /// Launch geometry of `nf4_backward_input`: `(ceil(k / cols), ceil(m / 64))` blocks of
 /// [`gemm_threads`] threads (256; 128 on tf32 tensor cores), `cols` =
-/// [`backward_input_cols`] (256 on f16/bf16 tensor cores, else 64).
+/// [`backward_input_cols`] (256).
 pub fn backward_input_launch_config(cfg: &Nf4Config, m: u32) -> LaunchConfig {
     LaunchConfig {
         grid: Dim3::new(
@@ -160,11 +160,11 @@ pub fn backward_input_launch_config(cfg: &Nf4Config, m: u32) -> LaunchConfig {
     }
 }
 
-/// Launch geometry of `nf4_backward_gemv`: `ceil(k / 64)` blocks of 256 threads (64 columns of
-/// `G_A` per block).
+/// Launch geometry of `nf4_backward_gemv`: `ceil(k / cols)` blocks of 256 threads, `cols` =
+/// [`backward_gemv_cols`] columns of `G_A` per block (512 at block 64).
 pub fn backward_gemv_launch_config(cfg: &Nf4Config) -> LaunchConfig {
     LaunchConfig {
-        grid: Dim3::x(cfg.k.div_ceil(BACKWARD_GEMV_COLS)),
+        grid: Dim3::x(cfg.k.div_ceil(backward_gemv_cols(cfg))),
         block: Dim3::x(THREADS),
         dynamic_shared_bytes: 0,
     }
@@ -451,16 +451,16 @@ mod tests {
         assert_eq!(log[0].entry, GEMV_ENTRY);
         assert_eq!(grid(0), Dim3::x(9)); // ceil(70 / 8)
         assert_eq!(log[1].entry, BACKWARD_GEMV_ENTRY);
-        assert_eq!(grid(1), Dim3::x(3)); // ceil(130 / 64)
+        assert_eq!(grid(1), Dim3::x(1)); // 256 columns per block: all k = 130 reaches
         assert_eq!(log[2].entry, GEMV_ENTRY);
         assert_eq!(log[3].entry, BACKWARD_GEMV_ENTRY); // m = 8
         assert_eq!(log[4].entry, GEMM_ENTRY);
         assert_eq!(grid(4), Dim3::new(2, 1, 1));
         assert_eq!(log[5].entry, BACKWARD_INPUT_ENTRY); // m = 9
-        assert_eq!(grid(5), Dim3::new(3, 1, 1)); // ceil(130 / 64), ceil(9 / 64)
+        assert_eq!(grid(5), Dim3::new(1, 1, 1)); // ceil(130 / 256), ceil(9 / 64)
         assert_eq!(grid(6), Dim3::new(2, 3, 1)); // m = 130
         assert_eq!(log[7].entry, BACKWARD_INPUT_ENTRY);
-        assert_eq!(grid(7), Dim3::new(3, 3, 1));
+        assert_eq!(grid(7), Dim3::new(1, 3, 1));
         for m in [1, 8, 9, 130] {
             assert_eq!(
                 forward_entry(m),
@@ -482,9 +482,9 @@ mod tests {
         backward_gemv(&cfg, &dev, "", 1, &g_c, &w, &mut g_a).unwrap();
         let log = dev.launches();
         assert_eq!(log[8].entry, BACKWARD_INPUT_ENTRY);
-        assert_eq!(log[8].config.grid, Dim3::new(3, 1, 1));
+        assert_eq!(log[8].config.grid, Dim3::new(1, 1, 1));
         assert_eq!(log[9].entry, BACKWARD_GEMV_ENTRY);
-        assert_eq!(log[9].config.grid, Dim3::x(3));
+        assert_eq!(log[9].config.grid, Dim3::x(1));
         assert!(log
             .iter()
             .all(|l| l.config.block == Dim3::x(THREADS) && l.args.len() == 5));

@@ -25,9 +25,10 @@
 //! fetches its own 32-byte sector once `k / block ≥ 8`.
 
 use super::code_stage::CodeWindow;
-use super::{absmax_of, AbsmaxSource, Entry};
+use super::{absmax_of, AbsmaxSource, Entry, NestedAt, Weights};
 use crate::builder::{KernelBuilder, Reg, Scalar, SharedArr, F32, U32};
 use crate::ir::CmpOp;
+use crate::templates::nf4::format::ABSMAX_BLOCK;
 use crate::templates::nf4::Nf4Config;
 use crate::templates::staging::copy_piece;
 
@@ -49,6 +50,9 @@ pub(super) struct AbsmaxStage {
     /// This thread's staged row `t / per_row` (of the first pass) and value `t mod per_row`.
     row: Reg<U32>,
     value: Reg<U32>,
+    /// Plain absmax by `cp.async` in the stage's group, or (the backward GEMV, on every
+    /// target) by `ld.global` and `st.shared` ([`Self::loaded`]).
+    cp_async: bool,
 }
 
 impl AbsmaxStage {
@@ -74,6 +78,16 @@ impl AbsmaxStage {
             threads,
             row: k.shr(tid, per_row.trailing_zeros()),
             value: k.and(tid, per_row - 1),
+            cp_async: true,
+        }
+    }
+
+    /// Plain absmax loaded and stored by the thread instead of copied by `cp.async` (for
+    /// targets without it; the barrier that publishes the slot covers the stores).
+    pub fn loaded(self) -> Self {
+        Self {
+            cp_async: false,
+            ..self
         }
     }
 
@@ -104,13 +118,7 @@ impl AbsmaxStage {
     }
 
     /// Copies (or decodes) the absmax of code window `w` into slot `slot` (this thread's value).
-    pub fn fill<T: Scalar>(
-        &self,
-        k: &mut KernelBuilder,
-        e: &Entry<T>,
-        w: &CodeWindow,
-        slot: Reg<U32>,
-    ) {
+    pub fn fill(&self, k: &mut KernelBuilder, weights: &Weights, w: &CodeWindow, slot: Reg<U32>) {
         k.comment("stage the tile's absmax: one value per thread");
         let values = self.rows * self.per_row;
         let rows_per_pass = self.threads / self.per_row;
@@ -121,21 +129,21 @@ impl AbsmaxStage {
                 k.add(self.row, pass * rows_per_pass)
             };
             if values.is_multiple_of(self.threads) {
-                self.stage_value(k, e, w, (slot, row));
+                self.stage_value(k, weights, w, (slot, row));
             } else {
                 // Threads past the slot's rows (whole warps) stage nothing.
                 let staged = k.setp_lt(row, self.rows);
-                k.if_then(staged, |k| self.stage_value(k, e, w, (slot, row)));
+                k.if_then(staged, |k| self.stage_value(k, weights, w, (slot, row)));
             }
         }
     }
 
     /// This thread's value of [`Self::fill`] in staged row `row`: block `b0(j) + value` of row
     /// `j = j0 + row`.
-    fn stage_value<T: Scalar>(
+    fn stage_value(
         &self,
         k: &mut KernelBuilder,
-        e: &Entry<T>,
+        weights: &Weights,
         w: &CodeWindow,
         (slot, row): (Reg<U32>, Reg<U32>),
     ) {
@@ -153,12 +161,12 @@ impl AbsmaxStage {
         let at = k.mad_lo(row, self.row_words, self.value);
         let base = self.slot(k, slot);
         let dst = k.mad_lo(at, 4u32, base);
-        match e.weights.absmax {
-            AbsmaxSource::Plain(absmax) => copy_piece(k, absmax, b, ok, dst, 1),
-            AbsmaxSource::Double { .. } => {
+        match weights.absmax {
+            AbsmaxSource::Plain(absmax) if self.cp_async => copy_piece(k, absmax, b, ok, dst, 1),
+            _ => {
                 let v = k.var::<F32>(0.0f32);
                 k.if_then(ok, |k| {
-                    let decoded = absmax_of(k, &e.weights, b);
+                    let decoded = absmax_of(k, weights, b);
                     k.assign(v, decoded);
                 });
                 k.st_shared(dst, 0, v);
@@ -220,6 +228,24 @@ impl AbsmaxStage {
     /// The staged absmax of row `lane_j + r`, column `col` (zero for rows past `n`).
     pub fn read(&self, k: &mut KernelBuilder, lane: &LaneTile, r: u32) -> Reg<F32> {
         self.read_columns(k, lane, r, &[0])[0]
+    }
+
+    /// The staged absmax of row `lane_j + r` at column `col + offset`, for tiles whose first
+    /// column `l0` is a multiple of `block`, a lane's `col < l0 + 64` and `offset` a multiple of
+    /// 64 (so with `k % block = 0` the block is `offset / block` slots right of `col`'s: the
+    /// tf32 backward's B tiles side by side).
+    pub fn read_offset(
+        &self,
+        k: &mut KernelBuilder,
+        lane: &LaneTile,
+        r: u32,
+        offset: u32,
+    ) -> Reg<F32> {
+        if lane.elem.is_some() {
+            return self.read_columns(k, lane, r, &[offset])[0];
+        }
+        let word = self.row_words * r + (offset >> self.block_shift);
+        k.ld_shared::<F32>(lane.at, (4 * word) as i32)
     }
 
     /// The staged absmax of row `lane_j + r` at columns `col + offset` for each of `offsets`.
@@ -288,4 +314,96 @@ pub(super) struct AbsmaxReader {
     /// With `k % block = 0`: the lane's word in every staged tile, `row_words · lane_row + col /
     /// block − l0 / block`.
     aligned: Option<Reg<U32>>,
+}
+
+/// Double quantisation's nested absmax for a window of staged rows, copied to shared memory
+/// once per window, so that the window's decodes ([`AbsmaxStage::fill`]) read only their code
+/// bytes from global memory (each row's nested absmax, 4 bytes, would otherwise fetch a sector
+/// of its own). Rows `j0 .. j0 + rows` of tiles `cols` wide reach blocks `b0(j0) ..= b0(j0) +
+/// span` with `span ≤ ((rows − 1)·k + cols − 1) / block + 1`, so the nested entries
+/// `b0(j0) / 256 ..` of at most `(span + 1) / 256 + 2` words ([`Self::new`]).
+pub(super) struct NestedWindow {
+    copy: SharedArr<F32>,
+    words: u32,
+    /// Nested absmax in the tensor (`Nf4Config::absmax_blocks`): copies stop there.
+    len: u32,
+    k: u32,
+    block_shift: u32,
+}
+
+impl NestedWindow {
+    /// The widest window copied (2 KiB); beyond it (`k` past about 500 nested groups, e.g.
+    /// 32 K columns at block 64) decodes keep reading the nested absmax from global memory.
+    const MAX_WORDS: u32 = 512;
+
+    /// The window for `rows` staged rows of tiles `cols` wide, under double quantisation when
+    /// it fits [`Self::MAX_WORDS`].
+    pub fn new(k: &mut KernelBuilder, cfg: &Nf4Config, rows: u32, cols: u32) -> Option<Self> {
+        let span = ((u64::from(rows) - 1) * u64::from(cfg.k) + u64::from(cols) - 1)
+            / u64::from(cfg.block)
+            + 1;
+        let words = (span + 1) / ABSMAX_BLOCK as u64 + 2;
+        (cfg.double_quant && words <= u64::from(Self::MAX_WORDS)).then(|| Self {
+            copy: k.shared_array::<F32>("nested_window", words as u32),
+            words: words as u32,
+            len: cfg.absmax_blocks() as u32,
+            k: cfg.k,
+            block_shift: cfg.block.trailing_zeros(),
+        })
+    }
+
+    /// Copies code window `w`'s nested absmax, `threads` consecutive entries per step by the
+    /// block's `tid` (the caller synchronises before the decodes), and returns `weights`
+    /// reading them there.
+    pub fn fill(
+        &self,
+        k: &mut KernelBuilder,
+        weights: &Weights,
+        w: &CodeWindow,
+        (tid, threads): (Reg<U32>, u32),
+    ) -> Weights {
+        let AbsmaxSource::Double {
+            codes,
+            map,
+            nested: NestedAt::Global(nested),
+            offset,
+        } = weights.absmax
+        else {
+            unreachable!("a nested window is made only under double quantisation");
+        };
+        k.comment("nested absmax of the window -> shared memory");
+        let l0 = k.shl(w.byte0, 1u32);
+        let start = k.mad_lo(w.row0, self.k, l0);
+        let b0 = k.shr(start, self.block_shift);
+        let first = k.shr(b0, ABSMAX_BLOCK.trailing_zeros());
+        for pass in 0..self.words.div_ceil(threads) {
+            let t = k.add(tid, pass * threads);
+            let index = k.add(first, t);
+            let in_window = k.setp_lt(t, self.words);
+            let exists = k.setp_lt(index, self.len);
+            let ok = k.and_pred(in_window, exists);
+            let v = k.var::<F32>(0.0f32);
+            k.if_then(ok, |k| {
+                let at = k.elem_addr(nested, index);
+                let loaded = k.ld_global_nc::<F32>(at, 0);
+                k.assign(v, loaded);
+            });
+            k.if_then(in_window, |k| {
+                let to = k.shared_elem(self.copy, t);
+                k.st_shared(to, 0, v);
+            });
+        }
+        Weights {
+            absmax: AbsmaxSource::Double {
+                codes,
+                map,
+                nested: NestedAt::Shared {
+                    copy: self.copy,
+                    first,
+                },
+                offset,
+            },
+            ..*weights
+        }
+    }
 }

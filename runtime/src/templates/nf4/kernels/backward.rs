@@ -1,37 +1,52 @@
-//! Backward with respect to the input: `G_A[i, l] = Σ_j G_C[i, j] · Ŵ[j, l]` (any `m`).
+//! Backward with respect to the input on CUDA cores: `G_A[i, l] = Σ_j G_C[i, j] · Ŵ[j, l]`
+//! (any `m`).
 //!
-//! A block of 256 threads computes a 64 × 64 tile of `G_A` (rows `i`, columns `l`), stepping
-//! over the reduction index `j` in slices of [`TILE_R`] = 32. Per slice it stages
-//! `G_C[i0.., j0..]` *transposed* (`g_tile[j][i]`, row stride [`G_STRIDE`] = 68 words) and the
-//! dequantised `Ŵ[j0.., l0..]` as it lies (`w_tile[j][l]`, stride 64), then takes one outer
-//! product per `j`: each thread owns rows `i = 16·wm + 4·lm + a` and columns
-//! `l = 32·wn + 4·ln + b` (`a, b < 4`) and reads one 16-byte vector from each tile per `j`.
+//! A block of 256 threads computes a 64 × [`COLS`] = 64 × 256 tile of `G_A` (rows `i`, columns
+//! `l`), stepping over the reduction index `j` in slices of [`TILE_R`] = 32. Per slice it
+//! stages the slice's absmax of the block's columns (`absmax_stage`: a weight row's 256
+//! columns reach `256 / block` absmax, 16 bytes of one sector at block 64, read by consecutive
+//! threads; under double quantisation decoded from the shared map copy and the slice's nested
+//! absmax), synchronises, stages `G_C[i0.., j0..]` as it lies (`g_tile[i][j]`, row stride
+//! [`G_STRIDE`] = 36 words: a warp reads 32 consecutive `j` of one row per request, whole
+//! sectors) and the dequantised `Ŵ[j0.., l0..]` (`w_tile[j][l]`, stride 256: a warp reads 32
+//! packed bytes of a row per request), synchronises, and multiplies: each thread owns rows
+//! `i = 16·wm + 4·lm + a` and columns `l = 128·wn + 32·q + 4·ln + b` (`a, b, q < 4`), and per
+//! four `j` reads four 16-byte vectors of `g_tile` (its rows, four `j` each) and sixteen of
+//! `w_tile` (its columns, per `j`) for 256 FMAs.
 //!
-//! Bank conflicts (one wavefront per shared request):
-//! - inner loop: a warp reads 16 consecutive words of `g_tile` and 32 of `w_tile`;
-//! - staging `G_C`: a warp request covers 8 consecutive `j` × 4 consecutive `i`; with
-//!   `G_STRIDE ≡ 4 (mod 32)` the words `68·j + i ≡ 4·j + i` hit 32 distinct banks, and the global
-//!   reads are 32-byte row segments;
+//! Bank conflicts (one wavefront per shared request, wide accesses per phase):
+//! - inner loop: a phase's 8 lanes (one `lm`) read one row of `g_tile` (a broadcast) and 32
+//!   consecutive words of a `w_tile` row;
+//! - staging `G_C`: a warp writes 32 consecutive words of one row;
 //! - staging `Ŵ`: one row of 64 weights per request, even/odd store order swapped between the
-//!   half-warps (as in the forward GEMM).
+//!   half-warps (as in the forward GEMM); staged absmax: consecutive words.
 //!
 //! The sum over `j` runs in ascending order (deterministic; no atomics).
 
-use super::gemm::dequant_pair;
+use super::absmax_stage::{AbsmaxStage, NestedWindow};
+use super::code_stage::CodeWindow;
+use super::gemm::stage_weight_rows;
 use super::{
-    both_below, entry_prologue, load_activation, store_output, Entry, MapCopy,
-    BACKWARD_INPUT_ENTRY, THREADS, TILE_M, TILE_N, WARPS,
+    activation_or_zero, both_below, entry_prologue, store_output, Entry, BACKWARD_INPUT_ENTRY,
+    THREADS, TILE_M, WARPS,
 };
 use crate::builder::{Float, KernelBuilder, Reg, SharedArr, F32, U32};
-use crate::ir::CmpOp;
 use crate::templates::nf4::Nf4Config;
 
+/// Columns of `G_A` per block: a weight row's 128 packed bytes (four sectors) and its absmax
+/// of them (one sector up to 8 values) per slice.
+pub const COLS: u32 = 256;
 /// The reduction (`n`) slice staged per step.
 pub const TILE_R: u32 = 32;
-/// Row stride of the transposed `G_C` tile in words (`≡ 4 mod 32`, a multiple of 4).
-pub const G_STRIDE: u32 = TILE_M + 4;
+/// Row stride of the `G_C` tile in words (`≡ 4 mod 32`, a multiple of 4).
+pub const G_STRIDE: u32 = TILE_R + 4;
 /// Row stride of the weight tile in words.
-pub const W_STRIDE: u32 = TILE_N;
+pub const W_STRIDE: u32 = COLS;
+/// Column vectors (4 wide, 32 apart) per thread.
+const COL_VECTORS: u32 = 4;
+
+/// A thread's accumulators: `acc[a][q][b]` for row `row0 + a`, column `col0 + 32q + b`.
+type Accumulators = [[[Reg<F32>; 4]; COL_VECTORS as usize]; 4];
 
 struct Coords {
     tid: Reg<U32>,
@@ -40,24 +55,47 @@ struct Coords {
     /// First `G_A` row / column of the block's tile.
     m_base: Reg<U32>,
     l_base: Reg<U32>,
-    /// Micro-tile origin within the tile: rows `row0 .. row0 + 4`, columns `col0 .. col0 + 4`.
+    /// Micro-tile origin within the tile: rows `row0 .. row0 + 4`, columns `col0 + 32q ..`.
     row0: Reg<U32>,
     col0: Reg<U32>,
 }
 
-/// Builds the `nf4_backward_input` entry. Grid: `(ceil(k / 64), ceil(m / 64))` blocks of 256
+/// Builds the `nf4_backward_input` entry. Grid: `(ceil(k / 256), ceil(m / 64))` blocks of 256
 /// threads; static shared memory only.
 pub(super) fn build<T: Float>(cfg: &Nf4Config) -> KernelBuilder {
     let mut k = KernelBuilder::new(BACKWARD_INPUT_ENTRY, cfg.arch);
     k.require_block([THREADS, 1, 1]);
-    let e = entry_prologue::<T>(&mut k, cfg, ("g_c", "g_a"), MapCopy::Global);
-    let g_tile = k.shared_array::<F32>("g_tile", TILE_R * G_STRIDE);
+    let e = entry_prologue::<T>(&mut k, cfg, ("g_c", "g_a"), THREADS);
+    let g_tile = k.shared_array::<F32>("g_tile", TILE_M * G_STRIDE);
     let w_tile = k.shared_array::<F32>("w_tile", TILE_R * W_STRIDE);
     let c = coords(&mut k);
-    let acc: [[Reg<F32>; 4]; 4] = std::array::from_fn(|_| std::array::from_fn(|_| k.var(0.0f32)));
+    let per_row = AbsmaxStage::per_row(cfg, COLS);
+    let absmax = AbsmaxStage::new(
+        &mut k,
+        (cfg, &e, COLS),
+        (1, TILE_R, per_row),
+        (c.tid, THREADS),
+    )
+    .loaded();
+    let nested = NestedWindow::new(&mut k, cfg, TILE_R.min(cfg.n), COLS);
+    let slot = k.var::<U32>(0u32);
+    let acc: Accumulators =
+        std::array::from_fn(|_| std::array::from_fn(|_| std::array::from_fn(|_| k.var(0.0f32))));
+    let byte0 = k.shr(c.l_base, 1u32);
     k.for_range(0u32, cfg.n, TILE_R, |k, j0| {
+        let window = CodeWindow { row0: j0, byte0 };
+        let weights = match &nested {
+            Some(nested) => {
+                let weights = nested.fill(k, &e.weights, &window, (c.tid, THREADS));
+                k.bar_sync();
+                weights
+            }
+            None => e.weights,
+        };
+        absmax.fill(k, &weights, &window, slot);
+        k.bar_sync();
         stage_output_grads(k, cfg, &e, &c, g_tile, j0);
-        stage_weights(k, cfg, &e, &c, w_tile, j0);
+        stage_weights(k, (cfg, &e), &c, w_tile, (j0, &absmax, slot));
         k.bar_sync();
         outer_products(k, &c, g_tile, w_tile, &acc);
         k.bar_sync();
@@ -72,7 +110,7 @@ fn coords(k: &mut KernelBuilder) -> Coords {
     let lane = k.and(tid, 31u32);
     let (bx, by) = (k.ctaid_x(), k.ctaid_y());
     let m_base = k.mul_lo(by, TILE_M);
-    let l_base = k.mul_lo(bx, TILE_N);
+    let l_base = k.mul_lo(bx, COLS);
     let wm = k.shr(warp, 1u32);
     let wn = k.and(warp, 1u32);
     let lm = k.shr(lane, 3u32);
@@ -80,7 +118,7 @@ fn coords(k: &mut KernelBuilder) -> Coords {
     let lm4 = k.shl(lm, 2u32);
     let ln4 = k.shl(ln, 2u32);
     let row0 = k.mad_lo(wm, 16u32, lm4);
-    let col0 = k.mad_lo(wn, 32u32, ln4);
+    let col0 = k.mad_lo(wn, COLS / 2, ln4);
     Coords {
         tid,
         warp,
@@ -92,8 +130,8 @@ fn coords(k: &mut KernelBuilder) -> Coords {
     }
 }
 
-/// `g_tile[jj][ii] = G_C[m_base + ii, j0 + jj]` (0 outside `G_C`). Element `p = 256·s + tid` of
-/// the slice is `jj = 8·(s / 2) + p mod 8`, `ii = 32·(s mod 2) + tid / 8`.
+/// `g_tile[ii][jj] = G_C[m_base + ii, j0 + jj]` (0 outside `G_C`): warp `w` stages rows
+/// `8w .. 8w + 8`, lane = `jj`, so each request reads 32 consecutive elements of a row.
 fn stage_output_grads<T: Float>(
     k: &mut KernelBuilder,
     cfg: &Nf4Config,
@@ -102,110 +140,103 @@ fn stage_output_grads<T: Float>(
     g_tile: SharedArr<F32>,
     j0: Reg<U32>,
 ) {
-    k.comment("stage G_C[m0.., j0..] transposed, as f32");
-    let jj = k.and(c.tid, 7u32);
-    let ii = k.shr(c.tid, 3u32);
-    let slot_index = k.mad_lo(jj, G_STRIDE, ii);
+    k.comment("stage G_C[m0.., j0..] as f32");
+    let rows_per_warp = TILE_M / WARPS;
+    let first_row = k.mul_lo(c.warp, rows_per_warp);
+    let slot_index = k.mad_lo(first_row, G_STRIDE, c.lane);
     let slot = k.shared_elem(g_tile, slot_index);
-    let m_lo = k.add(c.m_base, ii);
-    let j_lo = k.add(j0, jj);
-    for s in 0..TILE_R * TILE_M / THREADS {
-        let (j_step, i_step) = (8 * (s / 2), 32 * (s % 2));
-        let m = k.add(m_lo, i_step);
-        let j = k.add(j_lo, j_step);
+    let m0 = k.add(c.m_base, first_row);
+    let j = k.add(j0, c.lane);
+    for r in 0..rows_per_warp {
+        let m = k.add(m0, r);
         let inside = both_below(k, m, e.m, j, cfg.n);
-        let value = k.var::<F32>(0.0f32);
-        k.if_then(inside, |k| {
-            let index = k.mad_lo(m, cfg.n, j);
-            let v = load_activation(k, e.input, index);
-            k.assign(value, v);
-        });
-        let offset = 4 * (j_step * G_STRIDE + i_step) as i32;
-        k.st_shared(slot, offset, value);
+        let value = activation_or_zero(k, e.input, inside, |k| k.mad_lo(m, cfg.n, j));
+        k.st_shared(slot, 4 * (r * G_STRIDE) as i32, value);
     }
 }
 
-/// `w_tile[jj][t] = Ŵ[j0 + jj, l_base + t]` (0 outside `W`); warp `w` stages rows
-/// `4w .. 4w + 4`, one per request, one packed byte (two weights) per lane.
+/// `w_tile[jj][t] = Ŵ[j0 + jj, l_base + t]` (0 outside `W`), each byte's absmax from the
+/// slice's staged absmax ([`stage_weight_rows`]).
 fn stage_weights<T: Float>(
     k: &mut KernelBuilder,
-    cfg: &Nf4Config,
-    e: &Entry<T>,
+    (cfg, e): (&Nf4Config, &Entry<T>),
     c: &Coords,
     w_tile: SharedArr<F32>,
-    j0: Reg<U32>,
+    (j0, absmax, slot): (Reg<U32>, &AbsmaxStage, Reg<U32>),
 ) {
     k.comment("stage dequantised W[j0.., l0..]");
     let rows_per_warp = TILE_R / WARPS;
-    let upper = k.shr(c.lane, 4u32);
-    let is_upper = k.setp(CmpOp::Ne, upper, 0u32);
+    let warp_row = k.mul_lo(c.warp, rows_per_warp);
     let even_col = k.shl(c.lane, 1u32);
-    // Lower half-warp stores (even, odd), upper half-warp (odd, even): no bank is hit twice.
-    let first_col = k.add(even_col, upper);
-    let odd_col = k.add(even_col, 1u32);
-    let second_col = k.sub(odd_col, upper);
-    let first_row = k.mul_lo(c.warp, rows_per_warp);
-    let row_slot = k.mul_lo(first_row, W_STRIDE);
-    let first_index = k.add(row_slot, first_col);
-    let second_index = k.add(row_slot, second_col);
-    let first_slot = k.shared_elem(w_tile, first_index);
-    let second_slot = k.shared_elem(w_tile, second_index);
-    let j_first = k.add(j0, first_row);
     let col = k.add(c.l_base, even_col);
-    for r in 0..rows_per_warp {
-        let j = k.add(j_first, r);
-        let inside = both_below(k, j, cfg.n, col, cfg.k);
-        let [w_even, w_odd] = dequant_pair(k, cfg, e, inside, j, col);
-        let first = k.selp(w_odd, w_even, is_upper);
-        let second = k.selp(w_even, w_odd, is_upper);
-        let offset = 4 * (r * W_STRIDE) as i32;
-        k.st_shared(first_slot, offset, first);
-        k.st_shared(second_slot, offset, second);
-    }
+    let reader = absmax.reader(k, c.l_base, col, warp_row);
+    let base = absmax.slot(k, slot);
+    let lane_j = k.add(j0, warp_row);
+    let lane = absmax.lane_tile(k, &reader, base, lane_j);
+    stage_weight_rows(
+        k,
+        (cfg, e),
+        (c.warp, c.lane),
+        (w_tile, W_STRIDE, rows_per_warp, COLS),
+        (j0, c.l_base),
+        &|k, step, group, _| absmax.read_offset(k, &lane, step, group),
+    );
 }
 
-/// `acc[a][b] += g_tile[jj][row0 + a] · w_tile[jj][col0 + b]` for `jj` ascending.
+/// `acc[a][q][b] += g_tile[row0 + a][jj] · w_tile[jj][col0 + 32q + b]` for `jj` ascending.
 fn outer_products(
     k: &mut KernelBuilder,
     c: &Coords,
     g_tile: SharedArr<F32>,
     w_tile: SharedArr<F32>,
-    acc: &[[Reg<F32>; 4]; 4],
+    acc: &Accumulators,
 ) {
-    k.comment("outer products over the staged slice (4x4 register tile per thread)");
-    let g_frag = k.shared_elem(g_tile, c.row0);
+    k.comment("outer products over the staged slice (4 x 16 register tile per thread)");
+    let g_index = k.mul_lo(c.row0, G_STRIDE);
+    let g_frag = k.shared_elem(g_tile, g_index);
     let w_frag = k.shared_elem(w_tile, c.col0);
-    for jj in 0..TILE_R as i32 {
-        let g = k.ld_shared_v4::<F32>(g_frag, 4 * jj * G_STRIDE as i32);
-        let w = k.ld_shared_v4::<F32>(w_frag, 4 * jj * W_STRIDE as i32);
-        for (a, row) in acc.iter().enumerate() {
-            for (b, &cell) in row.iter().enumerate() {
-                k.fma_into(cell, g[a], w[b], cell);
+    for quad in 0..TILE_R / 4 {
+        let g: [[Reg<F32>; 4]; 4] = std::array::from_fn(|a| {
+            let offset = 4 * (a as u32 * G_STRIDE + 4 * quad);
+            k.ld_shared_v4::<F32>(g_frag, offset as i32)
+        });
+        for t in 0..4 {
+            let jj = 4 * quad + t;
+            for q in 0..COL_VECTORS {
+                let offset = 4 * (jj * W_STRIDE + 32 * q);
+                let w = k.ld_shared_v4::<F32>(w_frag, offset as i32);
+                for (a, row) in acc.iter().enumerate() {
+                    for (b, &cell) in row[q as usize].iter().enumerate() {
+                        k.fma_into(cell, g[a][t as usize], w[b], cell);
+                    }
+                }
             }
         }
     }
 }
 
-/// `G_A[m_base + row0 + a, l_base + col0 + b] = acc[a][b]` where inside `G_A`.
+/// `G_A[m_base + row0 + a, l_base + col0 + 32q + b] = acc[a][q][b]` where inside `G_A`.
 fn store_tile<T: Float>(
     k: &mut KernelBuilder,
     cfg: &Nf4Config,
     e: &Entry<T>,
     c: &Coords,
-    acc: &[[Reg<F32>; 4]; 4],
+    acc: &Accumulators,
 ) {
     k.comment("store the G_A tile");
     let m0 = k.add(c.m_base, c.row0);
     let l0 = k.add(c.l_base, c.col0);
     for (a, row) in acc.iter().enumerate() {
         let m = k.add(m0, a as u32);
-        for (b, &cell) in row.iter().enumerate() {
-            let l = k.add(l0, b as u32);
-            let inside = both_below(k, m, e.m, l, cfg.k);
-            k.if_then(inside, |k| {
-                let index = k.mad_lo(m, cfg.k, l);
-                store_output(k, e.output, index, cell);
-            });
+        for (q, vector) in row.iter().enumerate() {
+            for (b, &cell) in vector.iter().enumerate() {
+                let l = k.add(l0, 32 * q as u32 + b as u32);
+                let inside = both_below(k, m, e.m, l, cfg.k);
+                k.if_then(inside, |k| {
+                    let index = k.mad_lo(m, cfg.k, l);
+                    store_output(k, e.output, index, cell);
+                });
+            }
         }
     }
 }

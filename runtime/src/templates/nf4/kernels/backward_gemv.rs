@@ -2,81 +2,141 @@
 //! `G_A[i, l] = Σ_j G_C[i, j] · Ŵ[j, l]`.
 //!
 //! Bandwidth-bound, like the forward GEMV: every weight byte is read once. `W [n, k]` is
-//! row-major, so the sum walks *down* columns of `W`; a block owns [`COLS`] = 64 consecutive
-//! columns `l0 .. l0 + 64` and lane `t` of every warp owns the packed byte holding columns
-//! `l0 + 2t` and `l0 + 2t + 1`. A warp therefore reads 32 consecutive bytes of one `W` row per
-//! request (one 32-byte sector when `k % 64 = 0`). The 8 warps split the reduction index:
-//! warp `w` takes rows `j ≡ w (mod 8)`, ascending.
+//! row-major, so the sum walks *down* columns of `W`; a block owns [`cols`] consecutive columns
+//! `l0 ..` (512 at block 64: a weight row's absmax of them fill a 32-byte sector). Its 8 warps
+//! form `cols / 64` column groups of 64 columns by `8 / (cols / 64)` row groups: lane `t` of a
+//! warp owns the packed byte holding columns `l0 + 64·g + 2t` and `+ 1` of its column group
+//! `g`, so a warp reads 32 consecutive bytes of one `W` row per request (one 32-byte sector
+//! when `k % 64 = 0`), and row group `r` of `R` takes rows `j ≡ r (mod R)`, ascending.
 //!
 //! 1. **stage** (whole block, per window of [`ROW_WINDOW`] = 256 rows of `W`):
-//!    `g_window[i][jj] = G_C[i, j0 + jj]` as f32 for `i < m` (0 past `n`), coalesced;
+//!    `g_window[i][jj] = G_C[i, j0 + jj]` as f32 for `i < m` (0 past `n`), coalesced, and each
+//!    window row's absmax of the block's columns (`absmax_stage`: a row's 8 absmax are one
+//!    sector, read by 8 consecutive threads; under double quantisation decoded there, the
+//!    window's nested absmax first copied to shared memory, [`NestedWindow`]);
 //! 2. **accumulate** (each warp, its rows of the window, [`UNROLL`] per loop trip): load the byte
-//!    `(j·k + l) / 2`, the absmax of block `(j·k + l) / block` (blocks may span rows; both
-//!    weights of a byte share a block), dequantise `ŵ = NF4_CODE[code] · absmax` and
+//!    `(j·k + l) / 2`, read its block's staged absmax (blocks may span rows; both weights of a
+//!    byte share a block), dequantise `ŵ = NF4_CODE[code] · absmax` and
 //!    `acc[i][e] += g_window[i][jj] · ŵ_e` (a broadcast shared read per `i`);
 //! 3. **combine**: each warp writes its partial sums to shared memory, then thread `(i, c)` adds
-//!    the 8 warps' partials in warp order and stores `G_A[i, l0 + c]` (coalesced).
+//!    the row groups' partials in order and stores `G_A[i, l0 + c]` (coalesced).
 //!
 //! Fixed summation order everywhere (deterministic, no atomics). Columns past `k` (ragged last
 //! block) are predicated off; every barrier is reached by every thread.
+//!
+//! The grid is `⌈k / cols⌉` blocks: wide blocks trade parallelism over `k` for whole sectors
+//! of absmax (splitting `n` across blocks would need a second, ordered reduction pass).
 
+use super::absmax_stage::{AbsmaxStage, NestedWindow};
+use super::code_stage::CodeWindow;
 use super::{
-    absmax_of, dequant, entry_prologue, load_activation, load_byte, nibble, store_output, Entry,
-    MapCopy, Weights, BACKWARD_GEMV_ENTRY, GEMV_MAX_M, THREADS, WARPS,
+    activation_or_zero, both_below, dequant, entry_prologue, load_byte, nibble, store_output,
+    Entry, Weights, BACKWARD_GEMV_ENTRY, GEMV_MAX_M, THREADS, WARPS,
 };
 use crate::builder::{Float, KernelBuilder, Pred, Reg, SharedArr, F32, U32};
 use crate::ir::CmpOp;
 use crate::templates::nf4::Nf4Config;
 
-/// Columns of `G_A` (and of `W`) per block: one packed byte per lane.
-pub const COLS: u32 = 64;
+/// Columns a warp owns: one packed byte per lane.
+const WARP_COLS: u32 = 64;
+/// The widest block: every warp its own 64 columns.
+const MAX_COLS: u32 = WARPS * WARP_COLS;
 /// Rows of `W` (columns of `G_C`) staged per window: one per thread.
 pub const ROW_WINDOW: u32 = THREADS;
 /// Rows each warp handles per loop trip.
 pub const UNROLL: u32 = 4;
-/// Words per warp in the partial-sum array: `GEMV_MAX_M` rows of `COLS`.
-const PARTIAL_WARP_WORDS: u32 = GEMV_MAX_M * COLS;
+/// Registers per thread ptxas may use (`.maxnreg`).
+const MAX_REGISTERS: u32 = 64;
+/// Words of the partial-sum array: per row group, `GEMV_MAX_M` rows of the block's columns
+/// (`R` row groups of `8 / R` column groups of 64: the same size for every width).
+const PARTIAL_WORDS: u32 = GEMV_MAX_M * MAX_COLS;
+
+/// Columns of `G_A` per block: `8 · block` (a weight row's absmax of them fill a 32-byte
+/// sector) within 64 ..= 512, and no more than `k` reaches (rounded up to 64 times a power of
+/// two): 256 at block 32, 512 at blocks 64 to 256 (their 8, 4 or 2 absmax per row are 32, 16
+/// or 8 bytes of a sector beside 256 packed bytes).
+pub fn cols(cfg: &Nf4Config) -> u32 {
+    let absmax_sector = (8 * cfg.block).clamp(WARP_COLS, MAX_COLS);
+    let reached = cfg.k.div_ceil(WARP_COLS).next_power_of_two() * WARP_COLS;
+    absmax_sector.min(reached)
+}
 
 /// Per-thread state shared by the phases.
 struct Lane {
     tid: Reg<U32>,
-    warp: Reg<U32>,
     lane: Reg<U32>,
-    /// First column of the block.
+    /// The warp's row group (its first row of a window) and the block's row groups.
+    row_group: Reg<U32>,
+    row_groups: u32,
+    /// Shared byte offset of the warp's row group and column group in `partial`.
+    partial_at: Reg<U32>,
+    /// Columns per block ([`cols`]) and the block's first column.
+    cols: u32,
     l_base: Reg<U32>,
-    /// `(l_base + 2·lane) / 2`: this lane's byte within a row of packed codes.
+    /// `(l_base + 64·g + 2·lane) / 2`: this lane's byte within a row of packed codes.
     col_byte: Reg<U32>,
-    /// Whether this lane's columns exist (`l_base + 2·lane < k`).
+    /// Whether this lane's columns exist (`l_base + 64·g + 2·lane < k`).
     col_ok: Pred,
     /// `m > i` for each generated activation row.
     present: Vec<Pred>,
     g_window: SharedArr<F32>,
-    /// `acc[i][e]`: row `i`, column `l_base + 2·lane + e`.
+    /// `acc[i][e]`: row `i`, column `2·col_byte + e`.
     acc: Vec<[Reg<F32>; 2]>,
 }
 
-/// Builds the `nf4_backward_gemv` entry. Grid: `ceil(k / 64)` blocks of 256 threads; 24 KiB (25
-/// under double quantisation, with the map copy) of static shared memory, no dynamic shared
-/// memory.
+/// Builds the `nf4_backward_gemv` entry. Grid: `⌈k / cols⌉` blocks of 256 threads; static
+/// shared memory only (up to 43 KiB: partial sums 16 KiB, the `G_C` window 8 KiB, the absmax
+/// window 8 KiB at block 64 and 16 when `k % block ≠ 0`, the map copy and nested window under
+/// double quantisation).
 pub(super) fn build<T: Float>(cfg: &Nf4Config) -> KernelBuilder {
     let mut k = KernelBuilder::new(BACKWARD_GEMV_ENTRY, cfg.arch);
     k.require_block([THREADS, 1, 1]);
-    let e = entry_prologue::<T>(
-        &mut k,
-        cfg,
-        ("g_c", "g_a"),
-        MapCopy::Shared { threads: THREADS },
-    );
+    // ptxas's own target for 256 threads on sm_90 (40) spills 4 bytes here; 64 still fits
+    // four blocks per SM's registers (up to 43 KiB of shared memory each).
+    k.max_registers(MAX_REGISTERS);
+    let e = entry_prologue::<T>(&mut k, cfg, ("g_c", "g_a"), THREADS);
+    let cols = cols(cfg);
     let g_window = k.shared_array::<F32>("g_window", GEMV_MAX_M * ROW_WINDOW);
-    let partial = k.shared_array::<F32>("partial", WARPS * PARTIAL_WARP_WORDS);
-    let s = lane_state(&mut k, cfg, &e, g_window);
+    let partial = k.shared_array::<F32>("partial", PARTIAL_WORDS);
+    let tid = k.tid_x();
+    let per_row = AbsmaxStage::per_row(cfg, cols);
+    let absmax = AbsmaxStage::new(
+        &mut k,
+        (cfg, &e, cols),
+        (1, ROW_WINDOW, per_row),
+        (tid, THREADS),
+    )
+    .loaded();
+    // A window's rows past `n` decode nothing: the nested window spans the rows that exist.
+    let nested = NestedWindow::new(&mut k, cfg, ROW_WINDOW.min(cfg.n), cols);
+    let s = lane_state(&mut k, cfg, &e, (tid, cols), (g_window, partial));
+    let slot = k.var::<U32>(0u32);
+    let absmax_base = absmax.slot(&mut k, slot);
+    let no_row = k.var::<U32>(0u32);
+    let col = k.shl(s.col_byte, 1u32);
+    let reader = absmax.reader(&mut k, s.l_base, col, no_row);
+    let byte0 = k.shr(s.l_base, 1u32);
     k.for_range(0u32, cfg.n, ROW_WINDOW, |k, j0| {
+        let window = CodeWindow { row0: j0, byte0 };
+        let weights = match &nested {
+            Some(nested) => {
+                let weights = nested.fill(k, &e.weights, &window, (tid, THREADS));
+                k.bar_sync();
+                weights
+            }
+            None => e.weights,
+        };
         stage_output_grads(k, cfg, &e, &s, j0);
+        absmax.fill(k, &weights, &window, slot);
         k.bar_sync();
-        accumulate_window(k, cfg, &e, &s, j0);
+        accumulate_window(k, cfg, &e.weights, &s, j0, &|k, jj, j| {
+            let row = absmax.row_at(k, absmax_base, jj);
+            let lane = absmax.lane_tile(k, &reader, row, j);
+            absmax.read(k, &lane, 0)
+        });
         k.bar_sync();
     });
-    write_partials(&mut k, &s, partial);
+    write_partials(&mut k, &s);
     k.bar_sync();
     combine_and_store(&mut k, cfg, &e, &s, partial);
     k
@@ -93,17 +153,25 @@ fn lane_state<T: Float>(
     k: &mut KernelBuilder,
     cfg: &Nf4Config,
     e: &Entry<T>,
-    g_window: SharedArr<F32>,
+    (tid, cols): (Reg<U32>, u32),
+    (g_window, partial): (SharedArr<F32>, SharedArr<F32>),
 ) -> Lane {
-    let tid = k.tid_x();
+    let col_groups = cols / WARP_COLS;
     let warp = k.shr(tid, 5u32);
     let lane = k.and(tid, 31u32);
+    let col_group = k.and(warp, col_groups - 1);
+    let row_group = k.shr(warp, col_groups.trailing_zeros());
     let block = k.ctaid_x();
-    let l_base = k.mul_lo(block, COLS);
+    let l_base = k.mul_lo(block, cols);
     let half_base = k.shr(l_base, 1u32);
-    let col_byte = k.add(half_base, lane);
+    let group_byte = k.mad_lo(col_group, WARP_COLS / 2, half_base);
+    let col_byte = k.add(group_byte, lane);
     let col = k.shl(col_byte, 1u32);
     let col_ok = k.setp_lt(col, cfg.k);
+    // partial[row group][i][c]: row groups `GEMV_MAX_M · cols` words apart.
+    let group_words = k.mul_lo(row_group, GEMV_MAX_M * cols);
+    let word = k.mad_lo(col_group, WARP_COLS, group_words);
+    let partial_at = k.shared_elem(partial, word);
     let present = (0..generated_rows(cfg))
         .map(|i| k.setp(CmpOp::Gt, e.m, i))
         .collect();
@@ -112,8 +180,11 @@ fn lane_state<T: Float>(
         .collect();
     Lane {
         tid,
-        warp,
         lane,
+        row_group,
+        row_groups: WARPS / col_groups,
+        partial_at,
+        cols,
         l_base,
         col_byte,
         col_ok,
@@ -139,41 +210,48 @@ fn stage_output_grads<T: Float>(
     for (i, &present) in s.present.iter().enumerate() {
         let i = i as u32;
         k.if_then(present, |k| {
-            let value = k.var::<F32>(0.0f32);
-            k.if_then(inside, |k| {
-                let index = k.add(j, i * cfg.n);
-                let v = load_activation(k, e.input, index);
-                k.assign(value, v);
-            });
+            let value = activation_or_zero(k, e.input, inside, |k| k.add(j, i * cfg.n));
             k.st_shared(slot, 4 * (i * ROW_WINDOW) as i32, value);
         });
     }
 }
 
-/// Warp `w` takes window rows `jj = w + 8·r` (ascending), [`UNROLL`] per trip.
-fn accumulate_window<T: Float>(
+/// The staged absmax of this lane's byte in window row `jj` (weight row `j`).
+type StagedAbsmax<'a> = dyn Fn(&mut KernelBuilder, Reg<U32>, Reg<U32>) -> Reg<F32> + 'a;
+
+/// Row group `r` of `R` takes window rows `jj = r + R·i` (ascending), [`UNROLL`] per trip.
+fn accumulate_window(
     k: &mut KernelBuilder,
     cfg: &Nf4Config,
-    e: &Entry<T>,
+    w: &Weights,
     s: &Lane,
     j0: Reg<U32>,
+    absmax: &StagedAbsmax<'_>,
 ) {
     k.comment("accumulate this warp's rows of the window");
     let g_base = k.shared_base(s.g_window);
-    k.for_range(s.warp, ROW_WINDOW, WARPS * UNROLL, |k, first| {
+    let step = s.row_groups;
+    k.for_range(s.row_group, ROW_WINDOW, step * UNROLL, |k, first| {
         for u in 0..UNROLL {
-            let jj = k.add(first, u * WARPS);
+            let jj = k.add(first, u * step);
             let j = k.add(j0, jj);
             let row_ok = k.setp_lt(j, cfg.n);
             let inside = k.and_pred(row_ok, s.col_ok);
             k.if_then(inside, |k| {
-                let w = dequant_byte(k, cfg, &e.weights, s, j);
+                let byte = k.mad_lo(j, cfg.k / 2, s.col_byte);
+                let addr = k.elem_addr(w.packed, byte);
+                let packed = load_byte(k, addr);
+                let scale = absmax(k, jj, j);
+                let weight = [4, 0].map(|shift| {
+                    let code = nibble(k, packed, shift);
+                    dequant(k, w, code, scale)
+                });
                 let g_slot = k.mad_lo(jj, 4u32, g_base);
                 accumulate_rows(k, s, 0, &mut |k, i| {
                     let g = k.ld_shared::<F32>(g_slot, 4 * (i * ROW_WINDOW) as i32);
                     let [acc_even, acc_odd] = s.acc[i as usize];
-                    k.fma_into(acc_even, g, w[0], acc_even);
-                    k.fma_into(acc_odd, g, w[1], acc_odd);
+                    k.fma_into(acc_even, g, weight[0], acc_even);
+                    k.fma_into(acc_odd, g, weight[1], acc_odd);
                 });
             });
         }
@@ -194,54 +272,34 @@ fn accumulate_rows(
     }
 }
 
-/// The two weights of this lane's byte in row `j`: byte `b = j·k/2 + col_byte`, block
-/// `2b / block`, `ŵ = NF4_CODE[code] · absmax` (high nibble first).
-fn dequant_byte(
-    k: &mut KernelBuilder,
-    cfg: &Nf4Config,
-    w: &Weights,
-    s: &Lane,
-    j: Reg<U32>,
-) -> [Reg<F32>; 2] {
-    let byte = k.mad_lo(j, cfg.k / 2, s.col_byte);
-    let addr = k.elem_addr(w.packed, byte);
-    let packed = load_byte(k, addr);
-    let block_index = k.shr(byte, w.block_shift - 1);
-    let absmax = absmax_of(k, w, block_index);
-    [4, 0].map(|shift| {
-        let code = nibble(k, packed, shift);
-        dequant(k, w, code, absmax)
-    })
-}
-
-/// `partial[w][i][2t + e] = acc[i][e]`; the upper half-warp stores (odd, even) instead of
-/// (even, odd), so each store instruction hits 32 distinct banks.
-fn write_partials(k: &mut KernelBuilder, s: &Lane, partial: SharedArr<F32>) {
+/// `partial[r][i][64·g + 2t + e] = acc[i][e]` for the warp's row group `r` and column group
+/// `g`; the upper half-warp stores (odd, even) instead of (even, odd), so each store
+/// instruction hits 32 distinct banks.
+fn write_partials(k: &mut KernelBuilder, s: &Lane) {
     k.comment("each warp's partial sums -> shared memory");
     let upper = k.shr(s.lane, 4u32);
     let is_upper = k.setp(CmpOp::Ne, upper, 0u32);
     let even = k.shl(s.lane, 1u32);
-    let warp_words = k.mul_lo(s.warp, PARTIAL_WARP_WORDS);
-    let row_words = k.add(warp_words, even);
-    let first_index = k.add(row_words, upper);
-    let first_slot = k.shared_elem(partial, first_index);
-    let odd = k.add(row_words, 1u32);
-    let second_index = k.sub(odd, upper);
-    let second_slot = k.shared_elem(partial, second_index);
+    let first_word = k.add(even, upper);
+    let first_slot = k.mad_lo(first_word, 4u32, s.partial_at);
+    let odd = k.add(even, 1u32);
+    let second_word = k.sub(odd, upper);
+    let second_slot = k.mad_lo(second_word, 4u32, s.partial_at);
     for (i, &present) in s.present.iter().enumerate() {
         let [acc_even, acc_odd] = s.acc[i];
         k.if_then(present, |k| {
             let first = k.selp(acc_odd, acc_even, is_upper);
             let second = k.selp(acc_even, acc_odd, is_upper);
-            let offset = 4 * (i as u32 * COLS) as i32;
+            let offset = 4 * (i as u32 * s.cols) as i32;
             k.st_shared(first_slot, offset, first);
             k.st_shared(second_slot, offset, second);
         });
     }
 }
 
-/// `G_A[i, l_base + c] = Σ_w partial[w][i][c]` (warps in order), thread `tid` taking
-/// `(i, c) = ((tid + 256·q) / 64, tid mod 64)` for `q < m·64 / 256`, where `l_base + c < k`.
+/// `G_A[i, l_base + c] = Σ_r partial[r][i][c]` (row groups in order), thread `tid` taking
+/// `(i, c) = ((tid + 256·q) / cols, (tid + 256·q) mod cols)` for the passes `q` that reach the
+/// generated rows, where `i < m` and `l_base + c < k`.
 fn combine_and_store<T: Float>(
     k: &mut KernelBuilder,
     cfg: &Nf4Config,
@@ -249,23 +307,20 @@ fn combine_and_store<T: Float>(
     s: &Lane,
     partial: SharedArr<F32>,
 ) {
-    k.comment("sum the warps' partials in order and store G_A");
-    let c = k.and(s.tid, COLS - 1);
-    let first_row = k.shr(s.tid, COLS.trailing_zeros());
-    let col = k.add(s.l_base, c);
-    let col_ok = k.setp_lt(col, cfg.k);
-    let slot_index = k.mad_lo(first_row, COLS, c);
-    let slot = k.shared_elem(partial, slot_index);
-    let rows_per_pass = THREADS / COLS;
-    for q in 0..(s.present.len() as u32).div_ceil(rows_per_pass) {
-        let i = k.add(first_row, q * rows_per_pass);
-        let row_ok = k.setp_lt(i, e.m);
-        let inside = k.and_pred(row_ok, col_ok);
+    k.comment("sum the row groups' partials in order and store G_A");
+    let slot = k.shared_elem(partial, s.tid);
+    let group_bytes = 4 * GEMV_MAX_M * s.cols;
+    for q in 0..(s.present.len() as u32 * s.cols).div_ceil(THREADS) {
+        let v = k.add(s.tid, q * THREADS);
+        let i = k.shr(v, s.cols.trailing_zeros());
+        let c = k.and(v, s.cols - 1);
+        let col = k.add(s.l_base, c);
+        let inside = both_below(k, i, e.m, col, cfg.k);
         k.if_then(inside, |k| {
-            let row_offset = 4 * (q * rows_per_pass * COLS) as i32;
-            let total = k.ld_shared::<F32>(slot, row_offset);
-            for w in 1..WARPS {
-                let p = k.ld_shared::<F32>(slot, row_offset + 4 * (w * PARTIAL_WARP_WORDS) as i32);
+            let pass_offset = 4 * (q * THREADS) as i32;
+            let total = k.ld_shared::<F32>(slot, pass_offset);
+            for r in 1..s.row_groups {
+                let p = k.ld_shared::<F32>(slot, pass_offset + (r * group_bytes) as i32);
                 k.add_into(total, total, p);
             }
             let index = k.mad_lo(i, cfg.k, col);

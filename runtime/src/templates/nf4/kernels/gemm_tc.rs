@@ -28,7 +28,7 @@
 
 use super::absmax_window::AbsmaxWindow;
 use super::tc::{absmax_clamped, CodeWindow, Pipeline, Shape, TC_K, W_STRIDE};
-use super::{entry_prologue, Entry, MapCopy, GEMM_ENTRY, THREADS, TILE_N};
+use super::{entry_prologue, Entry, GEMM_ENTRY, THREADS, TILE_N};
 use crate::builder::{KernelBuilder, MmaInput, PackedHalf, Reg, F32, M16N8K16, U32};
 use crate::templates::nf4::Nf4Config;
 
@@ -42,12 +42,7 @@ where
     // 64 × 256 threads: 4 blocks per SM's 64 K registers (ptxas otherwise takes up to 75
     // under double quantisation with `k % block ≠ 0`, leaving room for 3), without spills.
     k.max_registers(64);
-    let e = entry_prologue::<T>(
-        &mut k,
-        cfg,
-        ("a", "c"),
-        MapCopy::Shared { threads: THREADS },
-    );
+    let e = entry_prologue::<T>(&mut k, cfg, ("a", "c"), THREADS);
     let mut p = Pipeline::<T>::setup(&mut k, (cfg, &e), cfg.k, Shape::FORWARD);
     if cfg.double_quant && !cfg.k.is_multiple_of(cfg.block) {
         p.stage_absmax(&mut k, (cfg, &e), 4);

@@ -19,7 +19,7 @@
 
 use super::{
     absmax_at, dequant, entry_prologue, load_activation, load_byte, nibble, store_output, Entry,
-    MapCopy, GEMV_ENTRY, GEMV_MAX_M, GEMV_ROWS_PER_BLOCK, THREADS,
+    GEMV_ENTRY, GEMV_MAX_M, GEMV_ROWS_PER_BLOCK, THREADS,
 };
 use crate::builder::{Float, KernelBuilder, Pred, Reg, SharedArr, F32, U32};
 use crate::ir::CmpOp;
@@ -51,12 +51,7 @@ struct Row {
 pub(super) fn build<T: Float>(cfg: &Nf4Config) -> KernelBuilder {
     let mut k = KernelBuilder::new(GEMV_ENTRY, cfg.arch);
     k.require_block([THREADS, 1, 1]);
-    let e = entry_prologue::<T>(
-        &mut k,
-        cfg,
-        ("a", "c"),
-        MapCopy::Shared { threads: THREADS },
-    );
+    let e = entry_prologue::<T>(&mut k, cfg, ("a", "c"), THREADS);
     let a_tile = k.shared_array::<F32>("a_window", GEMV_MAX_M * A_ROW_WORDS);
     let tid = k.tid_x();
     let warp = k.shr(tid, 5u32);

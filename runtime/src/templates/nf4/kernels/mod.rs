@@ -23,26 +23,32 @@
 //! words covering rows that are not 4-byte multiples) and dequantised in registers straight
 //! into `mma.m16n8k16` B fragments (each weight rounded once to the activation type there), f32
 //! accumulators. f32 activations with `allow_tf32` take `tc_tf32` (tf32 `mma.m16n8k8` on the
-//! shared `warp_mma` tile, blocks of 128 threads: [`gemm_threads`]; its codes ride the same ring,
+//! shared `warp_mma` tile, blocks of 128 threads: [`gemm_threads`], the backward's A tile
+//! against 4 B tiles, 256 columns; its codes ride the same ring,
 //! the forward's 32 bytes per weight row every 4 stages (`code_stage::CodeRing`), and are
 //! dequantised each step into one f32 B tile). Other f32 configurations and older
 //! targets keep the CUDA-core GEMMs, silently; the GEMVs (bandwidth-bound, 16-byte loads) are
 //! the same on every target.
 //!
 //! Absmax reads: the tensor-core forwards keep a quad's sliding window of the row's absmax in
-//! registers (`absmax_window`, whole-sector loads); the tensor-core backwards, and the f16/bf16
+//! registers (`absmax_window`, whole-sector loads); the tensor-core backwards, the backward
+//! GEMV, the CUDA-core forward (`8 · block` columns at a time, `gemm`), and the f16/bf16
 //! forward under double quantisation with `k % block ≠ 0`, stage each code window's absmax in
 //! shared memory with the codes (`absmax_stage`: one value per thread per stage, not one load
-//! per lane, row and step); the tf32 forward's quads decode four blocks of a row at once under
-//! double quantisation with `k % block = 0`; under double quantisation the tiled
-//! tensor-core GEMMs first copy the 256-entry map to shared memory (one coalesced 1 KiB copy
-//! per block, `MapCopy`; the GEMVs too), so each decode reads only the code byte and the
-//! nested absmax from global memory. Interpreter global load efficiency (`runtime/tests/nf4_counters.rs`): ≥ 0.9
-//! for the forwards when rows are whole sectors, and for the f16/bf16 backward (256-column
-//! tiles, [`backward_input_cols`]: per weight row 128 code bytes and 16 bytes of one absmax
-//! sector at block 64); the tf32 backward sits at the bound of its 64-column tiles (a sector of
-//! absmax per weight row per tile, 4–8 bytes of it used: 0.875 there); rows off sector
-//! boundaries and the GEMVs' per-row absmax are listed there with their figures.
+//! per lane, row and step; the GEMV and CUDA-core ones by plain loads on every target, the
+//! backward GEMV's blocks [`backward_gemv_cols`] wide so that a weight row's absmax fill a
+//! sector); the tf32 forward's quads decode four blocks of a row at once under double
+//! quantisation with `k % block = 0`; under double quantisation the tiled tensor-core GEMMs
+//! first copy the 256-entry map to shared memory (one coalesced 1 KiB copy per block,
+//! every entry does), so each decode reads only the code byte
+//! and the nested absmax from global memory (the backward GEMV and the CUDA-core forward also
+//! copy each window's nested absmax, `absmax_stage::NestedWindow`, so their decodes read only
+//! code bytes). Interpreter global load efficiency (`runtime/tests/nf4_counters.rs`): ≥ 0.9
+//! for the forwards when rows are whole sectors, for the backward GEMV when `k % 512 = 0` (1.0
+//! with plain absmax, 0.93 under double quantisation at block 64), and for the tensor-core
+//! backwards (256-column tiles, [`backward_input_cols`]: per weight row 128 code bytes and 16
+//! bytes of one absmax sector at block 64; tf32 0.95 at `m = 80`); rows off sector boundaries
+//! and the CUDA-core backward are listed there with their figures.
 //!
 //! Dequantisation is the host's, bit for bit: `ŵ = NF4_CODE[code] · absmax` (one `mul.rn.f32`),
 //! with `absmax = map[code8] · nested_absmax + offset` (`mul.rn`, `add.rn`: never contracted to
@@ -86,8 +92,7 @@ pub const GEMM_ENTRY: &str = "nf4_gemm";
 pub const BACKWARD_INPUT_ENTRY: &str = "nf4_backward_input";
 /// Entry name of the small-`m` backward-input GEMV.
 pub const BACKWARD_GEMV_ENTRY: &str = "nf4_backward_gemv";
-/// Columns of `G_A` per block of the backward GEMV.
-pub const BACKWARD_GEMV_COLS: u32 = backward_gemv::COLS;
+pub use backward_gemv::cols as backward_gemv_cols;
 
 /// Threads per block of every entry (8 warps).
 pub const THREADS: u32 = 256;
@@ -97,8 +102,8 @@ pub const WARPS: u32 = THREADS / 32;
 pub const GEMV_MAX_M: u32 = 8;
 /// Output rows (`W` rows) per GEMV block: one per warp.
 pub const GEMV_ROWS_PER_BLOCK: u32 = WARPS;
-/// Output tile of the tiled GEMMs: `TILE_M × TILE_N` (forward) or `TILE_M × TILE_N` columns of
-/// `K` (backward) per block.
+/// Output tile of the tiled forward: `TILE_M × TILE_N` per block (the backward's is `TILE_M ×`
+/// [`backward_input_cols`]).
 pub const TILE_M: u32 = 64;
 pub const TILE_N: u32 = 64;
 
@@ -171,13 +176,16 @@ pub fn gemm_threads(cfg: &Nf4Config) -> u32 {
     }
 }
 
-/// Columns of `G_A` per block of `nf4_backward_input`: [`TILE_N`], or 256 on f16/bf16 tensor
-/// cores (`backward_tc`: wide tiles read whole sectors of codes and absmax).
+/// Columns of `G_A` per block of `nf4_backward_input`: 256 on every path (`backward_tc` for
+/// f16/bf16 tensor cores, `tc_tf32` for f32 on tf32, `backward` on CUDA cores: wide tiles
+/// read whole sectors of codes and absmax).
 pub fn backward_input_cols(cfg: &Nf4Config) -> u32 {
     if matches!(cfg.dtype, DType::F16 | DType::BF16) && tensor_cores(cfg) {
         backward_tc::COLS
+    } else if tf32_tensor_cores(cfg) {
+        tc_tf32::BACKWARD_COLS
     } else {
-        TILE_N
+        backward::COLS
     }
 }
 
@@ -254,30 +262,22 @@ enum AbsmaxSource {
     Plain(GlobalPtr<F32>),
     Double {
         codes: GlobalPtr<U8>,
-        map: MapAt,
-        nested: GlobalPtr<F32>,
+        /// The 256-entry dynamic map, copied to shared memory by the prologue.
+        map: SharedArr<F32>,
+        nested: NestedAt,
         offset: Reg<F32>,
     },
 }
 
-/// Where double quantisation's 256-entry dynamic map is read from.
+/// Where double quantisation's nested absmax (one per [`ABSMAX_BLOCK`] blocks) are read from.
 #[derive(Clone, Copy)]
-enum MapAt {
+enum NestedAt {
     Global(GlobalPtr<F32>),
-    /// A copy in shared memory, made by the prologue ([`MapCopy::Shared`]).
-    Shared(SharedArr<F32>),
-}
-
-/// Whether an entry copies the double-quantisation map into shared memory: the tensor-core
-/// GEMMs and the GEMVs do (one coalesced 1 KiB copy per block, then every absmax decode looks
-/// it up in shared memory instead of gathering 4 bytes from a random global sector: a GEMV
-/// warp's 32 decodes could touch 32 sectors); the CUDA-core GEMMs read it from global memory.
-#[derive(Clone, Copy)]
-enum MapCopy {
-    Global,
-    /// Copied by the block's `threads` threads.
+    /// `nested_absmax[first ..]`, copied to shared memory (the backward GEMV's window,
+    /// [`absmax_stage::NestedWindow`]).
     Shared {
-        threads: u32,
+        copy: SharedArr<F32>,
+        first: Reg<U32>,
     },
 }
 
@@ -311,12 +311,16 @@ struct Entry<T: Scalar> {
 }
 
 /// Declares `input, packed, <absmax>, output, m` in that order, then loads them and writes the
-/// NF4 code table (and, per `map_copy`, the double-quantisation map) to shared memory (followed by a barrier, so every later phase may read it).
+/// NF4 code table (and, under double quantisation, the 256-entry map, copied by the block's
+/// `threads` threads) to shared memory, followed by a barrier, so every later phase may read
+/// them. Every entry copies the map: one coalesced 1 KiB copy per block, then each absmax
+/// decode looks it up in shared memory instead of gathering 4 bytes from a random global sector
+/// (a warp's 32 decodes could touch 32 sectors).
 fn entry_prologue<T: Scalar>(
     k: &mut KernelBuilder,
     cfg: &Nf4Config,
     (input, output): (&str, &str),
-    map_copy: MapCopy,
+    threads: u32,
 ) -> Entry<T> {
     declare_index_bound(k, &INDEX_BOUND);
     let params = EntryParams {
@@ -346,12 +350,9 @@ fn entry_prologue<T: Scalar>(
             codes: k.global_ptr(codes),
             map: {
                 let global = k.global_ptr(map);
-                match map_copy {
-                    MapCopy::Global => MapAt::Global(global),
-                    MapCopy::Shared { threads } => MapAt::Shared(copy_map(k, global, threads)),
-                }
+                copy_map(k, global, threads)
             },
-            nested: k.global_ptr(nested),
+            nested: NestedAt::Global(k.global_ptr(nested)),
             offset: k.load_param(offset),
         },
     };
@@ -419,19 +420,20 @@ fn absmax_of(k: &mut KernelBuilder, w: &Weights, block_index: Reg<U32>) -> Reg<F
         } => {
             let code_addr = k.elem_addr(codes, block_index);
             let code = load_byte(k, code_addr);
-            let value = match map {
-                MapAt::Global(map) => {
-                    let at = k.elem_addr(map, code);
+            let at = k.shared_elem(map, code);
+            let value = k.ld_shared::<F32>(at, 0);
+            let group = k.shr(block_index, ABSMAX_BLOCK.trailing_zeros());
+            let scale = match nested {
+                NestedAt::Global(nested) => {
+                    let at = k.elem_addr(nested, group);
                     k.ld_global_nc::<F32>(at, 0)
                 }
-                MapAt::Shared(map) => {
-                    let at = k.shared_elem(map, code);
+                NestedAt::Shared { copy, first } => {
+                    let within = k.sub(group, first);
+                    let at = k.shared_elem(copy, within);
                     k.ld_shared::<F32>(at, 0)
                 }
             };
-            let group = k.shr(block_index, ABSMAX_BLOCK.trailing_zeros());
-            let nested_addr = k.elem_addr(nested, group);
-            let scale = k.ld_global_nc::<F32>(nested_addr, 0);
             let scaled = rounded(k, BinOp::Mul, value, scale);
             rounded(k, BinOp::Add, scaled, offset)
         }
@@ -491,6 +493,23 @@ fn load_activation<T: Float>(
     let addr = k.elem_addr(ptr, index);
     let v = k.ld_global_nc::<T>(addr, 0);
     k.to_f32(v)
+}
+
+/// Element `index()` of an activation tensor widened to f32 when `inside` (the index formed
+/// only there), else 0.
+fn activation_or_zero<T: Float>(
+    k: &mut KernelBuilder,
+    ptr: GlobalPtr<T>,
+    inside: crate::builder::Pred,
+    index: impl FnOnce(&mut KernelBuilder) -> Reg<U32>,
+) -> Reg<F32> {
+    let value = k.var::<F32>(0.0f32);
+    k.if_then(inside, |k| {
+        let at = index(k);
+        let v = load_activation(k, ptr, at);
+        k.assign(value, v);
+    });
+    value
 }
 
 /// Rounds an f32 result to the output type (nearest even) and stores it at `index`.

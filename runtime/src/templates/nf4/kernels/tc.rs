@@ -209,7 +209,7 @@ where
             stage,
         );
         if let Some(absmax) = &self.absmax {
-            absmax.fill(k, e, codes, slot);
+            absmax.fill(k, &e.weights, codes, slot);
         }
     }
 

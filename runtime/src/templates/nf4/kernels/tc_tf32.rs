@@ -4,37 +4,42 @@
 //!
 //! - forward `nf4_gemm`: `C [m, n] = A · Ŵᵀ`; A tile `A[m_base.., k0..]`, B tile `Ŵ[n_base + r,
 //!   k0 + c]` (Ŵ rows are the mma's columns and contiguous along the reduction);
-//! - backward `nf4_backward_input`: `G_A [m, k] = G_C · Ŵ`; A tile `G_C[m_base.., j0..]`, B tile
-//!   `Ŵ[j0 + c, l_base + r]` (the transpose, written so by the dequantisation).
+//! - backward `nf4_backward_input`: `G_A [m, k] = G_C · Ŵ`; A tile `G_C[m_base.., j0..]` against
+//!   [`BACKWARD_COLS`] / 64 = 4 B tiles `Ŵ[j0 + c, l_base + 64·o + r]` (the transpose, written
+//!   so by the dequantisation), 4 × 32 accumulators per thread.
 //!
-//! Same entry names, parameters and grid as the CUDA-core GEMMs; blocks of
+//! Same entry names and parameters as the CUDA-core GEMMs, the same grid for the forward and
+//! `(⌈k / 256⌉, ⌈m / 64⌉)` for the backward ([`super::backward_input_cols`]); blocks of
 //! [`tile::THREADS`] threads ([`super::gemm_threads`]). The activation rows go by 16-byte
 //! `cp.async` (zero-filled past the edge), so their length (`k` forward, `n` backward) must be a
 //! multiple of 4 ([`takes`]).
 //!
 //! The packed codes ride the same 3-stage ring: fills also start the `cp.async` of the code
 //! windows ([`CodeRing`]), so no thread waits on a weight load. The backward stages 16 weight
-//! rows × 32 bytes (the block's 64 columns) with each tile; a forward tile needs only 8 bytes
+//! rows × 128 bytes (the block's 256 columns: whole sectors of codes, and each row's absmax of
+//! them 16 bytes of one sector at block 64) with each tile; a forward tile needs only 8 bytes
 //! (16 codes) of each of its 64 weight rows, a quarter sector, so the forward copies 32 bytes
 //! per row (a whole sector when `k / 2` is a multiple of 32) with every fourth tile, into a ring
 //! of two windows, and each step reads its 8-byte slice. Each
-//! step, once its slot has landed, the block dequantises the window into one f32 B tile
+//! step, once its slot has landed, the block dequantises the window into its f32 B tiles
 //! (`NF4_CODE[code] · absmax`, exactly the host's `mul.rn.f32`; zero outside the weight; each
-//! thread two 4-element chunks, one `st.shared.v4` each), synchronises, and multiplies. The B
-//! tile is rewritten only after the next step's first barrier, which every reader of the
-//! previous tile has passed. Absmax: the forward's quads share a weight row and keep its
+//! thread two 4-element chunks per B tile, one `st.shared.v4` each), synchronises, and
+//! multiplies. The B tiles are rewritten only after the next step's first barrier, which every
+//! reader of the previous ones has passed. Absmax: the forward's quads share a weight row and keep its
 //! [`AbsmaxWindow`] (whole-sector loads); under double quantisation (the map in shared memory)
 //! with `k % block = 0` a quad's lanes decode four consecutive blocks of their row at once
 //! ([`QuadDecode`]), otherwise each chunk decodes its own; with `k % block = 0` the source is
 //! consulted only on the first tile of each block and held in between ([`RowAbsmax`]). The
-//! backward stages each window's absmax
-//! with its codes ([`AbsmaxStage`]: 16 rows, one value per thread of the first 64).
+//! backward stages each window's absmax with its codes ([`AbsmaxStage`]: 16 rows of
+//! `256 / block` values, one more when `k % block ≠ 0`, one value per thread). In the
+//! backward's last column block, B tiles that start past `k` are not multiplied
+//! ([`multiply_existing`]).
 
 use super::absmax_stage::{AbsmaxReader, AbsmaxStage, LaneTile};
 use super::absmax_window::{quad_first_lane, quad_member_lane, AbsmaxWindow};
 use super::code_stage::{CodeRing, CodeStage, CodeWindow};
 use super::tc::absmax_clamped;
-use super::{absmax_at, both_below, dequant, entry_prologue, nibble, Entry, MapCopy, U8};
+use super::{absmax_at, both_below, dequant, entry_prologue, nibble, Entry, U8};
 use super::{BACKWARD_INPUT_ENTRY, GEMM_ENTRY, TILE_M, TILE_N};
 use crate::builder::{KernelBuilder, Reg, F32, U16, U32};
 use crate::ir::{CacheLevel, CmpOp};
@@ -68,10 +73,18 @@ enum Gemm {
 /// K tiles whose codes one forward copy stages: 4 × 8 bytes = one 32-byte sector per row.
 const FORWARD_SPAN: u32 = 4;
 
+/// Columns of `G_A` per backward block: [`BACKWARD_TILES`] B tiles of 64 beside one A tile, so
+/// each reduction row's staged window is 128 code bytes (four whole sectors) and its absmax
+/// 16 bytes of one sector at block 64 (64 columns would use 4 bytes of a sector per row).
+pub const BACKWARD_COLS: u32 = BACKWARD_TILES * TILE_N;
+/// B tiles (and accumulator sets) of the backward: 4 × 32 accumulators per thread.
+const BACKWARD_TILES: u32 = 4;
+
 /// Staged code window per copy: forward 64 rows × 32 bytes (64 codes, [`FORWARD_SPAN`] K
 /// tiles), rows 48 bytes apart (the eight rows a request reads, 12 words apart, in distinct
-/// banks); backward 16 rows × 32 bytes (64 codes, one K tile), rows 40 bytes apart (the four
-/// rows a request reads, 4 apart, in distinct banks).
+/// banks); backward 16 rows × 128 bytes ([`BACKWARD_COLS`] codes, one K tile), rows 136 bytes
+/// apart (34 words: the four rows a request reads, 4 apart, 8 banks apart; ≥ 132 leaves room
+/// for the covering word of rows off words).
 fn code_ring(k: &mut KernelBuilder, cfg: &Nf4Config, gemm: Gemm) -> CodeRing {
     match gemm {
         Gemm::Forward => {
@@ -79,7 +92,7 @@ fn code_ring(k: &mut KernelBuilder, cfg: &Nf4Config, gemm: Gemm) -> CodeRing {
             CodeRing::new(k, codes, (FORWARD_SPAN, tile::STAGES))
         }
         Gemm::BackwardInput => {
-            let codes = CodeStage::new(cfg, F32::TILE_K, TILE_N / 2, 40);
+            let codes = CodeStage::new(cfg, F32::TILE_K, BACKWARD_COLS / 2, BACKWARD_COLS / 2 + 8);
             CodeRing::new(k, codes, (1, tile::STAGES))
         }
     }
@@ -90,7 +103,7 @@ pub(super) fn build_gemm(cfg: &Nf4Config) -> KernelBuilder {
     build(cfg, Gemm::Forward)
 }
 
-/// Builds the tf32 `nf4_backward_input` entry (grid `(ceil(k / 64), ceil(m / 64))`).
+/// Builds the tf32 `nf4_backward_input` entry (grid `(ceil(k / 256), ceil(m / 64))`).
 pub(super) fn build_backward(cfg: &Nf4Config) -> KernelBuilder {
     build(cfg, Gemm::BackwardInput)
 }
@@ -100,24 +113,34 @@ fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
         Gemm::Forward => (GEMM_ENTRY, "a", "c", cfg.k, cfg.n),
         Gemm::BackwardInput => (BACKWARD_INPUT_ENTRY, "g_c", "g_a", cfg.n, cfg.k),
     };
+    // B tiles beside each A tile: the backward's block is `BACKWARD_TILES` tiles wide.
+    let b_tiles = match gemm {
+        Gemm::Forward => 1,
+        Gemm::BackwardInput => BACKWARD_TILES,
+    };
     let mut k = KernelBuilder::new(name, cfg.arch);
     k.require_block([tile::THREADS, 1, 1]);
-    let map_copy = MapCopy::Shared {
-        threads: tile::THREADS,
-    };
-    let e = entry_prologue::<F32>(&mut k, cfg, (input, output), map_copy);
+    let e = entry_prologue::<F32>(&mut k, cfg, (input, output), tile::THREADS);
     let (tid, pos) = WarpPos::of_thread(&mut k);
     let bx = k.ctaid_x();
     let by = k.ctaid_y();
-    let col_base = k.mul_lo(bx, TILE_N);
+    let col_base = k.mul_lo(bx, b_tiles * TILE_N);
     let m_base = k.mul_lo(by, TILE_M);
     let a_ring = tile::ring::<F32>(&mut k, "a_ring");
     let code_ring = code_ring(&mut k, cfg, gemm);
     let codes = code_ring.codes;
-    let b_tile = k.shared_array::<F32>("b_tile", tile::STAGE_BYTES / 4);
+    let b_tile = k.shared_array::<F32>("b_tile", b_tiles * tile::STAGE_BYTES / 4);
     let absmax_stage = matches!(gemm, Gemm::BackwardInput).then(|| {
-        let shape = (tile::STAGES, F32::TILE_K, 5);
-        AbsmaxStage::new(&mut k, (cfg, &e, TILE_N), shape, (tid, tile::THREADS))
+        // Rows `per_row + 1` words apart (odd, or 2): the four rows 4 apart that a request
+        // reads fall in distinct banks.
+        let per_row = AbsmaxStage::per_row(cfg, BACKWARD_COLS);
+        let shape = (tile::STAGES, F32::TILE_K, per_row + 1);
+        AbsmaxStage::new(
+            &mut k,
+            (cfg, &e, BACKWARD_COLS),
+            shape,
+            (tid, tile::THREADS),
+        )
     });
     let chunks: Vec<_> = (0..tile::CHUNKS_PER_THREAD)
         .map(|i| tile::chunk_slot_bytes(&mut k, (tid, i), 4, tile::Dealing::QuarterWarpColumns))
@@ -152,7 +175,7 @@ fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
             codes.copy(k, e.weights.packed, (tid, tile::THREADS), &w, stage);
         });
         if let Some(absmax) = &absmax_stage {
-            absmax.fill(k, &e, &w, slot);
+            absmax.fill(k, &e.weights, &w, slot);
         }
     };
     let dequantise = Dequantise::new(
@@ -163,10 +186,13 @@ fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
         (&chunks, pos.lane),
         (col_base, absmax_stage.as_ref()),
     );
-    let mut acc = vec![F32::zero_acc(&mut k)];
+    let mut acc: Vec<_> = (0..b_tiles).map(|_| F32::zero_acc(&mut k)).collect();
     let (a_lane, b_lane) = pos.fragment_offsets(&mut k, 4);
     let b_base = k.shared_base(b_tile);
     let b_at = k.add(b_base, b_lane);
+    let b_ats: Vec<_> = (0..b_tiles)
+        .map(|o| k.add(b_at, o * tile::STAGE_BYTES))
+        .collect();
     // The ring multiplies the tiles in order; this counts them.
     let k_tile = k.var::<U32>(0u32);
     tile::run_ring(&mut k, len.div_ceil(F32::TILE_K), &fill, &mut |k, slot| {
@@ -175,11 +201,51 @@ fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
         k.bar_sync();
         let a_stage = tile::stage_base(k, a_ring, slot);
         let a_at = k.add(a_stage, a_lane);
-        F32::multiply_tile(k, &mut acc, a_at, &[b_at]);
+        multiply_existing(k, (col_base, cols), a_at, (&b_ats, &mut acc));
         k.add_into(k_tile, k_tile, 1u32);
     });
-    store(&mut k, &pos, &e, m_base, col_base, cols, &acc[0]);
+    for (o, acc) in acc.iter().enumerate() {
+        let tile_base = k.add(col_base, o as u32 * TILE_N);
+        store(&mut k, &pos, &e, m_base, tile_base, cols, acc);
+    }
     k
+}
+
+/// One K tile into every B tile's accumulators (`b_ats[o]` → `acc[o]`, tile `o` at columns
+/// `col_base + 64·o ..`), the A fragments loaded once; in a block whose last B tiles start past
+/// `cols` (the backward's last column block when `k % 256 ≠ 0`, a block-uniform branch) only
+/// the tiles that start inside, each with its own A loads.
+fn multiply_existing(
+    k: &mut KernelBuilder,
+    (col_base, cols): (Reg<U32>, u32),
+    a_at: Reg<U32>,
+    (b_ats, acc): (
+        &[Reg<U32>],
+        &mut [tile::Accumulators<<F32 as TileElem>::Shape>],
+    ),
+) {
+    let width = TILE_N * b_ats.len() as u32;
+    if cols.is_multiple_of(width) {
+        F32::multiply_tile(k, acc, a_at, b_ats);
+        return;
+    }
+    let end = k.add(col_base, width);
+    let whole = k.setp(CmpOp::Le, end, cols);
+    // Register handles: both branches accumulate into the same registers.
+    let mut every = acc.to_vec();
+    k.if_else(
+        whole,
+        |k| F32::multiply_tile(k, &mut every, a_at, b_ats),
+        |k| {
+            for (o, (b_at, acc)) in b_ats.iter().zip(acc.chunks_mut(1)).enumerate() {
+                let first = k.add(col_base, o as u32 * TILE_N);
+                let starts_inside = k.setp_lt(first, cols);
+                k.if_then(starts_inside, |k| {
+                    F32::multiply_tile(k, acc, a_at, std::slice::from_ref(b_at))
+                });
+            }
+        },
+    );
 }
 
 /// A thread's chunk of a stage: tile row, first column, byte offset ([`tile::chunk_slot_bytes`]).
@@ -199,6 +265,9 @@ struct Dequantise<'a> {
     gemm: Gemm,
     stride: u32,
     col_base: Reg<U32>,
+    /// B tiles written per step: their chunks share the first tile's registers (tile `o` is
+    /// `64·o` columns right, `32·o` code bytes, `o` B tiles further).
+    b_tiles: u32,
     chunks: Vec<Chunk>,
     /// The backward's staged absmax.
     absmax_stage: Option<&'a AbsmaxStage>,
@@ -373,12 +442,17 @@ impl<'a> Dequantise<'a> {
                 }
             })
             .collect();
+        let b_tiles = match gemm {
+            Gemm::Forward => 1,
+            Gemm::BackwardInput => BACKWARD_TILES,
+        };
         Self {
             cfg,
             e,
             gemm,
             stride,
             col_base,
+            b_tiles,
             chunks,
             absmax_stage,
         }
@@ -400,27 +474,38 @@ impl<'a> Dequantise<'a> {
             let code_at = k.add(stage, chunk.code_at);
             let out = k.add(chunk.row, self.col_base);
             let red = k.add(k0, chunk.col);
-            let values = match self.gemm {
-                Gemm::Forward => {
-                    let absmax = chunk
-                        .absmax
-                        .as_ref()
-                        .map(|a| a.at(k, (self.cfg, self.e), (k_tile, k0), chunk.col));
-                    self.forward_chunk(k, code_at, (out, red), absmax)
-                }
-                Gemm::BackwardInput => {
-                    let staged = self
-                        .absmax_stage
-                        .zip(chunk.staged.as_ref())
-                        .zip(absmax_slot);
-                    let ((stage, reader), base) = staged.expect("the backward stages its absmax");
-                    let lane = stage.lane_tile(k, reader, base, red);
-                    self.backward_chunk(k, code_at, (red, out), (chunk.row, (stage, &lane)))
-                }
-            };
             let dst = k.add(b_tile, chunk.at);
-            k.st_shared_v4(dst, 0, [values[0], values[1], values[2], values[3]]);
+            let lane = self.gemm_is_backward().then(|| {
+                let staged = self
+                    .absmax_stage
+                    .zip(chunk.staged.as_ref())
+                    .zip(absmax_slot);
+                let ((stage, reader), base) = staged.expect("the backward stages its absmax");
+                (stage, stage.lane_tile(k, reader, base, red))
+            });
+            for o in 0..self.b_tiles {
+                let values = match &lane {
+                    None => {
+                        let absmax = chunk
+                            .absmax
+                            .as_ref()
+                            .map(|a| a.at(k, (self.cfg, self.e), (k_tile, k0), chunk.col));
+                        self.forward_chunk(k, code_at, (out, red), absmax)
+                    }
+                    Some((stage, lane)) => {
+                        let tile_out = k.add(out, o * TILE_N);
+                        let absmax = (*stage, lane, o * TILE_N);
+                        self.backward_chunk(k, (code_at, o), (red, tile_out), (chunk.row, absmax))
+                    }
+                };
+                let offset = (o * tile::STAGE_BYTES) as i32;
+                k.st_shared_v4(dst, offset, [values[0], values[1], values[2], values[3]]);
+            }
         }
+    }
+
+    fn gemm_is_backward(&self) -> bool {
+        matches!(self.gemm, Gemm::BackwardInput)
     }
 
     /// `Ŵ[row, col .. col + 4]` (zero outside the weight): four codes in the staged `u16` at
@@ -452,16 +537,17 @@ impl<'a> Dequantise<'a> {
         values
     }
 
-    /// `Ŵ[red + i, col]` for `i < 4` (zero outside the weight): staged row `c + i` (`code_at`
-    /// points at row `c`'s byte `col_in_tile / 2`), `lead_i` bytes in (a constant: `j0`, `c` and
-    /// `byte0` are multiples of 4); element `2b` is the high nibble of byte `b`; the absmax of
-    /// row `red + i` from the lane's place in the stage's absmax slot.
+    /// `Ŵ[red + i, col]` for `i < 4` (zero outside the weight) in B tile `o`: staged row
+    /// `c + i` (`code_at` points at row `c`'s byte `col_in_tile / 2` of the first tile, tile `o`
+    /// is `32·o` bytes further), `lead_i` bytes in (a constant: `j0`, `c` and `byte0` are
+    /// multiples of 4); element `2b` is the high nibble of byte `b`; the absmax of row
+    /// `red + i` from the lane's place in the stage's absmax slot, `64·o` columns right.
     fn backward_chunk(
         &self,
         k: &mut KernelBuilder,
-        code_at: Reg<U32>,
+        (code_at, o): (Reg<U32>, u32),
         (red, col): (Reg<U32>, Reg<U32>),
-        (tile_col, (stage, absmax)): (Reg<U32>, (&AbsmaxStage, &LaneTile)),
+        (tile_col, (stage, absmax, col_offset)): (Reg<U32>, (&AbsmaxStage, &LaneTile, u32)),
     ) -> Vec<Reg<F32>> {
         let odd = k.and(tile_col, 1u32);
         let low_bits = k.shl(odd, 2u32);
@@ -474,10 +560,11 @@ impl<'a> Dequantise<'a> {
                 let inside = both_below(k, j, self.cfg.n, col, self.cfg.k);
                 k.if_then(inside, |k| {
                     let lead = (i * row_bytes) % 4;
-                    let byte = k.ld_shared::<U8>(code_at, (i * self.stride + lead) as i32);
+                    let offset = i * self.stride + lead + o * TILE_N / 2;
+                    let byte = k.ld_shared::<U8>(code_at, offset as i32);
                     let byte = k.cvt::<U32, U16>(byte.retype(), None);
                     let code = k.bit_field(byte, shift, 4u32);
-                    let absmax = stage.read(k, absmax, i);
+                    let absmax = stage.read_offset(k, absmax, i, col_offset);
                     let w = dequant(k, &self.e.weights, code, absmax);
                     k.assign(value, w);
                 });
