@@ -32,6 +32,7 @@ mod gemm;
 mod im2col;
 mod implicit_gemm;
 mod nhwc;
+mod vector;
 
 pub use backward_data::ENTRY as ENTRY_BWD_DATA;
 pub use backward_filter::{ENTRY_BIAS as ENTRY_BWD_BIAS, ENTRY_FILTER as ENTRY_BWD_FILTER};
@@ -45,14 +46,15 @@ pub use implicit_gemm::{
     ENTRY_SPLIT as ENTRY_BWD_FILTER_SPLIT, REDUCE_THREADS as BWD_FILTER_REDUCE_THREADS,
     THREADS as IMPLICIT_THREADS, TILE_M as IMPLICIT_TILE_M, TILE_N as IMPLICIT_TILE_N,
 };
-pub use nhwc::ENTRY as ENTRY_NHWC;
+pub use nhwc::{
+    ENTRY as ENTRY_NHWC, THREADS as NHWC_THREADS, TILE_M as NHWC_TILE_M, TILE_N as NHWC_TILE_N,
+};
 
 /// Threads per block of the 1-D entries (im2col, backward-data, backward-filter/bias).
 pub const BLOCK_1D: u32 = 256;
 /// Output elements per block of the backward-filter and backward-bias entries (one per warp).
 pub const WARPS_PER_BLOCK: u32 = backward_filter::WARPS;
 
-use common::ConvElem;
 use gemm::Operand;
 use implicit_gemm::Pass;
 
@@ -127,7 +129,7 @@ impl Conv2dConfig {
     }
 }
 
-fn build_module<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> ModuleBuilder {
+fn build_module<T: vector::VectorElem>(cfg: &Conv2dConfig, arch: Arch) -> ModuleBuilder {
     let mut m = ModuleBuilder::new(arch);
     let nchw = cfg.layout == Layout::Nchw;
     if nchw {
