@@ -6,7 +6,7 @@
 
 use super::common::ConvElem;
 use crate::builder::{
-    GlobalPtr, KernelBuilder, PackedHalf, Pred, Reg, Scalar, BF16, F16, F32, F64, U32,
+    GlobalPtr, KernelBuilder, PackedHalf, Pred, Reg, Scalar, BF16, F16, F32, F64, U32, U64,
 };
 
 /// Bytes of one chunk (and of one `ld.global.v4.b32`).
@@ -119,18 +119,18 @@ pub(crate) fn load_chunk_or_zero<T: VectorElem>(
     T::widen_words(k, &words)
 }
 
-/// `ptr[index .. index + CHUNK] = narrow(values)` with one 16-byte `st.global` (`index` a
-/// multiple of the chunk).
-pub(crate) fn store_chunk<T: VectorElem>(
+/// `[addr + offset] = words` (from [`VectorElem::narrow_words`]): one 16-byte `st.global`
+/// (`addr + offset` 16-byte aligned).
+pub(crate) fn store_chunk<W: Scalar>(
     k: &mut KernelBuilder,
-    ptr: GlobalPtr<T>,
-    index: Reg<U32>,
-    values: &[Reg<T::Acc>],
+    addr: Reg<U64>,
+    offset: u32,
+    words: &[Reg<W>],
 ) {
-    let words = T::narrow_words(k, values);
-    let addr = k.elem_addr(ptr, index);
-    match T::WORDS {
-        4 => k.st_global_v4::<T::Word>(addr, 0, [words[0], words[1], words[2], words[3]]),
-        _ => k.st_global_v2::<T::Word>(addr, 0, [words[0], words[1]]),
+    let offset = offset as i32;
+    match *words {
+        [a, b, c, d] => k.st_global_v4::<W>(addr, offset, [a, b, c, d]),
+        [a, b] => k.st_global_v2::<W>(addr, offset, [a, b]),
+        _ => unreachable!("a chunk is 2 or 4 words"),
     }
 }

@@ -188,10 +188,17 @@ pub(super) fn write_group<A: Float>(k: &mut KernelBuilder, addr: Reg<U32>, value
 /// `acc[i][j] += Σ_kk A[pl + 16i, kk] · W[8·ol + j, kk]` over the staged tile, group by
 /// group: pixel row `pl + 16i`'s group `q` is `pixel_reads[q ⊕ 2i] + 16·128·i`, channel row
 /// `8·ol + j`'s is `filter_reads[q ⊕ j] + 128·j`.
-pub(super) fn multiply<A: Float>(k: &mut KernelBuilder, lanes: &Lanes, acc: &[Vec<Reg<A>>]) {
+pub(super) fn multiply<A: Float>(
+    k: &mut KernelBuilder,
+    p: &Problem,
+    lanes: &Lanes,
+    acc: &[Vec<Reg<A>>],
+) {
     k.comment("multiply the staged tiles");
     debug_assert_eq!(lanes.elem_bytes, bytes_of::<A>());
-    for q in 0..GROUPS {
+    // A reduction shorter than a tile leaves the groups past it zero: skip them.
+    let groups = GROUPS.min(p.filter_len().div_ceil(group_len::<A>()));
+    for q in 0..groups {
         let pixel_values: Vec<Vec<Reg<A>>> = (0..PIXELS_PER_THREAD)
             .map(|i| {
                 let addr = lanes.pixel_reads[(q ^ (2 * i)) as usize];
@@ -234,44 +241,47 @@ pub(super) fn store_outputs<T: VectorElem>(
     let group_start = k.mul_lo(block.group, p.og);
     let channel = k.add(group_start, local);
     // Piece `q`: channels `local + piece·q ..`, inside the group when its first one is.
-    let pieces: Vec<_> = (0..CHANNELS_PER_THREAD / piece)
+    let pieces: Vec<Pred> = (0..CHANNELS_PER_THREAD / piece)
         .map(|q| {
             let first = k.add(local, q * piece);
-            let ok = k.setp_lt(first, p.og);
-            let index = k.add(channel, q * piece);
-            (index, ok)
+            k.setp_lt(first, p.og)
         })
         .collect();
     let biases: Vec<Reg<T::Acc>> = match bias {
-        Some(b) => pieces
-            .iter()
-            .flat_map(|&(index, ok)| load_piece::<T>(k, b, index, ok, piece))
+        Some(b) => (0..)
+            .zip(&pieces)
+            .flat_map(|(q, &ok)| {
+                let index = k.add(channel, q * piece);
+                load_piece::<T>(k, b, index, ok, piece)
+            })
             .collect(),
         None => Vec::new(),
     };
+    let piece_bytes = piece * bytes_of::<T>();
     for (i, row) in acc.iter().enumerate() {
         let pixel = k.add(block.m0, lanes.pixel_lane);
         let pixel = k.add(pixel, i as u32 * PIXEL_LANES);
         let pixel_ok = k.setp_lt(pixel, block.pixels);
-        let row_start = k.mul_lo(pixel, p.c_out);
-        for (q, &(index, channel_ok)) in pieces.iter().enumerate() {
+        // One address per pixel, the pieces at immediate offsets: 32 separate 64-bit
+        // addresses were hoisted by ptxas above the k-loop when it ran once, and spilled.
+        let first = k.mad_lo(pixel, p.c_out, channel);
+        let addr = k.elem_addr(y, first);
+        for (q, &channel_ok) in (0u32..).zip(&pieces) {
             let ok = k.and_pred(pixel_ok, channel_ok);
-            let range = q * piece as usize..(q + 1) * piece as usize;
+            let offset = q * piece_bytes;
             k.if_then(ok, |k| {
-                let values: Vec<Reg<T::Acc>> = range
-                    .clone()
-                    .map(|j| match biases.get(j) {
-                        Some(&b) => k.add(row[j], b),
-                        None => row[j],
+                let values: Vec<Reg<T::Acc>> = (q * piece..(q + 1) * piece)
+                    .map(|j| match biases.get(j as usize) {
+                        Some(&b) => k.add(row[j as usize], b),
+                        None => row[j as usize],
                     })
                     .collect();
-                let index = k.add(row_start, index);
                 if piece == 1 {
                     let out = T::narrow(k, values[0]);
-                    let addr = k.elem_addr(y, index);
-                    k.st_global(addr, 0, out);
+                    k.st_global(addr, offset as i32, out);
                 } else {
-                    store_chunk::<T>(k, y, index, &values);
+                    let words = T::narrow_words(k, &values);
+                    store_chunk(k, addr, offset, &words);
                 }
             });
         }
