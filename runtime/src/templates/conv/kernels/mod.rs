@@ -8,7 +8,7 @@
 //! | [`gemm`](gemm) | `y = W_g · cols_g (+ b)` | (16, 16) | `(⌈N·OH·OW/64⌉, ⌈Og/block_m⌉, G)` |
 //! | [`1x1`](gemm) (1×1 kernels only) | `y` from `x` (implicit GEMM) | (16, 16) | as `gemm` |
 //! | [`implicit_gemm`](implicit_gemm) (f16/bf16, sm_80+) | `y` from `x` on tensor cores, NCHW or NHWC | 128 | `(⌈N·OH·OW/64⌉, ⌈Og/64⌉, G)` |
-//! | [`nhwc`](nhwc) (NHWC only) | `y` from `x` on CUDA cores, one thread per output | 256 | `⌈N·OH·OW·C_out/256⌉` |
+//! | [`nhwc`](nhwc) (NHWC only) | `y` from `x` on CUDA cores (tiled implicit GEMM, 16-byte loads and stores) | 128 | `(⌈N·OH·OW/64⌉, ⌈Og/64⌉, G)` |
 //! | [`direct`](direct) | `y` from `x` via shared tiles | (16, 16) | `(tiles, G·⌈Og/OCB⌉, N)` |
 //! | [`bwd_data`](backward_data) | `dx` from `gy` (NCHW or NHWC) | 256 | `(⌈H·W/256⌉, min(N·C_in, 65535))` |
 //! | [`bwd_data_implicit_gemm`](implicit_gemm) (f16/bf16, sm_80+) | `dx` from `gy` on tensor cores | 128 | `(⌈H·W/64⌉, ⌈Cg/64⌉, N·G)` |
