@@ -19,10 +19,11 @@ mod conv_support;
 use half::f16;
 use ptxforge_runtime::dtype::DType;
 use ptxforge_runtime::launch::{Backend, Element, LaunchRecord, SimBackend};
-use ptxforge_runtime::templates::conv::kernels::ENTRY_NHWC;
-use ptxforge_runtime::templates::conv::launch::{forward, forward_nhwc};
-use ptxforge_runtime::templates::conv::{Conv2dConfig, Layout};
-use ptxforge_runtime::templates::testing::{from_f64, HostFloat};
+use ptxforge_runtime::templates::conv::kernels::{ENTRY_BWD_DATA, ENTRY_NHWC};
+use ptxforge_runtime::templates::conv::launch::{backward_data, forward, forward_nhwc};
+use ptxforge_runtime::templates::conv::reference::{self, to_channels_last};
+use ptxforge_runtime::templates::conv::{Conv2dConfig, ConvDims, Layout};
+use ptxforge_runtime::templates::testing::{from_f64, to_f64, HostFloat, SplitMix64};
 use ptxforge_runtime::Arch;
 
 use conv_support::{
@@ -90,6 +91,26 @@ fn fuzz_cases(seed: u64, count: usize) -> Vec<Case> {
     fuzz_cases_with(seed, count, &[1, 2, 3, 4, 8, 16])
 }
 
+/// `case` in NHWC with `dtype` on `arch` (and a bias when `bias`), a config without
+/// tensor-core entries: the config, its label, module and checked dimensions.
+fn nhwc(
+    case: &Case,
+    dtype: DType,
+    arch: Arch,
+    bias: bool,
+) -> (Conv2dConfig, String, String, ConvDims) {
+    let cfg = Conv2dConfig {
+        dtype,
+        arch,
+        bias,
+        ..case.cfg.with_layout(Layout::Nhwc)
+    };
+    assert!(!cfg.has_tensor_core_forward(), "{}", case.name);
+    assert!(!cfg.has_tensor_core_backward_data(), "{}", case.name);
+    let (label, ptx, dims) = prepare(case, &cfg);
+    (cfg, label, ptx, dims)
+}
+
 /// Runs `case` in NHWC with `dtype` on `arch` through `conv2d_nhwc` and through `forward`
 /// (which must pick it), each against the reference. Returns the two launches' records.
 fn run<T: HostFloat + Element>(
@@ -98,13 +119,7 @@ fn run<T: HostFloat + Element>(
     arch: Arch,
     seed: u64,
 ) -> Vec<LaunchRecord> {
-    let cfg = Conv2dConfig {
-        dtype,
-        arch,
-        ..case.cfg.with_layout(Layout::Nhwc)
-    };
-    assert!(!cfg.has_tensor_core_forward(), "{}", case.name);
-    let (label, ptx, dims) = prepare(case, &cfg);
+    let (cfg, label, ptx, dims) = nhwc(case, dtype, arch, case.cfg.bias);
     let s = &case.shape;
     let problem = NhwcForward::new::<T>(&cfg, s, &dims, seed);
     let dev = SimBackend::new();
@@ -131,7 +146,44 @@ fn run<T: HostFloat + Element>(
     log
 }
 
-/// Every case in the four (dtype, target) pairs the CUDA-core NHWC forward serves.
+/// Backward-data of `case` in NHWC with `dtype` on `arch` through `backward_data` (which
+/// must pick the tiled `conv2d_bwd_data`) against the reference. Returns its launch record.
+fn run_backward_data<T: HostFloat + Element>(
+    case: &Case,
+    dtype: DType,
+    arch: Arch,
+    seed: u64,
+) -> Vec<LaunchRecord> {
+    let (cfg, label, ptx, dims) = nhwc(case, dtype, arch, false);
+    let s = &case.shape;
+    let mut rng = SplitMix64::new(seed);
+    let round = |v: Vec<f64>| to_f64(&from_f64::<T>(&v));
+    let gy = round(rng.vec_f64(dims.output_len(&cfg), -1.0, 1.0));
+    let w = round(rng.vec_f64(ConvDims::weight_len(&cfg), -1.0, 1.0));
+    let want = reference::backward_data(&cfg, s, &gy, &w).expect("reference");
+    let (n, c_in, c_out) = (
+        s.batch as usize,
+        cfg.in_channels as usize,
+        cfg.out_channels as usize,
+    );
+    let (kh, kw) = (cfg.kernel_h as usize, cfg.kernel_w as usize);
+    let (oh, ow) = (dims.out_h as usize, dims.out_w as usize);
+    let gy = to_channels_last(&gy, [n, c_out, oh, ow]);
+    let w = to_channels_last(&w, [c_out, c_in / cfg.groups as usize, kh, kw]);
+    let want = to_channels_last(&want, [n, c_in, s.height as usize, s.width as usize]);
+    let dev = SimBackend::new();
+    let gy = dev.upload(&from_f64::<T>(&gy)).expect("upload");
+    let w = dev.upload(&from_f64::<T>(&w)).expect("upload");
+    let mut dx = dev.alloc::<T>(dims.input_len(&cfg)).expect("alloc");
+    must(&label, backward_data(&cfg, &dev, &ptx, s, &gy, &w, &mut dx));
+    assert_close(&label, &download(&dev, &dx), &want, tolerance(dtype));
+    let log = dev.take_launch_log();
+    assert!(log.iter().all(|r| r.entry == ENTRY_BWD_DATA), "{label}");
+    log
+}
+
+/// Every case, forward and backward-data, in the four (dtype, target) pairs the CUDA-core
+/// NHWC path serves.
 fn run_every_dtype(cases: &[Case], seed: u64) {
     for (i, case) in cases.iter().enumerate() {
         let seed = seed + i as u64;
@@ -139,6 +191,10 @@ fn run_every_dtype(cases: &[Case], seed: u64) {
         run::<f32>(case, DType::F32, Arch::Sm70, seed);
         run::<f32>(case, DType::F32, Arch::Sm80, seed);
         run::<f64>(case, DType::F64, Arch::Sm80, seed);
+        run_backward_data::<f16>(case, DType::F16, Arch::Sm70, seed);
+        run_backward_data::<f32>(case, DType::F32, Arch::Sm70, seed);
+        run_backward_data::<f32>(case, DType::F32, Arch::Sm80, seed);
+        run_backward_data::<f64>(case, DType::F64, Arch::Sm80, seed);
     }
 }
 
@@ -152,9 +208,11 @@ fn fuzzed_shapes_every_dtype() {
     run_every_dtype(&fuzz_cases(77, 10), 500);
 }
 
-/// The one-thread-per-output kernel's thread instructions per output on the families shape
-/// (BENCHMARKS.md before the tiling).
-const UNTILED_INSTRUCTIONS_PER_OUTPUT: f64 = 7618.6;
+/// The one-thread-per-output kernels' thread instructions per output on the families shape
+/// (BENCHMARKS.md before the tiling) and the factor the tiled ones must beat them by:
+/// forward 10×; backward-data 7× (its reduction is `KH·KW·C_out` = 576 FMAs per output, more
+/// than a tenth of 5568.8 on its own).
+const UNTILED_INSTRUCTIONS_PER_OUTPUT: [(f64, f64); 2] = [(7618.6, 10.0), (5568.8, 7.0)];
 
 /// The families benchmark shape: 3×3 64→64, padding 1, batch 1, 16×16.
 fn families_case() -> Case {
@@ -165,44 +223,48 @@ fn families_case() -> Case {
     }
 }
 
+/// Prints `r`'s figures and holds them to the bars: load efficiency ≥ 0.9, shared wavefronts
+/// ≤ 1.1 × the fewest, instructions per output ≤ `untiled / factor`.
+fn assert_counters(label: &str, r: &LaunchRecord, outputs: f64, (untiled, factor): (f64, f64)) {
+    let c = &r.counters;
+    let per_output = c.instructions.total() as f64 / outputs;
+    let load = c.global_load_efficiency();
+    let smem = c.shared_bank_conflict_factor();
+    eprintln!(
+        "{label} {}: instr/output {per_output:.1}, global load efficiency {load:.3} ({} \
+         requests, {} sectors), shared wavefronts / min {smem:.3} ({} requests)",
+        r.entry, c.global_load_requests, c.global_load_sectors, c.shared_requests,
+    );
+    assert!(load >= 0.9, "{label}: load efficiency {load:.3}");
+    assert!(smem <= 1.1, "{label}: shared wavefronts / min {smem:.3}");
+    assert!(
+        per_output <= untiled / factor,
+        "{label}: {per_output:.1} instructions per output"
+    );
+}
+
 #[test]
 fn counters_on_the_families_shape() {
     let case = families_case();
     let outputs = f64::from(16 * 16 * 64);
-    for (dtype, arch, log) in [
-        (
-            DType::F16,
-            Arch::Sm70,
-            run::<f16>(&case, DType::F16, Arch::Sm70, 3),
-        ),
-        (
-            DType::F32,
-            Arch::Sm70,
-            run::<f32>(&case, DType::F32, Arch::Sm70, 3),
-        ),
-        (
-            DType::F32,
-            Arch::Sm80,
-            run::<f32>(&case, DType::F32, Arch::Sm80, 3),
-        ),
+    let [forward, backward] = UNTILED_INSTRUCTIONS_PER_OUTPUT;
+    for (dtype, arch) in [
+        (DType::F16, Arch::Sm70),
+        (DType::F32, Arch::Sm70),
+        (DType::F32, Arch::Sm80),
     ] {
-        let c = &log[0].counters;
-        let per_output = c.instructions.total() as f64 / outputs;
-        let load = c.global_load_efficiency();
-        let smem = c.shared_bank_conflict_factor();
-        eprintln!(
-            "{dtype} {arch}: instr/output {per_output:.1}, global load efficiency {load:.3} \
-             ({} requests, {} sectors), shared wavefronts / min {smem:.3} ({} requests)",
-            c.global_load_requests, c.global_load_sectors, c.shared_requests,
-        );
-        assert!(load >= 0.9, "{dtype} {arch}: load efficiency {load:.3}");
-        assert!(
-            smem <= 1.1,
-            "{dtype} {arch}: shared wavefronts / min {smem:.3}"
-        );
-        assert!(
-            per_output <= UNTILED_INSTRUCTIONS_PER_OUTPUT / 10.0,
-            "{dtype} {arch}: {per_output:.1} instructions per output"
-        );
+        let label = format!("{dtype} {arch}");
+        let (fwd, bwd) = match dtype {
+            DType::F16 => (
+                run::<f16>(&case, dtype, arch, 3),
+                run_backward_data::<f16>(&case, dtype, arch, 3),
+            ),
+            _ => (
+                run::<f32>(&case, dtype, arch, 3),
+                run_backward_data::<f32>(&case, dtype, arch, 3),
+            ),
+        };
+        assert_counters(&label, &fwd[0], outputs, forward);
+        assert_counters(&label, &bwd[0], outputs, backward);
     }
 }

@@ -3,7 +3,7 @@
 //! launching, kept next to the tilings ([`DirectTile`](super::DirectTile),
 //! [`GemmTile`](super::GemmTile)) the kernels are built with.
 
-use super::config::Conv2dConfig;
+use super::config::{Conv2dConfig, Layout};
 use super::kernels::{
     BLOCK_1D, BWD_FILTER_REDUCE_THREADS, IMPLICIT_THREADS, IMPLICIT_TILE_M, IMPLICIT_TILE_N,
     NHWC_THREADS, NHWC_TILE_M, NHWC_TILE_N, WARPS_PER_BLOCK,
@@ -194,13 +194,23 @@ impl Conv2dConfig {
         )
     }
 
-    /// `conv2d_bwd_data`: block 256; grid `(ceil(H·W / 256), min(N·C_in, 65535))` (planes past
+    /// `conv2d_bwd_data`: NHWC as `conv2d_nhwc`'s tiling, block 128, grid `(⌈H·W / 64⌉,
+    /// ⌈Cg / 64⌉, N·groups)`; NCHW block 256; grid `(ceil(H·W / 256), min(N·C_in, 65535))` (planes past
     /// the grid are walked in steps of `gridDim.y`).
     pub fn backward_data_launch_config(
         &self,
         dims: &ConvDims,
     ) -> Result<LaunchConfig, LaunchError> {
         let pixels = u64::from(dims.in_h) * u64::from(dims.in_w);
+        if self.layout == Layout::Nhwc {
+            let planes = u64::from(dims.batch) * u64::from(self.groups);
+            return tile_grid(
+                NHWC_GRID,
+                pixels,
+                self.in_per_group(),
+                ("images × groups", planes),
+            );
+        }
         let planes = u64::from(dims.batch) * u64::from(self.in_channels);
         Ok(LaunchConfig {
             grid: Dim3::new(

@@ -20,7 +20,7 @@ use crate::builder::{Float, GlobalPtr, KernelBuilder, Pred, Reg, SharedArr, U32}
 
 /// A thread's share of one operand tile: its chunk column and, per owned row, the shared
 /// addresses of the chunk's groups.
-struct Share {
+pub(super) struct Share {
     /// `E·(t mod C)`: the thread's first reduction index within a tile.
     column: Reg<U32>,
     /// Rows within the tile, `⌊t / C⌋ + (128 / C)·i`.
@@ -32,7 +32,7 @@ struct Share {
 }
 
 impl Share {
-    fn new<T: VectorElem>(
+    pub fn new<T: VectorElem>(
         k: &mut KernelBuilder,
         tile: SharedArr<T::Acc>,
         tid: Reg<U32>,
@@ -69,8 +69,19 @@ impl Share {
         }
     }
 
+    /// Each owned row's pixel `m0 + row` and whether it is inside the block's pixels.
+    pub fn pixels(&self, k: &mut KernelBuilder, block: &Block) -> Vec<(Reg<U32>, Pred)> {
+        self.rows
+            .iter()
+            .map(|&row| {
+                let m = k.add(block.m0, row);
+                (m, k.setp_lt(m, block.pixels))
+            })
+            .collect()
+    }
+
     /// Stores each row's chunk of widened values into its groups.
-    fn write<A: Float>(&self, k: &mut KernelBuilder, values: &[Vec<Reg<A>>]) {
+    pub fn write<A: Float>(&self, k: &mut KernelBuilder, values: &[Vec<Reg<A>>]) {
         let len = group_len::<A>() as usize;
         for (slots, row) in self.slots.iter().zip(values) {
             for (&slot, group) in slots.iter().zip(row.chunks_exact(len)) {
@@ -82,7 +93,7 @@ impl Share {
     /// Each row's chunk at reduction index `kk = k0 + column`: one vector load per row when
     /// `vector`, else one load per element. `decode(kk)` is the per-index work shared by the
     /// rows; `locate(decoded, row)` gives the element index and its predicate.
-    fn gather<T: VectorElem, D>(
+    pub fn gather<T: VectorElem, D>(
         &self,
         k: &mut KernelBuilder,
         src: GlobalPtr<T>,
@@ -149,11 +160,9 @@ impl PixelRows {
         k.comment("the thread's staged pixel rows");
         let share = Share::new::<T>(k, tile, block.tid, TILE_M);
         let rows = share
-            .rows
-            .iter()
-            .map(|&row| {
-                let m = k.add(block.m0, row);
-                let ok = k.setp_lt(m, block.pixels);
+            .pixels(k, block)
+            .into_iter()
+            .map(|(m, ok)| {
                 let (image, ih0, iw0) = window_origin(k, p, d, m);
                 let image_row = k.mul_lo(image, d.h);
                 PixelRow {

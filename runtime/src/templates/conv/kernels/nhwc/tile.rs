@@ -11,7 +11,7 @@
 //! has `s = s(pl) ⊕ 2i`. So every read address is one of 8 per-thread registers plus an
 //! immediate, and the quarter-warp phases never conflict.
 
-use super::super::common::{bytes_of, load_or_zero, Dims, Problem};
+use super::super::common::{bytes_of, div_const, load_or_zero, rem_const, Dims};
 use super::super::vector::{load_chunk_or_zero, store_chunk, VectorElem, CHUNK_BYTES};
 use crate::builder::{Float, GlobalPtr, KernelBuilder, Pred, Reg, SharedArr, Val, U32};
 
@@ -72,27 +72,58 @@ pub(super) struct Block {
     /// First output channel of the tile within its group.
     pub n0: Reg<U32>,
     pub group: Reg<U32>,
-    /// Output pixels of the launch, `N·OH·OW`.
+    /// The tile's pixels are `m < pixels`.
     pub pixels: Reg<U32>,
+    /// Pixel `m` is row `first_row + m` of the output.
+    pub first_row: Option<Reg<U32>>,
 }
 
 impl Block {
+    /// The forward's block: pixels `m < N·OH·OW` of the whole launch, group `ctaid.z`.
     pub fn locate(k: &mut KernelBuilder, d: &Dims) -> Self {
+        let pixels = k.mul_lo(d.batch, d.ohw);
+        let group = k.ctaid_z();
+        Self::at(k, group, pixels, None)
+    }
+
+    /// Backward-data's block: pixels `m < H·W` of image `n`, group `g`, with `ctaid.z =
+    /// n·G + g` (a tile never straddles two images, so no division by `H·W`).
+    pub fn locate_in_image(k: &mut KernelBuilder, d: &Dims, groups: u32) -> (Self, Reg<U32>) {
+        let z = k.ctaid_z();
+        let image = div_const(k, z, groups);
+        let group = rem_const(k, z, groups);
+        let pixels = k.mul_lo(d.h, d.w);
+        let first_row = k.mul_lo(image, pixels);
+        (Self::at(k, group, pixels, Some(first_row)), image)
+    }
+
+    fn at(
+        k: &mut KernelBuilder,
+        group: Reg<U32>,
+        pixels: Reg<U32>,
+        first_row: Option<Reg<U32>>,
+    ) -> Self {
         let tid = k.tid_x();
         let bx = k.ctaid_x();
         let m0 = k.mul_lo(bx, TILE_M);
         let by = k.ctaid_y();
         let n0 = k.mul_lo(by, TILE_N);
-        let group = k.ctaid_z();
-        let pixels = k.mul_lo(d.batch, d.ohw);
         Self {
             tid,
             m0,
             n0,
             group,
             pixels,
+            first_row,
         }
     }
+}
+
+/// The output tensor's rows: `width` channels per group, `stride` channels per pixel.
+#[derive(Clone, Copy)]
+pub(super) struct Outputs {
+    pub width: u32,
+    pub stride: u32,
 }
 
 /// One staged row of a tile: its address and its swizzle `s(row)`.
@@ -190,14 +221,14 @@ pub(super) fn write_group<A: Float>(k: &mut KernelBuilder, addr: Reg<U32>, value
 /// `8·ol + j`'s is `filter_reads[q ⊕ j] + 128·j`.
 pub(super) fn multiply<A: Float>(
     k: &mut KernelBuilder,
-    p: &Problem,
+    depth: u32,
     lanes: &Lanes,
     acc: &[Vec<Reg<A>>],
 ) {
     k.comment("multiply the staged tiles");
     debug_assert_eq!(lanes.elem_bytes, bytes_of::<A>());
     // A reduction shorter than a tile leaves the groups past it zero: skip them.
-    let groups = GROUPS.min(p.filter_len().div_ceil(group_len::<A>()));
+    let groups = GROUPS.min(depth.div_ceil(group_len::<A>()));
     for q in 0..groups {
         let pixel_values: Vec<Vec<Reg<A>>> = (0..PIXELS_PER_THREAD)
             .map(|i| {
@@ -218,13 +249,13 @@ pub(super) fn multiply<A: Float>(
     }
 }
 
-/// `y[m, g·Og + o] = acc (+ bias[g·Og + o])` for the thread's pixels `m < N·OH·OW` and
-/// channels `o < Og`, rounded to the storage type. A pixel's 8 channels go out as 16-byte
-/// chunks (and the bias comes in as such) when `Og` is a multiple of the chunk; one element
-/// at a time otherwise.
+/// `y[first_row + m, g·W + o] = acc (+ bias[g·W + o])` for the thread's pixels `m < pixels`
+/// and channels `o < W` (`W` = [`Outputs::width`]), rounded to the storage type. A pixel's 8
+/// channels go out as 16-byte chunks (and the bias comes in as such) when `W` is a multiple
+/// of the chunk; one element at a time otherwise.
 pub(super) fn store_outputs<T: VectorElem>(
     k: &mut KernelBuilder,
-    p: &Problem,
+    out: Outputs,
     block: &Block,
     lanes: &Lanes,
     acc: &[Vec<Reg<T::Acc>>],
@@ -232,19 +263,19 @@ pub(super) fn store_outputs<T: VectorElem>(
     y: GlobalPtr<T>,
 ) {
     k.comment("store the tile (plus bias)");
-    let piece = if p.og.is_multiple_of(T::CHUNK) {
+    let piece = if out.width.is_multiple_of(T::CHUNK) {
         T::CHUNK
     } else {
         1
     };
     let local = k.add(block.n0, lanes.first_channel);
-    let group_start = k.mul_lo(block.group, p.og);
+    let group_start = k.mul_lo(block.group, out.width);
     let channel = k.add(group_start, local);
     // Piece `q`: channels `local + piece·q ..`, inside the group when its first one is.
     let pieces: Vec<Pred> = (0..CHANNELS_PER_THREAD / piece)
         .map(|q| {
             let first = k.add(local, q * piece);
-            k.setp_lt(first, p.og)
+            k.setp_lt(first, out.width)
         })
         .collect();
     let biases: Vec<Reg<T::Acc>> = match bias {
@@ -264,7 +295,11 @@ pub(super) fn store_outputs<T: VectorElem>(
         let pixel_ok = k.setp_lt(pixel, block.pixels);
         // One address per pixel, the pieces at immediate offsets: 32 separate 64-bit
         // addresses were hoisted by ptxas above the k-loop when it ran once, and spilled.
-        let first = k.mad_lo(pixel, p.c_out, channel);
+        let out_row = match block.first_row {
+            Some(first_row) => k.add(first_row, pixel),
+            None => pixel,
+        };
+        let first = k.mad_lo(out_row, out.stride, channel);
         let addr = k.elem_addr(y, first);
         for (q, &channel_ok) in (0u32..).zip(&pieces) {
             let ok = k.and_pred(pixel_ok, channel_ok);
