@@ -16,6 +16,10 @@
 //! ([`tile::multiply`]: 16-byte shared reads, conflict-free by an XOR swizzle). The epilogue
 //! adds the bias and stores each thread's 8 channels of a pixel as 16-byte chunks where `Og`
 //! is a multiple of the chunk.
+//!
+//! The NHWC module's CUDA-core `conv2d_bwd_data` ([`build_backward_data`]) is the same tiled
+//! GEMM with the roles of [`transposed`]: the input pixels of one image, the group's input
+//! channels, the reduction `(kh, kw, o)`. The k-loop and epilogue are shared.
 
 mod gather;
 mod tile;

@@ -1,7 +1,7 @@
 //! The block's shared tiles, its threads' outputs, the inner product and the epilogue.
 //!
-//! Both tiles hold 64 rows (pixels of the block, or its output channels) of one 128-byte row
-//! each: [`tile_k`] reduction indices in the accumulation type, as 8 *groups* of 16 bytes.
+//! Both tiles hold 64 rows (pixels of the block, or the channels it computes: output
+//! channels forward, input channels for backward-data) of one 128-byte row each: [`tile_k`] reduction indices in the accumulation type, as 8 *groups* of 16 bytes.
 //! Group `q` of row `r` sits at group `q ⊕ s(r)` with `s(r) = (r ⊕ ⌊r / 8⌋) mod 8`.
 //!
 //! Thread `t` owns pixels `pl + 16i` (`i < 4`, `pl = ⌊t / 8⌋`) and channels `8·ol + j`
