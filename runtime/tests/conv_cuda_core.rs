@@ -1,16 +1,18 @@
-//! The tiled CUDA-core NHWC forward (`conv2d_nhwc`) in the interpreter, every sanitizer check
-//! on (a finding fails the launch and the test), against the NCHW f64 host reference
-//! transposed to channels-last, over fixed and seeded random shapes: groups, stride 2,
-//! dilation, padding, ragged pixel and channel tiles, `Cg` and `Og` that are and are not
-//! multiples of the 16-byte chunk (vector and element gathers and stores), several reduction
-//! tiles; f16 and f32 on sm_70, f32 and f64 on sm_80 (no tensor cores without `allow_tf32`).
+//! The tiled CUDA-core NHWC forward (`conv2d_nhwc`) and backward-data (`conv2d_bwd_data` of an
+//! NHWC module) in the interpreter, every sanitizer check on (`SimBackend::new`: a finding
+//! fails the launch and the test), against the NCHW f64 host references transposed to
+//! channels-last, over fixed and seeded random shapes: groups, stride 2, dilation, padding,
+//! ragged pixel and channel tiles (up to three), `Cg` and `Og` that are and are not multiples
+//! of the 16-byte chunk (vector and element gathers and stores), several reduction tiles; f16
+//! and f32 on sm_70, f32 and f64 on sm_80 (no tensor cores without `allow_tf32`).
 //! Tolerances as in `conv_support` (f32 ≤ 1e-5, f16 ≤ 2e-3, bf16 ≤ 2e-2, f64 ≤ 1e-12
 //! relative to the largest output).
 //!
-//! Its counters on the families benchmark shape (3×3 64→64, 16×16, padding 1, f16 on sm_70;
+//! Their counters on the families benchmark shape (3×3 64→64, 16×16, padding 1, f16 on sm_70;
 //! and f32): global load efficiency ≥ 0.9 (16-byte chunks, whole sectors), shared-memory
-//! wavefronts ≤ 1.1 × the fewest the requests could take (the swizzle), and at most a tenth
-//! of the one-thread-per-output kernel's 7618.6 thread instructions per output.
+//! wavefronts ≤ 1.1 × the fewest the requests could take (the swizzle), and thread
+//! instructions per output at most a tenth of the one-thread-per-output forward's 7618.6
+//! (a seventh of backward-data's 5568.8: see [`UNTILED_INSTRUCTIONS_PER_OUTPUT`]).
 
 #![cfg(feature = "sim")]
 
@@ -66,6 +68,11 @@ fn fixed_cases() -> Vec<Case> {
             name: "depthwise 3x3 p1 24→24 groups 24 (Cg 1, K 9)",
             cfg: c(24, 24, 3).with_groups(24).with_padding(1, 1),
             shape: shape(1, 7, 6),
+        },
+        Case {
+            name: "3x3 p1 136→24 (backward-data: three input-channel tiles, Cg 136)",
+            cfg: c(136, 24, 3).with_padding(1, 1),
+            shape: shape(1, 5, 6),
         },
         Case {
             name: "1x1 s2 40→8 (K 40: a partial K tile, 3 pixel tiles)",
