@@ -10,8 +10,9 @@
 
 use ptxforge_runtime::dtype::DType;
 use ptxforge_runtime::launch::{Backend, DeviceBuffer, Element, LaunchError, SimBackend};
+use ptxforge_runtime::templates::conv::reference::{self, to_channels_last};
 use ptxforge_runtime::templates::conv::{Conv2dConfig, ConvDims, ConvShape};
-use ptxforge_runtime::templates::testing::{to_f64, HostFloat, SplitMix64};
+use ptxforge_runtime::templates::testing::{from_f64, to_f64, HostFloat, SplitMix64};
 use ptxforge_runtime::templates::KernelFamily;
 
 /// One problem of the table.
@@ -226,4 +227,48 @@ pub fn backward_filter_cases() -> Vec<Case> {
             shape: shape(4, 10, 11),
         },
     ]
+}
+
+/// A forward problem in the NHWC layout: seeded inputs in `[-1, 1]` rounded to `T`, and the
+/// NCHW f64 reference's output, all transposed to channels-last (`x [N, H, W, C_in]`, `w
+/// [C_out, KH, KW, Cg]`, `want [N, OH, OW, C_out]`; the bias is `[C_out]` either way).
+pub struct NhwcForward {
+    pub x: Vec<f64>,
+    pub w: Vec<f64>,
+    pub bias: Vec<f64>,
+    pub want: Vec<f64>,
+}
+
+impl NhwcForward {
+    pub fn new<T: HostFloat>(
+        cfg: &Conv2dConfig,
+        s: &ConvShape,
+        dims: &ConvDims,
+        seed: u64,
+    ) -> Self {
+        let mut rng = SplitMix64::new(seed);
+        let round = |v: Vec<f64>| to_f64(&from_f64::<T>(&v));
+        let x = round(rng.vec_f64(dims.input_len(cfg), -1.0, 1.0));
+        let w = round(rng.vec_f64(ConvDims::weight_len(cfg), -1.0, 1.0));
+        let bias = round(rng.vec_f64(cfg.out_channels as usize, -1.0, 1.0));
+        let want = reference::forward(cfg, s, &x, &w, cfg.bias.then_some(bias.as_slice()))
+            .expect("reference");
+        let (n, c_in, c_out) = (
+            s.batch as usize,
+            cfg.in_channels as usize,
+            cfg.out_channels as usize,
+        );
+        let filter = [
+            c_out,
+            c_in / cfg.groups as usize,
+            cfg.kernel_h as usize,
+            cfg.kernel_w as usize,
+        ];
+        Self {
+            x: to_channels_last(&x, [n, c_in, s.height as usize, s.width as usize]),
+            w: to_channels_last(&w, filter),
+            bias,
+            want: to_channels_last(&want, [n, c_out, dims.out_h as usize, dims.out_w as usize]),
+        }
+    }
 }

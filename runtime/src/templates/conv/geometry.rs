@@ -3,10 +3,10 @@
 //! launching, kept next to the tilings ([`DirectTile`](super::DirectTile),
 //! [`GemmTile`](super::GemmTile)) the kernels are built with.
 
-use super::config::Conv2dConfig;
+use super::config::{Conv2dConfig, Layout};
 use super::kernels::{
     BLOCK_1D, BWD_FILTER_REDUCE_THREADS, IMPLICIT_THREADS, IMPLICIT_TILE_M, IMPLICIT_TILE_N,
-    WARPS_PER_BLOCK,
+    NHWC_THREADS, NHWC_TILE_M, NHWC_TILE_N, WARPS_PER_BLOCK,
 };
 use super::shapes::ConvDims;
 use crate::launch::{Dim3, LaunchConfig, LaunchError};
@@ -183,27 +183,34 @@ impl Conv2dConfig {
         )
     }
 
-    /// `conv2d_nhwc`: block 256; grid `ceil(N·OH·OW·C_out / 256)`.
+    /// `conv2d_nhwc`: block 128; grid `(⌈N·OH·OW / 64⌉, ⌈Og / 64⌉, groups)`.
     pub fn nhwc_launch_config(&self, dims: &ConvDims) -> Result<LaunchConfig, LaunchError> {
-        let outputs = dims.output_len(self) as u64;
-        Ok(LaunchConfig {
-            grid: Dim3::x(grid_dim(
-                "NHWC output blocks",
-                outputs.div_ceil(u64::from(BLOCK_1D)),
-                MAX_GRID_X,
-            )?),
-            block: Dim3::x(BLOCK_1D),
-            dynamic_shared_bytes: 0,
-        })
+        let pixels = u64::from(dims.batch) * dims.out_pixels() as u64;
+        tile_grid(
+            NHWC_GRID,
+            pixels,
+            self.out_per_group(),
+            ("groups", u64::from(self.groups)),
+        )
     }
 
-    /// `conv2d_bwd_data`: block 256; grid `(ceil(H·W / 256), min(N·C_in, 65535))` (planes past
+    /// `conv2d_bwd_data`: NHWC as `conv2d_nhwc`'s tiling, block 128, grid `(⌈H·W / 64⌉,
+    /// ⌈Cg / 64⌉, N·groups)`; NCHW block 256; grid `(ceil(H·W / 256), min(N·C_in, 65535))` (planes past
     /// the grid are walked in steps of `gridDim.y`).
     pub fn backward_data_launch_config(
         &self,
         dims: &ConvDims,
     ) -> Result<LaunchConfig, LaunchError> {
         let pixels = u64::from(dims.in_h) * u64::from(dims.in_w);
+        if self.layout == Layout::Nhwc {
+            let planes = u64::from(dims.batch) * u64::from(self.groups);
+            return tile_grid(
+                NHWC_GRID,
+                pixels,
+                self.in_per_group(),
+                ("images × groups", planes),
+            );
+        }
         let planes = u64::from(dims.batch) * u64::from(self.in_channels);
         Ok(LaunchConfig {
             grid: Dim3::new(
@@ -337,7 +344,42 @@ impl Conv2dConfig {
 
 /// The launch of a tensor-core implicit GEMM: block 128; grid `(ceil(rows / 64),
 /// ceil(columns / 64), z)` with `z` named for the error.
+/// A GEMM tiling's grid: `(⌈rows / tile_m⌉, ⌈columns / tile_n⌉, z)` blocks of `threads`.
+#[derive(Clone, Copy)]
+struct TileGrid {
+    /// The grid axes' names in launch errors.
+    axes: [&'static str; 2],
+    tile_m: u32,
+    tile_n: u32,
+    threads: u32,
+}
+
+/// The tensor-core implicit GEMMs' tiling.
+const IMPLICIT_GRID: TileGrid = TileGrid {
+    axes: ["implicit GEMM pixel tiles", "implicit GEMM channel tiles"],
+    tile_m: IMPLICIT_TILE_M,
+    tile_n: IMPLICIT_TILE_N,
+    threads: IMPLICIT_THREADS,
+};
+
+/// `conv2d_nhwc`'s tiling.
+const NHWC_GRID: TileGrid = TileGrid {
+    axes: ["NHWC pixel tiles", "NHWC channel tiles"],
+    tile_m: NHWC_TILE_M,
+    tile_n: NHWC_TILE_N,
+    threads: NHWC_THREADS,
+};
+
 fn implicit_gemm_grid(
+    rows: u64,
+    columns: u32,
+    z: (&'static str, u64),
+) -> Result<LaunchConfig, LaunchError> {
+    tile_grid(IMPLICIT_GRID, rows, columns, z)
+}
+
+fn tile_grid(
+    tiling: TileGrid,
     rows: u64,
     columns: u32,
     (z_name, z): (&'static str, u64),
@@ -345,18 +387,18 @@ fn implicit_gemm_grid(
     Ok(LaunchConfig {
         grid: Dim3::new(
             grid_dim(
-                "implicit GEMM pixel tiles",
-                rows.div_ceil(u64::from(IMPLICIT_TILE_M)),
+                tiling.axes[0],
+                rows.div_ceil(u64::from(tiling.tile_m)),
                 MAX_GRID_X,
             )?,
             grid_dim(
-                "implicit GEMM channel tiles",
-                u64::from(columns.div_ceil(IMPLICIT_TILE_N)),
+                tiling.axes[1],
+                u64::from(columns.div_ceil(tiling.tile_n)),
                 MAX_GRID_YZ,
             )?,
             grid_dim(z_name, z, MAX_GRID_YZ)?,
         ),
-        block: Dim3::new(IMPLICIT_THREADS, 1, 1),
+        block: Dim3::new(tiling.threads, 1, 1),
         dynamic_shared_bytes: 0,
     })
 }

@@ -8,16 +8,15 @@
 //! planes `ctaid.y, ctaid.y + nctaid.y, …`. Consecutive threads are consecutive `iw`, so they
 //! read consecutive `ow` of `gy` (stride 1) and write consecutive `dx`.
 //!
-//! NHWC (`dx [N, H, W, C_in]`, `gy [N, OH, OW, C_out]`, `w [C_out, KH, KW, Cg]`): the same
-//! threads and order with channels-last indices. Consecutive threads are then `C` elements
-//! apart: the fallback for targets and dtypes without the tensor-core entry, not a tuned path.
+//! NCHW only: the NHWC module's `conv2d_bwd_data` is the tiled GEMM of [`super::nhwc`]
+//! (its parameters are the same, [`declare_params`]).
 
 use super::common::{
     bytes_of, channel_start, conv_kernel, div_const, output_coord, rem_const, ConvElem, DimParams,
     Dims, Problem,
 };
 use crate::arch::Arch;
-use crate::builder::{GlobalPtr, KernelBuilder, Reg, Val, U32, U64};
+use crate::builder::{GlobalPtr, KernelBuilder, Reg, U32};
 use crate::ir::SpecialReg;
 use crate::templates::conv::{Conv2dConfig, Layout};
 
@@ -26,17 +25,27 @@ pub const ENTRY: &str = "conv2d_bwd_data";
 /// Threads per block.
 pub const BLOCK: u32 = 256;
 
-/// Builds `conv2d_bwd_data(gy, w, dx, batch, height, width, out_height, out_width)`.
-pub(crate) fn build<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilder {
-    let p = Problem::new(cfg);
-    let mut k = conv_kernel(ENTRY, arch);
-    k.require_block([BLOCK, 1, 1]);
+/// The entry's parameters `(gy, w, dx, dims…)`, loaded (the NHWC tiled entry of the same
+/// name takes the same ones).
+#[allow(clippy::type_complexity)]
+pub(crate) fn declare_params<T: ConvElem>(
+    k: &mut KernelBuilder,
+) -> (GlobalPtr<T>, GlobalPtr<T>, GlobalPtr<T>, Dims) {
     let gy = k.param_ptr::<T>("gy");
     let w = k.param_ptr::<T>("w");
     let dx = k.param_ptr::<T>("dx");
-    let dims = DimParams::declare(&mut k);
+    let dims = DimParams::declare(k);
     let (gy, w, dx) = (k.global_ptr(gy), k.global_ptr(w), k.global_ptr(dx));
-    let d = dims.load(&mut k);
+    (gy, w, dx, dims.load(k))
+}
+
+/// Builds `conv2d_bwd_data(gy, w, dx, batch, height, width, out_height, out_width)`.
+pub(crate) fn build<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilder {
+    let p = Problem::new(cfg);
+    debug_assert_eq!(p.layout, Layout::Nchw);
+    let mut k = conv_kernel(ENTRY, arch);
+    k.require_block([BLOCK, 1, 1]);
+    let (gy, w, dx, d) = declare_params::<T>(&mut k);
     let hw = k.mul_lo(d.h, d.w);
     let pixel = k.global_index_x();
     let in_range = k.setp_lt(pixel, hw);
@@ -50,13 +59,7 @@ pub(crate) fn build<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilde
             let c = rem_const(k, plane, p.c_in);
             let sum = gather_plane::<T>(k, &p, &d, gy, w, n, c, ih, iw);
             let out = T::narrow(k, sum);
-            let idx = match p.layout {
-                Layout::Nchw => k.mad_lo(plane, hw, pixel),
-                Layout::Nhwc => {
-                    let position = k.mad_lo(n, hw, pixel);
-                    k.mad_lo(position, p.c_in, c)
-                }
-            };
+            let idx = k.mad_lo(plane, hw, pixel);
             let addr = k.elem_addr(dx, idx);
             k.st_global(addr, 0, out);
         });
@@ -85,42 +88,22 @@ fn gather_plane<T: ConvElem>(
     let ohw = d.ohw;
     // The gy element of (n, oc0) at output position 0 and the filter element of (oc0, ci)
     // at tap 0.
-    let gy_first = channel_start(k, p.layout, n, p.c_out, oc0, ohw);
-    let w_first = match p.layout {
-        Layout::Nchw => {
-            let filter = k.mad_lo(oc0, p.cg, ci);
-            k.mul_lo(filter, p.taps)
-        }
-        Layout::Nhwc => k.mad_lo(oc0, p.filter_len(), ci),
-    };
+    let gy_first = channel_start(k, Layout::Nchw, n, p.c_out, oc0, ohw);
+    let filter = k.mad_lo(oc0, p.cg, ci);
+    let w_first = k.mul_lo(filter, p.taps);
     k.for_range(0u32, p.kh, 1u32, |k, kh| {
         let (oh, oh_ok) = output_coord(k, ih, kh, p.ph, p.dh, p.sh, d.oh);
         k.if_then(oh_ok, |k| {
-            // NCHW: the gy and filter rows' first elements; NHWC: the gy row's first position
-            // and the filter row's first element (taps `Cg` apart).
-            let (gy_row, w_row) = match p.layout {
-                Layout::Nchw => (k.mad_lo(oh, d.ow, gy_first), k.mad_lo(kh, p.kw, w_first)),
-                Layout::Nhwc => (k.mul_lo(oh, d.ow), k.mad_lo(kh, p.kw * p.cg, w_first)),
-            };
+            // The gy and filter rows' first elements.
+            let gy_row = k.mad_lo(oh, d.ow, gy_first);
+            let w_row = k.mad_lo(kh, p.kw, w_first);
             k.for_range(0u32, p.kw, 1u32, |k, kw| {
                 let (ow, ow_ok) = output_coord(k, iw, kw, p.pw, p.dw, p.sw, d.ow);
                 k.if_then(ow_ok, |k| {
-                    // Next output channel: the next plane (NCHW) or element (NHWC) of `gy`.
-                    let (gy_idx, w_idx, gy_step): (_, _, Val<U64>) = match p.layout {
-                        Layout::Nchw => (
-                            k.add(gy_row, ow),
-                            k.add(w_row, kw),
-                            k.mul_wide(ohw, bytes_of::<T>()).into(),
-                        ),
-                        Layout::Nhwc => {
-                            let position = k.add(gy_row, ow);
-                            (
-                                k.mad_lo(position, p.c_out, gy_first),
-                                k.mad_lo(kw, p.cg, w_row),
-                                u64::from(bytes_of::<T>()).into(),
-                            )
-                        }
-                    };
+                    // Next output channel: the next plane of `gy`.
+                    let gy_idx = k.add(gy_row, ow);
+                    let w_idx = k.add(w_row, kw);
+                    let gy_step = k.mul_wide(ohw, bytes_of::<T>());
                     let gy_at = k.elem_addr(gy, gy_idx);
                     let w_at = k.elem_addr(w, w_idx);
                     let w_step = u64::from(p.filter_len() * bytes_of::<T>());

@@ -311,6 +311,24 @@ pub(crate) fn rem_const(k: &mut KernelBuilder, a: Reg<U32>, d: u32) -> Reg<U32> 
     }
 }
 
+/// Output pixel `m = (n·OH + oh)·OW + ow` as `(n, oh·SH − PH, ow·SW − PW)`: its image and
+/// the input position its window's first tap reads (wrapping: above / left of the image is
+/// huge, so one `< H` / `< W` test per tap rejects the padding).
+pub(crate) fn window_origin(
+    k: &mut KernelBuilder,
+    p: &Problem,
+    d: &Dims,
+    m: Reg<U32>,
+) -> (Reg<U32>, Reg<U32>, Reg<U32>) {
+    let (n, pix) = d.ohw_div.divmod(k, m);
+    let (oh, ow) = d.ow_div.divmod(k, pix);
+    let ih = k.mul_lo(oh, p.sh);
+    let ih = k.sub(ih, p.ph);
+    let iw = k.mul_lo(ow, p.sw);
+    let iw = k.sub(iw, p.pw);
+    (n, ih, iw)
+}
+
 /// The output coordinate tap `t` of one axis reads, if any: `o = (i + pad − t·dil) / stride`
 /// when `i + pad ≥ t·dil`, the division is exact and `o < out_len`.
 pub(crate) fn output_coord(

@@ -12,8 +12,8 @@
 //! banks), B is 16 consecutive elements per half-warp.
 
 use super::common::{
-    both_below, bytes_of, conv_kernel, div_const, load_or_zero, rem_const, ConvElem, DimParams,
-    Dims, Problem,
+    both_below, bytes_of, conv_kernel, div_const, load_or_zero, rem_const, window_origin, ConvElem,
+    DimParams, Dims, Problem,
 };
 use crate::arch::Arch;
 use crate::builder::{Float, GlobalPtr, KernelBuilder, Pred, Reg, SharedArr, U32};
@@ -131,12 +131,7 @@ fn locate_b_column<T: ConvElem>(
         },
         Operand::Pointwise => {
             k.comment("decompose the staging column into its input pixel");
-            let (n, pix) = d.ohw_div.divmod(k, col);
-            let (oh, ow) = d.ow_div.divmod(k, pix);
-            let ih = k.mul_lo(oh, p.sh);
-            let ih = k.sub(ih, p.ph);
-            let iw = k.mul_lo(ow, p.sw);
-            let iw = k.sub(iw, p.pw);
+            let (n, ih, iw) = window_origin(k, p, d, col);
             let inside = both_below(k, ih, d.h, iw, d.w);
             let pixel_ok = k.and_pred(col_ok, inside);
             let hw = k.mul_lo(d.h, d.w);

@@ -7,7 +7,9 @@
 //! rows `ctaid.y, ctaid.y + nctaid.y, …`. Consecutive threads read consecutive input columns
 //! (for stride 1) and write consecutive `cols` elements.
 
-use super::common::{both_below, conv_kernel, div_const, rem_const, ConvElem, DimParams, Problem};
+use super::common::{
+    both_below, conv_kernel, div_const, rem_const, window_origin, ConvElem, DimParams, Problem,
+};
 use crate::arch::Arch;
 use crate::builder::KernelBuilder;
 use crate::ir::SpecialReg;
@@ -39,12 +41,7 @@ pub(crate) fn build<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilde
     let in_range = k.setp_lt(col, columns);
     k.if_then(in_range, |k| {
         k.comment("decompose the column: (n, oh, ow)");
-        let (n, pix) = d.ohw_div.divmod(k, col);
-        let (oh, ow) = d.ow_div.divmod(k, pix);
-        let top = k.mul_lo(oh, p.sh);
-        let top = k.sub(top, p.ph);
-        let left = k.mul_lo(ow, p.sw);
-        let left = k.sub(left, p.pw);
+        let (n, top, left) = window_origin(k, &p, &d, col);
         let image = k.mul_lo(n, p.c_in);
         let image = k.mul_lo(image, hw);
         let first_row = k.ctaid_y();

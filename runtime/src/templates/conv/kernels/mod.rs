@@ -8,9 +8,9 @@
 //! | [`gemm`](gemm) | `y = W_g · cols_g (+ b)` | (16, 16) | `(⌈N·OH·OW/64⌉, ⌈Og/block_m⌉, G)` |
 //! | [`1x1`](gemm) (1×1 kernels only) | `y` from `x` (implicit GEMM) | (16, 16) | as `gemm` |
 //! | [`implicit_gemm`](implicit_gemm) (f16/bf16, sm_80+) | `y` from `x` on tensor cores, NCHW or NHWC | 128 | `(⌈N·OH·OW/64⌉, ⌈Og/64⌉, G)` |
-//! | [`nhwc`](nhwc) (NHWC only) | `y` from `x` on CUDA cores, one thread per output | 256 | `⌈N·OH·OW·C_out/256⌉` |
+//! | [`nhwc`](nhwc) (NHWC only) | `y` from `x` on CUDA cores (tiled implicit GEMM, 16-byte loads and stores) | 128 | `(⌈N·OH·OW/64⌉, ⌈Og/64⌉, G)` |
 //! | [`direct`](direct) | `y` from `x` via shared tiles | (16, 16) | `(tiles, G·⌈Og/OCB⌉, N)` |
-//! | [`bwd_data`](backward_data) | `dx` from `gy` (NCHW or NHWC) | 256 | `(⌈H·W/256⌉, min(N·C_in, 65535))` |
+//! | [`bwd_data`](backward_data) | `dx` from `gy`: NCHW one thread per element; NHWC the [`nhwc`] tiling | 256; NHWC 128 | `(⌈H·W/256⌉, min(N·C_in, 65535))`; NHWC `(⌈H·W/64⌉, ⌈Cg/64⌉, N·G)` |
 //! | [`bwd_data_implicit_gemm`](implicit_gemm) (f16/bf16, sm_80+) | `dx` from `gy` on tensor cores | 128 | `(⌈H·W/64⌉, ⌈Cg/64⌉, N·G)` |
 //! | [`bwd_filter`](backward_filter) | `dw` from `x`, `gy` (NCHW or NHWC) | 256 | `⌈C_out·Cg·KH·KW / 8⌉` |
 //! | [`bwd_filter_implicit_gemm`](implicit_gemm) (f16/bf16, sm_80+) | `dw` from `x`, `gy` on tensor cores | 128 | `(⌈Og/64⌉, ⌈Cg·KH·KW/64⌉, G)` |
@@ -19,7 +19,9 @@
 //! | [`bwd_bias`](backward_filter) (with bias) | `db` from `gy` (NCHW or NHWC) | 256 | `⌈C_out / 8⌉` |
 //!
 //! The NHWC module's forward entries are `implicit_gemm` (where available) and `nhwc`; its
-//! backward entries are the same as NCHW's (the tensor-core ones where available), indexing
+//! backward entries have NCHW's names (the tensor-core ones where available; its CUDA-core
+//! `bwd_data` is the tiled GEMM of [`nhwc`], its `bwd_filter` and `bwd_bias` NCHW's kernels),
+//! indexing
 //! `x`/`dx [N, H, W, C_in]`, `gy [N, OH, OW, C_out]` and `w`/`dw [C_out, KH, KW, Cg]`. Every
 //! entry takes its buffers, then `batch, height, width, out_height, out_width` (u32).
 //! f16/bf16 are computed in f32, f64 in f64; nothing writes its inputs; no float atomics.
@@ -32,6 +34,7 @@ mod gemm;
 mod im2col;
 mod implicit_gemm;
 mod nhwc;
+mod vector;
 
 pub use backward_data::ENTRY as ENTRY_BWD_DATA;
 pub use backward_filter::{ENTRY_BIAS as ENTRY_BWD_BIAS, ENTRY_FILTER as ENTRY_BWD_FILTER};
@@ -45,14 +48,15 @@ pub use implicit_gemm::{
     ENTRY_SPLIT as ENTRY_BWD_FILTER_SPLIT, REDUCE_THREADS as BWD_FILTER_REDUCE_THREADS,
     THREADS as IMPLICIT_THREADS, TILE_M as IMPLICIT_TILE_M, TILE_N as IMPLICIT_TILE_N,
 };
-pub use nhwc::ENTRY as ENTRY_NHWC;
+pub use nhwc::{
+    ENTRY as ENTRY_NHWC, THREADS as NHWC_THREADS, TILE_M as NHWC_TILE_M, TILE_N as NHWC_TILE_N,
+};
 
 /// Threads per block of the 1-D entries (im2col, backward-data, backward-filter/bias).
 pub const BLOCK_1D: u32 = 256;
 /// Output elements per block of the backward-filter and backward-bias entries (one per warp).
 pub const WARPS_PER_BLOCK: u32 = backward_filter::WARPS;
 
-use common::ConvElem;
 use gemm::Operand;
 use implicit_gemm::Pass;
 
@@ -127,7 +131,7 @@ impl Conv2dConfig {
     }
 }
 
-fn build_module<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> ModuleBuilder {
+fn build_module<T: vector::VectorElem>(cfg: &Conv2dConfig, arch: Arch) -> ModuleBuilder {
     let mut m = ModuleBuilder::new(arch);
     let nchw = cfg.layout == Layout::Nchw;
     if nchw {
@@ -145,7 +149,11 @@ fn build_module<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> ModuleBuilder {
         }
         m.push(direct::build::<T>(cfg, arch));
     }
-    m.push(backward_data::build::<T>(cfg, arch));
+    m.push(if nchw {
+        backward_data::build::<T>(cfg, arch)
+    } else {
+        nhwc::build_backward_data::<T>(cfg, arch)
+    });
     if let Some(tc) = T::implicit_gemm(cfg, arch, Pass::BackwardData) {
         m.push(tc);
     }
