@@ -723,12 +723,19 @@ fn implicit_gemm_counter_bars() {
 /// elements on each bank `≡ base (mod 4)` and 2 on the others: a whole filter (64 rows, 18
 /// requests of 32) needs at least 24 wavefronts whatever the lane → element assignment
 /// (about 1.07 for the whole kernel at best, by a model of its stores); below 1.05 needs
-/// stores that mix filters, i.e. loads that are not whole sectors, or another tile layout. 28-wide rows (112
-/// bytes of f32): a warp's 32 consecutive pixels start anywhere in a sector, so the f32
-/// lane → pixel gathers (backward-data A, backward-filter B, forward A) read 5 sectors for
-/// 4; f32 windows need two words per lane (a third more instructions, see `window.rs`). For
-/// halves, forward and backward-data A and backward-filter B read each input (`gy`) row once
-/// as whole sectors (`Strategy::Windows`).
+/// stores that mix filters, i.e. loads that are not whole sectors, or another tile layout.
+/// A row-dependent permutation of columns within aligned groups of 4 (a swizzle) is not
+/// enough alone: it leaves each request's count per 4-bank group unchanged, and a request
+/// of 32 consecutive slab elements holding rows `c` and `c + 2` puts the last `1 + a` taps
+/// of one and the first `4 − a` of the other (`a` = first column mod 4) in one group,
+/// 5 elements for 4 banks (a model of these stores: 2,464 wavefronts for 1,728 requests
+/// per block now, and at least 2,464 under any such swizzle); it also breaks the B
+/// `ldmatrix`, whose rows reach the mma positionally (word `j` of a row is `k = j`).
+/// 28-wide rows (112 bytes of f32): a warp's 32 consecutive pixels start anywhere in a
+/// sector, so the f32 lane → pixel gathers (backward-data A, backward-filter B, forward A)
+/// read 5 sectors for 4; f32 windows need two words per lane (a third more instructions,
+/// see `window.rs`). For halves, forward and backward-data A and backward-filter B read
+/// each input (`gy`) row once as whole sectors (`Strategy::Windows`).
 const KNOWN_GAPS: [(&str, DType, &str, f64, f64); 9] = [
     ("3x3 p1", DType::F32, "backward-data nchw", 0.9, 1.26),
     ("3x3 p1 w28", DType::F32, "forward nchw", 0.86, 1.05),
