@@ -16,24 +16,38 @@
 //!   allows → [`LaunchError::InvalidDim`] named `m`;
 //! - weights whose absmax form does not match `cfg.double_quant` → [`LaunchError::ArgumentCount`]
 //!   (the entries of the two forms take 5 and 8 arguments);
-//! - any buffer of the wrong length → [`LaunchError::BufferLength`] naming it.
+//! - any buffer of the wrong length → [`LaunchError::BufferLength`] naming it;
+//! - a split of the backward GEMV into no slices, more slices than rows of `W` or than
+//!   `grid.y` allows, or a workspace past the u32 index range → [`LaunchError::InvalidDim`]
+//!   named `slices`.
 
 use half::{bf16, f16};
 
 use super::format::{Nf4DoubleQuant, Nf4Weights, DYNAMIC_MAP_LEN};
 use super::kernels::{
-    backward_gemv_cols, backward_input_cols, gemm_threads, BACKWARD_GEMV_ENTRY,
-    BACKWARD_INPUT_ENTRY, GEMM_ENTRY, GEMV_ENTRY, GEMV_MAX_M, GEMV_ROWS_PER_BLOCK, THREADS, TILE_M,
-    TILE_N,
+    backward_gemv_cols, backward_gemv_slice_len, backward_input_cols, gemm_threads,
+    BACKWARD_GEMV_ENTRY, BACKWARD_GEMV_REDUCE_ENTRY, BACKWARD_GEMV_SPLIT_ENTRY,
+    BACKWARD_INPUT_ENTRY, GEMM_ENTRY, GEMV_ENTRY, GEMV_MAX_M, GEMV_ROWS_PER_BLOCK, REDUCE_VECTOR,
+    THREADS, TILE_M, TILE_N,
 };
-use super::Nf4Config;
+use super::{Nf4Config, INDEX_BOUND};
 use crate::dtype::DType;
 use crate::launch::{
     Backend, DeviceBuffer, Dim3, Element, KernelArg, LaunchConfig, LaunchError, ParamKind,
 };
 
+/// How many slices of the rows of `W` the backward GEMV splits its sum into (the conv
+/// backward-filter's type: `Auto` is [`backward_gemv_slices`] here).
+pub use crate::templates::conv::launch::Slices;
+use crate::templates::conv::{SPLIT_TARGET_SMS, SPLIT_WAVES};
+
 /// The largest `grid.y` a launch may use.
 const MAX_GRID_Y: u32 = 65535;
+
+/// The fewest rows of `W` [`backward_gemv_slices`] gives a slice: below that, a block's fixed
+/// costs (the code table, map and window staging, the combine, its part of the workspace
+/// written and read back) outweigh its 64 rows of code bytes.
+pub const MIN_SLICE_ROWS: u32 = 64;
 
 /// Activation element types of the NF4 kernels (sealed: f16, bf16, f32).
 pub trait Nf4Activation: Element + private::Sealed {
@@ -170,6 +184,59 @@ pub fn backward_gemv_launch_config(cfg: &Nf4Config) -> LaunchConfig {
     }
 }
 
+/// The number `S` of slices of the rows of `W` the backward GEMV ([`backward_gemv`], and
+/// [`backward_input`] for `m ≤ 8`) splits its sum into: with `B = ⌈k / cols⌉` blocks unsplit
+/// ([`backward_gemv_cols`]),
+/// - `S = 1` when `B ≥` [`SPLIT_TARGET_SMS`] (the grid already fills the part) or
+///   `n < 2·`[`MIN_SLICE_ROWS`];
+/// - else `S = min(⌈W / B⌉, ⌊n / MIN_SLICE_ROWS⌋, 65535, ⌊2³² − 1 / stride⌋)` with `W =`
+///   [`SPLIT_WAVES`]` · `[`SPLIT_TARGET_SMS`] blocks (two waves of an H100's 132 SMs) and
+///   `stride` = [`backward_gemv_slice_len`] workspace elements per slice, then shrunk to
+///   `⌈n / ⌈n / S⌉⌉` so that no slice is empty: `S·B ≈ W` blocks, each slice at least
+///   [`MIN_SLICE_ROWS`] rows. `n = k = 4096` at block 64: `B = 8`, `S = 33` (125 rows each),
+///   264 blocks.
+///
+/// The rule depends on the shape and `m` only (`m` through the workspace bound), so a call
+/// always gets the same `S` and the same bits.
+pub fn backward_gemv_slices(cfg: &Nf4Config, m: u32) -> u32 {
+    let blocks = u64::from(cfg.k.div_ceil(backward_gemv_cols(cfg)));
+    let rows = u64::from(cfg.n);
+    if blocks >= SPLIT_TARGET_SMS || rows < 2 * u64::from(MIN_SLICE_ROWS) {
+        return 1;
+    }
+    let slices = (SPLIT_WAVES * SPLIT_TARGET_SMS)
+        .div_ceil(blocks)
+        .min(rows / u64::from(MIN_SLICE_ROWS))
+        .min(u64::from(MAX_GRID_Y))
+        .min(INDEX_BOUND.limit / backward_gemv_slice_len(cfg, m).max(1))
+        .max(1);
+    rows.div_ceil(rows.div_ceil(slices)) as u32
+}
+
+/// Rows of `W` per slice when split into `slices`: `⌈n / S⌉` (the last may have fewer).
+pub fn backward_gemv_slice_rows(cfg: &Nf4Config, slices: u32) -> u32 {
+    cfg.n.div_ceil(slices.max(1))
+}
+
+/// Launch geometry of `nf4_backward_gemv_split`: `(⌈k / cols⌉, S)` blocks of 256 threads.
+pub fn backward_gemv_split_launch_config(cfg: &Nf4Config, slices: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid: Dim3::new(cfg.k.div_ceil(backward_gemv_cols(cfg)), slices, 1),
+        ..backward_gemv_launch_config(cfg)
+    }
+}
+
+/// Launch geometry of `nf4_backward_gemv_reduce`: `⌈⌈m·k / 4⌉ / 256⌉` blocks of 256 threads
+/// (four elements of `G_A` per thread).
+pub fn backward_gemv_reduce_launch_config(cfg: &Nf4Config, m: u32) -> LaunchConfig {
+    let groups = (u64::from(m) * u64::from(cfg.k)).div_ceil(u64::from(REDUCE_VECTOR));
+    LaunchConfig {
+        grid: Dim3::x(groups.div_ceil(u64::from(THREADS)) as u32),
+        block: Dim3::x(THREADS),
+        dynamic_shared_bytes: 0,
+    }
+}
+
 /// Forward `C [m, n] = A [m, k] · dequant(W)ᵀ`, through the GEMV entry for `m ≤ 8` and the tiled
 /// entry otherwise ([`forward_entry`]). `c` is overwritten; `a` and the weights are only read.
 pub fn forward<B: Backend, T: Nf4Activation>(
@@ -255,7 +322,8 @@ pub fn backward_input<B: Backend, T: Nf4Activation>(
     }
 }
 
-/// Backward through the GEMV entry (`1 ≤ m ≤ 8`).
+/// Backward through the GEMV entries (`1 ≤ m ≤ 8`), the rows of `W` split by
+/// [`backward_gemv_slices`] ([`backward_gemv_sliced`] with [`Slices::Auto`]).
 pub fn backward_gemv<B: Backend, T: Nf4Activation>(
     cfg: &Nf4Config,
     dev: &B,
@@ -265,17 +333,77 @@ pub fn backward_gemv<B: Backend, T: Nf4Activation>(
     weights: &DeviceWeights<B>,
     g_a: &mut DeviceBuffer<B, T>,
 ) -> Result<(), LaunchError> {
+    backward_gemv_sliced(cfg, dev, ptx, m, Slices::Auto, g_c, weights, g_a)
+}
+
+/// Backward through the GEMV entries (`1 ≤ m ≤ 8`) with a chosen split of the sum over the
+/// `n` rows of `W` ([`Slices`]). One slice runs `nf4_backward_gemv` alone; `S > 1` allocates
+/// an f32 workspace of `S ·` [`backward_gemv_slice_len`] elements through the backend, runs
+/// `nf4_backward_gemv_split` (slice `s` = rows `s·⌈n/S⌉ ..`, its sums into its part of the
+/// workspace) and `nf4_backward_gemv_reduce` (the slices added in order, rounded once): the
+/// same bits every run for a given `S`. `S = 0`, `S > n`, `S > 65535` or a workspace past the
+/// u32 index range is [`LaunchError::InvalidDim`] `slices`.
+#[allow(clippy::too_many_arguments)]
+pub fn backward_gemv_sliced<B: Backend, T: Nf4Activation>(
+    cfg: &Nf4Config,
+    dev: &B,
+    ptx: &str,
+    m: u32,
+    slices: Slices,
+    g_c: &DeviceBuffer<B, T>,
+    weights: &DeviceWeights<B>,
+    g_a: &mut DeviceBuffer<B, T>,
+) -> Result<(), LaunchError> {
     check_common::<B, T>(cfg, BACKWARD_GEMV_ENTRY, m, weights)?;
     check_gemv_rows("the backward GEMV entry", m)?;
     check_len("g_c", u64::from(m) * u64::from(cfg.n), g_c.len())?;
     check_len("g_a", u64::from(m) * u64::from(cfg.k), g_a.len())?;
-    let args = entry_args(g_c, weights, g_a, m);
-    dev.launch(
-        ptx,
-        BACKWARD_GEMV_ENTRY,
-        backward_gemv_launch_config(cfg),
-        &args,
-    )
+    let slices = match slices {
+        Slices::Auto => backward_gemv_slices(cfg, m),
+        Slices::Exactly(s) => s,
+    };
+    let workspace = check_slices(cfg, m, slices)?;
+    if slices == 1 {
+        let args = entry_args(g_c, weights, g_a, m);
+        return dev.launch(
+            ptx,
+            BACKWARD_GEMV_ENTRY,
+            backward_gemv_launch_config(cfg),
+            &args,
+        );
+    }
+    let partials = dev.alloc::<f32>(workspace as usize)?;
+    let mut args = entry_args(g_c, weights, &partials, m);
+    args.push(KernelArg::U32(backward_gemv_slice_rows(cfg, slices)));
+    let split = backward_gemv_split_launch_config(cfg, slices);
+    dev.launch(ptx, BACKWARD_GEMV_SPLIT_ENTRY, split, &args)?;
+    let args = [
+        KernelArg::buffer(&partials),
+        KernelArg::buffer(&*g_a),
+        KernelArg::U32(m),
+        KernelArg::U32(slices),
+    ];
+    let reduce = backward_gemv_reduce_launch_config(cfg, m);
+    dev.launch(ptx, BACKWARD_GEMV_REDUCE_ENTRY, reduce, &args)
+}
+
+/// A split of the backward GEMV into `slices`: at least 1, at most `n` (every slice a row) and
+/// `grid.y`, and a workspace (returned, in elements) within the u32 index range.
+fn check_slices(cfg: &Nf4Config, m: u32, slices: u32) -> Result<u64, LaunchError> {
+    let workspace = u64::from(slices) * backward_gemv_slice_len(cfg, m);
+    let limit = cfg.n.min(MAX_GRID_Y);
+    if (1..=limit).contains(&slices) && workspace <= INDEX_BOUND.limit {
+        return Ok(workspace);
+    }
+    Err(LaunchError::InvalidDim {
+        name: "slices",
+        value: u64::from(slices),
+        reason: format!(
+            "needs 1 ..= {limit} slices (at most n = {} rows of W and grid.y {MAX_GRID_Y}) and a \
+             workspace of at most {} f32 ({workspace} asked)",
+            cfg.n, INDEX_BOUND.limit
+        ),
+    })
 }
 
 /// Backward through the tiled entry (any `m ≥ 1`; [`backward_input`] picks it for `m > 8`).
@@ -391,10 +519,10 @@ fn check_row_tiles(m: u32) -> Result<(), LaunchError> {
 }
 
 /// `input, packed, <absmax>, output, m` in the entries' parameter order.
-fn entry_args<'a, B: Backend, T: Element>(
+fn entry_args<'a, B: Backend, T: Element, O: Element>(
     input: &'a DeviceBuffer<B, T>,
     w: &'a DeviceWeights<B>,
-    output: &'a DeviceBuffer<B, T>,
+    output: &'a DeviceBuffer<B, O>,
     m: u32,
 ) -> Vec<KernelArg<'a, B>> {
     let mut args = vec![KernelArg::buffer(input), KernelArg::buffer(&w.packed)];
