@@ -27,7 +27,11 @@ use ptxforge_runtime::templates::conv::launch::Slices;
 use ptxforge_runtime::templates::conv::{Conv2dConfig, ConvShape, Layout};
 use ptxforge_runtime::templates::moe::launch::{forward as moe_forward, ExpertWeights};
 use ptxforge_runtime::templates::moe::{Ffn, MoeConfig};
-use ptxforge_runtime::templates::nf4::launch::{forward as nf4_forward, DeviceWeights};
+use ptxforge_runtime::templates::nf4::launch::{
+    backward_gemv_slice_rows as nf4_backward_gemv_slice_rows,
+    backward_gemv_sliced as nf4_backward_gemv, backward_gemv_slices as nf4_backward_gemv_slices,
+    forward as nf4_forward, DeviceWeights,
+};
 use ptxforge_runtime::templates::nf4::{quantize, Nf4Config};
 use ptxforge_runtime::templates::testing::SplitMix64;
 use ptxforge_runtime::templates::KernelFamily;
@@ -271,6 +275,85 @@ fn nf4(rows: &mut Vec<Modelled>) -> Result<()> {
                 ));
             }
         }
+    }
+    Ok(())
+}
+
+/// NF4 f16 backward-input, N = K = 4096, M = 1 (the backward GEMV), split as `Slices::Auto`
+/// splits the real shape (37 slices of 112 rows by 8 blocks of 512 columns), and unsplit on
+/// sm_80 for comparison. Sample: one 512-column block (K = 512, ×8 exact), the same slice
+/// count with 16 and 32 rows each (N = 16·S, 32·S) → 4096 rows (linear in the rows).
+fn nf4_backward(rows: &mut Vec<Modelled>) -> Result<()> {
+    const N: u32 = 4096;
+    const K: u32 = 4096;
+    const KS: u32 = 512;
+    let m = 1u32;
+    let auto = nf4_backward_gemv_slices(&Nf4Config {
+        dtype: DType::F16,
+        ..Nf4Config::new(N, K)
+    });
+    let mut rng = SplitMix64::new(26);
+    for (arch, path, slices) in [
+        (PATHS[0].0, PATHS[0].1.to_string(), auto),
+        (PATHS[1].0, PATHS[1].1.to_string(), auto),
+        (Arch::Sm80, "sm_80, unsplit".to_string(), 1),
+    ] {
+        let per = sampled(
+            &[16 * slices, 32 * slices],
+            N,
+            |n| {
+                let cfg = Nf4Config {
+                    dtype: DType::F16,
+                    arch,
+                    ..Nf4Config::new(n, KS)
+                };
+                let ptx = cfg.compile().map_err(err)?.ptx;
+                let w = quantize(
+                    &rng.vec_f32((n * KS) as usize, -1.0, 1.0),
+                    cfg.block as usize,
+                )
+                .map_err(err)?;
+                let dev = backend();
+                let weights = DeviceWeights::upload(&dev, &w).map_err(err)?;
+                let g_c = dev
+                    .upload(&halves(&mut rng, (m * n) as usize, -1.0, 1.0))
+                    .map_err(err)?;
+                let mut g_a = dev.alloc::<f16>((m * KS) as usize).map_err(err)?;
+                nf4_backward_gemv(
+                    &cfg,
+                    &dev,
+                    &ptx,
+                    m,
+                    Slices::Exactly(slices),
+                    &g_c,
+                    &weights,
+                    &mut g_a,
+                )
+                .map_err(err)?;
+                Ok((ptx, dev.take_launch_log()))
+            },
+            |_| 1.0,
+        )?;
+        let (mf, nf, kf) = (f64::from(m), f64::from(N), f64::from(K));
+        let bytes = nf * kf / 2.0 + nf * kf / 64.0 * 4.0 + 2.0 * (mf * kf + mf * nf);
+        let workspace = 4.0 * f64::from(slices) * mf * kf;
+        rows.push(Modelled::new(
+            format!("NF4 f16 backward-input N={N} K={K} M={m}"),
+            (arch, path.as_str()),
+            format!(
+                "K=512, {slices} slice(s) of N=16/32 rows → {}, ×{}",
+                nf4_backward_gemv_slice_rows(&Nf4Config::new(N, K), slices),
+                K / KS
+            ),
+            mf * kf,
+            Job {
+                compulsory_bytes: bytes,
+                footprint_bytes: bytes + 2.0 * workspace,
+                flops: 2.0 * mf * nf * kf,
+                precision: Precision::F16Tensor,
+            },
+            per.scaled(kf / f64::from(KS)),
+        ));
     }
     Ok(())
 }
@@ -623,6 +706,7 @@ fn jobs() -> Result<Vec<Modelled>> {
     let mut rows = Vec::new();
     moe(&mut rows)?;
     nf4(&mut rows)?;
+    nf4_backward(&mut rows)?;
     attention(&mut rows)?;
     resnet(&mut rows)?;
     resnet_backward_filter(&mut rows)?;

@@ -95,10 +95,7 @@ impl AbsmaxStage {
     /// Rows from `row_end` on (a run-time bound within `n`: the backward GEMV's slice) stage
     /// zeros, as rows past `n` do.
     pub fn ending_at(self, row_end: Val<U32>) -> Self {
-        Self {
-            row_end: row_end.into(),
-            ..self
-        }
+        Self { row_end, ..self }
     }
 
     /// Slots per staged row of a tile `cols` wide: the most blocks the row's columns touch,

@@ -12,6 +12,12 @@
 //! | [`BACKWARD_GEMV_SPLIT_ENTRY`] | slice `ctaid.y` of the rows of `W` into f32 partials | `g_c, packed, <absmax>, partials, m, slice_rows` |
 //! | [`BACKWARD_GEMV_REDUCE_ENTRY`] | `G_A` = the slices' partials summed in order | `partials, g_a, m, slices` |
 //!
+//! The backward GEMV's grid, `⌈k / cols⌉` blocks of 512 columns, is small (8 at `k = 4096`):
+//! the host splits the sum over the `n` rows of `W` into `S` slices (grid `(⌈k / cols⌉, S)`,
+//! `S` from `launch::backward_gemv_slices`), each writing f32 partial sums to a workspace the
+//! launcher allocates, and the reduce adds them in slice order and rounds once (deterministic,
+//! the conv backward-filter's scheme).
+//!
 //! `<absmax>` is `absmax` (`f32 [absmax_len]`) or, with `double_quant`, bitsandbytes' nested state:
 //! `absmax_codes` (`u8 [absmax_len]`), `absmax_map` (`f32 [256]`), `nested_absmax`
 //! (`f32 [absmax_blocks]`) and `absmax_offset` (`f32`).
@@ -47,7 +53,8 @@
 //! copy each window's nested absmax, `absmax_stage::NestedWindow`, so their decodes read only
 //! code bytes). Interpreter global load efficiency (`runtime/tests/nf4_counters.rs`): ≥ 0.9
 //! for the forwards when rows are whole sectors, for the backward GEMV when `k % 512 = 0` (1.0
-//! with plain absmax, 0.93 under double quantisation at block 64), and for the tensor-core
+//! with plain absmax, 0.93 under double quantisation at block 64; its split slices read the same
+//! rows the same way, and the slices' reduce reads 16-byte f32 vectors), and for the tensor-core
 //! backwards (256-column tiles, [`backward_input_cols`]: per weight row 128 code bytes and 16
 //! bytes of one absmax sector at block 64; tf32 0.95 at `m = 80`); rows off sector boundaries
 //! and the CUDA-core backward are listed there with their figures.
