@@ -222,6 +222,36 @@ fn halves(rng: &mut SplitMix64, n: usize, lo: f32, hi: f32) -> Vec<f16> {
         .collect()
 }
 
+/// An f16 NF4 config `W [n, k]` on `arch` (block 64), its module, an unchecked device and
+/// random weights quantised and uploaded there.
+fn nf4_sample(
+    arch: Arch,
+    n: u32,
+    k: u32,
+    rng: &mut SplitMix64,
+) -> Result<(Nf4Config, String, SimBackend, DeviceWeights<SimBackend>)> {
+    let cfg = Nf4Config {
+        dtype: DType::F16,
+        arch,
+        ..Nf4Config::new(n, k)
+    };
+    let ptx = cfg.compile().map_err(err)?.ptx;
+    let w = quantize(
+        &rng.vec_f32((n * k) as usize, -1.0, 1.0),
+        cfg.block as usize,
+    )
+    .map_err(err)?;
+    let dev = backend();
+    let weights = DeviceWeights::upload(&dev, &w).map_err(err)?;
+    Ok((cfg, ptx, dev, weights))
+}
+
+/// Compulsory bytes of an f16 NF4 layer `W [n, k]` with `m` activation rows: packed codes, one
+/// f32 absmax per 64 weights, and the activations in and out.
+fn nf4_bytes(m: f64, n: f64, k: f64) -> f64 {
+    n * k / 2.0 + n * k / 64.0 * 4.0 + 2.0 * (m * k + m * n)
+}
+
 /// NF4 f16 forward, K = 4096, N ∈ {4096, 14336}, M ∈ {1, 16, 256}. Sample: N = 128 columns,
 /// min(M, 128) rows, K ∈ {512, 1024}; blocks tile N and M, so the block ratio is exact.
 fn nf4(rows: &mut Vec<Modelled>) -> Result<()> {
@@ -235,19 +265,7 @@ fn nf4(rows: &mut Vec<Modelled>) -> Result<()> {
                 &[512, 1024],
                 K,
                 |k| {
-                    let cfg = Nf4Config {
-                        dtype: DType::F16,
-                        arch,
-                        ..Nf4Config::new(NS, k)
-                    };
-                    let ptx = cfg.compile().map_err(err)?.ptx;
-                    let w = quantize(
-                        &rng.vec_f32((NS * k) as usize, -1.0, 1.0),
-                        cfg.block as usize,
-                    )
-                    .map_err(err)?;
-                    let dev = backend();
-                    let weights = DeviceWeights::upload(&dev, &w).map_err(err)?;
+                    let (cfg, ptx, dev, weights) = nf4_sample(arch, NS, k, &mut rng)?;
                     let a = dev
                         .upload(&halves(&mut rng, (ms * k) as usize, -1.0, 1.0))
                         .map_err(err)?;
@@ -259,7 +277,7 @@ fn nf4(rows: &mut Vec<Modelled>) -> Result<()> {
             )?;
             for n in [4096u32, 14336] {
                 let (mf, nf, kf) = (f64::from(m), f64::from(n), f64::from(K));
-                let bytes = nf * kf / 2.0 + nf * kf / 64.0 * 4.0 + 2.0 * (mf * kf + mf * nf);
+                let bytes = nf4_bytes(mf, nf, kf);
                 rows.push(Modelled::new(
                     format!("NF4 f16 forward N={n} K={K} M={m}"),
                     (arch, path),
@@ -302,19 +320,7 @@ fn nf4_backward(rows: &mut Vec<Modelled>) -> Result<()> {
             &[16 * slices, 32 * slices],
             N,
             |n| {
-                let cfg = Nf4Config {
-                    dtype: DType::F16,
-                    arch,
-                    ..Nf4Config::new(n, KS)
-                };
-                let ptx = cfg.compile().map_err(err)?.ptx;
-                let w = quantize(
-                    &rng.vec_f32((n * KS) as usize, -1.0, 1.0),
-                    cfg.block as usize,
-                )
-                .map_err(err)?;
-                let dev = backend();
-                let weights = DeviceWeights::upload(&dev, &w).map_err(err)?;
+                let (cfg, ptx, dev, weights) = nf4_sample(arch, n, KS, &mut rng)?;
                 let g_c = dev
                     .upload(&halves(&mut rng, (m * n) as usize, -1.0, 1.0))
                     .map_err(err)?;
@@ -335,7 +341,7 @@ fn nf4_backward(rows: &mut Vec<Modelled>) -> Result<()> {
             |_| 1.0,
         )?;
         let (mf, nf, kf) = (f64::from(m), f64::from(N), f64::from(K));
-        let bytes = nf * kf / 2.0 + nf * kf / 64.0 * 4.0 + 2.0 * (mf * kf + mf * nf);
+        let bytes = nf4_bytes(mf, nf, kf);
         let workspace = 4.0 * f64::from(slices) * mf * kf;
         rows.push(Modelled::new(
             format!("NF4 f16 backward-input N={N} K={K} M={m}"),
