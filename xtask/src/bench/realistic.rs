@@ -299,8 +299,10 @@ fn nf4(rows: &mut Vec<Modelled>) -> Result<()> {
 
 /// NF4 f16 backward-input, N = K = 4096, M = 1 (the backward GEMV), split as `Slices::Auto`
 /// splits the real shape (37 slices of 112 rows by 8 blocks of 512 columns), and unsplit on
-/// sm_80 for comparison. Sample: one 512-column block (K = 512, ×8 exact), the same slice
-/// count with 16 and 32 rows each (N = 16·S, 32·S) → 4096 rows (linear in the rows).
+/// sm_80 for comparison. Sample: one 512-column block (K = 512, ×8 exact) and, split, the same
+/// slice count with 16 and 32 rows each (N = 16·S, 32·S: one window per slice, as at the real
+/// 112) → 4096 rows, linear in the rows; unsplit N = 512, 1024 (2 and 4 whole 256-row windows)
+/// → 4096.
 fn nf4_backward(rows: &mut Vec<Modelled>) -> Result<()> {
     const N: u32 = 4096;
     const K: u32 = 4096;
@@ -316,8 +318,13 @@ fn nf4_backward(rows: &mut Vec<Modelled>) -> Result<()> {
         (PATHS[1].0, PATHS[1].1.to_string(), auto),
         (Arch::Sm80, "sm_80, unsplit".to_string(), 1),
     ] {
+        let sizes = if slices == 1 {
+            [512, 1024]
+        } else {
+            [16 * slices, 32 * slices]
+        };
         let per = sampled(
-            &[16 * slices, 32 * slices],
+            &sizes,
             N,
             |n| {
                 let (cfg, ptx, dev, weights) = nf4_sample(arch, n, KS, &mut rng)?;
@@ -347,7 +354,9 @@ fn nf4_backward(rows: &mut Vec<Modelled>) -> Result<()> {
             format!("NF4 f16 backward-input N={N} K={K} M={m}"),
             (arch, path.as_str()),
             format!(
-                "K=512, {slices} slice(s) of N=16/32 rows → {}, ×{}",
+                "K=512, {slices} slice(s) of N={}/{} rows → {}, ×{}",
+                sizes[0] / slices,
+                sizes[1] / slices,
                 nf4_backward_gemv_slice_rows(&Nf4Config::new(N, K), slices),
                 K / KS
             ),
@@ -772,7 +781,9 @@ pub fn section(md: &mut String, ptxas: &Path, scratch: &Path) -> Result<()> {
          chooses on sm_80 (its tensor-core share says whether that is `mma`). The ResNet-50 \
          forward layers run in NCHW and in NHWC (PyTorch's channels_last); the ResNet-50 weight \
          gradient runs on sm_80's tensor cores only, unsplit and split as the family splits it \
-         (its instr/output is per weight-gradient element). Command: `cargo xtask bench`.\n\n",
+         (its instr/output is per weight-gradient element); the NF4 backward-input at M = 1 (the \
+         backward GEMV) runs split over the weight rows as `Slices::Auto` splits it, and unsplit \
+         on sm_80. Command: `cargo xtask bench`.\n\n",
     );
     let (rows, waves): (Vec<Row>, Vec<(Arch, Sampled)>) = jobs
         .into_iter()

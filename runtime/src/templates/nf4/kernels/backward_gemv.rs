@@ -290,7 +290,8 @@ fn stage_output_grads<T: Float, O: Float>(
 /// The staged absmax of this lane's byte in window row `jj` (weight row `j`).
 type StagedAbsmax<'a> = dyn Fn(&mut KernelBuilder, Reg<U32>, Reg<U32>) -> Reg<F32> + 'a;
 
-/// Row group `r` of `R` takes window rows `jj = r + R·i` (ascending), [`UNROLL`] per trip.
+/// Row group `r` of `R` takes window rows `jj = r + R·i` (ascending) below the rows' end,
+/// [`UNROLL`] per trip.
 fn accumulate_window(
     k: &mut KernelBuilder,
     cfg: &Nf4Config,
@@ -302,7 +303,11 @@ fn accumulate_window(
     k.comment("accumulate this warp's rows of the window");
     let g_base = k.shared_base(s.g_window);
     let step = s.row_groups;
-    k.for_range(s.row_group, ROW_WINDOW, step * UNROLL, |k, first| {
+    // The window's rows before the end (fewer in the last window of `W` or of a slice): trips
+    // past them would only test rows that do not exist.
+    let remaining = k.sub(s.rows.end, j0);
+    let window_rows = k.min(remaining, ROW_WINDOW);
+    k.for_range(s.row_group, window_rows, step * UNROLL, |k, first| {
         for u in 0..UNROLL {
             let jj = k.add(first, u * step);
             let j = k.add(j0, jj);
