@@ -7,7 +7,9 @@
 //! - Backward GEMV (`m ≤ 8`): packed bytes 32 consecutive per warp request, activations
 //!   coalesced, conflict-free shared memory; blocks of 512 columns (at block 64) stage each
 //!   weight row's 8 absmax, one sector, per window ([`backward_gemv_bound`]: 1 for plain
-//!   absmax; under double quantisation the row's 8 code bytes fetch a sector, ≥ 0.92).
+//!   absmax; under double quantisation the row's 8 code bytes fetch a sector, ≥ 0.92). Split
+//!   over the rows of `W` (`backward_gemv_sliced`), the slices keep that bound and the reduce
+//!   reads whole sectors (1.0).
 //! - CUDA-core tiled forward and backward (sm_70; f32 without tf32): ≥ 0.9 when rows are whole
 //!   sectors (the forward's 64-column slices and absmax staged `8 · block` columns at a time,
 //!   the backward's 256-column tiles: per weight row and slice 128 packed bytes and one absmax
@@ -29,14 +31,24 @@
 use half::{bf16, f16};
 use ptxforge_runtime::arch::Arch;
 use ptxforge_runtime::launch::{Backend, LaunchRecord, SimBackend};
-use ptxforge_runtime::templates::nf4::launch::{self as nf4_launch, DeviceWeights, Nf4Activation};
+use ptxforge_runtime::templates::nf4::launch::{
+    self as nf4_launch, DeviceWeights, Nf4Activation, Slices,
+};
 use ptxforge_runtime::templates::nf4::{quantize, Nf4Config, Nf4DoubleQuant};
 use ptxforge_runtime::templates::testing::{HostFloat, SplitMix64};
 use ptxforge_runtime::templates::KernelFamily;
 use ptxforge_runtime::DType;
 
-/// Runs forward and backward once and returns the launch log.
-fn launches<T: Nf4Activation + HostFloat>(cfg: &Nf4Config, m: u32) -> Vec<LaunchRecord> {
+/// What one launch log runs: forward and backward (`backward_input`, the automatic split),
+/// or the backward GEMV alone with a chosen split.
+#[derive(Debug, Clone, Copy)]
+enum Run {
+    Both,
+    BackwardGemv(Slices),
+}
+
+/// Runs `run` once on fresh data and returns the launch log.
+fn launches<T: Nf4Activation + HostFloat>(cfg: &Nf4Config, m: u32, run: Run) -> Vec<LaunchRecord> {
     let ptx = cfg.compile().unwrap().ptx;
     let dev = SimBackend::new();
     let mut rng = SplitMix64::new(u64::from(cfg.k));
@@ -58,18 +70,25 @@ fn launches<T: Nf4Activation + HostFloat>(cfg: &Nf4Config, m: u32) -> Vec<Launch
     };
     let a = dev.upload(&values(m * cfg.k, &mut rng)).unwrap();
     let mut c = dev.upload(&values(m * cfg.n, &mut rng)).unwrap();
-    nf4_launch::forward(cfg, &dev, &ptx, m, &a, &w, &mut c).unwrap();
     let mut g_a = dev.upload(&values(m * cfg.k, &mut rng)).unwrap();
-    nf4_launch::backward_input(cfg, &dev, &ptx, m, &c, &w, &mut g_a).unwrap();
+    match run {
+        Run::Both => {
+            nf4_launch::forward(cfg, &dev, &ptx, m, &a, &w, &mut c).unwrap();
+            nf4_launch::backward_input(cfg, &dev, &ptx, m, &c, &w, &mut g_a).unwrap();
+        }
+        Run::BackwardGemv(slices) => {
+            nf4_launch::backward_gemv_sliced(cfg, &dev, &ptx, m, slices, &c, &w, &mut g_a).unwrap();
+        }
+    }
     dev.take_launch_log()
 }
 
 /// [`launches`] for `cfg`'s activation type.
-fn launches_of(cfg: &Nf4Config, m: u32) -> Vec<LaunchRecord> {
+fn launches_of(cfg: &Nf4Config, m: u32, run: Run) -> Vec<LaunchRecord> {
     match cfg.dtype {
-        DType::F16 => launches::<f16>(cfg, m),
-        DType::BF16 => launches::<bf16>(cfg, m),
-        _ => launches::<f32>(cfg, m),
+        DType::F16 => launches::<f16>(cfg, m, run),
+        DType::BF16 => launches::<bf16>(cfg, m, run),
+        _ => launches::<f32>(cfg, m, run),
     }
 }
 
@@ -202,16 +221,65 @@ fn gemv_loads_are_coalesced() {
             double_quant,
             ..Nf4Config::new(n, k)
         };
-        let log = launches_of(&cfg, m);
+        let log = launches_of(&cfg, m, Run::Both);
         assert_eq!(log[0].entry, "nf4_gemv");
-        assert_eq!(log[1].entry, "nf4_backward_gemv");
         let label = format!("m={m} n={n} k={k} {dtype} dq={double_quant}");
-        for (gemv, outputs) in log.iter().zip([m * cfg.n, m * k]) {
-            report(&label, gemv, outputs);
-            let aligned = gemv.entry == "nf4_backward_gemv" && k.is_multiple_of(512);
-            let bound = aligned.then(|| backward_gemv_bound(m, dtype, double_quant));
-            assert_load_efficiency(&GEMV_GAPS, (&label, &label), gemv, bound);
-            assert!(gemv.counters.shared_bank_conflict_factor() <= 1.1);
+        report(&label, &log[0], m * cfg.n);
+        assert_load_efficiency(&GEMV_GAPS, (&label, &label), &log[0], None);
+        assert!(log[0].counters.shared_bank_conflict_factor() <= 1.1);
+        assert_backward_gemv_loads(&cfg, m, &label, &log[1..]);
+    }
+}
+
+/// The backward GEMV's launches (the whole entry, or the slices then the reduce): each at
+/// least its bar (the weight-row bound for the row walkers when `k % 512 = 0`, 0.9 for the
+/// reduce's vector loads, or a listed gap), conflict-free shared memory.
+fn assert_backward_gemv_loads(cfg: &Nf4Config, m: u32, label: &str, log: &[LaunchRecord]) {
+    let entries: Vec<&str> = log.iter().map(|r| r.entry.as_str()).collect();
+    assert!(
+        entries == ["nf4_backward_gemv"]
+            || entries == ["nf4_backward_gemv_split", "nf4_backward_gemv_reduce"],
+        "{label}: {entries:?}"
+    );
+    for r in log {
+        report(label, r, m * cfg.k);
+        let walks_rows = r.entry != "nf4_backward_gemv_reduce";
+        let bound = (walks_rows && cfg.k.is_multiple_of(512))
+            .then(|| backward_gemv_bound(m, cfg.dtype, cfg.double_quant));
+        assert_load_efficiency(&GEMV_GAPS, (label, label), r, bound);
+        assert!(r.counters.shared_bank_conflict_factor() <= 1.1);
+    }
+}
+
+/// The backward GEMV split over the rows of `W` (the slices' loads are the unsplit kernel's,
+/// row by row, slices starting on whole sectors of `G_C`; the reduce reads each slice's f32
+/// partials 16 bytes per lane), against the unsplit one on the same shape: instructions per
+/// output of the split and reduce together (ragged `k` is covered by `GEMV_GAPS` above).
+#[test]
+fn split_backward_gemv_loads() {
+    for (m, n, k, dtype, double_quant) in [
+        (1, 512, 1024, DType::F16, false),
+        (8, 384, 2048, DType::BF16, true),
+        (3, 1000, 512, DType::F32, false),
+    ] {
+        let cfg = Nf4Config {
+            dtype,
+            double_quant,
+            ..Nf4Config::new(n, k)
+        };
+        for slices in [Slices::Exactly(1), Slices::Exactly(3), Slices::Auto] {
+            let label = format!("m={m} n={n} k={k} {dtype} dq={double_quant} {slices:?}");
+            let log = launches_of(&cfg, m, Run::BackwardGemv(slices));
+            assert_backward_gemv_loads(&cfg, m, &label, &log);
+            let instructions: u64 = log.iter().map(|r| r.counters.instructions.total()).sum();
+            let grid = log[0].config.grid;
+            eprintln!(
+                "{label}: grid ({}, {}), {} launch(es), instr/output {:.1} in all",
+                grid.x,
+                grid.y,
+                log.len(),
+                instructions as f64 / f64::from(m * k)
+            );
         }
     }
 }
@@ -224,7 +292,7 @@ fn tiled_shared_memory_is_conflict_free() {
             double_quant,
             ..Nf4Config::new(96, 160)
         };
-        let log = launches_of(&cfg, 80);
+        let log = launches_of(&cfg, 80, Run::Both);
         assert_eq!(log[0].entry, "nf4_gemm");
         assert_eq!(log[1].entry, "nf4_backward_input");
         for r in &log {
@@ -337,7 +405,7 @@ fn tensor_core_tiled_loads_read_whole_sectors() {
             arch: Arch::Sm80,
             ..Nf4Config::new(n, k)
         };
-        let log = launches_of(&cfg, m);
+        let log = launches_of(&cfg, m, Run::Both);
         let case = format!("n={n} k={k} b={block} {dtype} dq={double_quant}");
         let case = if allow_tf32 {
             format!("{case} tf32=true")
@@ -405,7 +473,10 @@ fn cuda_core_tiled_loads() {
             "m={m} n={} k={} b={} {} dq={} sm_70",
             cfg.n, cfg.k, cfg.block, cfg.dtype, cfg.double_quant
         );
-        for (r, outputs) in launches_of(&cfg, m).iter().zip([m * cfg.n, m * cfg.k]) {
+        for (r, outputs) in launches_of(&cfg, m, Run::Both)
+            .iter()
+            .zip([m * cfg.n, m * cfg.k])
+        {
             report_tiled(&label, r, outputs);
             assert_eq!(r.counters.mma_instructions, 0, "{label} {}", r.entry);
             assert_load_efficiency(&CUDA_CORE_GAPS, (&label, &label), r, None);

@@ -21,7 +21,9 @@
 
 use half::{bf16, f16};
 use ptxforge_runtime::launch::{Backend, DeviceBuffer, LaunchError, SimBackend};
-use ptxforge_runtime::templates::nf4::launch::{self as nf4_launch, DeviceWeights, Nf4Activation};
+use ptxforge_runtime::templates::nf4::launch::{
+    self as nf4_launch, DeviceWeights, Nf4Activation, Slices,
+};
 use ptxforge_runtime::templates::nf4::{
     quantize, reference, Nf4Config, Nf4DoubleQuant, Nf4Weights,
 };
@@ -40,6 +42,17 @@ enum Path {
     Backward,
     /// `launch::backward_input_tiled`, whatever `m`.
     BackwardTiled,
+    /// `launch::backward_gemv_sliced` with this split of the rows of `W` (`m ≤ 8`).
+    BackwardSliced(Slices),
+}
+
+impl Path {
+    fn is_backward(self) -> bool {
+        matches!(
+            self,
+            Path::Backward | Path::BackwardTiled | Path::BackwardSliced(_)
+        )
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -114,7 +127,7 @@ fn magnitudes(path: Path, x: &[f32], m: usize, wd: &[f32], n: usize, k: usize) -
             }
             s
         }
-        Path::Backward | Path::BackwardTiled => {
+        _ => {
             let mut s = vec![0.0f64; m * k];
             for i in 0..m {
                 for l in 0..k {
@@ -145,9 +158,10 @@ fn run_case<T: Nf4Activation + HostFloat>(case: Case, path: Path) {
     let mut rng = SplitMix64::new(case.seed);
     let weights = host_weights(&case, &mut rng);
     let (m, n, k) = (case.m as usize, case.n as usize, case.k as usize);
-    let (in_len, out_len) = match path {
-        Path::Backward | Path::BackwardTiled => (m * n, m * k),
-        _ => (m * k, m * n),
+    let (in_len, out_len) = if path.is_backward() {
+        (m * n, m * k)
+    } else {
+        (m * k, m * n)
     };
     let x: Vec<T> = rng
         .vec_f64(in_len, -1.0, 1.0)
@@ -196,24 +210,30 @@ fn run_case<T: Nf4Activation + HostFloat>(case: Case, path: Path) {
             &w_dev,
             &mut out_dev,
         ),
-    };
-    // The entry that ran is the one the path names.
-    let expected_entry = match path {
-        Path::Forward => nf4_launch::forward_entry(case.m),
-        Path::ForwardTiled => "nf4_gemm",
-        Path::Backward => nf4_launch::backward_entry(case.m),
-        Path::BackwardTiled => "nf4_backward_input",
+        Path::BackwardSliced(slices) => nf4_launch::backward_gemv_sliced(
+            &cfg,
+            &dev,
+            &compiled.ptx,
+            case.m,
+            slices,
+            &x_dev,
+            &w_dev,
+            &mut out_dev,
+        ),
     };
     launched.unwrap_or_else(|e| panic!("{case:?} {path:?}: {e}"));
     let log = dev.take_launch_log();
-    assert_eq!(log.len(), 1);
-    assert_eq!(log[0].entry, expected_entry, "{case:?} {path:?}");
+    let entries: Vec<&str> = log.iter().map(|l| l.entry.as_str()).collect();
+    assert_eq!(
+        entries,
+        expected_entries(&cfg, case.m, path),
+        "{case:?} {path:?}"
+    );
     let got = dev.download(&out_dev).unwrap();
-    let expected = match path {
-        Path::Backward | Path::BackwardTiled => {
-            reference::backward_input(&x32, m, &weights.reference, n, k)
-        }
-        _ => reference::forward(&x32, m, &weights.reference, n, k),
+    let expected = if path.is_backward() {
+        reference::backward_input(&x32, m, &weights.reference, n, k)
+    } else {
+        reference::forward(&x32, m, &weights.reference, n, k)
     }
     .unwrap();
     let wd = ptxforge_runtime::templates::nf4::dequantize(&weights.reference).unwrap();
@@ -230,6 +250,26 @@ fn run_case<T: Nf4Activation + HostFloat>(case: Case, path: Path) {
     }
     // The kernels never write their inputs.
     assert_eq!(bits(&dev.download(&x_dev).unwrap()), bits(&x));
+}
+
+/// The entries a path launches, in order: the backward GEMV split into `S > 1` slices runs
+/// the split entry, then the reduce.
+fn expected_entries(cfg: &Nf4Config, m: u32, path: Path) -> Vec<&'static str> {
+    let slices = match path {
+        Path::Forward => return vec![nf4_launch::forward_entry(m)],
+        Path::ForwardTiled => return vec!["nf4_gemm"],
+        Path::BackwardTiled => return vec!["nf4_backward_input"],
+        Path::Backward if m > 8 => return vec!["nf4_backward_input"],
+        Path::Backward | Path::BackwardSliced(Slices::Auto) => {
+            nf4_launch::backward_gemv_slices(cfg)
+        }
+        Path::BackwardSliced(Slices::Exactly(s)) => s,
+    };
+    if slices == 1 {
+        vec!["nf4_backward_gemv"]
+    } else {
+        vec!["nf4_backward_gemv_split", "nf4_backward_gemv_reduce"]
+    }
 }
 
 fn bits<T: HostFloat>(v: &[T]) -> Vec<u64> {
@@ -473,6 +513,120 @@ fn tiled_forward_with_small_m_and_gemv_agree() {
         };
         run(case, Path::ForwardTiled);
         run(case, Path::Forward);
+    }
+}
+
+/// The backward GEMV split over the rows of `W` (`backward_gemv_sliced`) into 1, 2, 3 and the
+/// automatic number of slices (4 to 17 here): plain and double-quantised absmax, every dtype,
+/// ragged `k` (packed rows off sector boundaries, blocks spanning rows, a ragged last block of
+/// columns), `n` not a multiple of the slices (ragged last slice) and slices shorter than a
+/// 256-row window of `G_C`, several windows per slice, and `m` of 1 to 8 (the workspace's
+/// `m·k` not a multiple of 4: the reduce's element-wise tail).
+#[test]
+fn backward_gemv_split_over_rows() {
+    let shapes = [
+        (300, 130, 64),
+        (257, 66, 32),
+        (1100, 1002, 128),
+        (260, 520, 256),
+    ];
+    let slices = [
+        Slices::Exactly(1),
+        Slices::Exactly(2),
+        Slices::Exactly(3),
+        Slices::Auto,
+    ];
+    let mut seed = 800;
+    for (si, (n, k, block)) in shapes.into_iter().enumerate() {
+        for (pi, split) in slices.into_iter().enumerate() {
+            seed += 1;
+            let case = Case {
+                m: [1, 3, 8, 5][(si + pi) % 4],
+                n,
+                k,
+                block,
+                double_quant: (si + pi) % 2 == 1,
+                dtype: DTYPES[(si + pi) % 3],
+                seed,
+            };
+            run(case, Path::BackwardSliced(split));
+        }
+    }
+    // The automatic rule does split these shapes (else Auto above repeated S = 1).
+    for (n, k, block) in shapes {
+        let cfg = Nf4Config {
+            block,
+            ..Nf4Config::new(n, k)
+        };
+        assert!(nf4_launch::backward_gemv_slices(&cfg) > 3, "{n} x {k}");
+    }
+}
+
+/// Seeded shapes and slice counts for the split backward GEMV, up to as many slices as rows.
+#[test]
+fn backward_gemv_split_fuzz() {
+    let mut rng = SplitMix64::new(0x4E46_3453);
+    for i in 0..10 {
+        let n = 1 + rng.below(400) as u32;
+        let split = match rng.below(3) {
+            0 => Slices::Auto,
+            _ => Slices::Exactly(1 + rng.below(u64::from(n.min(12))) as u32),
+        };
+        let case = Case {
+            m: 1 + rng.below(8) as u32,
+            n,
+            k: 2 * (1 + rng.below(300) as u32),
+            block: BLOCKS[rng.below(4) as usize],
+            double_quant: rng.below(2) == 1,
+            dtype: DTYPES[rng.below(3) as usize],
+            seed: 900 + i,
+        };
+        run(case, Path::BackwardSliced(split));
+    }
+}
+
+/// The split backward GEMV gives the same bits on two fresh devices, for a fixed split and the
+/// automatic one.
+#[test]
+fn backward_gemv_split_is_deterministic() {
+    let case = Case {
+        m: 3,
+        n: 700,
+        k: 258,
+        block: 64,
+        double_quant: true,
+        dtype: DType::BF16,
+        seed: 950,
+    };
+    let cfg = case.config();
+    let ptx = cfg.compile().unwrap().ptx;
+    let mut rng = SplitMix64::new(case.seed);
+    let w = host_weights(&case, &mut rng);
+    let g: Vec<bf16> = rng
+        .vec_f64((case.m * case.n) as usize, -1.0, 1.0)
+        .into_iter()
+        .map(bf16::from_f64)
+        .collect();
+    let run_once = |split: Slices| {
+        let dev = SimBackend::new();
+        let g_c = dev.upload(&g).unwrap();
+        let w_dev = upload_weights(&dev, &w);
+        let mut g_a = dev
+            .upload(&vec![bf16::ZERO; (case.m * case.k) as usize])
+            .unwrap();
+        nf4_launch::backward_gemv_sliced(&cfg, &dev, &ptx, case.m, split, &g_c, &w_dev, &mut g_a)
+            .unwrap();
+        assert_eq!(dev.take_launch_log().len(), 2, "{split:?} splits");
+        let out: Vec<u16> = dev
+            .download(&g_a)
+            .unwrap()
+            .iter()
+            .map(|x| x.to_bits())
+            .collect();
+        out
+    };
+    for split in [Slices::Exactly(3), Slices::Auto] {
+        assert_eq!(run_once(split), run_once(split), "{split:?}");
     }
 }
 

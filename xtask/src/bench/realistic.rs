@@ -27,7 +27,11 @@ use ptxforge_runtime::templates::conv::launch::Slices;
 use ptxforge_runtime::templates::conv::{Conv2dConfig, ConvShape, Layout};
 use ptxforge_runtime::templates::moe::launch::{forward as moe_forward, ExpertWeights};
 use ptxforge_runtime::templates::moe::{Ffn, MoeConfig};
-use ptxforge_runtime::templates::nf4::launch::{forward as nf4_forward, DeviceWeights};
+use ptxforge_runtime::templates::nf4::launch::{
+    backward_gemv_slice_rows as nf4_backward_gemv_slice_rows,
+    backward_gemv_sliced as nf4_backward_gemv, backward_gemv_slices as nf4_backward_gemv_slices,
+    forward as nf4_forward, DeviceWeights,
+};
 use ptxforge_runtime::templates::nf4::{quantize, Nf4Config};
 use ptxforge_runtime::templates::testing::SplitMix64;
 use ptxforge_runtime::templates::KernelFamily;
@@ -218,6 +222,36 @@ fn halves(rng: &mut SplitMix64, n: usize, lo: f32, hi: f32) -> Vec<f16> {
         .collect()
 }
 
+/// An f16 NF4 config `W [n, k]` on `arch` (block 64), its module, an unchecked device and
+/// random weights quantised and uploaded there.
+fn nf4_sample(
+    arch: Arch,
+    n: u32,
+    k: u32,
+    rng: &mut SplitMix64,
+) -> Result<(Nf4Config, String, SimBackend, DeviceWeights<SimBackend>)> {
+    let cfg = Nf4Config {
+        dtype: DType::F16,
+        arch,
+        ..Nf4Config::new(n, k)
+    };
+    let ptx = cfg.compile().map_err(err)?.ptx;
+    let w = quantize(
+        &rng.vec_f32((n * k) as usize, -1.0, 1.0),
+        cfg.block as usize,
+    )
+    .map_err(err)?;
+    let dev = backend();
+    let weights = DeviceWeights::upload(&dev, &w).map_err(err)?;
+    Ok((cfg, ptx, dev, weights))
+}
+
+/// Compulsory bytes of an f16 NF4 layer `W [n, k]` with `m` activation rows: packed codes, one
+/// f32 absmax per 64 weights, and the activations in and out.
+fn nf4_bytes(m: f64, n: f64, k: f64) -> f64 {
+    n * k / 2.0 + n * k / 64.0 * 4.0 + 2.0 * (m * k + m * n)
+}
+
 /// NF4 f16 forward, K = 4096, N ∈ {4096, 14336}, M ∈ {1, 16, 256}. Sample: N = 128 columns,
 /// min(M, 128) rows, K ∈ {512, 1024}; blocks tile N and M, so the block ratio is exact.
 fn nf4(rows: &mut Vec<Modelled>) -> Result<()> {
@@ -231,19 +265,7 @@ fn nf4(rows: &mut Vec<Modelled>) -> Result<()> {
                 &[512, 1024],
                 K,
                 |k| {
-                    let cfg = Nf4Config {
-                        dtype: DType::F16,
-                        arch,
-                        ..Nf4Config::new(NS, k)
-                    };
-                    let ptx = cfg.compile().map_err(err)?.ptx;
-                    let w = quantize(
-                        &rng.vec_f32((NS * k) as usize, -1.0, 1.0),
-                        cfg.block as usize,
-                    )
-                    .map_err(err)?;
-                    let dev = backend();
-                    let weights = DeviceWeights::upload(&dev, &w).map_err(err)?;
+                    let (cfg, ptx, dev, weights) = nf4_sample(arch, NS, k, &mut rng)?;
                     let a = dev
                         .upload(&halves(&mut rng, (ms * k) as usize, -1.0, 1.0))
                         .map_err(err)?;
@@ -255,7 +277,7 @@ fn nf4(rows: &mut Vec<Modelled>) -> Result<()> {
             )?;
             for n in [4096u32, 14336] {
                 let (mf, nf, kf) = (f64::from(m), f64::from(n), f64::from(K));
-                let bytes = nf * kf / 2.0 + nf * kf / 64.0 * 4.0 + 2.0 * (mf * kf + mf * nf);
+                let bytes = nf4_bytes(mf, nf, kf);
                 rows.push(Modelled::new(
                     format!("NF4 f16 forward N={n} K={K} M={m}"),
                     (arch, path),
@@ -271,6 +293,82 @@ fn nf4(rows: &mut Vec<Modelled>) -> Result<()> {
                 ));
             }
         }
+    }
+    Ok(())
+}
+
+/// NF4 f16 backward-input, N = K = 4096, M = 1 (the backward GEMV), split as `Slices::Auto`
+/// splits the real shape (37 slices of 112 rows by 8 blocks of 512 columns), and unsplit on
+/// sm_80 for comparison. Sample: one 512-column block (K = 512, ×8 exact) and, split, the same
+/// slice count with 16 and 32 rows each (N = 16·S, 32·S: one window per slice, as at the real
+/// 112) → 4096 rows, linear in the rows; unsplit N = 512, 1024 (2 and 4 whole 256-row windows)
+/// → 4096.
+fn nf4_backward(rows: &mut Vec<Modelled>) -> Result<()> {
+    const N: u32 = 4096;
+    const K: u32 = 4096;
+    const KS: u32 = 512;
+    let m = 1u32;
+    let auto = nf4_backward_gemv_slices(&Nf4Config {
+        dtype: DType::F16,
+        ..Nf4Config::new(N, K)
+    });
+    let mut rng = SplitMix64::new(26);
+    for (arch, path, slices) in [
+        (PATHS[0].0, PATHS[0].1.to_string(), auto),
+        (PATHS[1].0, PATHS[1].1.to_string(), auto),
+        (Arch::Sm80, "sm_80, unsplit".to_string(), 1),
+    ] {
+        let sizes = if slices == 1 {
+            [512, 1024]
+        } else {
+            [16 * slices, 32 * slices]
+        };
+        let per = sampled(
+            &sizes,
+            N,
+            |n| {
+                let (cfg, ptx, dev, weights) = nf4_sample(arch, n, KS, &mut rng)?;
+                let g_c = dev
+                    .upload(&halves(&mut rng, (m * n) as usize, -1.0, 1.0))
+                    .map_err(err)?;
+                let mut g_a = dev.alloc::<f16>((m * KS) as usize).map_err(err)?;
+                nf4_backward_gemv(
+                    &cfg,
+                    &dev,
+                    &ptx,
+                    m,
+                    Slices::Exactly(slices),
+                    &g_c,
+                    &weights,
+                    &mut g_a,
+                )
+                .map_err(err)?;
+                Ok((ptx, dev.take_launch_log()))
+            },
+            |_| 1.0,
+        )?;
+        let (mf, nf, kf) = (f64::from(m), f64::from(N), f64::from(K));
+        let bytes = nf4_bytes(mf, nf, kf);
+        let workspace = 4.0 * f64::from(slices) * mf * kf;
+        rows.push(Modelled::new(
+            format!("NF4 f16 backward-input N={N} K={K} M={m}"),
+            (arch, path.as_str()),
+            format!(
+                "K=512, {slices} slice(s) of N={}/{} rows → {}, ×{}",
+                sizes[0] / slices,
+                sizes[1] / slices,
+                nf4_backward_gemv_slice_rows(&Nf4Config::new(N, K), slices),
+                K / KS
+            ),
+            mf * kf,
+            Job {
+                compulsory_bytes: bytes,
+                footprint_bytes: bytes + 2.0 * workspace,
+                flops: 2.0 * mf * nf * kf,
+                precision: Precision::F16Tensor,
+            },
+            per.scaled(kf / f64::from(KS)),
+        ));
     }
     Ok(())
 }
@@ -623,6 +721,7 @@ fn jobs() -> Result<Vec<Modelled>> {
     let mut rows = Vec::new();
     moe(&mut rows)?;
     nf4(&mut rows)?;
+    nf4_backward(&mut rows)?;
     attention(&mut rows)?;
     resnet(&mut rows)?;
     resnet_backward_filter(&mut rows)?;
@@ -682,7 +781,9 @@ pub fn section(md: &mut String, ptxas: &Path, scratch: &Path) -> Result<()> {
          chooses on sm_80 (its tensor-core share says whether that is `mma`). The ResNet-50 \
          forward layers run in NCHW and in NHWC (PyTorch's channels_last); the ResNet-50 weight \
          gradient runs on sm_80's tensor cores only, unsplit and split as the family splits it \
-         (its instr/output is per weight-gradient element). Command: `cargo xtask bench`.\n\n",
+         (its instr/output is per weight-gradient element); the NF4 backward-input at M = 1 (the \
+         backward GEMV) runs split over the weight rows as `Slices::Auto` splits it, and unsplit \
+         on sm_80. Command: `cargo xtask bench`.\n\n",
     );
     let (rows, waves): (Vec<Row>, Vec<(Arch, Sampled)>) = jobs
         .into_iter()

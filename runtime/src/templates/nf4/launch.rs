@@ -16,24 +16,42 @@
 //!   allows → [`LaunchError::InvalidDim`] named `m`;
 //! - weights whose absmax form does not match `cfg.double_quant` → [`LaunchError::ArgumentCount`]
 //!   (the entries of the two forms take 5 and 8 arguments);
-//! - any buffer of the wrong length → [`LaunchError::BufferLength`] naming it.
+//! - any buffer of the wrong length → [`LaunchError::BufferLength`] naming it;
+//! - a split of the backward GEMV into no slices, more slices than rows of `W` or than
+//!   `grid.y` allows, or a workspace past the u32 index range → [`LaunchError::InvalidDim`]
+//!   named `slices`.
 
 use half::{bf16, f16};
 
 use super::format::{Nf4DoubleQuant, Nf4Weights, DYNAMIC_MAP_LEN};
 use super::kernels::{
-    backward_gemv_cols, backward_input_cols, gemm_threads, BACKWARD_GEMV_ENTRY,
-    BACKWARD_INPUT_ENTRY, GEMM_ENTRY, GEMV_ENTRY, GEMV_MAX_M, GEMV_ROWS_PER_BLOCK, THREADS, TILE_M,
-    TILE_N,
+    backward_gemv_cols, backward_gemv_slice_len, backward_input_cols, gemm_threads,
+    BACKWARD_GEMV_ENTRY, BACKWARD_GEMV_REDUCE_ENTRY, BACKWARD_GEMV_SPLIT_ENTRY,
+    BACKWARD_INPUT_ENTRY, GEMM_ENTRY, GEMV_ENTRY, GEMV_MAX_M, GEMV_ROWS_PER_BLOCK, REDUCE_VECTOR,
+    THREADS, TILE_M, TILE_N,
 };
-use super::Nf4Config;
+use super::{Nf4Config, INDEX_BOUND};
 use crate::dtype::DType;
 use crate::launch::{
     Backend, DeviceBuffer, Dim3, Element, KernelArg, LaunchConfig, LaunchError, ParamKind,
 };
 
+/// How many slices of the rows of `W` the backward GEMV splits its sum into (the conv
+/// backward-filter's type: `Auto` is [`backward_gemv_slices`] here).
+pub use crate::templates::conv::launch::Slices;
+use crate::templates::conv::{SPLIT_TARGET_SMS, SPLIT_WAVES};
+
 /// The largest `grid.y` a launch may use.
 const MAX_GRID_Y: u32 = 65535;
+
+/// The fewest rows of `W` [`backward_gemv_slices`] gives a slice: below that, a block's fixed
+/// costs (the code table, map and window staging, the combine, its part of the workspace
+/// written and read back) outweigh its 64 rows of code bytes.
+pub const MIN_SLICE_ROWS: u32 = 64;
+/// Slices start on multiples of 16 rows of `W`: 16 values of a `G_C` row are 32 bytes in f16 and
+/// bf16 (two sectors in f32), so when `n` is a multiple of 16 a slice's `G_C` reads are whole
+/// sectors.
+pub const SLICE_ROW_ALIGN: u32 = 16;
 
 /// Activation element types of the NF4 kernels (sealed: f16, bf16, f32).
 pub trait Nf4Activation: Element + private::Sealed {
@@ -116,8 +134,9 @@ pub const fn forward_entry(m: u32) -> &'static str {
     }
 }
 
-/// The backward entry [`backward_input`] uses for `m` rows: the backward GEMV for `m ≤ 8`, the
-/// tiled entry above.
+/// The backward entry [`backward_input`] uses for `m` rows: the backward GEMV for `m ≤ 8` (its
+/// split form, `nf4_backward_gemv_split` and `nf4_backward_gemv_reduce`, when
+/// [`backward_gemv_slices`] `> 1`), the tiled entry above.
 pub const fn backward_entry(m: u32) -> &'static str {
     if m <= GEMV_MAX_M {
         BACKWARD_GEMV_ENTRY
@@ -165,6 +184,64 @@ pub fn backward_input_launch_config(cfg: &Nf4Config, m: u32) -> LaunchConfig {
 pub fn backward_gemv_launch_config(cfg: &Nf4Config) -> LaunchConfig {
     LaunchConfig {
         grid: Dim3::x(cfg.k.div_ceil(backward_gemv_cols(cfg))),
+        block: Dim3::x(THREADS),
+        dynamic_shared_bytes: 0,
+    }
+}
+
+/// The number `S` of slices of the rows of `W` the backward GEMV ([`backward_gemv`], and
+/// [`backward_input`] for `m ≤ 8`) splits its sum into: with `B = ⌈k / cols⌉` blocks unsplit
+/// ([`backward_gemv_cols`]),
+/// - `S = 1` when `B ≥` [`SPLIT_TARGET_SMS`] (the grid already fills the part) or
+///   `n < 2·`[`MIN_SLICE_ROWS`];
+/// - else, with `W =` [`SPLIT_WAVES`]` · `[`SPLIT_TARGET_SMS`] blocks (two waves of an H100's
+///   132 SMs) and `S₀ = min(⌈W / B⌉, ⌊n / MIN_SLICE_ROWS⌋)`: rows per slice `r = max(64,
+///   ⌊n / S₀⌋` rounded down to [`SLICE_ROW_ALIGN`]`)`, and `S = min(⌈n / r⌉, ⌊n / 64⌋)`.
+///
+/// So `S·B ≥ W` blocks unless the rows run out, every slice has rows
+/// ([`backward_gemv_slice_rows`]: `⌈n / S⌉` rounded up to 16), all but the last at least
+/// [`MIN_SLICE_ROWS`], and every slice starts on a 32-byte sector of `G_C`'s rows. `n = k =
+/// 4096` at block 64: `B = 8`, `S₀ = 33`, `r = 112`, `S = 37` (296 blocks, the last slice 64
+/// rows).
+///
+/// `S ≤ W` and a split needs `B < 132`, so `k < 132 · 512` and the workspace `S · m·k` stays
+/// under `264 · 8 · 67584` elements, far inside the u32 index range, and `S` inside `grid.y`.
+/// The rule depends on the shape only, so a shape always gets the same `S` and the same bits.
+pub fn backward_gemv_slices(cfg: &Nf4Config) -> u32 {
+    let blocks = cfg.k.div_ceil(backward_gemv_cols(cfg));
+    let rows = cfg.n;
+    if u64::from(blocks) >= SPLIT_TARGET_SMS || rows < 2 * MIN_SLICE_ROWS {
+        return 1;
+    }
+    let most = rows / MIN_SLICE_ROWS;
+    let wanted = ((SPLIT_WAVES * SPLIT_TARGET_SMS).div_ceil(u64::from(blocks)) as u32).min(most);
+    let rows_each = (rows / wanted / SLICE_ROW_ALIGN * SLICE_ROW_ALIGN).max(MIN_SLICE_ROWS);
+    rows.div_ceil(rows_each).min(most)
+}
+
+/// Rows of `W` per slice when split into `slices`: `⌈n / S⌉` rounded up to
+/// [`SLICE_ROW_ALIGN`] (the last slice may have fewer, or with [`Slices::Exactly`] none: it
+/// then writes zeros).
+pub fn backward_gemv_slice_rows(cfg: &Nf4Config, slices: u32) -> u32 {
+    cfg.n
+        .div_ceil(slices.max(1))
+        .next_multiple_of(SLICE_ROW_ALIGN)
+}
+
+/// Launch geometry of `nf4_backward_gemv_split`: `(⌈k / cols⌉, S)` blocks of 256 threads.
+pub fn backward_gemv_split_launch_config(cfg: &Nf4Config, slices: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid: Dim3::new(cfg.k.div_ceil(backward_gemv_cols(cfg)), slices, 1),
+        ..backward_gemv_launch_config(cfg)
+    }
+}
+
+/// Launch geometry of `nf4_backward_gemv_reduce`: `⌈⌈m·k / 4⌉ / 256⌉` blocks of 256 threads
+/// (four elements of `G_A` per thread).
+pub fn backward_gemv_reduce_launch_config(cfg: &Nf4Config, m: u32) -> LaunchConfig {
+    let groups = (u64::from(m) * u64::from(cfg.k)).div_ceil(u64::from(REDUCE_VECTOR));
+    LaunchConfig {
+        grid: Dim3::x(groups.div_ceil(u64::from(THREADS)) as u32),
         block: Dim3::x(THREADS),
         dynamic_shared_bytes: 0,
     }
@@ -237,8 +314,9 @@ pub fn forward_tiled<B: Backend, T: Nf4Activation>(
 }
 
 /// Backward with respect to the input: `G_A [m, k] = G_C [m, n] · dequant(W)`, through the
-/// backward GEMV for `m ≤ 8` and the tiled entry otherwise ([`backward_entry`]). `g_a` is
-/// overwritten; `g_c` and the weights are only read.
+/// backward GEMV for `m ≤ 8` ([`backward_gemv`]: split over the rows of `W` by
+/// [`backward_gemv_slices`], then the slices' reduce) and the tiled entry otherwise
+/// ([`backward_entry`]). `g_a` is overwritten; `g_c` and the weights are only read.
 pub fn backward_input<B: Backend, T: Nf4Activation>(
     cfg: &Nf4Config,
     dev: &B,
@@ -255,7 +333,8 @@ pub fn backward_input<B: Backend, T: Nf4Activation>(
     }
 }
 
-/// Backward through the GEMV entry (`1 ≤ m ≤ 8`).
+/// Backward through the GEMV entries (`1 ≤ m ≤ 8`), the rows of `W` split by
+/// [`backward_gemv_slices`] ([`backward_gemv_sliced`] with [`Slices::Auto`]).
 pub fn backward_gemv<B: Backend, T: Nf4Activation>(
     cfg: &Nf4Config,
     dev: &B,
@@ -265,17 +344,77 @@ pub fn backward_gemv<B: Backend, T: Nf4Activation>(
     weights: &DeviceWeights<B>,
     g_a: &mut DeviceBuffer<B, T>,
 ) -> Result<(), LaunchError> {
+    backward_gemv_sliced(cfg, dev, ptx, m, Slices::Auto, g_c, weights, g_a)
+}
+
+/// Backward through the GEMV entries (`1 ≤ m ≤ 8`) with a chosen split of the sum over the
+/// `n` rows of `W` ([`Slices`]). One slice runs `nf4_backward_gemv` alone; `S > 1` allocates
+/// an f32 workspace of `S ·` [`backward_gemv_slice_len`] elements through the backend, runs
+/// `nf4_backward_gemv_split` (slice `s` = rows `s·⌈n/S⌉ ..`, its sums into its part of the
+/// workspace) and `nf4_backward_gemv_reduce` (the slices added in order, rounded once): the
+/// same bits every run for a given `S`. `S = 0`, `S > n`, `S > 65535` or a workspace past the
+/// u32 index range is [`LaunchError::InvalidDim`] `slices`.
+#[allow(clippy::too_many_arguments)]
+pub fn backward_gemv_sliced<B: Backend, T: Nf4Activation>(
+    cfg: &Nf4Config,
+    dev: &B,
+    ptx: &str,
+    m: u32,
+    slices: Slices,
+    g_c: &DeviceBuffer<B, T>,
+    weights: &DeviceWeights<B>,
+    g_a: &mut DeviceBuffer<B, T>,
+) -> Result<(), LaunchError> {
     check_common::<B, T>(cfg, BACKWARD_GEMV_ENTRY, m, weights)?;
     check_gemv_rows("the backward GEMV entry", m)?;
     check_len("g_c", u64::from(m) * u64::from(cfg.n), g_c.len())?;
     check_len("g_a", u64::from(m) * u64::from(cfg.k), g_a.len())?;
-    let args = entry_args(g_c, weights, g_a, m);
-    dev.launch(
-        ptx,
-        BACKWARD_GEMV_ENTRY,
-        backward_gemv_launch_config(cfg),
-        &args,
-    )
+    let slices = match slices {
+        Slices::Auto => backward_gemv_slices(cfg),
+        Slices::Exactly(s) => s,
+    };
+    let workspace = check_slices(cfg, m, slices)?;
+    if slices == 1 {
+        let args = entry_args(g_c, weights, g_a, m);
+        return dev.launch(
+            ptx,
+            BACKWARD_GEMV_ENTRY,
+            backward_gemv_launch_config(cfg),
+            &args,
+        );
+    }
+    let partials = dev.alloc::<f32>(workspace as usize)?;
+    let mut args = entry_args(g_c, weights, &partials, m);
+    args.push(KernelArg::U32(backward_gemv_slice_rows(cfg, slices)));
+    let split = backward_gemv_split_launch_config(cfg, slices);
+    dev.launch(ptx, BACKWARD_GEMV_SPLIT_ENTRY, split, &args)?;
+    let args = [
+        KernelArg::buffer(&partials),
+        KernelArg::buffer(&*g_a),
+        KernelArg::U32(m),
+        KernelArg::U32(slices),
+    ];
+    let reduce = backward_gemv_reduce_launch_config(cfg, m);
+    dev.launch(ptx, BACKWARD_GEMV_REDUCE_ENTRY, reduce, &args)
+}
+
+/// A split of the backward GEMV into `slices`: at least 1, at most `n` (every slice a row) and
+/// `grid.y`, and a workspace (returned, in elements) within the u32 index range.
+fn check_slices(cfg: &Nf4Config, m: u32, slices: u32) -> Result<u64, LaunchError> {
+    let workspace = u64::from(slices) * backward_gemv_slice_len(cfg, m);
+    let limit = cfg.n.min(MAX_GRID_Y);
+    if (1..=limit).contains(&slices) && workspace <= INDEX_BOUND.limit {
+        return Ok(workspace);
+    }
+    Err(LaunchError::InvalidDim {
+        name: "slices",
+        value: u64::from(slices),
+        reason: format!(
+            "needs 1 ..= {limit} slices (at most n = {} rows of W and grid.y {MAX_GRID_Y}) and a \
+             workspace of at most {} f32 ({workspace} asked)",
+            cfg.n, INDEX_BOUND.limit
+        ),
+    })
 }
 
 /// Backward through the tiled entry (any `m ≥ 1`; [`backward_input`] picks it for `m > 8`).
@@ -391,10 +530,10 @@ fn check_row_tiles(m: u32) -> Result<(), LaunchError> {
 }
 
 /// `input, packed, <absmax>, output, m` in the entries' parameter order.
-fn entry_args<'a, B: Backend, T: Element>(
+fn entry_args<'a, B: Backend, T: Element, O: Element>(
     input: &'a DeviceBuffer<B, T>,
     w: &'a DeviceWeights<B>,
-    output: &'a DeviceBuffer<B, T>,
+    output: &'a DeviceBuffer<B, O>,
     m: u32,
 ) -> Vec<KernelArg<'a, B>> {
     let mut args = vec![KernelArg::buffer(input), KernelArg::buffer(&w.packed)];
@@ -488,6 +627,98 @@ mod tests {
         assert!(log
             .iter()
             .all(|l| l.config.block == Dim3::x(THREADS) && l.args.len() == 5));
+    }
+
+    #[test]
+    fn auto_slices_fill_two_waves_with_enough_rows_each() {
+        // n = k = 4096 at block 64: 8 blocks of 512 columns, split 37 ways (112 rows each,
+        // the last 64).
+        let llm = Nf4Config::new(4096, 4096);
+        let slices = backward_gemv_slices(&llm);
+        let blocks = llm.k.div_ceil(backward_gemv_cols(&llm));
+        assert_eq!((blocks, slices), (8, 37));
+        assert!(blocks * slices >= 2 * 132);
+        assert_eq!(backward_gemv_slice_rows(&llm, slices), 112);
+        assert_eq!(llm.n - 36 * 112, MIN_SLICE_ROWS);
+        // No empty slice: the last one starts before n.
+        assert!((slices - 1) * backward_gemv_slice_rows(&llm, slices) < llm.n);
+        // Few rows: each slice keeps 64; under 128 rows no split.
+        assert_eq!(backward_gemv_slices(&Nf4Config::new(300, 4096)), 4);
+        assert_eq!(backward_gemv_slices(&Nf4Config::new(127, 4096)), 1);
+        // A grid that fills the part already (132 blocks of 512 columns) is not split.
+        assert_eq!(backward_gemv_slices(&Nf4Config::new(4096, 132 * 512)), 1);
+        assert_eq!(backward_gemv_slices(&Nf4Config::new(4096, 131 * 512)), 4);
+        // Full slices keep 64 rows: 130 rows in 2 slices (80 and 50), not 3.
+        let short = Nf4Config::new(130, 4096);
+        assert_eq!(backward_gemv_slices(&short), 2);
+        assert_eq!(backward_gemv_slice_rows(&short, 2), 80);
+    }
+
+    #[test]
+    fn split_backward_gemv_launches_slices_then_the_reduce() {
+        let cfg = Nf4Config::new(300, 130);
+        let (dev, w) = setup(&cfg);
+        let m = 3;
+        let g_c = dev.alloc::<f32>((m * 300) as usize).unwrap();
+        let mut g_a = dev.alloc::<f32>((m * 130) as usize).unwrap();
+        for slices in [Slices::Exactly(1), Slices::Exactly(3), Slices::Auto] {
+            backward_gemv_sliced(&cfg, &dev, "", m, slices, &g_c, &w, &mut g_a).unwrap();
+        }
+        backward_input(&cfg, &dev, "", m, &g_c, &w, &mut g_a).unwrap();
+        let log = dev.launches();
+        let entries: Vec<&str> = log.iter().map(|l| l.entry.as_str()).collect();
+        assert_eq!(
+            entries,
+            [
+                BACKWARD_GEMV_ENTRY,
+                BACKWARD_GEMV_SPLIT_ENTRY,
+                BACKWARD_GEMV_REDUCE_ENTRY,
+                BACKWARD_GEMV_SPLIT_ENTRY, // Auto: 4 slices of 75 rows
+                BACKWARD_GEMV_REDUCE_ENTRY,
+                BACKWARD_GEMV_SPLIT_ENTRY, // backward_input: Auto
+                BACKWARD_GEMV_REDUCE_ENTRY,
+            ]
+        );
+        assert_eq!(log[0].config.grid, Dim3::x(1));
+        assert_eq!(log[1].config.grid, Dim3::new(1, 3, 1));
+        assert_eq!(log[3].config.grid, Dim3::new(1, 4, 1));
+        // g_c, packed, absmax, partials, m, slice_rows (⌈300 / 3⌉ = 100, rounded up to 112).
+        let u32_arg = Some(crate::launch::ScalarKind::U32);
+        assert_eq!(log[1].args, [None, None, None, None, u32_arg, u32_arg]);
+        assert_eq!(backward_gemv_slice_rows(&cfg, 3), 112);
+        // ⌈⌈3 · 130 / 4⌉ / 256⌉ = 1 block of the reduce; partials, g_a, m, slices.
+        assert_eq!(log[2].config.grid, Dim3::x(1));
+        assert_eq!(log[2].args, [None, None, u32_arg, u32_arg]);
+        assert_eq!(backward_gemv_slice_len(&cfg, m), 392); // 390 rounded up to 4
+    }
+
+    #[test]
+    fn bad_slice_counts_are_invalid_dims_before_launch() {
+        let cfg = Nf4Config::new(10, 64);
+        let (dev, w) = setup(&cfg);
+        let g_c = dev.alloc::<f32>(10).unwrap();
+        let mut g_a = dev.alloc::<f32>(64).unwrap();
+        for bad in [0, 11, 70000] {
+            let err =
+                backward_gemv_sliced(&cfg, &dev, "", 1, Slices::Exactly(bad), &g_c, &w, &mut g_a)
+                    .unwrap_err();
+            match err {
+                LaunchError::InvalidDim {
+                    name,
+                    value,
+                    reason,
+                } => {
+                    assert_eq!((name, value), ("slices", u64::from(bad)));
+                    assert!(reason.contains("1 ..= 10 slices"), "{reason}");
+                }
+                other => panic!("{bad}: {other}"),
+            }
+        }
+        // A workspace past the u32 index range.
+        let wide = Nf4Config::new(4, 1 << 30);
+        assert!(check_slices(&wide, 2, 2).is_err());
+        assert!(check_slices(&wide, 2, 1).is_ok());
+        assert!(dev.launches().is_empty(), "nothing may launch");
     }
 
     #[test]

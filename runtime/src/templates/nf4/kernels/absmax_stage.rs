@@ -26,7 +26,7 @@
 
 use super::code_stage::CodeWindow;
 use super::{absmax_of, AbsmaxSource, Entry, NestedAt, Weights};
-use crate::builder::{KernelBuilder, Reg, Scalar, SharedArr, F32, U32};
+use crate::builder::{KernelBuilder, Reg, Scalar, SharedArr, Val, F32, U32};
 use crate::ir::CmpOp;
 use crate::templates::nf4::format::ABSMAX_BLOCK;
 use crate::templates::nf4::Nf4Config;
@@ -36,7 +36,8 @@ use crate::templates::staging::copy_piece;
 pub(super) struct AbsmaxStage {
     ring: SharedArr<F32>,
     k: u32,
-    n: u32,
+    /// Rows at and past this one stage zeros: `n`, or a slice's end ([`Self::ending_at`]).
+    row_end: Val<U32>,
     block_shift: u32,
     /// Columns of a staged tile and slots per staged row ([`Self::per_row`]).
     cols: u32,
@@ -58,9 +59,9 @@ pub(super) struct AbsmaxStage {
 impl AbsmaxStage {
     /// The ring for `(stages, rows, row_words)` of tiles `cols` wide, staged by the block's
     /// `(tid, threads)`.
-    pub fn new<T: Scalar>(
+    pub fn new<T: Scalar, O: Scalar>(
         k: &mut KernelBuilder,
-        (cfg, e, cols): (&Nf4Config, &Entry<T>, u32),
+        (cfg, e, cols): (&Nf4Config, &Entry<T, O>, u32),
         (stages, rows, row_words): (u32, u32, u32),
         (tid, threads): (Reg<U32>, u32),
     ) -> Self {
@@ -69,7 +70,7 @@ impl AbsmaxStage {
         Self {
             ring: k.shared_array::<F32>("absmax_ring", stages * rows * row_words),
             k: cfg.k,
-            n: cfg.n,
+            row_end: cfg.n.into(),
             block_shift: e.weights.block_shift,
             cols,
             per_row,
@@ -89,6 +90,12 @@ impl AbsmaxStage {
             cp_async: false,
             ..self
         }
+    }
+
+    /// Rows from `row_end` on (a run-time bound within `n`: the backward GEMV's slice) stage
+    /// zeros, as rows past `n` do.
+    pub fn ending_at(self, row_end: Val<U32>) -> Self {
+        Self { row_end, ..self }
     }
 
     /// Slots per staged row of a tile `cols` wide: the most blocks the row's columns touch,
@@ -155,7 +162,7 @@ impl AbsmaxStage {
         let last_col = k.add(l0, self.cols - 1);
         let last_col = k.min(last_col, self.k - 1);
         let last = self.first_block(k, j, last_col);
-        let row_ok = k.setp_lt(j, self.n);
+        let row_ok = k.setp_lt(j, self.row_end);
         let reached = k.setp(CmpOp::Le, b, last);
         let ok = k.and_pred(row_ok, reached);
         let at = k.mad_lo(row, self.row_words, self.value);

@@ -25,15 +25,22 @@
 //! block) are predicated off; every barrier is reached by every thread.
 //!
 //! The grid is `⌈k / cols⌉` blocks: wide blocks trade parallelism over `k` for whole sectors
-//! of absmax (splitting `n` across blocks would need a second, ordered reduction pass).
+//! of absmax. To fill a GPU anyway the host may split the rows `n` into `S` slices
+//! ([`build_split`], `nf4_backward_gemv_split`): grid `(⌈k / cols⌉, S)`, block `y = s` walking
+//! rows `s·slice_rows .. min((s + 1)·slice_rows, n)` (`slice_rows` a launch parameter) exactly
+//! as above, and storing its f32 sums unrounded to its part of the workspace (every element of
+//! the part, zeros for an empty slice); `super::backward_gemv_reduce` then adds the slices in
+//! order and rounds once.
 
 use super::absmax_stage::{AbsmaxStage, NestedWindow};
+use super::backward_gemv_reduce::slice_stride;
 use super::code_stage::CodeWindow;
 use super::{
-    activation_or_zero, both_below, dequant, entry_prologue, load_byte, nibble, store_output,
-    Entry, Weights, BACKWARD_GEMV_ENTRY, GEMV_MAX_M, THREADS, WARPS,
+    activation_or_zero, both_below, dequant, entry_prologue, entry_prologue_to, load_byte, nibble,
+    store_output, Entry, Weights, BACKWARD_GEMV_ENTRY, BACKWARD_GEMV_SPLIT_ENTRY, GEMV_MAX_M,
+    THREADS, WARPS,
 };
-use crate::builder::{Float, KernelBuilder, Pred, Reg, SharedArr, F32, U32};
+use crate::builder::{Float, KernelBuilder, Pred, Reg, SharedArr, Val, F32, U32};
 use crate::ir::CmpOp;
 use crate::templates::nf4::Nf4Config;
 
@@ -61,6 +68,43 @@ pub fn cols(cfg: &Nf4Config) -> u32 {
     absmax_sector.min(reached)
 }
 
+/// The rows of `W` a block reduces over and where its sums go.
+#[derive(Clone, Copy)]
+struct Rows {
+    /// Rows `start .. end`: all `n`, or slice `ctaid.y`'s.
+    start: Val<U32>,
+    end: Val<U32>,
+    /// The element where the block's output `[m, k]` starts: slice `s`'s part of the
+    /// workspace, `s · slice_stride(m)`; none for `G_A` itself.
+    output_base: Option<Reg<U32>>,
+}
+
+impl Rows {
+    /// Every row of `W`, into `G_A`.
+    fn all(cfg: &Nf4Config) -> Self {
+        Self {
+            start: 0u32.into(),
+            end: cfg.n.into(),
+            output_base: None,
+        }
+    }
+
+    /// Slice `s = ctaid.y`: rows `s·slice_rows .. min((s + 1)·slice_rows, n)` (none when the
+    /// start is past `n`), into part `s` of the workspace.
+    fn slice(k: &mut KernelBuilder, cfg: &Nf4Config, m: Reg<U32>, slice_rows: Reg<U32>) -> Self {
+        let s = k.ctaid_y();
+        let start = k.mul_lo(s, slice_rows);
+        let end = k.add(start, slice_rows);
+        let end = k.min(end, cfg.n);
+        let stride = slice_stride(k, cfg, m);
+        Self {
+            start: start.into(),
+            end: end.into(),
+            output_base: Some(k.mul_lo(s, stride)),
+        }
+    }
+}
+
 /// Per-thread state shared by the phases.
 struct Lane {
     tid: Reg<U32>,
@@ -79,6 +123,7 @@ struct Lane {
     col_ok: Pred,
     /// `m > i` for each generated activation row.
     present: Vec<Pred>,
+    rows: Rows,
     g_window: SharedArr<F32>,
     /// `acc[i][e]`: row `i`, column `2·col_byte + e`.
     acc: Vec<[Reg<F32>; 2]>,
@@ -89,34 +134,59 @@ struct Lane {
 /// window 8 KiB at block 64 and 16 when `k % block ≠ 0`, the map copy and nested window under
 /// double quantisation).
 pub(super) fn build<T: Float>(cfg: &Nf4Config) -> KernelBuilder {
-    let mut k = KernelBuilder::new(BACKWARD_GEMV_ENTRY, cfg.arch);
+    let mut k = new_kernel(BACKWARD_GEMV_ENTRY, cfg);
+    let e = entry_prologue::<T>(&mut k, cfg, ("g_c", "g_a"), THREADS);
+    reduce_rows(&mut k, cfg, &e, Rows::all(cfg));
+    k
+}
+
+/// Builds `nf4_backward_gemv_split(g_c, packed, <absmax>, partials, m, slice_rows)`: grid
+/// `(⌈k / cols⌉, S)`, block `y = s` summing slice `s`'s rows into `partials[s][i][l]` (f32,
+/// parts `slice_stride(m)` elements apart; module docs). Same shared memory as [`build`].
+pub(super) fn build_split<T: Float>(cfg: &Nf4Config) -> KernelBuilder {
+    let mut k = new_kernel(BACKWARD_GEMV_SPLIT_ENTRY, cfg);
+    let e = entry_prologue_to::<T, F32>(&mut k, cfg, ("g_c", "partials"), THREADS);
+    let slice_rows = k.param::<U32>("slice_rows");
+    let slice_rows = k.load_param(slice_rows);
+    let rows = Rows::slice(&mut k, cfg, e.m, slice_rows);
+    reduce_rows(&mut k, cfg, &e, rows);
+    k
+}
+
+fn new_kernel(entry: &str, cfg: &Nf4Config) -> KernelBuilder {
+    let mut k = KernelBuilder::new(entry, cfg.arch);
     k.require_block([THREADS, 1, 1]);
     // ptxas's own target for 256 threads on sm_90 (40) spills 4 bytes here; 64 still fits
     // four blocks per SM's registers (up to 43 KiB of shared memory each).
     k.max_registers(MAX_REGISTERS);
-    let e = entry_prologue::<T>(&mut k, cfg, ("g_c", "g_a"), THREADS);
+    k
+}
+
+/// The three phases (module docs) over `rows`, after the entry's prologue.
+fn reduce_rows<T: Float, O: Float>(
+    k: &mut KernelBuilder,
+    cfg: &Nf4Config,
+    e: &Entry<T, O>,
+    rows: Rows,
+) {
     let cols = cols(cfg);
     let g_window = k.shared_array::<F32>("g_window", GEMV_MAX_M * ROW_WINDOW);
     let partial = k.shared_array::<F32>("partial", PARTIAL_WORDS);
     let tid = k.tid_x();
     let per_row = AbsmaxStage::per_row(cfg, cols);
-    let absmax = AbsmaxStage::new(
-        &mut k,
-        (cfg, &e, cols),
-        (1, ROW_WINDOW, per_row),
-        (tid, THREADS),
-    )
-    .loaded();
+    let absmax = AbsmaxStage::new(k, (cfg, e, cols), (1, ROW_WINDOW, per_row), (tid, THREADS))
+        .loaded()
+        .ending_at(rows.end);
     // A window's rows past `n` decode nothing: the nested window spans the rows that exist.
-    let nested = NestedWindow::new(&mut k, cfg, ROW_WINDOW.min(cfg.n), cols);
-    let s = lane_state(&mut k, cfg, &e, (tid, cols), (g_window, partial));
+    let nested = NestedWindow::new(k, cfg, ROW_WINDOW.min(cfg.n), cols);
+    let s = lane_state(k, cfg, e, (tid, cols), (g_window, partial), rows);
     let slot = k.var::<U32>(0u32);
-    let absmax_base = absmax.slot(&mut k, slot);
+    let absmax_base = absmax.slot(k, slot);
     let no_row = k.var::<U32>(0u32);
     let col = k.shl(s.col_byte, 1u32);
-    let reader = absmax.reader(&mut k, s.l_base, col, no_row);
+    let reader = absmax.reader(k, s.l_base, col, no_row);
     let byte0 = k.shr(s.l_base, 1u32);
-    k.for_range(0u32, cfg.n, ROW_WINDOW, |k, j0| {
+    k.for_range(rows.start, rows.end, ROW_WINDOW, |k, j0| {
         let window = CodeWindow { row0: j0, byte0 };
         let weights = match &nested {
             Some(nested) => {
@@ -126,7 +196,7 @@ pub(super) fn build<T: Float>(cfg: &Nf4Config) -> KernelBuilder {
             }
             None => e.weights,
         };
-        stage_output_grads(k, cfg, &e, &s, j0);
+        stage_output_grads(k, cfg, e, &s, j0);
         absmax.fill(k, &weights, &window, slot);
         k.bar_sync();
         accumulate_window(k, cfg, &e.weights, &s, j0, &|k, jj, j| {
@@ -136,10 +206,9 @@ pub(super) fn build<T: Float>(cfg: &Nf4Config) -> KernelBuilder {
         });
         k.bar_sync();
     });
-    write_partials(&mut k, &s);
+    write_partials(k, &s);
     k.bar_sync();
-    combine_and_store(&mut k, cfg, &e, &s, partial);
-    k
+    combine_and_store(k, cfg, e, &s, partial);
 }
 
 /// Rows `i` whose offsets `i·n` and `i·k` fit u32 (a valid `m` cannot exceed them).
@@ -149,12 +218,13 @@ fn generated_rows(cfg: &Nf4Config) -> u32 {
         .count() as u32
 }
 
-fn lane_state<T: Float>(
+fn lane_state<T: Float, O: Float>(
     k: &mut KernelBuilder,
     cfg: &Nf4Config,
-    e: &Entry<T>,
+    e: &Entry<T, O>,
     (tid, cols): (Reg<U32>, u32),
     (g_window, partial): (SharedArr<F32>, SharedArr<F32>),
+    rows: Rows,
 ) -> Lane {
     let col_groups = cols / WARP_COLS;
     let warp = k.shr(tid, 5u32);
@@ -189,23 +259,24 @@ fn lane_state<T: Float>(
         col_byte,
         col_ok,
         present,
+        rows,
         g_window,
         acc,
     }
 }
 
-/// `g_window[i][t] = G_C[i, j0 + t]` for `i < m` (0 for `j0 + t ≥ n`): thread `t` loads one
-/// element per row, a warp 32 consecutive ones.
-fn stage_output_grads<T: Float>(
+/// `g_window[i][t] = G_C[i, j0 + t]` for `i < m` (0 for `j0 + t` at or past the rows' end):
+/// thread `t` loads one element per row, a warp 32 consecutive ones.
+fn stage_output_grads<T: Float, O: Float>(
     k: &mut KernelBuilder,
     cfg: &Nf4Config,
-    e: &Entry<T>,
+    e: &Entry<T, O>,
     s: &Lane,
     j0: Reg<U32>,
 ) {
     k.comment("stage G_C[0..m, j0 .. j0 + 256] as f32");
     let j = k.add(j0, s.tid);
-    let inside = k.setp_lt(j, cfg.n);
+    let inside = k.setp_lt(j, s.rows.end);
     let slot = k.shared_elem(s.g_window, s.tid);
     for (i, &present) in s.present.iter().enumerate() {
         let i = i as u32;
@@ -219,7 +290,8 @@ fn stage_output_grads<T: Float>(
 /// The staged absmax of this lane's byte in window row `jj` (weight row `j`).
 type StagedAbsmax<'a> = dyn Fn(&mut KernelBuilder, Reg<U32>, Reg<U32>) -> Reg<F32> + 'a;
 
-/// Row group `r` of `R` takes window rows `jj = r + R·i` (ascending), [`UNROLL`] per trip.
+/// Row group `r` of `R` takes window rows `jj = r + R·i` (ascending) below the rows' end,
+/// [`UNROLL`] per trip.
 fn accumulate_window(
     k: &mut KernelBuilder,
     cfg: &Nf4Config,
@@ -231,11 +303,15 @@ fn accumulate_window(
     k.comment("accumulate this warp's rows of the window");
     let g_base = k.shared_base(s.g_window);
     let step = s.row_groups;
-    k.for_range(s.row_group, ROW_WINDOW, step * UNROLL, |k, first| {
+    // The window's rows before the end (fewer in the last window of `W` or of a slice): trips
+    // past them would only test rows that do not exist.
+    let remaining = k.sub(s.rows.end, j0);
+    let window_rows = k.min(remaining, ROW_WINDOW);
+    k.for_range(s.row_group, window_rows, step * UNROLL, |k, first| {
         for u in 0..UNROLL {
             let jj = k.add(first, u * step);
             let j = k.add(j0, jj);
-            let row_ok = k.setp_lt(j, cfg.n);
+            let row_ok = k.setp_lt(j, s.rows.end);
             let inside = k.and_pred(row_ok, s.col_ok);
             k.if_then(inside, |k| {
                 let byte = k.mad_lo(j, cfg.k / 2, s.col_byte);
@@ -297,13 +373,14 @@ fn write_partials(k: &mut KernelBuilder, s: &Lane) {
     }
 }
 
-/// `G_A[i, l_base + c] = Σ_r partial[r][i][c]` (row groups in order), thread `tid` taking
-/// `(i, c) = ((tid + 256·q) / cols, (tid + 256·q) mod cols)` for the passes `q` that reach the
-/// generated rows, where `i < m` and `l_base + c < k`.
-fn combine_and_store<T: Float>(
+/// `out[i, l_base + c] = Σ_r partial[r][i][c]` (row groups in order; `out` is `G_A`, or the
+/// slice's part of the workspace), thread `tid` taking `(i, c) = ((tid + 256·q) / cols,
+/// (tid + 256·q) mod cols)` for the passes `q` that reach the generated rows, where `i < m`
+/// and `l_base + c < k`.
+fn combine_and_store<T: Float, O: Float>(
     k: &mut KernelBuilder,
     cfg: &Nf4Config,
-    e: &Entry<T>,
+    e: &Entry<T, O>,
     s: &Lane,
     partial: SharedArr<F32>,
 ) {
@@ -324,6 +401,10 @@ fn combine_and_store<T: Float>(
                 k.add_into(total, total, p);
             }
             let index = k.mad_lo(i, cfg.k, col);
+            let index = match s.rows.output_base {
+                Some(base) => k.add(base, index),
+                None => index,
+            };
             store_output(k, e.output, index, total);
         });
     }

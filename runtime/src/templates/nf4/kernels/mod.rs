@@ -9,6 +9,14 @@
 //! | [`GEMM_ENTRY`] | `C = A · Ŵᵀ`, any `m` | `a, packed, <absmax>, c, m` |
 //! | [`BACKWARD_INPUT_ENTRY`] | `G_A = G_C · Ŵ`, any `m` (tiled) | `g_c, packed, <absmax>, g_a, m` |
 //! | [`BACKWARD_GEMV_ENTRY`] | `G_A = G_C · Ŵ`, `m ≤` [`GEMV_MAX_M`] | `g_c, packed, <absmax>, g_a, m` |
+//! | [`BACKWARD_GEMV_SPLIT_ENTRY`] | slice `ctaid.y` of the rows of `W` into f32 partials | `g_c, packed, <absmax>, partials, m, slice_rows` |
+//! | [`BACKWARD_GEMV_REDUCE_ENTRY`] | `G_A` = the slices' partials summed in order | `partials, g_a, m, slices` |
+//!
+//! The backward GEMV's grid, `⌈k / cols⌉` blocks of 512 columns, is small (8 at `k = 4096`):
+//! the host splits the sum over the `n` rows of `W` into `S` slices (grid `(⌈k / cols⌉, S)`,
+//! `S` from `launch::backward_gemv_slices`), each writing f32 partial sums to a workspace the
+//! launcher allocates, and the reduce adds them in slice order and rounds once (deterministic,
+//! the conv backward-filter's scheme).
 //!
 //! `<absmax>` is `absmax` (`f32 [absmax_len]`) or, with `double_quant`, bitsandbytes' nested state:
 //! `absmax_codes` (`u8 [absmax_len]`), `absmax_map` (`f32 [256]`), `nested_absmax`
@@ -45,7 +53,8 @@
 //! copy each window's nested absmax, `absmax_stage::NestedWindow`, so their decodes read only
 //! code bytes). Interpreter global load efficiency (`runtime/tests/nf4_counters.rs`): ≥ 0.9
 //! for the forwards when rows are whole sectors, for the backward GEMV when `k % 512 = 0` (1.0
-//! with plain absmax, 0.93 under double quantisation at block 64), and for the tensor-core
+//! with plain absmax, 0.93 under double quantisation at block 64; its split slices read the same
+//! rows the same way, and the slices' reduce reads 16-byte f32 vectors), and for the tensor-core
 //! backwards (256-column tiles, [`backward_input_cols`]: per weight row 128 code bytes and 16
 //! bytes of one absmax sector at block 64; tf32 0.95 at `m = 80`); rows off sector boundaries
 //! and the CUDA-core backward are listed there with their figures.
@@ -59,6 +68,7 @@ mod absmax_stage;
 mod absmax_window;
 mod backward;
 mod backward_gemv;
+mod backward_gemv_reduce;
 mod backward_tc;
 mod code_stage;
 mod gemm;
@@ -92,7 +102,12 @@ pub const GEMM_ENTRY: &str = "nf4_gemm";
 pub const BACKWARD_INPUT_ENTRY: &str = "nf4_backward_input";
 /// Entry name of the small-`m` backward-input GEMV.
 pub const BACKWARD_GEMV_ENTRY: &str = "nf4_backward_gemv";
+/// Entry name of one slice of the split backward GEMV (f32 partial sums).
+pub const BACKWARD_GEMV_SPLIT_ENTRY: &str = "nf4_backward_gemv_split";
+/// Entry name of the pass adding the split backward GEMV's slices into `G_A`.
+pub const BACKWARD_GEMV_REDUCE_ENTRY: &str = "nf4_backward_gemv_reduce";
 pub use backward_gemv::cols as backward_gemv_cols;
+pub use backward_gemv_reduce::{slice_len as backward_gemv_slice_len, VECTOR as REDUCE_VECTOR};
 
 /// Threads per block of every entry (8 warps).
 pub const THREADS: u32 = 256;
@@ -134,7 +149,7 @@ impl KernelFamily for Nf4Config {
                 module.push(gemv::build::<F32>(self));
                 module.push(tc_tf32::build_gemm(self));
                 module.push(tc_tf32::build_backward(self));
-                module.push(backward_gemv::build::<F32>(self));
+                push_backward_gemv::<F32>(&mut module, self);
             }
             // `validate` rejected every other dtype.
             _ => push_entries::<F32>(&mut module, self),
@@ -163,7 +178,14 @@ fn push_entries<T: Float>(module: &mut ModuleBuilder, cfg: &Nf4Config) {
     module.push(gemv::build::<T>(cfg));
     module.push(gemm::build::<T>(cfg));
     module.push(backward::build::<T>(cfg));
+    push_backward_gemv::<T>(module, cfg);
+}
+
+/// The backward GEMV's entries: whole, split into slices, and the slices' reduce.
+fn push_backward_gemv<T: Float>(module: &mut ModuleBuilder, cfg: &Nf4Config) {
     module.push(backward_gemv::build::<T>(cfg));
+    module.push(backward_gemv::build_split::<T>(cfg));
+    module.push(backward_gemv_reduce::build::<T>(cfg));
 }
 
 /// Threads per block of the tiled GEMMs (`nf4_gemm`, `nf4_backward_input`): [`THREADS`], or
@@ -197,7 +219,7 @@ where
     module.push(gemv::build::<T>(cfg));
     module.push(gemm_tc::build::<T>(cfg));
     module.push(backward_tc::build::<T>(cfg));
-    module.push(backward_gemv::build::<T>(cfg));
+    push_backward_gemv::<T>(module, cfg);
 }
 
 /// The emit-matrix configurations: each activation dtype × three shapes × every target.
@@ -294,19 +316,20 @@ struct Weights {
 }
 
 /// Declared parameters of one entry: `input, packed, <absmax>, output, m`.
-struct EntryParams<T: Scalar> {
+struct EntryParams<T: Scalar, O: Scalar> {
     input: ParamHandle<GlobalPtr<T>>,
     packed: ParamHandle<GlobalPtr<U8>>,
     absmax: AbsmaxParams,
-    output: ParamHandle<GlobalPtr<T>>,
+    output: ParamHandle<GlobalPtr<O>>,
     m: ParamHandle<U32>,
 }
 
-/// Loaded parameters of one entry.
-struct Entry<T: Scalar> {
+/// Loaded parameters of one entry; the output has the activation type `T` except in the
+/// backward GEMV's slices, which write f32 partial sums.
+struct Entry<T: Scalar, O: Scalar = T> {
     input: GlobalPtr<T>,
     weights: Weights,
-    output: GlobalPtr<T>,
+    output: GlobalPtr<O>,
     m: Reg<U32>,
 }
 
@@ -319,9 +342,19 @@ struct Entry<T: Scalar> {
 fn entry_prologue<T: Scalar>(
     k: &mut KernelBuilder,
     cfg: &Nf4Config,
-    (input, output): (&str, &str),
+    names: (&str, &str),
     threads: u32,
 ) -> Entry<T> {
+    entry_prologue_to::<T, T>(k, cfg, names, threads)
+}
+
+/// [`entry_prologue`] for an output of element type `O`.
+fn entry_prologue_to<T: Scalar, O: Scalar>(
+    k: &mut KernelBuilder,
+    cfg: &Nf4Config,
+    (input, output): (&str, &str),
+    threads: u32,
+) -> Entry<T, O> {
     declare_index_bound(k, &INDEX_BOUND);
     let params = EntryParams {
         input: k.param_ptr::<T>(input),
@@ -336,7 +369,7 @@ fn entry_prologue<T: Scalar>(
         } else {
             AbsmaxParams::Plain(k.param_ptr::<F32>("absmax"))
         },
-        output: k.param_ptr::<T>(output),
+        output: k.param_ptr::<O>(output),
         m: k.param::<U32>("m"),
     };
     let absmax = match params.absmax {
