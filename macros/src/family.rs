@@ -245,6 +245,8 @@ impl Family for Nf4 {
             nf4_kernels::GEMM_ENTRY,
             nf4_kernels::BACKWARD_INPUT_ENTRY,
             nf4_kernels::BACKWARD_GEMV_ENTRY,
+            nf4_kernels::BACKWARD_GEMV_SPLIT_ENTRY,
+            nf4_kernels::BACKWARD_GEMV_REDUCE_ENTRY,
         ]
     }
 

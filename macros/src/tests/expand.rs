@@ -522,7 +522,9 @@ fn a_module_that_fails_to_build_is_reported_at_the_attribute_with_stubs() {
             "GEMV",
             "GEMM",
             "BACKWARD_INPUT",
-            "BACKWARD_GEMV"
+            "BACKWARD_GEMV",
+            "BACKWARD_GEMV_SPLIT",
+            "BACKWARD_GEMV_REDUCE"
         ]
     );
 }

@@ -70,14 +70,16 @@ pub(crate) fn wrappers(c: &Nf4Config, t: &WrapperTypes) -> Vec<Wrapper> {
         backward(
             "backward_input",
             "Backward with respect to the input, `g_a [m, k] = g_c [m, n] · dequant(W)`: \
-             entry `nf4_backward_gemv` for `m ≤ 8`, `nf4_backward_input` above. `g_a` is \
-             overwritten.",
+             the backward GEMV for `m ≤ 8` (`nf4_backward_gemv`, or, when its grid would be \
+             too small for the GPU, `nf4_backward_gemv_split` over slices of W's rows into an \
+             f32 workspace then `nf4_backward_gemv_reduce`: the same bits every run), \
+             `nf4_backward_input` above. `g_a` is overwritten.",
             "backward_input",
         ),
         backward(
             "backward_input_gemv",
-            "Backward with respect to the input through entry `nf4_backward_gemv` only \
-             (`1 ≤ m ≤ 8`).",
+            "Backward with respect to the input through the backward GEMV only (`1 ≤ m ≤ 8`; \
+             `nf4_backward_gemv`, or split over W's rows as in `backward_input`).",
             "backward_gemv",
         ),
         backward(
