@@ -124,24 +124,41 @@ impl std::fmt::Display for Layout {
     }
 }
 
-/// The direct kernel's block tiling: each block computes an `out_h × out_w` tile of
-/// `out_channels` output channels of one image, one thread per output pixel (each thread keeps
-/// `out_channels` accumulators). Per input channel of the group it stages the input patch the
-/// tile needs, and those output channels' weights, in shared memory, so every staged input value
-/// is reused across the kernel window (by neighbouring threads) and across the output channels.
+/// The direct kernel's block tiling: a `(16, 16)` block computes an `out_h × out_w` tile of
+/// `out_channels` output channels of one image. Thread `(tx, ty)` owns the `pixels × pixels`
+/// outputs at rows `ty + 16·i` and columns `tx + 16·j` (`i, j < pixels`), for every one of the
+/// `out_channels` channels (`pixels² · out_channels` accumulators: register blocking over
+/// pixels and channels). Per input
+/// channel of the group it stages the input patch the tile needs in shared memory, and every
+/// `weight_channels` input channels those output channels' weights, so every staged input value
+/// is reused across the kernel window (by neighbouring threads) and across the output channels,
+/// and every staged weight across the thread's pixels.
 ///
 /// Shared layout (elements of the accumulation type: f32 for f16/bf16/f32, f64 for f64):
-/// `in_h` rows of `pitch` elements, then `out_channels · kernel_h · kernel_w` weights. Within a
-/// row, input column `s` (`0 ≤ s < in_w`) is stored *de-interleaved by the horizontal stride*
-/// at `(s mod stride_w) · segment + s / stride_w`, so the 16 threads of a half-warp read 16
+/// `in_h` rows of `pitch` elements, then the weights. Within a row, input column `s`
+/// (`0 ≤ s < in_w`) is stored *de-interleaved by the horizontal stride* at
+/// `(s mod stride_w) · segment + s / stride_w`, so the 16 threads of a half-warp read 16
 /// consecutive elements for every tap whatever the stride; `pitch` is chosen so that the two
-/// rows a warp reads (`tid.y` and `tid.y + 1`) fall into different banks.
+/// rows a warp reads (`tid.y` and `tid.y + 1`) fall into different banks. The weights are
+/// `weight_channels · kernel_h · kernel_w` rows (input channel, tap) of `weight_pitch`
+/// elements, output channel fastest (read as warp-uniform broadcasts); `weight_pitch`
+/// (`≥ out_channels`, a multiple of 4, odd in units of 4) keeps the 16-byte staging stores of
+/// consecutive rows conflict-free.
+///
+/// The patch rows are loaded from global memory in chunks of `vector` elements aligned to
+/// `vector` elements of the image row (16 bytes for f32 and f64, 8 for f16/bf16), one vector
+/// load per chunk when the image width is a multiple of `vector` and the input buffer is
+/// 16-byte aligned, element by element otherwise. The first chunk starts `lead` columns left of
+/// the patch (`ow0 · stride_w` is a multiple of `vector`, so `lead = (−padding_w) mod vector`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DirectTile {
-    /// Output rows per block tile ([`Conv2dConfig::DIRECT_TILE`]).
+    /// Output rows per block tile, `16 · pixels`.
     pub out_h: u32,
-    /// Output columns per block tile.
+    /// Output columns per block tile, `16 · pixels`.
     pub out_w: u32,
+    /// Output rows, and columns, per thread ([`Conv2dConfig::DIRECT_PIXELS`], 1 when the
+    /// larger tile would not fit the arch's shared memory).
+    pub pixels: u32,
     /// Output channels per block, `min(out_channels / groups, DIRECT_MAX_OUT_CHANNELS)`.
     pub out_channels: u32,
     /// Input rows staged: `(out_h − 1) · stride_h + dilation_h · (kernel_h − 1) + 1`.
@@ -152,14 +169,27 @@ pub struct DirectTile {
     pub segment: u32,
     /// Shared row pitch in elements (`≥ stride_w · segment`).
     pub pitch: u32,
+    /// Elements per global vector load of the patch (16 bytes of f32/f64, 8 of f16/bf16).
+    pub vector: u32,
+    /// Columns the first chunk of a patch row starts left of the patch, `(−padding_w) mod
+    /// vector`.
+    pub lead: u32,
+    /// Chunks per patch row, `ceil((lead + in_w) / vector)`.
+    pub chunks: u32,
+    /// Input channels whose weights are staged together (their filter runs are contiguous in
+    /// global memory): `min(in_channels / groups, ceil(64 / (kernel_h · kernel_w)))`, 1 when
+    /// the larger stage would not fit.
+    pub weight_channels: u32,
+    /// Shared pitch of one weight row (input channel, tap), in elements.
+    pub weight_pitch: u32,
     /// Element offset of the staged weights, `in_h · pitch` rounded up to a multiple of 4.
     pub weight_offset: u32,
-    /// Threads per block, `out_h · out_w`.
+    /// Threads per block, 16 × 16.
     pub threads: u32,
     /// Bytes of one shared element (4, or 8 for f64).
     pub elem_bytes: u32,
-    /// `(weight_offset + out_channels · kernel_h · kernel_w) · elem_bytes` (saturating at
-    /// `u32::MAX`).
+    /// `(weight_offset + weight_channels · kernel_h · kernel_w · weight_pitch) · elem_bytes`
+    /// (saturating at `u32::MAX`).
     pub shared_bytes: u32,
     /// Static when ≤ 48 KiB, dynamic otherwise.
     pub shared_kind: SharedMemoryKind,
@@ -206,10 +236,19 @@ impl Conv2dConfig {
     ];
     /// Arguments without a default.
     pub const REQUIRED: &'static [&'static str] = &["in_channels", "out_channels", "kernel"];
-    /// Output tile edge of the direct kernel (16 × 16 outputs, 256 threads per block).
+    /// Thread-block edge of the direct kernel (16 × 16 threads, 16 output rows per tile).
     pub const DIRECT_TILE: u32 = 16;
-    /// Most output channels one direct-kernel block computes (accumulators per thread).
-    pub const DIRECT_MAX_OUT_CHANNELS: u32 = 8;
+    /// Output rows and columns per direct-kernel thread (the tile is `16 · DIRECT_PIXELS`
+    /// square).
+    pub const DIRECT_PIXELS: u32 = 2;
+    /// Most output channels one direct-kernel block computes (accumulators per pixel).
+    pub const DIRECT_MAX_OUT_CHANNELS: u32 = 16;
+    /// Filter taps (input channels × kernel window) whose weights the direct kernel aims to
+    /// stage at once: runs of at least this many contiguous weights per output channel.
+    pub const DIRECT_WEIGHT_TAPS: u32 = 64;
+    /// Output positions past the output the direct kernel's tiles reach (a 32 × 32 tile and
+    /// its 4-element vector chunks), for the launch functions' index check.
+    pub const DIRECT_REACH: u32 = 40;
 
     pub const DEFAULT_DTYPE: DType = DType::F32;
     pub const DEFAULT_ARCH: Arch = Arch::Sm80;
@@ -351,15 +390,32 @@ impl Conv2dConfig {
         }
     }
 
-    /// The direct kernel's tiling (see [`DirectTile`]). Sizes saturate rather than wrap, so an
-    /// absurd configuration shows up as too much shared memory.
+    /// The direct kernel's tiling (see [`DirectTile`]): [`Conv2dConfig::DIRECT_PIXELS`]²
+    /// pixels per thread with several input channels' weights staged together, or, when that
+    /// needs more shared memory than the arch has, one pixel per thread and one channel's
+    /// weights. Sizes saturate rather than wrap, so an absurd configuration shows up as too
+    /// much shared memory.
     pub fn direct_tile(&self) -> DirectTile {
-        let t = Self::DIRECT_TILE;
+        let taps = self.kernel_h.max(1).saturating_mul(self.kernel_w.max(1));
+        let weight_channels = self
+            .in_per_group()
+            .min(Self::DIRECT_WEIGHT_TAPS.div_ceil(taps))
+            .max(1);
+        let wide = self.direct_tile_with(Self::DIRECT_PIXELS, weight_channels);
+        if wide.shared_bytes <= self.arch.max_dynamic_shared_bytes() {
+            wide
+        } else {
+            self.direct_tile_with(1, 1)
+        }
+    }
+
+    fn direct_tile_with(&self, pixels: u32, weight_channels: u32) -> DirectTile {
+        let (out_h, out_w) = (Self::DIRECT_TILE * pixels, Self::DIRECT_TILE * pixels);
         let (eh, ew) = self.dilated_extent();
-        let in_h = u64::from(t - 1)
+        let in_h = u64::from(out_h - 1)
             .saturating_mul(u64::from(self.stride_h))
             .saturating_add(eh);
-        let in_w = u64::from(t - 1)
+        let in_w = u64::from(out_w - 1)
             .saturating_mul(u64::from(self.stride_w))
             .saturating_add(ew);
         let stride_w = u64::from(self.stride_w.max(1));
@@ -370,29 +426,44 @@ impl Conv2dConfig {
             self.stride_h,
             elem_bytes / 4,
         );
+        // `ld.global.v4` at most (16 bytes of f32, 8 of f16/bf16), `.v2` of f64.
+        let vector = (16 / self.dtype.size_bytes()).min(4);
+        let lead = (vector - self.padding_w % vector) % vector;
+        let chunks = (u64::from(lead) + in_w).div_ceil(u64::from(vector));
         let weight_offset = in_h
             .saturating_mul(pitch)
             .checked_next_multiple_of(4)
             .unwrap_or(u64::MAX);
         let out_channels = self.out_per_group().clamp(1, Self::DIRECT_MAX_OUT_CHANNELS);
-        let weights = u64::from(out_channels)
+        // Odd in units of 4: rows 4·(2j + 1) words apart keep 8 consecutive 16-byte stores
+        // (a quarter-warp) in distinct banks.
+        let quads = out_channels.div_ceil(4);
+        let weight_pitch = 4 * (quads | 1);
+        let weights = u64::from(weight_channels)
             .saturating_mul(u64::from(self.kernel_h))
-            .saturating_mul(u64::from(self.kernel_w));
+            .saturating_mul(u64::from(self.kernel_w))
+            .saturating_mul(u64::from(weight_pitch));
         let bytes = weight_offset
             .saturating_add(weights)
             .saturating_mul(u64::from(elem_bytes));
         let sat = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
         let shared_bytes = sat(bytes);
         DirectTile {
-            out_h: t,
-            out_w: t,
+            out_h,
+            out_w,
+            pixels,
             out_channels,
             in_h: sat(in_h),
             in_w: sat(in_w),
             segment: sat(segment),
             pitch: sat(pitch),
+            vector,
+            lead,
+            chunks: sat(chunks),
+            weight_channels,
+            weight_pitch,
             weight_offset: sat(weight_offset),
-            threads: t * t,
+            threads: Self::DIRECT_TILE * Self::DIRECT_TILE,
             elem_bytes,
             shared_bytes,
             shared_kind: if shared_bytes <= self.arch.max_static_shared_bytes() {
