@@ -148,8 +148,9 @@ impl std::fmt::Display for Layout {
 /// The patch rows are loaded from global memory in chunks of `vector` elements aligned to
 /// `vector` elements of the image row (16 bytes for f32 and f64, 8 for f16/bf16), one vector
 /// load per chunk when the image width is a multiple of `vector` and the input buffer is
-/// 16-byte aligned, element by element otherwise. The first chunk starts `lead` columns left of
-/// the patch (`ow0 · stride_w` is a multiple of `vector`, so `lead = (−padding_w) mod vector`).
+/// aligned to a chunk, element by element otherwise. The first chunk starts `lead` columns left
+/// of the patch, on a 32-byte sector (`ow0 · stride_w` is a multiple of a sector's elements,
+/// so `lead = (−padding_w) mod sector`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DirectTile {
     /// Output rows per block tile, `16 · pixels`.
@@ -172,10 +173,15 @@ pub struct DirectTile {
     /// Elements per global vector load of the patch (16 bytes of f32/f64, 8 of f16/bf16).
     pub vector: u32,
     /// Columns the first chunk of a patch row starts left of the patch, `(−padding_w) mod
-    /// vector`.
+    /// sector` with `sector` the elements of a 32-byte sector.
     pub lead: u32,
-    /// Chunks per patch row, `ceil((lead + in_w) / vector)`.
+    /// Chunks per patch row, `ceil((lead + in_w) / vector)` rounded up to whole sectors (the
+    /// chunks holding no patch column are skipped).
     pub chunks: u32,
+    /// Shared position of patch column 0 within a row: `lead` for stride 1, where whole
+    /// chunks are staged at `chunk · vector` (so a row piece is one 16-byte store), 0 for the
+    /// de-interleaved layout of larger strides.
+    pub origin: u32,
     /// Input channels whose weights are staged together (their filter runs are contiguous in
     /// global memory): `min(in_channels / groups, ceil(64 / (kernel_h · kernel_w)))`, 1 when
     /// the larger stage would not fit.
@@ -245,7 +251,7 @@ impl Conv2dConfig {
     pub const DIRECT_MAX_OUT_CHANNELS: u32 = 16;
     /// Filter taps (input channels × kernel window) whose weights the direct kernel aims to
     /// stage at once: runs of at least this many contiguous weights per output channel.
-    pub const DIRECT_WEIGHT_TAPS: u32 = 64;
+    pub const DIRECT_WEIGHT_TAPS: u32 = 144;
     /// Output positions past the output the direct kernel's tiles reach (a 32 × 32 tile and
     /// its 4-element vector chunks), for the launch functions' index check.
     pub const DIRECT_REACH: u32 = 40;
@@ -421,15 +427,24 @@ impl Conv2dConfig {
         let stride_w = u64::from(self.stride_w.max(1));
         let segment = in_w.div_ceil(stride_w);
         let elem_bytes = self.accumulator_bytes();
-        let pitch = direct_pitch(
-            segment.saturating_mul(stride_w),
-            self.stride_h,
-            elem_bytes / 4,
-        );
         // `ld.global.v4` at most (16 bytes of f32, 8 of f16/bf16), `.v2` of f64.
         let vector = (16 / self.dtype.size_bytes()).min(4);
-        let lead = (vector - self.padding_w % vector) % vector;
-        let chunks = (u64::from(lead) + in_w).div_ceil(u64::from(vector));
+        // The chunk grid starts on a 32-byte sector and each row has whole sectors of chunks,
+        // so a warp's requests split rows only at sector boundaries.
+        let sector = 32 / self.dtype.size_bytes();
+        let lead = (sector - self.padding_w % sector) % sector;
+        let chunks = (u64::from(lead) + in_w)
+            .div_ceil(u64::from(vector))
+            .checked_next_multiple_of(u64::from(sector / vector))
+            .unwrap_or(u64::MAX);
+        // Stride 1 stages whole chunks (row pieces 16-byte aligned in shared memory); other
+        // strides de-interleave the patch columns.
+        let (min_pitch, origin) = if self.stride_w == 1 {
+            (chunks.saturating_mul(u64::from(vector)), lead)
+        } else {
+            (segment.saturating_mul(stride_w), 0)
+        };
+        let pitch = direct_pitch(min_pitch, self.stride_h, elem_bytes / 4);
         let weight_offset = in_h
             .saturating_mul(pitch)
             .checked_next_multiple_of(4)
@@ -460,6 +475,7 @@ impl Conv2dConfig {
             vector,
             lead,
             chunks: sat(chunks),
+            origin,
             weight_channels,
             weight_pitch,
             weight_offset: sat(weight_offset),
@@ -607,15 +623,17 @@ impl Conv2dConfig {
     }
 }
 
-/// The shared row pitch (≥ `min_pitch`, elements of `words` 4-byte words) of the direct
-/// kernel's input tile with the fewest shared-memory wavefronts for its tap reads: a warp is
-/// two rows of 16 threads that read 16 consecutive elements each, `stride_h` staged rows apart.
-/// Ties go to the smallest pitch.
+/// The shared row pitch (≥ `min_pitch`, a multiple of 4 so staged rows stay 16-byte aligned,
+/// elements of `words` 4-byte words) of the direct kernel's input tile with the fewest
+/// shared-memory wavefronts for its tap reads: a warp is two rows of 16 threads that read 16
+/// consecutive elements each, `stride_h` staged rows apart. Ties go to the smallest pitch.
 ///
 /// Banks depend on word indices modulo 32 only, so wrapping arithmetic gives exact banks even
 /// for the absurd sizes `validate` is about to reject.
 fn direct_pitch(min_pitch: u64, stride_h: u32, words: u32) -> u64 {
-    (min_pitch..min_pitch.saturating_add(32))
+    let first = min_pitch.checked_next_multiple_of(4).unwrap_or(min_pitch);
+    (first..first.saturating_add(32))
+        .step_by(4)
         .min_by_key(|&pitch| {
             let mut per_bank: [Vec<u64>; 32] = Default::default();
             for lane in 0..32u64 {

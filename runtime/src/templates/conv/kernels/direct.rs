@@ -207,9 +207,9 @@ fn vector_loads_allowed<T: ConvElem>(
 /// `stage[r, pos(s)] = x[n, g·Cg + ci, oh0·SH − PH + r, ow0·SW − PW + s]` for `r < in_h`,
 /// `s < in_w`, 0 outside the image, with `pos(s) = (s mod SW)·segment + s / SW` (see
 /// [`DirectTile`]). Work item `e = r·chunks + c` covers image columns `first + c·V ..` of
-/// patch row `r`, `first = ow0·SW − PW − lead` (a multiple of `V`): one vector load when the
-/// whole chunk lies in the image and vector loads are allowed, else element by element (only
-/// the elements inside both the image and the patch). Consecutive threads take consecutive
+/// patch row `r`, `first = ow0·SW − PW − lead` (on a sector): one vector load when the whole
+/// chunk lies in the image, holds a patch column and vector loads are allowed, else element by
+/// element (only the elements inside both the image and the patch). Consecutive threads take consecutive
 /// chunks, so a warp reads consecutive 16-byte pieces of a row.
 #[allow(clippy::too_many_arguments)]
 fn stage_input<T: ConvElem>(
@@ -236,6 +236,9 @@ fn stage_input<T: ConvElem>(
     let first = k.sub(col0, p.pw + tile.lead);
     let v = tile.vector;
     let total = tile.in_h * tile.chunks;
+    // The chunks holding patch columns: `first_chunk ..= first_chunk + patch_chunks − 1`.
+    let first_chunk = tile.lead / v;
+    let patch_chunks = (tile.lead + tile.in_w - 1) / v + 1 - first_chunk;
     k.for_range(tid, total, tile.threads, |k, e| {
         let r = div_const(k, e, tile.chunks);
         let chunk = rem_const(k, e, tile.chunks);
@@ -249,7 +252,10 @@ fn stage_input<T: ConvElem>(
         let s0 = k.sub(s0, tile.lead);
         let values: Vec<Reg<T::Acc>> = (0..v).map(|_| k.zero()).collect();
         let in_image = k.setp_lt(iw, d.w);
+        let from_patch = k.sub(chunk, first_chunk);
+        let in_patch = k.setp_lt(from_patch, patch_chunks);
         let whole = k.and_pred(row_ok, in_image);
+        let whole = k.and_pred(whole, in_patch);
         let whole = k.and_pred(whole, vector_ok);
         k.if_else(
             whole,
@@ -275,6 +281,14 @@ fn stage_input<T: ConvElem>(
             },
         );
         let row_slot = k.mul_lo(r, tile.pitch);
+        if p.sw == 1 {
+            // Whole chunks at `chunk · V` (`origin = lead`): the lead and tail elements land
+            // in columns no tap reads.
+            let slot = k.mad_lo(chunk, v, row_slot);
+            let addr = k.shared_elem(smem, slot);
+            store_chunk(k, addr, &values);
+            return;
+        }
         for (i, value) in values.iter().enumerate() {
             let s = k.add(s0, i as u32);
             let in_patch = k.setp_lt(s, tile.in_w);
@@ -292,6 +306,20 @@ fn stage_input<T: ConvElem>(
             });
         }
     });
+}
+
+/// `values` at consecutive elements from `addr` (16-byte aligned): one `st.shared.v4` for
+/// four 4-byte values, element by element otherwise.
+fn store_chunk<A: Float>(k: &mut KernelBuilder, addr: Reg<U32>, values: &[Reg<A>]) {
+    let esz = bytes_of::<A>();
+    match values {
+        [a, b, c, d] if esz == 4 => k.st_shared_v4(addr, 0, [*a, *b, *c, *d]),
+        _ => {
+            for (i, value) in values.iter().enumerate() {
+                k.st_shared(addr, (i as u32 * esz) as i32, *value);
+            }
+        }
+    }
 }
 
 /// `V` consecutive elements at `addr` with one `ld.global.nc.v4` (`V = 4`) or `.v2` (`V = 2`).
@@ -329,7 +357,6 @@ fn stage_weights<T: ConvElem>(
     let start = k.mad_lo(c0, p.taps, filter);
     let run = tile.weight_channels * p.taps;
     let quads = tile.out_channels.div_ceil(4);
-    let esz = bytes_of::<T::Acc>();
     k.for_range(tid, quads * run, tile.threads, |k, e| {
         let q = div_const(k, e, run);
         let rest = rem_const(k, e, run);
@@ -349,13 +376,7 @@ fn stage_weights<T: ConvElem>(
         let row = k.mad_lo(rest, tile.weight_pitch, tile.weight_offset);
         let slot = k.add(row, o0);
         let addr = k.shared_elem(smem, slot);
-        if esz == 4 {
-            k.st_shared_v4(addr, 0, [values[0], values[1], values[2], values[3]]);
-        } else {
-            for (i, value) in values.iter().enumerate() {
-                k.st_shared(addr, (i as u32 * esz) as i32, *value);
-            }
-        }
+        store_chunk(k, addr, &values);
     });
 }
 
@@ -380,7 +401,7 @@ impl<'a, A: Float> Window<'a, A> {
         ty: Reg<U32>,
         j: Reg<U32>,
     ) -> Self {
-        let row = k.mul_lo(ty, p.sh * tile.pitch);
+        let row = k.mad_lo(ty, p.sh * tile.pitch, tile.origin);
         let first = k.add(row, tx);
         let inputs = k.shared_elem(smem, first);
         let rows = k.mul_lo(j, p.taps * tile.weight_pitch);
