@@ -242,70 +242,92 @@ fn stage_input<T: ConvElem>(
     k.for_range(tid, total, tile.threads, |k, e| {
         let r = div_const(k, e, tile.chunks);
         let chunk = rem_const(k, e, tile.chunks);
-        let ih = k.add(row0, r);
-        let iw = k.mad_lo(chunk, v, first);
-        let row_ok = k.setp_lt(ih, d.h);
-        let idx = k.mad_lo(ih, d.w, iw);
-        let idx = k.add(idx, x_plane);
-        // Patch column of the chunk's first element (wraps for the lead columns).
-        let s0 = k.mul_lo(chunk, v);
-        let s0 = k.sub(s0, tile.lead);
-        let values: Vec<Reg<T::Acc>> = (0..v).map(|_| k.zero()).collect();
-        let in_image = k.setp_lt(iw, d.w);
         let from_patch = k.sub(chunk, first_chunk);
         let in_patch = k.setp_lt(from_patch, patch_chunks);
-        let whole = k.and_pred(row_ok, in_image);
-        let whole = k.and_pred(whole, in_patch);
-        let whole = k.and_pred(whole, vector_ok);
-        k.if_else(
-            whole,
-            |k| {
-                let addr = k.elem_addr(x, idx);
-                for (dst, raw) in values.iter().zip(load_vector::<T>(k, addr, v)) {
-                    let wide = T::widen(k, raw);
-                    k.assign(*dst, wide);
-                }
-            },
-            |k| {
-                for (i, dst) in values.iter().enumerate() {
-                    let i = i as u32;
-                    let col = k.add(iw, i);
-                    let s = k.add(s0, i);
-                    let in_patch = k.setp_lt(s, tile.in_w);
-                    let ok = both_below(k, ih, d.h, col, d.w);
-                    let ok = k.and_pred(ok, in_patch);
-                    let at = k.add(idx, i);
-                    let value = load_or_zero::<T>(k, x, at, ok);
-                    k.assign(*dst, value);
-                }
-            },
-        );
-        let row_slot = k.mul_lo(r, tile.pitch);
-        if p.sw == 1 {
-            // Whole chunks at `chunk · V` (`origin = lead`): the lead and tail elements land
-            // in columns no tap reads.
-            let slot = k.mad_lo(chunk, v, row_slot);
-            let addr = k.shared_elem(smem, slot);
-            store_chunk(k, addr, &values);
-            return;
-        }
-        for (i, value) in values.iter().enumerate() {
-            let s = k.add(s0, i as u32);
-            let in_patch = k.setp_lt(s, tile.in_w);
-            k.if_then(in_patch, |k| {
-                let column = if p.sw == 1 {
-                    s
-                } else {
-                    let phase = rem_const(k, s, p.sw);
-                    let within = div_const(k, s, p.sw);
-                    k.mad_lo(phase, tile.segment, within)
-                };
-                let slot = k.add(row_slot, column);
-                let addr = k.shared_elem(smem, slot);
-                k.st_shared(addr, 0, *value);
-            });
-        }
+        k.if_then(in_patch, |k| {
+            let ih = k.add(row0, r);
+            let iw = k.mad_lo(chunk, v, first);
+            let idx = k.mad_lo(ih, d.w, iw);
+            let idx = k.add(idx, x_plane);
+            // Patch column of the chunk's first element (wraps for the lead columns).
+            let s0 = k.mul_lo(chunk, v);
+            let s0 = k.sub(s0, tile.lead);
+            let row_slot = k.mul_lo(r, tile.pitch);
+            let store = |k: &mut KernelBuilder, values: &[Reg<T::Acc>]| {
+                store_patch_chunk(k, p, tile, smem, row_slot, chunk, s0, values)
+            };
+            k.if_else(
+                vector_ok,
+                |k| {
+                    let whole = both_below(k, ih, d.h, iw, d.w);
+                    k.if_else(
+                        whole,
+                        |k| {
+                            let addr = k.elem_addr(x, idx);
+                            let values: Vec<Reg<T::Acc>> = load_vector::<T>(k, addr, v)
+                                .into_iter()
+                                .map(|raw| T::widen(k, raw))
+                                .collect();
+                            store(k, &values);
+                        },
+                        |k| {
+                            let zero = k.zero();
+                            store(k, &vec![zero; v as usize]);
+                        },
+                    );
+                },
+                |k| {
+                    let values: Vec<Reg<T::Acc>> = (0..v)
+                        .map(|i| {
+                            let col = k.add(iw, i);
+                            let s = k.add(s0, i);
+                            let in_patch = k.setp_lt(s, tile.in_w);
+                            let ok = both_below(k, ih, d.h, col, d.w);
+                            let ok = k.and_pred(ok, in_patch);
+                            let at = k.add(idx, i);
+                            load_or_zero::<T>(k, x, at, ok)
+                        })
+                        .collect();
+                    store(k, &values);
+                },
+            );
+        });
     });
+}
+
+/// Stores chunk `chunk` of patch row `r` (`row_slot = r · pitch`), whose first element is
+/// patch column `s0`: for stride 1 the whole chunk at `chunk · V` (`origin = lead`: the lead
+/// and tail elements land in columns no tap reads), otherwise each patch column at its
+/// de-interleaved place.
+#[allow(clippy::too_many_arguments)]
+fn store_patch_chunk<A: Float>(
+    k: &mut KernelBuilder,
+    p: &Problem,
+    tile: &DirectTile,
+    smem: SharedArr<A>,
+    row_slot: Reg<U32>,
+    chunk: Reg<U32>,
+    s0: Reg<U32>,
+    values: &[Reg<A>],
+) {
+    if p.sw == 1 {
+        let slot = k.mad_lo(chunk, tile.vector, row_slot);
+        let addr = k.shared_elem(smem, slot);
+        store_chunk(k, addr, values);
+        return;
+    }
+    for (i, value) in values.iter().enumerate() {
+        let s = k.add(s0, i as u32);
+        let in_patch = k.setp_lt(s, tile.in_w);
+        k.if_then(in_patch, |k| {
+            let phase = rem_const(k, s, p.sw);
+            let within = div_const(k, s, p.sw);
+            let column = k.mad_lo(phase, tile.segment, within);
+            let slot = k.add(row_slot, column);
+            let addr = k.shared_elem(smem, slot);
+            k.st_shared(addr, 0, *value);
+        });
+    }
 }
 
 /// `values` at consecutive elements from `addr` (16-byte aligned): one `st.shared.v4` for
