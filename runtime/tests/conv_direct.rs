@@ -3,12 +3,14 @@
 //! seeded random shapes in every dtype (groups, stride 2, dilation, padding, ragged sizes,
 //! several tiles, widths that do and do not allow vector loads); plus its memory counters.
 //!
-//! Counter bars, on widths that are a multiple of 8 (every patch row starts on a 16-byte
-//! chunk, so the vector path runs): global load efficiency ≥ 0.9 and shared wavefronts ≤ 1.05
-//! × the fewest. A patch row costs its 16-byte chunks (8-byte for f16/bf16) plus the partial
-//! sectors at its two ends, so inside an image wider than the 32-column tile a 3 × 3 row of
-//! 34 f32 columns is 36 loaded columns over 40 sectored ones (0.90); the tiles measured here
-//! meet the image edge on at least one side.
+//! Counter bars (every check on): shared wavefronts ≤ 1.05 × the fewest; global load
+//! efficiency ≥ 0.9 where the image width is a multiple of 8 and at most the 32-column tile
+//! (every patch row starts on a sector at the image's left edge and its 16-byte chunks end on
+//! one at its right edge). Where a tile edge falls inside the image the row's end chunks are
+//! half their sectors: a 3 × 3 f32 patch row is 34 columns, loaded as 10 chunks of 4 (40
+//! columns) over 6 sectors (48), 0.83 for that row, so wider images are held to
+//! [`INTERIOR_EDGE_FLOOR`]. BENCHMARKS.md's f32 scenario (3 × 3 16→16 on 32 × 32, 443.3
+//! instructions per output before this kernel) is held to half of that.
 //!
 //! Tolerances (module doc of `conv_support`): f32 ≤ 1e-5, f16 ≤ 2e-3, bf16 ≤ 2e-2, f64 ≤
 //! 1e-12, relative to the largest reference value.
@@ -45,7 +47,10 @@ fn fixed_cases() -> Vec<Case> {
         },
         Case {
             name: "3x3 s2 p1 groups 2, width 37 (element path)",
-            cfg: c(4, 6, 3).with_stride(2, 2).with_padding(1, 1).with_groups(2),
+            cfg: c(4, 6, 3)
+                .with_stride(2, 2)
+                .with_padding(1, 1)
+                .with_groups(2),
             shape: shape(1, 35, 37),
         },
         Case {
@@ -160,17 +165,72 @@ fn report(label: &str, r: &LaunchRecord, outputs: u64) {
     );
 }
 
-/// The bars of the module doc on widths that are multiples of 8, including BENCHMARKS.md's
-/// scenarios (f32 3 × 3 16→16 on 32 × 32; f16 sm_70 3 × 3 64→64 on 16 × 16).
+/// Load-efficiency floor where 32-column tile edges fall inside the image (module doc).
+const INTERIOR_EDGE_FLOOR: f64 = 0.83;
+
+/// Half of BENCHMARKS.md's 7262592 instructions over 16384 outputs for the f32 scenario.
+const SCENARIO_INSTRUCTIONS_PER_OUTPUT: f64 = 221.6;
+
+/// The bars of the module doc, including BENCHMARKS.md's scenarios (f32 3 × 3 16→16 on
+/// 32 × 32; f16 sm_70 3 × 3 64→64 on 16 × 16).
 #[test]
 fn counter_bars_on_aligned_widths() {
     let c = Conv2dConfig::new;
     let cases = [
-        (DType::F32, Arch::Sm80, c(16, 16, 3).with_padding(1, 1), shape(1, 32, 32)),
-        (DType::F16, Arch::Sm70, c(64, 64, 3).with_padding(1, 1), shape(1, 16, 16)),
-        (DType::F32, Arch::Sm80, c(8, 24, 3).with_padding(1, 1).with_bias(true), shape(1, 24, 64)),
-        (DType::F64, Arch::Sm80, c(4, 8, 5).with_padding(2, 2), shape(1, 16, 40)),
-        (DType::BF16, Arch::Sm80, c(4, 4, 3).with_stride(2, 2).with_padding(1, 1), shape(2, 33, 64)),
+        (
+            DType::F32,
+            Arch::Sm80,
+            c(16, 16, 3).with_padding(1, 1),
+            shape(1, 32, 32),
+        ),
+        (
+            DType::F16,
+            Arch::Sm70,
+            c(64, 64, 3).with_padding(1, 1),
+            shape(1, 16, 16),
+        ),
+        (
+            DType::F32,
+            Arch::Sm80,
+            c(8, 24, 3).with_padding(1, 1).with_bias(true),
+            shape(1, 40, 24),
+        ),
+        (
+            DType::F64,
+            Arch::Sm80,
+            c(4, 8, 5).with_padding(2, 2),
+            shape(1, 16, 8),
+        ),
+        (
+            DType::BF16,
+            Arch::Sm80,
+            c(4, 4, 3).with_stride(2, 2).with_padding(1, 1),
+            shape(2, 33, 32),
+        ),
+        (
+            DType::F32,
+            Arch::Sm80,
+            c(8, 8, 3).with_groups(8).with_padding(1, 1),
+            shape(1, 32, 32),
+        ),
+        (
+            DType::F32,
+            Arch::Sm80,
+            c(8, 24, 3).with_padding(1, 1).with_bias(true),
+            shape(1, 24, 64),
+        ),
+        (
+            DType::F64,
+            Arch::Sm80,
+            c(4, 8, 5).with_padding(2, 2),
+            shape(1, 16, 40),
+        ),
+        (
+            DType::BF16,
+            Arch::Sm80,
+            c(4, 4, 3).with_stride(2, 2).with_padding(1, 1),
+            shape(2, 33, 64),
+        ),
     ];
     for (i, (dtype, arch, cfg, s)) in cases.into_iter().enumerate() {
         let case = Case {
@@ -187,28 +247,38 @@ fn counter_bars_on_aligned_widths() {
         let dims = cfg.check_shape(&s, true).expect("valid");
         let label = format!(
             "{dtype} {arch} {}->{} k{} s{} g{} {}x{}",
-            cfg.in_channels, cfg.out_channels, cfg.kernel_h, cfg.stride_h, cfg.groups, s.height, s.width
+            cfg.in_channels,
+            cfg.out_channels,
+            cfg.kernel_h,
+            cfg.stride_h,
+            cfg.groups,
+            s.height,
+            s.width
         );
-        report(&label, &r, dims.output_len(&cfg) as u64);
+        let outputs = dims.output_len(&cfg) as f64;
+        report(&label, &r, outputs as u64);
         let c = &r.counters;
+        let load_floor = if s.width <= 32 {
+            0.9
+        } else {
+            INTERIOR_EDGE_FLOOR
+        };
         assert!(
-            c.global_load_efficiency() >= 0.0,
-            "{label}: load efficiency {:.3}",
+            c.global_load_efficiency() >= load_floor,
+            "{label}: load efficiency {:.3} < {load_floor}",
             c.global_load_efficiency()
         );
         assert!(
-            c.shared_bank_conflict_factor() <= 9.05,
+            c.shared_bank_conflict_factor() <= 1.05,
             "{label}: shared factor {:.3}",
             c.shared_bank_conflict_factor()
         );
+        if i == 0 {
+            let per_output = c.instructions.total() as f64 / outputs;
+            assert!(
+                per_output <= SCENARIO_INSTRUCTIONS_PER_OUTPUT,
+                "{label}: {per_output:.1} instructions per output"
+            );
+        }
     }
-}
-
-#[test]
-fn zz_dump_ptx() {
-    let cfg = Conv2dConfig::new(16, 16, 3).with_padding(1, 1);
-    let ptx = cfg.compile().unwrap().ptx;
-    let start = ptx.find(".entry conv2d_direct").unwrap();
-    let end = ptx[start..].find("\n}\n").unwrap();
-    std::fs::write("/tmp/cdx_direct.ptx", &ptx[start..start + end]).unwrap();
 }

@@ -384,15 +384,17 @@ mod tests {
         let cfg = Conv2dConfig::new(3, 5, 3).with_padding(1, 1);
         let d = dims(&cfg, 2, 33, 17);
         let lc = cfg.direct_launch_config(&d).unwrap();
-        // 2 column tiles; 3 row tiles × 1 channel block (5 ≤ 8 channels per block); batch 2.
-        assert_eq!(lc.grid, Dim3::new(2, 3, 2));
+        // Output 33 × 17: 1 column tile, 2 row tiles (32 × 32) × 1 channel block (5 ≤ 16
+        // channels per block); batch 2.
+        assert_eq!(lc.grid, Dim3::new(1, 2, 2));
         assert_eq!(lc.block, Dim3::new(16, 16, 1));
         assert_eq!(lc.dynamic_shared_bytes, 0);
-        let grouped = Conv2dConfig::new(4, 20, 3).with_groups(2); // Og = 10: 2 blocks of 8
+        let grouped = Conv2dConfig::new(4, 40, 3).with_groups(2); // Og = 20: 2 blocks of 16
         let lc = grouped
-            .direct_launch_config(&dims(&grouped, 1, 20, 20))
+            .direct_launch_config(&dims(&grouped, 1, 36, 20))
             .unwrap();
-        assert_eq!(lc.grid, Dim3::new(2, 2 * 2 * 2, 1));
+        // Output 34 × 18: 1 column tile, 2 row tiles × 2 groups × 2 channel blocks.
+        assert_eq!(lc.grid, Dim3::new(1, 2 * 2 * 2, 1));
     }
 
     #[test]

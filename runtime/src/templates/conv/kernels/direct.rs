@@ -76,6 +76,9 @@ pub(crate) fn build<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilde
     let (tx, ty) = (k.tid_x(), k.tid_y());
     let tid = k.mad_lo(ty, EDGE, tx);
     let vector_ok = vector_loads_allowed::<T>(&mut k, &tile, x, &dims);
+    if let Some(b) = bias {
+        stage_bias::<T>(&mut k, &p, &tile, pos, b, smem, tid);
+    }
     let halves = SecondHalves::of(&mut k, &tile, pos, &dims);
     let pixels: Vec<Pixel<T::Acc>> = (0..tile.pixels)
         .flat_map(|i| (0..tile.pixels).map(move |j| (i, j)))
@@ -99,8 +102,34 @@ pub(crate) fn build<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilde
             k.bar_sync();
         });
     });
+    let bias = bias.map(|_| k.shared_elem(smem, tile.bias_offset));
     store_outputs::<T>(&mut k, &p, &dims, pos, tx, ty, &pixels, bias, y);
     k
+}
+
+/// `stage[bias_offset + o] = bias[oc0 + o]` for `o < OCB` (0 past the group's last channel),
+/// by threads `0 .. OCB`: one coalesced request instead of a broadcast per thread and channel.
+/// The channel loop's first barrier orders it before the reads in [`store_outputs`].
+fn stage_bias<T: ConvElem>(
+    k: &mut KernelBuilder,
+    p: &Problem,
+    tile: &DirectTile,
+    pos: BlockPos,
+    bias: GlobalPtr<T>,
+    smem: SharedArr<T::Acc>,
+    tid: Reg<U32>,
+) {
+    k.comment("stage the block's bias values");
+    let stager = k.setp_lt(tid, tile.out_channels);
+    k.if_then(stager, |k| {
+        let local = k.add(pos.oc0_local, tid);
+        let ok = k.setp_lt(local, p.og);
+        let oc = k.add(pos.oc0, tid);
+        let value = load_or_zero::<T>(k, bias, oc, ok);
+        let slot = k.add(tid, tile.bias_offset);
+        let addr = k.shared_elem(smem, slot);
+        k.st_shared(addr, 0, value);
+    });
 }
 
 /// One output pixel of a thread, `(oh0 + ty + 16·row, ow0 + tx + 16·col)`, and its `OCB`
@@ -344,11 +373,13 @@ fn store_chunk<A: Float>(k: &mut KernelBuilder, addr: Reg<U32>, values: &[Reg<A>
     }
 }
 
-/// `V` consecutive elements at `addr` with one `ld.global.nc.v4` (`V = 4`) or `.v2` (`V = 2`).
+/// `V` consecutive elements at `addr` with one `ld.global.nc.v4` (`V = 4`), `.v2` (`V = 2`)
+/// or scalar load.
 fn load_vector<T: ConvElem>(k: &mut KernelBuilder, addr: Reg<U64>, v: u32) -> Vec<Reg<T>> {
     match v {
         4 => k.ld_global_v4::<T>(addr, 0, true).to_vec(),
         2 => k.ld_global_v2::<T>(addr, 0, true).to_vec(),
+        1 => vec![k.ld_global_nc::<T>(addr, 0)],
         other => panic!("no {other}-element vector load"),
     }
 }
@@ -511,7 +542,8 @@ impl<'a, A: Float> Window<'a, A> {
     }
 }
 
-/// `y[n, oc0 + o, oh0 + ty + 16i, ow0 + tx + 16j] = acc[i, j][o] (+ bias[oc0 + o])`, rounded to the
+/// `y[n, oc0 + o, oh0 + ty + 16i, ow0 + tx + 16j] = acc[i, j][o] (+ the staged bias at
+/// shared address `bias`, `+ 4o` or `+ 8o`), rounded to the
 /// storage type, for pixels inside the output and channels inside the group (consecutive
 /// threads store consecutive columns).
 #[allow(clippy::too_many_arguments)]
@@ -523,7 +555,7 @@ fn store_outputs<T: ConvElem>(
     tx: Reg<U32>,
     ty: Reg<U32>,
     acc: &[Pixel<T::Acc>],
-    bias: Option<GlobalPtr<T>>,
+    bias: Option<Reg<U32>>,
     y: GlobalPtr<T>,
 ) {
     k.comment("store the tile (plus bias)");
@@ -544,7 +576,8 @@ fn store_outputs<T: ConvElem>(
         let local = k.add(pos.oc0_local, o32);
         let channel_ok = k.setp_lt(local, p.og);
         let oc = k.add(pos.oc0, o32);
-        let bias_value = bias.map(|b| load_or_zero::<T>(k, b, oc, channel_ok));
+        let esz = bytes_of::<T::Acc>();
+        let bias_value = bias.map(|b| k.ld_shared::<T::Acc>(b, (o32 * esz) as i32));
         let plane = k.add(image, oc);
         let start = k.mul_lo(plane, d.ohw);
         for ((pixel_ok, pixel), values) in pixels.iter().zip(acc) {
