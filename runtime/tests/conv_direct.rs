@@ -46,6 +46,11 @@ fn fixed_cases() -> Vec<Case> {
             shape: shape(2, 40, 72),
         },
         Case {
+            name: "3x3 p1 4→8, width 30 (vector chunks read element by element)",
+            cfg: c(4, 8, 3).with_padding(1, 1),
+            shape: shape(2, 33, 30),
+        },
+        Case {
             name: "3x3 s2 p1 groups 2, width 37 (element path)",
             cfg: c(4, 6, 3)
                 .with_stride(2, 2)
