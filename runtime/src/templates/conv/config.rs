@@ -128,17 +128,17 @@ impl std::fmt::Display for Layout {
 /// `out_channels` output channels of one image. Thread `(tx, ty)` owns the `pixels × pixels`
 /// outputs at rows `ty + 16·i` and columns `tx + 16·j` (`i, j < pixels`), for every one of the
 /// `out_channels` channels (`pixels² · out_channels` accumulators: register blocking over
-/// pixels and channels). Per input
-/// channel of the group it stages the input patch the tile needs in shared memory, and every
-/// `weight_channels` input channels those output channels' weights, so every staged input value
-/// is reused across the kernel window (by neighbouring threads) and across the output channels,
-/// and every staged weight across the thread's pixels.
+/// pixels and channels). Per input channel of the group it stages the input patch the tile
+/// needs in shared memory, and every `weight_channels` input channels those output channels'
+/// weights, so every staged input value is reused across the kernel window (by neighbouring
+/// threads) and across the output channels, and every staged weight across the thread's pixels.
 ///
 /// Shared layout (elements of the accumulation type: f32 for f16/bf16/f32, f64 for f64):
-/// `in_h` rows of `pitch` elements, then the weights. Within a row, input column `s`
-/// (`0 ≤ s < in_w`) is stored *de-interleaved by the horizontal stride* at
-/// `(s mod stride_w) · segment + s / stride_w`, so the 16 threads of a half-warp read 16
-/// consecutive elements for every tap whatever the stride; `pitch` is chosen so that the two
+/// `in_h` rows of `pitch` elements, the weights, then (with `bias`) the block's bias values.
+/// Within a row, input column `s` (`0 ≤ s < in_w`) is stored at `origin + s` for stride 1 and
+/// *de-interleaved by the horizontal stride* at `(s mod stride_w) · segment + s / stride_w`
+/// otherwise, so the 16 threads of a half-warp read 16 consecutive elements for every tap
+/// whatever the stride; `pitch` is chosen so that the two
 /// rows a warp reads (`tid.y` and `tid.y + 1`) fall into different banks. The weights are
 /// `weight_channels · kernel_h · kernel_w` rows (input channel, tap) of `weight_pitch`
 /// elements, output channel fastest (read as warp-uniform broadcasts); `weight_pitch`

@@ -10,7 +10,10 @@
 //! For each input channel of the group the block stages the input patch under its tile: each
 //! patch row is read in chunks aligned to 16 bytes of the image row (8 for f16/bf16), one
 //! `ld.global.v4`/`.v2` per chunk where the image width and the buffer allow it, so a warp
-//! moves whole sectors except at the patch's two ends. Every `weight_channels` input channels
+//! moves whole sectors except at the patch's two ends (element by element, still whole
+//! sectors, for depthwise-like blocks of < 4 channels and for horizontal strides, where
+//! 16-byte staging stores would cost more shared wavefronts than they save). The bias is
+//! staged once per block. Every `weight_channels` input channels
 //! it stages those channels' filter runs (contiguous in global memory) as rows of
 //! (input channel, tap) with the output channel fastest. Each tap then costs a thread one
 //! input read per pixel (a half-warp reads 16 consecutive elements, conflict-free), `OCB`
@@ -470,10 +473,10 @@ impl<'a, A: Float> Window<'a, A> {
     }
 
     /// `acc[i, j][o] += Σ_{kh, kw} stage[(ty + 16i)·SH + kh·DH, pos((tx + 16j)·SW + kw·DW)]
-    /// · stage_w[j, kh, kw, o]` for the pixels `acc` holds. With the de-interleaved columns,
-    /// tap `(kh, kw)` of pixel `(i, j)` reads element `((ty + 16i)·SH + kh·DH)·pitch +
-    /// ((kw·DW) mod SW)·segment + tx + 16j + (kw·DW) / SW`: a half-warp reads 16 consecutive
-    /// elements; the weight reads are warp-uniform (broadcast).
+    /// · stage_w[c, kh, kw, o]` (input channel `c` of the weight chunk) for the pixels `acc`
+    /// holds. Tap `(kh, kw)` of pixel `(i, j)` reads element `((ty + 16i)·SH + kh·DH)·pitch +
+    /// origin + ((kw·DW) mod SW)·segment + tx + 16j + (kw·DW) / SW`: a half-warp reads 16
+    /// consecutive elements; the weight reads are warp-uniform (broadcast).
     fn accumulate(&self, k: &mut KernelBuilder, acc: &[&Pixel<A>]) {
         k.comment("run the kernel window over the staged patch");
         let (p, tile) = (self.p, self.tile);
