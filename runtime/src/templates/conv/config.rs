@@ -793,9 +793,11 @@ mod tests {
         // Padding 1 starts the chunk grid 7 columns left of the patch (a sector boundary).
         let padded = cfg.with_padding(1, 1).direct_tile();
         assert_eq!((padded.lead, padded.chunks, padded.origin), (7, 12, 7));
-        // Stride 2: 65 columns in segments of 33; rows 2 apart need pitch ≡ 8 (mod 16).
+        // Stride 2: 65 columns in two segments 48 apart (≥ 33; ≡ 16 mod 32, so the even and
+        // odd columns of a warp's staging store fill the two halves of the banks); rows 2
+        // apart need pitch ≡ 8 (mod 16), ≥ 96.
         let strided = cfg.with_stride(2, 2).direct_tile();
-        assert_eq!((strided.in_w, strided.segment, strided.pitch), (65, 33, 72));
+        assert_eq!((strided.in_w, strided.segment, strided.pitch), (65, 48, 104));
         // Element by element (vector 1): 65 columns rounded up to whole warps, 96.
         assert_eq!((strided.vector, strided.chunks, strided.origin), (1, 96, 0));
         // f64 stages f64.
