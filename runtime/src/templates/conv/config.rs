@@ -797,7 +797,10 @@ mod tests {
         // odd columns of a warp's staging store fill the two halves of the banks); rows 2
         // apart need pitch ≡ 8 (mod 16), ≥ 96.
         let strided = cfg.with_stride(2, 2).direct_tile();
-        assert_eq!((strided.in_w, strided.segment, strided.pitch), (65, 48, 104));
+        assert_eq!(
+            (strided.in_w, strided.segment, strided.pitch),
+            (65, 48, 104)
+        );
         // Element by element (vector 1): 65 columns rounded up to whole warps, 96.
         assert_eq!((strided.vector, strided.chunks, strided.origin), (1, 96, 0));
         // f64 stages f64.
