@@ -124,42 +124,84 @@ impl std::fmt::Display for Layout {
     }
 }
 
-/// The direct kernel's block tiling: each block computes an `out_h × out_w` tile of
-/// `out_channels` output channels of one image, one thread per output pixel (each thread keeps
-/// `out_channels` accumulators). Per input channel of the group it stages the input patch the
-/// tile needs, and those output channels' weights, in shared memory, so every staged input value
-/// is reused across the kernel window (by neighbouring threads) and across the output channels.
+/// The direct kernel's block tiling: a `(16, 16)` block computes an `out_h × out_w` tile of
+/// `out_channels` output channels of one image. Thread `(tx, ty)` owns the `pixels × pixels`
+/// outputs at rows `ty + 16·i` and columns `tx + 16·j` (`i, j < pixels`), for every one of the
+/// `out_channels` channels (`pixels² · out_channels` accumulators: register blocking over
+/// pixels and channels). Per input channel of the group it stages the input patch the tile
+/// needs in shared memory, and every `weight_channels` input channels those output channels'
+/// weights, so every staged input value is reused across the kernel window (by neighbouring
+/// threads) and across the output channels, and every staged weight across the thread's pixels.
 ///
 /// Shared layout (elements of the accumulation type: f32 for f16/bf16/f32, f64 for f64):
-/// `in_h` rows of `pitch` elements, then `out_channels · kernel_h · kernel_w` weights. Within a
-/// row, input column `s` (`0 ≤ s < in_w`) is stored *de-interleaved by the horizontal stride*
-/// at `(s mod stride_w) · segment + s / stride_w`, so the 16 threads of a half-warp read 16
-/// consecutive elements for every tap whatever the stride; `pitch` is chosen so that the two
-/// rows a warp reads (`tid.y` and `tid.y + 1`) fall into different banks.
+/// `in_h` rows of `pitch` elements, the weights, then (with `bias`) the block's bias values.
+/// Within a row, input column `s` (`0 ≤ s < in_w`) is stored at `origin + s` for stride 1 and
+/// *de-interleaved by the horizontal stride* at `(s mod stride_w) · segment + s / stride_w`
+/// otherwise, so the 16 threads of a half-warp read 16 consecutive elements for every tap
+/// whatever the stride; `pitch` is chosen so that the two
+/// rows a warp reads (`tid.y` and `tid.y + 1`) fall into different banks. The weights are
+/// `weight_channels · kernel_h · kernel_w` rows (input channel, tap) of `weight_pitch`
+/// elements, output channel fastest (read as warp-uniform broadcasts); `weight_pitch`
+/// (`≥ out_channels`, a multiple of 4, odd in units of 4) keeps the 16-byte staging stores of
+/// consecutive rows conflict-free.
+///
+/// The patch rows are loaded from global memory in chunks of `vector` elements aligned to
+/// `vector` elements of the image row (16 bytes for f32 and f64, 8 for f16/bf16), one vector
+/// load per chunk when the image width is a multiple of `vector` and the input buffer is
+/// aligned to a chunk, element by element otherwise. The first chunk starts `lead` columns left
+/// of the patch, on a 32-byte sector (`ow0 · stride_w` is a multiple of a sector's elements,
+/// so `lead = (−padding_w) mod sector`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DirectTile {
-    /// Output rows per block tile ([`Conv2dConfig::DIRECT_TILE`]).
+    /// Output rows per block tile, `16 · pixels`.
     pub out_h: u32,
-    /// Output columns per block tile.
+    /// Output columns per block tile, `16 · pixels`.
     pub out_w: u32,
+    /// Output rows, and columns, per thread ([`Conv2dConfig::DIRECT_PIXELS`], 1 when the
+    /// larger tile would not fit the arch's shared memory).
+    pub pixels: u32,
     /// Output channels per block, `min(out_channels / groups, DIRECT_MAX_OUT_CHANNELS)`.
     pub out_channels: u32,
     /// Input rows staged: `(out_h − 1) · stride_h + dilation_h · (kernel_h − 1) + 1`.
     pub in_h: u32,
     /// Input columns staged: `(out_w − 1) · stride_w + dilation_w · (kernel_w − 1) + 1`.
     pub in_w: u32,
-    /// Length of one de-interleaved column segment, `ceil(in_w / stride_w)`.
+    /// Distance of the de-interleaved column segments, `≥ ceil(in_w / stride_w)`, chosen so
+    /// that a warp's staging stores of 32 consecutive columns (spread over the `stride_w`
+    /// segments) fall into distinct banks where they can.
     pub segment: u32,
     /// Shared row pitch in elements (`≥ stride_w · segment`).
     pub pitch: u32,
+    /// Elements per global vector load of the patch (16 bytes of f32/f64, 8 of f16/bf16; 1
+    /// when the block has fewer than 4 output channels or `stride_w > 1`).
+    pub vector: u32,
+    /// Columns the first chunk of a patch row starts left of the patch, `(−padding_w) mod
+    /// sector` with `sector` the elements of a 32-byte sector.
+    pub lead: u32,
+    /// Chunks per patch row, `ceil((lead + in_w) / vector)` rounded up to whole sectors (the
+    /// chunks holding no patch column are skipped).
+    pub chunks: u32,
+    /// Shared position of patch column 0 within a row: `lead` for stride 1, where whole
+    /// chunks are staged at `chunk · vector` (so a row piece is one 16-byte store), 0 for the
+    /// de-interleaved layout of larger strides.
+    pub origin: u32,
+    /// Input channels whose weights are staged together (their filter runs are contiguous in
+    /// global memory): `min(in_channels / groups, ceil(64 / (kernel_h · kernel_w)))`, 1 when
+    /// the larger stage would not fit.
+    pub weight_channels: u32,
+    /// Shared pitch of one weight row (input channel, tap), in elements.
+    pub weight_pitch: u32,
     /// Element offset of the staged weights, `in_h · pitch` rounded up to a multiple of 4.
     pub weight_offset: u32,
-    /// Threads per block, `out_h · out_w`.
+    /// Element offset of the block's `out_channels` bias values (with `bias`), after the
+    /// weights: loaded once by consecutive threads rather than by every thread.
+    pub bias_offset: u32,
+    /// Threads per block, 16 × 16.
     pub threads: u32,
     /// Bytes of one shared element (4, or 8 for f64).
     pub elem_bytes: u32,
-    /// `(weight_offset + out_channels · kernel_h · kernel_w) · elem_bytes` (saturating at
-    /// `u32::MAX`).
+    /// `(bias_offset + out_channels if bias) · elem_bytes` with `bias_offset = weight_offset +
+    /// weight_channels · kernel_h · kernel_w · weight_pitch` (saturating at `u32::MAX`).
     pub shared_bytes: u32,
     /// Static when ≤ 48 KiB, dynamic otherwise.
     pub shared_kind: SharedMemoryKind,
@@ -206,10 +248,19 @@ impl Conv2dConfig {
     ];
     /// Arguments without a default.
     pub const REQUIRED: &'static [&'static str] = &["in_channels", "out_channels", "kernel"];
-    /// Output tile edge of the direct kernel (16 × 16 outputs, 256 threads per block).
+    /// Thread-block edge of the direct kernel (16 × 16 threads, 16 output rows per tile).
     pub const DIRECT_TILE: u32 = 16;
-    /// Most output channels one direct-kernel block computes (accumulators per thread).
-    pub const DIRECT_MAX_OUT_CHANNELS: u32 = 8;
+    /// Output rows and columns per direct-kernel thread (the tile is `16 · DIRECT_PIXELS`
+    /// square).
+    pub const DIRECT_PIXELS: u32 = 2;
+    /// Most output channels one direct-kernel block computes (accumulators per pixel).
+    pub const DIRECT_MAX_OUT_CHANNELS: u32 = 16;
+    /// Filter taps (input channels × kernel window) whose weights the direct kernel aims to
+    /// stage at once: runs of at least this many contiguous weights per output channel.
+    pub const DIRECT_WEIGHT_TAPS: u32 = 144;
+    /// Output positions past the output the direct kernel's tiles reach (a 32 × 32 tile and
+    /// its 4-element vector chunks), for the launch functions' index check.
+    pub const DIRECT_REACH: u32 = 40;
 
     pub const DEFAULT_DTYPE: DType = DType::F32;
     pub const DEFAULT_ARCH: Arch = Arch::Sm80;
@@ -351,48 +402,109 @@ impl Conv2dConfig {
         }
     }
 
-    /// The direct kernel's tiling (see [`DirectTile`]). Sizes saturate rather than wrap, so an
-    /// absurd configuration shows up as too much shared memory.
+    /// The direct kernel's tiling (see [`DirectTile`]): [`Conv2dConfig::DIRECT_PIXELS`]²
+    /// pixels per thread with several input channels' weights staged together, or, when that
+    /// needs more shared memory than the arch has, one pixel per thread and one channel's
+    /// weights. Sizes saturate rather than wrap, so an absurd configuration shows up as too
+    /// much shared memory.
     pub fn direct_tile(&self) -> DirectTile {
-        let t = Self::DIRECT_TILE;
+        let taps = self.kernel_h.max(1).saturating_mul(self.kernel_w.max(1));
+        let weight_channels = self
+            .in_per_group()
+            .min(Self::DIRECT_WEIGHT_TAPS.div_ceil(taps))
+            .max(1);
+        let wide = self.direct_tile_with(Self::DIRECT_PIXELS, weight_channels);
+        if wide.shared_bytes <= self.arch.max_dynamic_shared_bytes() {
+            wide
+        } else {
+            self.direct_tile_with(1, 1)
+        }
+    }
+
+    fn direct_tile_with(&self, pixels: u32, weight_channels: u32) -> DirectTile {
+        let (out_h, out_w) = (Self::DIRECT_TILE * pixels, Self::DIRECT_TILE * pixels);
         let (eh, ew) = self.dilated_extent();
-        let in_h = u64::from(t - 1)
+        let in_h = u64::from(out_h - 1)
             .saturating_mul(u64::from(self.stride_h))
             .saturating_add(eh);
-        let in_w = u64::from(t - 1)
+        let in_w = u64::from(out_w - 1)
             .saturating_mul(u64::from(self.stride_w))
             .saturating_add(ew);
         let stride_w = u64::from(self.stride_w.max(1));
-        let segment = in_w.div_ceil(stride_w);
         let elem_bytes = self.accumulator_bytes();
-        let pitch = direct_pitch(
-            segment.saturating_mul(stride_w),
-            self.stride_h,
-            elem_bytes / 4,
-        );
+        let out_channels = self.out_per_group().clamp(1, Self::DIRECT_MAX_OUT_CHANNELS);
+        // `ld.global.v4` at most (16 bytes of f32, 8 of f16/bf16), `.v2` of f64. The patch
+        // moves element by element (lanes on consecutive elements: whole sectors all the
+        // same) with fewer than 4 output channels per block (depthwise: a tap is too few
+        // shared reads to hide the 4 wavefronts of each 16-byte staging store) and with a
+        // horizontal stride (a chunk's elements scatter to `stride_w` segments, and lanes
+        // whose chunks are 4 columns apart would store 2 columns apart: bank conflicts).
+        let vector = if out_channels < 4 || self.stride_w > 1 {
+            1
+        } else {
+            (16 / self.dtype.size_bytes()).min(4)
+        };
+        // The chunk grid starts on a 32-byte sector and each row has whole sectors of chunks,
+        // so a warp's requests split rows only at sector boundaries.
+        let sector = 32 / self.dtype.size_bytes();
+        let lead = (sector - self.padding_w % sector) % sector;
+        // Strided rows take whole warps (32 columns), so every warp stores columns from the
+        // same phase of the stride and the segment distance can keep them conflict-free.
+        let row_multiple = if self.stride_w > 1 {
+            32
+        } else {
+            sector / vector
+        };
+        let chunks = (u64::from(lead) + in_w)
+            .div_ceil(u64::from(vector))
+            .checked_next_multiple_of(u64::from(row_multiple))
+            .unwrap_or(u64::MAX);
+        let segment = direct_segment(in_w.div_ceil(stride_w), self.stride_w, lead, elem_bytes / 4);
+        // Stride 1 stages whole chunks (row pieces 16-byte aligned in shared memory); other
+        // strides de-interleave the patch columns.
+        let (min_pitch, origin) = if self.stride_w == 1 {
+            (chunks.saturating_mul(u64::from(vector)), lead)
+        } else {
+            (segment.saturating_mul(stride_w), 0)
+        };
+        let pitch = direct_pitch(min_pitch, self.stride_h, elem_bytes / 4);
         let weight_offset = in_h
             .saturating_mul(pitch)
             .checked_next_multiple_of(4)
             .unwrap_or(u64::MAX);
-        let out_channels = self.out_per_group().clamp(1, Self::DIRECT_MAX_OUT_CHANNELS);
-        let weights = u64::from(out_channels)
+        // Odd in units of 4: rows 4·(2j + 1) words apart keep 8 consecutive 16-byte stores
+        // (a quarter-warp) in distinct banks.
+        let quads = out_channels.div_ceil(4);
+        let weight_pitch = 4 * (quads | 1);
+        let weights = u64::from(weight_channels)
             .saturating_mul(u64::from(self.kernel_h))
-            .saturating_mul(u64::from(self.kernel_w));
-        let bytes = weight_offset
-            .saturating_add(weights)
+            .saturating_mul(u64::from(self.kernel_w))
+            .saturating_mul(u64::from(weight_pitch));
+        let bias_offset = weight_offset.saturating_add(weights);
+        let bias = if self.bias { out_channels } else { 0 };
+        let bytes = bias_offset
+            .saturating_add(u64::from(bias))
             .saturating_mul(u64::from(elem_bytes));
         let sat = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
         let shared_bytes = sat(bytes);
         DirectTile {
-            out_h: t,
-            out_w: t,
+            out_h,
+            out_w,
+            pixels,
             out_channels,
             in_h: sat(in_h),
             in_w: sat(in_w),
             segment: sat(segment),
             pitch: sat(pitch),
+            vector,
+            lead,
+            chunks: sat(chunks),
+            origin,
+            weight_channels,
+            weight_pitch,
             weight_offset: sat(weight_offset),
-            threads: t * t,
+            bias_offset: sat(bias_offset),
+            threads: Self::DIRECT_TILE * Self::DIRECT_TILE,
             elem_bytes,
             shared_bytes,
             shared_kind: if shared_bytes <= self.arch.max_static_shared_bytes() {
@@ -536,32 +648,62 @@ impl Conv2dConfig {
     }
 }
 
-/// The shared row pitch (≥ `min_pitch`, elements of `words` 4-byte words) of the direct
-/// kernel's input tile with the fewest shared-memory wavefronts for its tap reads: a warp is
-/// two rows of 16 threads that read 16 consecutive elements each, `stride_h` staged rows apart.
-/// Ties go to the smallest pitch.
+/// The shared row pitch (≥ `min_pitch`, a multiple of 4 so staged rows stay 16-byte aligned,
+/// elements of `words` 4-byte words) of the direct kernel's input tile with the fewest
+/// shared-memory wavefronts for its tap reads: a warp is two rows of 16 threads that read 16
+/// consecutive elements each, `stride_h` staged rows apart. Ties go to the smallest pitch.
 ///
 /// Banks depend on word indices modulo 32 only, so wrapping arithmetic gives exact banks even
 /// for the absurd sizes `validate` is about to reject.
 fn direct_pitch(min_pitch: u64, stride_h: u32, words: u32) -> u64 {
-    (min_pitch..min_pitch.saturating_add(32))
+    let first = min_pitch.checked_next_multiple_of(4).unwrap_or(min_pitch);
+    (first..first.saturating_add(32))
+        .step_by(4)
         .min_by_key(|&pitch| {
-            let mut per_bank: [Vec<u64>; 32] = Default::default();
-            for lane in 0..32u64 {
-                let element = ((lane / 16) * u64::from(stride_h))
+            let elements = (0..32u64).map(|lane| {
+                ((lane / 16) * u64::from(stride_h))
                     .wrapping_mul(pitch)
-                    .wrapping_add(lane % 16);
-                for w in 0..u64::from(words) {
-                    let word = element.wrapping_mul(u64::from(words)).wrapping_add(w);
-                    let bank = &mut per_bank[(word % 32) as usize];
-                    if !bank.contains(&word) {
-                        bank.push(word);
-                    }
-                }
-            }
-            (per_bank.iter().map(Vec::len).max().unwrap_or(0), pitch)
+                    .wrapping_add(lane % 16)
+            });
+            (busiest_bank(elements, words), pitch)
         })
         .unwrap_or(min_pitch)
+}
+
+/// The segment distance (≥ `min_segment`) of the direct kernel's de-interleaved patch rows with
+/// the fewest wavefronts for a warp storing the 32 consecutive patch columns `s = 32i − lead +
+/// lane` at `(s mod stride_w) · segment + s / stride_w` (elements of `words` 4-byte words);
+/// ties go to the smallest. Stride 1 has one segment.
+fn direct_segment(min_segment: u64, stride_w: u32, lead: u32, words: u32) -> u64 {
+    if stride_w <= 1 {
+        return min_segment;
+    }
+    let stride = u64::from(stride_w);
+    // Only `s mod stride_w` and the run of `s / stride_w` matter: start at the phase of `−lead`.
+    let phase = (stride - u64::from(lead) % stride) % stride;
+    (min_segment..min_segment.saturating_add(32))
+        .min_by_key(|&segment| {
+            let elements = (phase..phase + 32)
+                .map(|s| (s % stride).wrapping_mul(segment).wrapping_add(s / stride));
+            (busiest_bank(elements, words), segment)
+        })
+        .unwrap_or(min_segment)
+}
+
+/// The most distinct words of `elements` (of `words` 4-byte words each) that share one of the
+/// 32 banks: the wavefronts of one warp-wide 4-byte-per-word access.
+fn busiest_bank(elements: impl Iterator<Item = u64>, words: u32) -> usize {
+    let mut per_bank: [Vec<u64>; 32] = Default::default();
+    for element in elements {
+        for w in 0..u64::from(words) {
+            let word = element.wrapping_mul(u64::from(words)).wrapping_add(w);
+            let bank = &mut per_bank[(word % 32) as usize];
+            if !bank.contains(&word) {
+                bank.push(word);
+            }
+        }
+    }
+    per_bank.iter().map(Vec::len).max().unwrap_or(0)
 }
 
 const fn extent(kernel: u32, dilation: u32) -> u64 {
@@ -637,14 +779,30 @@ mod tests {
     fn direct_tile_shared_memory() {
         let cfg = Conv2dConfig::new(8, 8, 3);
         let t = cfg.direct_tile();
-        assert_eq!((t.in_h, t.in_w, t.threads), (18, 18, 256));
-        // Two rows a warp reads are 48 elements apart: 16 mod 32 banks, no conflict.
-        assert_eq!((t.segment, t.pitch, t.out_channels), (18, 48, 8));
-        assert_eq!(t.shared_bytes, (18 * 48 + 8 * 9) * 4);
+        assert_eq!((t.out_h, t.out_w, t.pixels), (32, 32, 2));
+        assert_eq!((t.in_h, t.in_w, t.threads), (34, 34, 256));
+        // 34 columns from a sector boundary (lead 0): 9 chunks of 4, rounded up to whole
+        // sectors (10); two rows a warp reads are 48 elements apart: 16 mod 32 banks.
+        assert_eq!((t.vector, t.lead, t.chunks, t.origin), (4, 0, 10, 0));
+        assert_eq!((t.pitch, t.out_channels), (48, 8));
+        // 144 taps of weights at once: 16 input channels, capped at the group's 8; rows of
+        // 8 channels padded to 12 (three 16-byte pieces).
+        assert_eq!((t.weight_channels, t.weight_pitch), (8, 12));
+        assert_eq!(t.shared_bytes, (34 * 48 + 8 * 9 * 12) * 4);
         assert_eq!(t.shared_kind, SharedMemoryKind::Static);
-        // Stride 2: 33 columns in segments of 17; rows 2 apart need pitch ≡ 8 (mod 16).
+        // Padding 1 starts the chunk grid 7 columns left of the patch (a sector boundary).
+        let padded = cfg.with_padding(1, 1).direct_tile();
+        assert_eq!((padded.lead, padded.chunks, padded.origin), (7, 12, 7));
+        // Stride 2: 65 columns in two segments 48 apart (≥ 33; ≡ 16 mod 32, so the even and
+        // odd columns of a warp's staging store fill the two halves of the banks); rows 2
+        // apart need pitch ≡ 8 (mod 16), ≥ 96.
         let strided = cfg.with_stride(2, 2).direct_tile();
-        assert_eq!((strided.in_w, strided.segment, strided.pitch), (33, 17, 40));
+        assert_eq!(
+            (strided.in_w, strided.segment, strided.pitch),
+            (65, 48, 104)
+        );
+        // Element by element (vector 1): 65 columns rounded up to whole warps, 96.
+        assert_eq!((strided.vector, strided.chunks, strided.origin), (1, 96, 0));
         // f64 stages f64.
         let f64_tile = Conv2dConfig {
             dtype: DType::F64,
@@ -675,7 +833,7 @@ mod tests {
         assert_eq!(
             err.0[0].message,
             "the direct kernel's input tile 216 × 216 and 8 × 3 × 3 weights (staged in f32) \
-             need 207648 bytes of shared memory, more than sm_75's dynamic maximum 65536"
+             need 207792 bytes of shared memory, more than sm_75's dynamic maximum 65536"
         );
     }
 

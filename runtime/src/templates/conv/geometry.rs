@@ -43,7 +43,8 @@ fn grid_dim(name: &'static str, value: u64, max: u32) -> Result<u32, LaunchError
 impl Conv2dConfig {
     /// The index checks of one launch: every tensor (input, output, weight, and the im2col
     /// matrix when `im2col`) has at most [`INDEX_LIMIT`] elements, and on each axis the
-    /// largest position any kernel forms, `(out + 16)·stride + extent + padding + input`, is at
+    /// largest position any kernel forms, `(out + 40)·stride + extent + padding + input` (the
+    /// direct kernel's 32-column tile and its vector chunks overhang the output), is at
     /// most [`INDEX_LIMIT`] (so padding taps wrap to values `≥ input`, never onto real rows).
     pub fn check_index_range(&self, dims: &ConvDims, im2col: bool) -> Result<(), LaunchError> {
         let mut tensors = vec![
@@ -85,7 +86,7 @@ impl Conv2dConfig {
             ),
         ];
         for (name, input, out, stride, padding, extent) in axes {
-            let reach = (u64::from(out) + u64::from(Self::DIRECT_TILE)) * u64::from(stride)
+            let reach = (u64::from(out) + u64::from(Self::DIRECT_REACH)) * u64::from(stride)
                 + extent
                 + u64::from(padding)
                 + u64::from(input);
@@ -94,7 +95,7 @@ impl Conv2dConfig {
                     name,
                     value: u64::from(input),
                     reason: format!(
-                        "positions up to {reach} ((out + 16)·stride + extent + padding + input) \
+                        "positions up to {reach} ((out + 40)·stride + extent + padding + input) \
                          exceed the kernels' index limit {INDEX_LIMIT}"
                     ),
                 });
@@ -103,7 +104,7 @@ impl Conv2dConfig {
         Ok(())
     }
 
-    /// `conv2d_direct`: block `(16, 16)`; grid `(ceil(OW/16), ceil(OH/16) · channel_blocks,
+    /// `conv2d_direct`: block `(16, 16)`; grid `(ceil(OW/out_w), ceil(OH/16) · channel_blocks,
     /// N)` with `channel_blocks = groups · ceil(Og / OCB)` (see [`DirectTile`](super::DirectTile));
     /// dynamic shared memory = the tile's bytes when it does not fit static shared memory.
     pub fn direct_launch_config(&self, dims: &ConvDims) -> Result<LaunchConfig, LaunchError> {
@@ -122,7 +123,7 @@ impl Conv2dConfig {
                 )?,
                 grid_dim("batch", u64::from(dims.batch), MAX_GRID_YZ)?,
             ),
-            block: Dim3::new(tile.out_w, tile.out_h, 1),
+            block: Dim3::new(Self::DIRECT_TILE, Self::DIRECT_TILE, 1),
             dynamic_shared_bytes: match tile.shared_kind {
                 SharedMemoryKind::Static => 0,
                 SharedMemoryKind::Dynamic => tile.shared_bytes,
@@ -425,15 +426,17 @@ mod tests {
         let cfg = Conv2dConfig::new(3, 5, 3).with_padding(1, 1);
         let d = dims(&cfg, 2, 33, 17);
         let lc = cfg.direct_launch_config(&d).unwrap();
-        // 2 column tiles; 3 row tiles × 1 channel block (5 ≤ 8 channels per block); batch 2.
-        assert_eq!(lc.grid, Dim3::new(2, 3, 2));
+        // Output 33 × 17: 1 column tile, 2 row tiles (32 × 32) × 1 channel block (5 ≤ 16
+        // channels per block); batch 2.
+        assert_eq!(lc.grid, Dim3::new(1, 2, 2));
         assert_eq!(lc.block, Dim3::new(16, 16, 1));
         assert_eq!(lc.dynamic_shared_bytes, 0);
-        let grouped = Conv2dConfig::new(4, 20, 3).with_groups(2); // Og = 10: 2 blocks of 8
+        let grouped = Conv2dConfig::new(4, 40, 3).with_groups(2); // Og = 20: 2 blocks of 16
         let lc = grouped
-            .direct_launch_config(&dims(&grouped, 1, 20, 20))
+            .direct_launch_config(&dims(&grouped, 1, 36, 20))
             .unwrap();
-        assert_eq!(lc.grid, Dim3::new(2, 2 * 2 * 2, 1));
+        // Output 34 × 18: 1 column tile, 2 row tiles × 2 groups × 2 channel blocks.
+        assert_eq!(lc.grid, Dim3::new(1, 2 * 2 * 2, 1));
     }
 
     #[test]

@@ -1,19 +1,33 @@
-//! `conv2d_direct`: the forward convolution with the input patch staged in shared memory.
+//! `conv2d_direct`: the forward convolution on CUDA cores with the input patch and the weights
+//! staged in shared memory and register blocking over pixels and output channels.
 //!
-//! Block `(16, 16)` = one 16 × 16 tile of output pixels of one image, for `OCB` output
-//! channels of one group (see [`DirectTile`]); grid `(tiles_h · tiles_w, groups · ceil(Og /
-//! OCB), batch)`. For each input channel of the group the block stages the input patch under
-//! its tile (coalesced: consecutive threads load consecutive columns) and the `OCB` filters'
-//! taps of that channel, then every thread runs the kernel window over the staged patch for all
-//! `OCB` channels: each staged value is read by up to `KH · KW` threads and reused for `OCB`
-//! output channels.
+//! Block `(16, 16)` = one `out_h × out_w` tile of output pixels of one image (32 × 32, or
+//! 16 × 16 when the larger tile does not fit the arch's shared memory), for `OCB ≤ 16` output
+//! channels of one group (see [`DirectTile`]); grid `(tiles_w, tiles_h · groups · ceil(Og /
+//! OCB), batch)`. Thread `(tx, ty)` accumulates pixels `(ty + 16·i, tx + 16·j)` of all `OCB`
+//! channels.
+//!
+//! For each input channel of the group the block stages the input patch under its tile: each
+//! patch row is read in chunks aligned to 16 bytes of the image row (8 for f16/bf16), one
+//! `ld.global.v4`/`.v2` per chunk where the image width and the buffer allow it, so a warp
+//! moves whole sectors except at the patch's two ends (element by element, still whole
+//! sectors, for depthwise-like blocks of < 4 channels and for horizontal strides, where
+//! 16-byte staging stores would cost more shared wavefronts than they save). The bias is
+//! staged once per block. Every `weight_channels` input channels
+//! it stages those channels' filter runs (contiguous in global memory) as rows of
+//! (input channel, tap) with the output channel fastest. Each tap then costs a thread one
+//! input read per pixel (a half-warp reads 16 consecutive elements, conflict-free), `OCB`
+//! broadcast weight reads and `pixels · OCB` FMAs. When the tile's second 16-row or 16-column
+//! half lies wholly past the output (images smaller than the tile) the block runs the window
+//! for the pixels that exist only, so no thread works for nothing.
 
 use super::common::{
     both_below, bytes_of, conv_kernel, div_const, load_or_zero, rem_const, ConvElem, DimParams,
     Dims, Problem,
 };
 use crate::arch::Arch;
-use crate::builder::{GlobalPtr, KernelBuilder, Reg, SharedArr, U32};
+use crate::builder::{Float, GlobalPtr, KernelBuilder, Pred, Reg, SharedArr, U32, U64};
+use crate::ir::CmpOp;
 use crate::templates::attention::SharedMemoryKind;
 use crate::templates::conv::{Conv2dConfig, DirectTile};
 
@@ -22,6 +36,9 @@ pub const ENTRY: &str = "conv2d_direct";
 
 /// Kernel windows up to this many taps are fully unrolled (immediate shared offsets).
 const UNROLL_TAPS: u32 = 64;
+
+/// Threads along each block axis (output rows per tile, and columns per pixel step).
+const EDGE: u32 = Conv2dConfig::DIRECT_TILE;
 
 /// Where one block works.
 #[derive(Clone, Copy)]
@@ -43,7 +60,7 @@ pub(crate) fn build<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilde
     let p = Problem::new(cfg);
     let tile = cfg.direct_tile();
     let mut k = conv_kernel(ENTRY, arch);
-    k.require_block([tile.out_w, tile.out_h, 1]);
+    k.require_block([EDGE, EDGE, 1]);
     let x = k.param_ptr::<T>("x");
     let w = k.param_ptr::<T>("w");
     let bias = p.bias.then(|| k.param_ptr::<T>("bias"));
@@ -60,18 +77,117 @@ pub(crate) fn build<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilde
     };
     let pos = locate_block(&mut k, &p, &tile);
     let (tx, ty) = (k.tid_x(), k.tid_y());
-    let tid = k.mad_lo(ty, tile.out_w, tx);
-    let acc: Vec<Reg<T::Acc>> = (0..tile.out_channels).map(|_| k.zero()).collect();
-    k.comment("for each input channel of the group: stage, sync, accumulate, sync");
-    k.for_range(0u32, p.cg, 1u32, |k, ci| {
-        stage_input::<T>(k, &p, &tile, &dims, pos, ci, x, smem, tid);
-        stage_weights::<T>(k, &p, &tile, pos, ci, w, smem, tid);
-        k.bar_sync();
-        accumulate_window(k, &p, &tile, smem, tx, ty, &acc);
-        k.bar_sync();
+    let tid = k.mad_lo(ty, EDGE, tx);
+    let vector_ok = vector_loads_allowed::<T>(&mut k, &tile, x, &dims);
+    if let Some(b) = bias {
+        stage_bias::<T>(&mut k, &p, &tile, pos, b, smem, tid);
+    }
+    let halves = SecondHalves::of(&mut k, &tile, pos, &dims);
+    let pixels: Vec<Pixel<T::Acc>> = (0..tile.pixels)
+        .flat_map(|i| (0..tile.pixels).map(move |j| (i, j)))
+        .map(|(row, col)| Pixel {
+            row,
+            col,
+            acc: (0..tile.out_channels).map(|_| k.zero()).collect(),
+        })
+        .collect();
+    k.comment("for each chunk of input channels: stage its weights, then per channel stage, sync, accumulate, sync");
+    k.for_range(0u32, p.cg, tile.weight_channels, |k, c0| {
+        stage_weights::<T>(k, &p, &tile, pos, c0, w, smem, tid);
+        let left = k.sub(p.cg, c0);
+        let count = k.min(left, tile.weight_channels);
+        k.for_range(0u32, count, 1u32, |k, j| {
+            let ci = k.add(c0, j);
+            stage_input::<T>(k, &p, &tile, &dims, pos, ci, x, smem, tid, vector_ok);
+            k.bar_sync();
+            let window = Window::at(k, &p, &tile, smem, tx, ty, j);
+            halves.select(k, &pixels, |k, live| window.accumulate(k, live));
+            k.bar_sync();
+        });
     });
-    store_outputs::<T>(&mut k, &p, &dims, pos, tx, ty, &acc, bias, y);
+    let bias = bias.map(|_| k.shared_elem(smem, tile.bias_offset));
+    store_outputs::<T>(&mut k, &p, &dims, pos, tx, ty, &pixels, bias, y);
     k
+}
+
+/// `stage[bias_offset + o] = bias[oc0 + o]` for `o < OCB` (0 past the group's last channel),
+/// by threads `0 .. OCB`: one coalesced request instead of a broadcast per thread and channel.
+/// The channel loop's first barrier orders it before the reads in [`store_outputs`].
+fn stage_bias<T: ConvElem>(
+    k: &mut KernelBuilder,
+    p: &Problem,
+    tile: &DirectTile,
+    pos: BlockPos,
+    bias: GlobalPtr<T>,
+    smem: SharedArr<T::Acc>,
+    tid: Reg<U32>,
+) {
+    k.comment("stage the block's bias values");
+    let stager = k.setp_lt(tid, tile.out_channels);
+    k.if_then(stager, |k| {
+        let local = k.add(pos.oc0_local, tid);
+        let ok = k.setp_lt(local, p.og);
+        let oc = k.add(pos.oc0, tid);
+        let value = load_or_zero::<T>(k, bias, oc, ok);
+        let slot = k.add(tid, tile.bias_offset);
+        let addr = k.shared_elem(smem, slot);
+        k.st_shared(addr, 0, value);
+    });
+}
+
+/// One output pixel of a thread, `(oh0 + ty + 16·row, ow0 + tx + 16·col)`, and its `OCB`
+/// accumulators.
+struct Pixel<A> {
+    row: u32,
+    col: u32,
+    acc: Vec<Reg<A>>,
+}
+
+/// Whether the tile's second 16 rows and second 16 columns hold any output (`None` for a
+/// 16 × 16 tile): the same in the whole block.
+struct SecondHalves {
+    rows: Option<Pred>,
+    cols: Option<Pred>,
+}
+
+impl SecondHalves {
+    fn of(k: &mut KernelBuilder, tile: &DirectTile, pos: BlockPos, d: &Dims) -> Self {
+        let half = |k: &mut KernelBuilder, start: Reg<U32>, end: Reg<U32>| {
+            (tile.pixels > 1).then(|| {
+                let second = k.add(start, EDGE);
+                k.setp_lt(second, end)
+            })
+        };
+        Self {
+            rows: half(k, pos.oh0, d.oh),
+            cols: half(k, pos.ow0, d.ow),
+        }
+    }
+
+    /// Runs `body` once, on the pixels whose 16-row and 16-column halves hold output (one
+    /// branch per combination, uniform in the block).
+    fn select<A>(
+        &self,
+        k: &mut KernelBuilder,
+        pixels: &[Pixel<A>],
+        body: impl Fn(&mut KernelBuilder, &[&Pixel<A>]),
+    ) {
+        let run = |k: &mut KernelBuilder, rows: bool, cols: bool| {
+            let live: Vec<&Pixel<A>> = pixels
+                .iter()
+                .filter(|px| (rows || px.row == 0) && (cols || px.col == 0))
+                .collect();
+            body(k, &live);
+        };
+        let by_cols = |k: &mut KernelBuilder, rows: bool| match self.cols {
+            Some(c) => k.if_else(c, |k| run(k, rows, true), |k| run(k, rows, false)),
+            None => run(k, rows, true),
+        };
+        match self.rows {
+            Some(r) => k.if_else(r, |k| by_cols(k, true), |k| by_cols(k, false)),
+            None => by_cols(k, true),
+        }
+    }
 }
 
 /// Block coordinates: `ctaid.x = tile_col`, `ctaid.y = tile_row · channel_blocks + cb` with
@@ -102,10 +218,31 @@ fn locate_block(k: &mut KernelBuilder, p: &Problem, tile: &DirectTile) -> BlockP
     }
 }
 
+/// Whether the patch chunks may be read with vector loads: the image width is a multiple of
+/// `vector` (every row, and every plane, starts on a chunk boundary) and `x` is aligned to a
+/// whole chunk. The same in every thread of the launch.
+fn vector_loads_allowed<T: ConvElem>(
+    k: &mut KernelBuilder,
+    tile: &DirectTile,
+    x: GlobalPtr<T>,
+    d: &Dims,
+) -> Pred {
+    let zero = k.var::<U32>(0u32);
+    let base: Reg<U64> = k.elem_addr(x, zero);
+    let low: Reg<U32> = k.cvt(base, None);
+    let misaligned = k.and(low, tile.vector * bytes_of::<T>() - 1);
+    let ragged = k.and(d.w, tile.vector - 1);
+    let either = k.or(misaligned, ragged);
+    k.setp(CmpOp::Eq, either, 0u32)
+}
+
 /// `stage[r, pos(s)] = x[n, g·Cg + ci, oh0·SH − PH + r, ow0·SW − PW + s]` for `r < in_h`,
 /// `s < in_w`, 0 outside the image, with `pos(s) = (s mod SW)·segment + s / SW` (see
-/// [`DirectTile`]). Thread `tid` takes elements `tid, tid + 256, …` of the row-major patch, so
-/// a warp loads consecutive input columns.
+/// [`DirectTile`]). Work item `e = r·chunks + c` covers image columns `first + c·V ..` of
+/// patch row `r`, `first = ow0·SW − PW − lead` (on a sector): one vector load when the whole
+/// chunk lies in the image, holds a patch column and vector loads are allowed, else element by
+/// element (only the elements inside both the image and the patch). Consecutive threads take consecutive
+/// chunks, so a warp reads consecutive 16-byte pieces of a row.
 #[allow(clippy::too_many_arguments)]
 fn stage_input<T: ConvElem>(
     k: &mut KernelBuilder,
@@ -117,6 +254,7 @@ fn stage_input<T: ConvElem>(
     x: GlobalPtr<T>,
     smem: SharedArr<T::Acc>,
     tid: Reg<U32>,
+    vector_ok: Pred,
 ) {
     k.comment("stage the input patch of channel ci");
     let c = k.mad_lo(pos.g, p.cg, ci);
@@ -127,110 +265,240 @@ fn stage_input<T: ConvElem>(
     let row0 = k.mul_lo(pos.oh0, p.sh);
     let row0 = k.sub(row0, p.ph);
     let col0 = k.mul_lo(pos.ow0, p.sw);
-    let col0 = k.sub(col0, p.pw);
-    let total = tile.in_h * tile.in_w;
-    let threads = tile.threads;
-    k.for_range(tid, total, threads, |k, e| {
-        let r = div_const(k, e, tile.in_w);
-        let s = rem_const(k, e, tile.in_w);
-        let ih = k.add(row0, r);
-        let iw = k.add(col0, s);
-        let ok = both_below(k, ih, d.h, iw, d.w);
-        let idx = k.mad_lo(ih, d.w, iw);
-        let idx = k.add(idx, x_plane);
-        let v = load_or_zero::<T>(k, x, idx, ok);
-        let column = if p.sw == 1 {
-            s
-        } else {
-            let phase = rem_const(k, s, p.sw);
-            let within = div_const(k, s, p.sw);
-            k.mad_lo(phase, tile.segment, within)
-        };
-        let slot = k.mad_lo(r, tile.pitch, column);
-        let addr = k.shared_elem(smem, slot);
-        k.st_shared(addr, 0, v);
+    let first = k.sub(col0, p.pw + tile.lead);
+    let v = tile.vector;
+    let total = tile.in_h * tile.chunks;
+    // The chunks holding patch columns: `first_chunk ..= first_chunk + patch_chunks − 1`.
+    let first_chunk = tile.lead / v;
+    let patch_chunks = (tile.lead + tile.in_w - 1) / v + 1 - first_chunk;
+    k.for_range(tid, total, tile.threads, |k, e| {
+        let r = div_const(k, e, tile.chunks);
+        let chunk = rem_const(k, e, tile.chunks);
+        let from_patch = k.sub(chunk, first_chunk);
+        let in_patch = k.setp_lt(from_patch, patch_chunks);
+        k.if_then(in_patch, |k| {
+            let ih = k.add(row0, r);
+            let iw = k.mad_lo(chunk, v, first);
+            let idx = k.mad_lo(ih, d.w, iw);
+            let idx = k.add(idx, x_plane);
+            // Patch column of the chunk's first element (wraps for the lead columns).
+            let s0 = k.mul_lo(chunk, v);
+            let s0 = k.sub(s0, tile.lead);
+            let row_slot = k.mul_lo(r, tile.pitch);
+            let store = |k: &mut KernelBuilder, values: &[Reg<T::Acc>]| {
+                store_patch_chunk(k, p, tile, smem, row_slot, chunk, s0, values)
+            };
+            k.if_else(
+                vector_ok,
+                |k| {
+                    let whole = both_below(k, ih, d.h, iw, d.w);
+                    k.if_else(
+                        whole,
+                        |k| {
+                            let addr = k.elem_addr(x, idx);
+                            let values: Vec<Reg<T::Acc>> = load_vector::<T>(k, addr, v)
+                                .into_iter()
+                                .map(|raw| T::widen(k, raw))
+                                .collect();
+                            store(k, &values);
+                        },
+                        |k| {
+                            let zero = k.zero();
+                            store(k, &vec![zero; v as usize]);
+                        },
+                    );
+                },
+                |k| {
+                    let values: Vec<Reg<T::Acc>> = (0..v)
+                        .map(|i| {
+                            let col = k.add(iw, i);
+                            let s = k.add(s0, i);
+                            let in_patch = k.setp_lt(s, tile.in_w);
+                            let ok = both_below(k, ih, d.h, col, d.w);
+                            let ok = k.and_pred(ok, in_patch);
+                            let at = k.add(idx, i);
+                            load_or_zero::<T>(k, x, at, ok)
+                        })
+                        .collect();
+                    store(k, &values);
+                },
+            );
+        });
     });
 }
 
-/// `stage[weight_offset + o·KH·KW + t] = w[oc0 + o, ci, t]` for `o < OCB`, 0 past the group's
-/// last channel. The `OCB` filters of channel `ci` are `OCB` runs of `KH·KW` elements
-/// `Cg·KH·KW` apart; element `e = o·KH·KW + t` of the stage comes from
-/// `w[(oc0 + o)·Cg·KH·KW + ci·KH·KW + t]`.
+/// Stores chunk `chunk` of patch row `r` (`row_slot = r · pitch`), whose first element is
+/// patch column `s0`: for stride 1 the whole chunk at `chunk · V` (`origin = lead`: the lead
+/// and tail elements land in columns no tap reads), otherwise each patch column at its
+/// de-interleaved place.
+#[allow(clippy::too_many_arguments)]
+fn store_patch_chunk<A: Float>(
+    k: &mut KernelBuilder,
+    p: &Problem,
+    tile: &DirectTile,
+    smem: SharedArr<A>,
+    row_slot: Reg<U32>,
+    chunk: Reg<U32>,
+    s0: Reg<U32>,
+    values: &[Reg<A>],
+) {
+    if p.sw == 1 {
+        let slot = k.mad_lo(chunk, tile.vector, row_slot);
+        let addr = k.shared_elem(smem, slot);
+        store_chunk(k, addr, values);
+        return;
+    }
+    for (i, value) in values.iter().enumerate() {
+        let s = k.add(s0, i as u32);
+        let in_patch = k.setp_lt(s, tile.in_w);
+        k.if_then(in_patch, |k| {
+            let phase = rem_const(k, s, p.sw);
+            let within = div_const(k, s, p.sw);
+            let column = k.mad_lo(phase, tile.segment, within);
+            let slot = k.add(row_slot, column);
+            let addr = k.shared_elem(smem, slot);
+            k.st_shared(addr, 0, *value);
+        });
+    }
+}
+
+/// `values` at consecutive elements from `addr` (16-byte aligned): one `st.shared.v4` for
+/// four 4-byte values, element by element otherwise.
+fn store_chunk<A: Float>(k: &mut KernelBuilder, addr: Reg<U32>, values: &[Reg<A>]) {
+    let esz = bytes_of::<A>();
+    match values {
+        [a, b, c, d] if esz == 4 => k.st_shared_v4(addr, 0, [*a, *b, *c, *d]),
+        _ => {
+            for (i, value) in values.iter().enumerate() {
+                k.st_shared(addr, (i as u32 * esz) as i32, *value);
+            }
+        }
+    }
+}
+
+/// `V` consecutive elements at `addr` with one `ld.global.nc.v4` (`V = 4`), `.v2` (`V = 2`)
+/// or scalar load.
+fn load_vector<T: ConvElem>(k: &mut KernelBuilder, addr: Reg<U64>, v: u32) -> Vec<Reg<T>> {
+    match v {
+        4 => k.ld_global_v4::<T>(addr, 0, true).to_vec(),
+        2 => k.ld_global_v2::<T>(addr, 0, true).to_vec(),
+        1 => vec![k.ld_global_nc::<T>(addr, 0)],
+        other => panic!("no {other}-element vector load"),
+    }
+}
+
+/// `stage_w[(j·KH·KW + t)·weight_pitch + o] = w[oc0 + o, c0 + j, t]` for `j < weight_channels`,
+/// `o < 4·ceil(OCB / 4)`, 0 past the group's last input or output channel. Output channel `o`'s
+/// run for the stage is `w[(oc0 + o)·Cg·KH·KW + c0·KH·KW + rest]`, `rest < weight_channels ·
+/// KH·KW`, contiguous: work item `e = q·run + rest` reads `rest` of channels `4q .. 4q + 4`
+/// (consecutive threads read consecutive elements of each run) and stores them as one 16-byte
+/// row piece (four scalar stores for f64).
 #[allow(clippy::too_many_arguments)]
 fn stage_weights<T: ConvElem>(
     k: &mut KernelBuilder,
     p: &Problem,
     tile: &DirectTile,
     pos: BlockPos,
-    ci: Reg<U32>,
+    c0: Reg<U32>,
     w: GlobalPtr<T>,
     smem: SharedArr<T::Acc>,
     tid: Reg<U32>,
 ) {
-    k.comment("stage the block's filter taps of channel ci");
+    k.comment("stage the block's filter taps of the input channel chunk");
     let remaining = k.sub(p.og, pos.oc0_local);
     let channels = k.min(remaining, tile.out_channels);
-    let valid = k.mul_lo(channels, p.taps);
+    let channels_left = k.sub(p.cg, c0);
+    let valid_run = k.mul_lo(channels_left, p.taps);
     let filter = k.mul_lo(pos.oc0, p.filter_len());
-    let total = tile.out_channels * p.taps;
-    k.for_range(tid, total, tile.threads, |k, e| {
-        let o = div_const(k, e, p.taps);
-        let t = rem_const(k, e, p.taps);
-        let row = k.mul_lo(o, p.filter_len());
-        let idx = k.mad_lo(ci, p.taps, t);
-        let idx = k.add(idx, row);
-        let idx = k.add(idx, filter);
-        let ok = k.setp_lt(e, valid);
-        let v = load_or_zero::<T>(k, w, idx, ok);
-        let slot = k.add(e, tile.weight_offset);
+    let start = k.mad_lo(c0, p.taps, filter);
+    let run = tile.weight_channels * p.taps;
+    let quads = tile.out_channels.div_ceil(4);
+    k.for_range(tid, quads * run, tile.threads, |k, e| {
+        let q = div_const(k, e, run);
+        let rest = rem_const(k, e, run);
+        let in_run = k.setp_lt(rest, valid_run);
+        let o0 = k.mul_lo(q, 4u32);
+        let first = k.mad_lo(o0, p.filter_len(), start);
+        let first = k.add(first, rest);
+        let values: Vec<Reg<T::Acc>> = (0..4u32)
+            .map(|i| {
+                let o = k.add(o0, i);
+                let real = k.setp_lt(o, channels);
+                let ok = k.and_pred(real, in_run);
+                let idx = k.add(first, i * p.filter_len());
+                load_or_zero::<T>(k, w, idx, ok)
+            })
+            .collect();
+        let row = k.mad_lo(rest, tile.weight_pitch, tile.weight_offset);
+        let slot = k.add(row, o0);
         let addr = k.shared_elem(smem, slot);
-        k.st_shared(addr, 0, v);
+        store_chunk(k, addr, &values);
     });
 }
 
-/// `acc[o] += Σ_{kh, kw} stage[ty·SH + kh·DH, pos(tx·SW + kw·DW)] · stage_w[o, kh, kw]`.
-/// With the de-interleaved columns, tap `(kh, kw)` of thread `(tx, ty)` reads element
-/// `(ty·SH + kh·DH)·pitch + ((kw·DW) mod SW)·segment + tx + (kw·DW) / SW`: a half-warp reads
-/// 16 consecutive elements; the weight reads are warp-uniform (broadcast).
-#[allow(clippy::too_many_arguments)]
-fn accumulate_window<A: crate::builder::Float>(
-    k: &mut KernelBuilder,
-    p: &Problem,
-    tile: &DirectTile,
-    smem: SharedArr<A>,
-    tx: Reg<U32>,
-    ty: Reg<U32>,
-    acc: &[Reg<A>],
-) {
-    k.comment("run the kernel window over the staged patch");
-    let esz = bytes_of::<A>();
-    let row = k.mul_lo(ty, p.sh * tile.pitch);
-    let first = k.add(row, tx);
-    let in_base = k.shared_elem(smem, first);
-    let w_base = k.shared_elem(smem, tile.weight_offset);
-    let column = |kw: u32| ((kw * p.dw) % p.sw) * tile.segment + (kw * p.dw) / p.sw;
-    let tap =
-        |k: &mut KernelBuilder, in_addr: Reg<U32>, in_off: u32, w_addr: Reg<U32>, w_off: u32| {
-            let v = k.ld_shared::<A>(in_addr, (in_off * esz) as i32);
-            for (o, a) in acc.iter().enumerate() {
-                let wv = k.ld_shared::<A>(w_addr, ((o as u32 * p.taps + w_off) * esz) as i32);
-                k.fma_into(*a, v, wv, *a);
-            }
-        };
-    if p.taps <= UNROLL_TAPS {
-        for kh in 0..p.kh {
-            for kw in 0..p.kw {
-                let in_off = kh * p.dh * tile.pitch + column(kw);
-                tap(k, in_base, in_off, w_base, kh * p.kw + kw);
-            }
+/// One thread's view of the staged tile for input channel `j` of the weight chunk.
+struct Window<'a, A> {
+    p: &'a Problem,
+    tile: &'a DirectTile,
+    /// Shared address of the thread's first tap input, `stage[ty·SH, tx]`.
+    inputs: Reg<U32>,
+    /// Shared address of the chunk channel's first weight row.
+    weights: Reg<U32>,
+    _acc: std::marker::PhantomData<A>,
+}
+
+impl<'a, A: Float> Window<'a, A> {
+    fn at(
+        k: &mut KernelBuilder,
+        p: &'a Problem,
+        tile: &'a DirectTile,
+        smem: SharedArr<A>,
+        tx: Reg<U32>,
+        ty: Reg<U32>,
+        j: Reg<U32>,
+    ) -> Self {
+        let row = k.mad_lo(ty, p.sh * tile.pitch, tile.origin);
+        let first = k.add(row, tx);
+        let inputs = k.shared_elem(smem, first);
+        let rows = k.mul_lo(j, p.taps * tile.weight_pitch);
+        let w_first = k.add(rows, tile.weight_offset);
+        let weights = k.shared_elem(smem, w_first);
+        Self {
+            p,
+            tile,
+            inputs,
+            weights,
+            _acc: std::marker::PhantomData,
         }
-    } else {
+    }
+
+    /// `acc[i, j][o] += Σ_{kh, kw} stage[(ty + 16i)·SH + kh·DH, pos((tx + 16j)·SW + kw·DW)]
+    /// · stage_w[c, kh, kw, o]` (input channel `c` of the weight chunk) for the pixels `acc`
+    /// holds. Tap `(kh, kw)` of pixel `(i, j)` reads element `((ty + 16i)·SH + kh·DH)·pitch +
+    /// origin + ((kw·DW) mod SW)·segment + tx + 16j + (kw·DW) / SW`: a half-warp reads 16
+    /// consecutive elements; the weight reads are warp-uniform (broadcast).
+    fn accumulate(&self, k: &mut KernelBuilder, acc: &[&Pixel<A>]) {
+        k.comment("run the kernel window over the staged patch");
+        let (p, tile) = (self.p, self.tile);
+        let esz = bytes_of::<A>();
+        let column = |kw: u32| ((kw * p.dw) % p.sw) * tile.segment + (kw * p.dw) / p.sw;
+        let w_row = tile.weight_pitch * esz;
+        if p.taps <= UNROLL_TAPS {
+            for kh in 0..p.kh {
+                for kw in 0..p.kw {
+                    let in_off = kh * p.dh * tile.pitch + column(kw);
+                    let t = kh * p.kw + kw;
+                    self.tap(k, acc, self.inputs, in_off, self.weights, t * w_row);
+                }
+            }
+            return;
+        }
         k.for_range(0u32, p.kh, 1u32, |k, kh| {
-            let in_row = k.mad_lo(kh, p.dh * tile.pitch * esz, in_base);
-            let w_row = k.mad_lo(kh, p.kw * esz, w_base);
+            let in_row = k.mad_lo(kh, p.dh * tile.pitch * esz, self.inputs);
+            let w_first = k.mad_lo(kh, p.kw * w_row, self.weights);
             if p.kw <= UNROLL_TAPS {
                 for kw in 0..p.kw {
-                    tap(k, in_row, column(kw), w_row, kw);
+                    self.tap(k, acc, in_row, column(kw), w_first, kw * w_row);
                 }
             } else {
                 k.for_range(0u32, p.kw, 1u32, |k, kw| {
@@ -239,17 +507,48 @@ fn accumulate_window<A: crate::builder::Float>(
                     let within = div_const(k, t, p.sw);
                     let col = k.mad_lo(phase, tile.segment, within);
                     let in_addr = k.mad_lo(col, esz, in_row);
-                    let w_addr = k.mad_lo(kw, esz, w_row);
-                    tap(k, in_addr, 0, w_addr, 0);
+                    let w_addr = k.mad_lo(kw, w_row, w_first);
+                    self.tap(k, acc, in_addr, 0, w_addr, 0);
                 });
             }
         });
     }
+
+    /// One tap: each pixel's input at element `in_off` (+ its row and column offset) from
+    /// `in_addr`, the `OCB` weights at byte `w_off` from `w_addr`, `pixels · OCB` FMAs.
+    fn tap(
+        &self,
+        k: &mut KernelBuilder,
+        acc: &[&Pixel<A>],
+        in_addr: Reg<U32>,
+        in_off: u32,
+        w_addr: Reg<U32>,
+        w_off: u32,
+    ) {
+        let esz = bytes_of::<A>();
+        let (p, tile) = (self.p, self.tile);
+        let inputs: Vec<Reg<A>> = acc
+            .iter()
+            .map(|px| {
+                let at = in_off + px.row * EDGE * p.sh * tile.pitch + px.col * EDGE;
+                k.ld_shared::<A>(in_addr, (at * esz) as i32)
+            })
+            .collect();
+        let weights: Vec<Reg<A>> = (0..tile.out_channels)
+            .map(|o| k.ld_shared::<A>(w_addr, (w_off + o * esz) as i32))
+            .collect();
+        for (o, wv) in weights.iter().enumerate() {
+            for (input, pixel) in inputs.iter().zip(acc) {
+                k.fma_into(pixel.acc[o], *input, *wv, pixel.acc[o]);
+            }
+        }
+    }
 }
 
-/// `y[n, oc0 + o, oh0 + ty, ow0 + tx] = acc[o] (+ bias[oc0 + o])`, rounded to the storage
-/// type, for pixels inside the output and channels inside the group (consecutive threads store
-/// consecutive columns).
+/// `y[n, oc0 + o, oh0 + ty + 16i, ow0 + tx + 16j] = acc[i, j][o] (+ the staged bias at
+/// shared address `bias`, `+ 4o` or `+ 8o`), rounded to the
+/// storage type, for pixels inside the output and channels inside the group (consecutive
+/// threads store consecutive columns).
 #[allow(clippy::too_many_arguments)]
 fn store_outputs<T: ConvElem>(
     k: &mut KernelBuilder,
@@ -258,38 +557,44 @@ fn store_outputs<T: ConvElem>(
     pos: BlockPos,
     tx: Reg<U32>,
     ty: Reg<U32>,
-    acc: &[Reg<T::Acc>],
-    bias: Option<GlobalPtr<T>>,
+    acc: &[Pixel<T::Acc>],
+    bias: Option<Reg<U32>>,
     y: GlobalPtr<T>,
 ) {
     k.comment("store the tile (plus bias)");
     let oh = k.add(pos.oh0, ty);
     let ow = k.add(pos.ow0, tx);
-    let pixel_ok = both_below(k, oh, d.oh, ow, d.ow);
-    let ohw = k.mul_lo(d.oh, d.ow);
-    let pixel = k.mad_lo(oh, d.ow, ow);
     let image = k.mul_lo(pos.n, p.c_out);
-    for (o, a) in acc.iter().enumerate() {
-        let o = o as u32;
-        let local = k.add(pos.oc0_local, o);
+    let pixels: Vec<(Pred, Reg<U32>)> = acc
+        .iter()
+        .map(|px| {
+            let row = k.add(oh, px.row * EDGE);
+            let col = k.add(ow, px.col * EDGE);
+            let ok = both_below(k, row, d.oh, col, d.ow);
+            (ok, k.mad_lo(row, d.ow, col))
+        })
+        .collect();
+    for o in 0..acc.first().map_or(0, |px| px.acc.len()) {
+        let o32 = o as u32;
+        let local = k.add(pos.oc0_local, o32);
         let channel_ok = k.setp_lt(local, p.og);
-        let ok = k.and_pred(pixel_ok, channel_ok);
-        k.if_then(ok, |k| {
-            let oc = k.add(pos.oc0, o);
-            let value = match bias {
-                Some(b) => {
-                    let addr = k.elem_addr(b, oc);
-                    let raw = k.ld_global_nc::<T>(addr, 0);
-                    let wide = T::widen(k, raw);
-                    k.add(*a, wide)
-                }
-                None => *a,
-            };
-            let plane = k.add(image, oc);
-            let idx = k.mad_lo(plane, ohw, pixel);
-            let out = T::narrow(k, value);
-            let addr = k.elem_addr(y, idx);
-            k.st_global(addr, 0, out);
-        });
+        let oc = k.add(pos.oc0, o32);
+        let esz = bytes_of::<T::Acc>();
+        let bias_value = bias.map(|b| k.ld_shared::<T::Acc>(b, (o32 * esz) as i32));
+        let plane = k.add(image, oc);
+        let start = k.mul_lo(plane, d.ohw);
+        for ((pixel_ok, pixel), values) in pixels.iter().zip(acc) {
+            let ok = k.and_pred(*pixel_ok, channel_ok);
+            k.if_then(ok, |k| {
+                let value = match bias_value {
+                    Some(b) => k.add(values.acc[o], b),
+                    None => values.acc[o],
+                };
+                let idx = k.add(start, *pixel);
+                let out = T::narrow(k, value);
+                let addr = k.elem_addr(y, idx);
+                k.st_global(addr, 0, out);
+            });
+        }
     }
 }
