@@ -6,6 +6,7 @@ pub mod attention;
 pub mod conv;
 pub mod moe;
 pub mod nf4;
+pub mod split;
 pub(crate) mod staging;
 #[doc(hidden)]
 pub mod testing;

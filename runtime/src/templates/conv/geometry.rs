@@ -21,10 +21,7 @@ pub const MAX_GRID_X: u32 = i32::MAX as u32;
 /// declared [`INDEX_BOUND`](super::INDEX_BOUND).
 pub const INDEX_LIMIT: u64 = super::INDEX_BOUND.limit;
 
-/// SMs of the part the backward-filter split sizes its grid for (an H100 SXM).
-pub const SPLIT_TARGET_SMS: u64 = 132;
-/// Waves of blocks (one block per SM each) the split aims at.
-pub const SPLIT_WAVES: u64 = 2;
+pub use crate::templates::split::{SPLIT_TARGET_SMS, SPLIT_WAVES};
 /// The fewest reduction (K) tiles one slice runs: below that, the partials' extra traffic and
 /// the ring's prologue outweigh the parallelism.
 pub const MIN_SLICE_TILES: u64 = 16;

@@ -613,14 +613,9 @@ pub fn backward_filter_with<B: Backend, T: Element>(
     Ok(prep.dims)
 }
 
-/// How many slices of the pixels the tensor-core backward-filter splits its reduction into.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Slices {
-    /// [`Conv2dConfig::backward_filter_slices`]'s rule for the shape.
-    Auto,
-    /// Exactly this many (1: the unsplit entry alone; 0 is an error).
-    Exactly(u32),
-}
+/// How many slices of the pixels the tensor-core backward-filter splits its reduction into
+/// (`Auto`: [`Conv2dConfig::backward_filter_slices`]'s rule for the shape).
+pub use crate::templates::split::Slices;
 
 /// Backward-filter on tensor cores with a chosen split of the reduction over the `N·OH·OW`
 /// pixels ([`Slices`]; [`backward_filter`] and [`backward_filter_with`] use

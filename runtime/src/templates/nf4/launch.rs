@@ -36,10 +36,10 @@ use crate::launch::{
     Backend, DeviceBuffer, Dim3, Element, KernelArg, LaunchConfig, LaunchError, ParamKind,
 };
 
-/// How many slices of the rows of `W` the backward GEMV splits its sum into (the conv
-/// backward-filter's type: `Auto` is [`backward_gemv_slices`] here).
-pub use crate::templates::conv::launch::Slices;
-use crate::templates::conv::{SPLIT_TARGET_SMS, SPLIT_WAVES};
+/// How many slices of the rows of `W` the backward GEMV splits its sum into (`Auto`:
+/// [`backward_gemv_slices`]).
+pub use crate::templates::split::Slices;
+use crate::templates::split::{SPLIT_TARGET_SMS, SPLIT_WAVES};
 
 /// The largest `grid.y` a launch may use.
 const MAX_GRID_Y: u32 = 65535;

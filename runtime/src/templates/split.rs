@@ -1,0 +1,20 @@
+//! Split reductions, shared by the families that split one long sum over several blocks (conv's
+//! tensor-core backward-filter over pixels, NF4's backward GEMV over the rows of `W`): each
+//! slice's partial sums go to its own part of an f32 workspace and a second launch adds the
+//! slices in a fixed order and rounds once, so a split gives the same bits on every run.
+
+/// SMs of the part a split sizes its grid for (an H100 SXM).
+pub const SPLIT_TARGET_SMS: u64 = 132;
+/// Waves of blocks (one block per SM each) a split aims at.
+pub const SPLIT_WAVES: u64 = 2;
+
+/// How many slices a split reduction runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slices {
+    /// The kernel's own rule for the shape (conv:
+    /// [`Conv2dConfig::backward_filter_slices`](super::conv::Conv2dConfig::backward_filter_slices);
+    /// NF4: [`backward_gemv_slices`](super::nf4::launch::backward_gemv_slices)).
+    Auto,
+    /// Exactly this many (1: the unsplit entry alone; 0 is an error).
+    Exactly(u32),
+}
