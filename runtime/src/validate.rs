@@ -26,7 +26,7 @@
 //!    any non-ASCII character in the file).
 //! 10. **Warp-wide `.aligned` instructions run in a converged, full warp** as far as the
 //!     validator can see: `mma.sync` and `ldmatrix` are never guarded and never inside a
-//!     divergent region (a branch or return on a per-lane predicate; see [`divergence`] for the
+//!     divergent region (a branch or return on a per-lane predicate; see `divergence` for the
 //!     exact rule). The interpreter's synccheck catches what this static view cannot.
 //! 11. **Constant operands have legal values**: `cp.async` copies 4, 8 or 16 bytes, `.cg` only
 //!     16, an immediate src-size is at most the cp-size. Tensor-core fragments are register

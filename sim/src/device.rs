@@ -692,7 +692,7 @@ fn shuffle(v: &mut [u32], seed: u64) {
     }
 }
 
-/// The advice [`warn_if_unoptimized`] prints: the two `Cargo.toml` lines that optimise the
+/// The advice `warn_if_unoptimized` prints: the two `Cargo.toml` lines that optimise the
 /// interpreter in a dependent crate's debug builds.
 pub const UNOPTIMIZED_ADVICE: &str = "ptxforge-sim: the PTX interpreter was compiled without \
 optimisation (opt-level 0) and runs kernels 6-10x slower. Add these two lines to your \

@@ -420,10 +420,10 @@ impl AttentionConfig {
         u32::try_from(bytes).unwrap_or(u32::MAX)
     }
 
-    /// Stages of the tensor-core K/V ring for tiles `block_m × block_n`: [`TC_MAX_STAGES`] when
+    /// Stages of the tensor-core K/V ring for tiles `block_m × block_n`: `TC_MAX_STAGES` when
     /// two blocks of that footprint fit the arch's dynamic shared memory (the registers of the
     /// default four-warp blocks, at most 255 per thread, leave room for two resident blocks,
-    /// so a deeper ring must not halve occupancy), else [`TC_MIN_STAGES`]. With (64, 64) tiles: three for D ≤ 64 on
+    /// so a deeper ring must not halve occupancy), else `TC_MIN_STAGES`. With (64, 64) tiles: three for D ≤ 64 on
     /// sm_80, D ≤ 96 on sm_90 and D = 32 on sm_86/89, two otherwise.
     pub fn tc_stages_for(&self, block_m: u32, block_n: u32) -> u32 {
         let deep = self.tc_footprint(block_m, block_n, TC_MAX_STAGES);
@@ -442,7 +442,7 @@ impl AttentionConfig {
     }
 
     /// Bytes of one padded shared row on tensor cores: `D` elements of the storage type and
-    /// [`TC_ROW_PAD`] halves (16 bytes): `(D + 8) · 2` for f16/bf16, `4 · D + 16` for tf32.
+    /// `TC_ROW_PAD` halves (16 bytes): `(D + 8) · 2` for f16/bf16, `4 · D + 16` for tf32.
     pub const fn tc_row_bytes(&self) -> u32 {
         self.head_dim * self.dtype.size_bytes() + TC_ROW_PAD * 2
     }

@@ -283,7 +283,7 @@ impl FastDiv {
     }
 }
 
-/// The `(magic, shift)` pair [`FastDiv`] divides by `d` with (`d = 0` is treated as 1; the
+/// The `(magic, shift)` pair `FastDiv` divides by `d` with (`d = 0` is treated as 1; the
 /// launch functions reject zero-sized dimensions before computing these).
 pub fn fast_div_constants(d: u32) -> (u32, u32) {
     let d = u64::from(d.max(1));

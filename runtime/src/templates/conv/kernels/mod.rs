@@ -4,23 +4,23 @@
 //!
 //! | entry | computes | block | grid |
 //! |---|---|---|---|
-//! | [`im2col`](im2col) | `cols` from `x` | 256 | `(⌈N·OH·OW/256⌉, min(C_in·KH·KW, 65535))` |
-//! | [`gemm`](gemm) | `y = W_g · cols_g (+ b)` | (16, 16) | `(⌈N·OH·OW/64⌉, ⌈Og/block_m⌉, G)` |
-//! | [`1x1`](gemm) (1×1 kernels only) | `y` from `x` (implicit GEMM) | (16, 16) | as `gemm` |
-//! | [`implicit_gemm`](implicit_gemm) (f16/bf16, sm_80+) | `y` from `x` on tensor cores, NCHW or NHWC | 128 | `(⌈N·OH·OW/64⌉, ⌈Og/64⌉, G)` |
-//! | [`nhwc`](nhwc) (NHWC only) | `y` from `x` on CUDA cores (tiled implicit GEMM, 16-byte loads and stores) | 128 | `(⌈N·OH·OW/64⌉, ⌈Og/64⌉, G)` |
-//! | [`direct`](direct) | `y` from `x` via shared tiles | (16, 16) | `(tiles, G·⌈Og/OCB⌉, N)` |
-//! | [`bwd_data`](backward_data) | `dx` from `gy`: NCHW one thread per element; NHWC the [`nhwc`] tiling | 256; NHWC 128 | `(⌈H·W/256⌉, min(N·C_in, 65535))`; NHWC `(⌈H·W/64⌉, ⌈Cg/64⌉, N·G)` |
-//! | [`bwd_data_implicit_gemm`](implicit_gemm) (f16/bf16, sm_80+) | `dx` from `gy` on tensor cores | 128 | `(⌈H·W/64⌉, ⌈Cg/64⌉, N·G)` |
-//! | [`bwd_filter`](backward_filter) | `dw` from `x`, `gy` (NCHW or NHWC) | 256 | `⌈C_out·Cg·KH·KW / 8⌉` |
-//! | [`bwd_filter_implicit_gemm`](implicit_gemm) (f16/bf16, sm_80+) | `dw` from `x`, `gy` on tensor cores | 128 | `(⌈Og/64⌉, ⌈Cg·KH·KW/64⌉, G)` |
+//! | `im2col` | `cols` from `x` | 256 | `(⌈N·OH·OW/256⌉, min(C_in·KH·KW, 65535))` |
+//! | `gemm` | `y = W_g · cols_g (+ b)` | (16, 16) | `(⌈N·OH·OW/64⌉, ⌈Og/block_m⌉, G)` |
+//! | `1x1` (1×1 kernels only) | `y` from `x` (implicit GEMM) | (16, 16) | as `gemm` |
+//! | `implicit_gemm` (f16/bf16, sm_80+) | `y` from `x` on tensor cores, NCHW or NHWC | 128 | `(⌈N·OH·OW/64⌉, ⌈Og/64⌉, G)` |
+//! | `nhwc` (NHWC only) | `y` from `x` on CUDA cores (tiled implicit GEMM, 16-byte loads and stores) | 128 | `(⌈N·OH·OW/64⌉, ⌈Og/64⌉, G)` |
+//! | `direct` | `y` from `x` via shared tiles | (16, 16) | `(tiles, G·⌈Og/OCB⌉, N)` |
+//! | `bwd_data` | `dx` from `gy`: NCHW one thread per element; NHWC the `nhwc` tiling | 256; NHWC 128 | `(⌈H·W/256⌉, min(N·C_in, 65535))`; NHWC `(⌈H·W/64⌉, ⌈Cg/64⌉, N·G)` |
+//! | `bwd_data_implicit_gemm` (f16/bf16, sm_80+) | `dx` from `gy` on tensor cores | 128 | `(⌈H·W/64⌉, ⌈Cg/64⌉, N·G)` |
+//! | `bwd_filter` | `dw` from `x`, `gy` (NCHW or NHWC) | 256 | `⌈C_out·Cg·KH·KW / 8⌉` |
+//! | `bwd_filter_implicit_gemm` (f16/bf16, sm_80+) | `dw` from `x`, `gy` on tensor cores | 128 | `(⌈Og/64⌉, ⌈Cg·KH·KW/64⌉, G)` |
 //! | `bwd_filter_implicit_gemm_split` (with the above) | f32 partials of `dw` over `S` pixel slices | 128 | `(⌈Og/64⌉, ⌈Cg·KH·KW/64⌉, S·G)` |
 //! | `bwd_filter_reduce` (with the above) | `dw` = the partials summed in slice order | 256 | `⌈C_out·Cg·KH·KW/256⌉` |
-//! | [`bwd_bias`](backward_filter) (with bias) | `db` from `gy` (NCHW or NHWC) | 256 | `⌈C_out / 8⌉` |
+//! | `bwd_bias` (with bias) | `db` from `gy` (NCHW or NHWC) | 256 | `⌈C_out / 8⌉` |
 //!
 //! The NHWC module's forward entries are `implicit_gemm` (where available) and `nhwc`; its
 //! backward entries have NCHW's names (the tensor-core ones where available; its CUDA-core
-//! `bwd_data` is the tiled GEMM of [`nhwc`], its `bwd_filter` and `bwd_bias` NCHW's kernels),
+//! `bwd_data` is the tiled GEMM of `nhwc`, its `bwd_filter` and `bwd_bias` NCHW's kernels),
 //! indexing
 //! `x`/`dx [N, H, W, C_in]`, `gy [N, OH, OW, C_out]` and `w`/`dw [C_out, KH, KW, Cg]`. Every
 //! entry takes its buffers, then `batch, height, width, out_height, out_width` (u32).
