@@ -30,7 +30,7 @@ fn main() -> ExitCode {
 }
 
 const USAGE: &str = "usage: cargo xtask <command>
-  test            install ptxas if needed, then fmt check, clippy, the whole test suite (ptxas required)
+  test            install ptxas if needed, then fmt check, clippy, the whole test suite (ptxas required), rustdoc -D warnings
   examples        run every example (each exits non-zero when it disagrees with its reference)
   test --gpu      the GPU suite: every numerics case on CudaBackend and the interpreter, compared
                   with each other and the host reference, then the examples on the GPU (needs a GPU)
@@ -113,6 +113,10 @@ fn test(extra: &[String]) -> Result<(), String> {
         "-D",
         "warnings",
     ]))?;
+    // The API docs: every intra-doc link resolves and none points at a private item.
+    run(cargo()
+        .env("RUSTDOCFLAGS", "-D warnings")
+        .args(["doc", "--workspace", "--no-deps"]))?;
     match std::fs::read_to_string(&report) {
         Ok(text) => eprintln!(
             "xtask: {}",
