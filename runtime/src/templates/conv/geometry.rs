@@ -319,15 +319,15 @@ impl Conv2dConfig {
         })
     }
 
-    /// `conv2d_bwd_filter`: block 256 (8 warps, one weight element each); grid
-    /// `ceil(C_out·Cg·KH·KW / 8)`.
+    /// `conv2d_bwd_filter`: `conv2d_nhwc`'s tiling over `dw_g [Og, Cg·KH·KW]`, block 128;
+    /// grid `(⌈Og / 64⌉, ⌈Cg·KH·KW / 64⌉, G)`.
     pub fn backward_filter_launch_config(&self) -> Result<LaunchConfig, LaunchError> {
-        let blocks = self.weight_elements().div_ceil(u64::from(WARPS_PER_BLOCK));
-        Ok(LaunchConfig {
-            grid: Dim3::x(grid_dim("weight blocks", blocks, MAX_GRID_X)?),
-            block: Dim3::x(BLOCK_1D),
-            dynamic_shared_bytes: 0,
-        })
+        tile_grid(
+            FILTER_GRID,
+            u64::from(self.out_per_group()),
+            self.filter_len(),
+            ("groups", u64::from(self.groups)),
+        )
     }
 
     /// `conv2d_bwd_bias`: block 256 (8 warps, one output channel each); grid `ceil(C_out / 8)`.
@@ -363,6 +363,15 @@ const IMPLICIT_GRID: TileGrid = TileGrid {
 /// `conv2d_nhwc`'s tiling.
 const NHWC_GRID: TileGrid = TileGrid {
     axes: ["NHWC pixel tiles", "NHWC channel tiles"],
+    tile_m: NHWC_TILE_M,
+    tile_n: NHWC_TILE_N,
+    threads: NHWC_THREADS,
+};
+
+/// The CUDA-core `conv2d_bwd_filter`'s tiling (`conv2d_nhwc`'s, over output channels ×
+/// filter rows).
+const FILTER_GRID: TileGrid = TileGrid {
+    axes: ["filter output-channel tiles", "filter row tiles"],
     tile_m: NHWC_TILE_M,
     tile_n: NHWC_TILE_N,
     threads: NHWC_THREADS,
@@ -450,9 +459,10 @@ mod tests {
             cfg.backward_data_launch_config(&d).unwrap().grid,
             Dim3::new(1, 12, 1)
         );
+        // Og = 20 (one tile of 64), Cg·KH·KW = 18 (one tile), 2 groups.
         assert_eq!(
             cfg.backward_filter_launch_config().unwrap().grid,
-            Dim3::x((40 * 2 * 9u32).div_ceil(8))
+            Dim3::new(1, 1, 2)
         );
         assert_eq!(cfg.backward_bias_launch_config().grid, Dim3::x(5));
     }

@@ -22,7 +22,7 @@
 //! channels, the reduction `(kh, kw, o)`. The k-loop and epilogue are shared.
 
 mod gather;
-mod tile;
+pub(super) mod tile;
 mod transposed;
 
 use super::common::{conv_kernel, DimParams, Dims, Problem};
@@ -94,7 +94,7 @@ pub(crate) fn build_backward_data<T: VectorElem>(cfg: &Conv2dConfig, arch: Arch)
 /// A tiled entry: block [`THREADS`], `.maxnreg` at the block's budget (without it ptxas
 /// targets 128 registers at 128 threads and spilled the f32 and f64 tiles: measured 4 and 16
 /// bytes on sm_80 / sm_90).
-fn tiled_kernel(name: &str, arch: Arch) -> KernelBuilder {
+pub(super) fn tiled_kernel(name: &str, arch: Arch) -> KernelBuilder {
     let mut k = conv_kernel(name, arch);
     k.require_block([THREADS, 1, 1]);
     k.max_registers((arch.registers_per_block() / THREADS).min(arch.max_registers_per_thread()));

@@ -37,18 +37,18 @@ pub(super) const CHANNELS_PER_THREAD: u32 = TILE_N / CHANNEL_LANES;
 const _: () = assert!(GROUPS == 8 && CHANNEL_LANES == GROUPS && PIXEL_LANES == 16);
 
 /// Reduction indices per tile: one 128-byte row of the accumulation type (32 f32, 16 f64).
-pub(super) fn tile_k<A: Float>() -> u32 {
+pub(crate) fn tile_k<A: Float>() -> u32 {
     ROW_BYTES / bytes_of::<A>()
 }
 
 /// Elements of the accumulation type per 16-byte group.
-pub(super) fn group_len<A: Float>() -> u32 {
+pub(crate) fn group_len<A: Float>() -> u32 {
     CHUNK_BYTES / bytes_of::<A>()
 }
 
 /// The two shared tiles.
 #[derive(Clone, Copy)]
-pub(super) struct Tiles<A> {
+pub(crate) struct Tiles<A> {
     pub pixels: SharedArr<A>,
     pub filters: SharedArr<A>,
 }
@@ -65,7 +65,7 @@ impl<A: Float> Tiles<A> {
 
 /// Where the block works.
 #[derive(Clone, Copy)]
-pub(super) struct Block {
+pub(crate) struct Block {
     pub tid: Reg<U32>,
     /// First pixel of the tile.
     pub m0: Reg<U32>,
@@ -97,7 +97,9 @@ impl Block {
         (Self::at(k, group, pixels, Some(first_row)), image)
     }
 
-    fn at(
+    /// Tile `(ctaid.x, ctaid.y)`: rows `m0 = 64·ctaid.x ..` below `pixels`, columns
+    /// `n0 = 64·ctaid.y ..` of `group`.
+    pub(crate) fn at(
         k: &mut KernelBuilder,
         group: Reg<U32>,
         pixels: Reg<U32>,
@@ -121,14 +123,14 @@ impl Block {
 
 /// The output tensor's rows: `width` channels per group, `stride` channels per pixel.
 #[derive(Clone, Copy)]
-pub(super) struct Outputs {
+pub(crate) struct Outputs {
     pub width: u32,
     pub stride: u32,
 }
 
 /// One staged row of a tile: its address and its swizzle `s(row)`.
 #[derive(Clone, Copy)]
-pub(super) struct SwizzledRow {
+pub(crate) struct SwizzledRow {
     addr: Reg<U32>,
     swizzle: Reg<U32>,
 }
@@ -153,7 +155,7 @@ impl SwizzledRow {
 
 /// A thread's outputs and its read addresses: `pixel_reads[v]` is group `v ⊕ s(pl)` of pixel
 /// row `pl`, `filter_reads[v]` group `v ⊕ ol` of channel row `8·ol`.
-pub(super) struct Lanes {
+pub(crate) struct Lanes {
     /// `pl`: the thread's first pixel within the tile.
     pub pixel_lane: Reg<U32>,
     /// `8·ol`: the thread's first channel within the tile.
@@ -186,7 +188,7 @@ impl Lanes {
 }
 
 /// `acc[i][j]`: pixel `pl + 16i`, channel `8·ol + j`, all zero.
-pub(super) fn zero_accumulators<A: Float>(k: &mut KernelBuilder) -> Vec<Vec<Reg<A>>> {
+pub(crate) fn zero_accumulators<A: Float>(k: &mut KernelBuilder) -> Vec<Vec<Reg<A>>> {
     (0..PIXELS_PER_THREAD)
         .map(|_| (0..CHANNELS_PER_THREAD).map(|_| k.zero::<A>()).collect())
         .collect()
@@ -219,7 +221,7 @@ pub(super) fn write_group<A: Float>(k: &mut KernelBuilder, addr: Reg<U32>, value
 /// `acc[i][j] += Σ_kk A[pl + 16i, kk] · W[8·ol + j, kk]` over the staged tile, group by
 /// group: pixel row `pl + 16i`'s group `q` is `pixel_reads[q ⊕ 2i] + 16·128·i`, channel row
 /// `8·ol + j`'s is `filter_reads[q ⊕ j] + 128·j`.
-pub(super) fn multiply<A: Float>(
+pub(crate) fn multiply<A: Float>(
     k: &mut KernelBuilder,
     depth: u32,
     lanes: &Lanes,
@@ -253,7 +255,7 @@ pub(super) fn multiply<A: Float>(
 /// and channels `o < W` (`W` = [`Outputs::width`]), rounded to the storage type. A pixel's 8
 /// channels go out as 16-byte chunks (and the bias comes in as such) when `W` is a multiple
 /// of the chunk; one element at a time otherwise.
-pub(super) fn store_outputs<T: VectorElem>(
+pub(crate) fn store_outputs<T: VectorElem>(
     k: &mut KernelBuilder,
     out: Outputs,
     block: &Block,
