@@ -32,16 +32,20 @@ const CHUNK_PIXELS: u32 = THREADS / CHUNK_LANES;
 
 /// A thread's share of one operand tile.
 pub(super) enum Staging<O: Operand> {
-    AlongPixels(AlongPixels<O>),
+    AlongPixels(AlongPixels),
     AlongRows(AlongRows<O>),
 }
 
 /// [`Staging::AlongPixels`]: one pixel column, many rows.
-pub(super) struct AlongPixels<O: Operand> {
+pub(super) struct AlongPixels {
     /// `kk`: the thread's pixel within the tile.
     column: Reg<U32>,
-    /// The owned rows, decoded, and their shared slots at pixel `kk`.
-    rows: Vec<(O::Row, Reg<U32>)>,
+    /// The operand row of the thread's first row; row `i` is `step·i` further.
+    first_row: Reg<U32>,
+    /// Row `i`'s shared slot at pixel `kk`.
+    slots: Vec<Reg<U32>>,
+    /// Rows between two of the thread's rows, `128 / K`.
+    step: u32,
 }
 
 /// One band of [`Staging::AlongRows`]: the thread's chunk of `E` rows.
@@ -90,15 +94,20 @@ impl<O: Operand> Staging<O> {
             Layout::Nchw => {
                 let column = k.and(tid, depth - 1);
                 let first = k.shr(tid, depth.trailing_zeros());
-                let rows = (0..TILE_M * depth / THREADS)
+                let step = THREADS / depth;
+                let slots = (0..TILE_M / step)
                     .map(|i| {
-                        let row = k.add(first, i * (THREADS / depth));
-                        let at = slot(k, tile, row, column);
-                        let global = k.add(first_row, row);
-                        (operand.row(k, global), at)
+                        let row = k.add(first, i * step);
+                        slot(k, tile, row, column)
                     })
                     .collect();
-                Self::AlongPixels(AlongPixels { column, rows })
+                let first_row = k.add(first_row, first);
+                Self::AlongPixels(AlongPixels {
+                    column,
+                    first_row,
+                    slots,
+                    step,
+                })
             }
             Layout::Nhwc => {
                 let chunk = T::CHUNK;
@@ -149,10 +158,14 @@ impl<O: Operand> Staging<O> {
             Self::AlongPixels(s) => {
                 let p = k.add(k0, s.column);
                 let pixel = operand.pixel(k, p);
-                for (row, at) in &s.rows {
-                    let (index, ok) = operand.locate(k, row, &pixel);
+                // Rows decoded per tile: kept across the loop, 16 decoded filter taps took
+                // ptxas to 254 registers.
+                for (i, &at) in (0u32..).zip(&s.slots) {
+                    let global = k.add(s.first_row, i * s.step);
+                    let row = operand.row(k, global);
+                    let (index, ok) = operand.locate(k, &row, &pixel);
                     let v = load_or_zero::<T>(k, src, index, ok);
-                    k.st_shared(*at, 0, v);
+                    k.st_shared(at, 0, v);
                 }
             }
             Self::AlongRows(s) => {
