@@ -12,7 +12,7 @@
 //! | `direct` | `y` from `x` via shared tiles | (16, 16) | `(tiles, G·⌈Og/OCB⌉, N)` |
 //! | `bwd_data` | `dx` from `gy`: NCHW one thread per element; NHWC the `nhwc` tiling | 256; NHWC 128 | `(⌈H·W/256⌉, min(N·C_in, 65535))`; NHWC `(⌈H·W/64⌉, ⌈Cg/64⌉, N·G)` |
 //! | `bwd_data_implicit_gemm` (f16/bf16, sm_80+) | `dx` from `gy` on tensor cores | 128 | `(⌈H·W/64⌉, ⌈Cg/64⌉, N·G)` |
-//! | `bwd_filter` | `dw` from `x`, `gy` (NCHW or NHWC) | 256 | `⌈C_out·Cg·KH·KW / 8⌉` |
+//! | `bwd_filter` | `dw` from `x`, `gy` on CUDA cores (tiled GEMM per group, NCHW or NHWC) | 128 | `(⌈Og/64⌉, ⌈Cg·KH·KW/64⌉, G)` |
 //! | `bwd_filter_implicit_gemm` (f16/bf16, sm_80+) | `dw` from `x`, `gy` on tensor cores | 128 | `(⌈Og/64⌉, ⌈Cg·KH·KW/64⌉, G)` |
 //! | `bwd_filter_implicit_gemm_split` (with the above) | f32 partials of `dw` over `S` pixel slices | 128 | `(⌈Og/64⌉, ⌈Cg·KH·KW/64⌉, S·G)` |
 //! | `bwd_filter_reduce` (with the above) | `dw` = the partials summed in slice order | 256 | `⌈C_out·Cg·KH·KW/256⌉` |
@@ -52,9 +52,9 @@ pub use nhwc::{
     ENTRY as ENTRY_NHWC, THREADS as NHWC_THREADS, TILE_M as NHWC_TILE_M, TILE_N as NHWC_TILE_N,
 };
 
-/// Threads per block of the 1-D entries (im2col, backward-data, backward-filter/bias).
+/// Threads per block of the 1-D entries (im2col, backward-data, backward-bias).
 pub const BLOCK_1D: u32 = 256;
-/// Output elements per block of the backward-filter and backward-bias entries (one per warp).
+/// Output channels per block of the backward-bias entry (one per warp).
 pub const WARPS_PER_BLOCK: u32 = backward_filter::WARPS;
 
 use gemm::Operand;

@@ -15,8 +15,9 @@
 //!   (128 bytes each; one `ld.global.nc.v4`/`.v2` per lane where [`Operand::chunked`], else
 //!   `E` element loads), then stores every element into its own row: per store the 8 lanes
 //!   of one pixel write rows `E·c + e`, whose swizzles are 8 different groups (with
-//!   `r = 8E·a + E·c + e`, `s(r) = s(E·c + e) ⊕ (E·a mod 8)`), and the 4 pixels (one
-//!   group) 4 different words: every shared phase conflict-free.
+//!   `r = 8E·a + E·c + e`, `s(r) = s(E·c + e) ⊕ (E·a mod 8)`), and the pixels of one
+//!   phase (4 for 4-byte f32 stores, 2 for 8-byte f64: one group) different words: every
+//!   shared phase conflict-free.
 
 use super::super::common::{bytes_of, load_or_zero};
 use super::super::nhwc::tile::{group_len, tile_k, SwizzledRow, THREADS, TILE_M};
