@@ -5,8 +5,9 @@
 //! dilation, padding, several output-channel and filter-row tiles with ragged edges, `Og` and
 //! `Cg` that are and are not multiples of the 16-byte chunk (NHWC vector and element
 //! gathers), pixel counts that are not multiples of the 32- (16-) pixel reduction tile and
-//! tiles that span two images; f16 and f32 on sm_70, f32 and f64 on sm_80. Tolerances as in
-//! `conv_support` (f32 ≤ 1e-5, f16 ≤ 2e-3, f64 ≤ 1e-12 relative to the largest output).
+//! tiles that span two images; f16, bf16 and f32 on sm_70, f32 and f64 on sm_80. Tolerances as
+//! in `conv_support` (f32 ≤ 1e-5, f16 ≤ 2e-3, bf16 ≤ 2e-2, f64 ≤ 1e-12 relative to the largest
+//! output).
 //!
 //! Its counters on the families benchmark shape (3×3 64→64, 16×16, padding 1, batch 1; f16 on
 //! sm_70 and f32): thread instructions per `dw` element at most a tenth of the
@@ -18,7 +19,7 @@
 
 mod conv_support;
 
-use half::f16;
+use half::{bf16, f16};
 use ptxforge_runtime::dtype::DType;
 use ptxforge_runtime::launch::{Backend, Element, LaunchRecord, SimBackend};
 use ptxforge_runtime::templates::conv::kernels::{ENTRY_BWD_BIAS, ENTRY_BWD_FILTER};
@@ -154,12 +155,13 @@ fn run<T: HostFloat + Element>(
     log.swap_remove(0)
 }
 
-/// Every case in both layouts and the four (dtype, target) pairs.
+/// Every case in both layouts and the five (dtype, target) pairs.
 fn run_every_dtype(cases: &[Case], seed: u64) {
     for (i, case) in cases.iter().enumerate() {
         let seed = seed + i as u64;
         for layout in Layout::ALL {
             run::<f16>(case, layout, DType::F16, Arch::Sm70, seed);
+            run::<bf16>(case, layout, DType::BF16, Arch::Sm70, seed);
             run::<f32>(case, layout, DType::F32, Arch::Sm70, seed);
             run::<f32>(case, layout, DType::F32, Arch::Sm80, seed);
             run::<f64>(case, layout, DType::F64, Arch::Sm80, seed);
