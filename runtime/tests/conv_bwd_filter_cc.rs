@@ -44,11 +44,12 @@ fn fixed_cases() -> Vec<Case> {
             shape: shape(2, 9, 10),
         },
         Case {
-            name: "3x3 s2 p1 48→40 groups 2 + bias (Cg 24, Og 20: f16 element gy, 4 row tiles)",
+            name:
+                "3x3 s2 p(1, 0) 48→40 groups 2 + bias (Cg 24, Og 20: f16 element gy, 4 row tiles)",
             cfg: c(48, 40, 3)
-                .with_stride(2, 2)
-                .with_padding(1, 1)
                 .with_groups(2)
+                .with_stride(2, 2)
+                .with_padding(1, 0)
                 .with_bias(true),
             shape: shape(2, 12, 11),
         },
