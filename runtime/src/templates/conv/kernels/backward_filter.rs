@@ -55,6 +55,8 @@ pub(crate) fn build_filter<T: VectorElem>(cfg: &Conv2dConfig, arch: Arch) -> Ker
     let dims = DimParams::declare(&mut k);
     let (x, gy, dw) = (k.global_ptr(x), k.global_ptr(gy), k.global_ptr(dw));
     let d = dims.load(&mut k);
+    // The forward's tiles: `pixels` (the product's M side) holds gradient rows, `filters`
+    // (N side) input rows.
     let tiles = Tiles::<T::Acc>::declare(&mut k);
     k.comment("tile (ctaid.x, ctaid.y) of group ctaid.z: dw rows g*Og + m0, columns n0");
     let group = k.ctaid_z();
