@@ -50,7 +50,9 @@
 //!   it, so a warp request is a run of 32 slab elements (whole sectors), and stores the taps
 //!   inside the tile; the taps past the tile's end wait in registers (`carry`) for the next
 //!   tile, which the same thread fills next (the ring fills tiles in order). Every slab
-//!   element is loaded once and every tile element stored once.
+//!   element is loaded once and every tile element stored once. In f32 the stage is in slab
+//!   order where that fits ([`super::slab_tile`]: 2, 3, 6 or 9 taps), so each store's 32
+//!   lanes hit 32 banks; halves and other tap counts store into the padded rows.
 //!
 //! Element gathers load the element's raw bits ([`TileElem::Bits`]: 16- or 32-bit words)
 //! under their predicate (0 outside) and store them into the slot, which is free because

@@ -40,7 +40,8 @@
 //! `A[(h, w), k] = gy[n, g·Og + o, oh, ow]` where `oh·SH = h + PH − kh·DH` exactly and
 //! `0 ≤ oh < OH` (likewise `ow`), 0 otherwise (the taps that skip this pixel under the
 //! stride, or fall outside the output); `B[k, c] = w[g·Og + o, c, kh, kw]`, stored `[c][k]`
-//! like the forward's B so the same untransposed `ldmatrix` reads it. The grid is
+//! like the forward's B so the same untransposed `ldmatrix` reads it (f32 B gathered by
+//! filter slabs: in slab order instead, read by `ld.shared`, [`slab_tile`]). The grid is
 //! `(⌈H·W / 64⌉, ⌈Cg / 64⌉, N·G)`: a tile never spans two images, so no run-time division
 //! by `H·W` is needed. A is gathered lane → pixel (consecutive `w`, consecutive `ow` of one
 //! tap; for halves without dilation along `w` each `(o, kh)` row of `gy` read once as whole
