@@ -718,33 +718,18 @@ fn implicit_gemm_counter_bars() {
 /// pixel, contiguous but for the pairs that cross into the next filter row (a third of them
 /// with 3 taps), and so does backward-filter's input B on filter columns `f, f + 1`; windows
 /// do not fit there (32 pixels at stride 2 need 65 halves, one more than a warp's words).
-/// tf32 backward-data B: a store writes one filter's slab elements at one column base, and
-/// the bank of tile element `(c, col)` is `(20·c + col) mod 32`, so 8 rows × 9 taps put 3
-/// elements on each bank `≡ base (mod 4)` and 2 on the others: a whole filter (64 rows, 18
-/// requests of 32) needs at least 24 wavefronts whatever the lane → element assignment
-/// (about 1.07 for the whole kernel at best, by a model of its stores); below 1.05 needs
-/// stores that mix filters, i.e. loads that are not whole sectors, or another tile layout.
-/// A row-dependent permutation of columns within aligned groups of 4 (a swizzle) is not
-/// enough alone: it leaves each request's count per 4-bank group unchanged, and a request
-/// of 32 consecutive slab elements holding rows `c` and `c + 2` puts the last `1 + a` taps
-/// of one and the first `4 − a` of the other (`a` = first column mod 4) in one group,
-/// 5 elements for 4 banks (a model of these stores: 2,464 wavefronts for 1,728 requests
-/// per block now, and at least 2,464 under any such swizzle); it also breaks the B
-/// `ldmatrix`, whose rows reach the mma positionally (word `j` of a row is `k = j`).
 /// 28-wide rows (112 bytes of f32): a warp's 32 consecutive pixels start anywhere in a
 /// sector, so the f32 lane → pixel gathers (backward-data A, backward-filter B, forward A)
 /// read 5 sectors for 4; f32 windows need two words per lane (a third more instructions,
 /// see `window.rs`). For halves, forward and backward-data A and backward-filter B read
 /// each input (`gy`) row once as whole sectors (`Strategy::Windows`).
-const KNOWN_GAPS: [(&str, DType, &str, f64, f64); 9] = [
-    ("3x3 p1", DType::F32, "backward-data nchw", 0.9, 1.26),
+const KNOWN_GAPS: [(&str, DType, &str, f64, f64); 7] = [
     ("3x3 p1 w28", DType::F32, "forward nchw", 0.86, 1.05),
-    ("3x3 p1 w28", DType::F32, "backward-data nchw", 0.86, 1.26),
+    ("3x3 p1 w28", DType::F32, "backward-data nchw", 0.86, 1.05),
     ("3x3 p1 w28", DType::F32, "backward-filter nchw", 0.77, 1.05),
     ("3x3 s2 p1", DType::F16, "forward nchw", 0.84, 1.05),
     ("3x3 s2 p1", DType::F16, "backward-filter nchw", 0.84, 1.05),
     ("3x3 s2 p1", DType::F32, "forward nchw", 0.84, 1.05),
-    ("3x3 s2 p1", DType::F32, "backward-data nchw", 0.9, 1.26),
     ("3x3 s2 p1", DType::F32, "backward-filter nchw", 0.84, 1.05),
 ];
 
@@ -1602,6 +1587,93 @@ fn tf32_every_case() {
         for layout in Layout::ALL {
             run_tf32(case, layout, Arch::Sm80, 700 + i as u64);
         }
+    }
+}
+
+/// tf32 backward-data with B gathered by filter slabs into the slab-ordered stage (taps 2,
+/// 3, 6 and 9; `implicit_gemm/slab_tile.rs`) and into the padded rows (5 taps, whose slab
+/// order would not fit a stage): one and two channel tiles (`Cg` 72), groups, ragged `Og·taps`
+/// reductions, against the exact and the tf32-rounded references.
+#[test]
+fn tf32_backward_data_slab_taps() {
+    let c = Conv2dConfig::new;
+    let cases = [
+        (
+            "1x2 taps 2, 6→10",
+            c(6, 10, 1).with_kernel(1, 2),
+            shape(2, 5, 9),
+        ),
+        (
+            "3x1 taps 3 p1, 72→12 groups 1 (two channel tiles)",
+            c(72, 12, 1).with_kernel(3, 1).with_padding(1, 0),
+            shape(1, 6, 5),
+        ),
+        (
+            "2x3 taps 6 s2, 8→20 groups 2",
+            c(8, 20, 1)
+                .with_kernel(2, 3)
+                .with_stride(2, 2)
+                .with_groups(2),
+            shape(2, 9, 8),
+        ),
+        (
+            "3x3 p1, 144→40 groups 2 (Cg 72, K 180)",
+            c(144, 40, 3).with_padding(1, 1).with_groups(2),
+            shape(1, 5, 6),
+        ),
+        (
+            "1x5 taps 5 p2 (padded rows), 5→7",
+            c(5, 7, 1).with_kernel(1, 5).with_padding(0, 2),
+            shape(1, 4, 11),
+        ),
+    ];
+    for (i, (name, cfg, shape)) in cases.into_iter().enumerate() {
+        let case = Case { name, cfg, shape };
+        run_tf32(&case, Layout::Nchw, Arch::Sm80, 900 + i as u64);
+    }
+}
+
+/// The tf32 NCHW backward-data entry stores its shared tiles within 5% of the fewest
+/// wavefronts (the slab-ordered B stage, `implicit_gemm/slab_tile.rs`; the padded `[c][k]`
+/// rows took 1.26×) on the BENCHMARKS.md layer (3 × 3 64 → 64, padding 1, 16 × 16) and the
+/// shapes that share its B gather (stride 2, 28-wide rows at 32 channels, groups 2), with
+/// conflict-free `ldmatrix` and global load efficiency kept (the gathers' loads are those of
+/// the padded-row stage: 0.980, 0.992 and 0.864 there for the first three).
+#[test]
+fn tf32_backward_data_shared_stores_conflict_free() {
+    let c = |channels| Conv2dConfig::new(channels, channels, 3).with_padding(1, 1);
+    let layers = [
+        ("3x3 p1", c(64), 16, 0.975),
+        ("3x3 s2 p1", c(64).with_stride(2, 2), 16, 0.99),
+        ("3x3 p1 w28", c(32), 28, 0.86),
+        ("3x3 p1 groups 2", c(64).with_groups(2), 16, 0.97),
+    ];
+    for (name, layer, size, load_floor) in layers {
+        let cfg = Conv2dConfig {
+            dtype: DType::F32,
+            arch: Arch::Sm80,
+            ..layer.with_allow_tf32(true)
+        };
+        let s = shape(1, size, size);
+        let ptx = cfg.compile().expect("compiles").ptx;
+        let d = cfg.check_shape(&s, false).expect("valid shape");
+        let dev = SimBackend::new();
+        let mut rng = SplitMix64::new(31);
+        let gy = random::<f32>(&dev, &mut rng, d.output_len(&cfg));
+        let w = random::<f32>(&dev, &mut rng, ConvDims::weight_len(&cfg));
+        let mut dx = dev.alloc::<f32>(d.input_len(&cfg)).expect("alloc");
+        let entry = ENTRY_BWD_DATA_IMPLICIT_GEMM;
+        let run = backward_data_with(&cfg, &dev, &ptx, &s, entry, &gy.dev, &w.dev, &mut dx);
+        must(name, run);
+        let log = dev.take_launch_log();
+        let record = log.iter().find(|r| r.entry == entry).expect("ran");
+        print_counters(name, record, dx.len() as f64);
+        let c = &record.counters;
+        let banks = c.shared_bank_conflict_factor();
+        assert!(banks <= 1.05, "{name}: bank conflict factor {banks:.3}");
+        assert!(c.ldmatrix_wavefronts_per_request() <= 4.0 + 1e-9, "{name}");
+        let load = c.global_load_efficiency();
+        assert!(load >= load_floor, "{name}: load efficiency {load:.3}");
     }
 }
 

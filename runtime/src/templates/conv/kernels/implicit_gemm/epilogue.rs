@@ -70,12 +70,22 @@ impl<T: ConvElem + TileElem> Conv<T> {
         let (row0, col0) = self.pos.output_origin(k);
         let row_base = k.add(self.block_m, row0);
         let col_base = k.add(self.block_n, col0);
+        // The slab-ordered B stage permutes the warp's columns (`SlabTile::column`).
+        let slab = self.slab_tile();
+        let col_base = match slab {
+            Some(tile) => {
+                let quad = k.and(self.pos.lane, 3u32);
+                k.mad_lo(quad, tile.lane_column_step() - 2, col_base)
+            }
+            None => col_base,
+        };
+        let column = |ni: u32, j: u32| slab.map_or(ni * 8 + j, |tile| tile.column(ni, j));
         let first_channel = k.mul_lo(self.group, self.n_len());
         // This lane's 8 output columns (per n8 accumulator, 2 columns) and their biases,
         // loaded once for all its rows.
         let columns: Vec<OutputColumn<T::Acc>> = (0..WARP_N_TILES * 2)
             .map(|c| {
-                let o = k.add(col_base, (c / 2) * 8 + c % 2);
+                let o = k.add(col_base, column(c / 2, c % 2));
                 let o_ok = k.setp_lt(o, self.n_len());
                 let bias = self.bias.map(|b| {
                     let channel = k.add(first_channel, o);

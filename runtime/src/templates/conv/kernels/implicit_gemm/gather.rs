@@ -50,7 +50,9 @@
 //!   it, so a warp request is a run of 32 slab elements (whole sectors), and stores the taps
 //!   inside the tile; the taps past the tile's end wait in registers (`carry`) for the next
 //!   tile, which the same thread fills next (the ring fills tiles in order). Every slab
-//!   element is loaded once and every tile element stored once.
+//!   element is loaded once and every tile element stored once. In f32 the stage is in slab
+//!   order where that fits ([`super::slab_tile`]: 2, 3, 6 or 9 taps), so each store's 32
+//!   lanes hit 32 banks; halves and other tap counts store into the padded rows.
 //!
 //! Element gathers load the element's raw bits ([`TileElem::Bits`]: 16- or 32-bit words)
 //! under their predicate (0 outside) and store them into the slot, which is free because
@@ -58,6 +60,7 @@
 
 use super::super::common::{div_const, rem_const, ConvElem};
 use super::addressing::{Coord, Side};
+use super::slab_tile::SlabTile;
 use super::window::WindowLane;
 use super::Conv;
 use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, Scalar, SharedArr, Val, U32};
@@ -107,11 +110,13 @@ pub(super) enum Gather<B: Scalar> {
         slot_bytes: Reg<U32>,
     },
     /// The thread's first slab offset `(block_n·KH·KW + t)`, and its elements of the filter
-    /// the last filled tile cut, kept for the next tile.
+    /// the last filled tile cut, kept for the next tile; `Some` where the stage is in slab
+    /// order ([`SlabTile`], f32), with the thread's byte offset `4·t` in it.
     Slabs {
         first: Reg<U32>,
         tid: Reg<U32>,
         carry: Vec<Reg<B>>,
+        staged: Option<(SlabTile, Reg<U32>)>,
     },
     /// [`Strategy::Windows`] ([`super::window`]).
     Windows(WindowLane),
@@ -224,6 +229,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
                 carry: (0..Self::slab_parts(self.p.taps))
                     .map(|_| k.var::<T::Bits>(zero()))
                     .collect(),
+                staged: self.slab_tile().map(|tile| (tile, k.mul_lo(tid, bytes))),
             },
         }
     }
@@ -360,9 +366,12 @@ impl<T: ConvElem + TileElem> Conv<T> {
                     }
                 }
             }
-            Gather::Slabs { first, tid, carry } => {
-                self.fill_slabs(k, bits, stage, k0, (*first, *tid), carry)
-            }
+            Gather::Slabs {
+                first,
+                tid,
+                carry,
+                staged,
+            } => self.fill_slabs(k, bits, (stage, k0), (*first, *tid), carry, *staged),
             Gather::Windows(lane) => self.fill_windows(k, op, (stage, k0), lane),
         }
     }
@@ -402,14 +411,19 @@ impl<T: ConvElem + TileElem> Conv<T> {
     /// `o ≥ Og` or the row `≥ Cg`), stores the taps inside the tile and keeps those of the
     /// filter that crosses the tile's end in `carry` for the next fill, which stores them:
     /// the ring fills tiles in order, and a warp's loads are whole slab runs.
+    ///
+    /// Where the stage is in slab order ([`SlabTile`]) the element of filter `s` (`−1` for
+    /// the cut one) lands at byte `4·(q + col0) + 4·(taps + 64·taps)·s` plus one run
+    /// (`4·64·taps`) where `col0 + tap ≥ taps` ([`SlabTile::filter_bytes`],
+    /// [`SlabTile::run_bytes`]): one base per part, immediate offsets per filter.
     fn fill_slabs(
         &self,
         k: &mut KernelBuilder,
         bits: GlobalPtr<T::Bits>,
-        stage: Reg<U32>,
-        k0: Reg<U32>,
+        (stage, k0): (Reg<U32>, Reg<U32>),
         (first, tid): (Reg<U32>, Reg<U32>),
         carry: &[Reg<T::Bits>],
+        staged: Option<(SlabTile, Reg<U32>)>,
     ) {
         let p = &self.p;
         let bytes = T::TYPE.bytes();
@@ -419,11 +433,17 @@ impl<T: ConvElem + TileElem> Conv<T> {
         let filter = k.mad_lo(self.group, p.og, o_first);
         let start = k.mad_lo(filter, slab, first);
         let src = k.elem_addr(bits, start);
-        // Column of tap 0 of filter `o_first` (in `0..taps`), and of the cut filter before it
-        // (below 0: wrapping, so one unsigned compare against `K` checks both ends).
+        // Column of tap 0 of filter `o_first` (in `0..taps`).
         let col0 = k.mul_lo(o_first, p.taps);
         let col0 = k.sub(col0, k0);
-        let carried_col0 = k.sub(col0, p.taps);
+        // Slab order: the thread's element of filter `o_first` at word `q + col0` (part 0),
+        // and one run further.
+        let staged = staged.map(|(tile, tid_bytes)| {
+            let at = k.mad_lo(col0, bytes, stage);
+            let at = k.add(at, tid_bytes);
+            let next_run = k.add(at, tile.run_bytes());
+            (tile, at, next_run)
+        });
         // Columns below `limit` belong to filters that start in this tile and exist
         // (`o < Og`: column `< Og·taps − k0`).
         let left = k.sub(p.og * p.taps, k0);
@@ -445,17 +465,40 @@ impl<T: ConvElem + TileElem> Conv<T> {
             let c = k.add(self.block_n, row);
             let c_ok = k.setp_lt(c, p.cg);
             let row_ok = k.and_pred(in_rows, c_ok);
-            let row_at = k.mad_lo(row, Self::ROW * bytes, stage);
-            let store_at = |k: &mut KernelBuilder, col0: Reg<U32>, v: Reg<T::Bits>| {
-                let col = k.add(col0, tap);
+            let part_bytes = i * THREADS * bytes;
+            // The element's column in filter `o_first`.
+            let first_col = k.add(col0, tap);
+            // Where filter `s` of this part lands: its row's byte base and immediate.
+            let dest = match staged {
+                None => SlabDest::Rows(k.mad_lo(row, Self::ROW * bytes, stage)),
+                Some((tile, at, next_run)) => {
+                    let crosses = k.setp_ge(first_col, p.taps);
+                    let base = k.selp(next_run, at, crosses);
+                    SlabDest::Staged(base, tile.filter_bytes())
+                }
+            };
+            let store_at = |k: &mut KernelBuilder, s: i32, v: Reg<T::Bits>| {
+                // Below 0 for the cut filter: wrapping, so one unsigned compare against `K`
+                // checks both ends.
+                let col = match s {
+                    -1 => k.sub(first_col, p.taps),
+                    0 => first_col,
+                    _ => k.add(first_col, s as u32 * p.taps),
+                };
                 let in_tile = k.setp_lt(col, T::TILE_K);
                 let store = k.and_pred(in_tile, in_rows);
-                k.if_then(store, |k| {
-                    let dst = k.mad_lo(col, bytes, row_at);
-                    k.st_shared(dst, 0, v);
+                k.if_then(store, |k| match dest {
+                    SlabDest::Rows(row_at) => {
+                        let dst = k.mad_lo(col, bytes, row_at);
+                        k.st_shared(dst, 0, v);
+                    }
+                    SlabDest::Staged(base, filter_bytes) => {
+                        let offset = part_bytes as i32 + s * filter_bytes as i32;
+                        k.st_shared(base, offset, v);
+                    }
                 });
             };
-            store_at(k, carried_col0, carried);
+            store_at(k, -1, carried);
             for (s, &(col, cut)) in (0u32..).zip(&filters) {
                 let v = k.var::<T::Bits>(zero());
                 let exists = k.setp_lt(col, limit);
@@ -465,11 +508,19 @@ impl<T: ConvElem + TileElem> Conv<T> {
                     let loaded = k.ld_global_nc::<T::Bits>(src, offset as i32);
                     k.assign(v, loaded);
                 });
-                store_at(k, col, v);
+                store_at(k, s as i32, v);
                 k.if_then(cut, |k| k.assign(carried, v));
             }
         }
     }
+}
+
+/// Where [`Gather::Slabs`] stores one part's elements: the padded tile row (byte address of
+/// column 0), or in slab order ([`SlabTile`]) a byte base and the bytes between filters.
+#[derive(Clone, Copy)]
+enum SlabDest {
+    Rows(Reg<U32>),
+    Staged(Reg<U32>, u32),
 }
 
 /// `ok ? bits[index] : 0`, the load only where `ok` holds.

@@ -40,7 +40,8 @@
 //! `A[(h, w), k] = gy[n, g·Og + o, oh, ow]` where `oh·SH = h + PH − kh·DH` exactly and
 //! `0 ≤ oh < OH` (likewise `ow`), 0 otherwise (the taps that skip this pixel under the
 //! stride, or fall outside the output); `B[k, c] = w[g·Og + o, c, kh, kw]`, stored `[c][k]`
-//! like the forward's B so the same untransposed `ldmatrix` reads it. The grid is
+//! like the forward's B so the same untransposed `ldmatrix` reads it (f32 B gathered by
+//! filter slabs: in slab order instead, read by `ld.shared`, [`slab_tile`]). The grid is
 //! `(⌈H·W / 64⌉, ⌈Cg / 64⌉, N·G)`: a tile never spans two images, so no run-time division
 //! by `H·W` is needed. A is gathered lane → pixel (consecutive `w`, consecutive `ow` of one
 //! tap; for halves without dilation along `w` each `(o, kh)` row of `gy` read once as whole
@@ -84,6 +85,7 @@
 mod addressing;
 mod epilogue;
 mod gather;
+mod slab_tile;
 mod split;
 mod window;
 
@@ -96,6 +98,7 @@ use crate::templates::warp_mma::{self as tile, TileElem, WarpPos, CHUNK_BYTES};
 use addressing::Side;
 use epilogue::Output;
 use gather::{Operand, Strategy};
+use slab_tile::{SlabStaged, SlabTile};
 use split::Slice;
 
 pub use split::{ENTRY_REDUCE, ENTRY_SPLIT, REDUCE_THREADS};
@@ -191,7 +194,7 @@ pub(crate) fn available(cfg: &Conv2dConfig) -> bool {
 /// Builds `conv2d_implicit_gemm(x, w, [bias,] y, dims…)`,
 /// `conv2d_bwd_data_implicit_gemm(gy, w, dx, dims…)` or
 /// `conv2d_bwd_filter_implicit_gemm(x, gy, dw, dims…)`.
-pub(crate) fn build<T: ConvElem + TileElem>(
+pub(crate) fn build<T: ConvElem + SlabStaged>(
     cfg: &Conv2dConfig,
     arch: Arch,
     pass: Pass,
@@ -201,7 +204,7 @@ pub(crate) fn build<T: ConvElem + TileElem>(
 
 /// The split backward-filter's entries ([`split`]): `conv2d_bwd_filter_implicit_gemm_split(x,
 /// gy, partials, dims…, slice_tiles)` and `conv2d_bwd_filter_reduce(partials, dw, slices)`.
-pub(crate) fn build_split<T: ConvElem<Acc = F32> + TileElem>(
+pub(crate) fn build_split<T: ConvElem<Acc = F32> + SlabStaged>(
     cfg: &Conv2dConfig,
     arch: Arch,
 ) -> [KernelBuilder; 2] {
@@ -211,7 +214,7 @@ pub(crate) fn build_split<T: ConvElem<Acc = F32> + TileElem>(
     ]
 }
 
-fn build_entry<T: ConvElem + TileElem>(
+fn build_entry<T: ConvElem + SlabStaged>(
     cfg: &Conv2dConfig,
     arch: Arch,
     pass: Pass,
@@ -222,6 +225,7 @@ fn build_entry<T: ConvElem + TileElem>(
     let c = Conv::<T>::setup(&mut k, cfg, pass, split);
     let mut acc = [T::zero_acc(&mut k)];
     let (a_lane, b_lane) = c.pos.fragment_offsets(&mut k, T::TYPE.bytes());
+    let slab_reads = c.slab_tile().map(|tile| tile.lane_reads(&mut k, &c.pos));
     let k_tiles: Val<U32> = match c.reduction {
         Val::Reg(len) => {
             let padded = k.add(len, T::TILE_K - 1);
@@ -244,8 +248,13 @@ fn build_entry<T: ConvElem + TileElem>(
         let a_stage = tile::stage_base(k, c.a.ring, slot);
         let b_stage = tile::stage_base(k, c.b.ring, slot);
         let a_at = k.add(a_stage, a_lane);
-        let b_at = k.add(b_stage, b_lane);
-        T::multiply_tile(k, &mut acc, a_at, &[b_at]);
+        match &slab_reads {
+            Some(reads) => T::multiply_slab_tile(k, &mut acc[0], a_at, b_stage, reads),
+            None => {
+                let b_at = k.add(b_stage, b_lane);
+                T::multiply_tile(k, &mut acc, a_at, &[b_at]);
+            }
+        }
     });
     c.store(&mut k, &acc[0]);
     k
@@ -393,6 +402,13 @@ impl<T: ConvElem + TileElem> Conv<T> {
             }
             _ => Strategy::Columns,
         }
+    }
+
+    /// The slab-ordered B stage ([`slab_tile`]) where B is gathered by filter slabs in f32
+    /// and the layout fits a stage.
+    fn slab_tile(&self) -> Option<SlabTile> {
+        let slabs = self.strategy(Side::B) == Strategy::Slabs && T::TYPE.bytes() == 4;
+        slabs.then(|| SlabTile::new(self.p.taps)).flatten()
     }
 
     /// The GEMM's N extent: `Og` (forward), `Cg` (backward-data), `Cg·KH·KW`
