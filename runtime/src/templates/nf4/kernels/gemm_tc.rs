@@ -15,8 +15,9 @@
 //! word ([`super::code_stage`]): the lane's bytes are byte `(t + lead) mod 4` of words
 //! `q + (t + lead) / 4`, eight 4-byte loads (a quad reads at most two words of its row, the
 //! eight rows' words in distinct banks).
-//! Each code is looked up in the shared f32 code table, multiplied by its block's absmax and
-//! two of them packed by `cvt.rn.{f16x2,bf16x2}.f32`; nothing dequantised is written back.
+//! Each pair of codes becomes one B register in the activation type ([`super::half_dequant`]:
+//! two lookups in a 16-word table of the codes rounded to `T`, one `prmt`, one packed `fma` by
+//! the block's absmax rounded to `T` once per stage); nothing dequantised is written back.
 //!
 //! Absmax: each quad keeps a sliding two-sector window of its row's absmax in registers
 //! ([`AbsmaxWindow`]: whole-sector loads, values shuffled within the quad). Under double
@@ -103,6 +104,8 @@ where
             }
             (None, None) => slice_absmax(k, cfg, &e, n_row, col0),
         };
+        let both: Vec<_> = absmax.iter().map(|&a| (a, a)).collect();
+        let scales = p.half.scales(k, &both);
         let a_lane = p.a_lane(k, slot);
         for s in 0..TC_K / 16 {
             let regs: Vec<_> = (0..2)
@@ -110,7 +113,7 @@ where
                     let q = (2 * s + r) as usize;
                     let even = k.bit_field(words[q], high_shift, 4u32);
                     let odd = k.bit_field(words[q], byte_shift, 4u32);
-                    Pipeline::<T>::dequant_pair(k, &e, (even, absmax[q]), (odd, absmax[q]))
+                    p.half.pair(k, (even, odd), scales[q])
                 })
                 .collect();
             p.mma_step(k, a_lane, s, &[(regs, &acc)]);

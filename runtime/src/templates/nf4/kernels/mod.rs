@@ -74,6 +74,7 @@ mod code_stage;
 mod gemm;
 mod gemm_tc;
 mod gemv;
+mod half_dequant;
 mod tc;
 mod tc_tf32;
 

@@ -29,12 +29,14 @@ use crate::builder::{
     FragA, FragB, FragC, GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Reg, Scalar, SharedArr,
     F32, M16N8K16, U32,
 };
+use crate::ir::CacheLevel;
 use crate::templates::nf4::Nf4Config;
 use crate::templates::staging::{copy_elems, copy_piece};
 
 use super::absmax_stage::AbsmaxStage;
 use super::code_stage::CodeStage;
 pub(super) use super::code_stage::CodeWindow;
+use super::half_dequant::HalfCodes;
 use super::U8;
 
 /// Reduction elements per pipeline stage.
@@ -89,7 +91,7 @@ pub(super) type NTile<'a, T> = (
 );
 
 /// One staged operand's place in the ring and in global memory.
-pub(super) struct Pipeline<T: Scalar> {
+pub(super) struct Pipeline<T: PackedHalf> {
     /// Activation matrix (`rows × a_cols`, row-major) and its compile-time row length.
     act: GlobalPtr<T>,
     a_cols: u32,
@@ -107,10 +109,15 @@ pub(super) struct Pipeline<T: Scalar> {
     pub lane: Reg<U32>,
     /// Byte offset of this lane's `ldmatrix` row in a slot of the activation ring.
     a_lane_offset: Reg<U32>,
+    /// This thread's activation copies, formed once ([`ActCopies`]); `None` when rows are not
+    /// whole slices of 16-byte chunks.
+    act_copies: Option<ActCopies>,
     pub warp: Reg<U32>,
     /// `lane / 4` and `lane % 4`: the mma fragment coordinates.
     pub group: Reg<U32>,
     pub quad: Reg<U32>,
+    /// The code table in `T` that B fragments are dequantised from.
+    pub half: HalfCodes<T>,
 }
 
 impl<T: PackedHalf> Pipeline<T>
@@ -136,10 +143,12 @@ where
         let by = k.ctaid_y();
         let m_base = k.mul_lo(by, ROWS);
         let row = k.and(lane, 15u32);
-        let half = k.shr(lane, 4u32);
-        let col = k.mul_lo(half, 8u32);
+        let lane_half = k.shr(lane, 4u32);
+        let col = k.mul_lo(lane_half, 8u32);
         let halves = k.mad_lo(row, A_STRIDE, col);
         let a_lane_offset = k.mul_lo(halves, 2u32);
+        let half = HalfCodes::new(k, tid);
+        let act_copies = ActCopies::new(k, (e.input, a_cols, e.m), (tid, m_base));
         Self {
             act: e.input,
             a_cols,
@@ -153,9 +162,11 @@ where
             m_base,
             lane,
             a_lane_offset,
+            act_copies,
             warp,
             group,
             quad,
+            half,
         }
     }
 
@@ -217,6 +228,9 @@ where
     /// have an even length, element by element otherwise.
     fn load_activations(&self, k: &mut KernelBuilder, col0: Reg<U32>, slot: Reg<U32>) {
         let stage = Self::slot_base(k, self.a_tiles, A_STAGE_BYTES, slot);
+        if let Some(copies) = &self.act_copies {
+            return copies.issue(k, stage, col0);
+        }
         let elems = copy_elems(self.a_cols, 8);
         let per_row = TC_K / elems;
         if elems == 1 {
@@ -349,19 +363,6 @@ where
             }
         }
     }
-
-    /// Two dequantised weights packed as one B-fragment register: `lo` in bits 0..16. Each is
-    /// `NF4_CODE[code] · absmax` (one `mul.f32`, as the host), rounded once to `T`.
-    pub fn dequant_pair(
-        k: &mut KernelBuilder,
-        e: &Entry<T>,
-        (lo_code, lo_absmax): (Reg<U32>, Reg<F32>),
-        (hi_code, hi_absmax): (Reg<U32>, Reg<F32>),
-    ) -> Reg<T::Pair> {
-        let lo = super::dequant(k, &e.weights, lo_code, lo_absmax);
-        let hi = super::dequant(k, &e.weights, hi_code, hi_absmax);
-        k.pack_f32_pair::<T>(lo, hi)
-    }
 }
 
 /// The absmax of weight element `row · k + col`, the index clamped into the weight so that
@@ -378,4 +379,69 @@ pub(super) fn absmax_clamped<T: Scalar>(
     let last = (cfg.weight_elements() - 1) as u32;
     let elem = k.min(elem, last);
     absmax_at(k, &e.weights, elem)
+}
+
+/// One thread's share of the activation copies when rows are a whole number of [`TC_K`]
+/// slices of 16-byte chunks (`a_cols % 64 = 0`): every chunk of a slice lies inside its row,
+/// so all that depends on the slice is its first column. Thread `tid` copies chunk `tid % 8`
+/// of rows `tid / 8 + 32i`; the row's start (0 past `m`: a valid address read zero bytes) and
+/// source size are formed once, and each stage issues `add`, `mad.wide`, `cp.async` per chunk.
+struct ActCopies {
+    /// Row starts (elements) and source bytes of the thread's chunks, first one first.
+    rows: Vec<(Reg<U32>, Reg<U32>)>,
+    /// Column of the thread's chunk in a slice, and its shared byte offset in a stage.
+    col: Reg<U32>,
+    dst: Reg<U32>,
+    act: crate::builder::Reg<crate::builder::U64>,
+}
+
+/// Rows per pass of the block's threads over a stage: 8 chunks of 8 halves per row.
+const CHUNKS_PER_ROW: u32 = TC_K / 8;
+const ROWS_PER_PASS: u32 = super::THREADS / CHUNKS_PER_ROW;
+
+impl ActCopies {
+    fn new<T: Scalar>(
+        k: &mut KernelBuilder,
+        (act, a_cols, m): (GlobalPtr<T>, u32, Reg<U32>),
+        (tid, m_base): (Reg<U32>, Reg<U32>),
+    ) -> Option<Self> {
+        if !a_cols.is_multiple_of(TC_K) {
+            return None;
+        }
+        let row = k.shr(tid, CHUNKS_PER_ROW.trailing_zeros());
+        let chunk = k.and(tid, CHUNKS_PER_ROW - 1);
+        let col = k.mul_lo(chunk, 8u32);
+        let dst_halves = k.mad_lo(row, A_STRIDE, col);
+        let dst = k.mul_lo(dst_halves, 2u32);
+        let first = k.add(m_base, row);
+        let rows = (0..ROWS / ROWS_PER_PASS)
+            .map(|i| {
+                let grow = k.add(first, i * ROWS_PER_PASS);
+                let inside = k.setp_lt(grow, m);
+                let start = k.mul_lo(grow, a_cols);
+                let start = k.selp(start, 0u32, inside);
+                let bytes = k.selp(16u32, 0u32, inside);
+                (start, bytes)
+            })
+            .collect();
+        Some(Self {
+            rows,
+            col,
+            dst,
+            act: act.addr,
+        })
+    }
+
+    /// Starts this thread's copies of the slice from column `col0` into the stage at `stage`.
+    fn issue(&self, k: &mut KernelBuilder, stage: Reg<U32>, col0: Reg<U32>) {
+        k.comment("cp.async the activation tile (row starts formed once)");
+        let dst = k.add(stage, self.dst);
+        let col = k.add(col0, self.col);
+        for (i, &(start, bytes)) in self.rows.iter().enumerate() {
+            let index = k.add(start, col);
+            let src = k.mad_wide(index, 2u32, self.act);
+            let offset = (2 * i as u32 * ROWS_PER_PASS * A_STRIDE) as i32;
+            k.cp_async_zfill_at(CacheLevel::Cg, dst, offset, src, 16, bytes);
+        }
+    }
 }
