@@ -171,7 +171,7 @@ where
                     (regs, acc[ni].as_slice())
                 })
                 .collect();
-            p.mma_step(k, a_lane, s, &n_tiles);
+            p.mma_steps(k, a_lane, s, &[n_tiles]);
         }
     };
     p.run(&mut k, &e, cfg.n.div_ceil(TC_K), &window, &mut multiply);

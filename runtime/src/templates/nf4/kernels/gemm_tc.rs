@@ -50,6 +50,7 @@ where
     }
     let bx = k.ctaid_x();
     let n_base = k.mul_lo(bx, TILE_N);
+    p.fix_code_rows(&mut k, n_base);
     let warp_col = k.mad_lo(p.warp, 8u32, p.group);
     let n_row = k.add(n_base, warp_col);
     // This lane's bytes `t + 4q` of the window sit at `lead + t + 4q` of its staged row: word
@@ -107,17 +108,20 @@ where
         let both: Vec<_> = absmax.iter().map(|&a| (a, a)).collect();
         let scales = p.half.scales(k, &both);
         let a_lane = p.a_lane(k, slot);
-        for s in 0..TC_K / 16 {
-            let regs: Vec<_> = (0..2)
-                .map(|r| {
-                    let q = (2 * s + r) as usize;
-                    let even = k.bit_field(words[q], high_shift, 4u32);
-                    let odd = k.bit_field(words[q], byte_shift, 4u32);
-                    p.half.pair(k, (even, odd), scales[q])
-                })
-                .collect();
-            p.mma_step(k, a_lane, s, &[(regs, &acc)]);
-        }
+        let steps: Vec<_> = (0..TC_K / 16)
+            .map(|s| {
+                let regs: Vec<_> = (0..2)
+                    .map(|r| {
+                        let q = (2 * s + r) as usize;
+                        let even = k.bit_field(words[q], high_shift, 4u32);
+                        let odd = k.bit_field(words[q], byte_shift, 4u32);
+                        p.half.pair(k, (even, odd), scales[q])
+                    })
+                    .collect();
+                vec![(regs, acc.as_slice())]
+            })
+            .collect();
+        p.mma_steps(k, a_lane, 0, &steps);
     };
     p.run(&mut k, &e, cfg.k.div_ceil(TC_K), &window, &mut multiply);
     let tile_col = k.mad_lo(p.warp, 8u32, n_base);

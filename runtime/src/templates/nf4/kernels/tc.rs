@@ -34,8 +34,8 @@ use crate::templates::nf4::Nf4Config;
 use crate::templates::staging::{copy_elems, copy_piece};
 
 use super::absmax_stage::AbsmaxStage;
-use super::code_stage::CodeStage;
 pub(super) use super::code_stage::CodeWindow;
+use super::code_stage::{CodeStage, FixedRowCopies};
 use super::half_dequant::HalfCodes;
 use super::U8;
 
@@ -100,12 +100,17 @@ pub(super) struct Pipeline<T: PackedHalf> {
     stages: u32,
     /// The staged code window: 64 rows × `code_width` bytes, rows `code_stride` apart.
     pub codes: CodeStage,
+    /// The code copies formed once, when the GEMM's windows keep their rows
+    /// ([`Self::fix_code_rows`]).
+    fixed_codes: Option<FixedRowCopies>,
     /// The window's absmax, when the GEMM stages them with its codes ([`Self::stage_absmax`]).
     pub absmax: Option<AbsmaxStage>,
     tid: Reg<U32>,
     /// Rows of the activation matrix (`m`) and first row of this block's tile.
     m: Reg<U32>,
     m_base: Reg<U32>,
+    /// Whether the block's rows below `m` all lie in its first m16 tile ([`Self::mma_steps`]).
+    one_m_tile: crate::builder::Pred,
     pub lane: Reg<U32>,
     /// Byte offset of this lane's `ldmatrix` row in a slot of the activation ring.
     a_lane_offset: Reg<U32>,
@@ -148,6 +153,8 @@ where
         let halves = k.mad_lo(row, A_STRIDE, col);
         let a_lane_offset = k.mul_lo(halves, 2u32);
         let half = HalfCodes::new(k, tid);
+        let past_first = k.add(m_base, 16u32);
+        let one_m_tile = k.setp_ge(past_first, e.m);
         let act_copies = ActCopies::new(k, (e.input, a_cols, e.m), (tid, m_base));
         Self {
             act: e.input,
@@ -156,10 +163,12 @@ where
             w_tiles,
             stages: shape.stages,
             codes,
+            fixed_codes: None,
             absmax: None,
             tid,
             m: e.m,
             m_base,
+            one_m_tile,
             lane,
             a_lane_offset,
             act_copies,
@@ -182,6 +191,12 @@ where
         let shape = (self.stages, ROWS, row_words);
         let cols = 2 * self.codes.width();
         self.absmax = Some(AbsmaxStage::new(k, (cfg, e, cols), shape, threads));
+    }
+
+    /// Every code window starts at weight row `row0` (only its bytes move): form the copies
+    /// once where the rows allow ([`CodeStage::fixed_rows`]).
+    pub fn fix_code_rows(&mut self, k: &mut KernelBuilder, row0: Reg<U32>) {
+        self.fixed_codes = self.codes.fixed_rows(k, row0, (self.tid, super::THREADS));
     }
 
     fn slot_base(
@@ -212,13 +227,16 @@ where
         let col0 = k.mul_lo(tile, TC_K);
         self.load_activations(k, col0, slot);
         let stage = self.code_slot(k, slot);
-        self.codes.copy(
-            k,
-            e.weights.packed,
-            (self.tid, super::THREADS),
-            codes,
-            stage,
-        );
+        match &self.fixed_codes {
+            Some(fixed) => fixed.issue(k, e.weights.packed, stage, codes.byte0),
+            None => self.codes.copy(
+                k,
+                e.weights.packed,
+                (self.tid, super::THREADS),
+                codes,
+                stage,
+            ),
+        }
         if let Some(absmax) = &self.absmax {
             absmax.fill(k, &e.weights, codes, slot);
         }
@@ -261,35 +279,79 @@ where
         k.add(stage, self.a_lane_offset)
     }
 
-    /// One k16 step `s` of the slice: the A fragments of the 4 m16 tiles by `ldmatrix.x4`,
-    /// then for each n8 tile `(b_regs, acc)` its B fragment from its two packed registers and
-    /// `acc[mi] += A[mi] · B`.
-    pub fn mma_step(
+    /// k16 steps `first ..` of the slice, `steps[i]` the n8 tiles `(b_regs, acc)` of step
+    /// `first + i`: per step the A fragments by `ldmatrix.x4`, then for each n8 tile its B
+    /// fragment from its two packed registers and `acc[mi] += A[mi] · B`. When the block's
+    /// rows below `m` fit its first m16 tile (`m_base + 16 ≥ m`, e.g. every block at `m ≤ 16`)
+    /// only that tile is loaded and multiplied: the others hold rows past `m`, zero-filled,
+    /// whose results are never stored (one warp-uniform branch per call).
+    pub fn mma_steps(
         &self,
         k: &mut KernelBuilder,
         a_lane: Reg<U32>,
-        s: u32,
-        n_tiles: &[NTile<'_, T>],
+        first: u32,
+        steps: &[Vec<NTile<'_, T>>],
     ) {
-        let a = self.a_fragments(k, a_lane, s);
-        for (b_regs, acc) in n_tiles {
-            let b = FragB::<M16N8K16, T>::from_regs(b_regs);
-            for (c, a) in acc.iter().zip(&a) {
-                k.mma_into(c, a, &b, c);
+        let multiply = |k: &mut KernelBuilder, m_tiles: u32| {
+            for (s, n_tiles) in (first..).zip(steps) {
+                let a = self.a_fragments(k, a_lane, s, m_tiles);
+                for (b_regs, acc) in n_tiles {
+                    let b = FragB::<M16N8K16, T>::from_regs(b_regs);
+                    for (c, a) in acc.iter().zip(&a) {
+                        k.mma_into(c, a, &b, c);
+                    }
+                }
             }
-        }
+        };
+        k.if_else(
+            self.one_m_tile,
+            |k| multiply(k, 1),
+            |k| multiply(k, M_TILES),
+        );
     }
 
-    /// The A fragments of k16 step `s` for the 4 m16 tiles.
+    /// The A fragments of k16 step `s` for the first `m_tiles` m16 tiles.
     fn a_fragments(
         &self,
         k: &mut KernelBuilder,
         a_lane: Reg<U32>,
         s: u32,
+        m_tiles: u32,
     ) -> Vec<FragA<M16N8K16, T>> {
-        (0..M_TILES)
+        (0..m_tiles)
             .map(|mi| k.ldmatrix(a_lane, (2 * (mi * 16 * A_STRIDE + s * 16)) as i32))
             .collect()
+    }
+
+    /// [`Self::store`] for an even row length `cols`: each accumulator row's two columns
+    /// `col0, col0 + 1` (even, so the pair is 4-byte aligned) rounded by one
+    /// `cvt.rn.{f16x2,bf16x2}.f32` and stored as one word, at an immediate offset from the
+    /// lane's first element; a pair is inside when its row is below `m` and `col0 < cols`.
+    fn store_pairs(
+        k: &mut KernelBuilder,
+        e: &Entry<T>,
+        (row0, m): (Reg<U32>, Reg<U32>),
+        (col0, cols): (Reg<U32>, u32),
+        acc: &[FragC<M16N8K16, F32>],
+    ) {
+        k.comment("store the output tile, two columns per 32-bit store");
+        let col_inside = k.setp_lt(col0, cols);
+        let rows = k.selp(m, 0u32, col_inside);
+        let index = k.mad_lo(row0, cols, col0);
+        let first = k.elem_addr(e.output, index);
+        for (mi, frag) in acc.iter().enumerate() {
+            let v = frag.f32_regs();
+            for h in 0..2u32 {
+                let dr = 16 * mi as u32 + 8 * h;
+                let row = k.add(row0, dr);
+                let inside = k.setp_lt(row, rows);
+                k.if_then(inside, |k| {
+                    let i = 2 * h as usize;
+                    let pair = k.pack_f32_pair::<T>(v[i], v[i + 1]);
+                    k.st_global(first, (2 * dr * cols) as i32, pair);
+                });
+            }
+        }
     }
 
     /// The warp's accumulators (one 16 × 8 per m16 tile), zeroed.
@@ -348,9 +410,12 @@ where
     ) where
         T: crate::builder::Float,
     {
-        k.comment("store the output tile");
         let col0 = k.mad_lo(self.quad, 2u32, tile_col);
         let row0 = k.add(self.m_base, self.group);
+        if cols.is_multiple_of(2) {
+            return Self::store_pairs(k, e, (row0, self.m), (col0, cols), acc);
+        }
+        k.comment("store the output tile (odd rows: element by element)");
         for (mi, frag) in acc.iter().enumerate() {
             for (i, v) in frag.f32_regs().into_iter().enumerate() {
                 let row = k.add(row0, 16 * mi as u32 + 8 * (i as u32 / 2));
