@@ -160,10 +160,7 @@ where
                         .map(|(reg, pair)| {
                             let [lo, hi] = pair.map(|i| {
                                 let (_, shift) = reads[(rows[i] % 2) as usize];
-                                // `shr` + `and`, not `bfe`: with `bfe` ptxas (12.9, sm_80)
-                                // caps small unrolled shapes at 128 registers and spills.
-                                let shifted = k.shr(words[i][ni], shift);
-                                k.and(shifted, 0xFu32)
+                                k.bit_field(words[i][ni], shift, 4u32)
                             });
                             p.half.pair(k, (lo, hi), scales[2 * ni + reg])
                         })

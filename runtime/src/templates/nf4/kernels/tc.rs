@@ -26,8 +26,8 @@
 
 use super::{absmax_at, Entry};
 use crate::builder::{
-    FragA, FragB, FragC, GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Reg, Scalar, SharedArr,
-    F32, M16N8K16, U32,
+    FragA, FragB, FragC, GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Reg, Scalar, F32,
+    M16N8K16, U32,
 };
 use crate::ir::CacheLevel;
 use crate::templates::nf4::Nf4Config;
@@ -95,8 +95,9 @@ pub(super) struct Pipeline<T: PackedHalf> {
     /// Activation matrix (`rows × a_cols`, row-major) and its compile-time row length.
     act: GlobalPtr<T>,
     a_cols: u32,
-    a_tiles: SharedArr<U8>,
-    w_tiles: SharedArr<U8>,
+    /// Shared byte addresses of the activation and code rings (taken once).
+    a_tiles: Reg<U32>,
+    w_tiles: Reg<U32>,
     stages: u32,
     /// The staged code window: 64 rows × `code_width` bytes, rows `code_stride` apart.
     pub codes: CodeStage,
@@ -138,8 +139,10 @@ where
         shape: Shape,
     ) -> Self {
         let codes = CodeStage::new(cfg, ROWS, shape.code_width, shape.code_stride);
-        let a_tiles = k.shared_array::<U8>("a_ring", shape.stages * A_STAGE_BYTES);
-        let w_tiles = k.shared_array::<U8>("code_ring", shape.stages * codes.stage_bytes());
+        let a_ring = k.shared_array::<U8>("a_ring", shape.stages * A_STAGE_BYTES);
+        let code_ring = k.shared_array::<U8>("code_ring", shape.stages * codes.stage_bytes());
+        let a_tiles = k.shared_base(a_ring);
+        let w_tiles = k.shared_base(code_ring);
         let tid = k.tid_x();
         let lane = k.and(tid, 31u32);
         let warp = k.shr(tid, 5u32);
@@ -199,14 +202,8 @@ where
         self.fixed_codes = self.codes.fixed_rows(k, row0, (self.tid, super::THREADS));
     }
 
-    fn slot_base(
-        k: &mut KernelBuilder,
-        ring: SharedArr<U8>,
-        bytes: u32,
-        slot: Reg<U32>,
-    ) -> Reg<U32> {
-        let base = k.shared_base(ring);
-        k.mad_lo(slot, bytes, base)
+    fn slot_base(k: &mut KernelBuilder, ring: Reg<U32>, bytes: u32, slot: Reg<U32>) -> Reg<U32> {
+        k.mad_lo(slot, bytes, ring)
     }
 
     /// Shared byte address of ring slot `slot` of the code tiles.
