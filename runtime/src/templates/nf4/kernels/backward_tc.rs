@@ -14,14 +14,16 @@
 //! (`g = lane / 4`, `t = lane % 4`) needs column `l = l_base + 32w + 8ni + g` of rows
 //! `j0 + 16s + {2t, 2t+1}` (register 0) and `{2t+8, 2t+9}` (register 1): one nibble from each of
 //! four rows. An n8 tile's eight columns are one 4-byte word of each staged row (word
-//! `4w + ni`), so a lane reads that word of its four rows (`ld.shared.u32`; the four even or
-//! odd rows of a request are 72 words apart: banks 8 apart, the other lanes broadcast) and takes
-//! nibble `g` (element `2b` is the high nibble of byte `b`: shift `8·⌊g/2⌋ + 4·(1 − g mod 2)`).
+//! `4w + ni`), so a lane reads words `4w .. 4w + 4` of each of its four rows, the four n8
+//! tiles' at once (`ld.shared.v4.u32`; one word per tile, `ld.shared.u32`, when rows are off
+//! words; the four even or odd rows of a request are 72 words apart: banks 8 apart, the other
+//! lanes broadcast) and takes nibble `g` by `bfe` (element `2b` is the high nibble of byte `b`: shift `8·⌊g/2⌋ + 4·(1 − g mod 2)`).
 //! When packed rows are not 4-byte multiples a staged row starts `lead` bytes into its first
 //! word ([`super::code_stage`]; one `lead` per row parity for a lane): the lane reads word
 //! `4w + ni + (g/2 + lead) / 4` and byte `(g/2 + lead) mod 4` of it (a row's lanes read at most
 //! two adjacent words; the four rows stay in distinct banks).
-//! Every element is `NF4_CODE[code] · absmax` of its own block, rounded once to `T`; with
+//! Every element is `NF4_CODE[code] · absmax` of its own block in `T` ([`super::half_dequant`]:
+//! a pair's two rows may lie in different blocks, so its scale packs both absmax); with
 //! `k % block = 0` a warp's 32 columns share one block per row (block ≥ 32), so one staged
 //! value serves its four n8 tiles.
 

@@ -15,9 +15,16 @@
 //!   or 4-byte chunks as the packed row length `k / 2` allows; when it is not a multiple of 4,
 //!   the 9 aligned words covering each row's 32 bytes (the row then starts `lead` bytes into its
 //!   staged row, and the readers add it). Codes are never widened in shared memory: each lane
-//!   turns its codes into B-fragment registers itself ([`Pipeline::dequant_pair`]).
+//!   turns its codes into B-fragment registers itself ([`Pipeline::half`]: `half_dequant`).
 //!
 //! The backward stages wider windows ([`Shape`]: 128 bytes of codes per row, 2 stages).
+//!
+//! Copies that only move along the reduction are formed once per thread: the activation rows'
+//! starts and source sizes when rows are whole [`TC_K`] slices ([`ActCopies`]), the forward's
+//! code rows likewise ([`Pipeline::fix_code_rows`]); each stage then issues `add`, `mad.wide`,
+//! `cp.async` per chunk. Blocks whose rows below `m` fit one m16 tile (every block at `m ≤ 16`)
+//! load and multiply only that tile ([`Pipeline::mma_steps`]), and outputs are stored two
+//! columns per 32-bit word when rows have an even length.
 //!
 //! The ring (`stages` deep): tiles `t + 1 .. t + stages − 1` are in flight while tile `t` is
 //! multiplied; each step waits for its own group (`wait_group stages − 2`), synchronises,
