@@ -490,7 +490,7 @@ fn cuda_core_tiled_loads() {
 /// slices of a 64-row tile per block, rows 16.. past `m`). Bars from the figures with the
 /// dequantisation in `T` (`kernels::half_dequant`: per pair of weights two table lookups, one
 /// `prmt`, one packed `fma`; the block's absmax converted once per stage), copies formed once,
-/// pair stores and the one-m16-tile branch: 82.6 and 281.0. The f32 dequantisation before
+/// pair stores and the one-m16-tile branch: 81.8 and 277.5. The f32 dequantisation before
 /// (per weight a `mul.f32`, per pair a `cvt`, a copy's addresses per stage) took 111.1 and
 /// 432.5.
 #[test]

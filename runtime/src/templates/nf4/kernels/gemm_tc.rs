@@ -66,6 +66,7 @@ where
             (row_at, k.shl(byte, 3u32))
         }
     };
+    let code_lane = p.code_lane(&mut k, code_row);
     // Element `2b` is the high nibble of byte `b`.
     let high_shift = k.add(byte_shift, 4u32);
     let aligned = p.codes.word_aligned();
@@ -77,8 +78,7 @@ where
     };
     let mut multiply = |k: &mut KernelBuilder, tile: Reg<U32>, slot: Reg<U32>| {
         k.comment("dequantise this lane's codes into B fragments; mma over the slice");
-        let codes = p.code_slot(k, slot);
-        let at = k.add(codes, code_row);
+        let at = p.code_slot_at(k, code_lane, slot);
         let words: Vec<Reg<U32>> = if aligned {
             let lo = k.ld_shared_v4::<U32>(at, 0);
             let hi = k.ld_shared_v4::<U32>(at, 16);

@@ -509,9 +509,14 @@ fn absmax_at(k: &mut KernelBuilder, w: &Weights, element: Reg<U32>) -> Reg<F32> 
 
 /// `ŵ = NF4_CODE[code] · absmax` (the code table read from shared memory).
 fn dequant(k: &mut KernelBuilder, w: &Weights, code: Reg<U32>, absmax: Reg<F32>) -> Reg<F32> {
-    let slot = k.mad_lo(code, 4u32, w.codebook);
-    let value = k.ld_shared::<F32>(slot, 0);
+    let value = code_value(k, w, code);
     k.mul(value, absmax)
+}
+
+/// `NF4_CODE[code]`, from the shared code table.
+fn code_value(k: &mut KernelBuilder, w: &Weights, code: Reg<U32>) -> Reg<F32> {
+    let slot = k.mad_lo(code, 4u32, w.codebook);
+    k.ld_shared::<F32>(slot, 0)
 }
 
 /// Bits `shift .. shift + 4` of `word`: one 4-bit code (one `and` or `bfe`).

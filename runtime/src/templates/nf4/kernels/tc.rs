@@ -120,8 +120,8 @@ pub(super) struct Pipeline<T: PackedHalf> {
     /// Whether the block's rows below `m` all lie in its first m16 tile ([`Self::mma_steps`]).
     one_m_tile: crate::builder::Pred,
     pub lane: Reg<U32>,
-    /// Byte offset of this lane's `ldmatrix` row in a slot of the activation ring.
-    a_lane_offset: Reg<U32>,
+    /// Shared byte address of this lane's `ldmatrix` row in slot 0 of the activation ring.
+    a_lane0: Reg<U32>,
     /// This thread's activation copies, formed once ([`ActCopies`]); `None` when rows are not
     /// whole slices of 16-byte chunks.
     act_copies: Option<ActCopies>,
@@ -162,6 +162,7 @@ where
         let col = k.mul_lo(lane_half, 8u32);
         let halves = k.mad_lo(row, A_STRIDE, col);
         let a_lane_offset = k.mul_lo(halves, 2u32);
+        let a_lane0 = k.add(a_tiles, a_lane_offset);
         let half = HalfCodes::new(k, tid);
         let past_first = k.add(m_base, 16u32);
         let one_m_tile = k.setp_ge(past_first, e.m);
@@ -180,7 +181,7 @@ where
             m_base,
             one_m_tile,
             lane,
-            a_lane_offset,
+            a_lane0,
             act_copies,
             warp,
             group,
@@ -216,6 +217,16 @@ where
     /// Shared byte address of ring slot `slot` of the code tiles.
     pub fn code_slot(&self, k: &mut KernelBuilder, slot: Reg<U32>) -> Reg<U32> {
         Self::slot_base(k, self.w_tiles, self.codes.stage_bytes(), slot)
+    }
+
+    /// `offset` bytes into slot 0 of the code tiles; [`Self::code_slot_at`] moves it to a slot.
+    pub fn code_lane(&self, k: &mut KernelBuilder, offset: Reg<U32>) -> Reg<U32> {
+        k.add(self.w_tiles, offset)
+    }
+
+    /// The same place as `lane` ([`Self::code_lane`]) in ring slot `slot`.
+    pub fn code_slot_at(&self, k: &mut KernelBuilder, lane: Reg<U32>, slot: Reg<U32>) -> Reg<U32> {
+        Self::slot_base(k, lane, self.codes.stage_bytes(), slot)
     }
 
     /// Starts the copies of reduction slice `tile` into ring slot `slot`: activation columns
@@ -279,8 +290,7 @@ where
     /// `lane % 16`, column `8 · (lane / 16)` (add `16 · A_STRIDE · mi + 16 · s` halves for m16
     /// tile `mi`, k16 step `s`).
     pub fn a_lane(&self, k: &mut KernelBuilder, slot: Reg<U32>) -> Reg<U32> {
-        let stage = Self::slot_base(k, self.a_tiles, A_STAGE_BYTES, slot);
-        k.add(stage, self.a_lane_offset)
+        Self::slot_base(k, self.a_lane0, A_STAGE_BYTES, slot)
     }
 
     /// k16 steps `first ..` of the slice, `steps[i]` the n8 tiles `(b_regs, acc)` of step
