@@ -143,4 +143,47 @@ mod tests {
         assert_eq!(half_bits::<F16>(NF4_CODE[8]), 0x2D18);
         assert_eq!(half_bits::<BF16>(NF4_CODE[8]), 0x3DA3);
     }
+
+    /// `rn(rn(code) · rn(absmax))` against `code · absmax` (f64) for every code and absmax
+    /// spread over values whose weights are normal in both types: within `((1 + u)³ − 1) · |ŵ|`, the module's
+    /// budget.
+    #[test]
+    fn dequantised_in_t_is_within_three_roundings() {
+        fn check<T: Scalar>(u: f64) {
+            let round = |x: f32| from_bits::<T>(half_bits::<T>(x));
+            let bound = (1.0 + u).powi(3) - 1.0;
+            let mut worst = 0.0f64;
+            for i in 0..4000 {
+                // absmax from 1e-3 to 1e3, log-spaced: every non-zero weight (|code| ≥ 0.0796)
+                // stays above f16's smallest normal, 2⁻¹⁴ = 6.1e-5 (below it f16 rounds with an
+                // absolute error, the old single rounding included).
+                let absmax = 10f64.powf(-3.0 + 6.0 * f64::from(i) / 4000.0) as f32;
+                for &code in &NF4_CODE {
+                    let exact = f64::from(code) * f64::from(absmax);
+                    let got = f64::from(round(round(code) * round(absmax)));
+                    if exact != 0.0 {
+                        worst = worst.max((got - exact).abs() / exact.abs());
+                    } else {
+                        assert_eq!(got, 0.0);
+                    }
+                }
+            }
+            eprintln!(
+                "{:?}: worst relative error {worst:.3e}, bound {bound:.3e}",
+                T::TYPE
+            );
+            assert!(worst <= bound, "{worst} > {bound}");
+            assert!(worst > u, "{worst}: the products should round too");
+        }
+        check::<F16>(2f64.powi(-11));
+        check::<BF16>(2f64.powi(-8));
+    }
+
+    /// The value of `T` bits.
+    fn from_bits<T: Scalar>(bits: u16) -> f32 {
+        match T::TYPE {
+            Type::F16 => half::f16::from_bits(bits).to_f32(),
+            _ => half::bf16::from_bits(bits).to_f32(),
+        }
+    }
 }
