@@ -1,9 +1,9 @@
 //! The NF4 tiled GEMMs on the tensor-core path (f16/bf16, sm_80), in the interpreter with every
 //! sanitizer check on.
 //!
-//! Reference: exactly what the kernels multiply — each weight dequantised as the host does
-//! (`NF4_CODE[code] · absmax`, f32) and then rounded once to the activation type (the B fragment
-//! holds `T`), products summed in f64. Tolerance relative to `max |ref|` over the output: f16
+//! Reference: exactly what the kernels multiply — each weight dequantised in the activation
+//! type `T` (`rn(rn(NF4_CODE[code]) · rn(absmax))`, every rounding to `T`, nearest even: the B
+//! fragment holds `T`; `kernels::half_dequant`), products summed in f64. Tolerance relative to `max |ref|` over the output: f16
 //! 2e-3, bf16 2e-2 (f32 accumulation in mma order plus the one rounding of each output to `T`).
 //! With one-hot activations every output is a single rounded weight, so there the kernels must
 //! match bit for bit. Shapes take ≥ 3 trips of the 3-stage ring in both GEMMs, two row tiles,
@@ -16,7 +16,7 @@ use half::{bf16, f16};
 use ptxforge_runtime::arch::Arch;
 use ptxforge_runtime::launch::{Backend, LaunchRecord, SimBackend};
 use ptxforge_runtime::templates::nf4::launch::{self as nf4_launch, DeviceWeights, Nf4Activation};
-use ptxforge_runtime::templates::nf4::{dequantize, quantize, Nf4Config, Nf4DoubleQuant};
+use ptxforge_runtime::templates::nf4::{quantize, Nf4Config, Nf4DoubleQuant, NF4_CODE};
 use ptxforge_runtime::templates::testing::{HostFloat, SplitMix64};
 use ptxforge_runtime::templates::KernelFamily;
 use ptxforge_runtime::DType;
@@ -49,14 +49,21 @@ fn run<T: Nf4Activation + HostFloat>(cfg: &Nf4Config, m: u32, a: &[f64], g: &[f6
     } else {
         (DeviceWeights::upload(&dev, &q).unwrap(), q)
     };
-    // Rounded from the f32 value (as `cvt.rn.*x2.f32` does): `half`'s `bf16::from_f64` does not
-    // round every f64 to nearest (e.g. f32 0x3ca08004 goes down), so it is not used here.
-    let weights = dequantize(&host)
-        .unwrap()
-        .into_iter()
-        .map(|x| match cfg.dtype {
-            DType::F16 => f16::from_f32(x).to_f64(),
-            _ => bf16::from_f32(x).to_f64(),
+    // Dequantised in `T` as the kernels do: code and absmax each rounded to `T`, their product
+    // (exact in f32: 11- or 8-bit significands) rounded once more. Rounded from f32 values (as
+    // `cvt.rn.*x2.f32` does): `half`'s `bf16::from_f64` does not round every f64 to nearest
+    // (e.g. f32 0x3ca08004 goes down), so it is not used here.
+    let to_t = |x: f32| -> f32 {
+        match cfg.dtype {
+            DType::F16 => f16::from_f32(x).to_f32(),
+            _ => bf16::from_f32(x).to_f32(),
+        }
+    };
+    let weights = (0..host.len)
+        .map(|i| {
+            let code = to_t(NF4_CODE[usize::from(host.code(i))]);
+            let absmax = to_t(host.absmax[i / host.block]);
+            f64::from(to_t(code * absmax))
         })
         .collect();
     let to_t = |v: &[f64]| -> Vec<T> { v.iter().map(|&x| T::from_f64(x)).collect() };

@@ -15,7 +15,8 @@
 //! (`QuantState.as_dict(packed=True)` in bitsandbytes.) Everything is checked before anything is
 //! returned; a file that is not such a state is a [`CheckpointError`] naming the tensor at fault.
 //! The loaded state is the stored bytes, never re-quantised: [`LoadedNf4::dequantize`] and the
-//! kernels reproduce `bitsandbytes.functional.dequantize_4bit` bit for bit.
+//! kernels reproduce `bitsandbytes.functional.dequantize_4bit` bit for bit (the f16/bf16
+//! tensor-core GEMMs dequantise in the activation type, within `3u · |ŵ|`: see `kernels`).
 
 use safetensors::{Dtype, SafeTensors};
 use serde_json::Value;

@@ -125,7 +125,7 @@ impl AbsmaxWindow {
             let run = cfg.block.min(TC_K);
             let runs: Vec<Reg<F32>> = (0..TC_K / run)
                 .map(|j| {
-                    let b = k.add(b_lo, j);
+                    let b = if j == 0 { b_lo } else { k.add(b_lo, j) };
                     self.broadcast(k, b)
                 })
                 .collect();
@@ -198,8 +198,8 @@ impl AbsmaxWindow {
         let parity = k.and(offset, 1u32);
         let odd = k.setp(CmpOp::Ne, parity, 0u32);
         let held = k.selp(y, x, odd);
-        let within = k.and(offset, SECTOR - 1);
-        let holder = k.shr(within, 1u32);
+        // Bits 1..3 of the offset: `(offset mod 8) / 2`.
+        let holder = k.bit_field(offset, 1u32, 2u32);
         let src = quad_member_lane(k, self.quad_lane, holder, self.stride);
         k.shfl_idx(held, src)
     }

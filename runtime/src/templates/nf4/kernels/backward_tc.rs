@@ -14,14 +14,16 @@
 //! (`g = lane / 4`, `t = lane % 4`) needs column `l = l_base + 32w + 8ni + g` of rows
 //! `j0 + 16s + {2t, 2t+1}` (register 0) and `{2t+8, 2t+9}` (register 1): one nibble from each of
 //! four rows. An n8 tile's eight columns are one 4-byte word of each staged row (word
-//! `4w + ni`), so a lane reads that word of its four rows (`ld.shared.u32`; the four even or
-//! odd rows of a request are 72 words apart: banks 8 apart, the other lanes broadcast) and takes
-//! nibble `g` (element `2b` is the high nibble of byte `b`: shift `8·⌊g/2⌋ + 4·(1 − g mod 2)`).
+//! `4w + ni`), so a lane reads words `4w .. 4w + 4` of each of its four rows, the four n8
+//! tiles' at once (`ld.shared.v4.u32`; one word per tile, `ld.shared.u32`, when rows are off
+//! words; the four even or odd rows of a request are 72 words apart: banks 8 apart, the other
+//! lanes broadcast) and takes nibble `g` by `bfe` (element `2b` is the high nibble of byte `b`: shift `8·⌊g/2⌋ + 4·(1 − g mod 2)`).
 //! When packed rows are not 4-byte multiples a staged row starts `lead` bytes into its first
 //! word ([`super::code_stage`]; one `lead` per row parity for a lane): the lane reads word
 //! `4w + ni + (g/2 + lead) / 4` and byte `(g/2 + lead) mod 4` of it (a row's lanes read at most
 //! two adjacent words; the four rows stay in distinct banks).
-//! Every element is `NF4_CODE[code] · absmax` of its own block, rounded once to `T`; with
+//! Every element is `NF4_CODE[code] · absmax` of its own block in `T` ([`super::half_dequant`]:
+//! a pair's two rows may lie in different blocks, so its scale packs both absmax); with
 //! `k % block = 0` a warp's 32 columns share one block per row (block ≥ 32), so one staged
 //! value serves its four n8 tiles.
 
@@ -112,6 +114,7 @@ where
         row0: k.mul_lo(tile, TC_K),
         byte0,
     };
+    let aligned = p.codes.word_aligned();
     let mut multiply = |k: &mut KernelBuilder, tile: Reg<U32>, slot: Reg<U32>| {
         k.comment("dequantise this lane's columns of four rows per step into B fragments");
         let codes = p.code_slot(k, slot);
@@ -129,32 +132,45 @@ where
         let absmax_slot = absmax.slot(k, slot);
         let lane = absmax.lane_tile(k, &reader, absmax_slot, lane_j);
         for s in 0..TC_K / 16 {
-            // The absmax of each of the step's four rows `16s + d`, per n8 tile.
+            // The step's four rows `16s + d`: register 0 pairs rows `2t, 2t + 1`, register 1
+            // rows `2t + 8, 2t + 9`.
             let rows = [0u32, 1, 8, 9].map(|d| 16 * s + d);
-            let scales = rows.map(|r| absmax.read_columns(k, &lane, r, &tile_cols));
-            let n_tiles: Vec<_> = (0..N_TILES)
+            let columns = rows.map(|r| absmax.read_columns(k, &lane, r, &tile_cols));
+            // Scale of register `reg` of tile `ni`: index `2 · ni + reg`.
+            let pairs: Vec<_> = (0..N_TILES as usize)
+                .flat_map(|ni| [(0, 1), (2, 3)].map(|(a, b)| (columns[a][ni], columns[b][ni])))
+                .collect();
+            let scales = p.half.scales(k, &pairs);
+            // Each row's words of the four n8 tiles: one 16-byte load when rows are word
+            // aligned (4 consecutive words at a 16-byte multiple), else one word per tile.
+            let words = rows.map(|r| {
+                let (at, _) = reads[(r % 2) as usize];
+                let offset = (r * SHAPE.code_stride) as i32;
+                if aligned {
+                    k.ld_shared_v4::<U32>(at, offset).to_vec()
+                } else {
+                    (0..N_TILES)
+                        .map(|ni| k.ld_shared::<U32>(at, offset + 4 * ni as i32))
+                        .collect()
+                }
+            });
+            let n_tiles: Vec<_> = (0..N_TILES as usize)
                 .map(|ni| {
                     let regs = [[0usize, 1], [2, 3]]
                         .into_iter()
-                        .map(|pair| {
+                        .enumerate()
+                        .map(|(reg, pair)| {
                             let [lo, hi] = pair.map(|i| {
-                                let r = rows[i];
-                                let (at, shift) = reads[(r % 2) as usize];
-                                let offset = r * SHAPE.code_stride + 4 * ni;
-                                let w = k.ld_shared::<U32>(at, offset as i32);
-                                // `shr` + `and`, not `bfe`: with `bfe` ptxas (12.9, sm_80)
-                                // caps small unrolled shapes at 128 registers and spills.
-                                let shifted = k.shr(w, shift);
-                                let code = k.and(shifted, 0xFu32);
-                                (code, scales[i][ni as usize])
+                                let (_, shift) = reads[(rows[i] % 2) as usize];
+                                k.bit_field(words[i][ni], shift, 4u32)
                             });
-                            Pipeline::<T>::dequant_pair(k, &e, lo, hi)
+                            p.half.pair(k, (lo, hi), scales[2 * ni + reg])
                         })
                         .collect();
-                    (regs, acc[ni as usize].as_slice())
+                    (regs, acc[ni].as_slice())
                 })
                 .collect();
-            p.mma_step(k, a_lane, s, &n_tiles);
+            p.mma_steps(k, a_lane, s, &[n_tiles]);
         }
     };
     p.run(&mut k, &e, cfg.n.div_ceil(TC_K), &window, &mut multiply);

@@ -231,6 +231,97 @@ impl CodeStage {
     }
 }
 
+/// One thread's share of [`CodeStage::copy`] for windows whose rows stay fixed while
+/// `byte0` moves along them (the forward's: the block's weight rows, slice after slice), when
+/// rows are a whole number of windows: each chunk's row start (0 for rows past `n`, a valid
+/// address read zero bytes), source size and shared offset are formed once, and each stage
+/// issues `add`, `mad.wide`, `cp.async` per chunk.
+pub(super) struct FixedRowCopies {
+    /// Per pass: global index of the chunk's first byte at `byte0 = 0`, source bytes, shared
+    /// offset, and whether this thread has a chunk in the pass (`None`: every thread has).
+    chunks: Vec<FixedChunk>,
+    chunk: u32,
+}
+
+/// One pass of [`FixedRowCopies`].
+struct FixedChunk {
+    start: Reg<U32>,
+    bytes: Reg<U32>,
+    dst: Reg<U32>,
+    active: Option<crate::builder::Pred>,
+}
+
+impl CodeStage {
+    /// [`FixedRowCopies`] for windows of rows `row0 ..`, when packed rows are 4-byte
+    /// multiples and a whole number of windows long.
+    pub fn fixed_rows(
+        &self,
+        k: &mut KernelBuilder,
+        row0: Reg<U32>,
+        (tid, threads): (Reg<U32>, u32),
+    ) -> Option<FixedRowCopies> {
+        if !self.word_aligned() || !self.row_bytes.is_multiple_of(self.width) {
+            return None;
+        }
+        let chunk = self.chunk();
+        let per_row = self.width / chunk;
+        let slots = self.rows * per_row;
+        let chunks = (0..slots.div_ceil(threads))
+            .map(|i| {
+                let c = k.add(tid, i * threads);
+                let active = ((i + 1) * threads > slots).then(|| k.setp_lt(c, slots));
+                let r = k.shr(c, per_row.trailing_zeros());
+                let piece = k.and(c, per_row - 1);
+                let b = k.mul_lo(piece, chunk);
+                let dst = k.mad_lo(r, self.stride, b);
+                let grow = k.add(row0, r);
+                let inside = k.setp_lt(grow, self.n);
+                let start = k.mad_lo(grow, self.row_bytes, b);
+                let start = k.selp(start, b, inside);
+                let bytes = k.selp(chunk, 0u32, inside);
+                FixedChunk {
+                    start,
+                    bytes,
+                    dst,
+                    active,
+                }
+            })
+            .collect();
+        Some(FixedRowCopies { chunks, chunk })
+    }
+}
+
+impl FixedRowCopies {
+    /// Starts this thread's copies of the window at `byte0` into the stage at shared byte
+    /// `stage`.
+    pub fn issue(
+        &self,
+        k: &mut KernelBuilder,
+        packed: GlobalPtr<U8>,
+        stage: Reg<U32>,
+        byte0: Reg<U32>,
+    ) {
+        k.comment("cp.async the packed codes (row starts formed once)");
+        let cache = if self.chunk == 16 {
+            CacheLevel::Cg
+        } else {
+            CacheLevel::Ca
+        };
+        for c in &self.chunks {
+            let copy = |k: &mut KernelBuilder| {
+                let at = k.add(stage, c.dst);
+                let index = k.add(c.start, byte0);
+                let src = k.mad_wide(index, 1u32, packed.addr);
+                k.cp_async_zfill(cache, at, src, self.chunk, c.bytes);
+            };
+            match c.active {
+                Some(active) => k.if_then(active, copy),
+                None => copy(k),
+            }
+        }
+    }
+}
+
 /// A shared ring of staged code windows, each covering `span` consecutive K tiles of a
 /// `stages`-deep `cp.async` ring (tile `t` filled `stages − 1` steps before it is read).
 ///

@@ -15,8 +15,9 @@
 //! word ([`super::code_stage`]): the lane's bytes are byte `(t + lead) mod 4` of words
 //! `q + (t + lead) / 4`, eight 4-byte loads (a quad reads at most two words of its row, the
 //! eight rows' words in distinct banks).
-//! Each code is looked up in the shared f32 code table, multiplied by its block's absmax and
-//! two of them packed by `cvt.rn.{f16x2,bf16x2}.f32`; nothing dequantised is written back.
+//! Each pair of codes becomes one B register in the activation type ([`super::half_dequant`]:
+//! two lookups in a 16-word table of the codes rounded to `T`, one `prmt`, one packed `fma` by
+//! the block's absmax rounded to `T` once per stage); nothing dequantised is written back.
 //!
 //! Absmax: each quad keeps a sliding two-sector window of its row's absmax in registers
 //! ([`AbsmaxWindow`]: whole-sector loads, values shuffled within the quad). Under double
@@ -49,6 +50,7 @@ where
     }
     let bx = k.ctaid_x();
     let n_base = k.mul_lo(bx, TILE_N);
+    p.fix_code_rows(&mut k, n_base);
     let warp_col = k.mad_lo(p.warp, 8u32, p.group);
     let n_row = k.add(n_base, warp_col);
     // This lane's bytes `t + 4q` of the window sit at `lead + t + 4q` of its staged row: word
@@ -64,6 +66,7 @@ where
             (row_at, k.shl(byte, 3u32))
         }
     };
+    let code_lane = p.code_lane(&mut k, code_row);
     // Element `2b` is the high nibble of byte `b`.
     let high_shift = k.add(byte_shift, 4u32);
     let aligned = p.codes.word_aligned();
@@ -75,8 +78,7 @@ where
     };
     let mut multiply = |k: &mut KernelBuilder, tile: Reg<U32>, slot: Reg<U32>| {
         k.comment("dequantise this lane's codes into B fragments; mma over the slice");
-        let codes = p.code_slot(k, slot);
-        let at = k.add(codes, code_row);
+        let at = p.code_slot_at(k, code_lane, slot);
         let words: Vec<Reg<U32>> = if aligned {
             let lo = k.ld_shared_v4::<U32>(at, 0);
             let hi = k.ld_shared_v4::<U32>(at, 16);
@@ -103,18 +105,23 @@ where
             }
             (None, None) => slice_absmax(k, cfg, &e, n_row, col0),
         };
+        let both: Vec<_> = absmax.iter().map(|&a| (a, a)).collect();
+        let scales = p.half.scales(k, &both);
         let a_lane = p.a_lane(k, slot);
-        for s in 0..TC_K / 16 {
-            let regs: Vec<_> = (0..2)
-                .map(|r| {
-                    let q = (2 * s + r) as usize;
-                    let even = k.bit_field(words[q], high_shift, 4u32);
-                    let odd = k.bit_field(words[q], byte_shift, 4u32);
-                    Pipeline::<T>::dequant_pair(k, &e, (even, absmax[q]), (odd, absmax[q]))
-                })
-                .collect();
-            p.mma_step(k, a_lane, s, &[(regs, &acc)]);
-        }
+        let steps: Vec<_> = (0..TC_K / 16)
+            .map(|s| {
+                let regs: Vec<_> = (0..2)
+                    .map(|r| {
+                        let q = (2 * s + r) as usize;
+                        let even = k.bit_field(words[q], high_shift, 4u32);
+                        let odd = k.bit_field(words[q], byte_shift, 4u32);
+                        p.half.pair(k, (even, odd), scales[q])
+                    })
+                    .collect();
+                vec![(regs, acc.as_slice())]
+            })
+            .collect();
+        p.mma_steps(k, a_lane, 0, &steps);
     };
     p.run(&mut k, &e, cfg.k.div_ceil(TC_K), &window, &mut multiply);
     let tile_col = k.mad_lo(p.warp, 8u32, n_base);

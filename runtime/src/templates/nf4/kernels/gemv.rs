@@ -10,16 +10,17 @@
 //!    into a 16-byte aligned body and, when `k % 32 ≠ 0`, a head and a tail of at most 15 bytes.
 //!    Body: lane `l` loads chunk `l` (`ld.global.nc.v4.u32`, 32 codes; the warp reads up to 512
 //!    contiguous bytes in one request). A chunk's first element index is a multiple of 32, so
-//!    its 32 weights lie in one quantisation block: one absmax per chunk. Head and tail: one byte
-//!    (two weights, one block) per lane. Each lane keeps one f32 accumulator per activation row.
+//!    its 32 weights lie in one quantisation block: one absmax per chunk, applied once per chunk
+//!    and row to `Σ a · NF4_CODE[code]` (not to each weight). Head and tail: one byte (two
+//!    weights, one block) per lane. Each lane keeps one f32 accumulator per activation row.
 //!
 //! Finally the warp sums each accumulator with butterfly shuffles (fixed order: deterministic) and
 //! lane 0 rounds and stores `C[i, j]`. Barriers sit only in block-uniform code: warps without a
 //! row (`j ≥ n`) still stage and synchronise.
 
 use super::{
-    absmax_at, dequant, entry_prologue, load_activation, load_byte, nibble, store_output, Entry,
-    GEMV_ENTRY, GEMV_MAX_M, GEMV_ROWS_PER_BLOCK, THREADS,
+    absmax_at, code_value, dequant, entry_prologue, load_activation, load_byte, nibble,
+    store_output, Entry, GEMV_ENTRY, GEMV_MAX_M, GEMV_ROWS_PER_BLOCK, THREADS,
 };
 use crate::builder::{Float, KernelBuilder, Pred, Reg, SharedArr, F32, U32};
 use crate::ir::CmpOp;
@@ -207,17 +208,22 @@ fn body_chunk<T: Float>(
             for q in 0..4 {
                 for shift in [8 * q + 4, 8 * q] {
                     let code = nibble(k, word, shift);
-                    w.push(dequant(k, &e.weights, code, absmax));
+                    w.push(code_value(k, &e.weights, code));
                 }
             }
         }
         let slots = chunk_slots(k, cfg, r, window_elem, elem0);
+        // The chunk's 32 weights share one absmax: `Σ_t a_t · (code_t · absmax)` is taken as
+        // `(Σ_t a_t · code_t) · absmax`, one multiply per chunk and row instead of one per
+        // weight (with a one-hot row still exactly `code · absmax`, the host's `mul.rn`).
         for_each_activation_row(k, cfg, e.m, |k, i, _| {
+            let partial = k.var::<F32>(0.0f32);
             for (t, (wv, slot)) in w.iter().zip(&slots).enumerate() {
                 let word = i as u32 * A_ROW_WORDS + t as u32;
                 let a = k.ld_shared::<F32>(*slot, 4 * word as i32);
-                k.fma_into(r.acc[i], a, *wv, r.acc[i]);
+                k.fma_into(partial, a, *wv, partial);
             }
+            k.fma_into(r.acc[i], partial, absmax, r.acc[i]);
         });
     });
 }

@@ -29,8 +29,9 @@
 //! block): activations by a 3-stage `cp.async` ring into padded shared memory and `ldmatrix`,
 //! packed codes by `cp.async` into shared memory (`code_stage`: whole chunks, or the aligned
 //! words covering rows that are not 4-byte multiples) and dequantised in registers straight
-//! into `mma.m16n8k16` B fragments (each weight rounded once to the activation type there), f32
-//! accumulators. f32 activations with `allow_tf32` take `tc_tf32` (tf32 `mma.m16n8k8` on the
+//! into `mma.m16n8k16` B fragments in the activation type (`half_dequant`: a 16-word table of
+//! the codes rounded to `T`, one `prmt` and one packed `fma` by the block's absmax rounded to
+//! `T` per pair of weights), f32 accumulators. f32 activations with `allow_tf32` take `tc_tf32` (tf32 `mma.m16n8k8` on the
 //! shared `warp_mma` tile, blocks of 128 threads: [`gemm_threads`], the backward's A tile
 //! against 4 B tiles, 256 columns; its codes ride the same ring,
 //! the forward's 32 bytes per weight row every 4 stages (`code_stage::CodeRing`), and are
@@ -59,10 +60,14 @@
 //! bytes of one absmax sector at block 64; tf32 0.95 at `m = 80`); rows off sector boundaries
 //! and the CUDA-core backward are listed there with their figures.
 //!
-//! Dequantisation is the host's, bit for bit: `ŵ = NF4_CODE[code] · absmax` (one `mul.rn.f32`),
-//! with `absmax = map[code8] · nested_absmax + offset` (`mul.rn`, `add.rn`: never contracted to
-//! an fma) under double quantisation. The 16 code values
-//! live in a 64-byte shared table (16 words in 16 banks, so any warp-wide lookup is one wavefront).
+//! Dequantisation is the host's, bit for bit, on every path but the f16/bf16 tensor-core GEMMs:
+//! `ŵ = NF4_CODE[code] · absmax` (one `mul.rn.f32`), with `absmax = map[code8] · nested_absmax +
+//! offset` (`mul.rn`, `add.rn`: never contracted to an fma) under double quantisation (that
+//! absmax is the host's on every path). The f16/bf16 tensor-core GEMMs multiply in the
+//! activation type instead, `rn(rn(NF4_CODE[code]) · rn(absmax))` with every rounding to `T`
+//! (as bitsandbytes' 4-bit kernels do; within `3u · |ŵ|`, `u` = 2⁻¹¹ f16, 2⁻⁸ bf16: the error
+//! budget is in `half_dequant`). The 16 code values live in a 64-byte shared table, in f32 or
+//! in `T` (16 words in 16 banks, so any warp-wide lookup is one wavefront).
 
 mod absmax_stage;
 mod absmax_window;
@@ -74,6 +79,7 @@ mod code_stage;
 mod gemm;
 mod gemm_tc;
 mod gemv;
+mod half_dequant;
 mod tc;
 mod tc_tf32;
 
@@ -503,9 +509,14 @@ fn absmax_at(k: &mut KernelBuilder, w: &Weights, element: Reg<U32>) -> Reg<F32> 
 
 /// `ŵ = NF4_CODE[code] · absmax` (the code table read from shared memory).
 fn dequant(k: &mut KernelBuilder, w: &Weights, code: Reg<U32>, absmax: Reg<F32>) -> Reg<F32> {
-    let slot = k.mad_lo(code, 4u32, w.codebook);
-    let value = k.ld_shared::<F32>(slot, 0);
+    let value = code_value(k, w, code);
     k.mul(value, absmax)
+}
+
+/// `NF4_CODE[code]`, from the shared code table.
+fn code_value(k: &mut KernelBuilder, w: &Weights, code: Reg<U32>) -> Reg<F32> {
+    let slot = k.mad_lo(code, 4u32, w.codebook);
+    k.ld_shared::<F32>(slot, 0)
 }
 
 /// Bits `shift .. shift + 4` of `word`: one 4-bit code (one `and` or `bfe`).

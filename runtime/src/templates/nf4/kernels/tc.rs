@@ -15,9 +15,16 @@
 //!   or 4-byte chunks as the packed row length `k / 2` allows; when it is not a multiple of 4,
 //!   the 9 aligned words covering each row's 32 bytes (the row then starts `lead` bytes into its
 //!   staged row, and the readers add it). Codes are never widened in shared memory: each lane
-//!   turns its codes into B-fragment registers itself ([`Pipeline::dequant_pair`]).
+//!   turns its codes into B-fragment registers itself ([`Pipeline::half`]: `half_dequant`).
 //!
 //! The backward stages wider windows ([`Shape`]: 128 bytes of codes per row, 2 stages).
+//!
+//! Copies that only move along the reduction are formed once per thread: the activation rows'
+//! starts and source sizes when rows are whole [`TC_K`] slices ([`ActCopies`]), the forward's
+//! code rows likewise ([`Pipeline::fix_code_rows`]); each stage then issues `add`, `mad.wide`,
+//! `cp.async` per chunk. Blocks whose rows below `m` fit one m16 tile (every block at `m ≤ 16`)
+//! load and multiply only that tile ([`Pipeline::mma_steps`]), and outputs are stored two
+//! columns per 32-bit word when rows have an even length.
 //!
 //! The ring (`stages` deep): tiles `t + 1 .. t + stages − 1` are in flight while tile `t` is
 //! multiplied; each step waits for its own group (`wait_group stages − 2`), synchronises,
@@ -26,15 +33,17 @@
 
 use super::{absmax_at, Entry};
 use crate::builder::{
-    FragA, FragB, FragC, GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Reg, Scalar, SharedArr,
-    F32, M16N8K16, U32,
+    FragA, FragB, FragC, GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Reg, Scalar, F32,
+    M16N8K16, U32,
 };
+use crate::ir::CacheLevel;
 use crate::templates::nf4::Nf4Config;
 use crate::templates::staging::{copy_elems, copy_piece};
 
 use super::absmax_stage::AbsmaxStage;
-use super::code_stage::CodeStage;
 pub(super) use super::code_stage::CodeWindow;
+use super::code_stage::{CodeStage, FixedRowCopies};
+use super::half_dequant::HalfCodes;
 use super::U8;
 
 /// Reduction elements per pipeline stage.
@@ -89,28 +98,39 @@ pub(super) type NTile<'a, T> = (
 );
 
 /// One staged operand's place in the ring and in global memory.
-pub(super) struct Pipeline<T: Scalar> {
+pub(super) struct Pipeline<T: PackedHalf> {
     /// Activation matrix (`rows × a_cols`, row-major) and its compile-time row length.
     act: GlobalPtr<T>,
     a_cols: u32,
-    a_tiles: SharedArr<U8>,
-    w_tiles: SharedArr<U8>,
+    /// Shared byte addresses of the activation and code rings (taken once).
+    a_tiles: Reg<U32>,
+    w_tiles: Reg<U32>,
     stages: u32,
     /// The staged code window: 64 rows × `code_width` bytes, rows `code_stride` apart.
     pub codes: CodeStage,
+    /// The code copies formed once, when the GEMM's windows keep their rows
+    /// ([`Self::fix_code_rows`]).
+    fixed_codes: Option<FixedRowCopies>,
     /// The window's absmax, when the GEMM stages them with its codes ([`Self::stage_absmax`]).
     pub absmax: Option<AbsmaxStage>,
     tid: Reg<U32>,
     /// Rows of the activation matrix (`m`) and first row of this block's tile.
     m: Reg<U32>,
     m_base: Reg<U32>,
+    /// Whether the block's rows below `m` all lie in its first m16 tile ([`Self::mma_steps`]).
+    one_m_tile: crate::builder::Pred,
     pub lane: Reg<U32>,
-    /// Byte offset of this lane's `ldmatrix` row in a slot of the activation ring.
-    a_lane_offset: Reg<U32>,
+    /// Shared byte address of this lane's `ldmatrix` row in slot 0 of the activation ring.
+    a_lane0: Reg<U32>,
+    /// This thread's activation copies, formed once ([`ActCopies`]); `None` when rows are not
+    /// whole slices of 16-byte chunks.
+    act_copies: Option<ActCopies>,
     pub warp: Reg<U32>,
     /// `lane / 4` and `lane % 4`: the mma fragment coordinates.
     pub group: Reg<U32>,
     pub quad: Reg<U32>,
+    /// The code table in `T` that B fragments are dequantised from.
+    pub half: HalfCodes<T>,
 }
 
 impl<T: PackedHalf> Pipeline<T>
@@ -126,8 +146,10 @@ where
         shape: Shape,
     ) -> Self {
         let codes = CodeStage::new(cfg, ROWS, shape.code_width, shape.code_stride);
-        let a_tiles = k.shared_array::<U8>("a_ring", shape.stages * A_STAGE_BYTES);
-        let w_tiles = k.shared_array::<U8>("code_ring", shape.stages * codes.stage_bytes());
+        let a_ring = k.shared_array::<U8>("a_ring", shape.stages * A_STAGE_BYTES);
+        let code_ring = k.shared_array::<U8>("code_ring", shape.stages * codes.stage_bytes());
+        let a_tiles = k.shared_base(a_ring);
+        let w_tiles = k.shared_base(code_ring);
         let tid = k.tid_x();
         let lane = k.and(tid, 31u32);
         let warp = k.shr(tid, 5u32);
@@ -136,10 +158,15 @@ where
         let by = k.ctaid_y();
         let m_base = k.mul_lo(by, ROWS);
         let row = k.and(lane, 15u32);
-        let half = k.shr(lane, 4u32);
-        let col = k.mul_lo(half, 8u32);
+        let lane_half = k.shr(lane, 4u32);
+        let col = k.mul_lo(lane_half, 8u32);
         let halves = k.mad_lo(row, A_STRIDE, col);
         let a_lane_offset = k.mul_lo(halves, 2u32);
+        let a_lane0 = k.add(a_tiles, a_lane_offset);
+        let half = HalfCodes::new(k, tid);
+        let past_first = k.add(m_base, 16u32);
+        let one_m_tile = k.setp_ge(past_first, e.m);
+        let act_copies = ActCopies::new(k, (e.input, a_cols, e.m), (tid, m_base));
         Self {
             act: e.input,
             a_cols,
@@ -147,15 +174,19 @@ where
             w_tiles,
             stages: shape.stages,
             codes,
+            fixed_codes: None,
             absmax: None,
             tid,
             m: e.m,
             m_base,
+            one_m_tile,
             lane,
-            a_lane_offset,
+            a_lane0,
+            act_copies,
             warp,
             group,
             quad,
+            half,
         }
     }
 
@@ -173,19 +204,29 @@ where
         self.absmax = Some(AbsmaxStage::new(k, (cfg, e, cols), shape, threads));
     }
 
-    fn slot_base(
-        k: &mut KernelBuilder,
-        ring: SharedArr<U8>,
-        bytes: u32,
-        slot: Reg<U32>,
-    ) -> Reg<U32> {
-        let base = k.shared_base(ring);
-        k.mad_lo(slot, bytes, base)
+    /// Every code window starts at weight row `row0` (only its bytes move): form the copies
+    /// once where the rows allow ([`CodeStage::fixed_rows`]).
+    pub fn fix_code_rows(&mut self, k: &mut KernelBuilder, row0: Reg<U32>) {
+        self.fixed_codes = self.codes.fixed_rows(k, row0, (self.tid, super::THREADS));
+    }
+
+    fn slot_base(k: &mut KernelBuilder, ring: Reg<U32>, bytes: u32, slot: Reg<U32>) -> Reg<U32> {
+        k.mad_lo(slot, bytes, ring)
     }
 
     /// Shared byte address of ring slot `slot` of the code tiles.
     pub fn code_slot(&self, k: &mut KernelBuilder, slot: Reg<U32>) -> Reg<U32> {
         Self::slot_base(k, self.w_tiles, self.codes.stage_bytes(), slot)
+    }
+
+    /// `offset` bytes into slot 0 of the code tiles; [`Self::code_slot_at`] moves it to a slot.
+    pub fn code_lane(&self, k: &mut KernelBuilder, offset: Reg<U32>) -> Reg<U32> {
+        k.add(self.w_tiles, offset)
+    }
+
+    /// The same place as `lane` ([`Self::code_lane`]) in ring slot `slot`.
+    pub fn code_slot_at(&self, k: &mut KernelBuilder, lane: Reg<U32>, slot: Reg<U32>) -> Reg<U32> {
+        Self::slot_base(k, lane, self.codes.stage_bytes(), slot)
     }
 
     /// Starts the copies of reduction slice `tile` into ring slot `slot`: activation columns
@@ -201,13 +242,16 @@ where
         let col0 = k.mul_lo(tile, TC_K);
         self.load_activations(k, col0, slot);
         let stage = self.code_slot(k, slot);
-        self.codes.copy(
-            k,
-            e.weights.packed,
-            (self.tid, super::THREADS),
-            codes,
-            stage,
-        );
+        match &self.fixed_codes {
+            Some(fixed) => fixed.issue(k, e.weights.packed, stage, codes.byte0),
+            None => self.codes.copy(
+                k,
+                e.weights.packed,
+                (self.tid, super::THREADS),
+                codes,
+                stage,
+            ),
+        }
         if let Some(absmax) = &self.absmax {
             absmax.fill(k, &e.weights, codes, slot);
         }
@@ -217,6 +261,9 @@ where
     /// have an even length, element by element otherwise.
     fn load_activations(&self, k: &mut KernelBuilder, col0: Reg<U32>, slot: Reg<U32>) {
         let stage = Self::slot_base(k, self.a_tiles, A_STAGE_BYTES, slot);
+        if let Some(copies) = &self.act_copies {
+            return copies.issue(k, stage, col0);
+        }
         let elems = copy_elems(self.a_cols, 8);
         let per_row = TC_K / elems;
         if elems == 1 {
@@ -243,39 +290,82 @@ where
     /// `lane % 16`, column `8 · (lane / 16)` (add `16 · A_STRIDE · mi + 16 · s` halves for m16
     /// tile `mi`, k16 step `s`).
     pub fn a_lane(&self, k: &mut KernelBuilder, slot: Reg<U32>) -> Reg<U32> {
-        let stage = Self::slot_base(k, self.a_tiles, A_STAGE_BYTES, slot);
-        k.add(stage, self.a_lane_offset)
+        Self::slot_base(k, self.a_lane0, A_STAGE_BYTES, slot)
     }
 
-    /// One k16 step `s` of the slice: the A fragments of the 4 m16 tiles by `ldmatrix.x4`,
-    /// then for each n8 tile `(b_regs, acc)` its B fragment from its two packed registers and
-    /// `acc[mi] += A[mi] · B`.
-    pub fn mma_step(
+    /// k16 steps `first ..` of the slice, `steps[i]` the n8 tiles `(b_regs, acc)` of step
+    /// `first + i`: per step the A fragments by `ldmatrix.x4`, then for each n8 tile its B
+    /// fragment from its two packed registers and `acc[mi] += A[mi] · B`. When the block's
+    /// rows below `m` fit its first m16 tile (`m_base + 16 ≥ m`, e.g. every block at `m ≤ 16`)
+    /// only that tile is loaded and multiplied: the others hold rows past `m`, zero-filled,
+    /// whose results are never stored (one warp-uniform branch per call).
+    pub fn mma_steps(
         &self,
         k: &mut KernelBuilder,
         a_lane: Reg<U32>,
-        s: u32,
-        n_tiles: &[NTile<'_, T>],
+        first: u32,
+        steps: &[Vec<NTile<'_, T>>],
     ) {
-        let a = self.a_fragments(k, a_lane, s);
-        for (b_regs, acc) in n_tiles {
-            let b = FragB::<M16N8K16, T>::from_regs(b_regs);
-            for (c, a) in acc.iter().zip(&a) {
-                k.mma_into(c, a, &b, c);
+        let multiply = |k: &mut KernelBuilder, m_tiles: u32| {
+            for (s, n_tiles) in (first..).zip(steps) {
+                let a = self.a_fragments(k, a_lane, s, m_tiles);
+                for (b_regs, acc) in n_tiles {
+                    let b = FragB::<M16N8K16, T>::from_regs(b_regs);
+                    for (c, a) in acc.iter().zip(&a) {
+                        k.mma_into(c, a, &b, c);
+                    }
+                }
             }
-        }
+        };
+        k.if_else(
+            self.one_m_tile,
+            |k| multiply(k, 1),
+            |k| multiply(k, M_TILES),
+        );
     }
 
-    /// The A fragments of k16 step `s` for the 4 m16 tiles.
+    /// The A fragments of k16 step `s` for the first `m_tiles` m16 tiles.
     fn a_fragments(
         &self,
         k: &mut KernelBuilder,
         a_lane: Reg<U32>,
         s: u32,
+        m_tiles: u32,
     ) -> Vec<FragA<M16N8K16, T>> {
-        (0..M_TILES)
+        (0..m_tiles)
             .map(|mi| k.ldmatrix(a_lane, (2 * (mi * 16 * A_STRIDE + s * 16)) as i32))
             .collect()
+    }
+
+    /// [`Self::store`] for an even row length `cols`: each accumulator row's two columns
+    /// `col0, col0 + 1` (even, so the pair is 4-byte aligned) rounded by one
+    /// `cvt.rn.{f16x2,bf16x2}.f32` and stored as one word, at an immediate offset from the
+    /// lane's first element; a pair is inside when its row is below `m` and `col0 < cols`.
+    fn store_pairs(
+        k: &mut KernelBuilder,
+        e: &Entry<T>,
+        (row0, m): (Reg<U32>, Reg<U32>),
+        (col0, cols): (Reg<U32>, u32),
+        acc: &[FragC<M16N8K16, F32>],
+    ) {
+        k.comment("store the output tile, two columns per 32-bit store");
+        let col_inside = k.setp_lt(col0, cols);
+        let rows = k.selp(m, 0u32, col_inside);
+        let index = k.mad_lo(row0, cols, col0);
+        let first = k.elem_addr(e.output, index);
+        for (mi, frag) in acc.iter().enumerate() {
+            let v = frag.f32_regs();
+            for h in 0..2u32 {
+                let dr = 16 * mi as u32 + 8 * h;
+                let row = k.add(row0, dr);
+                let inside = k.setp_lt(row, rows);
+                k.if_then(inside, |k| {
+                    let i = 2 * h as usize;
+                    let pair = k.pack_f32_pair::<T>(v[i], v[i + 1]);
+                    k.st_global(first, (2 * dr * cols) as i32, pair);
+                });
+            }
+        }
     }
 
     /// The warp's accumulators (one 16 × 8 per m16 tile), zeroed.
@@ -334,9 +424,12 @@ where
     ) where
         T: crate::builder::Float,
     {
-        k.comment("store the output tile");
         let col0 = k.mad_lo(self.quad, 2u32, tile_col);
         let row0 = k.add(self.m_base, self.group);
+        if cols.is_multiple_of(2) {
+            return Self::store_pairs(k, e, (row0, self.m), (col0, cols), acc);
+        }
+        k.comment("store the output tile (odd rows: element by element)");
         for (mi, frag) in acc.iter().enumerate() {
             for (i, v) in frag.f32_regs().into_iter().enumerate() {
                 let row = k.add(row0, 16 * mi as u32 + 8 * (i as u32 / 2));
@@ -348,19 +441,6 @@ where
                 });
             }
         }
-    }
-
-    /// Two dequantised weights packed as one B-fragment register: `lo` in bits 0..16. Each is
-    /// `NF4_CODE[code] · absmax` (one `mul.f32`, as the host), rounded once to `T`.
-    pub fn dequant_pair(
-        k: &mut KernelBuilder,
-        e: &Entry<T>,
-        (lo_code, lo_absmax): (Reg<U32>, Reg<F32>),
-        (hi_code, hi_absmax): (Reg<U32>, Reg<F32>),
-    ) -> Reg<T::Pair> {
-        let lo = super::dequant(k, &e.weights, lo_code, lo_absmax);
-        let hi = super::dequant(k, &e.weights, hi_code, hi_absmax);
-        k.pack_f32_pair::<T>(lo, hi)
     }
 }
 
@@ -378,4 +458,69 @@ pub(super) fn absmax_clamped<T: Scalar>(
     let last = (cfg.weight_elements() - 1) as u32;
     let elem = k.min(elem, last);
     absmax_at(k, &e.weights, elem)
+}
+
+/// One thread's share of the activation copies when rows are a whole number of [`TC_K`]
+/// slices of 16-byte chunks (`a_cols % 64 = 0`): every chunk of a slice lies inside its row,
+/// so all that depends on the slice is its first column. Thread `tid` copies chunk `tid % 8`
+/// of rows `tid / 8 + 32i`; the row's start (0 past `m`: a valid address read zero bytes) and
+/// source size are formed once, and each stage issues `add`, `mad.wide`, `cp.async` per chunk.
+struct ActCopies {
+    /// Row starts (elements) and source bytes of the thread's chunks, first one first.
+    rows: Vec<(Reg<U32>, Reg<U32>)>,
+    /// Column of the thread's chunk in a slice, and its shared byte offset in a stage.
+    col: Reg<U32>,
+    dst: Reg<U32>,
+    act: crate::builder::Reg<crate::builder::U64>,
+}
+
+/// Rows per pass of the block's threads over a stage: 8 chunks of 8 halves per row.
+const CHUNKS_PER_ROW: u32 = TC_K / 8;
+const ROWS_PER_PASS: u32 = super::THREADS / CHUNKS_PER_ROW;
+
+impl ActCopies {
+    fn new<T: Scalar>(
+        k: &mut KernelBuilder,
+        (act, a_cols, m): (GlobalPtr<T>, u32, Reg<U32>),
+        (tid, m_base): (Reg<U32>, Reg<U32>),
+    ) -> Option<Self> {
+        if !a_cols.is_multiple_of(TC_K) {
+            return None;
+        }
+        let row = k.shr(tid, CHUNKS_PER_ROW.trailing_zeros());
+        let chunk = k.and(tid, CHUNKS_PER_ROW - 1);
+        let col = k.mul_lo(chunk, 8u32);
+        let dst_halves = k.mad_lo(row, A_STRIDE, col);
+        let dst = k.mul_lo(dst_halves, 2u32);
+        let first = k.add(m_base, row);
+        let rows = (0..ROWS / ROWS_PER_PASS)
+            .map(|i| {
+                let grow = k.add(first, i * ROWS_PER_PASS);
+                let inside = k.setp_lt(grow, m);
+                let start = k.mul_lo(grow, a_cols);
+                let start = k.selp(start, 0u32, inside);
+                let bytes = k.selp(16u32, 0u32, inside);
+                (start, bytes)
+            })
+            .collect();
+        Some(Self {
+            rows,
+            col,
+            dst,
+            act: act.addr,
+        })
+    }
+
+    /// Starts this thread's copies of the slice from column `col0` into the stage at `stage`.
+    fn issue(&self, k: &mut KernelBuilder, stage: Reg<U32>, col0: Reg<U32>) {
+        k.comment("cp.async the activation tile (row starts formed once)");
+        let dst = k.add(stage, self.dst);
+        let col = k.add(col0, self.col);
+        for (i, &(start, bytes)) in self.rows.iter().enumerate() {
+            let index = k.add(start, col);
+            let src = k.mad_wide(index, 2u32, self.act);
+            let offset = (2 * i as u32 * ROWS_PER_PASS * A_STRIDE) as i32;
+            k.cp_async_zfill_at(CacheLevel::Cg, dst, offset, src, 16, bytes);
+        }
+    }
 }

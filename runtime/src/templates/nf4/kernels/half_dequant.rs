@@ -1,0 +1,189 @@
+//! Dequantisation in the activation type, for the f16/bf16 tensor-core GEMMs: packed codes
+//! straight into `mma.m16n8k16` B-fragment registers.
+//!
+//! A B register holds two weights of one quantisation block (`lo`: the even reduction index,
+//! the high nibble of its byte; `hi`: the odd one). It is built as
+//!
+//! ```text
+//! pair  = prmt(table[even], table[odd], 0x7610)   // lo half of one word, hi half of the other
+//! B     = fma.rn.T×2(pair, scale, −0)             // one rounding per half: pair · scale
+//! scale = cvt.rn.T×2.f32(absmax_hi, absmax_lo)    // once per block (pair) and lane, not per weight
+//! ```
+//!
+//! with `table` 16 shared words, word `c` holding `NF4_CODE[c]` rounded to `T` (nearest even)
+//! in both halves: 16 words in 16 banks, so any warp-wide lookup is one wavefront. Per pair
+//! that is two table addresses (`mad`), two `ld.shared.b32`, one `prmt` and one `fma` (the
+//! caller extracts the two nibbles), where rounding `NF4_CODE[c] · absmax` from f32 took a
+//! `mul.f32` per weight and a `cvt` per pair. (`fma` with a `−0` addend is the product rounded
+//! once, with the product's sign even when it is zero: `mul.rn.bf16x2` needs sm_90.)
+//!
+//! Rounding: `ŵ' = rn(rn(code) · rn(absmax))` against the host's `ŵ = code · absmax` in f32 —
+//! three roundings to `T` instead of one, so `|ŵ' − ŵ| ≤ ((1 + u)³ − 1) · |ŵ| ≈ 3u · |ŵ|`
+//! while every value stays a normal `T` (`u` = 2⁻¹¹ for f16, 2⁻⁸ for bf16): each output's
+//! error from the weights is at most `3u · S`, `S = Σ |a · ŵ|`, i.e. `1.47e-3 · S` for f16 and
+//! `1.17e-2 · S` for bf16, inside `runtime/tests/nf4_numerics.rs`' `2e-3 · S` and `2e-2 · S`
+//! (the f32 accumulation adds `~k · 2⁻²⁴ · S`). bitsandbytes' own 4-bit kernels dequantise in
+//! the activation type too. An f16 absmax below 2⁻¹⁴ (6.1e-5) is subnormal and rounds with an
+//! absolute error up to 2⁻²⁵ instead of a relative one (the weights it scales are that small
+//! too; one above 65504 overflows, as `code 15 · absmax = absmax` would today). Results stay
+//! deterministic: same inputs, same bits.
+
+use crate::builder::{KernelBuilder, PackedHalf, Reg, Scalar, F32, U32};
+use crate::ir::{Op, Operand, Rounding, Type};
+use crate::templates::nf4::format::NF4_CODE;
+
+/// `prmt` selector: bytes 0–1 of the first word (the even weight), bytes 2–3 of the second.
+const LO_OF_A_HI_OF_B: u32 = 0x7610;
+
+/// The shared code table in `T` and the packed `−0` addend.
+#[derive(Clone, Copy)]
+pub(super) struct HalfCodes<T: PackedHalf> {
+    /// Shared byte address of the 16-word table.
+    table: Reg<U32>,
+    neg_zero: Reg<T::Pair>,
+}
+
+impl<T: PackedHalf> HalfCodes<T> {
+    /// Declares the table and has thread `tid = 0` write it; the caller synchronises before
+    /// the first lookup (the pipeline's first step does).
+    pub fn new(k: &mut KernelBuilder, tid: Reg<U32>) -> Self {
+        let arr = k.shared_array::<U32>("nf4_code_half", NF4_CODE.len() as u32);
+        let table = k.shared_base(arr);
+        k.comment("NF4 code table rounded to the activation type (both halves) -> shared memory");
+        let first = k.setp(crate::ir::CmpOp::Eq, tid, 0u32);
+        k.if_then(first, |k| {
+            for (i, &v) in NF4_CODE.iter().enumerate() {
+                let bits = u32::from(half_bits::<T>(v));
+                k.st_shared(table, 4 * i as i32, bits | (bits << 16));
+            }
+        });
+        let neg_zero = k.var::<U32>(0x8000_8000u32).retype();
+        Self { table, neg_zero }
+    }
+
+    /// `(lo, hi)` absmax rounded to `T` and packed: the scale of a pair whose two weights
+    /// belong to those blocks (the same register twice when they share one).
+    pub fn scale(&self, k: &mut KernelBuilder, (lo, hi): (Reg<F32>, Reg<F32>)) -> Reg<T::Pair> {
+        k.pack_f32_pair::<T>(lo, hi)
+    }
+
+    /// [`Self::scale`] of each of `absmax`, one conversion per distinct pair of registers
+    /// (a block's scale is converted once, however many pairs it serves).
+    pub fn scales(
+        &self,
+        k: &mut KernelBuilder,
+        absmax: &[(Reg<F32>, Reg<F32>)],
+    ) -> Vec<Reg<T::Pair>> {
+        let key = |(lo, hi): (Reg<F32>, Reg<F32>)| (lo.id(), hi.id());
+        let mut done = Vec::new();
+        absmax
+            .iter()
+            .map(|&a| match done.iter().find(|&&(kd, _)| kd == key(a)) {
+                Some(&(_, s)) => s,
+                None => {
+                    let s = self.scale(k, a);
+                    done.push((key(a), s));
+                    s
+                }
+            })
+            .collect()
+    }
+
+    /// One B register: `(NF4_CODE[even], NF4_CODE[odd])` in `T`, times `scale`.
+    pub fn pair(
+        &self,
+        k: &mut KernelBuilder,
+        (even, odd): (Reg<U32>, Reg<U32>),
+        scale: Reg<T::Pair>,
+    ) -> Reg<T::Pair> {
+        let lookup = |k: &mut KernelBuilder, code: Reg<U32>| {
+            let at = k.mad_lo(code, 4u32, self.table);
+            k.ld_shared::<U32>(at, 0)
+        };
+        let lo = lookup(k, even);
+        let hi = lookup(k, odd);
+        let codes = k.prmt(lo, hi, LO_OF_A_HI_OF_B).retype::<T::Pair>();
+        let d = k.reg::<T::Pair>();
+        k.push(
+            Op::Fma {
+                ty: T::Pair::TYPE,
+                rnd: Rounding::Rn,
+                ftz: false,
+            },
+            vec![
+                Operand::Reg(d.id()),
+                Operand::Reg(codes.id()),
+                Operand::Reg(scale.id()),
+                Operand::Reg(self.neg_zero.id()),
+            ],
+        );
+        d
+    }
+}
+
+/// The bits of `v` rounded to `T` (nearest even).
+fn half_bits<T: Scalar>(v: f32) -> u16 {
+    match T::TYPE {
+        Type::F16 => half::f16::from_f32(v).to_bits(),
+        _ => half::bf16::from_f32(v).to_bits(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builder::{BF16, F16};
+
+    #[test]
+    fn table_words_are_the_codes_rounded_in_both_halves() {
+        // NF4_CODE[15] = 1.0 and NF4_CODE[0] = -1.0 are exact in both types.
+        assert_eq!(half_bits::<F16>(1.0), 0x3C00);
+        assert_eq!(half_bits::<BF16>(-1.0), 0xBF80);
+        // 0.0795803 (code 8): f16 0x2D18 = 0.07958984 (nearest), bf16 0x3DA3 = 0.07958984.
+        assert_eq!(half_bits::<F16>(NF4_CODE[8]), 0x2D18);
+        assert_eq!(half_bits::<BF16>(NF4_CODE[8]), 0x3DA3);
+    }
+
+    /// `rn(rn(code) · rn(absmax))` against `code · absmax` (f64) for every code and absmax
+    /// spread over values whose weights are normal in both types: within `((1 + u)³ − 1) · |ŵ|`, the module's
+    /// budget.
+    #[test]
+    fn dequantised_in_t_is_within_three_roundings() {
+        fn check<T: Scalar>(u: f64) {
+            let round = |x: f32| from_bits::<T>(half_bits::<T>(x));
+            let bound = (1.0 + u).powi(3) - 1.0;
+            let mut worst = 0.0f64;
+            for i in 0..4000 {
+                // absmax from 1e-3 to 1e3, log-spaced: every non-zero weight (|code| ≥ 0.0796)
+                // stays above f16's smallest normal, 2⁻¹⁴ = 6.1e-5 (below it f16 rounds with an
+                // absolute error, the old single rounding included).
+                let absmax = 10f64.powf(-3.0 + 6.0 * f64::from(i) / 4000.0) as f32;
+                for &code in &NF4_CODE {
+                    let exact = f64::from(code) * f64::from(absmax);
+                    let got = f64::from(round(round(code) * round(absmax)));
+                    if exact != 0.0 {
+                        worst = worst.max((got - exact).abs() / exact.abs());
+                    } else {
+                        assert_eq!(got, 0.0);
+                    }
+                }
+            }
+            eprintln!(
+                "{:?}: worst relative error {worst:.3e}, bound {bound:.3e}",
+                T::TYPE
+            );
+            assert!(worst <= bound, "{worst} > {bound}");
+            assert!(worst > u, "{worst}: the products should round too");
+        }
+        check::<F16>(2f64.powi(-11));
+        check::<BF16>(2f64.powi(-8));
+    }
+
+    /// The value of `T` bits.
+    fn from_bits<T: Scalar>(bits: u16) -> f32 {
+        match T::TYPE {
+            Type::F16 => half::f16::from_bits(bits).to_f32(),
+            _ => half::bf16::from_bits(bits).to_f32(),
+        }
+    }
+}
