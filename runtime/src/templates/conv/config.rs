@@ -408,20 +408,63 @@ impl Conv2dConfig {
     /// weights. Sizes saturate rather than wrap, so an absurd configuration shows up as too
     /// much shared memory.
     pub fn direct_tile(&self) -> DirectTile {
+        self.tiling(false)
+    }
+
+    /// The NCHW CUDA-core backward-data kernel's tiling: the direct tiling of
+    /// [`Conv2dConfig::flipped_forward`] (a tile of `dx` pixels × `dx` channels, the window of
+    /// the stride-spaced `gy` it reads, the weights of a chunk of output channels), with the
+    /// window staged element by element when `stride_w > 1` (its columns are `gy`'s spread
+    /// `stride_w` apart, so 16-byte chunks would not hold consecutive elements).
+    pub fn backward_data_tile(&self) -> DirectTile {
+        self.flipped_forward().tiling(self.stride_w > 1)
+    }
+
+    /// Backward-data as a stride-1 forward convolution: `dx` is the forward of `gy`, spread by
+    /// the stride (`stride − 1` zeros between its rows and columns), with the filter flipped
+    /// and its channel axes swapped, `dilation` kept and padding `dilation · (kernel − 1) −
+    /// padding`, wrapping modulo 2³² when negative (the kernels' wrapping position arithmetic
+    /// handles it, and the tiling depends on it only modulo a sector). No bias.
+    pub fn flipped_forward(&self) -> Self {
+        let flipped_padding = |kernel: u32, dilation: u32, padding: u32| {
+            kernel
+                .saturating_sub(1)
+                .wrapping_mul(dilation)
+                .wrapping_sub(padding)
+        };
+        Self {
+            in_channels: self.out_channels,
+            out_channels: self.in_channels,
+            stride_h: 1,
+            stride_w: 1,
+            padding_h: flipped_padding(self.kernel_h, self.dilation_h, self.padding_h),
+            padding_w: flipped_padding(self.kernel_w, self.dilation_w, self.padding_w),
+            bias: false,
+            ..*self
+        }
+    }
+
+    /// [`Self::direct_tile`], with the patch staged element by element when `element_wise`.
+    fn tiling(&self, element_wise: bool) -> DirectTile {
         let taps = self.kernel_h.max(1).saturating_mul(self.kernel_w.max(1));
         let weight_channels = self
             .in_per_group()
             .min(Self::DIRECT_WEIGHT_TAPS.div_ceil(taps))
             .max(1);
-        let wide = self.direct_tile_with(Self::DIRECT_PIXELS, weight_channels);
+        let wide = self.direct_tile_with(Self::DIRECT_PIXELS, weight_channels, element_wise);
         if wide.shared_bytes <= self.arch.max_dynamic_shared_bytes() {
             wide
         } else {
-            self.direct_tile_with(1, 1)
+            self.direct_tile_with(1, 1, element_wise)
         }
     }
 
-    fn direct_tile_with(&self, pixels: u32, weight_channels: u32) -> DirectTile {
+    fn direct_tile_with(
+        &self,
+        pixels: u32,
+        weight_channels: u32,
+        element_wise: bool,
+    ) -> DirectTile {
         let (out_h, out_w) = (Self::DIRECT_TILE * pixels, Self::DIRECT_TILE * pixels);
         let (eh, ew) = self.dilated_extent();
         let in_h = u64::from(out_h - 1)
@@ -439,7 +482,7 @@ impl Conv2dConfig {
         // shared reads to hide the 4 wavefronts of each 16-byte staging store) and with a
         // horizontal stride (a chunk's elements scatter to `stride_w` segments, and lanes
         // whose chunks are 4 columns apart would store 2 columns apart: bank conflicts).
-        let vector = if out_channels < 4 || self.stride_w > 1 {
+        let vector = if out_channels < 4 || self.stride_w > 1 || element_wise {
             1
         } else {
             (16 / self.dtype.size_bytes()).min(4)
@@ -608,7 +651,15 @@ impl Conv2dConfig {
                     ),
                 );
             } else if self.layout == Layout::Nchw {
-                let tile = self.direct_tile();
+                // The first tiling that does not fit (backward-data's only when the direct
+                // one does, so one error per configuration).
+                let (kernel, tile) = [
+                    ("direct", self.direct_tile()),
+                    ("backward-data", self.backward_data_tile()),
+                ]
+                .into_iter()
+                .find(|(_, tile)| tile.shared_bytes > self.arch.max_dynamic_shared_bytes())
+                .unwrap_or(("direct", self.direct_tile()));
                 let max_threads = self.arch.max_threads_per_block();
                 if tile.threads > max_threads {
                     errs.push(
@@ -624,7 +675,7 @@ impl Conv2dConfig {
                     errs.push(
                         &["dilation", "kernel", "stride", "dtype", "arch"],
                         format!(
-                            "the direct kernel's input tile {} × {} and {} × {} × {} weights \
+                            "the {kernel} kernel's input tile {} × {} and {} × {} × {} weights \
                              (staged in {}) need {} bytes of shared memory, more than {}'s \
                              dynamic maximum {max_dyn}",
                             tile.in_h,
