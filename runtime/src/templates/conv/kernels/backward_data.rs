@@ -106,7 +106,8 @@ fn stage_flipped_weights<T: ConvElem>(
 ) {
     k.comment("stage the flipped filter taps of the output channel chunk");
     let taps = p.taps;
-    let run = tile.out_channels * taps;
+    // Channels `CB .. 4·ceil(CB / 4)` are staged as zeros (the window reads whole quads).
+    let run = tile.out_channels.next_multiple_of(4) * taps;
     // Input channels of the block, and output channels of the chunk, that exist.
     let remaining = k.sub(p.og, pos.oc0_local);
     let channels = k.min(remaining, tile.out_channels);

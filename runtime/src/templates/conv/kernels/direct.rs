@@ -672,15 +672,36 @@ impl<'a, A: Float> Window<'a, A> {
                 k.ld_shared::<A>(in_addr, (at * esz) as i32)
             })
             .collect();
-        let weights: Vec<Reg<A>> = (0..tile.out_channels)
-            .map(|o| k.ld_shared::<A>(w_addr, (w_off + o * esz) as i32))
-            .collect();
+        let weights = load_weights(k, tile.out_channels, w_addr, w_off);
         for (o, wv) in weights.iter().enumerate() {
             for (input, pixel) in inputs.iter().zip(acc) {
                 k.fma_into(pixel.acc[o], *input, *wv, pixel.acc[o]);
             }
         }
     }
+}
+
+/// The `channels` weights of one tap from byte `w_off` of `w_addr` (16-byte aligned, staged
+/// for `4·ceil(channels / 4)` channels): one `ld.shared.v4` per 4 channels for 4-byte
+/// elements (a broadcast, one wavefront each), element by element for f64.
+fn load_weights<A: Float>(
+    k: &mut KernelBuilder,
+    channels: u32,
+    w_addr: Reg<U32>,
+    w_off: u32,
+) -> Vec<Reg<A>> {
+    let esz = bytes_of::<A>();
+    if esz != 4 {
+        return (0..channels)
+            .map(|o| k.ld_shared::<A>(w_addr, (w_off + o * esz) as i32))
+            .collect();
+    }
+    let mut weights = Vec::new();
+    for q in 0..channels.div_ceil(4) {
+        weights.extend(k.ld_shared_v4::<A>(w_addr, (w_off + 16 * q) as i32));
+    }
+    weights.truncate(channels as usize);
+    weights
 }
 
 /// `y[n, oc0 + o, oh0 + ty + 16i, ow0 + tx + 16j] = acc[i, j][o] (+ the staged bias at
