@@ -16,10 +16,14 @@
 //! staged once per block. Every `weight_channels` input channels
 //! it stages those channels' filter runs (contiguous in global memory) as rows of
 //! (input channel, tap) with the output channel fastest. Each tap then costs a thread one
-//! input read per pixel (a half-warp reads 16 consecutive elements, conflict-free), `OCB`
-//! broadcast weight reads and `pixels · OCB` FMAs. When the tile's second 16-row or 16-column
+//! input read per pixel (a half-warp reads 16 consecutive elements, conflict-free),
+//! `ceil(OCB / 4)` broadcast `ld.shared.v4` weight reads (`OCB` scalar ones for f64) and
+//! `pixels · OCB` FMAs. When the tile's second 16-row or 16-column
 //! half lies wholly past the output (images smaller than the tile) the block runs the window
 //! for the pixels that exist only, so no thread works for nothing.
+//!
+//! The body ([`build_tiled`]) also runs the NCHW backward-data ([`super::backward_data`]) as
+//! a forward of the stride-spread `gy` ([`Spacing`]) with its own weight stager.
 
 use super::common::{
     both_below, bytes_of, conv_kernel, div_const, load_or_zero, rem_const, ConvElem, DimParams,
