@@ -8,7 +8,8 @@
 //!
 //! Counter bars (module `conv_support::bars`): the two BENCHMARKS.md scenarios at a quarter
 //! of the per-element kernel's instructions per output, global load efficiency ≥ 0.9 and
-//! shared wavefronts ≤ 1.05 × the fewest on widths up to the 32-column tile.
+//! shared wavefronts ≤ 1.05 × the fewest on widths up to the 32-column tile, stride 2
+//! included.
 //!
 //! Tolerances (module doc of `conv_support`): f32 ≤ 1e-5, f16 ≤ 2e-3, bf16 ≤ 2e-2, f64 ≤
 //! 1e-12, relative to the largest reference value.
@@ -209,6 +210,21 @@ fn counter_bars() {
             DType::F32,
             Arch::Sm80,
             c(8, 8, 3).with_groups(8).with_padding(1, 1),
+            shape(1, 32, 32),
+            None,
+        ),
+        // Spread `gy` columns: element by element from a grid on two sectors.
+        (
+            DType::F32,
+            Arch::Sm80,
+            c(3, 8, 7).with_stride(2, 2).with_padding(3, 3),
+            shape(1, 32, 32),
+            None,
+        ),
+        (
+            DType::F32,
+            Arch::Sm70,
+            c(16, 16, 3).with_stride(2, 2).with_padding(1, 1),
             shape(1, 32, 32),
             None,
         ),
