@@ -7,7 +7,7 @@
 #![cfg(feature = "sim")]
 
 use ptxforge_runtime::launch::{Backend, DeviceBuffer, LaunchError, SimBackend};
-use ptxforge_runtime::templates::conv::launch::{backward_data, forward_im2col};
+use ptxforge_runtime::templates::conv::launch::forward_im2col;
 use ptxforge_runtime::templates::conv::{
     reference, Conv2dConfig, ConvDims, ConvShape, MAX_GRID_YZ,
 };
