@@ -491,8 +491,9 @@ impl Conv2dConfig {
         let sector = 32 / self.dtype.size_bytes();
         // A spread patch's grid starts on `spacing_w` sectors of virtual columns where the
         // tile's column origin is a multiple of them (its real columns start on a sector).
-        let grid = if spread && out_w % (sector * spacing_w) == 0 {
-            sector * spacing_w
+        let spread_grid = sector.saturating_mul(spacing_w);
+        let grid = if spread && out_w % spread_grid == 0 {
+            spread_grid
         } else {
             sector
         };
