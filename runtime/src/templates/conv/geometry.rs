@@ -455,9 +455,10 @@ mod tests {
         );
         // Og = 20 → block_m 32.
         assert_eq!(cfg.gemm_launch_config(&d).unwrap().grid, Dim3::new(3, 1, 2));
+        // Input 10 × 9: one 32 × 32 tile × 2 groups × 1 block of Cg = 2 channels; batch 3.
         assert_eq!(
             cfg.backward_data_launch_config(&d).unwrap().grid,
-            Dim3::new(1, 12, 1)
+            Dim3::new(1, 2, 3)
         );
         assert_eq!(
             cfg.backward_filter_launch_config().unwrap().grid,
