@@ -1,12 +1,13 @@
 //! Launches whose `gridDim.y` is clamped to 65535, with the kernel walking the rest in steps of
 //! `gridDim.y`, on shapes that cross the clamp (so the second trip runs) with tiny per-block work:
-//! im2col over `C_in·KH·KW` rows and backward-data over `N·C_in` planes. f32 in the interpreter
-//! with every sanitizer check on, against the f64 host reference.
+//! im2col over `C_in·KH·KW` rows; and NCHW backward-data's grid at the limit (its tiled grid
+//! does not walk). f32 in the interpreter with every sanitizer check on, against the
+//! f64 host reference.
 
 #![cfg(feature = "sim")]
 
-use ptxforge_runtime::launch::{Backend, DeviceBuffer, SimBackend};
-use ptxforge_runtime::templates::conv::launch::{backward_data, forward_im2col};
+use ptxforge_runtime::launch::{Backend, DeviceBuffer, LaunchError, SimBackend};
+use ptxforge_runtime::templates::conv::launch::forward_im2col;
 use ptxforge_runtime::templates::conv::{
     reference, Conv2dConfig, ConvDims, ConvShape, MAX_GRID_YZ,
 };
@@ -75,28 +76,29 @@ fn im2col_rows_past_the_grid_limit() {
     assert_close("im2col + gemm", &dev.download(&y).unwrap(), &want_y);
 }
 
-/// `N·C_in = 8·8193 = 65544` input planes for backward-data: grid.y is clamped to 65535, the
-/// last nine planes are the second trip (1×1 images: one pixel per plane).
+/// The NCHW CUDA-core backward-data is the direct kernel's tiling (grid `(⌈W / 32⌉, ⌈H / 32⌉ ·
+/// groups · ⌈Cg / 16⌉, N)`), with no walk past the grid: a depthwise config with 65536
+/// channel blocks is refused with the axis named, one fewer takes the whole grid axis (the
+/// kernel's numerics are `conv_bwd_data_cc`'s).
 #[test]
-fn backward_data_planes_past_the_grid_limit() {
-    let cfg = Conv2dConfig::new(8193, 1, 1);
+fn backward_data_channel_blocks_past_the_grid_limit() {
     let shape = ConvShape {
-        batch: 8,
+        batch: 1,
         height: 1,
         width: 1,
     };
-    let ptx = cfg.compile().expect("compiles").ptx;
-    let dims = cfg.check_shape(&shape, false).expect("valid shape");
+    let refused = Conv2dConfig::new(65536, 65536, 1).with_groups(65536);
+    let dims = refused.check_shape(&shape, false).expect("valid shape");
+    match refused.backward_data_launch_config(&dims) {
+        Err(LaunchError::InvalidDim { name, value, .. }) => {
+            assert_eq!((name, value), ("output row tiles × channel blocks", 65536));
+        }
+        other => panic!("expected the grid-limit error, got {other:?}"),
+    }
+    let fits = Conv2dConfig::new(MAX_GRID_YZ, MAX_GRID_YZ, 1).with_groups(MAX_GRID_YZ);
+    let dims = fits.check_shape(&shape, false).expect("valid shape");
     assert_eq!(
-        cfg.backward_data_launch_config(&dims).unwrap().grid.y,
+        fits.backward_data_launch_config(&dims).unwrap().grid.y,
         MAX_GRID_YZ
     );
-    let dev = SimBackend::new();
-    let mut rng = SplitMix64::new(16);
-    let (gy, gy_dev) = random(&dev, &mut rng, dims.output_len(&cfg));
-    let (w, w_dev) = random(&dev, &mut rng, ConvDims::weight_len(&cfg));
-    let mut dx = dev.alloc::<f32>(dims.input_len(&cfg)).expect("alloc");
-    backward_data(&cfg, &dev, &ptx, &shape, &gy_dev, &w_dev, &mut dx).expect("launch");
-    let want = reference::backward_data(&cfg, &shape, &widen(&gy), &widen(&w)).expect("reference");
-    assert_close("backward-data", &dev.download(&dx).unwrap(), &want);
 }

@@ -408,20 +408,61 @@ impl Conv2dConfig {
     /// weights. Sizes saturate rather than wrap, so an absurd configuration shows up as too
     /// much shared memory.
     pub fn direct_tile(&self) -> DirectTile {
+        self.tiling(1)
+    }
+
+    /// The NCHW CUDA-core backward-data kernel's tiling: the direct tiling of
+    /// [`Conv2dConfig::flipped_forward`] (a tile of `dx` pixels × `dx` channels, the window of
+    /// the stride-spaced `gy` it reads, the weights of a chunk of output channels), with the
+    /// window staged element by element when `stride_w > 1` (its columns are `gy`'s spread
+    /// `stride_w` apart, so 16-byte chunks would not hold consecutive elements), whole warps
+    /// per window row and, where `stride_w` sectors divide the tile width, the chunk grid
+    /// starting on a multiple of them (so a warp's 32 spread columns are whole sectors of `gy`).
+    pub fn backward_data_tile(&self) -> DirectTile {
+        self.flipped_forward().tiling(self.stride_w)
+    }
+
+    /// Backward-data as a stride-1 forward convolution: `dx` is the forward of `gy`, spread by
+    /// the stride (`stride − 1` zeros between its rows and columns), with the filter flipped
+    /// and its channel axes swapped, `dilation` kept and padding `dilation · (kernel − 1) −
+    /// padding`, wrapping modulo 2³² when negative (the kernels' wrapping position arithmetic
+    /// handles it, and the tiling depends on it only modulo a sector). No bias.
+    pub fn flipped_forward(&self) -> Self {
+        let flipped_padding = |kernel: u32, dilation: u32, padding: u32| {
+            kernel
+                .saturating_sub(1)
+                .wrapping_mul(dilation)
+                .wrapping_sub(padding)
+        };
+        Self {
+            in_channels: self.out_channels,
+            out_channels: self.in_channels,
+            stride_h: 1,
+            stride_w: 1,
+            padding_h: flipped_padding(self.kernel_h, self.dilation_h, self.padding_h),
+            padding_w: flipped_padding(self.kernel_w, self.dilation_w, self.padding_w),
+            bias: false,
+            ..*self
+        }
+    }
+
+    /// [`Self::direct_tile`] of a patch whose columns are spread `spacing_w` apart (1: a
+    /// plain input; more: staged element by element, see [`Self::backward_data_tile`]).
+    fn tiling(&self, spacing_w: u32) -> DirectTile {
         let taps = self.kernel_h.max(1).saturating_mul(self.kernel_w.max(1));
         let weight_channels = self
             .in_per_group()
             .min(Self::DIRECT_WEIGHT_TAPS.div_ceil(taps))
             .max(1);
-        let wide = self.direct_tile_with(Self::DIRECT_PIXELS, weight_channels);
+        let wide = self.direct_tile_with(Self::DIRECT_PIXELS, weight_channels, spacing_w);
         if wide.shared_bytes <= self.arch.max_dynamic_shared_bytes() {
             wide
         } else {
-            self.direct_tile_with(1, 1)
+            self.direct_tile_with(1, 1, spacing_w)
         }
     }
 
-    fn direct_tile_with(&self, pixels: u32, weight_channels: u32) -> DirectTile {
+    fn direct_tile_with(&self, pixels: u32, weight_channels: u32, spacing_w: u32) -> DirectTile {
         let (out_h, out_w) = (Self::DIRECT_TILE * pixels, Self::DIRECT_TILE * pixels);
         let (eh, ew) = self.dilated_extent();
         let in_h = u64::from(out_h - 1)
@@ -439,7 +480,8 @@ impl Conv2dConfig {
         // shared reads to hide the 4 wavefronts of each 16-byte staging store) and with a
         // horizontal stride (a chunk's elements scatter to `stride_w` segments, and lanes
         // whose chunks are 4 columns apart would store 2 columns apart: bank conflicts).
-        let vector = if out_channels < 4 || self.stride_w > 1 {
+        let spread = spacing_w > 1;
+        let vector = if out_channels < 4 || self.stride_w > 1 || spread {
             1
         } else {
             (16 / self.dtype.size_bytes()).min(4)
@@ -447,10 +489,19 @@ impl Conv2dConfig {
         // The chunk grid starts on a 32-byte sector and each row has whole sectors of chunks,
         // so a warp's requests split rows only at sector boundaries.
         let sector = 32 / self.dtype.size_bytes();
-        let lead = (sector - self.padding_w % sector) % sector;
+        // A spread patch's grid starts on `spacing_w` sectors of virtual columns where the
+        // tile's column origin is a multiple of them (its real columns start on a sector).
+        let spread_grid = sector.saturating_mul(spacing_w);
+        let grid = if spread && out_w % spread_grid == 0 {
+            spread_grid
+        } else {
+            sector
+        };
+        // The padding as a signed value (backward-data's flipped padding wraps when negative).
+        let lead = (-i64::from(self.padding_w as i32)).rem_euclid(i64::from(grid)) as u32;
         // Strided rows take whole warps (32 columns), so every warp stores columns from the
         // same phase of the stride and the segment distance can keep them conflict-free.
-        let row_multiple = if self.stride_w > 1 {
+        let row_multiple = if self.stride_w > 1 || spread {
             32
         } else {
             sector / vector
@@ -608,7 +659,15 @@ impl Conv2dConfig {
                     ),
                 );
             } else if self.layout == Layout::Nchw {
-                let tile = self.direct_tile();
+                // The first tiling that does not fit (backward-data's only when the direct
+                // one does, so one error per configuration).
+                let (kernel, tile) = [
+                    ("direct", self.direct_tile()),
+                    ("backward-data", self.backward_data_tile()),
+                ]
+                .into_iter()
+                .find(|(_, tile)| tile.shared_bytes > self.arch.max_dynamic_shared_bytes())
+                .unwrap_or(("direct", self.direct_tile()));
                 let max_threads = self.arch.max_threads_per_block();
                 if tile.threads > max_threads {
                     errs.push(
@@ -624,7 +683,7 @@ impl Conv2dConfig {
                     errs.push(
                         &["dilation", "kernel", "stride", "dtype", "arch"],
                         format!(
-                            "the direct kernel's input tile {} × {} and {} × {} × {} weights \
+                            "the {kernel} kernel's input tile {} × {} and {} × {} × {} weights \
                              (staged in {}) need {} bytes of shared memory, more than {}'s \
                              dynamic maximum {max_dyn}",
                             tile.in_h,

@@ -3,7 +3,7 @@
 //! launching, kept next to the tilings ([`DirectTile`](super::DirectTile),
 //! [`GemmTile`](super::GemmTile)) the kernels are built with.
 
-use super::config::{Conv2dConfig, Layout};
+use super::config::{Conv2dConfig, DirectTile, Layout};
 use super::kernels::{
     BLOCK_1D, BWD_FILTER_REDUCE_THREADS, IMPLICIT_THREADS, IMPLICIT_TILE_M, IMPLICIT_TILE_N,
     NHWC_THREADS, NHWC_TILE_M, NHWC_TILE_N, WARPS_PER_BLOCK,
@@ -105,7 +105,16 @@ impl Conv2dConfig {
     /// N)` with `channel_blocks = groups · ceil(Og / OCB)` (see [`DirectTile`](super::DirectTile));
     /// dynamic shared memory = the tile's bytes when it does not fit static shared memory.
     pub fn direct_launch_config(&self, dims: &ConvDims) -> Result<LaunchConfig, LaunchError> {
-        let tile = self.direct_tile();
+        self.tiled_launch_config(self.direct_tile(), dims)
+    }
+
+    /// The grid of a direct tiling of this config (the forward's, or backward-data's on its
+    /// [`flipped_forward`](Conv2dConfig::flipped_forward) config with the dimensions swapped).
+    fn tiled_launch_config(
+        &self,
+        tile: DirectTile,
+        dims: &ConvDims,
+    ) -> Result<LaunchConfig, LaunchError> {
         let channel_blocks =
             u64::from(self.groups) * u64::from(self.out_per_group().div_ceil(tile.out_channels));
         let tiles_h = u64::from(dims.out_h.div_ceil(tile.out_h));
@@ -193,8 +202,9 @@ impl Conv2dConfig {
     }
 
     /// `conv2d_bwd_data`: NHWC as `conv2d_nhwc`'s tiling, block 128, grid `(⌈H·W / 64⌉,
-    /// ⌈Cg / 64⌉, N·groups)`; NCHW block 256; grid `(ceil(H·W / 256), min(N·C_in, 65535))` (planes past
-    /// the grid are walked in steps of `gridDim.y`).
+    /// ⌈Cg / 64⌉, N·groups)`; NCHW block `(16, 16)`, grid `(⌈W / tile⌉, ⌈H / tile⌉ · groups ·
+    /// ⌈Cg / CB⌉, N)` with the [`backward_data_tile`](Conv2dConfig::backward_data_tile)'s
+    /// `tile` pixels and `CB` channels (dynamic shared memory as `conv2d_direct`).
     pub fn backward_data_launch_config(
         &self,
         dims: &ConvDims,
@@ -209,16 +219,15 @@ impl Conv2dConfig {
                 ("images × groups", planes),
             );
         }
-        let planes = u64::from(dims.batch) * u64::from(self.in_channels);
-        Ok(LaunchConfig {
-            grid: Dim3::new(
-                grid_dim("input pixel blocks", pixels.div_ceil(256), MAX_GRID_X)?,
-                planes.min(u64::from(MAX_GRID_YZ)) as u32,
-                1,
-            ),
-            block: Dim3::x(BLOCK_1D),
-            dynamic_shared_bytes: 0,
-        })
+        let swapped = ConvDims {
+            batch: dims.batch,
+            in_h: dims.out_h,
+            in_w: dims.out_w,
+            out_h: dims.in_h,
+            out_w: dims.in_w,
+        };
+        self.flipped_forward()
+            .tiled_launch_config(self.backward_data_tile(), &swapped)
     }
 
     /// `conv2d_bwd_data_implicit_gemm`: block 128; grid `(ceil(H·W / 64), ceil(Cg / 64),
@@ -455,9 +464,10 @@ mod tests {
         );
         // Og = 20 → block_m 32.
         assert_eq!(cfg.gemm_launch_config(&d).unwrap().grid, Dim3::new(3, 1, 2));
+        // Input 10 × 9: one 32 × 32 tile × 2 groups × 1 block of Cg = 2 channels; batch 3.
         assert_eq!(
             cfg.backward_data_launch_config(&d).unwrap().grid,
-            Dim3::new(1, 12, 1)
+            Dim3::new(1, 2, 3)
         );
         // Og = 20 (one tile of 64), Cg·KH·KW = 18 (one tile), 2 groups.
         assert_eq!(

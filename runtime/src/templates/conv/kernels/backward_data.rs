@@ -1,29 +1,41 @@
-//! `conv2d_bwd_data`: the input gradient in gather form, one thread per `dx` element.
+//! `conv2d_bwd_data` (NCHW, CUDA cores): the input gradient as the tiled forward of
+//! [`super::direct`] on the flipped problem.
 //!
 //! `dx[n, c, ih, iw] = Σ_{kh, kw} Σ_{oc ∈ group(c)} gy[n, oc, oh, ow] · w[oc, c − g·Cg, kh, kw]`
-//! over the taps whose output position exists: `oh·SH = ih + PH − kh·DH` exactly, `0 ≤ oh < OH`
-//! (likewise `ow`). Each thread sums in a fixed order (kh, kw, oc), so the result is
-//! deterministic and no atomics are needed. Block 256 threads along the pixels of one plane,
-//! grid `(ceil(H·W / 256), min(N·C_in, 65535))`; each thread decomposes its pixel once and walks
-//! planes `ctaid.y, ctaid.y + nctaid.y, …`. Consecutive threads are consecutive `iw`, so they
-//! read consecutive `ow` of `gy` (stride 1) and write consecutive `dx`.
+//! over the taps with `oh·SH = ih + PH − kh·DH` and `ow·SW = iw + PW − kw·DW` exactly, `0 ≤ oh <
+//! OH`, `0 ≤ ow < OW`. Spread `gy` by the stride (`SH − 1` zero rows and `SW − 1` zero columns
+//! between its elements) and this is a stride-1 forward convolution
+//! ([`Conv2dConfig::flipped_forward`]): input `gy`, output `dx`, filter
+//! `w'[c, oc, t'] = w[oc, c, T − 1 − t']` (taps reversed, channel axes swapped), dilation kept,
+//! padding `D·(K − 1) − P` (wrapping when negative: the tile origin then lies right of / below
+//! the image origin, which the direct kernel's wrapping position arithmetic handles).
 //!
-//! NCHW only: the NHWC module's `conv2d_bwd_data` is the tiled GEMM of [`super::nhwc`]
-//! (its parameters are the same, [`declare_params`]).
+//! So the block is the direct kernel's (see [`Conv2dConfig::backward_data_tile`]): `(16, 16)`
+//! threads over a 32 × 32 tile of `dx` pixels of one image (16 × 16 when the larger tile does
+//! not fit) × `CB = min(Cg, 16)` input channels of one group; per output channel of the group
+//! it stages the `gy` window under the tile (rows from a sector-aligned origin in 16-byte
+//! chunks where the width and buffer allow), and every `ceil(144 / (KH·KW))` output channels
+//! it stages their flipped filter taps ([`stage_flipped_weights`]). Each thread accumulates its
+//! 2 × 2 pixels × `CB` channels in registers, summing over output channels, then taps, in a
+//! fixed order: deterministic, no atomics.
+//!
+//! Strides above 1 run the same loop over the spread `gy`: the window's zero positions are
+//! staged as zeros (row and column phases tested while staging, columns element by element),
+//! so a stride `SH × SW` costs `SH·SW` times the multiply-adds of the taps that contribute.
+//!
+//! The NHWC module's `conv2d_bwd_data` is the tiled GEMM of [`super::nhwc`] (its parameters
+//! are the same, [`declare_params`]).
 
 use super::common::{
-    bytes_of, channel_start, conv_kernel, div_const, output_coord, rem_const, ConvElem, DimParams,
-    Dims, Problem,
+    conv_kernel, div_const, load_or_zero, rem_const, ConvElem, DimParams, Dims, Problem,
 };
+use super::direct::{build_tiled, BlockPos, Extents, Spacing, TiledBuffers, TiledConv};
 use crate::arch::Arch;
-use crate::builder::{GlobalPtr, KernelBuilder, Reg, U32};
-use crate::ir::SpecialReg;
-use crate::templates::conv::{Conv2dConfig, Layout};
+use crate::builder::{GlobalPtr, KernelBuilder, Reg, SharedArr, U32};
+use crate::templates::conv::{Conv2dConfig, DirectTile, Layout};
 
 /// The entry name.
 pub const ENTRY: &str = "conv2d_bwd_data";
-/// Threads per block.
-pub const BLOCK: u32 = 256;
 
 /// The entry's parameters `(gy, w, dx, dims…)`, loaded (the NHWC tiled entry of the same
 /// name takes the same ones).
@@ -41,85 +53,87 @@ pub(crate) fn declare_params<T: ConvElem>(
 
 /// Builds `conv2d_bwd_data(gy, w, dx, batch, height, width, out_height, out_width)`.
 pub(crate) fn build<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilder {
-    let p = Problem::new(cfg);
-    debug_assert_eq!(p.layout, Layout::Nchw);
+    debug_assert_eq!(cfg.layout, Layout::Nchw);
     let mut k = conv_kernel(ENTRY, arch);
-    k.require_block([BLOCK, 1, 1]);
+    let edge = Conv2dConfig::DIRECT_TILE;
+    k.require_block([edge, edge, 1]);
     let (gy, w, dx, d) = declare_params::<T>(&mut k);
-    let hw = k.mul_lo(d.h, d.w);
-    let pixel = k.global_index_x();
-    let in_range = k.setp_lt(pixel, hw);
-    k.if_then(in_range, |k| {
-        let (ih, iw) = d.w_div.divmod(k, pixel);
-        let planes = k.mul_lo(d.batch, p.c_in);
-        let first = k.ctaid_y();
-        let step = k.special(SpecialReg::NctaidY);
-        k.for_range(first, planes, step, |k, plane| {
-            let n = div_const(k, plane, p.c_in);
-            let c = rem_const(k, plane, p.c_in);
-            let sum = gather_plane::<T>(k, &p, &d, gy, w, n, c, ih, iw);
-            let out = T::narrow(k, sum);
-            let idx = k.mad_lo(plane, hw, pixel);
-            let addr = k.elem_addr(dx, idx);
-            k.st_global(addr, 0, out);
-        });
-    });
+    let conv = TiledConv {
+        p: Problem::new(&cfg.flipped_forward()),
+        tile: cfg.backward_data_tile(),
+        spacing: Spacing {
+            rows: cfg.stride_h,
+            cols: cfg.stride_w,
+        },
+        stage_weights: stage_flipped_weights::<T>,
+    };
+    // The flipped problem reads `gy` (OH × OW) and writes `dx` (H × W).
+    let dx_plane = k.mul_lo(d.h, d.w);
+    let extents = Extents {
+        h: d.oh,
+        w: d.ow,
+        oh: d.h,
+        ow: d.w,
+        ohw: dx_plane,
+    };
+    let buffers = TiledBuffers {
+        x: gy,
+        w,
+        bias: None,
+        y: dx,
+    };
+    build_tiled(&mut k, &conv, &extents, buffers);
     k
 }
 
-/// `Σ_{kh, kw, oc} gy[n, oc, oh, ow] · w[oc, ci, kh, kw]` for input pixel `(ih, iw)` of
-/// channel `c` (see the module doc), in the accumulation type.
+/// The direct kernel's weight stage for the flipped problem `p` (`p.cg = Og` output channels
+/// reduced over, `p.og = Cg` input channels produced): `stage_w[(j·T + t')·weight_pitch + o] =
+/// w[g·Og + c0 + j, c0' + o, T − 1 − t']` for `j < weight_channels`, `o < CB`, `t' < T` with
+/// `c0'` the block's first input channel in the group, 0 past the group's last channels.
+/// For one output channel those `CB` filter rows are one contiguous run of `CB·T` elements,
+/// so work item `e = j·CB·T + rest` loads element `rest` of channel `j`'s run (consecutive
+/// threads, consecutive elements: whole sectors) and stores it at its reversed tap.
 #[allow(clippy::too_many_arguments)]
-fn gather_plane<T: ConvElem>(
+fn stage_flipped_weights<T: ConvElem>(
     k: &mut KernelBuilder,
     p: &Problem,
-    d: &Dims,
-    gy: GlobalPtr<T>,
+    tile: &DirectTile,
+    pos: BlockPos,
+    c0: Reg<U32>,
     w: GlobalPtr<T>,
-    n: Reg<U32>,
-    c: Reg<U32>,
-    ih: Reg<U32>,
-    iw: Reg<U32>,
-) -> Reg<T::Acc> {
-    let acc = k.zero::<T::Acc>();
-    let g = div_const(k, c, p.cg);
-    let ci = rem_const(k, c, p.cg);
-    let oc0 = k.mul_lo(g, p.og);
-    let ohw = d.ohw;
-    // The gy element of (n, oc0) at output position 0 and the filter element of (oc0, ci)
-    // at tap 0.
-    let gy_first = channel_start(k, Layout::Nchw, n, p.c_out, oc0, ohw);
-    let filter = k.mad_lo(oc0, p.cg, ci);
-    let w_first = k.mul_lo(filter, p.taps);
-    k.for_range(0u32, p.kh, 1u32, |k, kh| {
-        let (oh, oh_ok) = output_coord(k, ih, kh, p.ph, p.dh, p.sh, d.oh);
-        k.if_then(oh_ok, |k| {
-            // The gy and filter rows' first elements.
-            let gy_row = k.mad_lo(oh, d.ow, gy_first);
-            let w_row = k.mad_lo(kh, p.kw, w_first);
-            k.for_range(0u32, p.kw, 1u32, |k, kw| {
-                let (ow, ow_ok) = output_coord(k, iw, kw, p.pw, p.dw, p.sw, d.ow);
-                k.if_then(ow_ok, |k| {
-                    // Next output channel: the next plane of `gy`.
-                    let gy_idx = k.add(gy_row, ow);
-                    let w_idx = k.add(w_row, kw);
-                    let gy_step = k.mul_wide(ohw, bytes_of::<T>());
-                    let gy_at = k.elem_addr(gy, gy_idx);
-                    let w_at = k.elem_addr(w, w_idx);
-                    let w_step = u64::from(p.filter_len() * bytes_of::<T>());
-                    k.comment("sum over the group's output channels");
-                    k.for_range(0u32, p.og, 1u32, |k, _| {
-                        let g_raw = k.ld_global_nc::<T>(gy_at, 0);
-                        let w_raw = k.ld_global_nc::<T>(w_at, 0);
-                        let gv = T::widen(k, g_raw);
-                        let wv = T::widen(k, w_raw);
-                        k.fma_into(acc, gv, wv, acc);
-                        k.add_into(gy_at, gy_at, gy_step);
-                        k.add_into(w_at, w_at, w_step);
-                    });
-                });
-            });
-        });
+    smem: SharedArr<T::Acc>,
+    tid: Reg<U32>,
+) {
+    k.comment("stage the flipped filter taps of the output channel chunk");
+    let taps = p.taps;
+    // Channels `CB .. 4·ceil(CB / 4)` are staged as zeros (the window reads whole quads).
+    let run = tile.out_channels.next_multiple_of(4) * taps;
+    // Input channels of the block, and output channels of the chunk, that exist.
+    let remaining = k.sub(p.og, pos.oc0_local);
+    let channels = k.min(remaining, tile.out_channels);
+    let valid_run = k.mul_lo(channels, taps);
+    let chunk_channels = k.sub(p.cg, c0);
+    // Element 0 of output channel `g·Og + c0`'s run: `(g·Og + c0)·Cg·T + c0'·T`.
+    let first_oc = k.mad_lo(pos.g, p.cg, c0);
+    let run_start = k.mul_lo(pos.oc0_local, taps);
+    let start = k.mad_lo(first_oc, p.og * taps, run_start);
+    k.for_range(tid, tile.weight_channels * run, tile.threads, |k, e| {
+        let j = div_const(k, e, run);
+        let rest = rem_const(k, e, run);
+        let o = div_const(k, rest, taps);
+        let t = rem_const(k, rest, taps);
+        let in_run = k.setp_lt(rest, valid_run);
+        let in_chunk = k.setp_lt(j, chunk_channels);
+        let ok = k.and_pred(in_run, in_chunk);
+        let idx = k.mad_lo(j, p.og * taps, start);
+        let idx = k.add(idx, rest);
+        let value = load_or_zero::<T>(k, w, idx, ok);
+        // Row `j·T + T − 1 − t`, column `o`.
+        let row = k.mad_lo(j, taps, taps - 1);
+        let row = k.sub(row, t);
+        let slot = k.mad_lo(row, tile.weight_pitch, tile.weight_offset);
+        let slot = k.add(slot, o);
+        let addr = k.shared_elem(smem, slot);
+        k.st_shared(addr, 0, value);
     });
-    acc
 }

@@ -16,10 +16,14 @@
 //! staged once per block. Every `weight_channels` input channels
 //! it stages those channels' filter runs (contiguous in global memory) as rows of
 //! (input channel, tap) with the output channel fastest. Each tap then costs a thread one
-//! input read per pixel (a half-warp reads 16 consecutive elements, conflict-free), `OCB`
-//! broadcast weight reads and `pixels · OCB` FMAs. When the tile's second 16-row or 16-column
+//! input read per pixel (a half-warp reads 16 consecutive elements, conflict-free),
+//! `ceil(OCB / 4)` broadcast `ld.shared.v4` weight reads (`OCB` scalar ones for f64) and
+//! `pixels · OCB` FMAs. When the tile's second 16-row or 16-column
 //! half lies wholly past the output (images smaller than the tile) the block runs the window
 //! for the pixels that exist only, so no thread works for nothing.
+//!
+//! The body ([`build_tiled`]) also runs the NCHW backward-data ([`super::backward_data`]) as
+//! a forward of the stride-spread `gy` ([`Spacing`]) with its own weight stager.
 
 use super::common::{
     both_below, bytes_of, conv_kernel, div_const, load_or_zero, rem_const, ConvElem, DimParams,
@@ -42,16 +46,84 @@ const EDGE: u32 = Conv2dConfig::DIRECT_TILE;
 
 /// Where one block works.
 #[derive(Clone, Copy)]
-struct BlockPos {
-    n: Reg<U32>,
-    g: Reg<U32>,
+pub(super) struct BlockPos {
+    pub n: Reg<U32>,
+    pub g: Reg<U32>,
     /// First output channel of the block within its group.
-    oc0_local: Reg<U32>,
+    pub oc0_local: Reg<U32>,
     /// First output channel of the block, `g · Og + oc0_local`.
-    oc0: Reg<U32>,
+    pub oc0: Reg<U32>,
     /// Top-left output pixel of the tile.
-    oh0: Reg<U32>,
-    ow0: Reg<U32>,
+    pub oh0: Reg<U32>,
+    pub ow0: Reg<U32>,
+}
+
+/// The run-time extents a tiled convolution reads and writes: the input image `h × w`, the
+/// output `oh × ow` and its plane `ohw = oh · ow`.
+#[derive(Clone, Copy)]
+pub(super) struct Extents {
+    pub h: Reg<U32>,
+    pub w: Reg<U32>,
+    pub oh: Reg<U32>,
+    pub ow: Reg<U32>,
+    pub ohw: Reg<U32>,
+}
+
+impl Extents {
+    /// The forward's: `x` in, `y` out.
+    fn of(d: &Dims) -> Self {
+        Self {
+            h: d.h,
+            w: d.w,
+            oh: d.oh,
+            ow: d.ow,
+            ohw: d.ohw,
+        }
+    }
+}
+
+/// The distance between the real elements of the staged input along each axis: the patch at
+/// position `u` is `x[u / spacing]` when `spacing` divides `u`, 0 otherwise (`stride − 1`
+/// zeros between rows and columns: backward-data's `gy`); 1 for a plain input.
+#[derive(Clone, Copy)]
+pub(super) struct Spacing {
+    pub rows: u32,
+    pub cols: u32,
+}
+
+impl Spacing {
+    /// Every position is an input element.
+    pub const DENSE: Self = Self { rows: 1, cols: 1 };
+}
+
+/// Stages the weights of `weight_channels` input channels from `c0` for the block at `pos`
+/// (see [`stage_weights`] for the layout every stager writes).
+pub(super) type WeightStager<T> = fn(
+    &mut KernelBuilder,
+    &Problem,
+    &DirectTile,
+    BlockPos,
+    Reg<U32>,
+    GlobalPtr<T>,
+    SharedArr<<T as ConvElem>::Acc>,
+    Reg<U32>,
+);
+
+/// What a tiled convolution computes: its problem (stride 1 wherever the input is spaced),
+/// tiling, input spacing and weight stager.
+pub(super) struct TiledConv<T: ConvElem> {
+    pub p: Problem,
+    pub tile: DirectTile,
+    pub spacing: Spacing,
+    pub stage_weights: WeightStager<T>,
+}
+
+/// The buffers of a tiled convolution.
+pub(super) struct TiledBuffers<T: ConvElem> {
+    pub x: GlobalPtr<T>,
+    pub w: GlobalPtr<T>,
+    pub bias: Option<GlobalPtr<T>>,
+    pub y: GlobalPtr<T>,
 }
 
 /// Builds the entry: `conv2d_direct(x, w, [bias,] y, batch, height, width, out_height,
@@ -69,20 +141,40 @@ pub(crate) fn build<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilde
     let (x, w, y) = (k.global_ptr(x), k.global_ptr(w), k.global_ptr(y));
     let bias = bias.map(|b| k.global_ptr(b));
     let dims = dims.load(&mut k);
+    let conv = TiledConv {
+        p,
+        tile,
+        spacing: Spacing::DENSE,
+        stage_weights: stage_weights::<T>,
+    };
+    let buffers = TiledBuffers { x, w, bias, y };
+    build_tiled(&mut k, &conv, &Extents::of(&dims), buffers);
+    k
+}
+
+/// The tiled body (module doc) of `conv` on `buffers`, in `k` (its block `(16, 16)`).
+pub(super) fn build_tiled<T: ConvElem>(
+    k: &mut KernelBuilder,
+    conv: &TiledConv<T>,
+    dims: &Extents,
+    buffers: TiledBuffers<T>,
+) {
+    let (p, tile) = (conv.p, conv.tile);
+    let TiledBuffers { x, w, bias, y } = buffers;
     let smem: SharedArr<T::Acc> = match tile.shared_kind {
         SharedMemoryKind::Static => {
             k.shared_array("direct_stage", tile.shared_bytes / bytes_of::<T::Acc>())
         }
         SharedMemoryKind::Dynamic => k.dynamic_shared(tile.shared_bytes),
     };
-    let pos = locate_block(&mut k, &p, &tile);
+    let pos = locate_block(k, &p, &tile);
     let (tx, ty) = (k.tid_x(), k.tid_y());
     let tid = k.mad_lo(ty, EDGE, tx);
-    let vector_ok = vector_loads_allowed::<T>(&mut k, &tile, x, &dims);
+    let vector_ok = vector_loads_allowed::<T>(k, &tile, x, dims);
     if let Some(b) = bias {
-        stage_bias::<T>(&mut k, &p, &tile, pos, b, smem, tid);
+        stage_bias::<T>(k, &p, &tile, pos, b, smem, tid);
     }
-    let halves = SecondHalves::of(&mut k, &tile, pos, &dims);
+    let halves = SecondHalves::of(k, &tile, pos, dims);
     let pixels: Vec<Pixel<T::Acc>> = (0..tile.pixels)
         .flat_map(|i| (0..tile.pixels).map(move |j| (i, j)))
         .map(|(row, col)| Pixel {
@@ -93,12 +185,17 @@ pub(crate) fn build<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilde
         .collect();
     k.comment("for each chunk of input channels: stage its weights, then per channel stage, sync, accumulate, sync");
     k.for_range(0u32, p.cg, tile.weight_channels, |k, c0| {
-        stage_weights::<T>(k, &p, &tile, pos, c0, w, smem, tid);
+        (conv.stage_weights)(k, &p, &tile, pos, c0, w, smem, tid);
         let left = k.sub(p.cg, c0);
         let count = k.min(left, tile.weight_channels);
         k.for_range(0u32, count, 1u32, |k, j| {
             let ci = k.add(c0, j);
-            stage_input::<T>(k, &p, &tile, &dims, pos, ci, x, smem, tid, vector_ok);
+            let input = InputPlane {
+                x,
+                spacing: conv.spacing,
+                ci,
+            };
+            stage_input::<T>(k, &p, &tile, dims, pos, input, smem, tid, vector_ok);
             k.bar_sync();
             let window = Window::at(k, &p, &tile, smem, tx, ty, j);
             halves.select(k, &pixels, |k, live| window.accumulate(k, live));
@@ -106,8 +203,7 @@ pub(crate) fn build<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilde
         });
     });
     let bias = bias.map(|_| k.shared_elem(smem, tile.bias_offset));
-    store_outputs::<T>(&mut k, &p, &dims, pos, tx, ty, &pixels, bias, y);
-    k
+    store_outputs::<T>(k, &p, dims, pos, tx, ty, &pixels, bias, y);
 }
 
 /// `stage[bias_offset + o] = bias[oc0 + o]` for `o < OCB` (0 past the group's last channel),
@@ -151,7 +247,7 @@ struct SecondHalves {
 }
 
 impl SecondHalves {
-    fn of(k: &mut KernelBuilder, tile: &DirectTile, pos: BlockPos, d: &Dims) -> Self {
+    fn of(k: &mut KernelBuilder, tile: &DirectTile, pos: BlockPos, d: &Extents) -> Self {
         let half = |k: &mut KernelBuilder, start: Reg<U32>, end: Reg<U32>| {
             (tile.pixels > 1).then(|| {
                 let second = k.add(start, EDGE);
@@ -225,7 +321,7 @@ fn vector_loads_allowed<T: ConvElem>(
     k: &mut KernelBuilder,
     tile: &DirectTile,
     x: GlobalPtr<T>,
-    d: &Dims,
+    d: &Extents,
 ) -> Pred {
     let zero = k.var::<U32>(0u32);
     let base: Reg<U64> = k.elem_addr(x, zero);
@@ -236,27 +332,36 @@ fn vector_loads_allowed<T: ConvElem>(
     k.setp(CmpOp::Eq, either, 0u32)
 }
 
+/// One input channel to stage: channel `g·Cg + ci` of `x`, spread by `spacing`.
+pub(super) struct InputPlane<T: ConvElem> {
+    pub x: GlobalPtr<T>,
+    pub spacing: Spacing,
+    pub ci: Reg<U32>,
+}
+
 /// `stage[r, pos(s)] = x[n, g·Cg + ci, oh0·SH − PH + r, ow0·SW − PW + s]` for `r < in_h`,
 /// `s < in_w`, 0 outside the image, with `pos(s) = (s mod SW)·segment + s / SW` (see
 /// [`DirectTile`]). Work item `e = r·chunks + c` covers image columns `first + c·V ..` of
 /// patch row `r`, `first = ow0·SW − PW − lead` (on a sector): one vector load when the whole
 /// chunk lies in the image, holds a patch column and vector loads are allowed, else element by
 /// element (only the elements inside both the image and the patch). Consecutive threads take consecutive
-/// chunks, so a warp reads consecutive 16-byte pieces of a row.
+/// chunks, so a warp reads consecutive 16-byte pieces of a row. A spaced input (see
+/// [`Spacing`]) reads position `(u, v)` from `x[u / rows, v / cols]` where both divide, 0
+/// elsewhere; spaced columns go element by element.
 #[allow(clippy::too_many_arguments)]
 fn stage_input<T: ConvElem>(
     k: &mut KernelBuilder,
     p: &Problem,
     tile: &DirectTile,
-    d: &Dims,
+    d: &Extents,
     pos: BlockPos,
-    ci: Reg<U32>,
-    x: GlobalPtr<T>,
+    input: InputPlane<T>,
     smem: SharedArr<T::Acc>,
     tid: Reg<U32>,
     vector_ok: Pred,
 ) {
     k.comment("stage the input patch of channel ci");
+    let InputPlane { x, spacing, ci } = input;
     let c = k.mad_lo(pos.g, p.cg, ci);
     let plane = k.mad_lo(pos.n, p.c_in, c);
     let hw = k.mul_lo(d.h, d.w);
@@ -265,7 +370,7 @@ fn stage_input<T: ConvElem>(
     let row0 = k.mul_lo(pos.oh0, p.sh);
     let row0 = k.sub(row0, p.ph);
     let col0 = k.mul_lo(pos.ow0, p.sw);
-    let first = k.sub(col0, p.pw + tile.lead);
+    let first = k.sub(col0, p.pw.wrapping_add(tile.lead));
     let v = tile.vector;
     let total = tile.in_h * tile.chunks;
     // The chunks holding patch columns: `first_chunk ..= first_chunk + patch_chunks − 1`.
@@ -278,9 +383,12 @@ fn stage_input<T: ConvElem>(
         let in_patch = k.setp_lt(from_patch, patch_chunks);
         k.if_then(in_patch, |k| {
             let ih = k.add(row0, r);
+            let (ih, row_on_grid) = spaced_coord(k, ih, spacing.rows);
+            let on_row = |k: &mut KernelBuilder, ok: Pred| match row_on_grid {
+                Some(on) => k.and_pred(ok, on),
+                None => ok,
+            };
             let iw = k.mad_lo(chunk, v, first);
-            let idx = k.mad_lo(ih, d.w, iw);
-            let idx = k.add(idx, x_plane);
             // Patch column of the chunk's first element (wraps for the lead columns).
             let s0 = k.mul_lo(chunk, v);
             let s0 = k.sub(s0, tile.lead);
@@ -288,10 +396,32 @@ fn stage_input<T: ConvElem>(
             let store = |k: &mut KernelBuilder, values: &[Reg<T::Acc>]| {
                 store_patch_chunk(k, p, tile, smem, row_slot, chunk, s0, values)
             };
+            if spacing.cols > 1 {
+                let row_start = k.mad_lo(ih, d.w, x_plane);
+                let values: Vec<Reg<T::Acc>> = (0..v)
+                    .map(|i| {
+                        let col = k.add(iw, i);
+                        let (col, col_on_grid) = spaced_coord(k, col, spacing.cols);
+                        let s = k.add(s0, i);
+                        let in_patch = k.setp_lt(s, tile.in_w);
+                        let ok = both_below(k, ih, d.h, col, d.w);
+                        let ok = k.and_pred(ok, in_patch);
+                        let ok = col_on_grid.map_or(ok, |on| k.and_pred(ok, on));
+                        let ok = on_row(k, ok);
+                        let at = k.add(row_start, col);
+                        load_or_zero::<T>(k, x, at, ok)
+                    })
+                    .collect();
+                store(k, &values);
+                return;
+            }
+            let idx = k.mad_lo(ih, d.w, iw);
+            let idx = k.add(idx, x_plane);
             k.if_else(
                 vector_ok,
                 |k| {
                     let whole = both_below(k, ih, d.h, iw, d.w);
+                    let whole = on_row(k, whole);
                     k.if_else(
                         whole,
                         |k| {
@@ -316,6 +446,7 @@ fn stage_input<T: ConvElem>(
                             let in_patch = k.setp_lt(s, tile.in_w);
                             let ok = both_below(k, ih, d.h, col, d.w);
                             let ok = k.and_pred(ok, in_patch);
+                            let ok = on_row(k, ok);
                             let at = k.add(idx, i);
                             load_or_zero::<T>(k, x, at, ok)
                         })
@@ -325,6 +456,17 @@ fn stage_input<T: ConvElem>(
             );
         });
     });
+}
+
+/// Position `u` of a spaced axis (see [`Spacing`]) as `(u / spacing, whether spacing divides
+/// u)`; `(u, None)` for a dense axis.
+fn spaced_coord(k: &mut KernelBuilder, u: Reg<U32>, spacing: u32) -> (Reg<U32>, Option<Pred>) {
+    if spacing == 1 {
+        return (u, None);
+    }
+    let real = div_const(k, u, spacing);
+    let phase = rem_const(k, u, spacing);
+    (real, Some(k.setp(CmpOp::Eq, phase, 0u32)))
 }
 
 /// Stores chunk `chunk` of patch row `r` (`row_slot = r · pitch`), whose first element is
@@ -534,15 +676,36 @@ impl<'a, A: Float> Window<'a, A> {
                 k.ld_shared::<A>(in_addr, (at * esz) as i32)
             })
             .collect();
-        let weights: Vec<Reg<A>> = (0..tile.out_channels)
-            .map(|o| k.ld_shared::<A>(w_addr, (w_off + o * esz) as i32))
-            .collect();
+        let weights = load_weights(k, tile.out_channels, w_addr, w_off);
         for (o, wv) in weights.iter().enumerate() {
             for (input, pixel) in inputs.iter().zip(acc) {
                 k.fma_into(pixel.acc[o], *input, *wv, pixel.acc[o]);
             }
         }
     }
+}
+
+/// The `channels` weights of one tap from byte `w_off` of `w_addr` (16-byte aligned, staged
+/// for `4·ceil(channels / 4)` channels): one `ld.shared.v4` per 4 channels for 4-byte
+/// elements (a broadcast, one wavefront each), element by element for f64.
+fn load_weights<A: Float>(
+    k: &mut KernelBuilder,
+    channels: u32,
+    w_addr: Reg<U32>,
+    w_off: u32,
+) -> Vec<Reg<A>> {
+    let esz = bytes_of::<A>();
+    if esz != 4 {
+        return (0..channels)
+            .map(|o| k.ld_shared::<A>(w_addr, (w_off + o * esz) as i32))
+            .collect();
+    }
+    let mut weights = Vec::new();
+    for q in 0..channels.div_ceil(4) {
+        weights.extend(k.ld_shared_v4::<A>(w_addr, (w_off + 16 * q) as i32));
+    }
+    weights.truncate(channels as usize);
+    weights
 }
 
 /// `y[n, oc0 + o, oh0 + ty + 16i, ow0 + tx + 16j] = acc[i, j][o] (+ the staged bias at
@@ -553,7 +716,7 @@ impl<'a, A: Float> Window<'a, A> {
 fn store_outputs<T: ConvElem>(
     k: &mut KernelBuilder,
     p: &Problem,
-    d: &Dims,
+    d: &Extents,
     pos: BlockPos,
     tx: Reg<U32>,
     ty: Reg<U32>,

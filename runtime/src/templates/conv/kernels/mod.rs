@@ -10,7 +10,7 @@
 //! | `implicit_gemm` (f16/bf16, sm_80+) | `y` from `x` on tensor cores, NCHW or NHWC | 128 | `(⌈N·OH·OW/64⌉, ⌈Og/64⌉, G)` |
 //! | `nhwc` (NHWC only) | `y` from `x` on CUDA cores (tiled implicit GEMM, 16-byte loads and stores) | 128 | `(⌈N·OH·OW/64⌉, ⌈Og/64⌉, G)` |
 //! | `direct` | `y` from `x` via shared tiles | (16, 16) | `(tiles, G·⌈Og/OCB⌉, N)` |
-//! | `bwd_data` | `dx` from `gy`: NCHW one thread per element; NHWC the `nhwc` tiling | 256; NHWC 128 | `(⌈H·W/256⌉, min(N·C_in, 65535))`; NHWC `(⌈H·W/64⌉, ⌈Cg/64⌉, N·G)` |
+//! | `bwd_data` | `dx` from `gy`: NCHW the `direct` tiling of the flipped problem (shared `gy` window and taps); NHWC the `nhwc` tiling | (16, 16); NHWC 128 | `(tiles, G·⌈Cg/CB⌉, N)`; NHWC `(⌈H·W/64⌉, ⌈Cg/64⌉, N·G)` |
 //! | `bwd_data_implicit_gemm` (f16/bf16, sm_80+) | `dx` from `gy` on tensor cores | 128 | `(⌈H·W/64⌉, ⌈Cg/64⌉, N·G)` |
 //! | `bwd_filter` | `dw` from `x`, `gy` on CUDA cores (tiled GEMM per group, NCHW or NHWC) | 128 | `(⌈Og/64⌉, ⌈Cg·KH·KW/64⌉, G)` |
 //! | `bwd_filter_implicit_gemm` (f16/bf16, sm_80+) | `dw` from `x`, `gy` on tensor cores | 128 | `(⌈Og/64⌉, ⌈Cg·KH·KW/64⌉, G)` |
@@ -52,7 +52,7 @@ pub use nhwc::{
     ENTRY as ENTRY_NHWC, THREADS as NHWC_THREADS, TILE_M as NHWC_TILE_M, TILE_N as NHWC_TILE_N,
 };
 
-/// Threads per block of the 1-D entries (im2col, backward-data, backward-bias).
+/// Threads per block of the 1-D entries (im2col, backward-bias).
 pub const BLOCK_1D: u32 = 256;
 /// Output channels per block of the backward-bias entry (one per warp).
 pub const WARPS_PER_BLOCK: u32 = backward_filter::WARPS;
