@@ -35,6 +35,8 @@
 use crate::builder::{Float, GlobalPtr, KernelBuilder, Pred, Reg, Scalar, SharedArr, U32, U64};
 
 use super::common::{narrow, widen, MoeElem};
+use super::schedule::NO_ITEM;
+use crate::ir::CmpOp;
 
 /// Threads per expert-GEMM block (16 × 16).
 pub const GEMM_THREADS: u32 = 256;
@@ -164,12 +166,16 @@ pub(crate) struct WorkItem {
     pub out_start: Reg<U32>,
 }
 
-/// Decodes the grid: `ctaid.x` = work item (blocks past `work_items[0]` get `count = 0`),
-/// `ctaid.y` = column tile of [`TILE_N`] columns; reads the item, `counts[e]` and `offsets[e]`.
+/// Decodes the grid: `ctaid.x` = work item (a block whose item is
+/// [`NO_ITEM`](super::schedule::NO_ITEM), past the list, gets `count = 0`), `ctaid.y` = column
+/// tile of [`TILE_N`] columns; reads the item (one `ld.global.v2`), `counts[e]` and
+/// `offsets[e]`.
 pub(crate) fn work_item(k: &mut KernelBuilder, schedule: Schedule) -> WorkItem {
     let item = k.ctaid_x();
-    let items = k.ld_global::<U32>(schedule.work_items.addr, 0);
-    let active = k.setp_lt(item, items);
+    let at = k.mul_lo(item, 2u32);
+    let addr = k.elem_addr(schedule.work_items, at);
+    let [e, first] = k.ld_global_v2::<U32>(addr, 0, false);
+    let active = k.setp(CmpOp::Ne, e, NO_ITEM);
     let (expert, m0, count, out_start) = (
         k.var::<U32>(0u32),
         k.var::<U32>(0u32),
@@ -177,10 +183,6 @@ pub(crate) fn work_item(k: &mut KernelBuilder, schedule: Schedule) -> WorkItem {
         k.var::<U32>(0u32),
     );
     k.if_then(active, |k| {
-        let slot = k.mad_lo(item, 2u32, 1u32);
-        let addr = k.elem_addr(schedule.work_items, slot);
-        let e = k.ld_global::<U32>(addr, 0);
-        let first = k.ld_global::<U32>(addr, 4);
         k.assign(expert, e);
         k.assign(m0, first);
         let count_addr = k.elem_addr(schedule.counts, e);
