@@ -197,8 +197,9 @@ fn cuda_core_f32_shared_wavefronts() {
 /// bf16 on CUDA cores (sm_70 has no bf16 `mma`): the loader covers whole 32-byte sectors, 4
 /// quads of 4 elements in each of 8 rows per warp, whose transposing stores met 2 to a bank
 /// (quads `q` and `q + 2`) until odd quad pairs' rows moved 8 rows along: 1.059 × the fewest
-/// wavefronts before, 1.000 after. Instructions per output held to the measured 368.45 / 220.27
-/// (368.73 / 220.48 before the staging slot was computed once per block).
+/// wavefronts before, 1.000 after. Instructions per output held to the measured 368.29 / 220.16
+/// (368.73 / 220.48 before the staging slot was computed once per block and the work item
+/// read as one vector).
 #[test]
 fn cuda_core_bf16_sm70_shared_wavefronts() {
     let cfg = MoeConfig {
