@@ -688,7 +688,8 @@ fn block_order_does_not_change_results() {
 ///
 /// The per-launch counters also include index loads; they are known exactly and taken out, so
 /// the figures are those of the operand loads alone: [`WORK_ITEM_LOADS`] broadcasts per warp
-/// (every lane reading the same word: 4 distinct bytes from one sector) and, in the gathering
+/// (every lane reading the same address: [`WORK_ITEM_BYTES`] distinct bytes in all, each
+/// request from one sector) and, in the gathering
 /// kernels, one token-id load per warp and loader pass (2 passes; 16 consecutive ids read by
 /// two lanes each, 64 distinct bytes from 2 sectors, the bins being 64-aligned; bf16: 8 ids
 /// by four lanes each, 32 bytes from 1 sector).
@@ -739,7 +740,7 @@ fn expert_gemm_counters() {
             // A warp stages 16 rows (8 for halves): their ids fill 2 sectors (1).
             let id_sectors = if halves { 1 } else { 2 };
             let index_requests = warps * (WORK_ITEM_LOADS + id_loads);
-            let index_bytes = warps * (WORK_ITEM_LOADS * 4 + id_loads * id_sectors * 32);
+            let index_bytes = warps * (WORK_ITEM_BYTES + id_loads * id_sectors * 32);
             let bytes = c.global_load_bytes - index_bytes;
             let sectors = c.global_load_sectors - warps * (WORK_ITEM_LOADS + id_sectors * id_loads);
             let requests = c.global_load_requests - index_requests;
@@ -780,9 +781,11 @@ fn expert_gemm_counters() {
     }
 }
 
-/// Broadcast loads per warp that decode a block's work item: the item count, its expert and
-/// first slot, and the expert's count and offset.
-const WORK_ITEM_LOADS: u64 = 5;
+/// Broadcast loads per warp that decode a block's work item: the item (expert and first slot,
+/// one 8-byte vector), and the expert's count and offset.
+const WORK_ITEM_LOADS: u64 = 3;
+/// The distinct bytes those loads read: 8 + 4 + 4.
+const WORK_ITEM_BYTES: u64 = 16;
 
 /// Shared wavefronts per request of the expert GEMM's layout without bank conflicts, per
 /// staged tile of `tile_k` columns with `b_tiles` weight tiles, counted per phase (a warp for

@@ -23,7 +23,7 @@
 //! | `indices`, `weights`, `slot_of` | `T·K` |
 //! | `token_ids` | `E·C` |
 //! | `counts`, `routed`, `offsets` | `E` |
-//! | `work_items` | `1 + 2·n_max` ([`max_work_items`]) |
+//! | `work_items` | `2·n_max` ([`max_work_items`]) |
 //! | `x` | `T·H` |
 //! | `w` (linear), `w1`, `w3` | `E·F·H` |
 //! | `w2` | `E·H·F` |
@@ -83,7 +83,7 @@ pub struct Bins<'a, B: Backend> {
     pub slot_of: &'a DeviceBuffer<B, u32>,
     /// `[E]` first permuted row of each bin (written by the schedule phase).
     pub offsets: &'a DeviceBuffer<B, u32>,
-    /// `[1 + 2·n_max]` the grouped GEMM's work list (written by the schedule phase).
+    /// `[2·n_max]` the grouped GEMM's work list (written by the schedule phase).
     pub work_items: &'a DeviceBuffer<B, u32>,
 }
 
@@ -481,9 +481,9 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
         check_len("work_items", bins.work_items, self.work_items_len())
     }
 
-    /// `1 + 2·n_max`: the work-item count and two words per item.
+    /// `2·n_max`: two words per item.
     fn work_items_len(&self) -> usize {
-        1 + 2 * self.max_work_items() as usize
+        2 * self.max_work_items() as usize
     }
 
     /// `E·C` or `T·K`: rows of the permuted expert outputs.
@@ -507,6 +507,7 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
                 KernelArg::buffer(bins.work_items),
                 KernelArg::U32(self.capacity()),
                 KernelArg::U32(u32::from(self.cfg.is_dropless())),
+                KernelArg::U32(self.max_work_items()),
             ],
         )
     }

@@ -13,8 +13,13 @@
 //! - **Shared layout**: tiles are stored transposed, `tile[kk][row]`, in the compute type, with
 //!   rows padded to `TILE_M + 4` (16-byte aligned rows for the quad reads). A warp's
 //!   transposing stores of element `e` land on bank `(16·q + 4·e + row) mod 32` (f32 compute):
-//!   32 different banks with 2 quads per row (`16·(l mod 2) + l / 2`); 16 with 4 quads per row
-//!   (halves: a 2-way conflict, the price of whole-sector global reads).
+//!   32 different banks with 2 quads per row (`16·(l mod 2) + l / 2`, 16 rows per warp). With 4
+//!   quads per row (f16/bf16, 8 rows per warp, whole 32-byte sectors per row) quads `q` and
+//!   `q + 2` would meet on the same 16 banks, so those rows are padded to `TILE_M + 12` and
+//!   row `kk` starts `kk & 8` elements further on (`SharedLayout`): bank `(16·(q mod 2) +
+//!   8·(q / 2 mod 2) + 12·e + row) mod 32`, 32 different banks again. The shift is a multiple
+//!   of 4 and a compile-time offset of each unrolled `kk`, so the inner loop's reads stay
+//!   aligned `ld.shared.v4` with immediate offsets.
 //! - **Inner loop**: thread `(tx, ty)` of the 16 × 16 block owns outputs
 //!   `(4·ty + i, 4·tx + j)`, `i, j < 4` in f32 compute (`(ty + 16i, tx + 16j)` in f64, see
 //!   [`own_step`]). Per `kk` it reads its 4 `A` values and 4 `B` values as one `ld.shared.v4`
@@ -30,6 +35,8 @@
 use crate::builder::{Float, GlobalPtr, KernelBuilder, Pred, Reg, Scalar, SharedArr, U32, U64};
 
 use super::common::{narrow, widen, MoeElem};
+use super::schedule::NO_ITEM;
+use crate::ir::CmpOp;
 
 /// Threads per expert-GEMM block (16 × 16).
 pub const GEMM_THREADS: u32 = 256;
@@ -41,8 +48,10 @@ pub const TILE_N: u32 = 64;
 const PER_THREAD: u32 = 4;
 /// Thread grid edge (16).
 const EDGE: u32 = TILE_M / PER_THREAD;
-/// Padded row of a transposed shared tile (compute-type elements).
+/// Padded row of a transposed shared tile (compute-type elements), 16-byte aligned.
 const SHARED_STRIDE: u32 = TILE_M + 4;
+/// The same with room for the 8-row shift of [`SharedLayout::quads_of_four`].
+const SHIFTED_STRIDE: u32 = TILE_M + 12;
 /// Quads per staged tile row (a quad is `TILE_K / 8` elements).
 const QUADS_PER_ROW: u32 = 8;
 /// Tile rows one loader pass covers.
@@ -82,6 +91,49 @@ pub(crate) struct Tile {
     kk: Reg<U32>,
     r0: Reg<U32>,
     tile_k: u32,
+    /// Where the staged tiles' rows sit in shared memory.
+    layout: SharedLayout,
+    /// Element offset of the thread's first staged value, `layout.row_start(kk) + r0`.
+    stage_slot: Reg<U32>,
+}
+
+/// Where tile row `kk` (reduction index) of a transposed shared tile starts: rows of `stride`
+/// elements, row `kk` shifted by `kk & shift_mask` elements (a multiple of 4, so the inner
+/// loop's `ld.shared.v4` stay aligned).
+#[derive(Clone, Copy)]
+struct SharedLayout {
+    stride: u32,
+    shift_mask: u32,
+}
+
+impl SharedLayout {
+    /// The layout for a loader warp covering `lanes` adjacent quads of `quad` elements in each
+    /// of its rows (see the module docs for the banks).
+    fn of(lanes: u32, quad: u32) -> Self {
+        if lanes == 4 {
+            Self::quads_of_four(quad)
+        } else {
+            Self {
+                stride: SHARED_STRIDE,
+                shift_mask: 0,
+            }
+        }
+    }
+
+    /// Four quads per row, eight rows per warp (f16/bf16): quads `q` and `q + 2` would share
+    /// banks (the stride moves 16 banks per quad), so rows of odd quad pairs (`kk` bit
+    /// `log2(2·quad)` set) move 8 rows along, onto the other 8 banks of their half.
+    fn quads_of_four(quad: u32) -> Self {
+        Self {
+            stride: SHIFTED_STRIDE,
+            shift_mask: 2 * quad,
+        }
+    }
+
+    /// Element offset of row `kk` (compile-time `kk`, for the inner loop's immediates).
+    fn row_start(self, kk: u32) -> u32 {
+        kk * self.stride + (kk & self.shift_mask)
+    }
 }
 
 impl Tile {
@@ -114,12 +166,16 @@ pub(crate) struct WorkItem {
     pub out_start: Reg<U32>,
 }
 
-/// Decodes the grid: `ctaid.x` = work item (blocks past `work_items[0]` get `count = 0`),
-/// `ctaid.y` = column tile of [`TILE_N`] columns; reads the item, `counts[e]` and `offsets[e]`.
+/// Decodes the grid: `ctaid.x` = work item (a block whose item is
+/// [`NO_ITEM`](super::schedule::NO_ITEM), past the list, gets `count = 0`), `ctaid.y` = column
+/// tile of [`TILE_N`] columns; reads the item (one `ld.global.v2`), `counts[e]` and
+/// `offsets[e]`.
 pub(crate) fn work_item(k: &mut KernelBuilder, schedule: Schedule) -> WorkItem {
     let item = k.ctaid_x();
-    let items = k.ld_global::<U32>(schedule.work_items.addr, 0);
-    let active = k.setp_lt(item, items);
+    let at = k.mul_lo(item, 2u32);
+    let addr = k.elem_addr(schedule.work_items, at);
+    let [e, first] = k.ld_global_v2::<U32>(addr, 0, false);
+    let active = k.setp(CmpOp::Ne, e, NO_ITEM);
     let (expert, m0, count, out_start) = (
         k.var::<U32>(0u32),
         k.var::<U32>(0u32),
@@ -127,10 +183,6 @@ pub(crate) fn work_item(k: &mut KernelBuilder, schedule: Schedule) -> WorkItem {
         k.var::<U32>(0u32),
     );
     k.if_then(active, |k| {
-        let slot = k.mad_lo(item, 2u32, 1u32);
-        let addr = k.elem_addr(schedule.work_items, slot);
-        let e = k.ld_global::<U32>(addr, 0);
-        let first = k.ld_global::<U32>(addr, 4);
         k.assign(expert, e);
         k.assign(m0, first);
         let count_addr = k.elem_addr(schedule.counts, e);
@@ -199,6 +251,16 @@ pub(crate) fn tile_coords<T: MoeElem>(
     };
     let lane_row = k.shr(lane, lanes.trailing_zeros());
     let r0 = k.add(first_row, lane_row);
+    let layout = SharedLayout::of(lanes, tile_k / QUADS_PER_ROW);
+    let stage_slot = {
+        let slot = k.mad_lo(kk, layout.stride, r0);
+        if layout.shift_mask == 0 {
+            slot
+        } else {
+            let shift = k.and(kk, layout.shift_mask);
+            k.add(slot, shift)
+        }
+    };
     let WorkItem {
         expert,
         m0,
@@ -219,6 +281,8 @@ pub(crate) fn tile_coords<T: MoeElem>(
         kk,
         r0,
         tile_k,
+        layout,
+        stage_slot,
     }
 }
 
@@ -347,13 +411,9 @@ pub(crate) fn weight_rows(
     tile.loader_rows(k, |k, r| weight_row(k, &item, n_total, len, r))
 }
 
-/// A shared tile `[TILE_K][TILE_M + 4]` in the compute type.
-pub(crate) fn shared_tile<A: Float>(
-    k: &mut KernelBuilder,
-    name: &str,
-    tile_k: u32,
-) -> SharedArr<A> {
-    k.shared_array::<A>(name, tile_k * SHARED_STRIDE)
+/// A shared tile `[TILE_K][stride]` in the compute type ([`SharedLayout`]).
+fn shared_tile<A: Float>(k: &mut KernelBuilder, name: &str, tile: &Tile) -> SharedArr<A> {
+    k.shared_array::<A>(name, tile.tile_k * tile.layout.stride)
 }
 
 /// Stages columns `k0 .. k0 + TILE_K` of the loader rows: `tile[kk + e][r] = src[base_r + k0 +
@@ -372,8 +432,7 @@ pub(crate) fn stage_tile<T: MoeElem>(
     let quad = tile.quad();
     let col = k.add(k0, tile.kk);
     let col_ok = k.setp_lt(col, len);
-    let slot = k.mad_lo(tile.kk, SHARED_STRIDE, tile.r0);
-    let store = k.shared_elem(smem, slot);
+    let store = k.shared_elem(smem, tile.stage_slot);
     let elem = T::Acc::TYPE.bytes();
     for (i, (&base, &row_ok)) in rows.base.iter().zip(&rows.valid).enumerate() {
         let values: Vec<Reg<T::Acc>> = (0..quad)
@@ -405,7 +464,8 @@ pub(crate) fn stage_tile<T: MoeElem>(
         }
         let row_offset = i as u32 * ROWS_PER_PASS * elem;
         for (e, &v) in values.iter().enumerate() {
-            let offset = row_offset + e as u32 * SHARED_STRIDE * elem;
+            // `kk + e` has `kk`'s shift: `e` < quad leaves the shift bit alone.
+            let offset = row_offset + e as u32 * tile.layout.stride * elem;
             k.st_shared(store, offset as i32, v);
         }
     }
@@ -465,7 +525,7 @@ pub(crate) fn multiply_tiles<A: Float>(
         .map(|&b| k.shared_elem(b, tile.col_in_tile))
         .collect();
     for kk in 0..tile.tile_k {
-        let row_offset = (kk * SHARED_STRIDE * elem) as i32;
+        let row_offset = (tile.layout.row_start(kk) * elem) as i32;
         let a = read_four::<A>(k, tile, a_read, row_offset);
         for (&b_read, acc) in b_reads.iter().zip(accs) {
             let b = read_four::<A>(k, tile, b_read, row_offset);
@@ -492,9 +552,9 @@ pub(crate) fn reduction_loop<T: MoeElem>(
     len: u32,
     accs: &[Vec<Vec<Reg<T::Acc>>>],
 ) {
-    let a_tile = shared_tile::<T::Acc>(k, "a_tile", tile.tile_k);
+    let a_tile = shared_tile::<T::Acc>(k, "a_tile", tile);
     let b_tiles: Vec<SharedArr<T::Acc>> = (0..b_srcs.len())
-        .map(|i| shared_tile::<T::Acc>(k, &format!("b_tile{i}"), tile.tile_k))
+        .map(|i| shared_tile::<T::Acc>(k, &format!("b_tile{i}"), tile))
         .collect();
     let has_rows = k.setp_lt(tile.m0, tile.count);
     k.if_then(has_rows, |k| {

@@ -5,23 +5,22 @@
 //! - `offsets[e]`: first permuted row of bin `e`. Dropless (`packed = 1`): the exclusive prefix
 //!   sum of the counts, so bins are packed back to back and the outputs hold exactly the `T·K`
 //!   routed rows. Capacity-limited (`packed = 0`): `e·C`, the Switch/GShard layout.
-//! - `work_items[0]` = number of tiles `n`; item `i` is `work_items[1 + 2i] = e`,
-//!   `work_items[2 + 2i] = m0`, one per [`TILE_M`](super::TILE_M)-row tile of a non-empty bin,
-//!   experts ascending. The GEMM grid is sized for [`max_work_items`]; blocks past `n` exit, so
-//!   empty bins and unused capacity cost a block that reads one word.
+//! - `work_items [n_max][2]`: item `i` is `(e, m0)` at words `2i, 2i + 1` (one 8-byte
+//!   vector), one per [`TILE_M`](super::TILE_M)-row tile of a non-empty bin, experts ascending;
+//!   the `n_max − n` items after the `n` real ones are [`NO_ITEM`] `(u32::MAX, 0)`. The GEMM
+//!   grid is `n_max` ([`max_work_items`]) blocks wide; block `i` reads item `i` and exits on
+//!   [`NO_ITEM`], so empty bins and unused capacity cost a block that reads one vector.
 //!
 //! One warp ([`SCHEDULE_BLOCK`] threads) walks the experts 32 at a time, lane `l` taking expert
 //! `g + l`: the counts are read coalesced, an inclusive shuffle scan over the lanes gives each
-//! expert's first row (dropless) and first work item, the offsets are stored coalesced, and each
-//! lane then writes its expert's items; the group's totals carry to the next group. The order is
-//! fixed (experts ascending, tiles ascending within a bin), so the list is deterministic.
-//!
-//! The items interleave `e` and `m0` at odd word offsets (`1 + 2i`), so a lane's pair is two
-//! 4-byte stores, 8 bytes apart across lanes, and `work_items[0]` is a store of its own: the
-//! list's stores use about a third of the sectors they touch (a layout with 8-byte aligned
-//! pairs would change the buffer's documented length).
+//! expert's first row (dropless) and first work item, and the offsets are stored coalesced.
+//! The group's items are then written by consecutive lanes on consecutive items: lane `j`
+//! finds the expert of the group's item `j` by a binary search of the scan (5 shuffles), so
+//! each store request is one run of whole 8-byte items (the last group's run goes on to
+//! `n_max` with [`NO_ITEM`]); the group's totals carry to the next group. The order is fixed
+//! (experts ascending, tiles ascending within a bin), so the list is deterministic.
 
-use crate::builder::{KernelBuilder, U32};
+use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, U32};
 use crate::ir::CmpOp;
 
 use super::common::warp_inclusive_sum;
@@ -42,8 +41,11 @@ pub fn max_work_items(experts: u32, capacity: u32, kept: u32) -> u32 {
     u32::try_from(per_bin.min(by_rows)).unwrap_or(u32::MAX)
 }
 
-/// Builds the schedule entry: params `counts [E]`, `offsets [E]`, `work_items [1 + 2·n_max]`,
-/// `capacity`, `packed`.
+/// The filler item after the real ones: no expert.
+pub const NO_ITEM: u32 = u32::MAX;
+
+/// Builds the schedule entry: params `counts [E]`, `offsets [E]`, `work_items [2·n_max]`,
+/// `capacity`, `packed`, `n_max`.
 pub(crate) fn build(shape: &MoeShape, k: &mut KernelBuilder) {
     k.require_block([SCHEDULE_BLOCK, 1, 1]);
     let counts = k.param_ptr::<U32>("counts");
@@ -51,6 +53,7 @@ pub(crate) fn build(shape: &MoeShape, k: &mut KernelBuilder) {
     let work_items = k.param_ptr::<U32>("work_items");
     let capacity = k.param::<U32>("capacity");
     let packed = k.param::<U32>("packed");
+    let max_items = k.param::<U32>("max_items");
     let (counts, offsets, work_items) = (
         k.global_ptr(counts),
         k.global_ptr(offsets),
@@ -59,6 +62,7 @@ pub(crate) fn build(shape: &MoeShape, k: &mut KernelBuilder) {
     let capacity = k.load_param(capacity);
     let packed = k.load_param(packed);
     let packed = k.setp(CmpOp::Ne, packed, 0u32);
+    let max_items = k.load_param(max_items);
     let lane = k.tid_x();
     let rows_before = k.var::<U32>(0u32);
     let items_before = k.var::<U32>(0u32);
@@ -83,23 +87,79 @@ pub(crate) fn build(shape: &MoeShape, k: &mut KernelBuilder) {
             let offset = k.selp(packed_offset, strided, packed);
             let addr = k.elem_addr(offsets, expert);
             k.st_global(addr, 0, offset);
-            let items_ahead = k.sub(items_through, tiles);
-            let first_item = k.add(items_before, items_ahead);
-            let first_word = k.mad_lo(first_item, 2u32, 1u32);
-            let item_addr = k.elem_addr(work_items, first_word);
-            k.for_range(0u32, count, TILE_M, |k, m0| {
-                k.st_global(item_addr, 0, expert);
-                k.st_global(item_addr, 4, m0);
-                k.add_into(item_addr, item_addr, 8u64);
-            });
         });
+        let group_items = k.shfl_idx(items_through, 31u32);
+        let next_group = k.add(group, SCHEDULE_BLOCK);
+        let last = k.setp_ge(next_group, shape.experts);
+        let share = GroupItems {
+            first: items_before,
+            items: group_items,
+            items_through,
+            tiles,
+            group,
+        };
+        write_items(k, &share, work_items, lane, last, max_items);
         let group_rows = k.shfl_idx(rows_through, 31u32);
         k.add_into(rows_before, rows_before, group_rows);
-        let group_items = k.shfl_idx(items_through, 31u32);
         k.add_into(items_before, items_before, group_items);
     });
-    let first = k.setp(CmpOp::Eq, lane, 0u32);
-    k.if_then(first, |k| {
-        k.st_global(work_items.addr, 0, items_before);
+}
+
+/// One group of 32 experts' share of the work list.
+struct GroupItems {
+    /// Items of the groups before.
+    first: Reg<U32>,
+    /// The group's items.
+    items: Reg<U32>,
+    /// Lane `l`: items of the group's experts `0..=l` (inclusive scan).
+    items_through: Reg<U32>,
+    /// Lane `l`: items of expert `group + l`.
+    tiles: Reg<U32>,
+    /// The group's first expert.
+    group: Reg<U32>,
+}
+
+/// Items `first + j` of the group, `j = lane, lane + 32, …`: the expert `group + l` whose items
+/// hold `j` (`l` = lanes with `items_through ≤ j`, by binary search over the lanes) and
+/// `m0 = (j − items ahead of l) · TILE_M`, one `st.global.v2` per item. The last group
+/// (`last` on its lanes; uniform) goes on to `max_items` with [`NO_ITEM`]. The loop is
+/// warp-uniform, so every shuffle sees the whole warp.
+fn write_items(
+    k: &mut KernelBuilder,
+    g: &GroupItems,
+    work_items: GlobalPtr<U32>,
+    lane: Reg<U32>,
+    last: Pred,
+    max_items: Reg<U32>,
+) {
+    let group_end = k.add(g.first, g.items);
+    let end = k.selp(max_items, group_end, last);
+    let items_ahead = k.sub(g.items_through, g.tiles);
+    k.for_range(g.first, end, SCHEDULE_BLOCK, |k, base| {
+        let item = k.add(base, lane);
+        let j = k.sub(item, g.first);
+        let owner = k.var::<U32>(0u32);
+        for step in [16u32, 8, 4, 2, 1] {
+            let probe = k.add(owner, step - 1);
+            let through = k.shfl_idx(g.items_through, probe);
+            let before = k.setp(CmpOp::Le, through, j);
+            let further = k.add(owner, step);
+            let next = k.selp(further, owner, before);
+            k.assign(owner, next);
+        }
+        let owner = k.min(owner, SCHEDULE_BLOCK - 1);
+        let ahead = k.shfl_idx(items_ahead, owner);
+        let real = k.setp_lt(j, g.items);
+        let e = k.add(g.group, owner);
+        let expert = k.selp(e, NO_ITEM, real);
+        let tile = k.sub(j, ahead);
+        let m0 = k.mul_lo(tile, TILE_M);
+        let m0 = k.selp(m0, 0u32, real);
+        let listed = k.setp_lt(item, end);
+        k.if_then(listed, |k| {
+            let at = k.mul_lo(item, 2u32);
+            let addr = k.elem_addr(work_items, at);
+            k.st_global_v2(addr, 0, [expert, m0]);
+        });
     });
 }

@@ -9,7 +9,8 @@
 //! Two mappings, chosen by the expert count at build time ([`permute_blocks`]):
 //!
 //! - `E ≤` [`ONE_BLOCK_MAX_EXPERTS`] (32): one block routes every expert ([`one_block`]), so
-//!   it writes `slot_of` whole and coalesced and `token_ids` in bin order.
+//!   it writes `slot_of` whole and coalesced and `token_ids` in bin order, each warp ranking
+//!   the experts it owns by ballots, without a bank conflict.
 //! - More experts: a block per expert ([`per_expert`]), each scanning every pair.
 
 use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, U32};
@@ -21,8 +22,8 @@ mod per_expert;
 
 /// Threads per permute block (pairs scanned per step).
 pub const PERMUTE_BLOCK: u32 = 256;
-/// Expert counts up to this get the one-block mapping (its per-expert bookkeeping is a lane per
-/// expert in one warp).
+/// Expert counts up to this get the one-block mapping (each of its 8 warps owns up to 4
+/// experts, and lane `x` stores expert `x`'s totals).
 pub const ONE_BLOCK_MAX_EXPERTS: u32 = 32;
 const WARPS: u32 = PERMUTE_BLOCK / 32;
 const DROPPED: u32 = u32::MAX;
