@@ -13,8 +13,8 @@
 //!   thread's `E` elements (32 bytes of its row) are packed into words and stored 16 bytes
 //!   at a time (`st.shared.v4.b32`): the 8 lanes of a quarter-warp phase hit 8 consecutive
 //!   80-byte (20-word) rows, whose 4-word pieces fall in 8 disjoint groups of banks.
-//! - [`Strategy::Pairs`] (a [`Gather::Rows`] variant for NCHW forward windows of stride 2
-//!   along `w`, no dilation, `KW` > 1): lane → (pixel, tap phase). Lanes `2j` and `2j + 1`
+//! - [`Strategy::Pairs`] (a [`Gather::Rows`] variant for NCHW f32 forward windows of stride
+//!   2 along `w`, no dilation, `KW` > 1): lane → (pixel, tap phase). Lanes `2j` and `2j + 1`
 //!   own row `t / 2` and load its even and odd reduction indices `k0 + 2e + phase`, so one
 //!   request reads taps `kw, kw + 1` of 16 consecutive pixels, `iw = 2·ow + kw − PW` and
 //!   `iw + 1`: consecutive addresses (where lane → pixel reads every other element), except
@@ -24,17 +24,18 @@
 //!   stores them like [`Strategy::Rows`]; a warp's 32 stores cover 16 rows × 2 pieces, each
 //!   quarter-warp's 8 on disjoint banks (pair `j` owns row `j` with bits 1 and 2 swapped).
 //! - [`Strategy::Windows`] (NCHW operands of halves read along input-like rows without
-//!   dilation along `w`, `KW` > 1: forward A and backward-filter B at stride 1 along `w`,
-//!   backward-data A at any stride): lane → pixel, each `(channel, kh)` row the warp needs
-//!   read once as a run of whole sectors and each lane taking its taps from it with
-//!   `shfl.sync.idx` ([`super::window`]).
+//!   dilation along `w`, `KW` > 1: forward A and backward-filter B at stride 1 or 2 along
+//!   `w`, backward-data A at any stride): lane → pixel, each `(channel, kh)` row the warp
+//!   needs read once as a run of whole sectors and each lane taking its taps from it with
+//!   `shfl.sync.idx` (at stride 2 each lane loads one word of its output row's run and
+//!   takes the lower ones from its left neighbours with `shfl.sync.up`) ([`super::window`]).
 //! - [`Gather::Columns`]: lane → reduction index. Thread `t` owns index `t mod K` and rows
 //!   `r₀ + (128 / K)·e`; one warp request is 32 (halves) or twice 16 (f32) consecutive
 //!   indices of a row, consecutive addresses where the reduction runs along memory (weight
 //!   rows, backward-filter's pixels). For halves `r₀` is the warp; for f32 a warp's two
 //!   half-warps take rows 4 apart (`r₀ = warp + 4·half`), 80 words ≡ 16 banks apart, so
 //!   their 16-word pieces share no bank (adjacent rows, 20 words apart, would share 4).
-//! - [`Strategy::PairedColumns`] (a [`Gather::Columns`] variant for NCHW backward-filter
+//! - [`Strategy::PairedColumns`] (a [`Gather::Columns`] variant for NCHW f32 backward-filter
 //!   windows of stride 2 along `w`, no dilation, `KW` > 1): lanes `2j` and `2j + 1` own one
 //!   column (pixel) and the rows `2P`, `2P + 1` (filter columns `f, f + 1`: taps `kw, kw +
 //!   1` of one `(ci, kh)` unless `f` is the last tap), so one request reads `iw = 2·ow + kw

@@ -379,7 +379,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
             (Pass::BackwardData, Side::A) if nhwc => Strategy::Columns,
             (Pass::BackwardData, Side::B) | (Pass::BackwardFilter, _) if nhwc => Strategy::Rows,
             (Pass::Forward, Side::A)
-                if p.sw == 1 && p.dw == 1 && p.kw > 1 && T::TYPE.bytes() == 2 =>
+                if p.sw <= 2 && p.dw == 1 && p.kw > 1 && T::TYPE.bytes() == 2 =>
             {
                 Strategy::Windows
             }
@@ -393,7 +393,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
             (Pass::BackwardData, Side::B) if p.taps == 1 => Strategy::Rows,
             (Pass::BackwardData, Side::B) if p.taps <= MAX_SLAB_TAPS => Strategy::Slabs,
             (Pass::BackwardFilter, Side::B)
-                if p.sw == 1 && p.dw == 1 && p.kw > 1 && T::TYPE.bytes() == 2 =>
+                if p.sw <= 2 && p.dw == 1 && p.kw > 1 && T::TYPE.bytes() == 2 =>
             {
                 Strategy::Windows
             }
