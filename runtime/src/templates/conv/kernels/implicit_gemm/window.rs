@@ -522,7 +522,11 @@ impl<T: ConvElem + TileElem> Conv<T> {
                 let tap_ok = k.and_pred(ok, pixel.tap_ok[kw as usize]);
                 let i = (t / 2) as usize;
                 let next = held[(i + 1).min(n - 1)];
-                let sel = if t % 2 == 0 { even_sel } else { odd_sel };
+                let sel = if t.is_multiple_of(2) {
+                    even_sel
+                } else {
+                    odd_sel
+                };
                 let value = k.prmt(held[i], next, sel);
                 // Its word: `⌊t / 2⌋` for even `p`, `⌊(t + 1) / 2⌋` for odd.
                 let unheld_even = unheld(t / 2).map(|a| k.and_pred(a, even));
