@@ -1,4 +1,5 @@
-//! [`Strategy::Windows`](super::gather::Strategy::Windows): NCHW operands of halves whose
+//! [`Strategy::Windows`](super::gather::Strategy::Windows): NCHW operands of halves (and
+//! f32 forward A at stride 2) whose
 //! lanes are pixels reading input-like rows without dilation along `w`, each `(channel, kh)`
 //! row a warp needs read once as a run of whole 32-byte sectors and regrouped with
 //! `shfl.sync.idx`: forward A (`x` windows at stride 1 or 2 along `w`, lane → pixel as in
@@ -32,7 +33,7 @@
 //! window's sector ends that no lane uses count as read (they are fetched either way). For
 //! f32 the same windows need two loads and two shuffles per element and cost a third more
 //! instructions (measured: 350.5 → 470.3 per output on the 16 × 16 layer), so f32 keeps lane
-//! → pixel.
+//! → pixel at stride 1 (stride 2: below).
 //!
 //! At stride 2 along `w` (forward and backward-filter) 32 pixels span 63–65 halves of a
 //! row, and a warp's pixels are several output rows whose runs lie apart (on 8-wide outputs,
@@ -41,10 +42,13 @@
 //! element's word, one word further per pixel: each lane loads its last word only (the
 //! lanes of an output row then read consecutive words, whole sectors of the row's run) and
 //! takes the lower ones from the lanes to its left with `shfl.sync.up`
-//! ([`Conv::strided_taps`]). Measured (3 × 3 s2 p1, 16 × 16, f16): forward load efficiency
-//! 0.842 → 1.000 at 288.7 → 273.7 instructions per output, backward-filter 0.842 → 1.000 at
-//! 56.4 → 56.3 (over [`Strategy::Pairs`](super::gather::Strategy::Pairs) and
-//! [`Strategy::PairedColumns`](super::gather::Strategy::PairedColumns), which f32 keeps).
+//! ([`Conv::strided_taps`]). f32 forward A reads the same way in units of two f32 (one
+//! `ld.global.nc.v2` per lane, two shuffles per lower unit). Measured (3 × 3 s2 p1, 16 × 16),
+//! over the former lane pairs on adjacent taps: f16 forward load efficiency 0.842 → 1.000 at
+//! 288.7 → 273.7 instructions per output, f16 backward-filter 0.842 → 1.000 at 56.4 → 56.3
+//! (over [`Strategy::PairedColumns`](super::gather::Strategy::PairedColumns), which f32
+//! backward-filter keeps: its B tile is not one lane per column there), f32 forward 0.842 →
+//! 1.000 at 366.5 → 402.2.
 //!
 //! A thread's `E` window indices `(ci, kh, kw)` `first ..+ E` (forward: the tile's reduction
 //! indices `k0 + E·⌊t / 64⌋ ..`, stored as one row piece like [`Strategy::Rows`]; backward-
@@ -150,7 +154,10 @@ struct Window {
 impl<T: ConvElem + TileElem> Conv<T> {
     /// The thread's [`WindowLane`].
     pub(super) fn window_lane(&self, k: &mut KernelBuilder, tid: Reg<U32>) -> WindowLane {
-        assert_eq!(T::TYPE.bytes(), 2, "windows hold halves");
+        assert!(
+            T::TYPE.bytes() == 2 || (self.pass == Pass::Forward && self.p.sw == 2),
+            "windows hold halves, or f32 of stride-2 forward windows"
+        );
         let p = &self.p;
         let lane = k.and(tid, WARP - 1);
         let plane = self.window_plane(k);
@@ -403,6 +410,8 @@ impl<T: ConvElem + TileElem> Conv<T> {
                     k.st_shared(dst, offset as i32, half);
                 }
             }
+            // f32 forward (stride 2): each element is a word.
+            _ if T::TYPE.bytes() == 4 => store_words(k, dst, &elems),
             // The halves sit in the low 16 bits: `prmt` packs two into a word.
             _ => {
                 let words: Vec<Reg<U32>> = elems
@@ -491,22 +500,40 @@ impl<T: ConvElem + TileElem> Conv<T> {
         let whole = k.setp_lt(own_elem, lane.words_end);
         let loads = k.and_pred(load, in_row);
         let loads = k.and_pred(loads, whole);
-        let word = k.var::<U32>(0u32);
-        k.if_then(loads, |k| {
-            let addr = k.elem_addr(words, own);
-            let loaded = k.ld_global_nc::<U32>(addr, 0);
-            k.assign(word, loaded);
-        });
-        let mut held: Vec<Reg<U32>> = (1..n as u32)
-            .rev()
-            .map(|d| k.shfl(ShflMode::Up, word, d, 0, ALL_LANES))
+        // A unit of two elements: one 32-bit word of halves, two of f32 (`ld.v2`).
+        let unit: Vec<Reg<U32>> = (0..T::TYPE.bytes() / 2)
+            .map(|_| k.var::<U32>(0u32))
             .collect();
-        held.push(word);
-        // Selectors of the low 16 bits: bytes `2·(p + t mod 2)` of `(held[⌊t / 2⌋],
-        // held[⌊t / 2⌋ + 1])`.
+        k.if_then(loads, |k| match *unit.as_slice() {
+            [word] => {
+                let addr = k.elem_addr(words, own);
+                let loaded = k.ld_global_nc::<U32>(addr, 0);
+                k.assign(word, loaded);
+            }
+            [lo, hi] => {
+                let addr = k.elem_addr(words, own_elem);
+                let [first, second] = k.ld_global_v2::<U32>(addr, 0, true);
+                k.assign(lo, first);
+                k.assign(hi, second);
+            }
+            _ => unreachable!("units hold two halves or two f32"),
+        });
+        let mut held: Vec<Vec<Reg<U32>>> = (1..n as u32)
+            .rev()
+            .map(|d| {
+                unit.iter()
+                    .map(|&r| k.shfl(ShflMode::Up, r, d, 0, ALL_LANES))
+                    .collect()
+            })
+            .collect();
+        held.push(unit);
         let parity = k.and(at, 1u32);
-        let even_sel = k.mad_lo(parity, 0x22u32, 0x10u32);
-        let odd_sel = k.add(even_sel, 0x22u32);
+        // Halves: selectors of the low 16 bits, bytes `2·(p + t mod 2)` of `(held[⌊t /
+        // 2⌋], held[⌊t / 2⌋ + 1])`.
+        let selectors = (T::TYPE.bytes() == 2).then(|| {
+            let even_sel = k.mad_lo(parity, 0x22u32, 0x10u32);
+            [even_sel, k.add(even_sel, 0x22u32)]
+        });
         let odd = k.setp(CmpOp::Ne, parity, 0u32);
         let even = k.setp(CmpOp::Eq, parity, 0u32);
         let past = k.setp_ge(own_elem, lane.words_end);
@@ -521,13 +548,17 @@ impl<T: ConvElem + TileElem> Conv<T> {
                 let t = self.window_tap(kw);
                 let tap_ok = k.and_pred(ok, pixel.tap_ok[kw as usize]);
                 let i = (t / 2) as usize;
-                let next = held[(i + 1).min(n - 1)];
-                let sel = if t.is_multiple_of(2) {
-                    even_sel
-                } else {
-                    odd_sel
+                let value = match selectors {
+                    Some(sel) => {
+                        let next = held[(i + 1).min(n - 1)][0];
+                        k.prmt(held[i][0], next, sel[(t % 2) as usize])
+                    }
+                    // f32: element `p + t` is word `(p + t) mod 2` of unit `⌊(p + t) / 2⌋`.
+                    None => {
+                        let from_odd = held[(t as usize).div_ceil(2)][(t as usize + 1) % 2];
+                        k.selp(from_odd, held[i][(t % 2) as usize], odd)
+                    }
                 };
-                let value = k.prmt(held[i], next, sel);
                 // Its word: `⌊t / 2⌋` for even `p`, `⌊(t + 1) / 2⌋` for odd.
                 let unheld_even = unheld(t / 2).map(|a| k.and_pred(a, even));
                 let unheld_odd = unheld(t.div_ceil(2)).map(|a| k.and_pred(a, odd));
@@ -634,7 +665,10 @@ fn load_alone<B: Scalar>(
         let index = k.add(at, t);
         let addr = k.elem_addr(bits, index);
         let loaded = k.ld_global_nc::<B>(addr, 0);
-        let widened = k.cvt::<U32, _>(loaded, None);
+        let widened = match B::TYPE.bits() {
+            32 => loaded.retype(),
+            _ => k.cvt::<U32, _>(loaded, None),
+        };
         k.assign(value, widened);
     });
 }
