@@ -13,28 +13,19 @@
 //!   thread's `E` elements (32 bytes of its row) are packed into words and stored 16 bytes
 //!   at a time (`st.shared.v4.b32`): the 8 lanes of a quarter-warp phase hit 8 consecutive
 //!   80-byte (20-word) rows, whose 4-word pieces fall in 8 disjoint groups of banks.
-//! - [`Strategy::Pairs`] (a [`Gather::Rows`] variant for NCHW forward windows of stride 2
-//!   along `w`, no dilation, `KW` > 1): lane → (pixel, tap phase). Lanes `2j` and `2j + 1`
-//!   own row `t / 2` and load its even and odd reduction indices `k0 + 2e + phase`, so one
-//!   request reads taps `kw, kw + 1` of 16 consecutive pixels, `iw = 2·ow + kw − PW` and
-//!   `iw + 1`: consecutive addresses (where lane → pixel reads every other element), except
-//!   for the pairs that cross into the next `(ci, kh)` (a third of them for 3 taps), which
-//!   read two half-used runs. The pair then swaps halves with `shfl.sync.bfly 1` so each
-//!   lane holds `E` consecutive columns (the even lane the first `E`, the odd the last) and
-//!   stores them like [`Strategy::Rows`]; a warp's 32 stores cover 16 rows × 2 pieces, each
-//!   quarter-warp's 8 on disjoint banks (pair `j` owns row `j` with bits 1 and 2 swapped).
 //! - [`Strategy::Windows`] (NCHW operands of halves read along input-like rows without
-//!   dilation along `w`, `KW` > 1: forward A and backward-filter B at stride 1 along `w`,
-//!   backward-data A at any stride): lane → pixel, each `(channel, kh)` row the warp needs
-//!   read once as a run of whole sectors and each lane taking its taps from it with
-//!   `shfl.sync.idx` ([`super::window`]).
+//!   dilation along `w`, `KW` > 1: forward A and backward-filter B at stride 1 or 2 along
+//!   `w`, backward-data A at any stride; and f32 forward A at stride 2): lane → pixel, each `(channel, kh)` row the warp
+//!   needs read once as a run of whole sectors and each lane taking its taps from it with
+//!   `shfl.sync.idx` (at stride 2 each lane loads one word of its output row's run and
+//!   takes the lower ones from its left neighbours with `shfl.sync.up`) ([`super::window`]).
 //! - [`Gather::Columns`]: lane → reduction index. Thread `t` owns index `t mod K` and rows
 //!   `r₀ + (128 / K)·e`; one warp request is 32 (halves) or twice 16 (f32) consecutive
 //!   indices of a row, consecutive addresses where the reduction runs along memory (weight
 //!   rows, backward-filter's pixels). For halves `r₀` is the warp; for f32 a warp's two
 //!   half-warps take rows 4 apart (`r₀ = warp + 4·half`), 80 words ≡ 16 banks apart, so
 //!   their 16-word pieces share no bank (adjacent rows, 20 words apart, would share 4).
-//! - [`Strategy::PairedColumns`] (a [`Gather::Columns`] variant for NCHW backward-filter
+//! - [`Strategy::PairedColumns`] (a [`Gather::Columns`] variant for NCHW f32 backward-filter
 //!   windows of stride 2 along `w`, no dilation, `KW` > 1): lanes `2j` and `2j + 1` own one
 //!   column (pixel) and the rows `2P`, `2P + 1` (filter columns `f, f + 1`: taps `kw, kw +
 //!   1` of one `(ci, kh)` unless `f` is the last tap), so one request reads `iw = 2·ow + kw
@@ -80,7 +71,6 @@ const _: () = assert!(TILE_M == TILE_N && TILE_M == 2 * WARP && THREADS == 2 * T
 pub(super) enum Strategy {
     Chunks,
     Rows,
-    Pairs,
     Columns,
     PairedColumns,
     Slabs,
@@ -92,13 +82,11 @@ pub(super) enum Strategy {
 pub(super) enum Gather<B: Scalar> {
     /// `(row, first column, byte offset in the stage)` per chunk.
     Chunks(Vec<(Coord, Reg<U32>, Reg<U32>)>),
-    /// The owned row, its first loaded column, `Some(odd lane)` for [`Strategy::Pairs`]
-    /// (the thread loads every other column and swaps with its partner), and the byte offset
-    /// of the `E` columns it stores.
+    /// The owned row, its first loaded column and the byte offset of the `E` columns it
+    /// stores.
     Rows {
         row: Coord,
         col0: Reg<U32>,
-        paired: Option<Pred>,
         slot_bytes: Reg<U32>,
     },
     /// The owned column, the first row, `Some(odd lane)` where the pair swaps values before
@@ -170,31 +158,6 @@ impl<T: ConvElem + TileElem> Conv<T> {
                 Gather::Rows {
                     row: self.row_coord(k, side, row),
                     col0,
-                    paired: None,
-                    slot_bytes: k.mul_lo(slot, bytes),
-                }
-            }
-            Strategy::Pairs => {
-                // Pair `j = t / 2` owns row `j` with bits 1 and 2 swapped: a quarter-warp's
-                // four pairs take rows {0, 1, 4, 5} or {2, 3, 6, 7} (mod 8), whose 16-byte
-                // stores at words `20·row + 8·phase` fall in 8 disjoint bank groups (rows
-                // `4q ..+ 4` would meet two rows 40 words apart). A warp still covers the same
-                // 16 consecutive rows, so its loads read the same pixels.
-                let pair = k.shr(tid, 1);
-                let kept = k.and(pair, !6u32);
-                let bit1 = k.and(pair, 2u32);
-                let up = k.shl(bit1, 1);
-                let bit2 = k.and(pair, 4u32);
-                let down = k.shr(bit2, 1);
-                let swapped = k.or(up, down);
-                let row = k.or(kept, swapped);
-                let phase = k.and(tid, 1);
-                let stored = k.mul_lo(phase, Self::ELEMS_PER_THREAD);
-                let slot = k.mad_lo(row, Self::ROW, stored);
-                Gather::Rows {
-                    row: self.row_coord(k, side, row),
-                    col0: phase,
-                    paired: Some(k.setp_ge(phase, 1u32)),
                     slot_bytes: k.mul_lo(slot, bytes),
                 }
             }
@@ -316,16 +279,11 @@ impl<T: ConvElem + TileElem> Conv<T> {
             Gather::Rows {
                 row,
                 col0,
-                paired,
                 slot_bytes,
             } => {
                 let first = k.add(k0, *col0);
-                let step = if paired.is_some() { 2 } else { 1 };
-                let elems = self.load_row(k, op.side, bits, row, first, step);
-                let words = match paired {
-                    Some(odd) => exchange_pairs(k, &elems, *odd),
-                    None => pack_words(k, &elems),
-                };
+                let elems = self.load_row(k, op.side, bits, row, first);
+                let words = pack_words(k, &elems);
                 let dst = k.add(stage, *slot_bytes);
                 store_words(k, dst, &words);
             }
@@ -376,7 +334,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
         }
     }
 
-    /// The `E` elements of tile row `row` at reduction indices `first + step·e` (0 outside).
+    /// The `E` elements of tile row `row` at reduction indices `first + e` (0 outside).
     fn load_row(
         &self,
         k: &mut KernelBuilder,
@@ -384,11 +342,10 @@ impl<T: ConvElem + TileElem> Conv<T> {
         bits: GlobalPtr<T::Bits>,
         row: &Coord,
         first: Reg<U32>,
-        step: u32,
     ) -> Vec<Reg<T::Bits>> {
         (0..Self::ELEMS_PER_THREAD)
             .map(|e| {
-                let kk = k.add(first, step * e);
+                let kk = k.add(first, e);
                 let col = self.column_coord(k, side, kk);
                 let (index, ok) = self.element(k, side, row, &col);
                 load_bits(k, bits, index, ok)
@@ -548,41 +505,6 @@ fn pack_words<B: Scalar>(k: &mut KernelBuilder, elems: &[Reg<B>]) -> Vec<Reg<U32
             .map(|pair| k.pack_u16_pair(pair[0].retype(), pair[1].retype()))
             .collect(),
         32 => elems.iter().map(|e| e.retype()).collect(),
-        bits => unreachable!("tile elements are 16 or 32 bits, not {bits}"),
-    }
-}
-
-/// [`Strategy::Pairs`]: the two lanes of a pair (`odd` for the second) loaded the even and the
-/// odd columns `2e + phase` of one row; swaps halves with the partner (`shfl.sync.bfly 1`)
-/// so that the even lane ends with the row's first `E` columns and the odd lane with the
-/// last `E`, in order, as 32-bit words (`E/2` shuffles).
-/// - 16-bit: each lane packs `(v[e], v[e + E/2])`, swaps the word, and `prmt` picks
-///   `(own lo, partner lo)` (even: columns `2e, 2e + 1`) or `(partner hi, own hi)` (odd:
-///   columns `E + 2e, E + 2e + 1`).
-/// - 32-bit: the even lane sends `v[e + E/2]` and the odd lane `v[e]`; the words are
-///   `(v[e], received)` (even) or `(received, v[e + E/2])` (odd).
-fn exchange_pairs<B: Scalar>(k: &mut KernelBuilder, elems: &[Reg<B>], odd: Pred) -> Vec<Reg<U32>> {
-    let (low, high) = elems.split_at(elems.len() / 2);
-    match B::TYPE.bits() {
-        16 => {
-            // Bytes 0–3 are the own word, 4–7 the partner's.
-            const EVEN_LOWS: u32 = 0x5410;
-            const ODD_HIGHS: u32 = 0x3276;
-            let selector = k.selp(ODD_HIGHS, EVEN_LOWS, odd);
-            low.iter()
-                .zip(high)
-                .map(|(&lo, &hi)| {
-                    let own = k.pack_u16_pair(lo.retype(), hi.retype());
-                    let partner = k.shfl_xor(own, 1);
-                    k.prmt(own, partner, selector)
-                })
-                .collect()
-        }
-        32 => low
-            .iter()
-            .zip(high)
-            .flat_map(|(&lo, &hi)| swap_words(k, lo.retype(), hi.retype(), odd))
-            .collect(),
         bits => unreachable!("tile elements are 16 or 32 bits, not {bits}"),
     }
 }

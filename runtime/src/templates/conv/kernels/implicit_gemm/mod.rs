@@ -348,17 +348,16 @@ impl<T: ConvElem + TileElem> Conv<T> {
     /// `Cg` and `C_in`, NHWC backward-data A with `Og` and `C_out` multiples of the chunk;
     /// NCHW forward B with `K`, NCHW backward-data B with `KH·KW` a multiple of it); lane →
     /// row where consecutive rows are consecutive addresses (NCHW forward A and backward-data
-    /// A: pixels along `ow`, paired lanes on adjacent taps for forward A of stride 2 along
-    /// `w`, and for halves without dilation along `w` (forward: of stride 1) each `(channel,
-    /// kh)` row read once as whole sectors and regrouped by shuffles ([`window`]; for f32
-    /// that costs a third more instructions than it saves sectors, so f32 keeps lane →
-    /// pixel); NCHW backward-data B of a 1 × 1 filter and every NHWC backward operand with
+    /// A: pixels along `ow`, and without dilation along `w` for halves (forward: of stride 1
+    /// or 2) and for f32 forward A of stride 2 each `(channel, kh)` row read once as whole
+    /// sectors and regrouped by shuffles ([`window`]; for f32 at stride 1 that costs a third
+    /// more instructions than it saves sectors, so it keeps lane → pixel); NCHW backward-data B of a 1 × 1 filter and every NHWC backward operand with
     /// channel rows: channels); filter slabs for NCHW backward-data B
     /// of up to [`MAX_SLAB_TAPS`] taps; lane → reduction index otherwise (forward weights,
     /// NHWC windows and `gy` pixels of few channels, NCHW backward-filter's pixel-indexed
     /// operands, NCHW backward-data B of larger filters, whose runs of taps fill most of a
     /// warp), with paired lanes on adjacent filter columns for backward-filter B of stride 2
-    /// along `w`, and for halves at stride 1 along `w` without dilation backward-filter B's
+    /// along `w` (f32), and for halves at stride 1 or 2 along `w` without dilation backward-filter B's
     /// `(ci, kh)` rows read once per tile as whole sectors ([`window`]).
     fn strategy(&self, side: Side) -> Strategy {
         let p = &self.p;
@@ -379,21 +378,20 @@ impl<T: ConvElem + TileElem> Conv<T> {
             (Pass::BackwardData, Side::A) if nhwc => Strategy::Columns,
             (Pass::BackwardData, Side::B) | (Pass::BackwardFilter, _) if nhwc => Strategy::Rows,
             (Pass::Forward, Side::A)
-                if p.sw == 1 && p.dw == 1 && p.kw > 1 && T::TYPE.bytes() == 2 =>
+                if p.sw <= 2 && p.dw == 1 && p.kw > 1 && (T::TYPE.bytes() == 2 || p.sw == 2) =>
             {
                 Strategy::Windows
             }
             (Pass::BackwardData, Side::A) if p.dw == 1 && p.kw > 1 && T::TYPE.bytes() == 2 => {
                 Strategy::Windows
             }
-            (Pass::Forward, Side::A) if p.sw == 2 && p.dw == 1 && p.kw > 1 => Strategy::Pairs,
             (Pass::Forward | Pass::BackwardData, Side::A) => Strategy::Rows,
             (Pass::Forward, Side::B) if p.filter_len().is_multiple_of(chunk) => Strategy::Chunks,
             (Pass::BackwardData, Side::B) if p.taps.is_multiple_of(chunk) => Strategy::Chunks,
             (Pass::BackwardData, Side::B) if p.taps == 1 => Strategy::Rows,
             (Pass::BackwardData, Side::B) if p.taps <= MAX_SLAB_TAPS => Strategy::Slabs,
             (Pass::BackwardFilter, Side::B)
-                if p.sw == 1 && p.dw == 1 && p.kw > 1 && T::TYPE.bytes() == 2 =>
+                if p.sw <= 2 && p.dw == 1 && p.kw > 1 && T::TYPE.bytes() == 2 =>
             {
                 Strategy::Windows
             }

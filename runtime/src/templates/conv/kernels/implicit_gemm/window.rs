@@ -1,10 +1,11 @@
-//! [`Strategy::Windows`](super::gather::Strategy::Windows): NCHW operands of halves whose
+//! [`Strategy::Windows`](super::gather::Strategy::Windows): NCHW operands of halves (and
+//! f32 forward A at stride 2) whose
 //! lanes are pixels reading input-like rows without dilation along `w`, each `(channel, kh)`
 //! row a warp needs read once as a run of whole 32-byte sectors and regrouped with
-//! `shfl.sync.idx`: forward A (`x` windows at stride 1 along `w`, lane → pixel as in
+//! `shfl.sync.idx`: forward A (`x` windows at stride 1 or 2 along `w`, lane → pixel as in
 //! [`Strategy::Rows`](super::gather::Strategy::Rows)), backward-data A (`gy` runs at any
-//! stride) and backward-filter B (`x` windows at stride 1 along `w`, lane → the pixel that
-//! is reduction index `k0 + lane`).
+//! stride) and backward-filter B (`x` windows at stride 1 or 2 along `w`, lane → the pixel
+//! that is reduction index `k0 + lane`).
 //!
 //! Backward-data is the same read mirrored: input pixel `(h, w)`'s tap `(kh, kw)` reads `gy`
 //! at `oh` from [`output_coord`] (any stride and dilation along `h`) and `ow = (w + PW − kw)
@@ -32,7 +33,22 @@
 //! window's sector ends that no lane uses count as read (they are fetched either way). For
 //! f32 the same windows need two loads and two shuffles per element and cost a third more
 //! instructions (measured: 350.5 → 470.3 per output on the 16 × 16 layer), so f32 keeps lane
-//! → pixel.
+//! → pixel at stride 1 (stride 2: below).
+//!
+//! At stride 2 along `w` (forward and backward-filter) 32 pixels span 63–65 halves of a
+//! row, and a warp's pixels are several output rows whose runs lie apart (on 8-wide outputs,
+//! four runs of 16 halves in every other input row), so one sector window does not hold
+//! them. There pixel `ow`'s taps lie in `⌊KW / 2⌋ + 1` words starting at its tap-0
+//! element's word, one word further per pixel: each lane loads its last word only (the
+//! lanes of an output row then read consecutive words, whole sectors of the row's run) and
+//! takes the lower ones from the lanes to its left with `shfl.sync.up`
+//! ([`Conv::strided_taps`]). f32 forward A reads the same way in units of two f32 (one
+//! `ld.global.nc.v2` per lane, two shuffles per lower unit). Measured (3 × 3 s2 p1, 16 × 16),
+//! over the former lane pairs on adjacent taps: f16 forward load efficiency 0.842 → 1.000 at
+//! 288.7 → 273.7 instructions per output, f16 backward-filter 0.842 → 1.000 at 56.4 → 56.3
+//! (over [`Strategy::PairedColumns`](super::gather::Strategy::PairedColumns), which f32
+//! backward-filter keeps: its B tile is not one lane per column there), f32 forward 0.842 →
+//! 1.000 at 366.5 → 402.2.
 //!
 //! A thread's `E` window indices `(ci, kh, kw)` `first ..+ E` (forward: the tile's reduction
 //! indices `k0 + E·⌊t / 64⌋ ..`, stored as one row piece like [`Strategy::Rows`]; backward-
@@ -51,8 +67,8 @@ use super::super::common::{div_const, output_coord, rem_const, ConvElem};
 use super::addressing::{Coord, Side};
 use super::gather::{store_words, Operand};
 use super::{Conv, Pass};
-use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, S32, U32};
-use crate::ir::{CmpOp, VoteMode};
+use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, Scalar, S32, U32};
+use crate::ir::{CmpOp, ShflMode, VoteMode};
 use crate::templates::warp_mma::{TileElem, TILE_M};
 
 /// Bytes of a global sector.
@@ -61,6 +77,8 @@ const SECTOR_BYTES: u32 = 32;
 const LOW_HALVES: u32 = 0x5410;
 /// Lanes of a warp.
 const WARP: u32 = 32;
+/// `shfl.sync` member mask of the whole warp.
+const ALL_LANES: u32 = u32::MAX;
 /// Halves in the window: a warp's 32-bit words, one load.
 const WINDOW_ELEMS: u32 = 2 * WARP;
 
@@ -68,6 +86,8 @@ const WINDOW_ELEMS: u32 = 2 * WARP;
 /// pixels are tile rows (forward and backward-data A), per tile where they are reduction
 /// indices (backward-filter B).
 struct WindowPixel {
+    /// The pixel exists.
+    exists: Pred,
     /// The pixel exists and has at least one tap inside its rows (`t_lo ≤ t_hi`).
     ok: Pred,
     /// Forward and backward-filter: its window's top input row `ih0 = oh·SH − PH` (wrapping
@@ -76,6 +96,11 @@ struct WindowPixel {
     /// Its window tap 0 of channel 0 (`x` also of kernel row 0): `x` windows `base + ih0·W
     /// + iw0`, backward-data `base + ⌊(w + PW) / SW⌋ − ⌊(KW − 1) / SW⌋` (wrapping).
     pix0: Reg<U32>,
+    /// The column of window tap 0 (`iw0`, wrapping below zero).
+    col0: Reg<U32>,
+    /// Stride-2 windows ([`Conv::strided_words`]): per distance `d = 1, 2, ..`, lane `j − d`
+    /// does not hold pixel `ow − d` of the same output row (`j < d` or `ow < d`).
+    alone: Vec<Pred>,
     /// Its first and last window tap inside the row (`0 ≤ t_lo`, `t_hi <`
     /// [`Conv::window_taps`]).
     tap_lo: Reg<U32>,
@@ -129,7 +154,10 @@ struct Window {
 impl<T: ConvElem + TileElem> Conv<T> {
     /// The thread's [`WindowLane`].
     pub(super) fn window_lane(&self, k: &mut KernelBuilder, tid: Reg<U32>) -> WindowLane {
-        assert_eq!(T::TYPE.bytes(), 2, "windows hold halves");
+        assert!(
+            T::TYPE.bytes() == 2 || (self.pass == Pass::Forward && self.p.sw == 2),
+            "windows hold halves, or f32 of stride-2 forward windows"
+        );
         let p = &self.p;
         let lane = k.and(tid, WARP - 1);
         let plane = self.window_plane(k);
@@ -149,7 +177,11 @@ impl<T: ConvElem + TileElem> Conv<T> {
                 let col0 = k.mul_lo(part, Self::ELEMS_PER_THREAD);
                 let slot = k.mad_lo(row, Self::ROW, col0);
                 let coord = self.row_coord(k, Side::A, row);
-                (LanePixel::Fixed(self.window_pixel(k, coord)), col0, slot)
+                (
+                    LanePixel::Fixed(self.window_pixel(k, coord, lane)),
+                    col0,
+                    slot,
+                )
             }
         };
         let channels = match self.pass {
@@ -170,7 +202,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
 
     /// The [`WindowPixel`] of the pixel at `coord` (a window origin, or backward-data's
     /// input pixel).
-    fn window_pixel(&self, k: &mut KernelBuilder, coord: Coord) -> WindowPixel {
+    fn window_pixel(&self, k: &mut KernelBuilder, coord: Coord, lane: Reg<U32>) -> WindowPixel {
         let p = &self.p;
         let (row0, across) = coord.at.expect("windowed pixels have a position");
         // The first column the window taps read, the width of the tensor read, and
@@ -218,14 +250,33 @@ impl<T: ConvElem + TileElem> Conv<T> {
                 }
             })
             .collect();
+        // Pixel `ow − d` sits `2d` columns left: `2·ow = iw0 + PW`.
+        let twice_ow = k.add(first_col, p.pw);
+        let alone = (1..self.strided_words().unwrap_or(1))
+            .map(|d| {
+                let first_lanes = k.setp_lt(lane, d);
+                let row_start = k.setp_lt(twice_ow, 2 * d);
+                k.or_pred(first_lanes, row_start)
+            })
+            .collect();
         WindowPixel {
+            exists: coord.ok,
             ok,
             row0,
             pix0,
+            col0: first_col,
+            alone,
             tap_lo: tap_lo.retype(),
             tap_hi: tap_hi.retype(),
             tap_ok,
         }
+    }
+
+    /// Words per lane of a stride-2 window row (forward and backward-filter `x` at stride 2
+    /// along `w`): taps `at + t`, `t < KW`, lie in words `⌊at / 2⌋ ..+ ⌊KW / 2⌋ + 1`
+    /// ([`Self::strided_taps`]); `None` for the sector windows.
+    fn strided_words(&self) -> Option<u32> {
+        (self.pass != Pass::BackwardData && self.p.sw == 2).then_some(self.p.kw / 2 + 1)
     }
 
     /// Window rows `(channel, kh)` that exist: `Cg·KH` (`x`), `Og·KH` (`gy`).
@@ -311,7 +362,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
                     base: k.add(coord.base, *group_start),
                     ..coord
                 };
-                per_tile = self.window_pixel(k, coord);
+                per_tile = self.window_pixel(k, coord, lane.lane);
                 (&per_tile, lane.first)
             }
         };
@@ -329,29 +380,16 @@ impl<T: ConvElem + TileElem> Conv<T> {
             let (at, row_ok) = self.window_row(k, pixel, plane, (channel, kh));
             let ok = k.and_pred(pixel.ok, row_ok);
             let ok = k.and_pred(ok, in_k);
-            let window = self.load_window(k, words, (at, ok), lane, pixel);
-            let taps: Vec<(u32, Pred, Reg<U32>)> = (0..p.kw.min(values - j * p.kw))
-                .map(|kw| {
-                    let t = self.window_tap(kw);
-                    let tap_ok = k.and_pred(ok, pixel.tap_ok[kw as usize]);
-                    (t, tap_ok, Self::window_element(k, &window, t, tap_ok))
-                })
-                .collect();
-            // A lane whose taps the window misses (pixels not on consecutive `iw`, or a run
-            // wider than the window) loads them on its own; the branch is warp-uniform.
-            let first = k.add(window.offset, pixel.tap_lo);
-            let last = k.add(window.offset, pixel.tap_hi);
-            let first_out = k.setp_ge(first, window.len);
-            let last_out = k.setp_ge(last, window.len);
-            let out = k.or_pred(first_out, last_out);
-            let missed = k.and_pred(ok, out);
-            let any_missed = k.vote(VoteMode::Any, missed);
-            k.if_then(any_missed, |k| {
-                for &(t, tap_ok, value) in &taps {
-                    Self::load_missed(k, bits, &window, at, t, tap_ok, value);
+            let count = p.kw.min(values - j * p.kw);
+            let taps = match self.strided_words() {
+                None => self.sector_taps(k, (words, bits), (at, ok), lane, pixel, count),
+                Some(_) => {
+                    let load = k.and_pred(pixel.exists, row_ok);
+                    let load = k.and_pred(load, in_k);
+                    self.strided_taps(k, (words, bits), (at, ok, load), lane, pixel, count)
                 }
-            });
-            v.extend(taps.iter().map(|tap| tap.2));
+            };
+            v.extend(taps);
         }
         let phases: Vec<Pred> = (1..p.kw).map(|ph| k.setp_ge(phase, ph)).collect();
         let elems: Vec<Reg<U32>> = (0..Self::ELEMS_PER_THREAD as usize)
@@ -372,6 +410,8 @@ impl<T: ConvElem + TileElem> Conv<T> {
                     k.st_shared(dst, offset as i32, half);
                 }
             }
+            // f32 forward (stride 2): each element is a word.
+            _ if T::TYPE.bytes() == 4 => store_words(k, dst, &elems),
             // The halves sit in the low 16 bits: `prmt` packs two into a word.
             _ => {
                 let words: Vec<Reg<U32>> = elems
@@ -381,6 +421,167 @@ impl<T: ConvElem + TileElem> Conv<T> {
                 store_words(k, dst, &words);
             }
         }
+    }
+
+    /// The values (raw bits in the low 16 bits of a word, 0 outside) of the lane's first
+    /// `count` taps of the window row whose tap-0 element is `at` (`ok`: the lane reads some
+    /// tap of it), read from the row's sector window ([`Self::load_window`]).
+    fn sector_taps(
+        &self,
+        k: &mut KernelBuilder,
+        (words, bits): (GlobalPtr<U32>, GlobalPtr<T::Bits>),
+        (at, ok): (Reg<U32>, Pred),
+        lane: &WindowLane,
+        pixel: &WindowPixel,
+        count: u32,
+    ) -> Vec<Reg<U32>> {
+        let window = self.load_window(k, words, (at, ok), lane, pixel);
+        let taps: Vec<(u32, Pred, Reg<U32>)> = (0..count)
+            .map(|kw| {
+                let t = self.window_tap(kw);
+                let tap_ok = k.and_pred(ok, pixel.tap_ok[kw as usize]);
+                (t, tap_ok, Self::window_element(k, &window, t, tap_ok))
+            })
+            .collect();
+        // A lane whose taps the window misses (pixels not on consecutive `iw`, or a run
+        // wider than the window) loads them on its own; the branch is warp-uniform.
+        let first = k.add(window.offset, pixel.tap_lo);
+        let last = k.add(window.offset, pixel.tap_hi);
+        let first_out = k.setp_ge(first, window.len);
+        let last_out = k.setp_ge(last, window.len);
+        let out = k.or_pred(first_out, last_out);
+        let missed = k.and_pred(ok, out);
+        let any_missed = k.vote(VoteMode::Any, missed);
+        k.if_then(any_missed, |k| {
+            for &(t, tap_ok, value) in &taps {
+                let pos = k.add(window.offset, t);
+                let outside = k.setp_ge(pos, window.len);
+                let alone = k.and_pred(tap_ok, outside);
+                load_alone(k, bits, (at, t), alone, value);
+            }
+        });
+        taps.into_iter().map(|tap| tap.2).collect()
+    }
+
+    /// [`Self::sector_taps`] at stride 2 along `w`, where the lanes of one output row read
+    /// every other element: pixel `ow`'s taps `at + t` lie in its `n` words `⌊at / 2⌋ + i`
+    /// ([`Self::strided_words`]), and pixel `ow − d`'s are `d` words lower. Each lane loads
+    /// only its last word `⌊at / 2⌋ + n − 1` (where it holds an element of the row and lies
+    /// in the tensor's whole words), so the 32-bit words of an output row's lanes are
+    /// consecutive and cover the row's run as whole sectors, and takes word `i < n − 1` from
+    /// lane `j − (n − 1 − i)` (`shfl.sync.up`). Tap `t` is element `p + t` of the words
+    /// (`p = at mod 2`), i.e. bytes `2·(p + t mod 2)` of words `⌊t / 2⌋, ⌊t / 2⌋ + 1`: one
+    /// `prmt` per tap, with a selector per parity. Lanes whose word `i` no lane holds (`j <
+    /// d` or `ow < d`, [`WindowPixel::alone`], or their last word past the tensor's whole
+    /// words) load those taps on their own, behind a warp-uniform branch. `load`: the lane's
+    /// pixel exists and the row is inside the input and the reduction.
+    fn strided_taps(
+        &self,
+        k: &mut KernelBuilder,
+        (words, bits): (GlobalPtr<U32>, GlobalPtr<T::Bits>),
+        (at, ok, load): (Reg<U32>, Pred, Pred),
+        lane: &WindowLane,
+        pixel: &WindowPixel,
+        count: u32,
+    ) -> Vec<Reg<U32>> {
+        let n = pixel.alone.len() + 1;
+        // Arithmetic shift: `at` is below zero (wrapped) left of the tensor's first element.
+        let at_signed: Reg<S32> = at.retype();
+        let first_word: Reg<S32> = k.shr(at_signed, 1u32);
+        let own = k.add(first_word.retype::<U32>(), n as u32 - 1);
+        // The own word's elements `2·own, 2·own + 1` meet the row `at − iw0 ..+ W`.
+        let own_elem = k.shl(own, 1u32);
+        let row_start = k.sub(at, pixel.col0);
+        let own_last = k.add(own_elem, 1u32);
+        let from_start = k.setp_ge(own_last, row_start);
+        let row_end = k.add(row_start, self.d.w);
+        let before_end = k.setp_lt(own_elem, row_end);
+        let in_row = k.and_pred(from_start, before_end);
+        let whole = k.setp_lt(own_elem, lane.words_end);
+        let loads = k.and_pred(load, in_row);
+        let loads = k.and_pred(loads, whole);
+        // A unit of two elements: one 32-bit word of halves, two of f32 (`ld.v2`).
+        let unit: Vec<Reg<U32>> = (0..T::TYPE.bytes() / 2)
+            .map(|_| k.var::<U32>(0u32))
+            .collect();
+        k.if_then(loads, |k| match *unit.as_slice() {
+            [word] => {
+                let addr = k.elem_addr(words, own);
+                let loaded = k.ld_global_nc::<U32>(addr, 0);
+                k.assign(word, loaded);
+            }
+            [lo, hi] => {
+                let addr = k.elem_addr(words, own_elem);
+                let [first, second] = k.ld_global_v2::<U32>(addr, 0, true);
+                k.assign(lo, first);
+                k.assign(hi, second);
+            }
+            _ => unreachable!("units hold two halves or two f32"),
+        });
+        let mut held: Vec<Vec<Reg<U32>>> = (1..n as u32)
+            .rev()
+            .map(|d| {
+                unit.iter()
+                    .map(|&r| k.shfl(ShflMode::Up, r, d, 0, ALL_LANES))
+                    .collect()
+            })
+            .collect();
+        held.push(unit);
+        let parity = k.and(at, 1u32);
+        // Halves: selectors of the low 16 bits, bytes `2·(p + t mod 2)` of `(held[⌊t /
+        // 2⌋], held[⌊t / 2⌋ + 1])`.
+        let selectors = (T::TYPE.bytes() == 2).then(|| {
+            let even_sel = k.mad_lo(parity, 0x22u32, 0x10u32);
+            [even_sel, k.add(even_sel, 0x22u32)]
+        });
+        let odd = k.setp(CmpOp::Ne, parity, 0u32);
+        let even = k.setp(CmpOp::Eq, parity, 0u32);
+        let past = k.setp_ge(own_elem, lane.words_end);
+        // Word `i` of the lane, from lane `j − d` (`d = n − 1 − i`): that lane does not
+        // hold it (`None` for the own word).
+        let unheld = |i: u32| {
+            let d = (n - 1).checked_sub(i as usize)?;
+            pixel.alone.get(d.checked_sub(1)?).copied()
+        };
+        let taps: Vec<(u32, Pred, Reg<U32>)> = (0..count)
+            .map(|kw| {
+                let t = self.window_tap(kw);
+                let tap_ok = k.and_pred(ok, pixel.tap_ok[kw as usize]);
+                let i = (t / 2) as usize;
+                let value = match selectors {
+                    Some(sel) => {
+                        let next = held[(i + 1).min(n - 1)][0];
+                        k.prmt(held[i][0], next, sel[(t % 2) as usize])
+                    }
+                    // f32: element `p + t` is word `(p + t) mod 2` of unit `⌊(p + t) / 2⌋`.
+                    None => {
+                        let from_odd = held[(t as usize).div_ceil(2)][(t as usize + 1) % 2];
+                        k.selp(from_odd, held[i][(t % 2) as usize], odd)
+                    }
+                };
+                // Its word: `⌊t / 2⌋` for even `p`, `⌊(t + 1) / 2⌋` for odd.
+                let unheld_even = unheld(t / 2).map(|a| k.and_pred(a, even));
+                let unheld_odd = unheld(t.div_ceil(2)).map(|a| k.and_pred(a, odd));
+                let missed = [unheld_even, unheld_odd]
+                    .into_iter()
+                    .flatten()
+                    .fold(past, |acc, q| k.or_pred(acc, q));
+                let missed = k.and_pred(tap_ok, missed);
+                (t, missed, k.selp(value, 0u32, tap_ok))
+            })
+            .collect();
+        let any = taps
+            .iter()
+            .map(|tap| tap.1)
+            .reduce(|acc, q| k.or_pred(acc, q))
+            .expect("a row has taps");
+        let any_missed = k.vote(VoteMode::Any, any);
+        k.if_then(any_missed, |k| {
+            for &(t, missed, value) in &taps {
+                load_alone(k, bits, (at, t), missed, value);
+            }
+        });
+        taps.into_iter().map(|tap| tap.2).collect()
     }
 
     /// The window of the row whose tap-0 element is `at` in this lane (`ok`: the lane reads
@@ -449,26 +650,25 @@ impl<T: ConvElem + TileElem> Conv<T> {
         let value = k.shr(w, shift);
         k.selp(value, 0u32, ok)
     }
+}
 
-    /// Element `at + t` into `value` where `ok` holds and the window does not hold it.
-    fn load_missed(
-        k: &mut KernelBuilder,
-        bits: GlobalPtr<T::Bits>,
-        window: &Window,
-        at: Reg<U32>,
-        t: u32,
-        ok: Pred,
-        value: Reg<U32>,
-    ) {
-        let pos = k.add(window.offset, t);
-        let outside = k.setp_ge(pos, window.len);
-        let alone = k.and_pred(ok, outside);
-        k.if_then(alone, |k| {
-            let index = k.add(at, t);
-            let addr = k.elem_addr(bits, index);
-            let loaded = k.ld_global_nc::<T::Bits>(addr, 0);
-            let widened = k.cvt::<U32, _>(loaded, None);
-            k.assign(value, widened);
-        });
-    }
+/// Element `at + t` of `bits` (widened to a word) into `value` where `alone` holds: a tap
+/// no window holds for this lane.
+fn load_alone<B: Scalar>(
+    k: &mut KernelBuilder,
+    bits: GlobalPtr<B>,
+    (at, t): (Reg<U32>, u32),
+    alone: Pred,
+    value: Reg<U32>,
+) {
+    k.if_then(alone, |k| {
+        let index = k.add(at, t);
+        let addr = k.elem_addr(bits, index);
+        let loaded = k.ld_global_nc::<B>(addr, 0);
+        let widened = match B::TYPE.bits() {
+            32 => loaded.retype(),
+            _ => k.cvt::<U32, _>(loaded, None),
+        };
+        k.assign(value, widened);
+    });
 }
