@@ -515,3 +515,46 @@ fn tensor_core_forward_instructions_per_output() {
         );
     }
 }
+
+/// Thread instructions per weight of the forward GEMV (`nf4_gemv`, N 128, K 1024, block 64):
+/// every instruction of the launch divided by the `n · k` weights a warp walks once each,
+/// printed for `m` = 1, 4, 8 and each dtype with the instruction classes. The bar is on `m = 1`
+/// f16 and bf16 with `k % 32 = 0` (the LLM decode path), where BENCHMARKS.md's H100 model
+/// turns DRAM-bound at about 6 per weight.
+#[test]
+fn gemv_instructions_per_weight() {
+    for dtype in [DType::F16, DType::BF16, DType::F32] {
+        for m in [1, 4, 8] {
+            let cfg = Nf4Config {
+                dtype,
+                ..Nf4Config::new(128, 1024)
+            };
+            let log = launches_of(&cfg, m, Run::Both);
+            let r = &log[0];
+            assert_eq!(r.entry, "nf4_gemv");
+            let c = &r.counters;
+            let per_weight = c.instructions.total() as f64 / f64::from(cfg.n * cfg.k);
+            let classes: Vec<String> = c
+                .instructions
+                .fields()
+                .iter()
+                .filter(|(_, v)| *v > 0)
+                .map(|(name, v)| format!("{name} {:.2}", *v as f64 / f64::from(cfg.n * cfg.k)))
+                .collect();
+            eprintln!(
+                "{dtype} m={m}: {per_weight:.2} instructions per weight ({}), load eff {:.3}, \
+                 shared conflict factor {:.3}",
+                classes.join(", "),
+                c.global_load_efficiency(),
+                c.shared_bank_conflict_factor(),
+            );
+            assert!(c.shared_bank_conflict_factor() <= 1.05, "{dtype} m={m}");
+            if m == 1 && dtype != DType::F32 {
+                assert!(
+                    per_weight <= 99.0,
+                    "{dtype} m=1: {per_weight:.2} per weight"
+                );
+            }
+        }
+    }
+}

@@ -3,37 +3,57 @@
 //! Bandwidth-bound: every weight byte is read once, with 16-byte loads. A block of 8 warps owns
 //! 8 weight rows (one per warp) and walks `k` in windows of [`WINDOW`] = 1024 columns:
 //!
-//! 1. **stage** (whole block): `A[0..m, window]` → shared memory as f32, coalesced (a warp reads
-//!    32 consecutive activations per request), stored padded by one word per 32 columns
-//!    ([`padded`]) so the per-lane reads below hit 32 distinct banks;
+//! 1. **stage** (whole block): `A[0..m, window]` → shared memory as f32, stored padded by
+//!    [`PAD`] words per 32 columns ([`padded`]): a group of 32 columns starts on a 16-byte
+//!    boundary, at bank `4g mod 32`. With `k % 32 = 0` thread `t` stages columns
+//!    `4t .. 4t + 4` of each row with one 8-byte (halves) or 16-byte (f32) load and one
+//!    `st.shared.v4` (a warp: 256 or 512 contiguous bytes of `A`); otherwise one column per
+//!    thread and step, each request starting on a 64-/128-byte boundary of `A`.
 //! 2. **accumulate** (each warp, its row `j`): the row's packed bytes inside the window are split
 //!    into a 16-byte aligned body and, when `k % 32 ≠ 0`, a head and a tail of at most 15 bytes.
 //!    Body: lane `l` loads chunk `l` (`ld.global.nc.v4.u32`, 32 codes; the warp reads up to 512
 //!    contiguous bytes in one request). A chunk's first element index is a multiple of 32, so
 //!    its 32 weights lie in one quantisation block: one absmax per chunk, applied once per chunk
-//!    and row to `Σ a · NF4_CODE[code]` (not to each weight). Head and tail: one byte (two
-//!    weights, one block) per lane. Each lane keeps one f32 accumulator per activation row.
+//!    and row to `Σ a · NF4_CODE[code]` (not to each weight). Each code is looked up once in the
+//!    f32 code table (`bfe`, `mad`, `ld.shared`: the table's 16 words sit in 16 banks) and
+//!    serves every activation row. With `k % 32 = 0` lane `l`'s 32 activations are group `l`
+//!    of the window, read by 8 `ld.shared.v4.f32` per row (8 lanes per 16-byte phase, at banks
+//!    `4l mod 32`: conflict-free) from a lane constant address; otherwise one `ld.shared.f32`
+//!    per weight. Head and tail: one byte (two weights, one block) per lane. Each lane keeps
+//!    one f32 accumulator per activation row.
+//!
+//! Per weight at `m = 1` and `k % 32 = 0` the body issues 3 instructions for the code, one
+//! `fma` and a quarter `ld.shared.v4` (then `+ 1.25` per further activation row); staging adds
+//! about 8 per 4 columns, row, and thread (a quarter per weight and row), the checks of `m` are
+//! nested (`m = 1` tests two, not eight). Summation order: a chunk's 32 products in column
+//! order (the first a `mul.rn`), then `acc += partial · absmax` (deterministic).
 //!
 //! Finally the warp sums each accumulator with butterfly shuffles (fixed order: deterministic) and
 //! lane 0 rounds and stores `C[i, j]`. Barriers sit only in block-uniform code: warps without a
 //! row (`j ≥ n`) still stage and synchronise.
 
 use super::{
-    absmax_at, code_value, dequant, entry_prologue, load_activation, load_byte, nibble,
+    absmax_at, code_value, dequant, entry_prologue, load_activation, load_byte, nibble, rounded,
     store_output, Entry, GEMV_ENTRY, GEMV_MAX_M, GEMV_ROWS_PER_BLOCK, THREADS,
 };
-use crate::builder::{Float, KernelBuilder, Pred, Reg, SharedArr, F32, U32};
-use crate::ir::CmpOp;
+use crate::builder::{Float, KernelBuilder, Pred, Reg, SharedArr, F16, F32, U32};
+use crate::ir::{BinOp, CmpOp, Type};
 use crate::templates::nf4::Nf4Config;
 
 /// Columns of `A` staged per window.
 pub const WINDOW: u32 = 1024;
-/// Words per staged activation row: the window plus one padding word per 32 columns.
-pub const A_ROW_WORDS: u32 = WINDOW + WINDOW / 32;
+/// Padding words after each group of 32 staged columns: 4 keeps every group 16-byte aligned
+/// and puts group `g` at bank `4g mod 32`, so 8 lanes reading 16 bytes of 8 consecutive
+/// groups hit 32 distinct banks.
+pub const PAD: u32 = 4;
+/// Words per staged activation row: the window plus [`PAD`] words per 32 columns.
+pub const A_ROW_WORDS: u32 = WINDOW + WINDOW / 32 * PAD;
 /// Packed bytes per lane per body chunk (one `v4.u32`).
 const CHUNK_BYTES: u32 = 16;
 /// Codes per body chunk.
 const CHUNK_CODES: u32 = 32;
+/// Columns one thread stages per row when `k % 32 = 0` (one vector load).
+const STAGE_VECTOR: u32 = 4;
 
 /// Per-warp state shared by the phases.
 struct Row {
@@ -47,7 +67,7 @@ struct Row {
     acc: [Reg<F32>; GEMV_MAX_M as usize],
 }
 
-/// Builds the `nf4_gemv` entry. Grid: `ceil(n / 8)` blocks of 256 threads; 33 KiB (34 under
+/// Builds the `nf4_gemv` entry. Grid: `ceil(n / 8)` blocks of 256 threads; 36 KiB (37 under
 /// double quantisation, with the map copy) of static shared memory, no dynamic shared memory.
 pub(super) fn build<T: Float>(cfg: &Nf4Config) -> KernelBuilder {
     let mut k = KernelBuilder::new(GEMV_ENTRY, cfg.arch);
@@ -70,21 +90,83 @@ pub(super) fn build<T: Float>(cfg: &Nf4Config) -> KernelBuilder {
         a_tile,
         acc,
     };
+    let aligned = cfg.k.is_multiple_of(CHUNK_CODES);
+    // Loop-invariant shared addresses: this thread's staging slot (columns `4t ..`), and
+    // lane `l`'s group of 32 columns (the body's chunk `l`).
+    let slots = aligned.then(|| {
+        let first = k.shl(tid, STAGE_VECTOR.trailing_zeros());
+        let stage_slot = padded(&mut k, first);
+        let stage_slot = k.shared_elem(a_tile, stage_slot);
+        let group = k.shl(lane, CHUNK_CODES.trailing_zeros());
+        let group = padded(&mut k, group);
+        let group = k.shared_elem(a_tile, group);
+        (stage_slot, group)
+    });
     k.for_range(0u32, cfg.k, WINDOW, |k, col0| {
-        stage_window(k, cfg, &e, a_tile, tid, col0);
+        match slots {
+            Some((stage_slot, _)) => stage_vectors(k, cfg, &e, stage_slot, (tid, col0)),
+            None => stage_window(k, cfg, &e, a_tile, tid, col0),
+        }
         k.bar_sync();
         // Warp-uniform: whole warps skip.
-        k.if_then(row_ok, |k| accumulate_window(k, cfg, &e, &r, col0));
+        k.if_then(row_ok, |k| match slots {
+            Some((_, group)) => aligned_window(k, cfg, &e, &r, col0, group),
+            None => accumulate_window(k, cfg, &e, &r, col0),
+        });
         k.bar_sync();
     });
     reduce_and_store(&mut k, cfg, &e, &r, row_ok);
     k
 }
 
-/// The shared-memory word of window column `c`: `c + c / 32`.
+/// The shared-memory word of window column `c`: `c + PAD · (c / 32)`.
 fn padded(k: &mut KernelBuilder, c: Reg<U32>) -> Reg<U32> {
     let group = k.shr(c, 5u32);
-    k.add(c, group)
+    k.mad_lo(group, PAD, c)
+}
+
+/// `k % 32 = 0`: thread `t` stages `a_window[i][padded(c)] = A[i, col0 + c]` for the four
+/// columns `c = 4t ..` and every `i < m`, when they lie before `k` (columns past `k` belong to
+/// no chunk and are never read). Rows are `k` elements apart, a multiple of 32, so every
+/// vector is aligned; row `i` is the same address plus `i · k` elements (an immediate).
+fn stage_vectors<T: Float>(
+    k: &mut KernelBuilder,
+    cfg: &Nf4Config,
+    e: &Entry<T>,
+    slot: Reg<U32>,
+    (tid, col0): (Reg<U32>, Reg<U32>),
+) {
+    k.comment("stage the activation window: 4 columns per thread and row, as f32");
+    let first = k.shl(tid, STAGE_VECTOR.trailing_zeros());
+    let col = k.add(col0, first);
+    let inside = k.setp_lt(col, cfg.k);
+    k.if_then(inside, |k| {
+        let addr = k.elem_addr(e.input, col);
+        for_each_activation_row(k, cfg, e.m, |k, i, row_offset| {
+            let from = (row_offset * T::TYPE.bytes()) as i32;
+            let to = (4 * i as u32 * A_ROW_WORDS) as i32;
+            match T::TYPE {
+                Type::F32 => {
+                    let v = k.ld_global_v4::<F32>(addr, from, true);
+                    k.st_shared_v4(slot, to, v);
+                }
+                // A bf16 is the top half of its f32: move each half there (exact).
+                Type::BF16 => {
+                    let [lo, hi] = k.ld_global_v2::<U32>(addr, from, true);
+                    let v = [lo, hi].map(|w| [k.shl(w, 16u32), k.and(w, 0xFFFF_0000u32)]);
+                    k.st_shared_v4(slot, to, [v[0][0], v[0][1], v[1][0], v[1][1]]);
+                }
+                _ => {
+                    let [lo, hi] = k.ld_global_v2::<U32>(addr, from, true);
+                    let v = [lo, hi].map(|w| {
+                        let (a, b) = k.unpack_halves::<F16>(w.retype());
+                        [k.to_f32(a), k.to_f32(b)]
+                    });
+                    k.st_shared_v4(slot, to, [v[0][0], v[0][1], v[1][0], v[1][1]]);
+                }
+            }
+        });
+    });
 }
 
 /// `a_window[i][padded(t)] = A[i, col0 + t]` for `i < m`, `t < WINDOW` (0 past `k`).
@@ -120,7 +202,7 @@ fn stage_window<T: Float>(
                     let v = load_activation(k, e.input, index);
                     k.assign(value, v);
                 });
-                let word = row_words + s * (THREADS + THREADS / 32);
+                let word = row_words + s * (THREADS + THREADS / 32 * PAD);
                 k.st_shared(slot, 4 * word as i32, value);
             }
             return;
@@ -149,7 +231,69 @@ fn stage_window<T: Float>(
     });
 }
 
-/// Splits the row's bytes inside the window into head / 16-byte body / tail:
+/// `k % 32 = 0`: every row, hence every window, starts 16-byte aligned, so the window is all
+/// body and lane `l`'s chunk is columns `32l ..` of the window (group `l`, at shared byte
+/// `group`): `acc[i] += (Σ_t A[i, c + t] · NF4_CODE[code_t]) · absmax` when `c < k`.
+fn aligned_window<T: Float>(
+    k: &mut KernelBuilder,
+    cfg: &Nf4Config,
+    e: &Entry<T>,
+    r: &Row,
+    col0: Reg<U32>,
+    group: Reg<U32>,
+) {
+    k.comment("body: one 16-byte chunk of packed codes per lane, activations by ld.shared.v4");
+    let first = k.shl(r.lane, CHUNK_CODES.trailing_zeros());
+    let col = k.add(col0, first);
+    let has_chunk = k.setp_lt(col, cfg.k);
+    k.if_then(has_chunk, |k| {
+        let elem0 = k.add(r.row_elem, col);
+        let byte = k.shr(elem0, 1u32);
+        let addr = k.elem_addr(e.weights.packed, byte);
+        let words = k.ld_global_v4::<U32>(addr, 0, true);
+        let absmax = absmax_at(k, &e.weights, elem0);
+        let codes = chunk_codes(k, e, words);
+        for_each_activation_row(k, cfg, e.m, |k, i, _| {
+            let mut partial = None;
+            for (q, w) in codes.chunks_exact(4).enumerate() {
+                let offset = 4 * (i as u32 * A_ROW_WORDS + 4 * q as u32);
+                let a = k.ld_shared_v4::<F32>(group, offset as i32);
+                for (&a, &w) in a.iter().zip(w) {
+                    partial = Some(match partial {
+                        None => rounded(k, BinOp::Mul, a, w),
+                        Some(p) => {
+                            k.fma_into(p, a, w, p);
+                            p
+                        }
+                    });
+                }
+            }
+            let partial = partial.expect("a chunk has 32 codes");
+            k.fma_into(r.acc[i], partial, absmax, r.acc[i]);
+        });
+    });
+}
+
+/// `NF4_CODE[code_t]` for the chunk's 32 codes in column order: byte `q` of a little-endian
+/// word holds element `2q` in its high nibble.
+fn chunk_codes<T: Float>(
+    k: &mut KernelBuilder,
+    e: &Entry<T>,
+    words: [Reg<U32>; 4],
+) -> Vec<Reg<F32>> {
+    let mut w = Vec::with_capacity(CHUNK_CODES as usize);
+    for word in words {
+        for q in 0..4 {
+            for shift in [8 * q + 4, 8 * q] {
+                let code = nibble(k, word, shift);
+                w.push(code_value(k, &e.weights, code));
+            }
+        }
+    }
+    w
+}
+
+/// Splits the row's bytes inside the window into head / 16-byte body / tail (`k % 32 ≠ 0`):
 /// `start = (j·k + col0) / 2`, `end = (j·k + min(col0 + 1024, k)) / 2`,
 /// `head_end = min(align16(start), end)`, `body_end = max(floor16(end), head_end)`.
 fn accumulate_window<T: Float>(
@@ -165,11 +309,6 @@ fn accumulate_window<T: Float>(
     let end_elem = k.add(r.row_elem, col_end);
     let start = k.shr(window_elem, 1u32);
     let end = k.shr(end_elem, 1u32);
-    if cfg.k.is_multiple_of(CHUNK_CODES) {
-        // Every row, hence every window, starts 16-byte aligned: the whole window is body.
-        body_chunk(k, cfg, e, r, window_elem, start, end);
-        return;
-    }
     let rounded_up = k.add(start, CHUNK_BYTES - 1);
     let aligned_start = k.and(rounded_up, !(CHUNK_BYTES - 1));
     let head_end = k.min(aligned_start, end);
@@ -182,9 +321,9 @@ fn accumulate_window<T: Float>(
     byte_pair(k, cfg, e, r, window_elem, body_end, end);
 }
 
-/// Body: lane `l` takes the chunk at byte `b = start + 16l` when `b < end` (a window holds at
-/// most 32 chunks): `acc[i] += Σ_t A[i, c + t] · NF4_CODE[code_t] · absmax`, `c` its first
-/// column.
+/// Body (`k % 32 ≠ 0`): lane `l` takes the chunk at byte `b = start + 16l` when `b < end` (a
+/// window holds at most 32 chunks): `acc[i] += Σ_t A[i, c + t] · NF4_CODE[code_t] · absmax`,
+/// `c` its first column.
 fn body_chunk<T: Float>(
     k: &mut KernelBuilder,
     cfg: &Nf4Config,
@@ -202,17 +341,8 @@ fn body_chunk<T: Float>(
         let words = k.ld_global_v4::<U32>(addr, 0, true);
         let elem0 = k.shl(byte, 1u32);
         let absmax = absmax_at(k, &e.weights, elem0);
-        // Byte q of a little-endian word holds element 2q in its high nibble.
-        let mut w = Vec::with_capacity(CHUNK_CODES as usize);
-        for word in words {
-            for q in 0..4 {
-                for shift in [8 * q + 4, 8 * q] {
-                    let code = nibble(k, word, shift);
-                    w.push(code_value(k, &e.weights, code));
-                }
-            }
-        }
-        let slots = chunk_slots(k, cfg, r, window_elem, elem0);
+        let w = chunk_codes(k, e, words);
+        let slots = chunk_slots(k, r, window_elem, elem0);
         // The chunk's 32 weights share one absmax: `Σ_t a_t · (code_t · absmax)` is taken as
         // `(Σ_t a_t · code_t) · absmax`, one multiply per chunk and row instead of one per
         // weight (with a one-hot row still exactly `code · absmax`, the host's `mul.rn`).
@@ -229,11 +359,10 @@ fn body_chunk<T: Float>(
 }
 
 /// Shared addresses to read window columns `c .. c + 32` from (with immediate offset `t`):
-/// `padded(c + t) = padded(c) + t + [t ≥ 32 − c mod 32]`. `c mod 32` is the same in every lane of
-/// the warp, and 0 when `k % 32 = 0` (one base for all `t`).
+/// `padded(c + t) = padded(c) + t + PAD · [t ≥ 32 − c mod 32]` (`c mod 32` is the same in every
+/// lane of the warp).
 fn chunk_slots(
     k: &mut KernelBuilder,
-    cfg: &Nf4Config,
     r: &Row,
     window_elem: Reg<U32>,
     elem0: Reg<U32>,
@@ -241,10 +370,7 @@ fn chunk_slots(
     let col = k.sub(elem0, window_elem);
     let index = padded(k, col);
     let base = k.shared_elem(r.a_tile, index);
-    if cfg.k.is_multiple_of(CHUNK_CODES) {
-        return vec![base; CHUNK_CODES as usize];
-    }
-    let next_group = k.add(base, 4u32);
+    let next_group = k.add(base, 4 * PAD);
     let misalign = k.and(col, CHUNK_CODES - 1);
     let crossing = k.sub(CHUNK_CODES, misalign);
     (0..CHUNK_CODES)
@@ -254,7 +380,6 @@ fn chunk_slots(
         })
         .collect()
 }
-
 /// Head or tail: lane `l` takes byte `b = start + l` when `b < end` (at most 15 bytes): two
 /// weights, both in one block (elements `2b`, `2b + 1` never straddle an even boundary), whose
 /// columns share a padding group.
@@ -292,7 +417,7 @@ fn byte_pair<T: Float>(
 }
 
 /// Runs `body(i, i·k)` under `if m > i` for each activation row `i < GEMV_MAX_M` (the test is
-/// uniform over the grid). Rows whose offset `i·k` does not fit u32 cannot be below a valid `m`
+/// uniform over the grid; the tests nest, [`nested_rows`]). Rows whose offset `i·k` does not fit u32 cannot be below a valid `m`
 /// and are not generated.
 fn for_each_activation_row(
     k: &mut KernelBuilder,
@@ -300,13 +425,29 @@ fn for_each_activation_row(
     m: Reg<U32>,
     mut body: impl FnMut(&mut KernelBuilder, usize, u32),
 ) {
-    for i in 0..GEMV_MAX_M {
-        let Some(row_offset) = i.checked_mul(cfg.k) else {
-            break;
-        };
-        let present = k.setp(CmpOp::Gt, m, i);
-        k.if_then(present, |k| body(k, i as usize, row_offset));
+    nested_rows(k, m, cfg.k, 0, &mut body);
+}
+
+/// Row `i` and, inside its `if m > i`, the rows after it: with `m` rows present the checks
+/// cost `m + 1` tests instead of [`GEMV_MAX_M`].
+fn nested_rows(
+    k: &mut KernelBuilder,
+    m: Reg<U32>,
+    stride: u32,
+    i: u32,
+    body: &mut impl FnMut(&mut KernelBuilder, usize, u32),
+) {
+    if i == GEMV_MAX_M {
+        return;
     }
+    let Some(offset) = i.checked_mul(stride) else {
+        return;
+    };
+    let present = k.setp(CmpOp::Gt, m, i);
+    k.if_then(present, |k| {
+        body(k, i as usize, offset);
+        nested_rows(k, m, stride, i + 1, body);
+    });
 }
 
 /// `C[i, j] = warp_sum(acc[i])`, written by lane 0 for `i < m` (rounded to the output type).
@@ -320,17 +461,11 @@ fn reduce_and_store<T: Float>(
     k.comment("warp reduction of each activation row's partial sums");
     let lane0 = k.setp(CmpOp::Eq, r.lane, 0u32);
     let writer = k.and_pred(lane0, row_ok);
-    for i in 0..GEMV_MAX_M {
-        let Some(out_offset) = i.checked_mul(cfg.n) else {
-            break;
-        };
-        let present = k.setp(CmpOp::Gt, e.m, i);
-        k.if_then(present, |k| {
-            let total = k.warp_sum_f32(r.acc[i as usize]);
-            k.if_then(writer, |k| {
-                let index = k.add(r.row, out_offset);
-                store_output(k, e.output, index, total);
-            });
+    nested_rows(k, e.m, cfg.n, 0, &mut |k, i, out_offset| {
+        let total = k.warp_sum_f32(r.acc[i]);
+        k.if_then(writer, |k| {
+            let index = k.add(r.row, out_offset);
+            store_output(k, e.output, index, total);
         });
-    }
+    });
 }
