@@ -29,7 +29,7 @@
 
 use super::absmax_stage::AbsmaxStage;
 use super::tc::{CodeWindow, Pipeline, Shape, TC_K};
-use super::{entry_prologue, BACKWARD_INPUT_ENTRY, THREADS};
+use super::{entry_prologue_table, CodeTable, BACKWARD_INPUT_ENTRY, THREADS};
 use crate::builder::{Float, KernelBuilder, MmaInput, PackedHalf, Reg, M16N8K16, U32};
 use crate::templates::nf4::Nf4Config;
 
@@ -64,7 +64,7 @@ where
 {
     let mut k = KernelBuilder::new(BACKWARD_INPUT_ENTRY, cfg.arch);
     k.require_block([THREADS, 1, 1]);
-    let e = entry_prologue::<T>(&mut k, cfg, ("g_c", "g_a"), THREADS);
+    let e = entry_prologue_table::<T>(&mut k, cfg, ("g_c", "g_a"), THREADS, CodeTable::Absent);
     let mut p = Pipeline::<T>::setup(&mut k, (cfg, &e), cfg.n, SHAPE);
     let per_row = AbsmaxStage::per_row(cfg, COLS);
     p.stage_absmax(&mut k, (cfg, &e), absmax_row_words(per_row));

@@ -29,7 +29,7 @@
 
 use super::absmax_window::AbsmaxWindow;
 use super::tc::{absmax_clamped, CodeWindow, Pipeline, Shape, TC_K, W_STRIDE};
-use super::{entry_prologue, Entry, GEMM_ENTRY, THREADS, TILE_N};
+use super::{entry_prologue_table, CodeTable, Entry, GEMM_ENTRY, THREADS, TILE_N};
 use crate::builder::{KernelBuilder, MmaInput, PackedHalf, Reg, F32, M16N8K16, U32};
 use crate::templates::nf4::Nf4Config;
 
@@ -43,7 +43,7 @@ where
     // 64 × 256 threads: 4 blocks per SM's 64 K registers (ptxas otherwise takes up to 75
     // under double quantisation with `k % block ≠ 0`, leaving room for 3), without spills.
     k.max_registers(64);
-    let e = entry_prologue::<T>(&mut k, cfg, ("a", "c"), THREADS);
+    let e = entry_prologue_table::<T>(&mut k, cfg, ("a", "c"), THREADS, CodeTable::Absent);
     let mut p = Pipeline::<T>::setup(&mut k, (cfg, &e), cfg.k, Shape::FORWARD);
     if cfg.double_quant && !cfg.k.is_multiple_of(cfg.block) {
         p.stage_absmax(&mut k, (cfg, &e), 4);

@@ -67,7 +67,10 @@
 //! activation type instead, `rn(rn(NF4_CODE[code]) · rn(absmax))` with every rounding to `T`
 //! (as bitsandbytes' 4-bit kernels do; within `3u · |ŵ|`, `u` = 2⁻¹¹ f16, 2⁻⁸ bf16: the error
 //! budget is in `half_dequant`). The 16 code values live in a 64-byte shared table, in f32 or
-//! in `T` (16 words in 16 banks, so any warp-wide lookup is one wavefront).
+//! in `T` (16 words in 16 banks, so any warp-wide lookup is one wavefront): the f16/bf16
+//! tensor-core GEMMs declare only the `T` one, the GEMV its f32 one on a 256-byte boundary
+//! (one `prmt` forms a lookup's address, [`CodeTable::Aligned256`]), the others the plain f32
+//! one.
 
 mod absmax_stage;
 mod absmax_window;
@@ -315,8 +318,9 @@ enum NestedAt {
 struct Weights {
     packed: GlobalPtr<U8>,
     absmax: AbsmaxSource,
-    /// Shared byte address of the 16-entry code table (taken once per kernel, not per lookup).
-    codebook: Reg<U32>,
+    /// Shared byte address of the 16-entry f32 code table (taken once per kernel, not per
+    /// lookup); `None` in the entries that declare none ([`CodeTable::Absent`]).
+    codebook: Option<Reg<U32>>,
     /// `log2(block)`: blocks are powers of two, so `element / block` is a shift.
     block_shift: u32,
 }
@@ -358,8 +362,63 @@ fn entry_prologue<T: Scalar>(
 fn entry_prologue_to<T: Scalar, O: Scalar>(
     k: &mut KernelBuilder,
     cfg: &Nf4Config,
+    names: (&str, &str),
+    threads: u32,
+) -> Entry<T, O> {
+    prologue::<T, O>(k, cfg, names, threads, CodeTable::Shared)
+}
+
+/// [`entry_prologue`] with the code table `table` (the GEMV's aligned one, or none).
+fn entry_prologue_table<T: Scalar>(
+    k: &mut KernelBuilder,
+    cfg: &Nf4Config,
+    names: (&str, &str),
+    threads: u32,
+    table: CodeTable,
+) -> Entry<T> {
+    prologue::<T, T>(k, cfg, names, threads, table)
+}
+
+/// Where an entry keeps the 16 f32 code values.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum CodeTable {
+    /// A 64-byte shared table (16 words in 16 banks: any warp-wide lookup is one wavefront).
+    Shared,
+    /// The same table on a 256-byte boundary found at run time in a 304-byte array: its
+    /// address's low byte is 0, so one `prmt` splices a code's byte offset into it (the GEMV's
+    /// lookups, `gemv::chunk_codes`).
+    Aligned256,
+    /// None: the f16/bf16 tensor-core entries look codes up in `T` (`half_dequant`).
+    Absent,
+}
+
+/// The shared byte address of a fresh code table of kind `table` (`None` for
+/// [`CodeTable::Absent`]).
+fn declare_codebook(k: &mut KernelBuilder, table: CodeTable) -> Option<Reg<U32>> {
+    let codes = NF4_CODE.len() as u32;
+    match table {
+        CodeTable::Shared => {
+            let arr = k.shared_array::<F32>("nf4_code", codes);
+            Some(k.shared_base(arr))
+        }
+        CodeTable::Aligned256 => {
+            // Arrays are 16-byte aligned: the next 256-byte boundary is at most 240 bytes on.
+            let arr = k.shared_array::<F32>("nf4_code", (240 + 4 * codes) / 4);
+            let base = k.shared_base(arr);
+            let up = k.add(base, 240u32);
+            Some(k.and(up, !255u32))
+        }
+        CodeTable::Absent => None,
+    }
+}
+
+/// [`entry_prologue_to`] with the code table `table`.
+fn prologue<T: Scalar, O: Scalar>(
+    k: &mut KernelBuilder,
+    cfg: &Nf4Config,
     (input, output): (&str, &str),
     threads: u32,
+    table: CodeTable,
 ) -> Entry<T, O> {
     declare_index_bound(k, &INDEX_BOUND);
     let params = EntryParams {
@@ -395,19 +454,21 @@ fn entry_prologue_to<T: Scalar, O: Scalar>(
             offset: k.load_param(offset),
         },
     };
-    let codebook = k.shared_array::<F32>("nf4_code", 16);
+    let codebook = declare_codebook(k, table);
     let entry = Entry {
         input: k.global_ptr(params.input),
         weights: Weights {
             packed: k.global_ptr(params.packed),
             absmax,
-            codebook: k.shared_base(codebook),
+            codebook,
             block_shift: cfg.block.trailing_zeros(),
         },
         output: k.global_ptr(params.output),
         m: k.load_param(params.m),
     };
-    write_codebook(k, codebook);
+    if let Some(base) = codebook {
+        write_codebook(k, base);
+    }
     k.bar_sync();
     entry
 }
@@ -429,13 +490,13 @@ fn copy_map(k: &mut KernelBuilder, map: GlobalPtr<F32>, threads: u32) -> SharedA
     copy
 }
 
-/// `codebook[i] = NF4_CODE[i]` for i in 0..16, written by thread 0 (the caller synchronises).
-fn write_codebook(k: &mut KernelBuilder, codebook: SharedArr<F32>) {
+/// `codebook[i] = NF4_CODE[i]` for i in 0..16 at shared byte `base`, written by thread 0 (the
+/// caller synchronises).
+fn write_codebook(k: &mut KernelBuilder, base: Reg<U32>) {
     k.comment("NF4 code table -> shared memory");
     let tid = k.tid_x();
     let first = k.setp(CmpOp::Eq, tid, 0u32);
     k.if_then(first, |k| {
-        let base = k.shared_base(codebook);
         for (i, &v) in NF4_CODE.iter().enumerate() {
             k.st_shared(base, 4 * i as i32, v);
         }
@@ -515,7 +576,8 @@ fn dequant(k: &mut KernelBuilder, w: &Weights, code: Reg<U32>, absmax: Reg<F32>)
 
 /// `NF4_CODE[code]`, from the shared code table.
 fn code_value(k: &mut KernelBuilder, w: &Weights, code: Reg<U32>) -> Reg<F32> {
-    let slot = k.mad_lo(code, 4u32, w.codebook);
+    let table = w.codebook.expect("the entry declared the f32 code table");
+    let slot = k.mad_lo(code, 4u32, table);
     k.ld_shared::<F32>(slot, 0)
 }
 
