@@ -521,7 +521,7 @@ fn tensor_core_forward_instructions_per_output() {
 /// printed with the instruction classes for `m` = 1, 4, 8 and each dtype at K 1024, and for
 /// `m = 1` at K 4096 (BENCHMARKS.md's decode shape, where the H100 model turns DRAM-bound at
 /// about 6 per weight). Bars on `m = 1`, f16 and bf16, `k % 32 = 0`: 6.5 at K 1024 and 5.3 at
-/// K 4096 (6.41 and 5.14 with the `prmt` code lookups, vector staging and `ld.shared.v4`
+/// K 4096 (6.35 and 5.08 with the `prmt` code lookups, vector staging and `ld.shared.v4`
 /// activations of `kernels::gemv`; 10.19 (f16) / 10.44 (bf16) at K 1024 before). Shared memory stays
 /// conflict-free (the code table's 16 words in 16 banks, activation groups at banks `4l`).
 #[test]

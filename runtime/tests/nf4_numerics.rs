@@ -458,21 +458,27 @@ fn cuda_core_tiled_across_absmax_windows() {
 /// Past the first window: the forward GEMV walks `k` in windows of 1024 columns, so
 /// `k = 2·1024 + 38` takes three trips with a ragged last one (a kernel that forgets a window's
 /// start column, or stages past `k`, fails here); the backward GEMV on the same `k` spans 5
-/// column blocks of 512 and two 256-row windows of `G_C` (`n = 300`, ragged).
+/// column blocks of 512 and two 256-row windows of `G_C` (`n = 300`, ragged). The forward's
+/// `k % 32 = 0` path (vector staging, `ld.shared.v4` activations) at `k = 2048` (whole windows:
+/// no bounds tests) and `k = 1024 + 96` (a partial second window: lanes and staging threads
+/// past `k` skip).
 #[test]
 fn gemv_past_the_first_window() {
     for (i, dtype) in DTYPES.into_iter().enumerate() {
-        let case = |m, n| Case {
+        let case = |m, n, k| Case {
             m,
             n,
-            k: 2 * 1024 + 38,
+            k,
             block: BLOCKS[i + 1],
             double_quant: i == 1,
             dtype,
             seed: 450 + i as u64,
         };
-        run(case([1, 8, 3][i], 9), Path::Forward);
-        run(case([8, 1, 2][i], 300), Path::Backward);
+        run(case([1, 8, 3][i], 9, 2 * 1024 + 38), Path::Forward);
+        run(case([8, 1, 2][i], 300, 2 * 1024 + 38), Path::Backward);
+        for k in [2 * 1024, 1024 + 96] {
+            run(case([3, 1, 8][i], 9, k), Path::Forward);
+        }
     }
 }
 

@@ -28,12 +28,14 @@
 //! Per weight at `m = 1` and `k % 32 = 0` the body issues 2.5 instructions for the code, one
 //! `fma` and a quarter `ld.shared.v4` (then `+ 1.25` per further activation row); staging adds
 //! 6–8 per 4 columns, row and thread (about a quarter per weight and row); the whole entry runs
-//! under `m > 0` and the checks of further rows nest, so `m = 1` tests one. Measured
-//! (`runtime/tests/nf4_counters.rs`, N 128, K 1024): 6.4 instructions per weight at `m = 1`
-//! (f16, bf16; 6.3 f32), 12.3 at `m = 4`, 20.0 at `m = 8` (10.2, 21.9, 37.2 with a `bfe`,
-//! `mad` and `ld.shared` per code and a scalar load per activation). Summation order: a chunk's
-//! 32 products in column order (the first a `mul.rn`), then `acc += partial · absmax`
-//! (deterministic, the same sums as before).
+//! under `m > 0` and the checks of further rows nest, so `m = 1` tests one; with `k` a whole
+//! number of windows no column is tested against `k`. Measured (`runtime/tests/nf4_counters.rs`,
+//! N 128, K 1024): 6.35 instructions per weight at `m = 1` (f16, bf16; 6.22 f32), 12.3 at
+//! `m = 4`, 19.9 at `m = 8`, and 5.08 at `m = 1`, K 4096 (10.2, 21.9, 37.2 at K 1024 with a
+//! `bfe`, `mad` and `ld.shared` per code and a scalar load per activation).
+//!
+//! Summation order: a chunk's 32 products in column order (the first a `mul.rn`), then
+//! `acc += partial · absmax` (deterministic, the same sums as before this layout).
 //!
 //! Finally the warp sums each accumulator with butterfly shuffles (fixed order: deterministic) and
 //! lane 0 rounds and stores `C[i, j]`. Barriers sit only in block-uniform code: warps without a
@@ -175,8 +177,7 @@ fn stage_vectors<T: Float>(
     k.comment("stage the activation window: 4 columns per thread and row, as f32");
     let slot = v.stage_slot;
     let col = k.add(col0, v.first);
-    let inside = k.setp_lt(col, cfg.k);
-    k.if_then(inside, |k| {
+    before_k(k, cfg, col, |k| {
         let addr = k.elem_addr(e.input, col);
         for_each_activation_row(k, cfg, e.m, |k, i, row_offset| {
             let from = (row_offset * T::TYPE.bytes()) as i32;
@@ -200,6 +201,21 @@ fn stage_vectors<T: Float>(
             }
         });
     });
+}
+
+/// Runs `body` when window column `col` (the `k % 32 = 0` path's columns come in whole groups
+/// of 4 or 32) lies before `k`: always, without a test, when `k` is a whole number of windows.
+fn before_k(
+    k: &mut KernelBuilder,
+    cfg: &Nf4Config,
+    col: Reg<U32>,
+    body: impl FnOnce(&mut KernelBuilder),
+) {
+    if cfg.k.is_multiple_of(WINDOW) {
+        return body(k);
+    }
+    let inside = k.setp_lt(col, cfg.k);
+    k.if_then(inside, body);
 }
 
 /// `a_window[i][padded(t)] = A[i, col0 + t]` for `i < m`, `t < WINDOW` (0 past `k`).
@@ -278,8 +294,7 @@ fn aligned_window<T: Float>(
     k.comment("body: one 16-byte chunk of packed codes per lane, activations by ld.shared.v4");
     let group = v.group;
     let col = k.add(col0, v.lane_col);
-    let has_chunk = k.setp_lt(col, cfg.k);
-    k.if_then(has_chunk, |k| {
+    before_k(k, cfg, col, |k| {
         let elem0 = k.add(r.row_elem, col);
         let byte = k.shr(elem0, 1u32);
         let addr = k.elem_addr(e.weights.packed, byte);
