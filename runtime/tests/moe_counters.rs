@@ -208,3 +208,119 @@ fn gating_stage_is_conflict_free_for_every_small_expert_count() {
         }
     }
 }
+
+/// Routing indices for `tokens` tokens, skewed so the low experts overflow their bins (expert
+/// `min(a, b)` of two uniform draws), with about one pair in 64 naming a non-expert (`E` or
+/// `u32::MAX`, as NaN logits would).
+fn skewed_indices(experts: u32, top_k: u32, tokens: u32, seed: u64) -> Vec<u32> {
+    let mut rng = SplitMix64::new(seed);
+    (0..tokens * top_k)
+        .map(|_| match rng.below(64) {
+            0 => experts,
+            1 => u32::MAX,
+            _ => {
+                let a = rng.below(u64::from(experts));
+                let b = rng.below(u64::from(experts));
+                a.min(b) as u32
+            }
+        })
+        .collect()
+}
+
+/// Host reference of `moe_permute`: `(token_ids, counts, routed, slot_of)`.
+fn permute_reference(
+    indices: &[u32],
+    experts: u32,
+    top_k: u32,
+    capacity: u32,
+) -> (Vec<u32>, Vec<u32>, Vec<u32>, Vec<u32>) {
+    let mut routed = vec![0u32; experts as usize];
+    let mut token_ids = vec![u32::MAX; (experts * capacity) as usize];
+    let mut slot_of = vec![u32::MAX; indices.len()];
+    for (pair, &e) in indices.iter().enumerate() {
+        if e < experts {
+            let slot = routed[e as usize];
+            routed[e as usize] += 1;
+            if slot < capacity {
+                token_ids[(e * capacity + slot) as usize] = pair as u32 / top_k;
+                slot_of[pair] = slot;
+            }
+        }
+    }
+    let counts = routed.iter().map(|&r| r.min(capacity)).collect();
+    (token_ids, counts, routed, slot_of)
+}
+
+/// Runs `moe_permute` alone on [`skewed_indices`] (capacity factor 1.0), checks every output
+/// against [`permute_reference`] and returns its launch record.
+fn permute_alone(experts: u32, top_k: u32, tokens: u32) -> LaunchRecord {
+    let cfg = MoeConfig {
+        arch: Arch::Sm80,
+        capacity_factor: Some(1.0),
+        ..MoeConfig::new(experts, top_k, 8, 8)
+    };
+    let ptx = cfg.compile().expect("compiles").ptx;
+    let dev = SimBackend::new();
+    let launch = MoeLaunch::new(&cfg, &dev, &ptx, tokens).expect("launch");
+    let ws = launch.workspace::<f32>().expect("workspace");
+    let indices = skewed_indices(experts, top_k, tokens, u64::from(experts * 1000 + tokens));
+    let indices_dev = dev.upload(&indices).expect("upload");
+    launch.permute(&indices_dev, ws.bins()).expect("permute");
+    let capacity = launch.shape().capacity;
+    let (token_ids, counts, routed, slot_of) =
+        permute_reference(&indices, experts, top_k, capacity);
+    let what = format!("E = {experts} K = {top_k} T = {tokens}");
+    assert!(
+        routed.iter().any(|&r| r > capacity),
+        "{what}: no bin overflows"
+    );
+    assert_eq!(
+        dev.download(&ws.routed).expect("download"),
+        routed,
+        "{what}"
+    );
+    assert_eq!(
+        dev.download(&ws.counts).expect("download"),
+        counts,
+        "{what}"
+    );
+    assert_eq!(
+        dev.download(&ws.slot_of).expect("download"),
+        slot_of,
+        "{what}"
+    );
+    assert_eq!(
+        dev.download(&ws.token_ids).expect("download"),
+        token_ids,
+        "{what}"
+    );
+    dev.take_launch_log()
+        .into_iter()
+        .find(|r| r.entry == "moe_permute")
+        .expect("permute ran")
+}
+
+#[test]
+fn permute_measure() {
+    let shapes: Vec<(u32, u32, u32)> = std::env::var("PERMUTE_SHAPES")
+        .unwrap_or_else(|_| "8,2,256;16,2,256;32,4,256;64,6,256;128,8,256".into())
+        .split(';')
+        .map(|s| {
+            let v: Vec<u32> = s.split(',').map(|x| x.parse().unwrap()).collect();
+            (v[0], v[1], v[2])
+        })
+        .collect();
+    for (e, k, t) in shapes {
+        let r = permute_alone(e, k, t);
+        let c = &r.counters;
+        eprintln!(
+            "PERMUTE E={e} K={k} T={t} grid {}: instr/output {:.1}, load eff {:.3}, store eff {:.3}, smem factor {:.3}, barriers {}",
+            r.config.grid.x,
+            c.instructions.total() as f64 / f64::from(t * k),
+            c.global_load_efficiency(),
+            c.global_store_efficiency(),
+            c.shared_bank_conflict_factor(),
+            c.barriers
+        );
+    }
+}
