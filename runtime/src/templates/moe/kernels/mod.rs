@@ -32,9 +32,7 @@ mod unpermute;
 
 pub use gating::{gating_tokens_per_block, GATING_BLOCK, GATING_WARPS, GATING_WARP_MIN_EXPERTS};
 pub use gemm::{GEMM_THREADS, TILE_M, TILE_N};
-pub use permute::{
-    permute_blocks, ONE_BLOCK_MAX_EXPERTS as PERMUTE_ONE_BLOCK_MAX_EXPERTS, PERMUTE_BLOCK,
-};
+pub use permute::{permute_blocks, EXPERTS_PER_BLOCK as PERMUTE_EXPERTS_PER_BLOCK, PERMUTE_BLOCK};
 pub use schedule::{max_work_items, SCHEDULE_BLOCK};
 pub use tc::{takes as tensor_cores, TC_THREADS};
 pub use unpermute::{unpermute_tokens_per_block, UNPERMUTE_BLOCK};

@@ -1,36 +1,44 @@
-//! `moe_permute` with one block for every expert (`E ≤`
-//! [`ONE_BLOCK_MAX_EXPERTS`](super::ONE_BLOCK_MAX_EXPERTS)).
+//! `moe_permute`: block `b` routes the experts of group `b`, `[32·b, 32·b + 32) ∩ [0, E)`
+//! (grid `⌈E / 32⌉`, [`EXPERTS_PER_BLOCK`](super::EXPERTS_PER_BLOCK) = 32, so one block up to
+//! 32 experts).
 //!
-//! Expert `x` is owned by warp `x mod 8` for the whole launch; the owner keeps `routed[x]` so
-//! far (pairs of `x` before the chunk) in a warp-uniform register. The block scans the pairs in
-//! order, a chunk of [`PERMUTE_BLOCK`] per step (thread `i` loads pair `chunk + i`), in three
-//! phases split by two barriers:
+//! Expert `x = 32·b + j` is owned by warp `j mod 8` of block `b` for the whole launch; the owner
+//! keeps `routed[x]` so far (pairs of `x` before the chunk) in a warp-uniform register. The block
+//! scans the pairs in order, a chunk of [`PERMUTE_BLOCK`] per step (thread `i` loads pair
+//! `chunk + i`), in three phases split by two barriers:
 //!
 //! 1. **Experts**: thread `i` puts its pair's expert at `chunk_experts[i]` and `u32::MAX` at
 //!    `chunk_slots[i]`.
-//! 2. **Ranks**: each warp, for each expert `x` it owns, reads the chunk's experts 32 at a time
-//!    (`chunk_experts[32·s + lane]`, 8 steps) and ballots `= x`: a hit's rank among the chunk's
-//!    pairs of `x` is the hits of the steps before plus `popc(ballot & lanes_below)`, its slot
-//!    `routed[x] + rank`. A hit stores its slot at `chunk_slots[32·s + lane]` (`u32::MAX` past
-//!    `C`) and its pair at `run[warp][first + rank]`, where `first` counts the warp's earlier
-//!    experts' hits in this chunk: each warp gathers its experts' pairs, in order, into runs.
-//! 3. **Stores**: thread `i` stores `slot_of[chunk + i] = chunk_slots[i]` (coalesced); each
-//!    warp writes its experts' kept runs, lane `j` writing `token_ids[x·C + routed[x] + j] =
-//!    pair / K`, so consecutive lanes write consecutive slots of a bin; then `routed[x]` grows
-//!    by the chunk's hits.
+//! 2. **Ranks**: each lane reads the chunk's experts 32 at a time (`chunk_experts[32·s +
+//!    lane]`, 8 steps) once; then each warp, for each expert `x` it owns, ballots `= x` over
+//!    the 8 steps: a hit's rank among the chunk's pairs of `x` is the hits of the steps before
+//!    plus `popc(ballot & lanes_below)`, its slot `routed[x] + rank`. A hit stores its slot at
+//!    `chunk_slots[32·s + lane]` (`u32::MAX` past `C`) and its pair at `run[warp][first +
+//!    rank]`, where `first` counts the warp's earlier experts' hits in this chunk: each warp
+//!    gathers its experts' pairs, in order, into runs.
+//! 3. **Stores**: thread `i` stores `slot_of[chunk + i] = chunk_slots[i]` if its pair's
+//!    expert is in the block's group (block 0 also takes the pairs naming a non-expert, which
+//!    stay `u32::MAX`), so one block writes `slot_of` whole and coalesced; each warp writes its
+//!    experts' kept runs, lane `j` writing `token_ids[x·C + routed[x] + j] = pair / K`, so
+//!    consecutive lanes write consecutive slots of a bin; then `routed[x]` grows by the
+//!    chunk's hits.
 //!
 //! Every shared access is conflict-free: the chunk's experts and slots are read and written by
 //! their own lane's bank (`32·s + lane`), and a step's hits store consecutive run entries. The
 //! values a lane reads from another lane or warp cross a block barrier. Afterwards the owners
-//! put `routed[x]` in shared memory, lane `x` stores `counts[x] = min(routed[x], C)` and
-//! `routed[x]`, and the block fills every bin's empty slots.
+//! put `routed[x]` in shared memory, thread `j` stores `counts[32·b + j] = min(routed, C)` and
+//! `routed[32·b + j]`, and the block fills its bins' empty slots.
+//!
+//! Each block reads every pair, so the reads grow as `⌈E / 32⌉ · T·K`, and the ballots as
+//! `E · T·K / 32` per warp-lane.
 
 use crate::builder::{KernelBuilder, Pred, Reg, SharedArr, U32};
 use crate::ir::CmpOp;
 
 use super::super::MoeShape;
 use super::{
-    chunk_pair, fill_empty_slots, lanes_below, PermuteParams, DROPPED, PERMUTE_BLOCK, WARPS,
+    chunk_pair, fill_empty_slots, lanes_below, PermuteParams, DROPPED, EXPERTS_PER_BLOCK,
+    PERMUTE_BLOCK, WARPS,
 };
 
 /// The block's shared arrays.
@@ -41,7 +49,7 @@ struct Books {
     chunk_slots: SharedArr<U32>,
     /// `[WARPS][PERMUTE_BLOCK]`: each warp's runs of its experts' pairs in this chunk.
     runs: SharedArr<U32>,
-    /// `[E]`: `routed[x]` after the scan.
+    /// `[EXPERTS_PER_BLOCK]`: `routed[32·b + j]` after the scan, at `j`.
     routed: SharedArr<U32>,
 }
 
@@ -54,12 +62,16 @@ struct Lanes {
     below: Reg<U32>,
     /// Element index of the warp's run buffer.
     run_base: Reg<U32>,
+    /// `32·b`: the block's first expert.
+    group_base: Reg<U32>,
 }
 
-/// One expert the warp owns: `x = warp + WARPS·i`, whether it exists (`x < E`, warp-uniform),
-/// its pairs before the chunk, and this chunk's hits and first run entry.
+/// One expert the warp owns: `x = 32·b + warp + WARPS·i`, its index `j` in the group, whether
+/// it exists (`x < E`, warp-uniform), its pairs before the chunk, and this chunk's hits and
+/// first run entry.
 struct Owned {
     expert: Reg<U32>,
+    in_group: Reg<U32>,
     exists: Pred,
     routed: Reg<U32>,
     hits: Reg<U32>,
@@ -67,31 +79,35 @@ struct Owned {
 }
 
 pub(super) fn build(shape: &MoeShape, k: &mut KernelBuilder) {
-    debug_assert!(shape.experts <= super::ONE_BLOCK_MAX_EXPERTS);
     k.require_block([PERMUTE_BLOCK, 1, 1]);
     let params = PermuteParams::declare(k);
     let e = shape.experts;
+    let group = e.min(EXPERTS_PER_BLOCK);
     let books = Books {
         chunk_experts: k.shared_array::<U32>("chunk_experts", PERMUTE_BLOCK),
         chunk_slots: k.shared_array::<U32>("chunk_slots", PERMUTE_BLOCK),
         runs: k.shared_array::<U32>("runs", WARPS * PERMUTE_BLOCK),
-        routed: k.shared_array::<U32>("routed_total", e),
+        routed: k.shared_array::<U32>("routed_total", group),
     };
     let tid = k.tid_x();
     let lane = k.and(tid, 31u32);
     let warp = k.shr(tid, 5u32);
+    let block = k.ctaid_x();
     let lanes = Lanes {
         tid,
         lane,
         warp,
         below: lanes_below(k, lane),
         run_base: k.mul_lo(warp, PERMUTE_BLOCK),
+        group_base: k.mul_lo(block, EXPERTS_PER_BLOCK),
     };
-    let owned: Vec<Owned> = (0..e.div_ceil(WARPS))
+    let owned: Vec<Owned> = (0..group.div_ceil(WARPS))
         .map(|i| {
-            let expert = k.add(lanes.warp, i * WARPS);
+            let in_group = k.add(lanes.warp, i * WARPS);
+            let expert = k.add(lanes.group_base, in_group);
             Owned {
                 expert,
+                in_group,
                 exists: k.setp_lt(expert, e),
                 routed: k.var::<U32>(0u32),
                 hits: k.var::<U32>(0u32),
@@ -108,18 +124,20 @@ pub(super) fn build(shape: &MoeShape, k: &mut KernelBuilder) {
         let at = k.shared_elem(books.chunk_slots, tid);
         k.st_shared(at, 0, DROPPED);
         k.bar_sync();
+        let steps = chunk_steps(k, &books, &lanes);
         let first = k.var::<U32>(0u32);
         for o in &owned {
             k.assign(o.first, first);
             k.assign(o.hits, 0u32);
             k.if_then(o.exists, |k| {
-                rank_expert(k, &books, &lanes, o, chunk, params.capacity);
+                rank_expert(k, &books, &lanes, o, &steps, chunk, params.capacity);
             });
             k.add_into(first, first, o.hits);
         }
         k.bar_sync();
         k.comment("slots in pair order, bins in slot order");
-        k.if_then(in_range, |k| {
+        let stores_slot = writes_slot_of(shape, k, &lanes, expert, in_range);
+        k.if_then(stores_slot, |k| {
             let at = k.shared_elem(books.chunk_slots, tid);
             let slot = k.ld_shared::<U32>(at, 0);
             let addr = k.elem_addr(params.slot_of, pair);
@@ -136,44 +154,73 @@ pub(super) fn build(shape: &MoeShape, k: &mut KernelBuilder) {
         let owner = k.setp(CmpOp::Eq, lanes.lane, 0u32);
         let stores = k.and_pred(o.exists, owner);
         k.if_then(stores, |k| {
-            let at = k.shared_elem(books.routed, o.expert);
+            let at = k.shared_elem(books.routed, o.in_group);
             k.st_shared(at, 0, o.routed);
         });
     }
     k.bar_sync();
-    finish_bins(k, &params, &books, e, lanes.tid);
+    finish_bins(k, &params, &books, e, &lanes);
 }
 
-/// Phase 2 for owned expert `o.expert`: ballots over the chunk's 8 steps of 32 pairs; a hit
+/// The chunk's experts as this lane sees them in phase 2: `chunk_experts[32·s + lane]` for
+/// the 8 steps `s`, read once and shared by every expert the warp owns.
+fn chunk_steps(k: &mut KernelBuilder, books: &Books, lanes: &Lanes) -> Vec<Reg<U32>> {
+    let experts_at = k.shared_elem(books.chunk_experts, lanes.lane);
+    (0..WARPS)
+        .map(|step| k.ld_shared::<U32>(experts_at, (step * 32 * 4) as i32))
+        .collect()
+}
+
+/// Whether this thread stores `slot_of` for its pair: the pair exists and its expert is in the
+/// block's group, or (block 0) names no expert. With one block every existing pair.
+fn writes_slot_of(
+    shape: &MoeShape,
+    k: &mut KernelBuilder,
+    lanes: &Lanes,
+    expert: Reg<U32>,
+    in_range: Pred,
+) -> Pred {
+    if shape.experts <= EXPERTS_PER_BLOCK {
+        return in_range;
+    }
+    let valid = k.setp_lt(expert, shape.experts);
+    let own_group = k.shr(expert, EXPERTS_PER_BLOCK.trailing_zeros());
+    let group = k.selp(own_group, 0u32, valid);
+    let block = k.shr(lanes.group_base, EXPERTS_PER_BLOCK.trailing_zeros());
+    let mine = k.setp(CmpOp::Eq, group, block);
+    k.and_pred(mine, in_range)
+}
+
+/// Phase 2 for owned expert `o.expert`: ballots over the chunk's 8 `steps` of 32 pairs; a hit
 /// stores its slot and its pair (at `o.first + rank` of the warp's run); `o.hits` ends as
-/// the chunk's pairs of the expert. Warp-uniform (every lane runs every ballot).
+/// the chunk's pairs of the expert. Warp-uniform (every lane runs every ballot); only the
+/// hits work out their rank.
 fn rank_expert(
     k: &mut KernelBuilder,
     books: &Books,
     lanes: &Lanes,
     o: &Owned,
+    steps: &[Reg<U32>],
     chunk: Reg<U32>,
     capacity: Reg<U32>,
 ) {
-    let experts_at = k.shared_elem(books.chunk_experts, lanes.lane);
     let slots_at = k.shared_elem(books.chunk_slots, lanes.lane);
     let run_start = k.add(lanes.run_base, o.first);
-    let pair = k.add(chunk, lanes.lane);
-    for step in 0..WARPS {
+    for (step, &expert) in (0u32..).zip(steps) {
         let offset = (step * 32 * 4) as i32;
-        let expert = k.ld_shared::<U32>(experts_at, offset);
         let hit = k.setp(CmpOp::Eq, expert, o.expert);
         let ballot = k.ballot(hit);
-        let earlier = k.and(ballot, lanes.below);
-        let ahead = k.popc(earlier);
-        let rank = k.add(o.hits, ahead);
         k.if_then(hit, |k| {
+            let earlier = k.and(ballot, lanes.below);
+            let ahead = k.popc(earlier);
+            let rank = k.add(o.hits, ahead);
             let slot = k.add(o.routed, rank);
             let kept = k.setp_lt(slot, capacity);
             let stored = k.selp(slot, DROPPED, kept);
             k.st_shared(slots_at, offset, stored);
             let entry = k.add(run_start, rank);
             let at = k.shared_elem(books.runs, entry);
+            let pair = k.add(chunk, lanes.lane);
             let p = k.add(pair, step * 32);
             k.st_shared(at, 0, p);
         });
@@ -212,32 +259,39 @@ fn write_run(
     });
 }
 
-/// `counts[x] = min(routed[x], C)` and `routed[x]` (lane `x`, one coalesced store each), then
-/// every bin's empty slots.
+/// `counts[x] = min(routed[x], C)` and `routed[x]` for the group's experts (thread `j` for
+/// expert `32·b + j`, one coalesced store each), then their bins' empty slots.
 fn finish_bins(
     k: &mut KernelBuilder,
     params: &PermuteParams,
     books: &Books,
     experts: u32,
-    tid: Reg<U32>,
+    lanes: &Lanes,
 ) {
     k.comment("bin totals and empty slots");
-    let expert_lane = k.setp_lt(tid, experts);
-    k.if_then(expert_lane, |k| {
-        let at = k.shared_elem(books.routed, tid);
+    let group = experts.min(EXPERTS_PER_BLOCK);
+    let expert = k.add(lanes.group_base, lanes.tid);
+    let in_group = k.setp_lt(lanes.tid, group);
+    let exists = k.setp_lt(expert, experts);
+    let expert_thread = k.and_pred(in_group, exists);
+    k.if_then(expert_thread, |k| {
+        let at = k.shared_elem(books.routed, lanes.tid);
         let routed = k.ld_shared::<U32>(at, 0);
         let kept = k.min(routed, params.capacity);
-        let addr = k.elem_addr(params.counts, tid);
+        let addr = k.elem_addr(params.counts, expert);
         k.st_global(addr, 0, kept);
-        let addr = k.elem_addr(params.routed, tid);
+        let addr = k.elem_addr(params.routed, expert);
         k.st_global(addr, 0, routed);
     });
-    k.for_range(0u32, experts, 1u32, |k, x| {
-        let at = k.shared_elem(books.routed, x);
+    let group_end = k.add(lanes.group_base, group);
+    let end = k.min(group_end, experts);
+    k.for_range(lanes.group_base, end, 1u32, |k, x| {
+        let j = k.sub(x, lanes.group_base);
+        let at = k.shared_elem(books.routed, j);
         let routed = k.ld_shared::<U32>(at, 0);
         let kept = k.min(routed, params.capacity);
         let bin_start = k.mul_lo(x, params.capacity);
         let bin = k.offset_ptr(params.token_ids, bin_start);
-        fill_empty_slots(k, bin, kept, params.capacity, tid);
+        fill_empty_slots(k, bin, kept, params.capacity, lanes.tid);
     });
 }
