@@ -322,5 +322,14 @@ fn permute_measure() {
             c.shared_bank_conflict_factor(),
             c.barriers
         );
+        let per = |n: u64| n as f64 / f64::from(t * k);
+        let kinds: Vec<String> = c
+            .instructions
+            .fields()
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(name, n)| format!("{name} {:.1}", per(*n)))
+            .collect();
+        eprintln!("  {}", kinds.join(", "));
     }
 }

@@ -27,7 +27,8 @@
 //! their own lane's bank (`32·s + lane`), and a step's hits store consecutive run entries. The
 //! values a lane reads from another lane or warp cross a block barrier. Afterwards the owners
 //! put `routed[x]` in shared memory, thread `j` stores `counts[32·b + j] = min(routed, C)` and
-//! `routed[32·b + j]`, and the block fills its bins' empty slots.
+//! `routed[32·b + j]`, and the block fills its bins' empty slots (one loop over the group's
+//! slots, which are consecutive).
 //!
 //! Each block reads every pair, so the reads grow as `⌈E / 32⌉ · T·K`, and the ballots as
 //! `E · T·K / 32` per warp-lane.
@@ -37,8 +38,7 @@ use crate::ir::CmpOp;
 
 use super::super::MoeShape;
 use super::{
-    chunk_pair, fill_empty_slots, lanes_below, PermuteParams, DROPPED, EXPERTS_PER_BLOCK,
-    PERMUTE_BLOCK, WARPS,
+    chunk_pair, lanes_below, PermuteParams, DROPPED, EXPERTS_PER_BLOCK, PERMUTE_BLOCK, WARPS,
 };
 
 /// The block's shared arrays.
@@ -260,7 +260,8 @@ fn write_run(
 }
 
 /// `counts[x] = min(routed[x], C)` and `routed[x]` for the group's experts (thread `j` for
-/// expert `32·b + j`, one coalesced store each), then their bins' empty slots.
+/// expert `32·b + j`, one coalesced store each), then `u32::MAX` in their bins' empty slots
+/// `s ≥ routed[x]`, the group's `[E_b·C]` slots in one coalesced loop (expert `j = i / C`).
 fn finish_bins(
     k: &mut KernelBuilder,
     params: &PermuteParams,
@@ -285,13 +286,20 @@ fn finish_bins(
     });
     let group_end = k.add(lanes.group_base, group);
     let end = k.min(group_end, experts);
-    k.for_range(lanes.group_base, end, 1u32, |k, x| {
-        let j = k.sub(x, lanes.group_base);
+    let group_experts = k.sub(end, lanes.group_base);
+    let group_slots = k.mul_lo(group_experts, params.capacity);
+    let first_slot = k.mul_lo(lanes.group_base, params.capacity);
+    let bins = k.offset_ptr(params.token_ids, first_slot);
+    k.comment("the group's bins as one run of slots: thread i on slot i, 256 apart");
+    k.for_range(lanes.tid, group_slots, PERMUTE_BLOCK, |k, i| {
+        let j = k.div_int(i, params.capacity);
+        let slot = k.rem(i, params.capacity);
         let at = k.shared_elem(books.routed, j);
         let routed = k.ld_shared::<U32>(at, 0);
-        let kept = k.min(routed, params.capacity);
-        let bin_start = k.mul_lo(x, params.capacity);
-        let bin = k.offset_ptr(params.token_ids, bin_start);
-        fill_empty_slots(k, bin, kept, params.capacity, lanes.tid);
+        let empty = k.setp_ge(slot, routed);
+        k.if_then(empty, |k| {
+            let addr = k.elem_addr(bins, i);
+            k.st_global(addr, 0, DROPPED);
+        });
     });
 }

@@ -70,22 +70,6 @@ pub(crate) fn build(shape: &MoeShape, k: &mut KernelBuilder) {
     expert_groups::build(shape, k);
 }
 
-/// `bin[s] = u32::MAX` for the empty slots `s ∈ [kept, C)`, consecutive threads on consecutive
-/// slots.
-fn fill_empty_slots(
-    k: &mut KernelBuilder,
-    bin: GlobalPtr<U32>,
-    kept: Reg<U32>,
-    capacity: Reg<U32>,
-    tid: Reg<U32>,
-) {
-    let start = k.add(kept, tid);
-    k.for_range(start, capacity, PERMUTE_BLOCK, |k, slot| {
-        let addr = k.elem_addr(bin, slot);
-        k.st_global(addr, 0, DROPPED);
-    });
-}
-
 /// `(1 << lane) − 1`: the lanes below `lane` in a ballot.
 fn lanes_below(k: &mut KernelBuilder, lane: Reg<U32>) -> Reg<U32> {
     let one = k.var::<U32>(1u32);
