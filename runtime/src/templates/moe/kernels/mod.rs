@@ -3,7 +3,7 @@
 //! | entry | phase | grid × block |
 //! |---|---|---|
 //! | [`GATING`] | softmax + top-k + weights | `ceil(T/4)` × 128 (a warp per token, `E ≥ 32`); `ceil(T/128)` × 128 (a thread per token, `E < 32`) |
-//! | [`PERMUTE`] | slot assignment | 1 × 256 (`E ≤ 32`: one block for every expert); `E` × 256 (a block per expert) |
+//! | [`PERMUTE`] | slot assignment | `⌈E / 32⌉` × 256 (a block per group of 32 experts; one block for `E ≤ 32`) |
 //! | [`SCHEDULE`] | bin offsets + GEMM work list | 1 × 32 |
 //! | [`EXPERT_LINEAR`] | `Y = X·Wᵀ` (ffn = linear) | `(n_max, ceil(F/64))` × 256 (128 on tensor cores) |
 //! | [`EXPERT_SWIGLU_UP`] | `G = silu(X·W1ᵀ) ⊙ X·W3ᵀ` (ffn = swiglu) | `(n_max, ceil(F/64))` × 256 (128) |
