@@ -183,6 +183,8 @@ fn linear_forward_uses_the_linear_entry() {
         names,
         vec![GATING, PERMUTE, SCHEDULE, EXPERT_LINEAR, UNPERMUTE]
     );
+    // Permute: a block per group of 32 experts.
+    assert_eq!(dims(launches[1].config).0, [2, 1, 1]);
     // 64 experts × 1 slot tile, ceil(200 / 64) = 4 column tiles.
     assert_eq!(dims(launches[3].config).0, [64, 4, 1]);
     // 16 tokens per unpermute block (top-6 → 96 pairs staged), whole rows: ceil(333 / 16).

@@ -33,6 +33,10 @@ use ptxforge_runtime::templates::KernelFamily;
 use ptxforge_runtime::DType;
 use ptxforge_sim::Options;
 
+#[path = "moe_support/permute.rs"]
+mod permute_support;
+use permute_support::{permute_checked, permute_reference, skewed_indices};
+
 type Dev = SimBackend;
 
 fn device() -> Dev {
@@ -861,43 +865,41 @@ fn expert_gemm_tensor_core_counters() {
 
 /// Permute alone on hand-written routing that names non-experts (`≥ E`): those pairs are
 /// marked dropped and counted nowhere; the rest get token-major slots as in the reference.
+/// Capacity `ceil(0.5 · 5 · 2 / 4) = 2`, so expert 1 (three pairs) drops its last one.
 #[test]
 fn permute_marks_non_expert_indices_dropped() {
     let cfg = MoeConfig {
         capacity_factor: Some(0.5),
         ..MoeConfig::new(4, 2, 1, 1)
     };
-    let tokens = 5u32;
     let indices = [0, 7, 1, 1, u32::MAX, 2, 3, 0, 1, 4];
-    let ptx = cfg.compile().expect("compiles").ptx;
-    let dev = device();
-    let launch = MoeLaunch::new(&cfg, &dev, &ptx, tokens).expect("valid launch");
-    let ws = launch.workspace::<f32>().expect("workspace");
-    let indices_dev = dev.upload(&indices).expect("upload");
-    launch.permute(&indices_dev, ws.bins()).expect("permute");
-    // Reference: the valid pairs in token-major order, capacity ceil(0.5 · 5 · 2 / 4) = 2, so
-    // expert 1 (three pairs) drops its last one.
-    let capacity = 2u32;
-    assert_eq!(launch.shape().capacity, capacity);
-    let mut routed = [0u32; 4];
-    let mut token_ids = vec![u32::MAX; 4 * 2];
-    let mut slot_of = vec![u32::MAX; 10];
-    for (pair, &e) in indices.iter().enumerate() {
-        if e < 4 {
-            let slot = routed[e as usize];
-            routed[e as usize] += 1;
-            if slot < capacity {
-                token_ids[(e * capacity + slot) as usize] = pair as u32 / 2;
-                slot_of[pair] = slot;
-            }
+    assert_eq!(cfg.capacity(5), 2);
+    let expected = permute_reference(&indices, 4, 2, 2);
+    assert_eq!(expected.routed[1] - expected.counts[1], 1);
+    permute_checked(&cfg, 5, &indices);
+}
+
+/// Permute over one, two (E = 33: the second group holds one expert) and four expert groups,
+/// on skewed routing whose low experts overflow their bins, with non-expert indices, and token
+/// counts that leave the last 256-pair chunk partly empty.
+#[test]
+fn permute_expert_groups_overflow_and_non_experts() {
+    for (experts, top_k, tokens) in [
+        (8, 2, 131),
+        (32, 4, 200),
+        (33, 3, 131),
+        (64, 6, 300),
+        (128, 8, 257),
+    ] {
+        for capacity_factor in [Some(1.0), Some(0.25), None] {
+            let cfg = MoeConfig {
+                capacity_factor,
+                ..MoeConfig::new(experts, top_k, 8, 8)
+            };
+            let indices = skewed_indices(experts, top_k, tokens, u64::from(experts + tokens));
+            permute_checked(&cfg, tokens, &indices);
         }
     }
-    assert_eq!(dev.download(&ws.token_ids).expect("download"), token_ids);
-    assert_eq!(dev.download(&ws.slot_of).expect("download"), slot_of);
-    assert_eq!(dev.download(&ws.routed).expect("download"), routed);
-    let counts: Vec<u32> = routed.iter().map(|&r| r.min(capacity)).collect();
-    assert_eq!(dev.download(&ws.counts).expect("download"), counts);
-    assert_eq!(routed[1] - counts[1], 1);
 }
 
 /// Gating on both sides of the mapping threshold (a thread per token below

@@ -4,7 +4,7 @@
 //! linear shape on sm_80/sm_90 whose reduction lengths take the tensor-core path in both GEMMs
 //! (f16, bf16, and f32 with `allow_tf32` on tf32 tensor cores),
 //! and fails on errors, warnings or spills. Prints `ptxas -v` registers and shared memory per
-//! expert entry. Skips loudly when ptxas is missing, unless `PTXFORGE_REQUIRE_PTXAS=1`.
+//! expert entry, and for `moe_permute` at 8 to 128 experts. Skips loudly when ptxas is missing, unless `PTXFORGE_REQUIRE_PTXAS=1`.
 
 use ptxforge_runtime::arch::Arch;
 use ptxforge_runtime::dtype::DType;
@@ -27,6 +27,21 @@ fn tensor_core_configs() -> Vec<MoeConfig> {
                     ..MoeConfig::new(8, 2, hidden, expert_dim)
                 });
             }
+        }
+    }
+    out
+}
+
+/// `moe_permute` at one, two and four expert groups (Mixtral-, Qwen- and DeepSeek-like
+/// routing), on sm_80 and sm_90.
+fn permute_configs() -> Vec<MoeConfig> {
+    let mut out = Vec::new();
+    for (experts, top_k) in [(8, 2), (16, 2), (32, 4), (64, 6), (128, 8)] {
+        for arch in [Arch::Sm80, Arch::Sm90] {
+            out.push(MoeConfig {
+                arch,
+                ..MoeConfig::new(experts, top_k, 64, 64)
+            });
         }
     }
     out
@@ -59,6 +74,27 @@ fn moe_kernels_assemble_without_warnings_or_spills() {
             );
         }
     });
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let failures = assemble_each(
+        &ptxas,
+        "moe",
+        permute_configs(),
+        module,
+        |cfg, _, report| {
+            for e in report.entries.iter().filter(|e| e.entry == "moe_permute") {
+                println!(
+                    "moe_permute E={:<3} K={} {}: regs {:>3} smem {:>6} spill {}/{}",
+                    cfg.experts,
+                    cfg.top_k,
+                    cfg.arch,
+                    e.registers,
+                    e.shared_bytes,
+                    e.spill_stores,
+                    e.spill_loads
+                );
+            }
+        },
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(
         tensor_core_entries > 0,

@@ -3,7 +3,7 @@
 //! | entry | phase | grid × block |
 //! |---|---|---|
 //! | [`GATING`] | softmax + top-k + weights | `ceil(T/4)` × 128 (a warp per token, `E ≥ 32`); `ceil(T/128)` × 128 (a thread per token, `E < 32`) |
-//! | [`PERMUTE`] | slot assignment | 1 × 256 (`E ≤ 32`: one block for every expert); `E` × 256 (a block per expert) |
+//! | [`PERMUTE`] | slot assignment | `⌈E / 32⌉` × 256 (a block per group of 32 experts; one block for `E ≤ 32`) |
 //! | [`SCHEDULE`] | bin offsets + GEMM work list | 1 × 32 |
 //! | [`EXPERT_LINEAR`] | `Y = X·Wᵀ` (ffn = linear) | `(n_max, ceil(F/64))` × 256 (128 on tensor cores) |
 //! | [`EXPERT_SWIGLU_UP`] | `G = silu(X·W1ᵀ) ⊙ X·W3ᵀ` (ffn = swiglu) | `(n_max, ceil(F/64))` × 256 (128) |
@@ -32,9 +32,7 @@ mod unpermute;
 
 pub use gating::{gating_tokens_per_block, GATING_BLOCK, GATING_WARPS, GATING_WARP_MIN_EXPERTS};
 pub use gemm::{GEMM_THREADS, TILE_M, TILE_N};
-pub use permute::{
-    permute_blocks, ONE_BLOCK_MAX_EXPERTS as PERMUTE_ONE_BLOCK_MAX_EXPERTS, PERMUTE_BLOCK,
-};
+pub use permute::{permute_blocks, EXPERTS_PER_BLOCK as PERMUTE_EXPERTS_PER_BLOCK, PERMUTE_BLOCK};
 pub use schedule::{max_work_items, SCHEDULE_BLOCK};
 pub use tc::{takes as tensor_cores, TC_THREADS};
 pub use unpermute::{unpermute_tokens_per_block, UNPERMUTE_BLOCK};

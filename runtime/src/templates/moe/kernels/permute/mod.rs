@@ -6,25 +6,23 @@
 //! which are not counted anywhere. Afterwards `counts[e] = min(routed, C)`, `routed[e]`, and
 //! `u32::MAX` in every empty slot, so every element of `token_ids` is written.
 //!
-//! Two mappings, chosen by the expert count at build time ([`permute_blocks`]):
-//!
-//! - `E ≤` [`ONE_BLOCK_MAX_EXPERTS`] (32): one block routes every expert ([`one_block`]), so
-//!   it writes `slot_of` whole and coalesced and `token_ids` in bin order, each warp ranking
-//!   the experts it owns by ballots, without a bank conflict.
-//! - More experts: a block per expert ([`per_expert`]), each scanning every pair.
+//! A block routes a group of up to [`EXPERTS_PER_BLOCK`] (32) experts ([`expert_groups`]), so
+//! `E ≤ 32` takes one block, which writes `slot_of` whole and coalesced, and `token_ids` in bin
+//! order, each warp ranking the experts it owns by ballots, without a bank conflict. With more
+//! experts ([`permute_blocks`]: `⌈E / 32⌉`), each block scans every pair and writes the slots
+//! of its group's pairs.
 
 use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, U32};
 
 use super::MoeShape;
 
-mod one_block;
-mod per_expert;
+mod expert_groups;
 
 /// Threads per permute block (pairs scanned per step).
 pub const PERMUTE_BLOCK: u32 = 256;
-/// Expert counts up to this get the one-block mapping (each of its 8 warps owns up to 4
-/// experts, and lane `x` stores expert `x`'s totals).
-pub const ONE_BLOCK_MAX_EXPERTS: u32 = 32;
+/// Experts per permute block (each of its 8 warps owns up to 4, and thread `j` stores expert
+/// `32·b + j`'s totals); a power of two.
+pub const EXPERTS_PER_BLOCK: u32 = 32;
 const WARPS: u32 = PERMUTE_BLOCK / 32;
 const DROPPED: u32 = u32::MAX;
 
@@ -61,39 +59,15 @@ impl PermuteParams {
     }
 }
 
-/// Blocks of the permute grid: 1 up to [`ONE_BLOCK_MAX_EXPERTS`] experts, one per expert above.
+/// Blocks of the permute grid: one per group of [`EXPERTS_PER_BLOCK`] experts.
 pub const fn permute_blocks(experts: u32) -> u32 {
-    if experts <= ONE_BLOCK_MAX_EXPERTS {
-        1
-    } else {
-        experts
-    }
+    experts.div_ceil(EXPERTS_PER_BLOCK)
 }
 
 /// Builds the permute entry: `indices [T, K] → token_ids [E, C], counts [E], routed [E],
 /// slot_of [T, K]`.
 pub(crate) fn build(shape: &MoeShape, k: &mut KernelBuilder) {
-    if shape.experts <= ONE_BLOCK_MAX_EXPERTS {
-        one_block::build(shape, k);
-    } else {
-        per_expert::build(shape, k);
-    }
-}
-
-/// `bin[s] = u32::MAX` for the empty slots `s ∈ [kept, C)`, consecutive threads on consecutive
-/// slots.
-fn fill_empty_slots(
-    k: &mut KernelBuilder,
-    bin: GlobalPtr<U32>,
-    kept: Reg<U32>,
-    capacity: Reg<U32>,
-    tid: Reg<U32>,
-) {
-    let start = k.add(kept, tid);
-    k.for_range(start, capacity, PERMUTE_BLOCK, |k, slot| {
-        let addr = k.elem_addr(bin, slot);
-        k.st_global(addr, 0, DROPPED);
-    });
+    expert_groups::build(shape, k);
 }
 
 /// `(1 << lane) − 1`: the lanes below `lane` in a ballot.
