@@ -15,25 +15,18 @@
 //!   80-byte (20-word) rows, whose 4-word pieces fall in 8 disjoint groups of banks.
 //! - [`Strategy::Windows`] (NCHW operands of halves read along input-like rows without
 //!   dilation along `w`, `KW` > 1: forward A and backward-filter B at stride 1 or 2 along
-//!   `w`, backward-data A at any stride; and f32 forward A at stride 2): lane → pixel, each `(channel, kh)` row the warp
+//!   `w`, backward-data A at any stride; and f32 forward A and backward-filter B at stride
+//!   2): lane → pixel, each `(channel, kh)` row the warp (f32 backward-filter: half-warp)
 //!   needs read once as a run of whole sectors and each lane taking its taps from it with
-//!   `shfl.sync.idx` (at stride 2 each lane loads one word of its output row's run and
-//!   takes the lower ones from its left neighbours with `shfl.sync.up`) ([`super::window`]).
+//!   `shfl.sync.idx` (at stride 2 each lane loads one unit of two elements of its output
+//!   row's run and takes the lower ones from its left neighbours with `shfl.sync.up`)
+//!   ([`super::window`]).
 //! - [`Gather::Columns`]: lane → reduction index. Thread `t` owns index `t mod K` and rows
 //!   `r₀ + (128 / K)·e`; one warp request is 32 (halves) or twice 16 (f32) consecutive
 //!   indices of a row, consecutive addresses where the reduction runs along memory (weight
 //!   rows, backward-filter's pixels). For halves `r₀` is the warp; for f32 a warp's two
 //!   half-warps take rows 4 apart (`r₀ = warp + 4·half`), 80 words ≡ 16 banks apart, so
 //!   their 16-word pieces share no bank (adjacent rows, 20 words apart, would share 4).
-//! - [`Strategy::PairedColumns`] (a [`Gather::Columns`] variant for NCHW f32 backward-filter
-//!   windows of stride 2 along `w`, no dilation, `KW` > 1): lanes `2j` and `2j + 1` own one
-//!   column (pixel) and the rows `2P`, `2P + 1` (filter columns `f, f + 1`: taps `kw, kw +
-//!   1` of one `(ci, kh)` unless `f` is the last tap), so one request reads `iw = 2·ow + kw
-//!   − PW` and `iw + 1` for 16 consecutive pixels, consecutive addresses where lane → pixel
-//!   reads every other element. Halves store as loaded (the two rows' 8-word pieces, 20
-//!   words apart, share no bank); f32 pieces of 16 words would share 4 banks, so there the
-//!   warp holds row pairs `P` and `P + 2` and each pair of lanes swaps (`shfl.sync.bfly 1`)
-//!   to store rows 4 apart ([`Conv::paired_column_owner`]).
 //! - [`Gather::Slabs`] (backward-data's B, `KH·KW` > 1 and not a multiple of the chunk): lane
 //!   → consecutive `(c, kh, kw)` of one filter slab `w[g·Og + o, block_n.., .., ..]`, which is
 //!   contiguous; thread `t` owns slab offsets `q = t + 128·i`, i.e. row `c = q / (KH·KW)`
@@ -72,7 +65,6 @@ pub(super) enum Strategy {
     Chunks,
     Rows,
     Columns,
-    PairedColumns,
     Slabs,
     Windows,
 }
@@ -89,12 +81,10 @@ pub(super) enum Gather<B: Scalar> {
         col0: Reg<U32>,
         slot_bytes: Reg<U32>,
     },
-    /// The owned column, the first row, `Some(odd lane)` where the pair swaps values before
-    /// storing (f32 [`Strategy::PairedColumns`]), and the byte offset of the first store.
+    /// The owned column, the first row and the byte offset of the first store.
     Columns {
         lane: Reg<U32>,
         row0: Reg<U32>,
-        swap: Option<Pred>,
         slot_bytes: Reg<U32>,
     },
     /// The thread's first slab offset `(block_n·KH·KW + t)`, and its elements of the filter
@@ -161,27 +151,12 @@ impl<T: ConvElem + TileElem> Conv<T> {
                     slot_bytes: k.mul_lo(slot, bytes),
                 }
             }
-            Strategy::Columns | Strategy::PairedColumns => {
-                let (lane, row0, swap) = if strategy == Strategy::Columns {
-                    let (lane, row0) = self.column_owner(k, tid);
-                    (lane, row0, None)
-                } else {
-                    self.paired_column_owner(k, tid)
-                };
-                // A swapping pair stores rows `2P + 4·phase` and `+ 1`: the odd lane (first
-                // row `2P + 1`) three rows further.
-                let store_row = match swap {
-                    Some(odd) => {
-                        let further = k.selp(3u32, 0u32, odd);
-                        k.add(row0, further)
-                    }
-                    None => row0,
-                };
-                let slot = k.mad_lo(store_row, Self::ROW, lane);
+            Strategy::Columns => {
+                let (lane, row0) = self.column_owner(k, tid);
+                let slot = k.mad_lo(row0, Self::ROW, lane);
                 Gather::Columns {
                     lane,
                     row0,
-                    swap,
                     slot_bytes: k.mul_lo(slot, bytes),
                 }
             }
@@ -211,44 +186,6 @@ impl<T: ConvElem + TileElem> Conv<T> {
             }
         };
         (lane, row0)
-    }
-
-    /// [`Strategy::PairedColumns`]: lanes `2j + phase` of warp `w` own a column and the rows
-    /// `2P + phase` of row pairs `P` (filter columns `f, f + 1`), and `Some(odd lane)` where
-    /// the pair swaps before storing:
-    /// - halves: column `16·(w mod 2) + j`, first row `2·⌊w / 2⌋ + phase`, row step 4 (each
-    ///   request covers 16 columns of rows `2P, 2P + 1`, whose 8-word pieces share no bank);
-    /// - f32: column `j`, rows `r₀ + 16·c + 4·d` with `r₀ = 8·⌊w / 2⌋ + 2·(w mod 2) +
-    ///   phase` ([`Self::swapped_row`]): the warp holds the pairs `P` and `P + 2` together, and
-    ///   the pair swaps so that each store writes rows `2P` and `2P + 4` (then `2P + 1` and
-    ///   `2P + 5`), 80 words ≡ 16 banks apart, where rows `2P, 2P + 1` (20 words apart) would
-    ///   share 4 banks.
-    fn paired_column_owner(
-        &self,
-        k: &mut KernelBuilder,
-        tid: Reg<U32>,
-    ) -> (Reg<U32>, Reg<U32>, Option<Pred>) {
-        const PAIRS: u32 = WARP / 2;
-        let warp = k.shr(tid, WARP.trailing_zeros());
-        let in_warp = k.and(tid, WARP - 1);
-        let pair = k.shr(in_warp, 1);
-        let phase = k.and(tid, 1);
-        let half = k.and(warp, 1);
-        let upper = k.shr(warp, 1);
-        if T::TYPE.bytes() == 2 {
-            let lane = k.mad_lo(half, PAIRS, pair);
-            (lane, k.mad_lo(upper, 2, phase), None)
-        } else {
-            let row0 = k.mad_lo(half, 2, phase);
-            let row0 = k.mad_lo(upper, 8, row0);
-            (pair, row0, Some(k.setp_ge(phase, 1u32)))
-        }
-    }
-
-    /// The row of element `e` past `r₀` in f32 [`Strategy::PairedColumns`]: `16·⌊e / 2⌋ +
-    /// 4·(e mod 2)`.
-    fn swapped_row(e: u32) -> u32 {
-        16 * (e / 2) + 4 * (e % 2)
     }
 
     /// Fills ring slot `slot` with reduction tile `k_tile` of both operands.
@@ -290,38 +227,18 @@ impl<T: ConvElem + TileElem> Conv<T> {
             Gather::Columns {
                 lane,
                 row0,
-                swap,
                 slot_bytes,
             } => {
                 let kk = k.add(k0, *lane);
                 let col = self.column_coord(k, op.side, kk);
                 let dst = k.add(stage, *slot_bytes);
                 let row_bytes = Self::ROW * bytes;
-                let load = |k: &mut KernelBuilder, offset: u32| {
-                    let r = k.add(*row0, offset);
+                for e in 0..Self::ELEMS_PER_THREAD {
+                    let r = k.add(*row0, e * Self::COLUMN_ROWS);
                     let row = self.row_coord(k, op.side, r);
                     let (index, ok) = self.element(k, op.side, &row, &col);
-                    load_bits(k, bits, index, ok)
-                };
-                match swap {
-                    None => {
-                        for e in 0..Self::ELEMS_PER_THREAD {
-                            let v = load(k, e * Self::COLUMN_ROWS);
-                            k.st_shared(dst, (e * Self::COLUMN_ROWS * row_bytes) as i32, v);
-                        }
-                    }
-                    Some(odd) => {
-                        let elems: Vec<Reg<T::Bits>> = (0..Self::ELEMS_PER_THREAD)
-                            .map(|e| load(k, Self::swapped_row(e)))
-                            .collect();
-                        for (pair, e) in elems.chunks_exact(2).zip((0u32..).step_by(2)) {
-                            let words = swap_words(k, pair[0].retype(), pair[1].retype(), *odd);
-                            for (word, next) in words.into_iter().zip(0u32..) {
-                                let offset = (Self::swapped_row(e) + next) * row_bytes;
-                                k.st_shared(dst, offset as i32, word);
-                            }
-                        }
-                    }
+                    let v = load_bits(k, bits, index, ok);
+                    k.st_shared(dst, (e * Self::COLUMN_ROWS * row_bytes) as i32, v);
                 }
             }
             Gather::Slabs {
@@ -507,16 +424,6 @@ fn pack_words<B: Scalar>(k: &mut KernelBuilder, elems: &[Reg<B>]) -> Vec<Reg<U32
         32 => elems.iter().map(|e| e.retype()).collect(),
         bits => unreachable!("tile elements are 16 or 32 bits, not {bits}"),
     }
-}
-
-/// The 32-bit swap of a lane pair (`odd` for the second lane) holding `lo` and `hi` each:
-/// the even lane sends `hi` and the odd lane `lo` (`shfl.sync.bfly 1`); the result is
-/// `(lo, received)` on the even lane and `(received, hi)` on the odd one, i.e. both `lo`s
-/// first and both `hi`s second.
-fn swap_words(k: &mut KernelBuilder, lo: Reg<U32>, hi: Reg<U32>, odd: Pred) -> [Reg<U32>; 2] {
-    let sent = k.selp(lo, hi, odd);
-    let received = k.shfl_xor(sent, 1);
-    [k.selp(received, lo, odd), k.selp(hi, received, odd)]
 }
 
 /// Stores `words` from the 16-byte aligned `dst`, four per `st.shared.v4.b32`.

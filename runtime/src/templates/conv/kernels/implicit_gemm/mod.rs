@@ -58,8 +58,9 @@
 //! `B[m, f] = x[n, g·Cg + ci, oh·SH − PH + kh·DH, ow·SW − PW + kw·DW]` (0 in the padding)
 //! with `f = (ci, kh, kw)` in the weight's order, read with im2col addressing on the fly (no
 //! `cols` buffer) and stored `[f][m]` so the same untransposed `ldmatrix` reads it. Both are
-//! gathered lane → pixel (consecutive `m`: consecutive `ow`; for halves at stride 1 along `w`
-//! B's `(ci, kh)` rows each read once per tile as whole sectors, [`window`]). Grid `(⌈Og / 64⌉,
+//! gathered lane → pixel (consecutive `m`: consecutive `ow`; for halves at stride 1 or 2
+//! and f32 at stride 2 along `w`, B's `(ci, kh)` rows each read once per tile as whole
+//! sectors, [`window`]). Grid `(⌈Og / 64⌉,
 //! ⌈Cg·KH·KW / 64⌉, G)`; each `dw` element is summed over all pixels in order by one warp's
 //! `mma` chain in f32 (no atomics: deterministic), then rounded once. Where that grid is
 //! too small for the GPU, [`split`] cuts the pixels into `S` slices, each summed this way into
@@ -351,14 +352,14 @@ impl<T: ConvElem + TileElem> Conv<T> {
     /// A: pixels along `ow`, and without dilation along `w` for halves (forward: of stride 1
     /// or 2) and for f32 forward A of stride 2 each `(channel, kh)` row read once as whole
     /// sectors and regrouped by shuffles ([`window`]; for f32 at stride 1 that costs a third
-    /// more instructions than it saves sectors, so it keeps lane → pixel); NCHW backward-data B of a 1 × 1 filter and every NHWC backward operand with
-    /// channel rows: channels); filter slabs for NCHW backward-data B
-    /// of up to [`MAX_SLAB_TAPS`] taps; lane → reduction index otherwise (forward weights,
-    /// NHWC windows and `gy` pixels of few channels, NCHW backward-filter's pixel-indexed
-    /// operands, NCHW backward-data B of larger filters, whose runs of taps fill most of a
-    /// warp), with paired lanes on adjacent filter columns for backward-filter B of stride 2
-    /// along `w` (f32), and for halves at stride 1 or 2 along `w` without dilation backward-filter B's
-    /// `(ci, kh)` rows read once per tile as whole sectors ([`window`]).
+    /// more instructions than it saves sectors, so it keeps lane → pixel); NCHW
+    /// backward-data B of a 1 × 1 filter and every NHWC backward operand with channel rows:
+    /// channels); filter slabs for NCHW backward-data B of up to [`MAX_SLAB_TAPS`] taps; lane
+    /// → reduction index otherwise (forward weights, NHWC windows and `gy` pixels of few
+    /// channels, NCHW backward-filter's pixel-indexed operands, NCHW backward-data B of
+    /// larger filters, whose runs of taps fill most of a warp), with backward-filter B's `(ci,
+    /// kh)` rows read once per tile as whole sectors ([`window`]) without dilation along `w`
+    /// for halves at stride 1 or 2 and for f32 at stride 2.
     fn strategy(&self, side: Side) -> Strategy {
         let p = &self.p;
         let nhwc = self.layout == Layout::Nhwc;
@@ -391,12 +392,9 @@ impl<T: ConvElem + TileElem> Conv<T> {
             (Pass::BackwardData, Side::B) if p.taps == 1 => Strategy::Rows,
             (Pass::BackwardData, Side::B) if p.taps <= MAX_SLAB_TAPS => Strategy::Slabs,
             (Pass::BackwardFilter, Side::B)
-                if p.sw <= 2 && p.dw == 1 && p.kw > 1 && T::TYPE.bytes() == 2 =>
+                if p.sw <= 2 && p.dw == 1 && p.kw > 1 && (T::TYPE.bytes() == 2 || p.sw == 2) =>
             {
                 Strategy::Windows
-            }
-            (Pass::BackwardFilter, Side::B) if p.sw == 2 && p.dw == 1 && p.kw > 1 => {
-                Strategy::PairedColumns
             }
             _ => Strategy::Columns,
         }

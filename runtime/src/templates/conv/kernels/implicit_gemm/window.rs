@@ -1,11 +1,10 @@
 //! [`Strategy::Windows`](super::gather::Strategy::Windows): NCHW operands of halves (and
-//! f32 forward A at stride 2) whose
-//! lanes are pixels reading input-like rows without dilation along `w`, each `(channel, kh)`
-//! row a warp needs read once as a run of whole 32-byte sectors and regrouped with
-//! `shfl.sync.idx`: forward A (`x` windows at stride 1 or 2 along `w`, lane → pixel as in
-//! [`Strategy::Rows`](super::gather::Strategy::Rows)), backward-data A (`gy` runs at any
-//! stride) and backward-filter B (`x` windows at stride 1 or 2 along `w`, lane → the pixel
-//! that is reduction index `k0 + lane`).
+//! f32 `x` windows at stride 2) whose lanes are pixels reading input-like rows without
+//! dilation along `w`, each `(channel, kh)` row a warp needs read once as a run of whole
+//! 32-byte sectors and regrouped with `shfl.sync.idx`: forward A (`x` windows at stride 1
+//! or 2 along `w`, lane → pixel as in [`Strategy::Rows`](super::gather::Strategy::Rows)),
+//! backward-data A (`gy` runs at any stride) and backward-filter B (`x` windows at stride 1
+//! or 2 along `w`, lane → the pixel that is reduction index `k0 + t mod K`).
 //!
 //! Backward-data is the same read mirrored: input pixel `(h, w)`'s tap `(kh, kw)` reads `gy`
 //! at `oh` from [`output_coord`] (any stride and dilation along `h`) and `ow = (w + PW − kw)
@@ -42,18 +41,19 @@
 //! element's word, one word further per pixel: each lane loads its last word only (the
 //! lanes of an output row then read consecutive words, whole sectors of the row's run) and
 //! takes the lower ones from the lanes to its left with `shfl.sync.up`
-//! ([`Conv::strided_taps`]). f32 forward A reads the same way in units of two f32 (one
-//! `ld.global.nc.v2` per lane, two shuffles per lower unit). Measured (3 × 3 s2 p1, 16 × 16),
-//! over the former lane pairs on adjacent taps: f16 forward load efficiency 0.842 → 1.000 at
-//! 288.7 → 273.7 instructions per output, f16 backward-filter 0.842 → 1.000 at 56.4 → 56.3
-//! (over [`Strategy::PairedColumns`](super::gather::Strategy::PairedColumns), which f32
-//! backward-filter keeps: its B tile is not one lane per column there), f32 forward 0.842 →
-//! 1.000 at 366.5 → 402.2.
+//! ([`Conv::strided_taps`]). f32 reads the same way in units of two f32 (one
+//! `ld.global.nc.v2` per lane, two shuffles per lower unit); its backward-filter B tile has
+//! 16 pixels (`K`) per row, so there each half-warp is a group of pixel lanes of its own
+//! (lanes `16·h + j`, `j < d`, take no unit from the half-warp below). Measured (3 × 3 s2
+//! p1, 16 × 16), over the former lane pairs on adjacent taps: f16 forward load efficiency
+//! 0.842 → 1.000 at 288.7 → 273.7 instructions per output, f16 backward-filter 0.842 →
+//! 1.000 at 56.4 → 56.3, f32 forward 0.842 → 1.000 at 366.5 → 402.2, f32 backward-filter
+//! 0.842 → 1.000 at 66.7 → 72.8 (bank-conflict factor 1.000, [`Conv::store_filter_columns`]).
 //!
 //! A thread's `E` window indices `(ci, kh, kw)` `first ..+ E` (forward: the tile's reduction
 //! indices `k0 + E·⌊t / 64⌋ ..`, stored as one row piece like [`Strategy::Rows`]; backward-
-//! filter: the filter columns `block_n + E·warp ..`, the B tile's rows, stored one per row
-//! at column `lane`, conflict-free) start at tap `ph = first mod KW` of row `⌊first / KW⌋`:
+//! filter: the filter columns `block_n + E·⌊t / K⌋ ..`, the B tile's rows, stored one per
+//! row at column `t mod K`, conflict-free) start at tap `ph = first mod KW` of row `⌊first / KW⌋`:
 //! it reads rows `⌊first / KW⌋ + j` (`j < ⌈(E + KW − 1) / KW⌉`), gets the values `V[n]` of
 //! indices `⌊first / KW⌋·KW + n` and keeps `V[e + ph]` (a `selp` per phase).
 //!
@@ -126,15 +126,29 @@ pub(super) struct WindowLane {
     pixel: LanePixel,
     /// `2·lane`: the first element of its window word.
     lane_elem: Reg<U32>,
+    /// Its lane among those reading the same window rows: the warp's lane, or in
+    /// backward-filter `t mod K` (a half-warp's for f32), the pixel `k0 + lane`.
     lane: Reg<U32>,
     /// Its first window index (`(ci, kh, kw)` in the weight's order) and where its `E`
     /// elements go: forward and backward-data the tile's reduction index `E·⌊t / 64⌋`, at
-    /// its pixel's row; backward-filter the filter column `block_n + E·warp` (rows
-    /// `E·warp ..+ E` of the B tile), at column `lane`.
+    /// its pixel's row; backward-filter the filter column `block_n + E·⌊t / K⌋` (rows
+    /// `E·⌊t / K⌋ ..+ E` of the B tile), at column `lane`.
     first: Reg<U32>,
+    /// The byte offset in the stage of its first element (of its rotated first half in
+    /// f32 backward-filter).
     slot_bytes: Reg<U32>,
+    /// f32 backward-filter's rotated stores ([`Conv::store_filter_columns`]).
+    rotation: Option<Rotation>,
     /// Elements of the tensor read in whole 32-bit words: the window never reads past them.
     words_end: Reg<U32>,
+}
+
+/// f32 backward-filter: odd half-warps store element `(s + E / 2) mod E` at store `s`, so
+/// [`WindowLane::slot_bytes`] is `E / 2` rows further there, and stores `s ≥ E / 2` go
+/// `high_bytes` from it (`E` rows nearer, wrapping; 0 in even half-warps).
+struct Rotation {
+    odd_half: Pred,
+    high_bytes: Reg<U32>,
 }
 
 /// One `(ci, kh)` row's window, as a lane sees it.
@@ -155,33 +169,50 @@ impl<T: ConvElem + TileElem> Conv<T> {
     /// The thread's [`WindowLane`].
     pub(super) fn window_lane(&self, k: &mut KernelBuilder, tid: Reg<U32>) -> WindowLane {
         assert!(
-            T::TYPE.bytes() == 2 || (self.pass == Pass::Forward && self.p.sw == 2),
-            "windows hold halves, or f32 of stride-2 forward windows"
+            T::TYPE.bytes() == 2 || (self.pass != Pass::BackwardData && self.p.sw == 2),
+            "windows hold halves, or f32 of stride-2 `x` windows"
         );
         let p = &self.p;
-        let lane = k.and(tid, WARP - 1);
         let plane = self.window_plane(k);
-        let (pixel, first, slot) = match self.pass {
+        let bytes = T::TYPE.bytes();
+        let (lane, pixel, first, slot_bytes, rotation) = match self.pass {
             Pass::BackwardFilter => {
-                let warp = k.shr(tid, WARP.trailing_zeros());
-                let row = k.mul_lo(warp, Self::ELEMS_PER_THREAD);
+                // `K` lanes per pixel run: a warp of halves, a half-warp of f32.
+                let lane = k.and(tid, T::TILE_K - 1);
+                let owner = k.shr(tid, T::TILE_K.trailing_zeros());
+                let row = k.mul_lo(owner, Self::ELEMS_PER_THREAD);
                 let first = k.add(self.block_n, row);
                 let first_channel = k.mul_lo(self.group, p.cg);
                 let group_start = k.mul_lo(first_channel, plane);
                 let slot = k.mad_lo(row, Self::ROW, lane);
-                (LanePixel::PerTile { group_start }, first, slot)
+                let slot = k.mul_lo(slot, bytes);
+                let (slot_bytes, rotation) = match WARP / T::TILE_K {
+                    1 => (slot, None),
+                    _ => {
+                        let odd = k.and(owner, 1u32);
+                        let odd_half = k.setp(CmpOp::Ne, odd, 0u32);
+                        let half_rows = Self::ELEMS_PER_THREAD / 2 * Self::ROW * bytes;
+                        let shift = k.mul_lo(odd, half_rows);
+                        let rotation = Rotation {
+                            odd_half,
+                            high_bytes: k.mul_lo(odd, (2 * half_rows).wrapping_neg()),
+                        };
+                        (k.add(slot, shift), Some(rotation))
+                    }
+                };
+                let pixel = LanePixel::PerTile { group_start };
+                (lane, pixel, first, slot_bytes, rotation)
             }
             _ => {
+                let lane = k.and(tid, WARP - 1);
                 let row = k.and(tid, TILE_M - 1);
                 let part = k.shr(tid, TILE_M.trailing_zeros());
                 let col0 = k.mul_lo(part, Self::ELEMS_PER_THREAD);
                 let slot = k.mad_lo(row, Self::ROW, col0);
+                let slot = k.mul_lo(slot, bytes);
                 let coord = self.row_coord(k, Side::A, row);
-                (
-                    LanePixel::Fixed(self.window_pixel(k, coord, lane)),
-                    col0,
-                    slot,
-                )
+                let pixel = LanePixel::Fixed(self.window_pixel(k, coord, lane));
+                (lane, pixel, col0, slot, None)
             }
         };
         let channels = match self.pass {
@@ -195,7 +226,8 @@ impl<T: ConvElem + TileElem> Conv<T> {
             lane_elem: k.shl(lane, 1u32),
             lane,
             first,
-            slot_bytes: k.mul_lo(slot, T::TYPE.bytes()),
+            slot_bytes,
+            rotation,
             words_end: k.and(elems, !1u32),
         }
     }
@@ -402,14 +434,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
             .collect();
         let dst = k.add(stage, lane.slot_bytes);
         match self.pass {
-            // Element `e` is filter column `first + e`: row `e` further, at column `lane`.
-            Pass::BackwardFilter => {
-                for (e, &elem) in (0u32..).zip(&elems) {
-                    let half = k.cvt::<T::Bits, U32>(elem, None);
-                    let offset = e * Self::ROW * T::TYPE.bytes();
-                    k.st_shared(dst, offset as i32, half);
-                }
-            }
+            Pass::BackwardFilter => self.store_filter_columns(k, dst, lane, &elems),
             // f32 forward (stride 2): each element is a word.
             _ if T::TYPE.bytes() == 4 => store_words(k, dst, &elems),
             // The halves sit in the low 16 bits: `prmt` packs two into a word.
@@ -419,6 +444,39 @@ impl<T: ConvElem + TileElem> Conv<T> {
                     .map(|pair| k.prmt(pair[0], pair[1], LOW_HALVES))
                     .collect();
                 store_words(k, dst, &words);
+            }
+        }
+    }
+
+    /// Backward-filter: element `e` is filter column `first + e`, stored `e` rows further at
+    /// column `lane`. Halves store each from its word's low 16 bits. f32 half-warps store
+    /// 16-word row pieces, and rows 8 apart (160 words) share all banks, so at store `s`
+    /// the odd half-warp stores element `(s + 4) mod 8` ([`WindowLane::slot_bytes`]): the
+    /// two halves' rows are then 12 or 4 apart (240 or 80 words ≡ 16 banks), conflict-free.
+    fn store_filter_columns(
+        &self,
+        k: &mut KernelBuilder,
+        dst: Reg<U32>,
+        lane: &WindowLane,
+        elems: &[Reg<U32>],
+    ) {
+        let half = elems.len() / 2;
+        let high = lane
+            .rotation
+            .as_ref()
+            .map(|r| (r.odd_half, k.add(dst, r.high_bytes)));
+        for (s, &elem) in elems.iter().enumerate() {
+            let offset = (s as u32 * Self::ROW * T::TYPE.bytes()) as i32;
+            match high {
+                Some((odd, high_dst)) => {
+                    let rotated = elems[(s + half) % elems.len()];
+                    let elem = k.selp(rotated, elem, odd);
+                    k.st_shared(if s < half { dst } else { high_dst }, offset, elem);
+                }
+                None => {
+                    let bits = k.cvt::<T::Bits, U32>(elem, None);
+                    k.st_shared(dst, offset, bits);
+                }
             }
         }
     }
