@@ -101,8 +101,10 @@ impl Conv2dConfig {
         Ok(())
     }
 
-    /// `conv2d_direct`: block `(16, 16)`; grid `(ceil(OW/out_w), ceil(OH/16) · channel_blocks,
-    /// N)` with `channel_blocks = groups · ceil(Og / OCB)` (see [`DirectTile`](super::DirectTile));
+    /// `conv2d_direct`: block `(16, 16)`; grid `(ceil(OW/out_w), min(ceil(OH/out_h) ·
+    /// channel_blocks, 65535), min(N, 65535))` with `channel_blocks = groups · ceil(Og / OCB)`
+    /// (see [`DirectTile`](super::DirectTile)): blocks walk the y indices and images past the
+    /// clamps in steps of the grid extent, so every shape within the index limits launches;
     /// dynamic shared memory = the tile's bytes when it does not fit static shared memory.
     pub fn direct_launch_config(&self, dims: &ConvDims) -> Result<LaunchConfig, LaunchError> {
         self.tiled_launch_config(self.direct_tile(), dims)
@@ -119,15 +121,12 @@ impl Conv2dConfig {
             u64::from(self.groups) * u64::from(self.out_per_group().div_ceil(tile.out_channels));
         let tiles_h = u64::from(dims.out_h.div_ceil(tile.out_h));
         let tiles_w = u64::from(dims.out_w.div_ceil(tile.out_w));
+        let clamped = |extent: u64| extent.min(u64::from(MAX_GRID_YZ)) as u32;
         Ok(LaunchConfig {
             grid: Dim3::new(
                 grid_dim("output column tiles", tiles_w, MAX_GRID_X)?,
-                grid_dim(
-                    "output row tiles × channel blocks",
-                    tiles_h * channel_blocks,
-                    MAX_GRID_YZ,
-                )?,
-                grid_dim("batch", u64::from(dims.batch), MAX_GRID_YZ)?,
+                clamped(tiles_h * channel_blocks),
+                clamped(u64::from(dims.batch)),
             ),
             block: Dim3::new(Self::DIRECT_TILE, Self::DIRECT_TILE, 1),
             dynamic_shared_bytes: match tile.shared_kind {
@@ -202,9 +201,10 @@ impl Conv2dConfig {
     }
 
     /// `conv2d_bwd_data`: NHWC as `conv2d_nhwc`'s tiling, block 128, grid `(⌈H·W / 64⌉,
-    /// ⌈Cg / 64⌉, N·groups)`; NCHW block `(16, 16)`, grid `(⌈W / tile⌉, ⌈H / tile⌉ · groups ·
-    /// ⌈Cg / CB⌉, N)` with the [`backward_data_tile`](Conv2dConfig::backward_data_tile)'s
-    /// `tile` pixels and `CB` channels (dynamic shared memory as `conv2d_direct`).
+    /// ⌈Cg / 64⌉, N·groups)`; NCHW block `(16, 16)`, grid `(⌈W / tile⌉, min(⌈H / tile⌉ ·
+    /// groups · ⌈Cg / CB⌉, 65535), min(N, 65535))` with the
+    /// [`backward_data_tile`](Conv2dConfig::backward_data_tile)'s `tile` pixels and `CB`
+    /// channels (walked past the clamps and dynamic shared memory as `conv2d_direct`).
     pub fn backward_data_launch_config(
         &self,
         dims: &ConvDims,
@@ -452,6 +452,42 @@ mod tests {
             .unwrap();
         // Output 34 × 18: 1 column tile, 2 row tiles × 2 groups × 2 channel blocks.
         assert_eq!(lc.grid, Dim3::new(1, 2 * 2 * 2, 1));
+    }
+
+    /// Tiled y extents and batches past 65535 are clamped, not refused (the blocks walk the
+    /// rest): depthwise `G = C = 70000` at 1 × 1 pixels has 70000 channel blocks; 32768
+    /// channels (2048 blocks of 16) over 1056 rows (33 tiles of 32) are 67584; a batch of
+    /// 70000 clamps z.
+    #[test]
+    fn tiled_grids_clamp_past_the_grid_limit() {
+        let one_pixel = |cfg: &Conv2dConfig, batch| dims(cfg, batch, 1, 1);
+        let depthwise = Conv2dConfig::new(70_000, 70_000, 1).with_groups(70_000);
+        let d = one_pixel(&depthwise, 1);
+        for lc in [
+            depthwise.direct_launch_config(&d).unwrap(),
+            depthwise.backward_data_launch_config(&d).unwrap(),
+        ] {
+            assert_eq!(lc.grid, Dim3::new(1, 65_535, 1));
+        }
+        let tall = |cfg: &Conv2dConfig| dims(cfg, 1, 1056, 1);
+        let wide_out = Conv2dConfig::new(2, 32_768, 1);
+        let lc = wide_out.direct_launch_config(&tall(&wide_out)).unwrap();
+        assert_eq!(lc.grid, Dim3::new(1, 65_535, 1));
+        let wide_in = Conv2dConfig::new(32_768, 2, 1);
+        let lc = wide_in
+            .backward_data_launch_config(&tall(&wide_in))
+            .unwrap();
+        assert_eq!(lc.grid, Dim3::new(1, 65_535, 1));
+        let small = Conv2dConfig::new(2, 2, 1);
+        let d = one_pixel(&small, 70_000);
+        assert_eq!(
+            small.direct_launch_config(&d).unwrap().grid,
+            Dim3::new(1, 1, 65_535)
+        );
+        assert_eq!(
+            small.backward_data_launch_config(&d).unwrap().grid,
+            Dim3::new(1, 1, 65_535)
+        );
     }
 
     #[test]
