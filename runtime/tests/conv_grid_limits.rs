@@ -1,14 +1,14 @@
 //! Launches whose `gridDim.y` is clamped to 65535, with the kernel walking the rest in steps of
 //! `gridDim.y`, on shapes that cross the clamp (so the second trip runs) with tiny per-block work:
 //! im2col over `C_in·KH·KW` rows; and the tiled `conv2d_direct` / NCHW `conv2d_bwd_data`,
-//! whose y extent (`⌈OH / 32⌉ · groups · ⌈Og / 16⌉`) and batch are clamped the same way, launched
-//! raw on a grid smaller than both extents so each block walks several tiles (the host clamp
-//! itself is `geometry`'s unit test). f32 in the interpreter with every sanitizer check on,
+//! whose tiles (`N · ⌈OH / 32⌉ · groups · ⌈Og / 16⌉` along y) are clamped the same way, launched
+//! raw on a grid smaller than that so each block walks several tiles (the host clamp itself is
+//! `geometry`'s unit test). f32 in the interpreter with every sanitizer check on,
 //! against the f64 host reference.
 
 #![cfg(feature = "sim")]
 
-use ptxforge_runtime::launch::{Backend, DeviceBuffer, Dim3, KernelArg, SimBackend};
+use ptxforge_runtime::launch::{Backend, DeviceBuffer, KernelArg, SimBackend};
 use ptxforge_runtime::templates::conv::kernels::{
     fast_div_constants, ENTRY_BWD_DATA, ENTRY_DIRECT,
 };
@@ -82,16 +82,16 @@ fn im2col_rows_past_the_grid_limit() {
 }
 
 /// The raw `conv2d_direct` / `conv2d_bwd_data` entry of `cfg` launched on `shape` with
-/// `buffers`, on the host's grid shrunk to `(·, y, z)`: each block walks several y indices
-/// (`tiles_h · channel_blocks` past `y`) and images (`batch` past `z`), as it does past the
-/// 65535 clamp, without a 65536-block interpreter run.
+/// `buffers`, on the host's grid shrunk to `(·, y, 1)`: each block walks several tiles
+/// (`batch · tiles_h · channel_blocks` past `y`), as it does past the 65535 clamp, without a
+/// 65536-block interpreter run.
 fn launch_walking(
     cfg: &Conv2dConfig,
     dev: &SimBackend,
     entry: &str,
     shape: &ConvShape,
     buffers: Vec<KernelArg<'_, SimBackend>>,
-    (y, z): (u32, u32),
+    y: u32,
 ) {
     let ptx = cfg.compile().expect("compiles").ptx;
     let dims = cfg.check_shape(shape, false).expect("valid shape");
@@ -102,12 +102,11 @@ fn launch_walking(
     }
     .expect("grid");
     assert!(
-        y < launch.grid.y && z < dims.batch,
-        "{entry}: grid y {y} must be below the y extent {} and z {z} below the batch {}",
-        launch.grid.y,
-        dims.batch
+        y < launch.grid.y,
+        "{entry}: grid y {y} must be below the tiles walked, {}",
+        launch.grid.y
     );
-    launch.grid = Dim3::new(launch.grid.x, y, z);
+    launch.grid.y = y;
     let (ow_magic, ow_shift) = fast_div_constants(dims.out_w);
     let (ohw_magic, ohw_shift) = fast_div_constants(dims.out_h * dims.out_w);
     let (w_magic, w_shift) = fast_div_constants(dims.in_w);
@@ -122,7 +121,7 @@ fn launch_walking(
 }
 
 /// `cfg`'s raw `entry` (`conv2d_direct`, or NCHW `conv2d_bwd_data` with `dx` of `shape`) on
-/// the grid shrunk to `(·, 5, 2)` ([`launch_walking`]) against the host reference.
+/// the grid shrunk to `(·, 7, 1)` ([`launch_walking`]) against the host reference.
 fn check_walk(cfg: &Conv2dConfig, entry: &str, seed: u64) {
     let shape = ConvShape {
         batch: 3,
@@ -147,7 +146,7 @@ fn check_walk(cfg: &Conv2dConfig, entry: &str, seed: u64) {
     let mut buffers = vec![KernelArg::buffer(&source_dev), KernelArg::buffer(&w_dev)];
     buffers.extend(bias.as_ref().map(|(_, b)| KernelArg::buffer(b)));
     buffers.push(KernelArg::buffer(&result));
-    launch_walking(cfg, &dev, entry, &shape, buffers, (5, 2));
+    launch_walking(cfg, &dev, entry, &shape, buffers, 7);
     let (source, w) = (widen(&source), widen(&w));
     let want = if backward {
         reference::backward_data(cfg, &shape, &source, &w)
@@ -160,8 +159,8 @@ fn check_walk(cfg: &Conv2dConfig, entry: &str, seed: u64) {
 }
 
 /// 3 images of 70 × 20 and 2 groups of 20 output channels (2 channel blocks of 16 + 4 each):
-/// y extent 3 row tiles × 4 channel blocks = 12, walked by 5 block rows (3, 3, 2, 2, 2
-/// trips) and the images by 2 (2 and 1 trips); with bias, whose stage the next tile of a
+/// 3 images × 3 row tiles × 4 channel blocks = 36 tiles, walked by 7 block rows (6, 5, 5, 5,
+/// 5, 5, 5 trips, crossing images and row tiles); with bias, whose stage the next tile of a
 /// block overwrites (racecheck on).
 #[test]
 fn direct_walks_the_y_indices_and_images() {
@@ -173,8 +172,7 @@ fn direct_walks_the_y_indices_and_images() {
 }
 
 /// NCHW backward-data at stride 2 on the same walk: `dx` 3 × 40 × 70 × 20, 2 groups of 20
-/// input channels: y extent 3 row tiles × 4 channel blocks = 12 over 5 block rows, 3 images
-/// over 2.
+/// input channels: 3 images × 3 row tiles × 4 channel blocks = 36 tiles over 7 block rows.
 #[test]
 fn backward_data_walks_the_y_indices_and_images() {
     let cfg = Conv2dConfig::new(40, 4, 3)

@@ -560,7 +560,7 @@ fn bad_input_is_a_typed_error_before_launch() {
         t.direct::<f32>(shape(30_000, 200, 200), ok, true),
         Err(LaunchError::InvalidDim { name: "x", .. })
     ));
-    // No grid limit: batches past 65535 are walked (`conv_grid_limits`).
+    // No grid limit: tiles past 65535 blocks are walked (`conv_grid_limits`).
     // The 1×1 entry exists only for 1×1 kernels.
     let (x, w) = (t.buf::<f32>(50), t.buf::<f32>(54));
     let mut y = t.buf::<f32>(27);

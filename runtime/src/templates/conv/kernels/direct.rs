@@ -3,11 +3,11 @@
 //!
 //! Block `(16, 16)` = one `out_h × out_w` tile of output pixels of one image (32 × 32, or
 //! 16 × 16 when the larger tile does not fit the arch's shared memory), for `OCB ≤ 16` output
-//! channels of one group (see [`DirectTile`]); grid `(tiles_w, tiles_h · groups · ceil(Og /
-//! OCB), batch)`, the y and z extents clamped to 65535: each block walks the y indices
-//! `ctaid.y, ctaid.y + nctaid.y, …` below `tiles_h · groups · ceil(Og / OCB)` for the images
-//! `ctaid.z, ctaid.z + nctaid.z, …` below `batch`, one whole tile after another (every
-//! output has exactly one block, so the result does not depend on the grid). Thread `(tx, ty)`
+//! channels of one group (see [`DirectTile`]); grid `(tiles_w, min(batch · tiles_h · groups ·
+//! ceil(Og / OCB), 65535), 1)`: each block walks the linear tile indices `ctaid.y, ctaid.y +
+//! nctaid.y, …` (image outermost), one whole tile after another, so every shape within the
+//! index limits launches and every output still has exactly one block (the result does not
+//! depend on the grid; [`BlockWalk`]). Thread `(tx, ty)`
 //! accumulates pixels `(ty + 16·i, tx + 16·j)` of all `OCB` channels.
 //!
 //! For each input channel of the group the block stages the input patch under its tile: each
@@ -175,7 +175,11 @@ pub(super) fn build_tiled<T: ConvElem>(
     let (tx, ty) = (k.tid_x(), k.tid_y());
     let tid = k.mad_lo(ty, EDGE, tx);
     let vector_ok = vector_loads_allowed::<T>(k, &tile, x, dims);
-    let tiles = BlockWalk::of(k, &p, &tile, dims);
+    let tiles = BlockWalk {
+        p: &p,
+        tile: &tile,
+        d: dims,
+    };
     tiles.walk(k, |k, pos| {
         if let Some(b) = bias {
             stage_bias::<T>(k, &p, &tile, pos, b, smem, tid);
@@ -297,56 +301,62 @@ impl SecondHalves {
     }
 }
 
-/// The tiles a block computes: column tile `ctaid.x`; y index `by = tile_row ·
-/// channel_blocks + cb` with `channel_blocks = groups · ceil(Og / OCB)` and `cb = g ·
-/// ceil(Og / OCB) + ob` (channels `ob · OCB ..` of group `g`), walked from `ctaid.y` below
-/// `ceil(OH / out_h) · channel_blocks` in steps of `nctaid.y`; image `n` from `ctaid.z` below
-/// `batch` in steps of `nctaid.z` (the host clamps both grid extents to 65535). The bounds and
-/// steps are the same in the whole block, so the walk may hold barriers.
+/// The tiles a block computes: column tile `ctaid.x`; linear index `b = n · Y + by` over the
+/// images and `Y = ceil(OH / out_h) · channel_blocks` y indices, walked from `ctaid.y` below
+/// `batch · Y` in steps of `nctaid.y` (the host clamps the grid's y extent to 65535), with
+/// `by = tile_row · channel_blocks + cb`, `channel_blocks = groups · ceil(Og / OCB)` and `cb =
+/// g · ceil(Og / OCB) + ob` (channels `ob · OCB ..` of group `g`). The bounds and steps are
+/// the same in the whole block, so the walk may hold barriers.
 struct BlockWalk<'a> {
     p: &'a Problem,
     tile: &'a DirectTile,
-    /// `ceil(OH / out_h) · channel_blocks`.
-    y_extent: Reg<U32>,
-    batch: Reg<U32>,
+    d: &'a Extents,
 }
 
-impl<'a> BlockWalk<'a> {
-    fn of(k: &mut KernelBuilder, p: &'a Problem, tile: &'a DirectTile, d: &Extents) -> Self {
-        let rows = k.add(d.oh, tile.out_h - 1);
-        let tiles_h = div_const(k, rows, tile.out_h);
-        let y_extent = k.mul_lo(tiles_h, Self::channel_blocks(p, tile));
-        Self {
-            p,
-            tile,
-            y_extent,
-            batch: d.batch,
-        }
+impl BlockWalk<'_> {
+    fn channel_blocks(&self) -> u32 {
+        let p = self.p;
+        p.c_out / p.og * p.og.div_ceil(self.tile.out_channels)
     }
 
-    fn channel_blocks(p: &Problem, tile: &DirectTile) -> u32 {
-        p.c_out / p.og * p.og.div_ceil(tile.out_channels)
+    /// `Y = ceil(OH / out_h) · channel_blocks`.
+    fn y_extent(&self, k: &mut KernelBuilder) -> Reg<U32> {
+        let rows = k.add(self.d.oh, self.tile.out_h - 1);
+        let tiles_h = div_const(k, rows, self.tile.out_h);
+        k.mul_lo(tiles_h, self.channel_blocks())
     }
 
-    /// Runs `body` at every block position of the walk (images outer, y indices inner).
-    fn walk(&self, k: &mut KernelBuilder, body: impl Fn(&mut KernelBuilder, BlockPos)) {
-        k.comment("walk the images and y indices of the block: ctaid + k * nctaid");
-        let (first_n, n_step) = (k.ctaid_z(), k.special(SpecialReg::NctaidZ));
-        let (first_y, y_step) = (k.ctaid_y(), k.special(SpecialReg::NctaidY));
-        walk_axis(k, first_n, self.batch, n_step, |k, n| {
-            walk_axis(k, first_y, self.y_extent, y_step, |k, by| {
-                let pos = self.locate(k, by, n);
-                body(k, pos);
-            });
-        });
+    /// Runs `body` at every block position of the walk: `b = ctaid.y, ctaid.y + nctaid.y, …
+    /// < batch · Y`. `ctaid.y < batch · Y` in every block of the host's grid (its extent never
+    /// exceeds the walked one), so the first trip needs no test; `batch · Y + 65535` stays
+    /// below 2³² (`batch · Y ≤` the output's elements `≤`
+    /// [`INDEX_LIMIT`](crate::templates::conv::INDEX_LIMIT)). The bound and step are formed
+    /// after the body, so they hold no register across it.
+    fn walk(&self, k: &mut KernelBuilder, body: impl FnOnce(&mut KernelBuilder, BlockPos)) {
+        k.comment("walk the block's tiles: ctaid.y + k * nctaid.y");
+        let first = k.ctaid_y();
+        let b = k.var::<U32>(first);
+        let head = k.label("walk");
+        k.place(head);
+        let pos = self.locate(k, b);
+        body(k, pos);
+        let step = k.special(SpecialReg::NctaidY);
+        k.add_into(b, b, step);
+        let y_extent = self.y_extent(k);
+        let end = k.mul_lo(self.d.batch, y_extent);
+        let more = k.setp_lt(b, end);
+        k.bra_if(more, false, head);
     }
 
-    /// The block position of y index `by` in image `n`. Only compile-time divisors.
-    fn locate(&self, k: &mut KernelBuilder, by: Reg<U32>, n: Reg<U32>) -> BlockPos {
-        k.comment("locate the tile: row, group and output channels");
+    /// The block position of linear index `b`.
+    fn locate(&self, k: &mut KernelBuilder, b: Reg<U32>) -> BlockPos {
+        k.comment("locate the tile: image, row, group and output channels");
         let (p, tile) = (self.p, self.tile);
+        let y_extent = self.y_extent(k);
+        let n = k.div_int(b, y_extent);
+        let by = k.rem(b, y_extent);
         let oc_blocks = p.og.div_ceil(tile.out_channels);
-        let channel_blocks = Self::channel_blocks(p, tile);
+        let channel_blocks = self.channel_blocks();
         let tile_col = k.ctaid_x();
         let tile_row = div_const(k, by, channel_blocks);
         let cb = rem_const(k, by, channel_blocks);
@@ -365,26 +375,6 @@ impl<'a> BlockWalk<'a> {
             ow0,
         }
     }
-}
-
-/// `i = first; do { body(i); i += step } while i < end`: `first < end` holds in every block
-/// of the host's grid (its extents never exceed the walked ones), so the first trip needs no
-/// test. Uniform in the block (barriers allowed); `end + step` stays below 2³² (extents ≤
-/// [`INDEX_LIMIT`](crate::templates::conv::INDEX_LIMIT), steps ≤ 65535).
-fn walk_axis(
-    k: &mut KernelBuilder,
-    first: Reg<U32>,
-    end: Reg<U32>,
-    step: Reg<U32>,
-    body: impl FnOnce(&mut KernelBuilder, Reg<U32>),
-) {
-    let i = k.var::<U32>(first);
-    let head = k.label("walk");
-    k.place(head);
-    body(k, i);
-    k.add_into(i, i, step);
-    let more = k.setp_lt(i, end);
-    k.bra_if(more, false, head);
 }
 
 /// Whether the patch chunks may be read with vector loads: the image width is a multiple of
