@@ -1,12 +1,17 @@
 //! Launches whose `gridDim.y` is clamped to 65535, with the kernel walking the rest in steps of
 //! `gridDim.y`, on shapes that cross the clamp (so the second trip runs) with tiny per-block work:
-//! im2col over `C_in·KH·KW` rows; and NCHW backward-data's grid at the limit (its tiled grid
-//! does not walk). f32 in the interpreter with every sanitizer check on, against the
-//! f64 host reference.
+//! im2col over `C_in·KH·KW` rows; and the tiled `conv2d_direct` / NCHW `conv2d_bwd_data`,
+//! whose tiles (`N · ⌈OH / 32⌉ · groups · ⌈Og / 16⌉` along y) are clamped the same way, launched
+//! raw on a grid smaller than that so each block walks several tiles (the host clamp itself is
+//! `geometry`'s unit test). f32 in the interpreter with every sanitizer check on,
+//! against the f64 host reference.
 
 #![cfg(feature = "sim")]
 
-use ptxforge_runtime::launch::{Backend, DeviceBuffer, LaunchError, SimBackend};
+use ptxforge_runtime::launch::{Backend, DeviceBuffer, KernelArg, SimBackend};
+use ptxforge_runtime::templates::conv::kernels::{
+    fast_div_constants, ENTRY_BWD_DATA, ENTRY_DIRECT,
+};
 use ptxforge_runtime::templates::conv::launch::forward_im2col;
 use ptxforge_runtime::templates::conv::{
     reference, Conv2dConfig, ConvDims, ConvShape, MAX_GRID_YZ,
@@ -76,29 +81,103 @@ fn im2col_rows_past_the_grid_limit() {
     assert_close("im2col + gemm", &dev.download(&y).unwrap(), &want_y);
 }
 
-/// The NCHW CUDA-core backward-data is the direct kernel's tiling (grid `(⌈W / 32⌉, ⌈H / 32⌉ ·
-/// groups · ⌈Cg / 16⌉, N)`), with no walk past the grid: a depthwise config with 65536
-/// channel blocks is refused with the axis named, one fewer takes the whole grid axis (the
-/// kernel's numerics are `conv_bwd_data_cc`'s).
-#[test]
-fn backward_data_channel_blocks_past_the_grid_limit() {
-    let shape = ConvShape {
-        batch: 1,
-        height: 1,
-        width: 1,
-    };
-    let refused = Conv2dConfig::new(65536, 65536, 1).with_groups(65536);
-    let dims = refused.check_shape(&shape, false).expect("valid shape");
-    match refused.backward_data_launch_config(&dims) {
-        Err(LaunchError::InvalidDim { name, value, .. }) => {
-            assert_eq!((name, value), ("output row tiles × channel blocks", 65536));
-        }
-        other => panic!("expected the grid-limit error, got {other:?}"),
+/// The raw `conv2d_direct` / `conv2d_bwd_data` entry of `cfg` launched on `shape` with
+/// `buffers`, on the host's grid shrunk to `(·, y, 1)`: each block walks several tiles
+/// (`batch · tiles_h · channel_blocks` past `y`), as it does past the 65535 clamp, without a
+/// 65536-block interpreter run.
+fn launch_walking(
+    cfg: &Conv2dConfig,
+    dev: &SimBackend,
+    entry: &str,
+    shape: &ConvShape,
+    buffers: Vec<KernelArg<'_, SimBackend>>,
+    y: u32,
+) {
+    let ptx = cfg.compile().expect("compiles").ptx;
+    let dims = cfg.check_shape(shape, false).expect("valid shape");
+    let mut launch = if entry == ENTRY_DIRECT {
+        cfg.direct_launch_config(&dims)
+    } else {
+        cfg.backward_data_launch_config(&dims)
     }
-    let fits = Conv2dConfig::new(MAX_GRID_YZ, MAX_GRID_YZ, 1).with_groups(MAX_GRID_YZ);
-    let dims = fits.check_shape(&shape, false).expect("valid shape");
-    assert_eq!(
-        fits.backward_data_launch_config(&dims).unwrap().grid.y,
-        MAX_GRID_YZ
+    .expect("grid");
+    assert!(
+        y < launch.grid.y,
+        "{entry}: grid y {y} must be below the tiles walked, {}",
+        launch.grid.y
     );
+    launch.grid.y = y;
+    let (ow_magic, ow_shift) = fast_div_constants(dims.out_w);
+    let (ohw_magic, ohw_shift) = fast_div_constants(dims.out_h * dims.out_w);
+    let (w_magic, w_shift) = fast_div_constants(dims.in_w);
+    let scalars = [
+        dims.batch, dims.in_h, dims.in_w, dims.out_h, dims.out_w, ow_magic, ow_shift, ohw_magic,
+        ohw_shift, w_magic, w_shift,
+    ];
+    let mut args = buffers;
+    args.extend(scalars.map(KernelArg::U32));
+    dev.launch(&ptx, entry, launch, &args)
+        .unwrap_or_else(|e| panic!("{entry}: {e}"));
+}
+
+/// `cfg`'s raw `entry` (`conv2d_direct`, or NCHW `conv2d_bwd_data` with `dx` of `shape`) on
+/// the grid shrunk to `(·, 7, 1)` ([`launch_walking`]) against the host reference.
+fn check_walk(cfg: &Conv2dConfig, entry: &str, seed: u64) {
+    let shape = ConvShape {
+        batch: 3,
+        height: 70,
+        width: 20,
+    };
+    let dims = cfg.check_shape(&shape, false).expect("valid shape");
+    let backward = entry == ENTRY_BWD_DATA;
+    let (source_len, result_len) = if backward {
+        (dims.output_len(cfg), dims.input_len(cfg))
+    } else {
+        (dims.input_len(cfg), dims.output_len(cfg))
+    };
+    let dev = SimBackend::new();
+    let mut rng = SplitMix64::new(seed);
+    let (source, source_dev) = random(&dev, &mut rng, source_len);
+    let (w, w_dev) = random(&dev, &mut rng, ConvDims::weight_len(cfg));
+    let bias = cfg
+        .bias
+        .then(|| random(&dev, &mut rng, cfg.out_channels as usize));
+    let result = dev.alloc::<f32>(result_len).expect("alloc");
+    let mut buffers = vec![KernelArg::buffer(&source_dev), KernelArg::buffer(&w_dev)];
+    buffers.extend(bias.as_ref().map(|(_, b)| KernelArg::buffer(b)));
+    buffers.push(KernelArg::buffer(&result));
+    launch_walking(cfg, &dev, entry, &shape, buffers, 7);
+    let (source, w) = (widen(&source), widen(&w));
+    let want = if backward {
+        reference::backward_data(cfg, &shape, &source, &w)
+    } else {
+        let bias = bias.map(|(b, _)| widen(&b));
+        reference::forward(cfg, &shape, &source, &w, bias.as_deref())
+    }
+    .expect("reference");
+    assert_close(entry, &dev.download(&result).unwrap(), &want);
+}
+
+/// 3 images of 70 × 20 and 2 groups of 20 output channels (2 channel blocks of 16 + 4 each):
+/// 3 images × 3 row tiles × 4 channel blocks = 36 tiles, walked by 7 block rows (6, 5, 5, 5,
+/// 5, 5, 5 trips, crossing images and row tiles); with bias, whose stage the next tile of a
+/// block overwrites (racecheck on).
+#[test]
+fn direct_walks_the_y_indices_and_images() {
+    let cfg = Conv2dConfig::new(4, 40, 3)
+        .with_groups(2)
+        .with_padding(1, 1)
+        .with_bias(true);
+    check_walk(&cfg, ENTRY_DIRECT, 17);
+}
+
+/// NCHW backward-data at stride 2 on the same walk: `dx` 3 × 40 × 70 × 20, 2 groups of 20
+/// input channels: 3 images × 3 row tiles × 4 channel blocks = 36 tiles over 7 block rows.
+#[test]
+fn backward_data_walks_the_y_indices_and_images() {
+    let cfg = Conv2dConfig::new(40, 4, 3)
+        .with_groups(2)
+        .with_stride(2, 2)
+        .with_padding(1, 1);
+    check_walk(&cfg, ENTRY_BWD_DATA, 18);
 }

@@ -896,6 +896,34 @@ mod tests {
         );
     }
 
+    /// A tile that only backward-data cannot stage: 16 → 1 channels, 28 × 28 taps on sm_75.
+    /// The direct tile's weight rows hold its one output channel (pitch 4); backward-data's
+    /// flipped problem produces the 16 input channels (pitch 20), five times the weights. One
+    /// error, naming the backward-data kernel (the direct tiling fits).
+    #[test]
+    fn shared_memory_message_names_the_backward_data_tile() {
+        let cfg = Conv2dConfig {
+            arch: Arch::Sm75,
+            ..Conv2dConfig::new(16, 1, 28)
+        };
+        let max = cfg.arch.max_dynamic_shared_bytes();
+        assert!(cfg.direct_tile().shared_bytes <= max);
+        assert!(cfg.backward_data_tile().shared_bytes > max);
+        let err = cfg.validate().unwrap_err();
+        assert_eq!(err.0.len(), 1);
+        assert_eq!(
+            err.0[0].fields,
+            vec!["dilation", "kernel", "stride", "dtype", "arch"]
+        );
+        // The one-pixel fallback: 16 + 27 = 43 rows of 48 (11 chunks of 4, whole sectors),
+        // then 1 channel × 784 taps × pitch 20: (2064 + 15680) · 4 bytes.
+        assert_eq!(
+            err.0[0].message,
+            "the backward-data kernel's input tile 43 × 43 and 16 × 28 × 28 weights (staged in \
+             f32) need 70976 bytes of shared memory, more than sm_75's dynamic maximum 65536"
+        );
+    }
+
     #[test]
     fn gemm_tile_follows_the_group_width() {
         let t = Conv2dConfig::new(8, 8, 3).gemm_tile();

@@ -101,9 +101,11 @@ impl Conv2dConfig {
         Ok(())
     }
 
-    /// `conv2d_direct`: block `(16, 16)`; grid `(ceil(OW/out_w), ceil(OH/16) · channel_blocks,
-    /// N)` with `channel_blocks = groups · ceil(Og / OCB)` (see [`DirectTile`](super::DirectTile));
-    /// dynamic shared memory = the tile's bytes when it does not fit static shared memory.
+    /// `conv2d_direct`: block `(16, 16)`; grid `(ceil(OW/out_w), min(N · ceil(OH/out_h) ·
+    /// channel_blocks, 65535), 1)` with `channel_blocks = groups · ceil(Og / OCB)` (see
+    /// [`DirectTile`](super::DirectTile)): blocks walk the tiles past the clamp in steps of the
+    /// grid's y extent, so every shape within the index limits launches; dynamic shared
+    /// memory = the tile's bytes when it does not fit static shared memory.
     pub fn direct_launch_config(&self, dims: &ConvDims) -> Result<LaunchConfig, LaunchError> {
         self.tiled_launch_config(self.direct_tile(), dims)
     }
@@ -119,15 +121,12 @@ impl Conv2dConfig {
             u64::from(self.groups) * u64::from(self.out_per_group().div_ceil(tile.out_channels));
         let tiles_h = u64::from(dims.out_h.div_ceil(tile.out_h));
         let tiles_w = u64::from(dims.out_w.div_ceil(tile.out_w));
+        let walked = u64::from(dims.batch) * tiles_h * channel_blocks;
         Ok(LaunchConfig {
             grid: Dim3::new(
                 grid_dim("output column tiles", tiles_w, MAX_GRID_X)?,
-                grid_dim(
-                    "output row tiles × channel blocks",
-                    tiles_h * channel_blocks,
-                    MAX_GRID_YZ,
-                )?,
-                grid_dim("batch", u64::from(dims.batch), MAX_GRID_YZ)?,
+                walked.min(u64::from(MAX_GRID_YZ)) as u32,
+                1,
             ),
             block: Dim3::new(Self::DIRECT_TILE, Self::DIRECT_TILE, 1),
             dynamic_shared_bytes: match tile.shared_kind {
@@ -202,9 +201,10 @@ impl Conv2dConfig {
     }
 
     /// `conv2d_bwd_data`: NHWC as `conv2d_nhwc`'s tiling, block 128, grid `(⌈H·W / 64⌉,
-    /// ⌈Cg / 64⌉, N·groups)`; NCHW block `(16, 16)`, grid `(⌈W / tile⌉, ⌈H / tile⌉ · groups ·
-    /// ⌈Cg / CB⌉, N)` with the [`backward_data_tile`](Conv2dConfig::backward_data_tile)'s
-    /// `tile` pixels and `CB` channels (dynamic shared memory as `conv2d_direct`).
+    /// ⌈Cg / 64⌉, N·groups)`; NCHW block `(16, 16)`, grid `(⌈W / tile⌉, min(N · ⌈H / tile⌉ ·
+    /// groups · ⌈Cg / CB⌉, 65535), 1)` with the
+    /// [`backward_data_tile`](Conv2dConfig::backward_data_tile)'s `tile` pixels and `CB`
+    /// channels (walked past the clamp and dynamic shared memory as `conv2d_direct`).
     pub fn backward_data_launch_config(
         &self,
         dims: &ConvDims,
@@ -441,9 +441,9 @@ mod tests {
         let cfg = Conv2dConfig::new(3, 5, 3).with_padding(1, 1);
         let d = dims(&cfg, 2, 33, 17);
         let lc = cfg.direct_launch_config(&d).unwrap();
-        // Output 33 × 17: 1 column tile, 2 row tiles (32 × 32) × 1 channel block (5 ≤ 16
-        // channels per block); batch 2.
-        assert_eq!(lc.grid, Dim3::new(1, 2, 2));
+        // Output 33 × 17: 1 column tile, batch 2 × 2 row tiles (32 × 32) × 1 channel block
+        // (5 ≤ 16 channels per block).
+        assert_eq!(lc.grid, Dim3::new(1, 2 * 2, 1));
         assert_eq!(lc.block, Dim3::new(16, 16, 1));
         assert_eq!(lc.dynamic_shared_bytes, 0);
         let grouped = Conv2dConfig::new(4, 40, 3).with_groups(2); // Og = 20: 2 blocks of 16
@@ -452,6 +452,35 @@ mod tests {
             .unwrap();
         // Output 34 × 18: 1 column tile, 2 row tiles × 2 groups × 2 channel blocks.
         assert_eq!(lc.grid, Dim3::new(1, 2 * 2 * 2, 1));
+    }
+
+    /// Tiled walks past 65535 blocks are clamped, not refused (the blocks walk the rest):
+    /// depthwise `G = C = 70000` at 1 × 1 pixels has 70000 channel blocks; 32768 channels
+    /// (2048 blocks of 16) over 1056 rows (33 tiles of 32) are 67584; a batch of 70000 of one
+    /// tile each is 70000.
+    #[test]
+    fn tiled_grids_clamp_past_the_grid_limit() {
+        let clamped = Dim3::new(1, 65_535, 1);
+        let depthwise = Conv2dConfig::new(70_000, 70_000, 1).with_groups(70_000);
+        let d = dims(&depthwise, 1, 1, 1);
+        assert_eq!(depthwise.direct_launch_config(&d).unwrap().grid, clamped);
+        assert_eq!(
+            depthwise.backward_data_launch_config(&d).unwrap().grid,
+            clamped
+        );
+        let wide_out = Conv2dConfig::new(2, 32_768, 1);
+        let d = dims(&wide_out, 1, 1056, 1);
+        assert_eq!(wide_out.direct_launch_config(&d).unwrap().grid, clamped);
+        let wide_in = Conv2dConfig::new(32_768, 2, 1);
+        let d = dims(&wide_in, 1, 1056, 1);
+        assert_eq!(
+            wide_in.backward_data_launch_config(&d).unwrap().grid,
+            clamped
+        );
+        let small = Conv2dConfig::new(2, 2, 1);
+        let d = dims(&small, 70_000, 1, 1);
+        assert_eq!(small.direct_launch_config(&d).unwrap().grid, clamped);
+        assert_eq!(small.backward_data_launch_config(&d).unwrap().grid, clamped);
     }
 
     #[test]
@@ -464,10 +493,10 @@ mod tests {
         );
         // Og = 20 → block_m 32.
         assert_eq!(cfg.gemm_launch_config(&d).unwrap().grid, Dim3::new(3, 1, 2));
-        // Input 10 × 9: one 32 × 32 tile × 2 groups × 1 block of Cg = 2 channels; batch 3.
+        // Input 10 × 9: batch 3 × one 32 × 32 tile × 2 groups × 1 block of Cg = 2 channels.
         assert_eq!(
             cfg.backward_data_launch_config(&d).unwrap().grid,
-            Dim3::new(1, 2, 3)
+            Dim3::new(1, 3 * 2, 1)
         );
         // Og = 20 (one tile of 64), Cg·KH·KW = 18 (one tile), 2 groups.
         assert_eq!(

@@ -12,7 +12,8 @@
 //!
 //! So the block is the direct kernel's (see [`Conv2dConfig::backward_data_tile`]): `(16, 16)`
 //! threads over a 32 × 32 tile of `dx` pixels of one image (16 × 16 when the larger tile does
-//! not fit) × `CB = min(Cg, 16)` input channels of one group; per output channel of the group
+//! not fit) × `CB = min(Cg, 16)` input channels of one group, walking the tiles past the
+//! grid's clamped y extent as the direct kernel does; per output channel of the group
 //! it stages the `gy` window under the tile (rows from a sector-aligned origin in 16-byte
 //! chunks where the width and buffer allow), and every `ceil(144 / (KH·KW))` output channels
 //! it stages their flipped filter taps ([`stage_flipped_weights`]). Each thread accumulates its
@@ -70,6 +71,7 @@ pub(crate) fn build<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilde
     // The flipped problem reads `gy` (OH × OW) and writes `dx` (H × W).
     let dx_plane = k.mul_lo(d.h, d.w);
     let extents = Extents {
+        batch: d.batch,
         h: d.oh,
         w: d.ow,
         oh: d.h,

@@ -3,9 +3,12 @@
 //!
 //! Block `(16, 16)` = one `out_h × out_w` tile of output pixels of one image (32 × 32, or
 //! 16 × 16 when the larger tile does not fit the arch's shared memory), for `OCB ≤ 16` output
-//! channels of one group (see [`DirectTile`]); grid `(tiles_w, tiles_h · groups · ceil(Og /
-//! OCB), batch)`. Thread `(tx, ty)` accumulates pixels `(ty + 16·i, tx + 16·j)` of all `OCB`
-//! channels.
+//! channels of one group (see [`DirectTile`]); grid `(tiles_w, min(batch · tiles_h · groups ·
+//! ceil(Og / OCB), 65535), 1)`: each block walks the linear tile indices `ctaid.y, ctaid.y +
+//! nctaid.y, …` (image outermost), one whole tile after another, so every shape within the
+//! index limits launches and every output still has exactly one block (the result does not
+//! depend on the grid; [`BlockWalk`]). Thread `(tx, ty)`
+//! accumulates pixels `(ty + 16·i, tx + 16·j)` of all `OCB` channels.
 //!
 //! For each input channel of the group the block stages the input patch under its tile: each
 //! patch row is read in chunks aligned to 16 bytes of the image row (8 for f16/bf16), one
@@ -31,7 +34,7 @@ use super::common::{
 };
 use crate::arch::Arch;
 use crate::builder::{Float, GlobalPtr, KernelBuilder, Pred, Reg, SharedArr, U32, U64};
-use crate::ir::CmpOp;
+use crate::ir::{CmpOp, SpecialReg};
 use crate::templates::attention::SharedMemoryKind;
 use crate::templates::conv::{Conv2dConfig, DirectTile};
 
@@ -58,10 +61,11 @@ pub(super) struct BlockPos {
     pub ow0: Reg<U32>,
 }
 
-/// The run-time extents a tiled convolution reads and writes: the input image `h × w`, the
-/// output `oh × ow` and its plane `ohw = oh · ow`.
+/// The run-time extents a tiled convolution reads and writes: `batch` images, the input
+/// image `h × w`, the output `oh × ow` and its plane `ohw = oh · ow`.
 #[derive(Clone, Copy)]
 pub(super) struct Extents {
+    pub batch: Reg<U32>,
     pub h: Reg<U32>,
     pub w: Reg<U32>,
     pub oh: Reg<U32>,
@@ -73,6 +77,7 @@ impl Extents {
     /// The forward's: `x` in, `y` out.
     fn of(d: &Dims) -> Self {
         Self {
+            batch: d.batch,
             h: d.h,
             w: d.w,
             oh: d.oh,
@@ -167,43 +172,53 @@ pub(super) fn build_tiled<T: ConvElem>(
         }
         SharedMemoryKind::Dynamic => k.dynamic_shared(tile.shared_bytes),
     };
-    let pos = locate_block(k, &p, &tile);
     let (tx, ty) = (k.tid_x(), k.tid_y());
     let tid = k.mad_lo(ty, EDGE, tx);
     let vector_ok = vector_loads_allowed::<T>(k, &tile, x, dims);
-    if let Some(b) = bias {
-        stage_bias::<T>(k, &p, &tile, pos, b, smem, tid);
-    }
-    let halves = SecondHalves::of(k, &tile, pos, dims);
-    let pixels: Vec<Pixel<T::Acc>> = (0..tile.pixels)
-        .flat_map(|i| (0..tile.pixels).map(move |j| (i, j)))
-        .map(|(row, col)| Pixel {
-            row,
-            col,
-            acc: (0..tile.out_channels).map(|_| k.zero()).collect(),
-        })
-        .collect();
-    k.comment("for each chunk of input channels: stage its weights, then per channel stage, sync, accumulate, sync");
-    k.for_range(0u32, p.cg, tile.weight_channels, |k, c0| {
-        (conv.stage_weights)(k, &p, &tile, pos, c0, w, smem, tid);
-        let left = k.sub(p.cg, c0);
-        let count = k.min(left, tile.weight_channels);
-        k.for_range(0u32, count, 1u32, |k, j| {
-            let ci = k.add(c0, j);
-            let input = InputPlane {
-                x,
-                spacing: conv.spacing,
-                ci,
-            };
-            stage_input::<T>(k, &p, &tile, dims, pos, input, smem, tid, vector_ok);
-            k.bar_sync();
-            let window = Window::at(k, &p, &tile, smem, tx, ty, j);
-            halves.select(k, &pixels, |k, live| window.accumulate(k, live));
-            k.bar_sync();
+    let tiles = BlockWalk {
+        p: &p,
+        tile: &tile,
+        d: dims,
+    };
+    tiles.walk(k, |k, pos| {
+        if let Some(b) = bias {
+            stage_bias::<T>(k, &p, &tile, pos, b, smem, tid);
+        }
+        let halves = SecondHalves::of(k, &tile, pos, dims);
+        let pixels: Vec<Pixel<T::Acc>> = (0..tile.pixels)
+            .flat_map(|i| (0..tile.pixels).map(move |j| (i, j)))
+            .map(|(row, col)| Pixel {
+                row,
+                col,
+                acc: (0..tile.out_channels).map(|_| k.zero()).collect(),
+            })
+            .collect();
+        k.comment("for each chunk of input channels: stage its weights, then per channel stage, sync, accumulate, sync");
+        k.for_range(0u32, p.cg, tile.weight_channels, |k, c0| {
+            (conv.stage_weights)(k, &p, &tile, pos, c0, w, smem, tid);
+            let left = k.sub(p.cg, c0);
+            let count = k.min(left, tile.weight_channels);
+            k.for_range(0u32, count, 1u32, |k, j| {
+                let ci = k.add(c0, j);
+                let input = InputPlane {
+                    x,
+                    spacing: conv.spacing,
+                    ci,
+                };
+                stage_input::<T>(k, &p, &tile, dims, pos, input, smem, tid, vector_ok);
+                k.bar_sync();
+                let window = Window::at(k, &p, &tile, smem, tx, ty, j);
+                halves.select(k, &pixels, |k, live| window.accumulate(k, live));
+                k.bar_sync();
+            });
         });
+        let staged_bias = bias.map(|_| k.shared_elem(smem, tile.bias_offset));
+        store_outputs::<T>(k, &p, dims, pos, tx, ty, &pixels, staged_bias, y);
+        if bias.is_some() {
+            // The next tile's bias stage overwrites the values just read.
+            k.bar_sync();
+        }
     });
-    let bias = bias.map(|_| k.shared_elem(smem, tile.bias_offset));
-    store_outputs::<T>(k, &p, dims, pos, tx, ty, &pixels, bias, y);
 }
 
 /// `stage[bias_offset + o] = bias[oc0 + o]` for `o < OCB` (0 past the group's last channel),
@@ -286,31 +301,79 @@ impl SecondHalves {
     }
 }
 
-/// Block coordinates: `ctaid.x = tile_col`, `ctaid.y = tile_row · channel_blocks + cb` with
-/// `channel_blocks = groups · ceil(Og / OCB)` and `cb = g · ceil(Og / OCB) + ob` (channels
-/// `ob · OCB ..` of group `g`), `ctaid.z = n`. Only compile-time divisors.
-fn locate_block(k: &mut KernelBuilder, p: &Problem, tile: &DirectTile) -> BlockPos {
-    k.comment("locate the block: tile, group and output channels, image");
-    let oc_blocks = p.og.div_ceil(tile.out_channels);
-    let channel_blocks = p.c_out / p.og * oc_blocks;
-    let tile_col = k.ctaid_x();
-    let by = k.ctaid_y();
-    let tile_row = div_const(k, by, channel_blocks);
-    let cb = rem_const(k, by, channel_blocks);
-    let oh0 = k.mul_lo(tile_row, tile.out_h);
-    let ow0 = k.mul_lo(tile_col, tile.out_w);
-    let g = div_const(k, cb, oc_blocks);
-    let ob = rem_const(k, cb, oc_blocks);
-    let oc0_local = k.mul_lo(ob, tile.out_channels);
-    let oc0 = k.mad_lo(g, p.og, oc0_local);
-    let n = k.ctaid_z();
-    BlockPos {
-        n,
-        g,
-        oc0_local,
-        oc0,
-        oh0,
-        ow0,
+/// The tiles a block computes: column tile `ctaid.x`; linear index `b = n · Y + by` over the
+/// images and `Y = ceil(OH / out_h) · channel_blocks` y indices, walked from `ctaid.y` below
+/// `batch · Y` in steps of `nctaid.y` (the host clamps the grid's y extent to 65535), with
+/// `by = tile_row · channel_blocks + cb`, `channel_blocks = groups · ceil(Og / OCB)` and `cb =
+/// g · ceil(Og / OCB) + ob` (channels `ob · OCB ..` of group `g`). The bounds and steps are
+/// the same in the whole block, so the walk may hold barriers.
+struct BlockWalk<'a> {
+    p: &'a Problem,
+    tile: &'a DirectTile,
+    d: &'a Extents,
+}
+
+impl BlockWalk<'_> {
+    fn channel_blocks(&self) -> u32 {
+        let p = self.p;
+        p.c_out / p.og * p.og.div_ceil(self.tile.out_channels)
+    }
+
+    /// `Y = ceil(OH / out_h) · channel_blocks`.
+    fn y_extent(&self, k: &mut KernelBuilder) -> Reg<U32> {
+        let rows = k.add(self.d.oh, self.tile.out_h - 1);
+        let tiles_h = div_const(k, rows, self.tile.out_h);
+        k.mul_lo(tiles_h, self.channel_blocks())
+    }
+
+    /// Runs `body` at every block position of the walk: `b = ctaid.y, ctaid.y + nctaid.y, …
+    /// < batch · Y`. `ctaid.y < batch · Y` in every block of the host's grid (its extent never
+    /// exceeds the walked one), so the first trip needs no test; `batch · Y + 65535` stays
+    /// below 2³² (`batch · Y ≤` the output's elements `≤`
+    /// [`INDEX_LIMIT`](crate::templates::conv::INDEX_LIMIT)). The bound and step are formed
+    /// after the body, so they hold no register across it.
+    fn walk(&self, k: &mut KernelBuilder, body: impl FnOnce(&mut KernelBuilder, BlockPos)) {
+        k.comment("walk the block's tiles: ctaid.y + k * nctaid.y");
+        let first = k.ctaid_y();
+        let b = k.var::<U32>(first);
+        let head = k.label("walk");
+        k.place(head);
+        let pos = self.locate(k, b);
+        body(k, pos);
+        let step = k.special(SpecialReg::NctaidY);
+        k.add_into(b, b, step);
+        let y_extent = self.y_extent(k);
+        let end = k.mul_lo(self.d.batch, y_extent);
+        let more = k.setp_lt(b, end);
+        k.bra_if(more, false, head);
+    }
+
+    /// The block position of linear index `b`.
+    fn locate(&self, k: &mut KernelBuilder, b: Reg<U32>) -> BlockPos {
+        k.comment("locate the tile: image, row, group and output channels");
+        let (p, tile) = (self.p, self.tile);
+        let y_extent = self.y_extent(k);
+        let n = k.div_int(b, y_extent);
+        let by = k.rem(b, y_extent);
+        let oc_blocks = p.og.div_ceil(tile.out_channels);
+        let channel_blocks = self.channel_blocks();
+        let tile_col = k.ctaid_x();
+        let tile_row = div_const(k, by, channel_blocks);
+        let cb = rem_const(k, by, channel_blocks);
+        let oh0 = k.mul_lo(tile_row, tile.out_h);
+        let ow0 = k.mul_lo(tile_col, tile.out_w);
+        let g = div_const(k, cb, oc_blocks);
+        let ob = rem_const(k, cb, oc_blocks);
+        let oc0_local = k.mul_lo(ob, tile.out_channels);
+        let oc0 = k.mad_lo(g, p.og, oc0_local);
+        BlockPos {
+            n,
+            g,
+            oc0_local,
+            oc0,
+            oh0,
+            ow0,
+        }
     }
 }
 
