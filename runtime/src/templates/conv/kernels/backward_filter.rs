@@ -12,8 +12,9 @@
 //! coalesced, 16-byte loads of NHWC channels where `Og` / `Cg` are multiples of 16 bytes),
 //! then each thread accumulates 4 output channels × 8 consecutive filter rows with the
 //! forward's swizzled tile product (`nhwc::tile::multiply`, in f32; f64 in f64), in
-//! increasing pixel order: the same bits on every run, no float atomics. The reduction is not
-//! split over pixel slices (the tensor-core entry's split lives in `implicit_gemm`).
+//! increasing pixel order: the same bits on every run, no float atomics. Where that grid is
+//! small for the GPU, [`split`] cuts the pixels into slices (`conv2d_bwd_filter_split` into
+//! partials of the accumulation type, then `conv2d_bwd_filter_reduce` in slice order).
 //!
 //! `conv2d_bwd_bias` is one warp per output channel, 8 per block (256 threads), grid
 //! `⌈C_out / 8⌉`: lane `l` sums positions `l, l + 32, …` of each image in order, then a
