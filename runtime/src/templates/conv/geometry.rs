@@ -9,6 +9,7 @@ use super::kernels::{
     NHWC_THREADS, NHWC_TILE_M, NHWC_TILE_N, WARPS_PER_BLOCK,
 };
 use super::shapes::ConvDims;
+use crate::dtype::DType;
 use crate::launch::{Dim3, LaunchConfig, LaunchError};
 use crate::templates::attention::SharedMemoryKind;
 use crate::templates::warp_mma::TILE_K_BYTES;
@@ -25,6 +26,11 @@ pub use crate::templates::split::{SPLIT_TARGET_SMS, SPLIT_WAVES};
 /// The fewest reduction (K) tiles one slice runs: below that, the partials' extra traffic and
 /// the ring's prologue outweigh the parallelism.
 pub const MIN_SLICE_TILES: u64 = 16;
+
+/// Reduction tiles per slice of `tiles` split into `slices`: `⌈T / S⌉`.
+pub(crate) fn slice_tiles(tiles: u64, slices: u32) -> u32 {
+    tiles.div_ceil(u64::from(slices.max(1))) as u32
+}
 
 fn grid_dim(name: &'static str, value: u64, max: u32) -> Result<u32, LaunchError> {
     if value > u64::from(max) {
@@ -260,8 +266,47 @@ impl Conv2dConfig {
     /// The rule depends on the shape only, so a shape always gets the same `S` and the same
     /// bits.
     pub fn backward_filter_slices(&self, dims: &ConvDims) -> u32 {
-        let blocks = self.backward_filter_blocks();
-        let tiles = self.backward_filter_tiles(dims);
+        self.split_slices(
+            self.backward_filter_blocks(),
+            self.backward_filter_tiles(dims),
+        )
+    }
+
+    /// The number `S` of pixel slices the CUDA-core `conv2d_bwd_filter` splits its reduction
+    /// into: [`Self::backward_filter_slices`]'s rule with `B` the same `⌈Og/64⌉·⌈Cg·KH·KW/64⌉·G`
+    /// blocks and `T = ⌈N·OH·OW / K⌉` of its own reduction tiles (`K` = 32 pixels, 16 for
+    /// f64).
+    pub fn backward_filter_cuda_core_slices(&self, dims: &ConvDims) -> u32 {
+        let tiles = self.backward_filter_cuda_core_tiles(dims);
+        self.split_slices(self.backward_filter_blocks(), tiles)
+    }
+
+    /// Reduction tiles of the CUDA-core backward-filter, `⌈N·OH·OW / K⌉` (`K`: one 128-byte
+    /// row of the accumulation type, 32 f32 or 16 f64).
+    pub(crate) fn backward_filter_cuda_core_tiles(&self, dims: &ConvDims) -> u64 {
+        let depth = if self.dtype == DType::F64 { 16 } else { 32 };
+        (u64::from(dims.batch) * dims.out_pixels() as u64).div_ceil(depth)
+    }
+
+    /// `conv2d_bwd_filter_split`: block 128; grid `(⌈Og / 64⌉, ⌈Cg·KH·KW / 64⌉, S·G)`.
+    pub(crate) fn backward_filter_cuda_core_split_launch_config(
+        &self,
+        slices: u32,
+    ) -> Result<LaunchConfig, LaunchError> {
+        tile_grid(
+            FILTER_GRID,
+            u64::from(self.out_per_group()),
+            self.filter_len(),
+            (
+                "slices × groups",
+                u64::from(slices) * u64::from(self.groups),
+            ),
+        )
+    }
+
+    /// The slice rule of both backward-filters for `blocks` unsplit blocks and `tiles`
+    /// reduction tiles ([`Self::backward_filter_slices`]).
+    fn split_slices(&self, blocks: u64, tiles: u64) -> u32 {
         if blocks >= SPLIT_TARGET_SMS || tiles < 2 * MIN_SLICE_TILES {
             return 1;
         }
@@ -291,12 +336,6 @@ impl Conv2dConfig {
     pub(crate) fn backward_filter_tiles(&self, dims: &ConvDims) -> u64 {
         let depth = u64::from(TILE_K_BYTES / self.dtype.size_bytes());
         (u64::from(dims.batch) * dims.out_pixels() as u64).div_ceil(depth)
-    }
-
-    /// Reduction tiles per slice when split into `slices`: `⌈T / S⌉`.
-    pub(crate) fn backward_filter_slice_tiles(&self, dims: &ConvDims, slices: u32) -> u32 {
-        self.backward_filter_tiles(dims)
-            .div_ceil(u64::from(slices.max(1))) as u32
     }
 
     /// `conv2d_bwd_filter_implicit_gemm_split`: block 128; grid `(⌈Og / 64⌉, ⌈Cg·KH·KW /
@@ -331,12 +370,7 @@ impl Conv2dConfig {
     /// `conv2d_bwd_filter`: `conv2d_nhwc`'s tiling over `dw_g [Og, Cg·KH·KW]`, block 128;
     /// grid `(⌈Og / 64⌉, ⌈Cg·KH·KW / 64⌉, G)`.
     pub fn backward_filter_launch_config(&self) -> Result<LaunchConfig, LaunchError> {
-        tile_grid(
-            FILTER_GRID,
-            u64::from(self.out_per_group()),
-            self.filter_len(),
-            ("groups", u64::from(self.groups)),
-        )
+        self.backward_filter_cuda_core_split_launch_config(1)
     }
 
     /// `conv2d_bwd_bias`: block 256 (8 warps, one output channel each); grid `ceil(C_out / 8)`.
@@ -523,7 +557,7 @@ mod tests {
         assert_eq!(cfg.backward_filter_tiles(&d), 3136);
         let slices = cfg.backward_filter_slices(&d);
         assert_eq!(slices, 30);
-        assert_eq!(cfg.backward_filter_slice_tiles(&d, slices), 105);
+        assert_eq!(slice_tiles(cfg.backward_filter_tiles(&d), slices), 105);
         let grid = cfg
             .backward_filter_split_launch_config(slices)
             .unwrap()

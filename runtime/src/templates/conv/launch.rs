@@ -21,12 +21,12 @@
 //! written completely (every element), inputs never.
 
 use super::config::{Conv2dConfig, Layout};
-use super::geometry::INDEX_LIMIT;
+use super::geometry::{slice_tiles, INDEX_LIMIT};
 use super::kernels::{
     fast_div_constants, ENTRY_1X1, ENTRY_BWD_BIAS, ENTRY_BWD_DATA, ENTRY_BWD_DATA_IMPLICIT_GEMM,
-    ENTRY_BWD_FILTER, ENTRY_BWD_FILTER_IMPLICIT_GEMM, ENTRY_BWD_FILTER_REDUCE,
-    ENTRY_BWD_FILTER_SPLIT, ENTRY_DIRECT, ENTRY_GEMM, ENTRY_IM2COL, ENTRY_IMPLICIT_GEMM,
-    ENTRY_NHWC,
+    ENTRY_BWD_FILTER, ENTRY_BWD_FILTER_CUDA_SPLIT, ENTRY_BWD_FILTER_IMPLICIT_GEMM,
+    ENTRY_BWD_FILTER_REDUCE, ENTRY_BWD_FILTER_SPLIT, ENTRY_DIRECT, ENTRY_GEMM, ENTRY_IM2COL,
+    ENTRY_IMPLICIT_GEMM, ENTRY_NHWC,
 };
 use super::shapes::{ConvDims, ConvError, ConvShape};
 use crate::dtype::DType;
@@ -592,29 +592,31 @@ pub fn backward_filter_with<B: Backend, T: Element>(
     dw: &mut DeviceBuffer<B, T>,
     db: Option<&mut DeviceBuffer<B, T>>,
 ) -> Result<ConvDims, LaunchError> {
-    if entry == ENTRY_BWD_FILTER_IMPLICIT_GEMM {
-        return backward_filter_sliced(cfg, dev, ptx, shape, Slices::Auto, x, gy, dw, db);
-    }
-    let call = Call {
-        cfg,
-        dev,
-        ptx,
-        shape,
+    let reduction = if entry == ENTRY_BWD_FILTER_IMPLICIT_GEMM {
+        Reduction::TENSOR_CORE
+    } else if entry == ENTRY_BWD_FILTER {
+        Reduction::CUDA_CORE
+    } else {
+        // Not a weight-gradient entry: the module check names the entries it has.
+        let call = Call {
+            cfg,
+            dev,
+            ptx,
+            shape,
+        };
+        call.prepare::<T>(entry, [])?;
+        return Err(LaunchError::InvalidDim {
+            name: "entry",
+            value: 0,
+            reason: format!("{entry} is not a backward-filter entry"),
+        });
     };
-    let geometry: Geometry = |cfg, _| cfg.backward_filter_launch_config();
-    let args = [
-        Buffer::Tensor("x", Tensor::Input, x),
-        Buffer::Tensor("gy", Tensor::Output, gy),
-        Buffer::Tensor("dw", Tensor::Weight, dw),
-    ];
-    let db = db.map(|db| &*db);
-    let prep = call.launch(entry, geometry, &args, &[Buffer::Bias("db", db)])?;
-    backward_bias(&call, &prep, gy, db)?;
-    Ok(prep.dims)
+    backward_filter_split(cfg, dev, ptx, shape, reduction, Slices::Auto, x, gy, dw, db)
 }
 
-/// How many slices of the pixels the tensor-core backward-filter splits its reduction into
-/// (`Auto`: [`Conv2dConfig::backward_filter_slices`]'s rule for the shape).
+/// How many slices of the pixels a backward-filter splits its reduction into (`Auto`:
+/// [`Conv2dConfig::backward_filter_slices`]' rule for the shape, or
+/// [`Conv2dConfig::backward_filter_cuda_core_slices`]' on CUDA cores).
 pub use crate::templates::split::Slices;
 
 /// Backward-filter on tensor cores with a chosen split of the reduction over the `N·OH·OW`
@@ -638,6 +640,83 @@ pub fn backward_filter_sliced<B: Backend, T: Element>(
     dw: &mut DeviceBuffer<B, T>,
     db: Option<&mut DeviceBuffer<B, T>>,
 ) -> Result<ConvDims, LaunchError> {
+    let reduction = Reduction::TENSOR_CORE;
+    backward_filter_split(cfg, dev, ptx, shape, reduction, slices, x, gy, dw, db)
+}
+
+/// Backward-filter on CUDA cores (`conv2d_bwd_filter`, every config) with a chosen split of
+/// the reduction over the `N·OH·OW` pixels ([`Slices`]; [`backward_filter_with`] naming
+/// `conv2d_bwd_filter` uses [`Slices::Auto`]), then `conv2d_bwd_bias` when the config has a
+/// bias. One slice runs `conv2d_bwd_filter` alone; `S > 1` allocates a workspace of
+/// `S·C_out·Cg·KH·KW` elements of the accumulation type (f32; f64 for f64), runs
+/// `conv2d_bwd_filter_split` (each slice's sums, in pixel order, into its part) and
+/// `conv2d_bwd_filter_reduce` (the slices added in order, rounded once): the same bits every
+/// run for a given `S`. `S = 0`, `S·G` past the grid limit or a workspace past the index
+/// limit is [`LaunchError::InvalidDim`].
+#[allow(clippy::too_many_arguments)]
+pub fn backward_filter_cuda_core_sliced<B: Backend, T: Element>(
+    cfg: &Conv2dConfig,
+    dev: &B,
+    ptx: &str,
+    shape: &ConvShape,
+    slices: Slices,
+    x: &DeviceBuffer<B, T>,
+    gy: &DeviceBuffer<B, T>,
+    dw: &mut DeviceBuffer<B, T>,
+    db: Option<&mut DeviceBuffer<B, T>>,
+) -> Result<ConvDims, LaunchError> {
+    let reduction = Reduction::CUDA_CORE;
+    backward_filter_split(cfg, dev, ptx, shape, reduction, slices, x, gy, dw, db)
+}
+
+/// One backward-filter's entries and its split's geometry.
+struct Reduction {
+    /// The whole reduction per block.
+    whole: &'static str,
+    whole_grid: fn(&Conv2dConfig) -> Result<LaunchConfig, LaunchError>,
+    /// One slice per block, into the workspace.
+    split: &'static str,
+    split_grid: fn(&Conv2dConfig, u32) -> Result<LaunchConfig, LaunchError>,
+    /// `Slices::Auto`'s rule.
+    auto: fn(&Conv2dConfig, &ConvDims) -> u32,
+    /// The entry's reduction tiles, `⌈N·OH·OW / K⌉`.
+    tiles: fn(&Conv2dConfig, &ConvDims) -> u64,
+}
+
+impl Reduction {
+    const TENSOR_CORE: Self = Self {
+        whole: ENTRY_BWD_FILTER_IMPLICIT_GEMM,
+        whole_grid: Conv2dConfig::backward_filter_implicit_gemm_launch_config,
+        split: ENTRY_BWD_FILTER_SPLIT,
+        split_grid: Conv2dConfig::backward_filter_split_launch_config,
+        auto: Conv2dConfig::backward_filter_slices,
+        tiles: Conv2dConfig::backward_filter_tiles,
+    };
+
+    const CUDA_CORE: Self = Self {
+        whole: ENTRY_BWD_FILTER,
+        whole_grid: Conv2dConfig::backward_filter_launch_config,
+        split: ENTRY_BWD_FILTER_CUDA_SPLIT,
+        split_grid: Conv2dConfig::backward_filter_cuda_core_split_launch_config,
+        auto: Conv2dConfig::backward_filter_cuda_core_slices,
+        tiles: Conv2dConfig::backward_filter_cuda_core_tiles,
+    };
+}
+
+/// [`backward_filter_sliced`] and [`backward_filter_cuda_core_sliced`]: `reduction`'s entries.
+#[allow(clippy::too_many_arguments)]
+fn backward_filter_split<B: Backend, T: Element>(
+    cfg: &Conv2dConfig,
+    dev: &B,
+    ptx: &str,
+    shape: &ConvShape,
+    reduction: Reduction,
+    slices: Slices,
+    x: &DeviceBuffer<B, T>,
+    gy: &DeviceBuffer<B, T>,
+    dw: &mut DeviceBuffer<B, T>,
+    db: Option<&mut DeviceBuffer<B, T>>,
+) -> Result<ConvDims, LaunchError> {
     let call = Call {
         cfg,
         dev,
@@ -651,9 +730,9 @@ pub fn backward_filter_sliced<B: Backend, T: Element>(
         Buffer::Tensor("dw", Tensor::Weight, dw),
         Buffer::Bias("db", db),
     ];
-    let prep = call.prepare(ENTRY_BWD_FILTER_IMPLICIT_GEMM, &buffers)?;
+    let prep = call.prepare(reduction.whole, &buffers)?;
     let slices = match slices {
-        Slices::Auto => cfg.backward_filter_slices(&prep.dims),
+        Slices::Auto => (reduction.auto)(cfg, &prep.dims),
         Slices::Exactly(s) => s,
     };
     let workspace = u64::from(slices) * cfg.weight_elements();
@@ -667,28 +746,66 @@ pub fn backward_filter_sliced<B: Backend, T: Element>(
             ),
         });
     }
-    let (x, gy_arg) = (KernelArg::buffer(x), KernelArg::buffer(gy));
     if slices == 1 {
-        let config = cfg.backward_filter_implicit_gemm_launch_config()?;
-        let args = vec![x, gy_arg, KernelArg::buffer(&*dw)];
-        prep.launch(dev, ptx, ENTRY_BWD_FILTER_IMPLICIT_GEMM, config, args)?;
+        let config = (reduction.whole_grid)(cfg)?;
+        let args = vec![x, gy, &*dw]
+            .into_iter()
+            .map(KernelArg::buffer)
+            .collect();
+        prep.launch(dev, ptx, reduction.whole, config, args)?;
     } else {
-        let split = cfg.backward_filter_split_launch_config(slices)?;
-        let reduce = cfg.backward_filter_reduce_launch_config()?;
-        let partials = dev.alloc::<f32>(workspace as usize)?;
-        let slice_tiles = cfg.backward_filter_slice_tiles(&prep.dims, slices);
-        let mut args = prep.args(vec![x, gy_arg, KernelArg::buffer(&partials)]);
-        args.push(KernelArg::U32(slice_tiles));
-        dev.launch(ptx, ENTRY_BWD_FILTER_SPLIT, split, &args)?;
-        let args = [
-            KernelArg::buffer(&partials),
-            KernelArg::buffer(&*dw),
-            KernelArg::U32(slices),
-        ];
-        dev.launch(ptx, ENTRY_BWD_FILTER_REDUCE, reduce, &args)?;
+        // Partial sums in the accumulation type: f64 for f64, f32 otherwise.
+        let split = Split {
+            prep: &prep,
+            reduction: &reduction,
+            slices,
+            workspace: workspace as usize,
+        };
+        if cfg.dtype == DType::F64 {
+            split.run::<B, T, f64>(&call, x, gy, dw)?;
+        } else {
+            split.run::<B, T, f32>(&call, x, gy, dw)?;
+        }
     }
     backward_bias(&call, &prep, gy, db)?;
     Ok(prep.dims)
+}
+
+/// A split of `slices > 1`: its workspace of `workspace` elements.
+struct Split<'a> {
+    prep: &'a Prepared,
+    reduction: &'a Reduction,
+    slices: u32,
+    workspace: usize,
+}
+
+impl Split<'_> {
+    /// The split entry into a workspace of `P`, then `conv2d_bwd_filter_reduce` into `dw`.
+    fn run<B: Backend, T: Element, P: Element>(
+        &self,
+        call: &Call<'_, B>,
+        x: &DeviceBuffer<B, T>,
+        gy: &DeviceBuffer<B, T>,
+        dw: &DeviceBuffer<B, T>,
+    ) -> Result<(), LaunchError> {
+        let (cfg, dev, ptx) = (call.cfg, call.dev, call.ptx);
+        let split = (self.reduction.split_grid)(cfg, self.slices)?;
+        let reduce = cfg.backward_filter_reduce_launch_config()?;
+        let partials = dev.alloc::<P>(self.workspace)?;
+        let tiles = (self.reduction.tiles)(cfg, &self.prep.dims);
+        let slice_tiles = slice_tiles(tiles, self.slices);
+        let buffers = vec![KernelArg::buffer(x), KernelArg::buffer(gy)];
+        let mut args = self.prep.args(buffers);
+        args.insert(2, KernelArg::buffer(&partials));
+        args.push(KernelArg::U32(slice_tiles));
+        dev.launch(ptx, self.reduction.split, split, &args)?;
+        let args = [
+            KernelArg::buffer(&partials),
+            KernelArg::buffer(dw),
+            KernelArg::U32(self.slices),
+        ];
+        dev.launch(ptx, ENTRY_BWD_FILTER_REDUCE, reduce, &args)
+    }
 }
 
 /// `conv2d_bwd_bias` into `db` when given (the config has a bias).

@@ -12,14 +12,16 @@
 //! coalesced, 16-byte loads of NHWC channels where `Og` / `Cg` are multiples of 16 bytes),
 //! then each thread accumulates 4 output channels × 8 consecutive filter rows with the
 //! forward's swizzled tile product (`nhwc::tile::multiply`, in f32; f64 in f64), in
-//! increasing pixel order: the same bits on every run, no float atomics. The reduction is not
-//! split over pixel slices (the tensor-core entry's split lives in `implicit_gemm`).
+//! increasing pixel order: the same bits on every run, no float atomics. Where that grid is
+//! small for the GPU, [`split`] cuts the pixels into slices (`conv2d_bwd_filter_split` into
+//! partials of the accumulation type, then `conv2d_bwd_filter_reduce` in slice order).
 //!
 //! `conv2d_bwd_bias` is one warp per output channel, 8 per block (256 threads), grid
 //! `⌈C_out / 8⌉`: lane `l` sums positions `l, l + 32, …` of each image in order, then a
 //! butterfly shuffle adds the 32 partial sums; lane 0 stores.
 
 mod operands;
+mod split;
 mod staging;
 
 use super::common::{
@@ -32,10 +34,13 @@ use super::nhwc::tile::{
 use super::nhwc::tiled_kernel;
 use super::vector::VectorElem;
 use crate::arch::Arch;
-use crate::builder::{GlobalPtr, KernelBuilder, Reg, U32};
+use crate::builder::{GlobalPtr, KernelBuilder, Reg, Val, BF16, F16, F32, F64, U32};
 use crate::ir::CmpOp;
 use crate::templates::conv::Conv2dConfig;
 use operands::{Gradient, Input};
+use split::Slice;
+
+pub use split::ENTRY_SPLIT;
 use staging::Staging;
 
 /// The weight-gradient entry name.
@@ -45,25 +50,88 @@ pub const ENTRY_BIAS: &str = "conv2d_bwd_bias";
 /// Warps per block of `conv2d_bwd_bias` (one output channel each).
 pub const WARPS: u32 = 8;
 
+/// A storage type of the weight gradient and the type its split stores partial sums in:
+/// the accumulation type (f32 for halves and f32, f64 for f64).
+pub(crate) trait FilterElem: VectorElem {
+    type Partial: VectorElem + ConvElem<Acc = <Self as ConvElem>::Acc>;
+}
+
+impl FilterElem for F16 {
+    type Partial = F32;
+}
+
+impl FilterElem for BF16 {
+    type Partial = F32;
+}
+
+impl FilterElem for F32 {
+    type Partial = F32;
+}
+
+impl FilterElem for F64 {
+    type Partial = F64;
+}
+
 /// Builds `conv2d_bwd_filter(x, gy, dw, dims…)`.
-pub(crate) fn build_filter<T: VectorElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilder {
+pub(crate) fn build_filter<T: FilterElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilder {
+    build_entry::<T>(cfg, arch, false)
+}
+
+/// Builds the split's entries ([`split`]): `conv2d_bwd_filter_split(x, gy, partials, dims…,
+/// slice_tiles)`, then `conv2d_bwd_filter_reduce(partials, dw, slices)` unless the module
+/// has it already (with the tensor-core backward-filter).
+pub(crate) fn build_split<T: FilterElem>(
+    cfg: &Conv2dConfig,
+    arch: Arch,
+) -> (KernelBuilder, Option<KernelBuilder>) {
+    let reduce =
+        (!cfg.has_tensor_core_backward_filter()).then(|| split::build_reduce::<T>(cfg, arch));
+    (build_entry::<T>(cfg, arch, true), reduce)
+}
+
+/// Where a block's sums go: `dw` rounded to the storage type, or (split) its slice of the
+/// partials unrounded.
+enum Sums<T: FilterElem> {
+    Weights(GlobalPtr<T>),
+    Partials(GlobalPtr<T::Partial>),
+}
+
+/// The weight-gradient entry, whole (`split == false`) or one slice of the pixels per block.
+fn build_entry<T: FilterElem>(cfg: &Conv2dConfig, arch: Arch, split: bool) -> KernelBuilder {
     let p = Problem::new(cfg);
-    let mut k = tiled_kernel(ENTRY_FILTER, arch);
+    let mut k = tiled_kernel(if split { ENTRY_SPLIT } else { ENTRY_FILTER }, arch);
     let x = k.param_ptr::<T>("x");
     let gy = k.param_ptr::<T>("gy");
-    let dw = k.param_ptr::<T>("dw");
+    let sums = if split {
+        let partials = k.param_ptr::<T::Partial>("partials");
+        Sums::Partials(k.global_ptr(partials))
+    } else {
+        let dw = k.param_ptr::<T>("dw");
+        Sums::Weights(k.global_ptr(dw))
+    };
     let dims = DimParams::declare(&mut k);
-    let (x, gy, dw) = (k.global_ptr(x), k.global_ptr(gy), k.global_ptr(dw));
+    let slice_tiles = split.then(|| k.param::<U32>("slice_tiles"));
+    let (x, gy) = (k.global_ptr(x), k.global_ptr(gy));
     let d = dims.load(&mut k);
+    let depth = tile_k::<T::Acc>();
+    let pixels = k.mul_lo(d.batch, d.ohw);
+    let slice = slice_tiles.map(|tiles| {
+        let tiles = k.load_param(tiles);
+        Slice::locate(&mut k, cfg, tiles, depth, pixels)
+    });
     // The forward's tiles: `pixels` (the product's M side) holds gradient rows, `filters`
     // (N side) input rows.
     let tiles = Tiles::<T::Acc>::declare(&mut k);
-    k.comment("tile (ctaid.x, ctaid.y) of group ctaid.z: dw rows g*Og + m0, columns n0");
-    let group = k.ctaid_z();
+    k.comment("tile (ctaid.x, ctaid.y) of group g: dw rows g*Og + m0, columns n0");
+    let group = slice.as_ref().map_or_else(|| k.ctaid_z(), |s| s.group);
     // The group selects `dw`'s rows (`first_row`), not a column offset: column group 0.
     let columns_group = k.var(0u32);
     let out_channels = k.var(p.og);
     let first_row = k.mul_lo(group, p.og);
+    let first_row = match &slice {
+        Some(s) => k.add(s.first_row, first_row),
+        None => first_row,
+    };
     let block = Block::at(&mut k, columns_group, out_channels, Some(first_row));
     let gradient = Gradient::new(&mut k, &p, &d, group);
     let input = Input::new(&mut k, &p, &d, group);
@@ -80,10 +148,12 @@ pub(crate) fn build_filter<T: VectorElem>(cfg: &Conv2dConfig, arch: Arch) -> Ker
         Staging::new::<T>(&mut k, p.layout, &input, tiles.filters, block.tid, block.n0);
     let lanes = Lanes::new(&mut k, &block, &tiles);
     let acc = zero_accumulators::<T::Acc>(&mut k);
-    let depth = tile_k::<T::Acc>();
+    let (start, end): (Val<U32>, _) = match &slice {
+        Some(s) => (s.start.into(), s.end),
+        None => (0u32.into(), pixels),
+    };
     k.comment("pixel loop: stage both tiles, sync, multiply, sync");
-    let pixels = k.mul_lo(d.batch, d.ohw);
-    k.for_range(0u32, pixels, depth, |k, k0| {
+    k.for_range(start, end, depth, |k, k0| {
         gradient_rows.stage(k, &gradient, gy, k0);
         input_rows.stage(k, &input, x, k0);
         k.bar_sync();
@@ -94,7 +164,12 @@ pub(crate) fn build_filter<T: VectorElem>(cfg: &Conv2dConfig, arch: Arch) -> Ker
         width: p.filter_len(),
         stride: p.filter_len(),
     };
-    store_outputs::<T>(&mut k, outputs, &block, &lanes, &acc, None, dw);
+    match sums {
+        Sums::Weights(dw) => store_outputs::<T>(&mut k, outputs, &block, &lanes, &acc, None, dw),
+        Sums::Partials(partials) => {
+            store_outputs::<T::Partial>(&mut k, outputs, &block, &lanes, &acc, None, partials);
+        }
+    }
     k
 }
 

@@ -13,9 +13,10 @@
 //! | `bwd_data` | `dx` from `gy`: NCHW the `direct` tiling of the flipped problem (shared `gy` window and taps); NHWC the `nhwc` tiling | (16, 16); NHWC 128 | as `direct` with `G·⌈Cg/CB⌉` and `H × W` tiles; NHWC `(⌈H·W/64⌉, ⌈Cg/64⌉, N·G)` |
 //! | `bwd_data_implicit_gemm` (f16/bf16, sm_80+) | `dx` from `gy` on tensor cores | 128 | `(⌈H·W/64⌉, ⌈Cg/64⌉, N·G)` |
 //! | `bwd_filter` | `dw` from `x`, `gy` on CUDA cores (tiled GEMM per group, NCHW or NHWC) | 128 | `(⌈Og/64⌉, ⌈Cg·KH·KW/64⌉, G)` |
+//! | `bwd_filter_split` | partials of `dw` (accumulation type) over `S` pixel slices, on CUDA cores | 128 | `(⌈Og/64⌉, ⌈Cg·KH·KW/64⌉, S·G)` |
 //! | `bwd_filter_implicit_gemm` (f16/bf16, sm_80+) | `dw` from `x`, `gy` on tensor cores | 128 | `(⌈Og/64⌉, ⌈Cg·KH·KW/64⌉, G)` |
 //! | `bwd_filter_implicit_gemm_split` (with the above) | f32 partials of `dw` over `S` pixel slices | 128 | `(⌈Og/64⌉, ⌈Cg·KH·KW/64⌉, S·G)` |
-//! | `bwd_filter_reduce` (with the above) | `dw` = the partials summed in slice order | 256 | `⌈C_out·Cg·KH·KW/256⌉` |
+//! | `bwd_filter_reduce` | `dw` = the partials summed in slice order (f32 partials; f64 for f64) | 256 | `⌈C_out·Cg·KH·KW/256⌉` |
 //! | `bwd_bias` (with bias) | `db` from `gy` (NCHW or NHWC) | 256 | `⌈C_out / 8⌉` |
 //!
 //! The NHWC module's forward entries are `implicit_gemm` (where available) and `nhwc`; its
@@ -37,7 +38,10 @@ mod nhwc;
 mod vector;
 
 pub use backward_data::ENTRY as ENTRY_BWD_DATA;
-pub use backward_filter::{ENTRY_BIAS as ENTRY_BWD_BIAS, ENTRY_FILTER as ENTRY_BWD_FILTER};
+pub use backward_filter::{
+    ENTRY_BIAS as ENTRY_BWD_BIAS, ENTRY_FILTER as ENTRY_BWD_FILTER,
+    ENTRY_SPLIT as ENTRY_BWD_FILTER_CUDA_SPLIT,
+};
 pub use common::{fast_div_constants, DIM_PARAMS, DIVISOR_PARAMS};
 pub use direct::ENTRY as ENTRY_DIRECT;
 pub use gemm::{ENTRY_1X1, ENTRY_GEMM};
@@ -116,13 +120,15 @@ impl Conv2dConfig {
         if self.has_tensor_core_backward_data() {
             names.push(ENTRY_BWD_DATA_IMPLICIT_GEMM);
         }
-        names.push(ENTRY_BWD_FILTER);
+        names.extend([ENTRY_BWD_FILTER, ENTRY_BWD_FILTER_CUDA_SPLIT]);
         if self.has_tensor_core_backward_filter() {
             names.extend([
                 ENTRY_BWD_FILTER_IMPLICIT_GEMM,
                 ENTRY_BWD_FILTER_SPLIT,
                 ENTRY_BWD_FILTER_REDUCE,
             ]);
+        } else {
+            names.push(ENTRY_BWD_FILTER_REDUCE);
         }
         if self.bias {
             names.push(ENTRY_BWD_BIAS);
@@ -131,7 +137,7 @@ impl Conv2dConfig {
     }
 }
 
-fn build_module<T: vector::VectorElem>(cfg: &Conv2dConfig, arch: Arch) -> ModuleBuilder {
+fn build_module<T: backward_filter::FilterElem>(cfg: &Conv2dConfig, arch: Arch) -> ModuleBuilder {
     let mut m = ModuleBuilder::new(arch);
     let nchw = cfg.layout == Layout::Nchw;
     if nchw {
@@ -158,11 +164,17 @@ fn build_module<T: vector::VectorElem>(cfg: &Conv2dConfig, arch: Arch) -> Module
         m.push(tc);
     }
     m.push(backward_filter::build_filter::<T>(cfg, arch));
+    // The CUDA-core split, and its reduce where the tensor-core pair below does not bring it.
+    let (split, reduce) = backward_filter::build_split::<T>(cfg, arch);
+    m.push(split);
     if let Some(tc) = T::implicit_gemm(cfg, arch, Pass::BackwardFilter) {
         m.push(tc);
     }
     for split in T::split_filter(cfg, arch).into_iter().flatten() {
         m.push(split);
+    }
+    if let Some(reduce) = reduce {
+        m.push(reduce);
     }
     if cfg.bias {
         m.push(backward_filter::build_bias::<T>(cfg, arch));
