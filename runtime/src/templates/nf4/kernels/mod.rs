@@ -69,7 +69,7 @@
 //! budget is in `half_dequant`). The 16 code values live in a 64-byte shared table, in f32 or
 //! in `T` (16 words in 16 banks, so any warp-wide lookup is one wavefront): the f16/bf16
 //! tensor-core GEMMs declare only the `T` one, the GEMV its f32 one on a 256-byte boundary
-//! (one `prmt` forms a lookup's address, [`CodeTable::Aligned256`]), the others the plain f32
+//! (one `prmt` forms a lookup's address, `CodeTable::Aligned256`), the others the plain f32
 //! one.
 
 mod absmax_stage;
