@@ -22,15 +22,12 @@ mod conv_support;
 
 use half::{bf16, f16};
 use ptxforge_runtime::dtype::DType;
-use ptxforge_runtime::launch::{Backend, Element, LaunchRecord, SimBackend};
-use ptxforge_runtime::templates::conv::kernels::ENTRY_BWD_DATA;
-use ptxforge_runtime::templates::conv::launch::backward_data_with;
-use ptxforge_runtime::templates::conv::{reference, Conv2dConfig, ConvDims};
-use ptxforge_runtime::templates::testing::{from_f64, to_f64, HostFloat, SplitMix64};
-use ptxforge_runtime::templates::KernelFamily;
+use ptxforge_runtime::templates::conv::Conv2dConfig;
 use ptxforge_runtime::Arch;
 
-use conv_support::{assert_close, download, fuzz_cases_with, must, shape, tolerance, Case};
+use conv_support::{
+    fuzz_cases_with, run_backward_data, run_backward_data_every_dtype, shape, Case,
+};
 
 /// Fixed shapes: every feature the kernel honours, tiles cut by every edge.
 fn fixed_cases() -> Vec<Case> {
@@ -110,65 +107,14 @@ fn fixed_cases() -> Vec<Case> {
     ]
 }
 
-/// Runs `case`'s CUDA-core backward-data in `dtype` on `arch` and checks it against the
-/// reference; returns the launch record.
-fn run<T: HostFloat + Element>(case: &Case, dtype: DType, arch: Arch, seed: u64) -> LaunchRecord {
-    let cfg = Conv2dConfig {
-        dtype,
-        arch,
-        bias: false,
-        ..case.cfg
-    };
-    let label = format!("{} [{dtype} {arch}] {:?}", case.name, case.shape);
-    let ptx = cfg.compile().unwrap_or_else(|e| panic!("{label}: {e}")).ptx;
-    let dev = SimBackend::new();
-    let mut rng = SplitMix64::new(seed);
-    let dims = cfg.check_shape(&case.shape, false).expect("valid shape");
-    let mut data = |len: usize| {
-        let rounded: Vec<T> = from_f64(&rng.vec_f64(len, -1.0, 1.0));
-        let buf = dev.upload(&rounded).expect("upload");
-        (to_f64(&rounded), buf)
-    };
-    let (gy, gy_dev) = data(dims.output_len(&cfg));
-    let (w, w_dev) = data(ConvDims::weight_len(&cfg));
-    let want = reference::backward_data(&cfg, &case.shape, &gy, &w).expect("reference");
-    let mut dx = dev.alloc::<T>(dims.input_len(&cfg)).expect("alloc");
-    must(
-        &label,
-        backward_data_with(
-            &cfg,
-            &dev,
-            &ptx,
-            &case.shape,
-            ENTRY_BWD_DATA,
-            &gy_dev,
-            &w_dev,
-            &mut dx,
-        ),
-    );
-    assert_close(&label, &download(&dev, &dx), &want, tolerance(dtype));
-    dev.take_launch_log().pop().expect("one launch")
-}
-
-fn run_every_dtype(cases: &[Case], seed: u64) {
-    for (i, case) in cases.iter().enumerate() {
-        let seed = seed + i as u64;
-        run::<f32>(case, DType::F32, Arch::Sm80, seed);
-        run::<f32>(case, DType::F32, Arch::Sm70, seed);
-        run::<f64>(case, DType::F64, Arch::Sm80, seed);
-        run::<f16>(case, DType::F16, Arch::Sm70, seed);
-        run::<bf16>(case, DType::BF16, Arch::Sm80, seed);
-    }
-}
-
 #[test]
 fn fixed_shapes_every_dtype() {
-    run_every_dtype(&fixed_cases(), 1);
+    run_backward_data_every_dtype(&fixed_cases(), 1);
 }
 
 #[test]
 fn fuzzed_shapes_every_dtype() {
-    run_every_dtype(&fuzz_cases_with(0xbacd, 12, &[1, 3, 5, 17]), 200);
+    run_backward_data_every_dtype(&fuzz_cases_with(0xbacd, 12, &[1, 3, 5, 17]), 200);
 }
 
 /// The bars of the module doc on the BENCHMARKS.md scenarios (first two) and further shapes.
@@ -236,10 +182,10 @@ fn counter_bars() {
             shape: s,
         };
         let r = match dtype {
-            DType::F32 => run::<f32>(&case, dtype, arch, i as u64),
-            DType::F64 => run::<f64>(&case, dtype, arch, i as u64),
-            DType::F16 => run::<f16>(&case, dtype, arch, i as u64),
-            DType::BF16 => run::<bf16>(&case, dtype, arch, i as u64),
+            DType::F32 => run_backward_data::<f32>(&case, dtype, arch, i as u64),
+            DType::F64 => run_backward_data::<f64>(&case, dtype, arch, i as u64),
+            DType::F16 => run_backward_data::<f16>(&case, dtype, arch, i as u64),
+            DType::BF16 => run_backward_data::<bf16>(&case, dtype, arch, i as u64),
         };
         let dims = cfg.check_shape(&s, false).expect("valid");
         let label = format!(

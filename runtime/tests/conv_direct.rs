@@ -17,6 +17,8 @@
 
 #![cfg(feature = "sim")]
 
+#[path = "conv_support/bars.rs"]
+mod bars;
 mod conv_support;
 
 use half::{bf16, f16};
@@ -154,22 +156,6 @@ fn fuzzed_shapes_every_dtype() {
     run_every_dtype(&fuzz_cases_with(0xd1ec7, 12, &[1, 3, 5, 17]), 100);
 }
 
-fn report(label: &str, r: &LaunchRecord, outputs: u64) {
-    let c = &r.counters;
-    eprintln!(
-        "{label}: instructions {} ({:.1}/output), load eff {:.3} ({:.2} sectors/req), store eff \
-         {:.3}, shared factor {:.3} ({:.3} wavefronts/req), barriers {}",
-        c.instructions.total(),
-        c.instructions.total() as f64 / outputs as f64,
-        c.global_load_efficiency(),
-        c.global_load_sectors as f64 / c.global_load_requests.max(1) as f64,
-        c.global_store_efficiency(),
-        c.shared_bank_conflict_factor(),
-        c.shared_wavefronts_per_request(),
-        c.barriers,
-    );
-}
-
 /// Load-efficiency floor where 32-column tile edges fall inside the image (module doc).
 const INTERIOR_EDGE_FLOOR: f64 = 0.83;
 
@@ -261,7 +247,7 @@ fn counter_bars_on_aligned_widths() {
             s.width
         );
         let outputs = dims.output_len(&cfg) as f64;
-        report(&label, &r, outputs as u64);
+        bars::report(&label, &r, outputs as u64);
         let c = &r.counters;
         let load_floor = if s.width <= 32 {
             0.9

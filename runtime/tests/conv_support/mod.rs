@@ -8,12 +8,18 @@
 // Each test binary uses its own subset.
 #![allow(dead_code)]
 
+use half::{bf16, f16};
 use ptxforge_runtime::dtype::DType;
-use ptxforge_runtime::launch::{Backend, DeviceBuffer, Element, LaunchError, SimBackend};
+use ptxforge_runtime::launch::{
+    Backend, DeviceBuffer, Element, LaunchError, LaunchRecord, SimBackend,
+};
+use ptxforge_runtime::templates::conv::kernels::ENTRY_BWD_DATA;
+use ptxforge_runtime::templates::conv::launch::backward_data_with;
 use ptxforge_runtime::templates::conv::reference::{self, to_channels_last};
 use ptxforge_runtime::templates::conv::{Conv2dConfig, ConvDims, ConvShape};
 use ptxforge_runtime::templates::testing::{from_f64, to_f64, HostFloat, SplitMix64};
 use ptxforge_runtime::templates::KernelFamily;
+use ptxforge_runtime::Arch;
 
 /// One problem of the table.
 #[derive(Debug, Clone, Copy)]
@@ -270,5 +276,63 @@ impl NhwcForward {
             bias,
             want: to_channels_last(&want, [n, c_out, dims.out_h as usize, dims.out_w as usize]),
         }
+    }
+}
+
+/// Runs `case`'s NCHW CUDA-core backward-data (`conv2d_bwd_data`) in `dtype` on `arch` and checks it against the
+/// reference; returns the launch record.
+pub fn run_backward_data<T: HostFloat + Element>(
+    case: &Case,
+    dtype: DType,
+    arch: Arch,
+    seed: u64,
+) -> LaunchRecord {
+    let cfg = Conv2dConfig {
+        dtype,
+        arch,
+        bias: false,
+        ..case.cfg
+    };
+    let label = format!("{} [{dtype} {arch}] {:?}", case.name, case.shape);
+    let ptx = cfg.compile().unwrap_or_else(|e| panic!("{label}: {e}")).ptx;
+    let dev = SimBackend::new();
+    let mut rng = SplitMix64::new(seed);
+    let dims = cfg.check_shape(&case.shape, false).expect("valid shape");
+    let mut data = |len: usize| {
+        let rounded: Vec<T> = from_f64(&rng.vec_f64(len, -1.0, 1.0));
+        let buf = dev.upload(&rounded).expect("upload");
+        (to_f64(&rounded), buf)
+    };
+    let (gy, gy_dev) = data(dims.output_len(&cfg));
+    let (w, w_dev) = data(ConvDims::weight_len(&cfg));
+    let want = reference::backward_data(&cfg, &case.shape, &gy, &w).expect("reference");
+    let mut dx = dev.alloc::<T>(dims.input_len(&cfg)).expect("alloc");
+    must(
+        &label,
+        backward_data_with(
+            &cfg,
+            &dev,
+            &ptx,
+            &case.shape,
+            ENTRY_BWD_DATA,
+            &gy_dev,
+            &w_dev,
+            &mut dx,
+        ),
+    );
+    assert_close(&label, &download(&dev, &dx), &want, tolerance(dtype));
+    dev.take_launch_log().pop().expect("one launch")
+}
+
+/// [`run_backward_data`] on every case: f32 on sm_80 and sm_70, f64 on sm_80, f16 on sm_70
+/// and bf16 on sm_80, case `i` with seed `seed + i`.
+pub fn run_backward_data_every_dtype(cases: &[Case], seed: u64) {
+    for (i, case) in cases.iter().enumerate() {
+        let seed = seed + i as u64;
+        run_backward_data::<f32>(case, DType::F32, Arch::Sm80, seed);
+        run_backward_data::<f32>(case, DType::F32, Arch::Sm70, seed);
+        run_backward_data::<f64>(case, DType::F64, Arch::Sm80, seed);
+        run_backward_data::<f16>(case, DType::F16, Arch::Sm70, seed);
+        run_backward_data::<bf16>(case, DType::BF16, Arch::Sm80, seed);
     }
 }

@@ -10,6 +10,7 @@
 //! them below 2^31 ([`INDEX_BOUND`]); the weight is checked here, the run-time tensors and
 //! padded positions by [`Conv2dConfig::check_index_range`] at launch.
 
+use super::phases::PhaseAxis;
 use crate::arch::Arch;
 use crate::dtype::DType;
 use crate::lint::address::IndexBound;
@@ -408,18 +409,49 @@ impl Conv2dConfig {
     /// weights. Sizes saturate rather than wrap, so an absurd configuration shows up as too
     /// much shared memory.
     pub fn direct_tile(&self) -> DirectTile {
-        self.tiling(1)
+        self.tiling(self.dilated_extent())
     }
 
     /// The NCHW CUDA-core backward-data kernel's tiling: the direct tiling of
-    /// [`Conv2dConfig::flipped_forward`] (a tile of `dx` pixels × `dx` channels, the window of
-    /// the stride-spaced `gy` it reads, the weights of a chunk of output channels), with the
-    /// window staged element by element when `stride_w > 1` (its columns are `gy`'s spread
-    /// `stride_w` apart, so 16-byte chunks would not hold consecutive elements), whole warps
-    /// per window row and, where `stride_w` sectors divide the tile width, the chunk grid
-    /// starting on a multiple of them (so a warp's 32 spread columns are whole sectors of `gy`).
+    /// [`Conv2dConfig::backward_data_window`] (a tile of one stride phase's `dx` pixels × `dx`
+    /// channels, the dense `gy` window every phase's taps read, the weights of a chunk of
+    /// output channels); at stride 1 that of [`Conv2dConfig::flipped_forward`].
     pub fn backward_data_tile(&self) -> DirectTile {
-        self.flipped_forward().tiling(self.stride_w)
+        let [rows, cols] = self.phase_axes();
+        self.backward_data_window()
+            .tiling((rows.extent(), cols.extent()))
+    }
+
+    /// Backward-data's phase decomposition along the rows and the columns (see
+    /// [`PhaseAxis`]).
+    pub(crate) fn phase_axes(&self) -> [PhaseAxis; 2] {
+        [
+            PhaseAxis {
+                kernel: self.kernel_h,
+                stride: self.stride_h,
+                padding: self.padding_h,
+                dilation: self.dilation_h,
+            },
+            PhaseAxis {
+                kernel: self.kernel_w,
+                stride: self.stride_w,
+                padding: self.padding_w,
+                dilation: self.dilation_w,
+            },
+        ]
+    }
+
+    /// [`Conv2dConfig::flipped_forward`] on the phase grid: the window of `dx` positions
+    /// `a0·S + ρ ..` starts at `gy` position `a0 + low` ([`PhaseAxis::low`]) for every phase,
+    /// so the padding is `−low` (wrapping when negative). At stride 1 `−low = D·(K − 1) −
+    /// P`, the flipped forward itself.
+    pub fn backward_data_window(&self) -> Self {
+        let [rows, cols] = self.phase_axes();
+        Self {
+            padding_h: rows.low().wrapping_neg() as u32,
+            padding_w: cols.low().wrapping_neg() as u32,
+            ..self.flipped_forward()
+        }
     }
 
     /// Backward-data as a stride-1 forward convolution: `dx` is the forward of `gy`, spread by
@@ -446,25 +478,30 @@ impl Conv2dConfig {
         }
     }
 
-    /// [`Self::direct_tile`] of a patch whose columns are spread `spacing_w` apart (1: a
-    /// plain input; more: staged element by element, see [`Self::backward_data_tile`]).
-    fn tiling(&self, spacing_w: u32) -> DirectTile {
+    /// [`Self::direct_tile`] for a kernel window spanning `extent` input rows × columns
+    /// (the dilated kernel; backward-data's phase windows).
+    fn tiling(&self, extent: (u64, u64)) -> DirectTile {
         let taps = self.kernel_h.max(1).saturating_mul(self.kernel_w.max(1));
         let weight_channels = self
             .in_per_group()
             .min(Self::DIRECT_WEIGHT_TAPS.div_ceil(taps))
             .max(1);
-        let wide = self.direct_tile_with(Self::DIRECT_PIXELS, weight_channels, spacing_w);
+        let wide = self.direct_tile_with(Self::DIRECT_PIXELS, weight_channels, extent);
         if wide.shared_bytes <= self.arch.max_dynamic_shared_bytes() {
             wide
         } else {
-            self.direct_tile_with(1, 1, spacing_w)
+            self.direct_tile_with(1, 1, extent)
         }
     }
 
-    fn direct_tile_with(&self, pixels: u32, weight_channels: u32, spacing_w: u32) -> DirectTile {
+    fn direct_tile_with(
+        &self,
+        pixels: u32,
+        weight_channels: u32,
+        extent: (u64, u64),
+    ) -> DirectTile {
         let (out_h, out_w) = (Self::DIRECT_TILE * pixels, Self::DIRECT_TILE * pixels);
-        let (eh, ew) = self.dilated_extent();
+        let (eh, ew) = extent;
         let in_h = u64::from(out_h - 1)
             .saturating_mul(u64::from(self.stride_h))
             .saturating_add(eh);
@@ -480,8 +517,7 @@ impl Conv2dConfig {
         // shared reads to hide the 4 wavefronts of each 16-byte staging store) and with a
         // horizontal stride (a chunk's elements scatter to `stride_w` segments, and lanes
         // whose chunks are 4 columns apart would store 2 columns apart: bank conflicts).
-        let spread = spacing_w > 1;
-        let vector = if out_channels < 4 || self.stride_w > 1 || spread {
+        let vector = if out_channels < 4 || self.stride_w > 1 {
             1
         } else {
             (16 / self.dtype.size_bytes()).min(4)
@@ -489,19 +525,11 @@ impl Conv2dConfig {
         // The chunk grid starts on a 32-byte sector and each row has whole sectors of chunks,
         // so a warp's requests split rows only at sector boundaries.
         let sector = 32 / self.dtype.size_bytes();
-        // A spread patch's grid starts on `spacing_w` sectors of virtual columns where the
-        // tile's column origin is a multiple of them (its real columns start on a sector).
-        let spread_grid = sector.saturating_mul(spacing_w);
-        let grid = if spread && out_w % spread_grid == 0 {
-            spread_grid
-        } else {
-            sector
-        };
         // The padding as a signed value (backward-data's flipped padding wraps when negative).
-        let lead = (-i64::from(self.padding_w as i32)).rem_euclid(i64::from(grid)) as u32;
+        let lead = (-i64::from(self.padding_w as i32)).rem_euclid(i64::from(sector)) as u32;
         // Strided rows take whole warps (32 columns), so every warp stores columns from the
         // same phase of the stride and the segment distance can keep them conflict-free.
-        let row_multiple = if self.stride_w > 1 || spread {
+        let row_multiple = if self.stride_w > 1 {
             32
         } else {
             sector / vector

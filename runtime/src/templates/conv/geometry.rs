@@ -113,18 +113,22 @@ impl Conv2dConfig {
     /// grid's y extent, so every shape within the index limits launches; dynamic shared
     /// memory = the tile's bytes when it does not fit static shared memory.
     pub fn direct_launch_config(&self, dims: &ConvDims) -> Result<LaunchConfig, LaunchError> {
-        self.tiled_launch_config(self.direct_tile(), dims)
+        self.tiled_launch_config(self.direct_tile(), dims, 1)
     }
 
-    /// The grid of a direct tiling of this config (the forward's, or backward-data's on its
-    /// [`flipped_forward`](Conv2dConfig::flipped_forward) config with the dimensions swapped).
+    /// The grid of a direct tiling of this config with `phases` blocks per tile and channel
+    /// block (the forward's, 1; or backward-data's on its
+    /// [`backward_data_window`](Conv2dConfig::backward_data_window) config with the dimensions
+    /// swapped, the output one phase's grid and `SH·SW` phases).
     fn tiled_launch_config(
         &self,
         tile: DirectTile,
         dims: &ConvDims,
+        phases: u32,
     ) -> Result<LaunchConfig, LaunchError> {
-        let channel_blocks =
-            u64::from(self.groups) * u64::from(self.out_per_group().div_ceil(tile.out_channels));
+        let channel_blocks = u64::from(self.groups)
+            * u64::from(self.out_per_group().div_ceil(tile.out_channels))
+            * u64::from(phases);
         let tiles_h = u64::from(dims.out_h.div_ceil(tile.out_h));
         let tiles_w = u64::from(dims.out_w.div_ceil(tile.out_w));
         let walked = u64::from(dims.batch) * tiles_h * channel_blocks;
@@ -207,10 +211,10 @@ impl Conv2dConfig {
     }
 
     /// `conv2d_bwd_data`: NHWC as `conv2d_nhwc`'s tiling, block 128, grid `(⌈H·W / 64⌉,
-    /// ⌈Cg / 64⌉, N·groups)`; NCHW block `(16, 16)`, grid `(⌈W / tile⌉, min(N · ⌈H / tile⌉ ·
-    /// groups · ⌈Cg / CB⌉, 65535), 1)` with the
-    /// [`backward_data_tile`](Conv2dConfig::backward_data_tile)'s `tile` pixels and `CB`
-    /// channels (walked past the clamp and dynamic shared memory as `conv2d_direct`).
+    /// ⌈Cg / 64⌉, N·groups)`; NCHW block `(16, 16)`, grid `(⌈⌈W / SW⌉ / tile⌉, min(N ·
+    /// ⌈⌈H / SH⌉ / tile⌉ · groups · ⌈Cg / CB⌉ · SH·SW, 65535), 1)` (a block per stride phase)
+    /// with the [`backward_data_tile`](Conv2dConfig::backward_data_tile)'s `tile` pixels and
+    /// `CB` channels (walked past the clamp and dynamic shared memory as `conv2d_direct`).
     pub fn backward_data_launch_config(
         &self,
         dims: &ConvDims,
@@ -229,11 +233,14 @@ impl Conv2dConfig {
             batch: dims.batch,
             in_h: dims.out_h,
             in_w: dims.out_w,
-            out_h: dims.in_h,
-            out_w: dims.in_w,
+            out_h: dims.in_h.div_ceil(self.stride_h),
+            out_w: dims.in_w.div_ceil(self.stride_w),
         };
-        self.flipped_forward()
-            .tiled_launch_config(self.backward_data_tile(), &swapped)
+        self.backward_data_window().tiled_launch_config(
+            self.backward_data_tile(),
+            &swapped,
+            self.stride_h * self.stride_w,
+        )
     }
 
     /// `conv2d_bwd_data_implicit_gemm`: block 128; grid `(ceil(H·W / 64), ceil(Cg / 64),

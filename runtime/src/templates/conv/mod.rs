@@ -13,6 +13,7 @@ mod config;
 mod geometry;
 pub mod kernels;
 pub mod launch;
+mod phases;
 pub mod reference;
 mod shapes;
 

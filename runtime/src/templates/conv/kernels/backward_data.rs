@@ -1,28 +1,37 @@
 //! `conv2d_bwd_data` (NCHW, CUDA cores): the input gradient as the tiled forward of
-//! [`super::direct`] on the flipped problem.
+//! [`super::direct`] on the flipped problem, one stride phase of `dx` per block.
 //!
 //! `dx[n, c, ih, iw] = Σ_{kh, kw} Σ_{oc ∈ group(c)} gy[n, oc, oh, ow] · w[oc, c − g·Cg, kh, kw]`
 //! over the taps with `oh·SH = ih + PH − kh·DH` and `ow·SW = iw + PW − kw·DW` exactly, `0 ≤ oh <
-//! OH`, `0 ≤ ow < OW`. Spread `gy` by the stride (`SH − 1` zero rows and `SW − 1` zero columns
-//! between its elements) and this is a stride-1 forward convolution
-//! ([`Conv2dConfig::flipped_forward`]): input `gy`, output `dx`, filter
-//! `w'[c, oc, t'] = w[oc, c, T − 1 − t']` (taps reversed, channel axes swapped), dilation kept,
-//! padding `D·(K − 1) − P` (wrapping when negative: the tile origin then lies right of / below
-//! the image origin, which the direct kernel's wrapping position arithmetic handles).
+//! OH`, `0 ≤ ow < OW`. At stride 1 this is a forward convolution
+//! ([`Conv2dConfig::flipped_forward`]): input `gy`, output `dx`, filter `w'[c, oc, t'] = w[oc,
+//! c, T − 1 − t']` (taps reversed, channel axes swapped), dilation kept, padding `D·(K − 1) −
+//! P` (wrapping when negative: the tile origin then lies right of / below the image origin,
+//! which the direct kernel's wrapping position arithmetic handles).
+//!
+//! At a stride above 1 only the taps with `kh·DH ≡ ih + PH (mod SH)` (and likewise for the
+//! columns) reach `dx[ih, iw]`: the `SH·SW` phases `(ih mod SH, iw mod SW)` are each a stride-1
+//! correlation of the dense `gy` with the phase's taps ([`PhaseAxis`](crate::templates::conv::phases::PhaseAxis)),
+//! and every tap belongs to one phase, so no zero of a stride-spread `gy` is staged or
+//! multiplied. Phase `(ρh, ρw)`'s pixels `(a·SH + ρh, b·SW + ρw)` form a `⌈H / SH⌉ × ⌈W /
+//! SW⌉` grid (at most); a tile of `a0.., b0..` reads `gy` rows `a0 + low ..` for every phase
+//! ([`Conv2dConfig::backward_data_window`]), so the staged window is the same dense one
+//! whichever phase the block runs, and the weight stage is phase-independent.
 //!
 //! So the block is the direct kernel's (see [`Conv2dConfig::backward_data_tile`]): `(16, 16)`
-//! threads over a 32 × 32 tile of `dx` pixels of one image (16 × 16 when the larger tile does
-//! not fit) × `CB = min(Cg, 16)` input channels of one group, walking the tiles past the
-//! grid's clamped y extent as the direct kernel does; per output channel of the group
-//! it stages the `gy` window under the tile (rows from a sector-aligned origin in 16-byte
-//! chunks where the width and buffer allow), and every `ceil(144 / (KH·KW))` output channels
-//! it stages their flipped filter taps ([`stage_flipped_weights`]). Each thread accumulates its
-//! 2 × 2 pixels × `CB` channels in registers, summing over output channels, then taps, in a
-//! fixed order: deterministic, no atomics.
-//!
-//! Strides above 1 run the same loop over the spread `gy`: the window's zero positions are
-//! staged as zeros (row and column phases tested while staging, columns element by element),
-//! so a stride `SH × SW` costs `SH·SW` times the multiply-adds of the taps that contribute.
+//! threads over a 32 × 32 tile of one phase's `dx` pixels of one image (16 × 16 when the
+//! larger tile does not fit) × `CB = min(Cg, 16)` input channels of one group, the phase an
+//! extra factor `SH·SW` of the direct kernel's walked y indices; per output channel of the
+//! group it stages the dense `gy` window under the tile (rows from a sector-aligned origin
+//! in 16-byte chunks where the width and buffer allow), and every `ceil(144 / (KH·KW))`
+//! output channels it stages their flipped filter taps ([`stage_flipped_weights`]). The
+//! phase selects (block-uniform branches) which taps run; a phase without taps (stride and
+//! dilation sharing a factor, or `K < S`) skips the channel loop and stores zeros. Each
+//! thread accumulates its 2 × 2 pixels × `CB` channels in registers, summing over output
+//! channels, then taps in the flipped filter's order (decreasing `kh`, then `kw`), in a
+//! fixed order: deterministic, no atomics. These are the terms, in the order, the former
+//! spread-`gy` kernel summed, less its products with the zeros it staged between `gy`'s rows
+//! and columns (phases of more than 64 taps loop over their row taps in the same order).
 //!
 //! The NHWC module's `conv2d_bwd_data` is the tiled GEMM of [`super::nhwc`] (its parameters
 //! are the same, [`declare_params`]).
@@ -30,7 +39,7 @@
 use super::common::{
     conv_kernel, div_const, load_or_zero, rem_const, ConvElem, DimParams, Dims, Problem,
 };
-use super::direct::{build_tiled, BlockPos, Extents, Spacing, TiledBuffers, TiledConv};
+use super::direct::{build_tiled, BlockPos, Extents, TiledBuffers, TiledConv};
 use crate::arch::Arch;
 use crate::builder::{GlobalPtr, KernelBuilder, Reg, SharedArr, U32};
 use crate::templates::conv::{Conv2dConfig, DirectTile, Layout};
@@ -60,22 +69,22 @@ pub(crate) fn build<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilde
     k.require_block([edge, edge, 1]);
     let (gy, w, dx, d) = declare_params::<T>(&mut k);
     let conv = TiledConv {
-        p: Problem::new(&cfg.flipped_forward()),
+        p: Problem::new(&cfg.backward_data_window()),
         tile: cfg.backward_data_tile(),
-        spacing: Spacing {
-            rows: cfg.stride_h,
-            cols: cfg.stride_w,
-        },
+        phases: (cfg.stride_h * cfg.stride_w > 1).then(|| cfg.phase_axes()),
         stage_weights: stage_flipped_weights::<T>,
     };
-    // The flipped problem reads `gy` (OH × OW) and writes `dx` (H × W).
+    // The flipped problem reads `gy` (OH × OW) and writes `dx` (H × W), tiling each phase's
+    // `⌈H / SH⌉ × ⌈W / SW⌉` grid.
     let dx_plane = k.mul_lo(d.h, d.w);
     let extents = Extents {
         batch: d.batch,
         h: d.oh,
         w: d.ow,
-        oh: d.h,
-        ow: d.w,
+        oh: phase_extent(&mut k, d.h, cfg.stride_h),
+        ow: phase_extent(&mut k, d.w, cfg.stride_w),
+        image_h: d.h,
+        image_w: d.w,
         ohw: dx_plane,
     };
     let buffers = TiledBuffers {
@@ -86,6 +95,16 @@ pub(crate) fn build<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilde
     };
     build_tiled(&mut k, &conv, &extents, buffers);
     k
+}
+
+/// The positions of phase 0 along an axis of `len` positions and stride `stride`, `⌈len /
+/// stride⌉` (the most of any phase).
+fn phase_extent(k: &mut KernelBuilder, len: Reg<U32>, stride: u32) -> Reg<U32> {
+    if stride == 1 {
+        return len;
+    }
+    let end = k.add(len, stride - 1);
+    div_const(k, end, stride)
 }
 
 /// The direct kernel's weight stage for the flipped problem `p` (`p.cg = Og` output channels

@@ -26,16 +26,18 @@
 //! for the pixels that exist only, so no thread works for nothing.
 //!
 //! The body ([`build_tiled`]) also runs the NCHW backward-data ([`super::backward_data`]) as
-//! a forward of the stride-spread `gy` ([`Spacing`]) with its own weight stager.
+//! a forward of `gy` with its own weight stager and, at strides above 1, one stride phase of
+//! `dx` per block ([`Phases`]).
 
 use super::common::{
     both_below, bytes_of, conv_kernel, div_const, load_or_zero, rem_const, ConvElem, DimParams,
     Dims, Problem,
 };
 use crate::arch::Arch;
-use crate::builder::{Float, GlobalPtr, KernelBuilder, Pred, Reg, SharedArr, U32, U64};
+use crate::builder::{Float, GlobalPtr, KernelBuilder, Pred, Reg, SharedArr, Val, U32, U64};
 use crate::ir::{CmpOp, SpecialReg};
 use crate::templates::attention::SharedMemoryKind;
+use crate::templates::conv::phases::{PhaseAxis, PhaseTap};
 use crate::templates::conv::{Conv2dConfig, DirectTile};
 
 /// The entry name.
@@ -56,13 +58,17 @@ pub(super) struct BlockPos {
     pub oc0_local: Reg<U32>,
     /// First output channel of the block, `g · Og + oc0_local`.
     pub oc0: Reg<U32>,
-    /// Top-left output pixel of the tile.
+    /// Top-left output pixel of the tile (on its phase's grid with [`Phases`]).
     pub oh0: Reg<U32>,
     pub ow0: Reg<U32>,
+    /// The block's phase `ρh·SW + ρw` with [`Phases`].
+    pub phase: Option<Reg<U32>>,
 }
 
 /// The run-time extents a tiled convolution reads and writes: `batch` images, the input
-/// image `h × w`, the output `oh × ow` and its plane `ohw = oh · ow`.
+/// image `h × w`, the output grid `oh × ow` the tiles cover, the output image `image_h ×
+/// image_w` and its plane `ohw` (the forward: the grid itself; with [`Phases`]: each phase's
+/// grid is the strided subset `(a·SH + ρh, b·SW + ρw)` of the image, `oh = ⌈image_h / SH⌉`).
 #[derive(Clone, Copy)]
 pub(super) struct Extents {
     pub batch: Reg<U32>,
@@ -70,6 +76,8 @@ pub(super) struct Extents {
     pub w: Reg<U32>,
     pub oh: Reg<U32>,
     pub ow: Reg<U32>,
+    pub image_h: Reg<U32>,
+    pub image_w: Reg<U32>,
     pub ohw: Reg<U32>,
 }
 
@@ -82,24 +90,17 @@ impl Extents {
             w: d.w,
             oh: d.oh,
             ow: d.ow,
+            image_h: d.oh,
+            image_w: d.ow,
             ohw: d.ohw,
         }
     }
 }
 
-/// The distance between the real elements of the staged input along each axis: the patch at
-/// position `u` is `x[u / spacing]` when `spacing` divides `u`, 0 otherwise (`stride − 1`
-/// zeros between rows and columns: backward-data's `gy`); 1 for a plain input.
-#[derive(Clone, Copy)]
-pub(super) struct Spacing {
-    pub rows: u32,
-    pub cols: u32,
-}
-
-impl Spacing {
-    /// Every position is an input element.
-    pub const DENSE: Self = Self { rows: 1, cols: 1 };
-}
+/// Backward-data's phase decomposition along the rows and the columns (stride above 1 on
+/// either): the block walk gains the phase index, each block runs its phase's taps over the
+/// dense window and stores its phase's pixels of the output image (see [`PhaseAxis`]).
+pub(super) type Phases = [PhaseAxis; 2];
 
 /// Stages the weights of `weight_channels` input channels from `c0` for the block at `pos`
 /// (see [`stage_weights`] for the layout every stager writes).
@@ -114,12 +115,12 @@ pub(super) type WeightStager<T> = fn(
     Reg<U32>,
 );
 
-/// What a tiled convolution computes: its problem (stride 1 wherever the input is spaced),
-/// tiling, input spacing and weight stager.
+/// What a tiled convolution computes: its problem (stride 1 and the window's padding with
+/// phases), tiling, phases and weight stager.
 pub(super) struct TiledConv<T: ConvElem> {
     pub p: Problem,
     pub tile: DirectTile,
-    pub spacing: Spacing,
+    pub phases: Option<Phases>,
     pub stage_weights: WeightStager<T>,
 }
 
@@ -149,7 +150,7 @@ pub(crate) fn build<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilde
     let conv = TiledConv {
         p,
         tile,
-        spacing: Spacing::DENSE,
+        phases: None,
         stage_weights: stage_weights::<T>,
     };
     let buffers = TiledBuffers { x, w, bias, y };
@@ -179,6 +180,9 @@ pub(super) fn build_tiled<T: ConvElem>(
         p: &p,
         tile: &tile,
         d: dims,
+        phases: conv
+            .phases
+            .map_or(1, |[rows, cols]| rows.stride * cols.stride),
     };
     tiles.walk(k, |k, pos| {
         if let Some(b) = bias {
@@ -193,32 +197,214 @@ pub(super) fn build_tiled<T: ConvElem>(
                 acc: (0..tile.out_channels).map(|_| k.zero()).collect(),
             })
             .collect();
-        k.comment("for each chunk of input channels: stage its weights, then per channel stage, sync, accumulate, sync");
-        k.for_range(0u32, p.cg, tile.weight_channels, |k, c0| {
-            (conv.stage_weights)(k, &p, &tile, pos, c0, w, smem, tid);
-            let left = k.sub(p.cg, c0);
-            let count = k.min(left, tile.weight_channels);
-            k.for_range(0u32, count, 1u32, |k, j| {
-                let ci = k.add(c0, j);
-                let input = InputPlane {
-                    x,
-                    spacing: conv.spacing,
-                    ci,
+        let mut channels = ChannelLoop {
+            p: &p,
+            tile: &tile,
+            dims,
+            pos,
+            x,
+            w,
+            smem,
+            tid,
+            stage_weights: conv.stage_weights,
+            vector_ok,
+            patch_items: None,
+        };
+        match (&conv.phases, pos.phase) {
+            (Some(axes), Some(phase)) => {
+                let phased = PhasedWindow::new(axes);
+                // A phase's grid is small where the image is (a quarter of it at stride 2):
+                // the patch rows below the grid's last row's window are not staged, and
+                // threads whose first pixel lies outside it skip the taps.
+                channels.patch_items = Some(live_patch_items(k, &tile, pos, dims));
+                let row = k.add(pos.oh0, ty);
+                let col = k.add(pos.ow0, tx);
+                let inside = both_below(k, row, dims.oh, col, dims.ow);
+                let run = |k: &mut KernelBuilder| {
+                    channels.run(k, |k, j| {
+                        k.if_then(inside, |k| {
+                            let window = Window::at(k, &p, &tile, smem, tx, ty, j);
+                            phased.accumulate(k, &window, phase, &halves, &pixels);
+                        })
+                    })
                 };
-                stage_input::<T>(k, &p, &tile, dims, pos, input, smem, tid, vector_ok);
-                k.bar_sync();
+                match phased.any_taps(k, phase) {
+                    Some(live) => k.if_then(live, run),
+                    None => run(k),
+                }
+            }
+            _ => channels.run(k, |k, j| {
                 let window = Window::at(k, &p, &tile, smem, tx, ty, j);
                 halves.select(k, &pixels, |k, live| window.accumulate(k, live));
-                k.bar_sync();
-            });
-        });
+            }),
+        }
         let staged_bias = bias.map(|_| k.shared_elem(smem, tile.bias_offset));
-        store_outputs::<T>(k, &p, dims, pos, tx, ty, &pixels, staged_bias, y);
+        let out = OutputGrid::at(k, conv.phases.as_ref(), pos);
+        store_outputs::<T>(k, &p, dims, pos, out, tx, ty, &pixels, staged_bias, y);
         if bias.is_some() {
             // The next tile's bias stage overwrites the values just read.
             k.bar_sync();
         }
     });
+}
+
+/// The reduction over the group's input channels of one block position: every
+/// `weight_channels` channels stage their weights, then per channel stage its input patch,
+/// sync, accumulate, sync.
+struct ChannelLoop<'a, T: ConvElem> {
+    p: &'a Problem,
+    tile: &'a DirectTile,
+    dims: &'a Extents,
+    pos: BlockPos,
+    x: GlobalPtr<T>,
+    w: GlobalPtr<T>,
+    smem: SharedArr<T::Acc>,
+    tid: Reg<U32>,
+    stage_weights: WeightStager<T>,
+    vector_ok: Pred,
+    /// The patch's work items to stage when fewer than all (see [`stage_input`]).
+    patch_items: Option<Reg<U32>>,
+}
+
+impl<T: ConvElem> ChannelLoop<'_, T> {
+    /// Runs the loop with `accumulate(k, j)` for channel `j` of the weight chunk.
+    fn run(&self, k: &mut KernelBuilder, accumulate: impl Fn(&mut KernelBuilder, Reg<U32>)) {
+        let (p, tile, pos) = (self.p, self.tile, self.pos);
+        k.comment("for each chunk of input channels: stage its weights, then per channel stage, sync, accumulate, sync");
+        k.for_range(0u32, p.cg, tile.weight_channels, |k, c0| {
+            (self.stage_weights)(k, p, tile, pos, c0, self.w, self.smem, self.tid);
+            let left = k.sub(p.cg, c0);
+            let count = k.min(left, tile.weight_channels);
+            k.for_range(0u32, count, 1u32, |k, j| {
+                let ci = k.add(c0, j);
+                stage_input::<T>(
+                    k,
+                    p,
+                    tile,
+                    self.dims,
+                    pos,
+                    self.x,
+                    ci,
+                    self.smem,
+                    self.tid,
+                    self.vector_ok,
+                    self.patch_items,
+                );
+                k.bar_sync();
+                accumulate(k, j);
+                k.bar_sync();
+            });
+        });
+    }
+}
+
+/// [`stage_input`]'s work items for the patch rows the tile's live grid rows read: `(min(oh −
+/// oh0, out_h) + in_h − out_h) · chunks`.
+fn live_patch_items(
+    k: &mut KernelBuilder,
+    tile: &DirectTile,
+    pos: BlockPos,
+    d: &Extents,
+) -> Reg<U32> {
+    let left = k.sub(d.oh, pos.oh0);
+    let live = k.min(left, tile.out_h);
+    let rows = k.add(live, tile.in_h - tile.out_h);
+    k.mul_lo(rows, tile.chunks)
+}
+
+/// The phases that have taps (see [`Phases`]), as `(phase index, row taps, column taps)`.
+struct PhasedWindow {
+    live: Vec<(u32, Vec<PhaseTap>, Vec<PhaseTap>)>,
+    phases: u32,
+    /// `(k step, offset step)` between consecutive row taps.
+    row_steps: (u32, u32),
+}
+
+impl PhasedWindow {
+    fn new([rows, cols]: &Phases) -> Self {
+        let live = (0..rows.stride)
+            .flat_map(|rho_h| (0..cols.stride).map(move |rho_w| (rho_h, rho_w)))
+            .map(|(rho_h, rho_w)| {
+                (
+                    rho_h * cols.stride + rho_w,
+                    rows.taps(rho_h),
+                    cols.taps(rho_w),
+                )
+            })
+            .filter(|(_, r, c)| !r.is_empty() && !c.is_empty())
+            .collect();
+        Self {
+            live,
+            phases: rows.stride * cols.stride,
+            row_steps: rows.steps(),
+        }
+    }
+
+    /// Whether the block's `phase` has any tap (uniform in the block); `None` when every
+    /// phase has.
+    fn any_taps(&self, k: &mut KernelBuilder, phase: Reg<U32>) -> Option<Pred> {
+        if self.live.len() as u32 == self.phases {
+            return None;
+        }
+        let mut tests = self.live.iter().map(|(index, ..)| *index);
+        let first = tests.next()?;
+        let any = k.setp(CmpOp::Eq, phase, first);
+        Some(tests.fold(any, |any, index| {
+            let this = k.setp(CmpOp::Eq, phase, index);
+            k.or_pred(any, this)
+        }))
+    }
+
+    /// Runs the block's `phase`'s taps of `window` for the live `pixels` (one branch per
+    /// phase with taps, uniform in the block).
+    fn accumulate<A: Float>(
+        &self,
+        k: &mut KernelBuilder,
+        window: &Window<'_, A>,
+        phase: Reg<U32>,
+        halves: &SecondHalves,
+        pixels: &[Pixel<A>],
+    ) {
+        for (index, rows, cols) in &self.live {
+            let this = k.setp(CmpOp::Eq, phase, *index);
+            k.if_then(this, |k| {
+                halves.select(k, pixels, |k, live| {
+                    window.accumulate_phase(k, live, rows, cols, self.row_steps)
+                })
+            });
+        }
+    }
+}
+
+/// Where a tile's grid positions land in the output image: the positions themselves, or
+/// with [`Phases`] `(a·SH + ρh, b·SW + ρw)` for the block's phase `ρh·SW + ρw`.
+struct OutputGrid {
+    /// `[(SH, ρh), (SW, ρw)]`.
+    phase: Option<[(u32, Reg<U32>); 2]>,
+}
+
+impl OutputGrid {
+    fn at(k: &mut KernelBuilder, phases: Option<&Phases>, pos: BlockPos) -> Self {
+        let phase = match (phases, pos.phase) {
+            (Some([rows, cols]), Some(phase)) => {
+                let rho_h = div_const(k, phase, cols.stride);
+                let rho_w = rem_const(k, phase, cols.stride);
+                Some([(rows.stride, rho_h), (cols.stride, rho_w)])
+            }
+            _ => None,
+        };
+        Self { phase }
+    }
+
+    /// The image position of grid position `(row, col)`.
+    fn place(&self, k: &mut KernelBuilder, row: Reg<U32>, col: Reg<U32>) -> (Reg<U32>, Reg<U32>) {
+        match self.phase {
+            None => (row, col),
+            Some([(sh, rho_h), (sw, rho_w)]) => {
+                (k.mad_lo(row, sh, rho_h), k.mad_lo(col, sw, rho_w))
+            }
+        }
+    }
 }
 
 /// `stage[bias_offset + o] = bias[oc0 + o]` for `o < OCB` (0 past the group's last channel),
@@ -304,19 +490,21 @@ impl SecondHalves {
 /// The tiles a block computes: column tile `ctaid.x`; linear index `b = n · Y + by` over the
 /// images and `Y = ceil(OH / out_h) · channel_blocks` y indices, walked from `ctaid.y` below
 /// `batch · Y` in steps of `nctaid.y` (the host clamps the grid's y extent to 65535), with
-/// `by = tile_row · channel_blocks + cb`, `channel_blocks = groups · ceil(Og / OCB)` and `cb =
-/// g · ceil(Og / OCB) + ob` (channels `ob · OCB ..` of group `g`). The bounds and steps are
-/// the same in the whole block, so the walk may hold barriers.
+/// `by = tile_row · channel_blocks + cb`, `channel_blocks = groups · ceil(Og / OCB) · phases`
+/// and `cb = (g · ceil(Og / OCB) + ob) · phases + phase` (channels `ob · OCB ..` of group `g`;
+/// `phases = SH·SW` with [`Phases`], else 1 and no phase). The bounds and steps are the same
+/// in the whole block, so the walk may hold barriers.
 struct BlockWalk<'a> {
     p: &'a Problem,
     tile: &'a DirectTile,
     d: &'a Extents,
+    phases: u32,
 }
 
 impl BlockWalk<'_> {
     fn channel_blocks(&self) -> u32 {
         let p = self.p;
-        p.c_out / p.og * p.og.div_ceil(self.tile.out_channels)
+        p.c_out / p.og * p.og.div_ceil(self.tile.out_channels) * self.phases
     }
 
     /// `Y = ceil(OH / out_h) · channel_blocks`.
@@ -360,6 +548,10 @@ impl BlockWalk<'_> {
         let tile_col = k.ctaid_x();
         let tile_row = div_const(k, by, channel_blocks);
         let cb = rem_const(k, by, channel_blocks);
+        let (cb, phase) = match self.phases {
+            1 => (cb, None),
+            phases => (div_const(k, cb, phases), Some(rem_const(k, cb, phases))),
+        };
         let oh0 = k.mul_lo(tile_row, tile.out_h);
         let ow0 = k.mul_lo(tile_col, tile.out_w);
         let g = div_const(k, cb, oc_blocks);
@@ -373,6 +565,7 @@ impl BlockWalk<'_> {
             oc0,
             oh0,
             ow0,
+            phase,
         }
     }
 }
@@ -395,22 +588,14 @@ fn vector_loads_allowed<T: ConvElem>(
     k.setp(CmpOp::Eq, either, 0u32)
 }
 
-/// One input channel to stage: channel `g·Cg + ci` of `x`, spread by `spacing`.
-pub(super) struct InputPlane<T: ConvElem> {
-    pub x: GlobalPtr<T>,
-    pub spacing: Spacing,
-    pub ci: Reg<U32>,
-}
-
 /// `stage[r, pos(s)] = x[n, g·Cg + ci, oh0·SH − PH + r, ow0·SW − PW + s]` for `r < in_h`,
 /// `s < in_w`, 0 outside the image, with `pos(s) = (s mod SW)·segment + s / SW` (see
 /// [`DirectTile`]). Work item `e = r·chunks + c` covers image columns `first + c·V ..` of
 /// patch row `r`, `first = ow0·SW − PW − lead` (on a sector): one vector load when the whole
 /// chunk lies in the image, holds a patch column and vector loads are allowed, else element by
 /// element (only the elements inside both the image and the patch). Consecutive threads take consecutive
-/// chunks, so a warp reads consecutive 16-byte pieces of a row. A spaced input (see
-/// [`Spacing`]) reads position `(u, v)` from `x[u / rows, v / cols]` where both divide, 0
-/// elsewhere; spaced columns go element by element.
+/// chunks, so a warp reads consecutive 16-byte pieces of a row. With `items`, only the work
+/// items below it (the first rows of the patch).
 #[allow(clippy::too_many_arguments)]
 fn stage_input<T: ConvElem>(
     k: &mut KernelBuilder,
@@ -418,13 +603,14 @@ fn stage_input<T: ConvElem>(
     tile: &DirectTile,
     d: &Extents,
     pos: BlockPos,
-    input: InputPlane<T>,
+    x: GlobalPtr<T>,
+    ci: Reg<U32>,
     smem: SharedArr<T::Acc>,
     tid: Reg<U32>,
     vector_ok: Pred,
+    items: Option<Reg<U32>>,
 ) {
     k.comment("stage the input patch of channel ci");
-    let InputPlane { x, spacing, ci } = input;
     let c = k.mad_lo(pos.g, p.cg, ci);
     let plane = k.mad_lo(pos.n, p.c_in, c);
     let hw = k.mul_lo(d.h, d.w);
@@ -435,7 +621,10 @@ fn stage_input<T: ConvElem>(
     let col0 = k.mul_lo(pos.ow0, p.sw);
     let first = k.sub(col0, p.pw.wrapping_add(tile.lead));
     let v = tile.vector;
-    let total = tile.in_h * tile.chunks;
+    let total: Val<U32> = match items {
+        Some(items) => items.into(),
+        None => (tile.in_h * tile.chunks).into(),
+    };
     // The chunks holding patch columns: `first_chunk ..= first_chunk + patch_chunks − 1`.
     let first_chunk = tile.lead / v;
     let patch_chunks = (tile.lead + tile.in_w - 1) / v + 1 - first_chunk;
@@ -446,11 +635,6 @@ fn stage_input<T: ConvElem>(
         let in_patch = k.setp_lt(from_patch, patch_chunks);
         k.if_then(in_patch, |k| {
             let ih = k.add(row0, r);
-            let (ih, row_on_grid) = spaced_coord(k, ih, spacing.rows);
-            let on_row = |k: &mut KernelBuilder, ok: Pred| match row_on_grid {
-                Some(on) => k.and_pred(ok, on),
-                None => ok,
-            };
             let iw = k.mad_lo(chunk, v, first);
             // Patch column of the chunk's first element (wraps for the lead columns).
             let s0 = k.mul_lo(chunk, v);
@@ -459,32 +643,12 @@ fn stage_input<T: ConvElem>(
             let store = |k: &mut KernelBuilder, values: &[Reg<T::Acc>]| {
                 store_patch_chunk(k, p, tile, smem, row_slot, chunk, s0, values)
             };
-            if spacing.cols > 1 {
-                let row_start = k.mad_lo(ih, d.w, x_plane);
-                let values: Vec<Reg<T::Acc>> = (0..v)
-                    .map(|i| {
-                        let col = k.add(iw, i);
-                        let (col, col_on_grid) = spaced_coord(k, col, spacing.cols);
-                        let s = k.add(s0, i);
-                        let in_patch = k.setp_lt(s, tile.in_w);
-                        let ok = both_below(k, ih, d.h, col, d.w);
-                        let ok = k.and_pred(ok, in_patch);
-                        let ok = col_on_grid.map_or(ok, |on| k.and_pred(ok, on));
-                        let ok = on_row(k, ok);
-                        let at = k.add(row_start, col);
-                        load_or_zero::<T>(k, x, at, ok)
-                    })
-                    .collect();
-                store(k, &values);
-                return;
-            }
             let idx = k.mad_lo(ih, d.w, iw);
             let idx = k.add(idx, x_plane);
             k.if_else(
                 vector_ok,
                 |k| {
                     let whole = both_below(k, ih, d.h, iw, d.w);
-                    let whole = on_row(k, whole);
                     k.if_else(
                         whole,
                         |k| {
@@ -509,7 +673,6 @@ fn stage_input<T: ConvElem>(
                             let in_patch = k.setp_lt(s, tile.in_w);
                             let ok = both_below(k, ih, d.h, col, d.w);
                             let ok = k.and_pred(ok, in_patch);
-                            let ok = on_row(k, ok);
                             let at = k.add(idx, i);
                             load_or_zero::<T>(k, x, at, ok)
                         })
@@ -519,17 +682,6 @@ fn stage_input<T: ConvElem>(
             );
         });
     });
-}
-
-/// Position `u` of a spaced axis (see [`Spacing`]) as `(u / spacing, whether spacing divides
-/// u)`; `(u, None)` for a dense axis.
-fn spaced_coord(k: &mut KernelBuilder, u: Reg<U32>, spacing: u32) -> (Reg<U32>, Option<Pred>) {
-    if spacing == 1 {
-        return (u, None);
-    }
-    let real = div_const(k, u, spacing);
-    let phase = rem_const(k, u, spacing);
-    (real, Some(k.setp(CmpOp::Eq, phase, 0u32)))
 }
 
 /// Stores chunk `chunk` of patch row `r` (`row_slot = r · pitch`), whose first element is
@@ -719,6 +871,49 @@ impl<'a, A: Float> Window<'a, A> {
         });
     }
 
+    /// `acc[i, j][o] += Σ stage[ty + 16i + r.offset, tx + 16j + c.offset] · stage_w[c, T − 1
+    /// − (r.k·KW + c.k), o]` over a phase's row taps `r` and column taps `c` (see
+    /// [`PhaseAxis`]) in decreasing `k`, the order the flipped filter runs them in. Fully
+    /// unrolled up to [`UNROLL_TAPS`] taps; beyond, a loop over the row taps (consecutive
+    /// ones `row_steps = (k step, offset step)` apart) with the column taps unrolled.
+    fn accumulate_phase(
+        &self,
+        k: &mut KernelBuilder,
+        acc: &[&Pixel<A>],
+        rows: &[PhaseTap],
+        cols: &[PhaseTap],
+        row_steps: (u32, u32),
+    ) {
+        k.comment("run the phase's taps over the staged window");
+        let (p, tile) = (self.p, self.tile);
+        let esz = bytes_of::<A>();
+        let w_row = tile.weight_pitch * esz;
+        let flipped = |kh: u32, kw: u32| p.taps - 1 - (kh * p.kw + kw);
+        if rows.len() * cols.len() <= UNROLL_TAPS as usize {
+            for r in rows.iter().rev() {
+                for c in cols.iter().rev() {
+                    let in_off = r.offset * tile.pitch + c.offset;
+                    let w_off = flipped(r.k, c.k) * w_row;
+                    self.tap(k, acc, self.inputs, in_off, self.weights, w_off);
+                }
+            }
+            return;
+        }
+        // Row tap `count − 1 − j`: `k = last.k − j·k_step`, offset `last.offset +
+        // j·offset_step`; its weights from row `flipped(k, kw_max)`, `kw_max − kw` further.
+        let (last, kw_max) = (rows[rows.len() - 1], cols[cols.len() - 1].k);
+        let (k_step, offset_step) = row_steps;
+        let in_first = k.add(self.inputs, last.offset * tile.pitch * esz);
+        let w_first = k.add(self.weights, flipped(last.k, kw_max) * w_row);
+        k.for_range(0u32, rows.len() as u32, 1u32, |k, j| {
+            let in_row = k.mad_lo(j, offset_step * tile.pitch * esz, in_first);
+            let w_addr = k.mad_lo(j, k_step * p.kw * w_row, w_first);
+            for c in cols.iter().rev() {
+                self.tap(k, acc, in_row, c.offset, w_addr, (kw_max - c.k) * w_row);
+            }
+        });
+    }
+
     /// One tap: each pixel's input at element `in_off` (+ its row and column offset) from
     /// `in_addr`, the `OCB` weights at byte `w_off` from `w_addr`, `pixels · OCB` FMAs.
     fn tap(
@@ -771,16 +966,17 @@ fn load_weights<A: Float>(
     weights
 }
 
-/// `y[n, oc0 + o, oh0 + ty + 16i, ow0 + tx + 16j] = acc[i, j][o] (+ the staged bias at
-/// shared address `bias`, `+ 4o` or `+ 8o`), rounded to the
-/// storage type, for pixels inside the output and channels inside the group (consecutive
-/// threads store consecutive columns).
+/// `y[n, oc0 + o, out(oh0 + ty + 16i, ow0 + tx + 16j)] = acc[i, j][o] (+ the staged bias at
+/// shared address `bias`, `+ 4o` or `+ 8o`), rounded to the storage type, for pixels inside
+/// the output image and channels inside the group, with `out` the [`OutputGrid`]'s placing
+/// (consecutive threads store consecutive grid columns).
 #[allow(clippy::too_many_arguments)]
 fn store_outputs<T: ConvElem>(
     k: &mut KernelBuilder,
     p: &Problem,
     d: &Extents,
     pos: BlockPos,
+    out: OutputGrid,
     tx: Reg<U32>,
     ty: Reg<U32>,
     acc: &[Pixel<T::Acc>],
@@ -796,8 +992,9 @@ fn store_outputs<T: ConvElem>(
         .map(|px| {
             let row = k.add(oh, px.row * EDGE);
             let col = k.add(ow, px.col * EDGE);
-            let ok = both_below(k, row, d.oh, col, d.ow);
-            (ok, k.mad_lo(row, d.ow, col))
+            let (row, col) = out.place(k, row, col);
+            let ok = both_below(k, row, d.image_h, col, d.image_w);
+            (ok, k.mad_lo(row, d.image_w, col))
         })
         .collect();
     for o in 0..acc.first().map_or(0, |px| px.acc.len()) {
