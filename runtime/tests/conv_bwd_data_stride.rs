@@ -93,12 +93,12 @@ fn fixed_cases() -> Vec<Case> {
             shape: shape(1, 20, 21),
         },
         Case {
-            name: "1x70 s(1,2) (looped phase rows: 35 taps each)",
-            cfg: c(2, 1, 1).with_kernel(1, 70).with_stride(1, 2),
-            shape: shape(1, 2, 75),
+            name: "17x17 s2 p8 (phases of 81, 72 and 64 taps: looped rows past 64)",
+            cfg: c(2, 3, 17).with_stride(2, 2).with_padding(8, 8),
+            shape: shape(1, 20, 19),
         },
         Case {
-            name: "9x9 s2 p1 (more than 64 taps: phases of 25, 20, 20 and 16)",
+            name: "9x9 s2 p1 (phases of 25, 20, 20 and 16 taps)",
             cfg: c(2, 3, 9).with_stride(2, 2).with_padding(1, 1),
             shape: shape(1, 12, 13),
         },
