@@ -458,7 +458,9 @@ impl Conv2dConfig {
     /// the stride (`stride − 1` zeros between its rows and columns), with the filter flipped
     /// and its channel axes swapped, `dilation` kept and padding `dilation · (kernel − 1) −
     /// padding`, wrapping modulo 2³² when negative (the kernels' wrapping position arithmetic
-    /// handles it, and the tiling depends on it only modulo a sector). No bias.
+    /// handles it, and the tiling depends on it only modulo a sector). No bias. The kernel
+    /// runs it as is at stride 1 only; above, by stride phases on the dense `gy`
+    /// ([`Self::backward_data_window`]).
     pub fn flipped_forward(&self) -> Self {
         let flipped_padding = |kernel: u32, dilation: u32, padding: u32| {
             kernel

@@ -10,7 +10,7 @@
 //! | `implicit_gemm` (f16/bf16, sm_80+) | `y` from `x` on tensor cores, NCHW or NHWC | 128 | `(⌈N·OH·OW/64⌉, ⌈Og/64⌉, G)` |
 //! | `nhwc` (NHWC only) | `y` from `x` on CUDA cores (tiled implicit GEMM, 16-byte loads and stores) | 128 | `(⌈N·OH·OW/64⌉, ⌈Og/64⌉, G)` |
 //! | `direct` | `y` from `x` via shared tiles | (16, 16) | `(⌈OW/32⌉, min(N·⌈OH/32⌉·G·⌈Og/OCB⌉, 65535))`, blocks walking the rest |
-//! | `bwd_data` | `dx` from `gy`: NCHW the `direct` tiling of the flipped problem (shared `gy` window and taps); NHWC the `nhwc` tiling | (16, 16); NHWC 128 | as `direct` with `G·⌈Cg/CB⌉` and `H × W` tiles; NHWC `(⌈H·W/64⌉, ⌈Cg/64⌉, N·G)` |
+//! | `bwd_data` | `dx` from `gy`: NCHW the `direct` tiling of the flipped problem (shared `gy` window and taps; one stride phase of `dx` per block at strides above 1); NHWC the `nhwc` tiling | (16, 16); NHWC 128 | as `direct` with `G·⌈Cg/CB⌉·SH·SW` and `⌈H/SH⌉ × ⌈W/SW⌉` tiles; NHWC `(⌈H·W/64⌉, ⌈Cg/64⌉, N·G)` |
 //! | `bwd_data_implicit_gemm` (f16/bf16, sm_80+) | `dx` from `gy` on tensor cores | 128 | `(⌈H·W/64⌉, ⌈Cg/64⌉, N·G)` |
 //! | `bwd_filter` | `dw` from `x`, `gy` on CUDA cores (tiled GEMM per group, NCHW or NHWC) | 128 | `(⌈Og/64⌉, ⌈Cg·KH·KW/64⌉, G)` |
 //! | `bwd_filter_split` | partials of `dw` (accumulation type) over `S` pixel slices, on CUDA cores | 128 | `(⌈Og/64⌉, ⌈Cg·KH·KW/64⌉, S·G)` |
