@@ -1,7 +1,8 @@
 //! Launches whose `gridDim.y` is clamped to 65535, with the kernel walking the rest in steps of
 //! `gridDim.y`, on shapes that cross the clamp (so the second trip runs) with tiny per-block work:
 //! im2col over `C_in·KH·KW` rows; and the tiled `conv2d_direct` / NCHW `conv2d_bwd_data`,
-//! whose tiles (`N · ⌈OH / 32⌉ · groups · ⌈Og / 16⌉` along y) are clamped the same way, launched
+//! whose tiles (`N · ⌈OH / 32⌉ · groups · ⌈Og / 16⌉`, backward-data's times its `SH·SW`
+//! stride phases, along y) are clamped the same way, launched
 //! raw on a grid smaller than that so each block walks several tiles (the host clamp itself is
 //! `geometry`'s unit test). f32 in the interpreter with every sanitizer check on,
 //! against the f64 host reference.
@@ -172,7 +173,8 @@ fn direct_walks_the_y_indices_and_images() {
 }
 
 /// NCHW backward-data at stride 2 on the same walk: `dx` 3 × 40 × 70 × 20, 2 groups of 20
-/// input channels: 3 images × 3 row tiles × 4 channel blocks = 36 tiles over 7 block rows.
+/// input channels: 3 images × 2 row tiles of the 35 × 10 phase grids × 4 channel blocks × 4
+/// phases = 96 tiles over 7 block rows.
 #[test]
 fn backward_data_walks_the_y_indices_and_images() {
     let cfg = Conv2dConfig::new(40, 4, 3)

@@ -524,6 +524,29 @@ mod tests {
         assert_eq!(small.backward_data_launch_config(&d).unwrap().grid, clamped);
     }
 
+    /// NCHW backward-data at a stride above 1 tiles each stride phase's grid of `dx`, one
+    /// phase per block: stride (3, 2) on `dx` 70 × 65 has phase grids of at most 24 × 33
+    /// (one row tile, two column tiles of 32), × 6 phases × 2 groups × 2 blocks of `Cg = 20`
+    /// input channels × 3 images; a batch of 3000 such is 3000 · 24 = 72000 y indices,
+    /// clamped.
+    #[test]
+    fn backward_data_grid_has_a_block_per_phase() {
+        let cfg = Conv2dConfig::new(40, 4, 3)
+            .with_groups(2)
+            .with_stride(3, 2)
+            .with_padding(1, 1);
+        let d = dims(&cfg, 3, 70, 65);
+        assert_eq!(
+            cfg.backward_data_launch_config(&d).unwrap().grid,
+            Dim3::new(2, 3 * 6 * 2 * 2, 1)
+        );
+        let d = dims(&cfg, 3000, 70, 65);
+        assert_eq!(
+            cfg.backward_data_launch_config(&d).unwrap().grid,
+            Dim3::new(2, 65_535, 1)
+        );
+    }
+
     #[test]
     fn other_grids() {
         let cfg = Conv2dConfig::new(4, 40, 3).with_groups(2);
