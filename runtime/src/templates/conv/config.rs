@@ -441,10 +441,12 @@ impl Conv2dConfig {
         ]
     }
 
-    /// [`Conv2dConfig::flipped_forward`] on the phase grid: the window of `dx` positions
-    /// `a0·S + ρ ..` starts at `gy` position `a0 + low` ([`PhaseAxis::low`]) for every phase,
-    /// so the padding is `−low` (wrapping when negative). At stride 1 `−low = D·(K − 1) −
-    /// P`, the flipped forward itself.
+    /// [`Conv2dConfig::flipped_forward`] on the stride-phase grid of the NCHW CUDA-core
+    /// backward-data: along an axis of stride `S`, dilation `D`, padding `P` and `K` taps, `dx`
+    /// positions `a·S + ρ` (phase `ρ < S`) receive `gy` positions `a + ⌈(P − k·D) / S⌉`, so a
+    /// window of `dx` positions `a0·S + ρ ..` starts at `gy` position `a0 + low`, `low = ⌈(P −
+    /// (K − 1)·D) / S⌉`, for every phase, and the padding is `−low` (wrapping when negative).
+    /// At stride 1 `−low = D·(K − 1) − P`, the flipped forward itself.
     pub fn backward_data_window(&self) -> Self {
         let [rows, cols] = self.phase_axes();
         Self {
