@@ -293,11 +293,9 @@ pub fn run_backward_data<T: HostFloat + Element>(
         bias: false,
         ..case.cfg
     };
-    let label = format!("{} [{dtype} {arch}] {:?}", case.name, case.shape);
-    let ptx = cfg.compile().unwrap_or_else(|e| panic!("{label}: {e}")).ptx;
+    let (label, ptx, dims) = prepare(case, &cfg);
     let dev = SimBackend::new();
     let mut rng = SplitMix64::new(seed);
-    let dims = cfg.check_shape(&case.shape, false).expect("valid shape");
     let mut data = |len: usize| {
         let rounded: Vec<T> = from_f64(&rng.vec_f64(len, -1.0, 1.0));
         let buf = dev.upload(&rounded).expect("upload");
