@@ -5,12 +5,13 @@
 //! padding 0, 1 and 2, dilation 2 (phases without taps: `dx` there is 0 and must be written),
 //! groups and depthwise; f32 on sm_80 and sm_70, f64, f16 on sm_70, bf16.
 //!
-//! Counter bars: on a stride-2 3 × 3 padding-1 layer (64 → 64 channels, 16 × 16 `dx`, f32 on
-//! sm_70) the instructions per `dx` element stay below 70 % of the spread-`gy` kernel's (it
-//! multiplied the three zeros of every four staged positions; the phases' 8 × 8 grids fill a
-//! quarter of the 32 × 32 tile, so the staging overhead, not the multiply-adds, is most of
-//! what remains) and global loads at least 0.9 efficient. Further layers (f16, 1 × 1 stride
-//! 2, stride 3, dilation 2) print their figures only.
+//! Counter bars on a stride-2 3 × 3 padding-1 layer (64 → 64 channels, f32 on sm_70), against
+//! the spread-`gy` kernel's instructions per `dx` element (it multiplied the three zeros of
+//! every four staged positions): on 16 × 16 `dx` below 70 % of them (the phases' 8 × 8 grids
+//! fill a quarter of the 32 × 32 tile, so the staging, not the multiply-adds, is most of what
+//! remains) with global loads at least 0.9 efficient; on 56 × 56 below 35 %, with
+//! `conv_support::bars`' load and shared-wavefront bars. Further layers (f16, 1 × 1 stride 2,
+//! stride 3, dilation 2) print their figures only.
 //!
 //! Tolerances (module doc of `conv_support`): f32 ≤ 1e-5, f16 ≤ 2e-3, bf16 ≤ 2e-2, f64 ≤
 //! 1e-12.
@@ -140,8 +141,9 @@ fn measure(label: &str, case: &Case, dtype: DType) -> (LaunchRecord, f64) {
 }
 
 /// The instructions per `dx` element of the spread-`gy` kernel (before the phase
-/// decomposition) on the stride-2 3 × 3 layer below, f32 on sm_70.
-const SPREAD_INSTRUCTIONS_PER_OUTPUT: f64 = 1711.1;
+/// decomposition) on the stride-2 3 × 3 64 → 64 layer below, f32 on sm_70: `dx` 16 × 16 and
+/// 56 × 56.
+const SPREAD_INSTRUCTIONS_PER_OUTPUT: [f64; 2] = [1711.1, 1162.5];
 
 #[test]
 fn stride_two_counters() {
@@ -153,7 +155,7 @@ fn stride_two_counters() {
     };
     let label = "f32 sm_70 3x3 s2 p1 64→64 16x16";
     let (r, per_output) = measure(label, &layer, DType::F32);
-    let bar = 0.7 * SPREAD_INSTRUCTIONS_PER_OUTPUT;
+    let bar = 0.7 * SPREAD_INSTRUCTIONS_PER_OUTPUT[0];
     assert!(
         per_output <= bar,
         "{label}: {per_output:.1} instructions per output > {bar:.1}"
@@ -164,6 +166,16 @@ fn stride_two_counters() {
         "{label}: load efficiency {load:.3}"
     );
     measure("f16 sm_70 3x3 s2 p1 64→64 16x16", &layer, DType::F16);
+    // ResNet's size: 28 × 28 phase grids nearly fill the 32 × 32 tiles.
+    let resnet = Case {
+        shape: shape(1, 56, 56),
+        ..layer
+    };
+    let label = "f32 sm_70 3x3 s2 p1 64→64 56x56";
+    let r = run_backward_data::<f32>(&resnet, DType::F32, Arch::Sm70, 11);
+    let dx = resnet.cfg.check_shape(&resnet.shape, false).expect("valid");
+    let bar = 0.35 * SPREAD_INSTRUCTIONS_PER_OUTPUT[1];
+    bars::check(label, &r, dx.input_len(&resnet.cfg) as u64, Some(bar));
     let others = [
         (
             "f32 sm_70 1x1 s2 64→64 16x16",
