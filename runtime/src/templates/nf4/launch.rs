@@ -19,7 +19,9 @@
 //! - any buffer of the wrong length → [`LaunchError::BufferLength`] naming it;
 //! - a split of the backward GEMV into no slices, more slices than rows of `W` or than
 //!   `grid.y` allows, or a workspace past the u32 index range → [`LaunchError::InvalidDim`]
-//!   named `slices`.
+//!   named `slices`; likewise a split of the tiled forward into no slices, more than
+//!   [`gemm_max_slices`] (one [`gemm_split_align`] step of `k` each, at most `grid.z`) or a
+//!   workspace past the u32 index range.
 
 use half::{bf16, f16};
 
@@ -27,21 +29,22 @@ use super::format::{Nf4DoubleQuant, Nf4Weights, DYNAMIC_MAP_LEN};
 use super::kernels::{
     backward_gemv_cols, backward_gemv_slice_len, backward_input_cols, gemm_threads,
     BACKWARD_GEMV_ENTRY, BACKWARD_GEMV_REDUCE_ENTRY, BACKWARD_GEMV_SPLIT_ENTRY,
-    BACKWARD_INPUT_ENTRY, GEMM_ENTRY, GEMV_ENTRY, GEMV_MAX_M, GEMV_ROWS_PER_BLOCK, REDUCE_VECTOR,
-    THREADS, TILE_M, TILE_N,
+    BACKWARD_INPUT_ENTRY, GEMM_ENTRY, GEMM_REDUCE_ENTRY, GEMM_SPLIT_ENTRY, GEMV_ENTRY, GEMV_MAX_M,
+    GEMV_ROWS_PER_BLOCK, REDUCE_VECTOR, THREADS, TILE_M, TILE_N,
 };
+pub use super::kernels::{gemm_slice_len, gemm_split_align};
 use super::{Nf4Config, INDEX_BOUND};
 use crate::dtype::DType;
 use crate::launch::{
     Backend, DeviceBuffer, Dim3, Element, KernelArg, LaunchConfig, LaunchError, ParamKind,
 };
 
-/// How many slices of the rows of `W` the backward GEMV splits its sum into (`Auto`:
-/// [`backward_gemv_slices`]).
+/// How many slices the split sums run: of the rows of `W` for the backward GEMV (`Auto`:
+/// [`backward_gemv_slices`]), of `k` for the tiled forward (`Auto`: [`gemm_slices`]).
 pub use crate::templates::split::Slices;
 use crate::templates::split::{SPLIT_TARGET_SMS, SPLIT_WAVES};
 
-/// The largest `grid.y` a launch may use.
+/// The largest `grid.y` (and `grid.z`) a launch may use.
 const MAX_GRID_Y: u32 = 65535;
 
 /// The fewest rows of `W` [`backward_gemv_slices`] gives a slice: below that, a block's fixed
@@ -52,6 +55,12 @@ pub const MIN_SLICE_ROWS: u32 = 64;
 /// bf16 (two sectors in f32), so when `n` is a multiple of 16 a slice's `G_C` reads are whole
 /// sectors.
 pub const SLICE_ROW_ALIGN: u32 = 16;
+
+/// The fewest columns of `k` [`gemm_slices`] gives a K slice of the tiled forward: below
+/// that, a block's fixed costs (the code table and map, filling and draining the pipeline,
+/// its f32 partial tile written and read back by the reduce, 16 KiB at 64 × 64) outweigh its
+/// share of the weight (64 rows × 256 code bytes at 512 columns).
+pub const MIN_SLICE_K: u32 = 512;
 
 /// Activation element types of the NF4 kernels (sealed: f16, bf16, f32).
 pub trait Nf4Activation: Element + private::Sealed {
@@ -164,6 +173,70 @@ pub fn gemm_launch_config(cfg: &Nf4Config, m: u32) -> LaunchConfig {
     }
 }
 
+/// The number `S` of K slices the tiled forward ([`forward_tiled`], and [`forward`] for
+/// `m > 8`) splits its sum into: with `B = ⌈n / 64⌉ · ⌈m / 64⌉` blocks unsplit
+/// ([`gemm_launch_config`]) and `W =` [`SPLIT_WAVES`]` · `[`SPLIT_TARGET_SMS`] (two waves of
+/// an H100's 132 SMs, 264 blocks),
+/// - `S = 1` when `B ≥ W` (two full waves already: a split only adds the reduce and the
+///   workspace traffic) or `k < 2 ·` [`MIN_SLICE_K`] (no two slices of useful length);
+/// - else, with `a =` [`gemm_split_align`] and `S₀ = min(⌈W / B⌉, ⌊k / MIN_SLICE_K⌋)`:
+///   columns per slice `c = max(⌊k / S₀⌋` rounded down to `a`, `MIN_SLICE_K` rounded up to
+///   `a)`, and `S = ⌈k / c⌉`.
+///
+/// Why: under two waves the grid leaves SMs idle (64 blocks at `n = k = 4096`, `m = 16`: half
+/// of one wave) or ends on a thin tail wave, while each block walks the whole of `k`; slicing
+/// `k` multiplies the blocks at the cost of one f32 partial tile per slice (`m · n · 4` bytes
+/// written and read back, small beside the `n · k / 2` code bytes when `m` is small). So
+/// `S · B ≥ W` unless slices would fall under `MIN_SLICE_K`, every slice but the last has at
+/// least `MIN_SLICE_K` columns and starts on a multiple of `a` (a multiple of the quantisation
+/// block and of the path's K step), and none is empty ([`gemm_slice_k`]: `⌈k / S⌉` rounded up
+/// to `a` is at most `c`). `n = k = 4096`, `m = 16`, f16 on tensor cores (`a = 64`): `B = 64`,
+/// `S₀ = 5`, `c = 768`, `S = 6` (384 blocks; slices of 704 columns, the last 576). The rule
+/// depends on the shape only, so a shape always gets the same `S` and the same bits.
+pub fn gemm_slices(cfg: &Nf4Config, m: u32) -> u32 {
+    let blocks = u64::from(cfg.n.div_ceil(TILE_N)) * u64::from(m.div_ceil(TILE_M));
+    let target = SPLIT_WAVES * SPLIT_TARGET_SMS;
+    let most = cfg.k / MIN_SLICE_K;
+    if blocks >= target || most < 2 {
+        return 1;
+    }
+    let align = gemm_split_align(cfg);
+    let wanted = (target.div_ceil(blocks) as u32).min(most);
+    let each = (cfg.k / wanted / align * align).max(MIN_SLICE_K.next_multiple_of(align));
+    cfg.k.div_ceil(each)
+}
+
+/// Columns of `k` per K slice of the split forward when split into `slices`: `⌈k / S⌉`
+/// rounded up to [`gemm_split_align`] (the last slice may have fewer, or with
+/// [`Slices::Exactly`] none: it then writes zeros).
+pub fn gemm_slice_k(cfg: &Nf4Config, slices: u32) -> u32 {
+    cfg.k
+        .div_ceil(slices.max(1))
+        .next_multiple_of(gemm_split_align(cfg))
+}
+
+/// The most K slices a split forward may run: one per [`gemm_split_align`] step of `k`, and
+/// at most the `grid.z` limit.
+pub fn gemm_max_slices(cfg: &Nf4Config) -> u32 {
+    cfg.k.div_ceil(gemm_split_align(cfg)).min(MAX_GRID_Y)
+}
+
+/// Launch geometry of `nf4_gemm_split`: `(⌈n / 64⌉, ⌈m / 64⌉, S)` blocks of
+/// [`gemm_threads`] threads.
+pub fn gemm_split_launch_config(cfg: &Nf4Config, m: u32, slices: u32) -> LaunchConfig {
+    let whole = gemm_launch_config(cfg, m);
+    LaunchConfig {
+        grid: Dim3::new(whole.grid.x, whole.grid.y, slices),
+        ..whole
+    }
+}
+
+/// Launch geometry of `nf4_gemm_reduce`: `⌈⌈m·n / 4⌉ / 256⌉` blocks of 256 threads (four
+/// elements of `C` per thread).
+pub fn gemm_reduce_launch_config(cfg: &Nf4Config, m: u32) -> LaunchConfig {
+    reduce_launch_config(u64::from(m) * u64::from(cfg.n))
+}
+
 /// Launch geometry of `nf4_backward_input`: `(ceil(k / cols), ceil(m / 64))` blocks of
 /// [`gemm_threads`] threads (256; 128 on tf32 tensor cores), `cols` =
 /// [`backward_input_cols`] (256).
@@ -239,7 +312,12 @@ pub fn backward_gemv_split_launch_config(cfg: &Nf4Config, slices: u32) -> Launch
 /// Launch geometry of `nf4_backward_gemv_reduce`: `⌈⌈m·k / 4⌉ / 256⌉` blocks of 256 threads
 /// (four elements of `G_A` per thread).
 pub fn backward_gemv_reduce_launch_config(cfg: &Nf4Config, m: u32) -> LaunchConfig {
-    let groups = (u64::from(m) * u64::from(cfg.k)).div_ceil(u64::from(REDUCE_VECTOR));
+    reduce_launch_config(u64::from(m) * u64::from(cfg.k))
+}
+
+/// A reduce over `elements` outputs: four per thread, 256 threads per block.
+fn reduce_launch_config(elements: u64) -> LaunchConfig {
+    let groups = elements.div_ceil(u64::from(REDUCE_VECTOR));
     LaunchConfig {
         grid: Dim3::x(groups.div_ceil(u64::from(THREADS)) as u32),
         block: Dim3::x(THREADS),
@@ -295,7 +373,8 @@ pub fn forward_gemv<B: Backend, T: Nf4Activation>(
     dev.launch(ptx, GEMV_ENTRY, gemv_launch_config(cfg), &args)
 }
 
-/// Forward through the tiled entry (any `m ≥ 1`; [`forward`] picks it for `m > 8`).
+/// Forward through the tiled entries (any `m ≥ 1`; [`forward`] picks them for `m > 8`), `k`
+/// split by [`gemm_slices`] ([`forward_tiled_sliced`] with [`Slices::Auto`]).
 pub fn forward_tiled<B: Backend, T: Nf4Activation>(
     cfg: &Nf4Config,
     dev: &B,
@@ -305,12 +384,58 @@ pub fn forward_tiled<B: Backend, T: Nf4Activation>(
     weights: &DeviceWeights<B>,
     c: &mut DeviceBuffer<B, T>,
 ) -> Result<(), LaunchError> {
+    forward_tiled_sliced(cfg, dev, ptx, m, Slices::Auto, a, weights, c)
+}
+
+/// Forward through the tiled entries (any `m ≥ 1`) with a chosen split of the sum over `k`
+/// ([`Slices`]). One slice runs `nf4_gemm` alone; `S > 1` allocates an f32 workspace of
+/// `S ·` [`gemm_slice_len`] elements through the backend, runs `nf4_gemm_split` (K slice `s`
+/// = columns `s · c .. (s + 1) · c`, `c =` [`gemm_slice_k`], its unrounded partial `C` into
+/// its part of the workspace) and `nf4_gemm_reduce` (the slices added in order, rounded once):
+/// the same bits every run for a given `S`, different from the unsplit entry's only by the
+/// order of the f32 additions. `S = 0`, `S >` [`gemm_max_slices`] or a workspace past the
+/// u32 index range is [`LaunchError::InvalidDim`] `slices`.
+#[allow(clippy::too_many_arguments)]
+pub fn forward_tiled_sliced<B: Backend, T: Nf4Activation>(
+    cfg: &Nf4Config,
+    dev: &B,
+    ptx: &str,
+    m: u32,
+    slices: Slices,
+    a: &DeviceBuffer<B, T>,
+    weights: &DeviceWeights<B>,
+    c: &mut DeviceBuffer<B, T>,
+) -> Result<(), LaunchError> {
     check_common::<B, T>(cfg, GEMM_ENTRY, m, weights)?;
     check_row_tiles(m)?;
     check_len("a", u64::from(m) * u64::from(cfg.k), a.len())?;
     check_len("c", u64::from(m) * u64::from(cfg.n), c.len())?;
-    let args = entry_args(a, weights, c, m);
-    dev.launch(ptx, GEMM_ENTRY, gemm_launch_config(cfg, m), &args)
+    let slices = match slices {
+        Slices::Auto => gemm_slices(cfg, m),
+        Slices::Exactly(s) => s,
+    };
+    let workspace = check_gemm_slices(cfg, m, slices)?;
+    let sum = SplitSum {
+        whole: (GEMM_ENTRY, gemm_launch_config(cfg, m)),
+        split: (GEMM_SPLIT_ENTRY, gemm_split_launch_config(cfg, m, slices)),
+        reduce: (GEMM_REDUCE_ENTRY, gemm_reduce_launch_config(cfg, m)),
+        slices,
+        per_slice: gemm_slice_k(cfg, slices),
+        workspace,
+    };
+    sum.launch(dev, ptx, (a, weights, c, m))
+}
+
+/// A split of the tiled forward into `slices`: at least 1, at most [`gemm_max_slices`], and a
+/// workspace (returned, in elements) within the u32 index range.
+fn check_gemm_slices(cfg: &Nf4Config, m: u32, slices: u32) -> Result<u64, LaunchError> {
+    let workspace = u64::from(slices) * gemm_slice_len(cfg, m);
+    let rule = format!(
+        "K slices of at least one step of {} columns of k = {}, and grid.z {MAX_GRID_Y}",
+        gemm_split_align(cfg),
+        cfg.k
+    );
+    check_slice_count(slices, (gemm_max_slices(cfg), rule), workspace)
 }
 
 /// Backward with respect to the input: `G_A [m, k] = G_C [m, n] · dequant(W)`, through the
@@ -374,35 +499,76 @@ pub fn backward_gemv_sliced<B: Backend, T: Nf4Activation>(
         Slices::Exactly(s) => s,
     };
     let workspace = check_slices(cfg, m, slices)?;
-    if slices == 1 {
-        let args = entry_args(g_c, weights, g_a, m);
-        return dev.launch(
-            ptx,
-            BACKWARD_GEMV_ENTRY,
-            backward_gemv_launch_config(cfg),
-            &args,
-        );
-    }
-    let partials = dev.alloc::<f32>(workspace as usize)?;
-    let mut args = entry_args(g_c, weights, &partials, m);
-    args.push(KernelArg::U32(backward_gemv_slice_rows(cfg, slices)));
-    let split = backward_gemv_split_launch_config(cfg, slices);
-    dev.launch(ptx, BACKWARD_GEMV_SPLIT_ENTRY, split, &args)?;
-    let args = [
-        KernelArg::buffer(&partials),
-        KernelArg::buffer(&*g_a),
-        KernelArg::U32(m),
-        KernelArg::U32(slices),
-    ];
-    let reduce = backward_gemv_reduce_launch_config(cfg, m);
-    dev.launch(ptx, BACKWARD_GEMV_REDUCE_ENTRY, reduce, &args)
+    let sum = SplitSum {
+        whole: (BACKWARD_GEMV_ENTRY, backward_gemv_launch_config(cfg)),
+        split: (
+            BACKWARD_GEMV_SPLIT_ENTRY,
+            backward_gemv_split_launch_config(cfg, slices),
+        ),
+        reduce: (
+            BACKWARD_GEMV_REDUCE_ENTRY,
+            backward_gemv_reduce_launch_config(cfg, m),
+        ),
+        slices,
+        per_slice: backward_gemv_slice_rows(cfg, slices),
+        workspace,
+    };
+    sum.launch(dev, ptx, (g_c, weights, g_a, m))
 }
 
-/// A split of the backward GEMV into `slices`: at least 1, at most `n` (every slice a row) and
-/// `grid.y`, and a workspace (returned, in elements) within the u32 index range.
-fn check_slices(cfg: &Nf4Config, m: u32, slices: u32) -> Result<u64, LaunchError> {
-    let workspace = u64::from(slices) * backward_gemv_slice_len(cfg, m);
-    let limit = cfg.n.min(MAX_GRID_Y);
+/// A sum launched whole or split: each entry with its geometry, and the split's size.
+struct SplitSum {
+    whole: (&'static str, LaunchConfig),
+    split: (&'static str, LaunchConfig),
+    reduce: (&'static str, LaunchConfig),
+    slices: u32,
+    /// The split entry's last parameter: rows or columns per slice.
+    per_slice: u32,
+    /// Workspace elements ([`check_slice_count`]).
+    workspace: u64,
+}
+
+impl SplitSum {
+    /// One slice: the whole entry (`input, packed, <absmax>, output, m`). More: an f32
+    /// workspace allocated through the backend, the split entry into it (`.., partials, m,
+    /// per_slice`), then the reduce (`partials, output, m, slices`).
+    fn launch<B: Backend, T: Nf4Activation>(
+        &self,
+        dev: &B,
+        ptx: &str,
+        (input, weights, output, m): (
+            &DeviceBuffer<B, T>,
+            &DeviceWeights<B>,
+            &mut DeviceBuffer<B, T>,
+            u32,
+        ),
+    ) -> Result<(), LaunchError> {
+        if self.slices == 1 {
+            let args = entry_args(input, weights, output, m);
+            return dev.launch(ptx, self.whole.0, self.whole.1, &args);
+        }
+        let partials = dev.alloc::<f32>(self.workspace as usize)?;
+        let mut args = entry_args(input, weights, &partials, m);
+        args.push(KernelArg::U32(self.per_slice));
+        dev.launch(ptx, self.split.0, self.split.1, &args)?;
+        let args = [
+            KernelArg::buffer(&partials),
+            KernelArg::buffer(&*output),
+            KernelArg::U32(m),
+            KernelArg::U32(self.slices),
+        ];
+        dev.launch(ptx, self.reduce.0, self.reduce.1, &args)
+    }
+}
+
+/// `slices` within `1 ..= limit` and a workspace of `workspace` elements within the u32 index
+/// range (returned), else [`LaunchError::InvalidDim`] `slices`, `rule` saying what limits the
+/// count.
+fn check_slice_count(
+    slices: u32,
+    (limit, rule): (u32, String),
+    workspace: u64,
+) -> Result<u64, LaunchError> {
     if (1..=limit).contains(&slices) && workspace <= INDEX_BOUND.limit {
         return Ok(workspace);
     }
@@ -410,11 +576,20 @@ fn check_slices(cfg: &Nf4Config, m: u32, slices: u32) -> Result<u64, LaunchError
         name: "slices",
         value: u64::from(slices),
         reason: format!(
-            "needs 1 ..= {limit} slices (at most n = {} rows of W and grid.y {MAX_GRID_Y}) and a \
-             workspace of at most {} f32 ({workspace} asked)",
-            cfg.n, INDEX_BOUND.limit
+            "needs 1 ..= {limit} slices ({rule}) and a workspace of at most {} f32 ({workspace} \
+             asked)",
+            INDEX_BOUND.limit
         ),
     })
+}
+
+/// A split of the backward GEMV into `slices`: at least 1, at most `n` (every slice a row) and
+/// `grid.y`, and a workspace (returned, in elements) within the u32 index range.
+fn check_slices(cfg: &Nf4Config, m: u32, slices: u32) -> Result<u64, LaunchError> {
+    let workspace = u64::from(slices) * backward_gemv_slice_len(cfg, m);
+    let limit = cfg.n.min(MAX_GRID_Y);
+    let rule = format!("at most n = {} rows of W and grid.y {MAX_GRID_Y}", cfg.n);
+    check_slice_count(slices, (limit, rule), workspace)
 }
 
 /// Backward through the tiled entry (any `m ≥ 1`; [`backward_input`] picks it for `m > 8`).
