@@ -829,6 +829,154 @@ mod tests {
         assert_eq!(backward_gemv_slice_rows(&short, 2), 80);
     }
 
+    /// Every path of the tiled forward at `n = k = 4096`: f16/bf16 tensor cores, tf32, and
+    /// the CUDA-core GEMM (f32; f16 before sm_80).
+    fn llm_paths() -> Vec<Nf4Config> {
+        let llm = Nf4Config::new(4096, 4096);
+        vec![
+            Nf4Config {
+                dtype: DType::F16,
+                ..llm
+            },
+            Nf4Config {
+                dtype: DType::BF16,
+                double_quant: true,
+                arch: crate::arch::Arch::Sm90,
+                ..llm
+            },
+            Nf4Config {
+                allow_tf32: true,
+                ..llm
+            },
+            llm,
+            Nf4Config {
+                dtype: DType::F16,
+                arch: crate::arch::Arch::Sm75,
+                ..llm
+            },
+        ]
+    }
+
+    #[test]
+    fn auto_k_slices_fill_two_waves_under_them() {
+        // m = 16, n = k = 4096: 64 blocks unsplit, under half a wave of 132 SMs.
+        let aligns = [64, 64, 256, 512, 512];
+        let expected = [6, 6, 6, 8, 8];
+        for ((cfg, align), want) in llm_paths().iter().zip(aligns).zip(expected) {
+            let blocks = gemm_launch_config(cfg, 16).grid.x;
+            assert_eq!(blocks, 64);
+            assert_eq!(gemm_split_align(cfg), align, "{cfg:?}");
+            let slices = gemm_slices(cfg, 16);
+            assert_eq!(slices, want, "{cfg:?}");
+            assert!(blocks * slices >= 2 * 132, "{cfg:?}");
+            // Every slice starts on the alignment, has columns, all but the last ≥ 512.
+            let each = gemm_slice_k(cfg, slices);
+            assert!(each.is_multiple_of(align) && each >= MIN_SLICE_K, "{cfg:?}");
+            assert!((slices - 1) * each < cfg.k, "{cfg:?}: an empty slice");
+        }
+        let f16 = llm_paths()[0];
+        // 6 slices of 704 columns (11 stages of 64), the last 576.
+        assert_eq!(gemm_slice_k(&f16, 6), 704);
+        assert_eq!(
+            gemm_split_launch_config(&f16, 16, 6).grid,
+            Dim3::new(64, 1, 6)
+        );
+        // n = 14336 (224 blocks, 1.7 waves): two slices of 2048.
+        let wide = Nf4Config { n: 14336, ..f16 };
+        assert_eq!(gemm_slices(&wide, 16), 2);
+        // Two full waves unsplit (m = 512: 512 blocks; m = 272: 320), or k under two
+        // 512-column slices: no split; m = 256 (256 blocks) splits in two.
+        assert_eq!(gemm_slices(&f16, 512), 1);
+        assert_eq!(gemm_slices(&f16, 272), 1);
+        assert_eq!(gemm_slices(&f16, 256), 2);
+        assert_eq!(gemm_slices(&Nf4Config { k: 1022, ..f16 }, 16), 1);
+        assert_eq!(gemm_slices(&Nf4Config { k: 1024, ..f16 }, 16), 2);
+        // Few columns per slice never go under 512: k = 2048 at n = 512 gives 4, not 33.
+        let small = Nf4Config {
+            n: 512,
+            k: 2048,
+            ..f16
+        };
+        assert_eq!(gemm_slices(&small, 16), 4);
+        // tf32 at block 256 steps 1024 columns: k = 4096 gives 4 slices of 1024.
+        let coarse = Nf4Config {
+            block: 256,
+            ..llm_paths()[2]
+        };
+        assert_eq!(gemm_split_align(&coarse), 1024);
+        assert_eq!(
+            (gemm_slices(&coarse, 16), gemm_slice_k(&coarse, 4)),
+            (4, 1024)
+        );
+    }
+
+    #[test]
+    fn split_forward_launches_slices_then_the_reduce() {
+        let cfg = Nf4Config::new(70, 1100);
+        let (dev, w) = setup(&cfg);
+        let m = 9;
+        let a = dev.alloc::<f32>((m * 1100) as usize).unwrap();
+        let mut c = dev.alloc::<f32>((m * 70) as usize).unwrap();
+        for slices in [Slices::Exactly(1), Slices::Exactly(3), Slices::Auto] {
+            forward_tiled_sliced(&cfg, &dev, "", m, slices, &a, &w, &mut c).unwrap();
+        }
+        forward(&cfg, &dev, "", m, &a, &w, &mut c).unwrap();
+        let log = dev.launches();
+        let entries: Vec<&str> = log.iter().map(|l| l.entry.as_str()).collect();
+        assert_eq!(
+            entries,
+            [
+                GEMM_ENTRY,
+                GEMM_SPLIT_ENTRY,
+                GEMM_REDUCE_ENTRY,
+                GEMM_SPLIT_ENTRY, // Auto: 512-column slices (f32 CUDA cores), the last 76
+                GEMM_REDUCE_ENTRY,
+                GEMM_SPLIT_ENTRY, // forward for m = 9: Auto
+                GEMM_REDUCE_ENTRY,
+            ]
+        );
+        assert_eq!(log[0].config.grid, Dim3::new(2, 1, 1));
+        assert_eq!(log[1].config.grid, Dim3::new(2, 1, 3));
+        assert_eq!(log[3].config.grid, Dim3::new(2, 1, 3));
+        // a, packed, absmax, partials, m, slice_k (⌈1100 / 3⌉ = 367, rounded up to 512).
+        let u32_arg = Some(crate::launch::ScalarKind::U32);
+        assert_eq!(log[1].args, [None, None, None, None, u32_arg, u32_arg]);
+        assert_eq!(gemm_slice_k(&cfg, 3), 512);
+        // ⌈⌈9 · 70 / 4⌉ / 256⌉ = 1 block of the reduce; partials, c, m, slices.
+        assert_eq!(log[2].config.grid, Dim3::x(1));
+        assert_eq!(log[2].args, [None, None, u32_arg, u32_arg]);
+        assert_eq!(gemm_slice_len(&cfg, m), 632); // 630 rounded up to 4
+    }
+
+    #[test]
+    fn bad_k_slice_counts_are_invalid_dims_before_launch() {
+        let cfg = Nf4Config::new(10, 1100); // f32 CUDA cores: 512-column steps, at most 3
+        let (dev, w) = setup(&cfg);
+        let a = dev.alloc::<f32>(9 * 1100).unwrap();
+        let mut c = dev.alloc::<f32>(9 * 10).unwrap();
+        for bad in [0, 4, 70000] {
+            let err = forward_tiled_sliced(&cfg, &dev, "", 9, Slices::Exactly(bad), &a, &w, &mut c)
+                .unwrap_err();
+            match err {
+                LaunchError::InvalidDim {
+                    name,
+                    value,
+                    reason,
+                } => {
+                    assert_eq!((name, value), ("slices", u64::from(bad)));
+                    assert!(reason.contains("1 ..= 3 slices"), "{reason}");
+                }
+                other => panic!("{bad}: {other}"),
+            }
+        }
+        assert_eq!(gemm_max_slices(&cfg), 3);
+        // A workspace past the u32 index range: 2 slices of m · n = 2^31 elements.
+        let wide = Nf4Config::new(1 << 16, 4096);
+        assert!(check_gemm_slices(&wide, 1 << 15, 2).is_err());
+        assert!(check_gemm_slices(&wide, 1 << 15, 1).is_ok());
+        assert!(dev.launches().is_empty(), "nothing may launch");
+    }
+
     #[test]
     fn split_backward_gemv_launches_slices_then_the_reduce() {
         let cfg = Nf4Config::new(300, 130);
