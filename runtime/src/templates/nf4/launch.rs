@@ -910,6 +910,27 @@ mod tests {
         );
     }
 
+    /// Runs `run` with 1, 3 and the automatic number of slices, then with `None` (the plain
+    /// entry point, which splits too here), and checks the entries: the whole one, then the
+    /// split and the reduce three times (the automatic rule splits the test's shape).
+    fn split_log(
+        dev: &Recorder,
+        [whole, split, reduce]: [&str; 3],
+        run: &mut dyn FnMut(Option<Slices>),
+    ) -> Vec<crate::launch::RecordedLaunch> {
+        for slices in [Slices::Exactly(1), Slices::Exactly(3), Slices::Auto] {
+            run(Some(slices));
+        }
+        run(None);
+        let log = dev.launches();
+        let entries: Vec<&str> = log.iter().map(|l| l.entry.as_str()).collect();
+        assert_eq!(
+            entries,
+            [whole, split, reduce, split, reduce, split, reduce]
+        );
+        log
+    }
+
     #[test]
     fn split_forward_launches_slices_then_the_reduce() {
         let cfg = Nf4Config::new(70, 1100);
@@ -917,24 +938,12 @@ mod tests {
         let m = 9;
         let a = dev.alloc::<f32>((m * 1100) as usize).unwrap();
         let mut c = dev.alloc::<f32>((m * 70) as usize).unwrap();
-        for slices in [Slices::Exactly(1), Slices::Exactly(3), Slices::Auto] {
-            forward_tiled_sliced(&cfg, &dev, "", m, slices, &a, &w, &mut c).unwrap();
-        }
-        forward(&cfg, &dev, "", m, &a, &w, &mut c).unwrap();
-        let log = dev.launches();
-        let entries: Vec<&str> = log.iter().map(|l| l.entry.as_str()).collect();
-        assert_eq!(
-            entries,
-            [
-                GEMM_ENTRY,
-                GEMM_SPLIT_ENTRY,
-                GEMM_REDUCE_ENTRY,
-                GEMM_SPLIT_ENTRY, // Auto: 512-column slices (f32 CUDA cores), the last 76
-                GEMM_REDUCE_ENTRY,
-                GEMM_SPLIT_ENTRY, // forward for m = 9: Auto
-                GEMM_REDUCE_ENTRY,
-            ]
-        );
+        let entries = [GEMM_ENTRY, GEMM_SPLIT_ENTRY, GEMM_REDUCE_ENTRY];
+        let log = split_log(&dev, entries, &mut |slices| match slices {
+            Some(s) => forward_tiled_sliced(&cfg, &dev, "", m, s, &a, &w, &mut c).unwrap(),
+            None => forward(&cfg, &dev, "", m, &a, &w, &mut c).unwrap(),
+        });
+        // Auto: 512-column slices (f32 CUDA cores), the last 76.
         assert_eq!(log[0].config.grid, Dim3::new(2, 1, 1));
         assert_eq!(log[1].config.grid, Dim3::new(2, 1, 3));
         assert_eq!(log[3].config.grid, Dim3::new(2, 1, 3));
@@ -984,24 +993,16 @@ mod tests {
         let m = 3;
         let g_c = dev.alloc::<f32>((m * 300) as usize).unwrap();
         let mut g_a = dev.alloc::<f32>((m * 130) as usize).unwrap();
-        for slices in [Slices::Exactly(1), Slices::Exactly(3), Slices::Auto] {
-            backward_gemv_sliced(&cfg, &dev, "", m, slices, &g_c, &w, &mut g_a).unwrap();
-        }
-        backward_input(&cfg, &dev, "", m, &g_c, &w, &mut g_a).unwrap();
-        let log = dev.launches();
-        let entries: Vec<&str> = log.iter().map(|l| l.entry.as_str()).collect();
-        assert_eq!(
-            entries,
-            [
-                BACKWARD_GEMV_ENTRY,
-                BACKWARD_GEMV_SPLIT_ENTRY,
-                BACKWARD_GEMV_REDUCE_ENTRY,
-                BACKWARD_GEMV_SPLIT_ENTRY, // Auto: 4 slices of 75 rows
-                BACKWARD_GEMV_REDUCE_ENTRY,
-                BACKWARD_GEMV_SPLIT_ENTRY, // backward_input: Auto
-                BACKWARD_GEMV_REDUCE_ENTRY,
-            ]
-        );
+        let entries = [
+            BACKWARD_GEMV_ENTRY,
+            BACKWARD_GEMV_SPLIT_ENTRY,
+            BACKWARD_GEMV_REDUCE_ENTRY,
+        ];
+        let log = split_log(&dev, entries, &mut |slices| match slices {
+            Some(s) => backward_gemv_sliced(&cfg, &dev, "", m, s, &g_c, &w, &mut g_a).unwrap(),
+            None => backward_input(&cfg, &dev, "", m, &g_c, &w, &mut g_a).unwrap(),
+        });
+        // Auto: 4 slices of 75 rows.
         assert_eq!(log[0].config.grid, Dim3::x(1));
         assert_eq!(log[1].config.grid, Dim3::new(1, 3, 1));
         assert_eq!(log[3].config.grid, Dim3::new(1, 4, 1));
