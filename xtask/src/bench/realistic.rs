@@ -255,7 +255,7 @@ fn nf4_bytes(m: f64, n: f64, k: f64) -> f64 {
 
 /// NF4 f16 forward, K = 4096, N ∈ {4096, 14336}, M ∈ {1, 16, 256}, as `forward` runs it (the
 /// tiled forward split over K as `Slices::Auto` splits the real shape, [`nf4_forward_plan`]),
-/// and at M = 16 also unsplit on sm_80 for comparison. Sample: N = 128 columns, min(M, 128)
+/// and at M = 16, where sm_80 splits, also unsplit on sm_80 for comparison. Sample: N = 128 columns, min(M, 128)
 /// rows; unsplit K ∈ {512, 1024}, split the real slice count `S` with slices of one and two
 /// alignment steps `a` (K ∈ {S·a, 2·S·a}) → 4096, linear in K; blocks tile N and M (and the
 /// slices), so the block ratio is exact.
@@ -273,7 +273,9 @@ fn nf4_rows(rows: &mut Vec<Modelled>, m: u32, rng: &mut SplitMix64) -> Result<()
     const NS: u32 = 128;
     let ms = m.min(128);
     for n in [4096u32, 14336] {
-        let unsplit = (m == 16).then_some((Arch::Sm80, "sm_80, unsplit", false));
+        // Beside a split sm_80 row at M = 16, the same job unsplit.
+        let splits = nf4_forward_plan(Arch::Sm80, (m, n, K), true).0 > 1;
+        let unsplit = (m == 16 && splits).then_some((Arch::Sm80, "sm_80, unsplit", false));
         let paths = PATHS.into_iter().map(|(arch, path)| (arch, path, true));
         for (arch, path, split) in paths.chain(unsplit) {
             let (slices, sizes) = nf4_forward_plan(arch, (m, n, K), split);
@@ -963,17 +965,17 @@ mod tests {
 
     /// The NF4 forward rows' plans: the M = 16 rows split as the kernels' rule splits them
     /// (N = 4096: 64 blocks → 6 slices on sm_80's tensor cores, 64-column steps; 8 on the
-    /// CUDA cores, 512-column steps; N = 14336: 224 blocks → 2), M = 256 at N = 4096 (256
-    /// blocks) in 2, and the GEMV (M = 1), two full waves (M = 256, N = 14336) and the
-    /// comparison row unsplit.
+    /// CUDA cores, 512-column steps), and unsplit: N = 14336 at M = 16 and N = 4096 at
+    /// M = 256 (224 and 256 blocks: 2 per SM at most, split in two or not), the GEMV
+    /// (M = 1), two full waves (M = 256, N = 14336) and the comparison row.
     #[test]
     fn nf4_forward_rows_split_as_the_rule() {
         let plan = super::nf4_forward_plan;
         assert_eq!(plan(Arch::Sm80, (16, 4096, 4096), true), (6, [384, 768]));
         assert_eq!(plan(Arch::Sm70, (16, 4096, 4096), true), (8, [4096, 8192]));
-        assert_eq!(plan(Arch::Sm80, (16, 14336, 4096), true), (2, [128, 256]));
-        assert_eq!(plan(Arch::Sm70, (16, 14336, 4096), true), (2, [1024, 2048]));
-        assert_eq!(plan(Arch::Sm80, (256, 4096, 4096), true), (2, [128, 256]));
+        assert_eq!(plan(Arch::Sm80, (16, 14336, 4096), true), (1, [512, 1024]));
+        assert_eq!(plan(Arch::Sm70, (16, 14336, 4096), true), (1, [512, 1024]));
+        assert_eq!(plan(Arch::Sm80, (256, 4096, 4096), true), (1, [512, 1024]));
         assert_eq!(plan(Arch::Sm80, (256, 14336, 4096), true), (1, [512, 1024]));
         assert_eq!(plan(Arch::Sm80, (1, 4096, 4096), true), (1, [512, 1024]));
         assert_eq!(plan(Arch::Sm80, (16, 4096, 4096), false), (1, [512, 1024]));

@@ -181,7 +181,10 @@ pub fn gemm_launch_config(cfg: &Nf4Config, m: u32) -> LaunchConfig {
 ///   workspace traffic) or `k < 2 ·` [`MIN_SLICE_K`] (no two slices of useful length);
 /// - else, with `a =` [`gemm_split_align`] and `S₀ = min(⌈W / B⌉, ⌊k / MIN_SLICE_K⌋)`:
 ///   columns per slice `c = max(⌊k / S₀⌋` rounded down to `a`, `MIN_SLICE_K` rounded up to
-///   `a)`, and `S = ⌈k / c⌉`.
+///   `a)`, and `S = ⌈k / c⌉`;
+/// - and `S = 1` after all when that split does not shorten the busiest SM's share of the
+///   work: `⌈S·B / 132⌉ / S ≥ ⌈B / 132⌉` block-lengths (224 blocks: 2 either way, split in
+///   2; the slices' extra fills and stores and the reduce would only add time).
 ///
 /// Why: under two waves the grid leaves SMs idle (64 blocks at `n = k = 4096`, `m = 16`: half
 /// of one wave) or ends on a thin tail wave, while each block walks the whole of `k`; slicing
@@ -203,7 +206,12 @@ pub fn gemm_slices(cfg: &Nf4Config, m: u32) -> u32 {
     let align = gemm_split_align(cfg);
     let wanted = (target.div_ceil(blocks) as u32).min(most);
     let each = (cfg.k / wanted / align * align).max(MIN_SLICE_K.next_multiple_of(align));
-    cfg.k.div_ceil(each)
+    let slices = cfg.k.div_ceil(each);
+    let busiest = |blocks: u64| blocks.div_ceil(SPLIT_TARGET_SMS);
+    if busiest(blocks * u64::from(slices)) >= u64::from(slices) * busiest(blocks) {
+        return 1;
+    }
+    slices
 }
 
 /// Columns of `k` per K slice of the split forward when split into `slices`: `⌈k / S⌉`
@@ -881,14 +889,17 @@ mod tests {
             gemm_split_launch_config(&f16, 16, 6).grid,
             Dim3::new(64, 1, 6)
         );
-        // n = 14336 (224 blocks, 1.7 waves): two slices of 2048.
+        // n = 14336 (224 blocks, 1.7 waves): two slices would leave the busiest SM two
+        // block-lengths of work as unsplit, so none; 140 blocks (n = 8960) split in two:
+        // 280 blocks, 3 half-lengths on the busiest SM instead of 2 whole ones.
         let wide = Nf4Config { n: 14336, ..f16 };
-        assert_eq!(gemm_slices(&wide, 16), 2);
-        // Two full waves unsplit (m = 512: 512 blocks; m = 272: 320), or k under two
-        // 512-column slices: no split; m = 256 (256 blocks) splits in two.
+        assert_eq!(gemm_slices(&wide, 16), 1);
+        assert_eq!(gemm_slices(&Nf4Config { n: 8960, ..f16 }, 16), 2);
+        // Two full waves unsplit (m = 512: 512 blocks; m = 272: 320), 256 blocks (two
+        // per SM at most, split in two or not), or k under two 512-column slices: no split.
         assert_eq!(gemm_slices(&f16, 512), 1);
         assert_eq!(gemm_slices(&f16, 272), 1);
-        assert_eq!(gemm_slices(&f16, 256), 2);
+        assert_eq!(gemm_slices(&f16, 256), 1);
         assert_eq!(gemm_slices(&Nf4Config { k: 1022, ..f16 }, 16), 1);
         assert_eq!(gemm_slices(&Nf4Config { k: 1024, ..f16 }, 16), 2);
         // Few columns per slice never go under 512: k = 2048 at n = 512 gives 4, not 33.
