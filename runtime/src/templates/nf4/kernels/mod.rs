@@ -11,12 +11,17 @@
 //! | [`BACKWARD_GEMV_ENTRY`] | `G_A = G_C · Ŵ`, `m ≤` [`GEMV_MAX_M`] | `g_c, packed, <absmax>, g_a, m` |
 //! | [`BACKWARD_GEMV_SPLIT_ENTRY`] | slice `ctaid.y` of the rows of `W` into f32 partials | `g_c, packed, <absmax>, partials, m, slice_rows` |
 //! | [`BACKWARD_GEMV_REDUCE_ENTRY`] | `G_A` = the slices' partials summed in order | `partials, g_a, m, slices` |
+//! | [`GEMM_SPLIT_ENTRY`] | K slice `ctaid.z` of the tiled forward into f32 partials | `a, packed, <absmax>, partials, m, slice_k` |
+//! | [`GEMM_REDUCE_ENTRY`] | `C` = the K slices' partials summed in order | `partials, c, m, slices` |
 //!
 //! The backward GEMV's grid, `⌈k / cols⌉` blocks of 512 columns, is small (8 at `k = 4096`):
 //! the host splits the sum over the `n` rows of `W` into `S` slices (grid `(⌈k / cols⌉, S)`,
 //! `S` from `launch::backward_gemv_slices`), each writing f32 partial sums to a workspace the
 //! launcher allocates, and the reduce adds them in slice order and rounds once (deterministic,
-//! the conv backward-filter's scheme).
+//! the conv backward-filter's scheme). The tiled forward's grid `(⌈n / 64⌉, ⌈m / 64⌉)` is small
+//! at prefill sizes the same way, so the host may split its `k` into slices (grid `(⌈n / 64⌉,
+//! ⌈m / 64⌉, S)`, each slice starting on [`gemm_split_align`], `S` from
+//! `launch::gemm_slices`), reduced by the same kernel over `n` columns (`slice_reduce`).
 //!
 //! `<absmax>` is `absmax` (`f32 [absmax_len]`) or, with `double_quant`, bitsandbytes' nested state:
 //! `absmax_codes` (`u8 [absmax_len]`), `absmax_map` (`f32 [256]`), `nested_absmax`
