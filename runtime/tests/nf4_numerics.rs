@@ -20,7 +20,9 @@
 #![cfg(feature = "sim")]
 
 use half::{bf16, f16};
-use ptxforge_runtime::launch::{Backend, DeviceBuffer, LaunchError, SimBackend};
+use ptxforge_runtime::arch::Arch;
+use ptxforge_runtime::launch::{Backend, DeviceBuffer, KernelArg, LaunchError, SimBackend};
+use ptxforge_runtime::templates::nf4::kernels::tf32_tensor_cores;
 use ptxforge_runtime::templates::nf4::launch::{
     self as nf4_launch, DeviceWeights, Nf4Activation, Slices,
 };
@@ -44,6 +46,8 @@ enum Path {
     BackwardTiled,
     /// `launch::backward_gemv_sliced` with this split of the rows of `W` (`m ≤ 8`).
     BackwardSliced(Slices),
+    /// `launch::forward_tiled_sliced` with this split of `k`, whatever `m`.
+    ForwardSliced(Slices),
 }
 
 impl Path {
@@ -116,7 +120,7 @@ fn upload_weights(dev: &SimBackend, w: &HostWeights) -> DeviceWeights<SimBackend
 /// `Σ_l |x[i, l] · ŵ[j, l]|`-style magnitudes for the tolerance, in f64.
 fn magnitudes(path: Path, x: &[f32], m: usize, wd: &[f32], n: usize, k: usize) -> Vec<f64> {
     match path {
-        Path::Forward | Path::ForwardTiled => {
+        Path::Forward | Path::ForwardTiled | Path::ForwardSliced(_) => {
             let mut s = vec![0.0f64; m * n];
             for i in 0..m {
                 for j in 0..n {
@@ -141,18 +145,22 @@ fn magnitudes(path: Path, x: &[f32], m: usize, wd: &[f32], n: usize, k: usize) -
     }
 }
 
-fn tolerance(dtype: DType) -> f64 {
-    match dtype {
+/// The bound's factor: the dtype's, and for f32 on tf32 tensor cores f16's (each operand
+/// rounded to 10 fraction bits, `2⁻¹¹` relative, so each product within `2⁻¹⁰` of its own
+/// magnitude).
+fn tolerance(cfg: &Nf4Config) -> f64 {
+    match cfg.dtype {
+        DType::F32 if tf32_tensor_cores(cfg) => 2e-3,
         DType::F32 => 1e-5,
         DType::F16 => 2e-3,
         _ => 2e-2,
     }
 }
 
-/// Runs one case on a fresh device and checks it against the reference.
-fn run_case<T: Nf4Activation + HostFloat>(case: Case, path: Path) {
+/// Runs one case, compiled as `cfg` (the case's shape and types on some target), on a fresh
+/// device and checks it against the reference.
+fn run_case<T: Nf4Activation + HostFloat>(case: Case, cfg: Nf4Config, path: Path) {
     assert_eq!(T::DTYPE, case.dtype);
-    let cfg = case.config();
     let compiled = cfg.compile().unwrap();
     let dev = SimBackend::new();
     let mut rng = SplitMix64::new(case.seed);
@@ -210,16 +218,24 @@ fn run_case<T: Nf4Activation + HostFloat>(case: Case, path: Path) {
             &w_dev,
             &mut out_dev,
         ),
-        Path::BackwardSliced(slices) => nf4_launch::backward_gemv_sliced(
-            &cfg,
-            &dev,
-            &compiled.ptx,
-            case.m,
-            slices,
-            &x_dev,
-            &w_dev,
-            &mut out_dev,
-        ),
+        Path::BackwardSliced(slices) | Path::ForwardSliced(slices) => {
+            let sliced = if path.is_backward() {
+                nf4_launch::backward_gemv_sliced::<SimBackend, T>
+            } else {
+                nf4_launch::forward_tiled_sliced::<SimBackend, T>
+            };
+            let ptx = &compiled.ptx;
+            sliced(
+                &cfg,
+                &dev,
+                ptx,
+                case.m,
+                slices,
+                &x_dev,
+                &w_dev,
+                &mut out_dev,
+            )
+        }
     };
     launched.unwrap_or_else(|e| panic!("{case:?} {path:?}: {e}"));
     let log = dev.take_launch_log();
@@ -238,7 +254,7 @@ fn run_case<T: Nf4Activation + HostFloat>(case: Case, path: Path) {
     .unwrap();
     let wd = ptxforge_runtime::templates::nf4::dequantize(&weights.reference).unwrap();
     let scale = magnitudes(path, &x32, m, &wd, n, k);
-    let tol = tolerance(case.dtype);
+    let tol = tolerance(&cfg);
     for (idx, ((g, e), s)) in got.iter().zip(&expected).zip(&scale).enumerate() {
         let err = (g.to_f64() - f64::from(*e)).abs();
         assert!(
@@ -252,12 +268,25 @@ fn run_case<T: Nf4Activation + HostFloat>(case: Case, path: Path) {
     assert_eq!(bits(&dev.download(&x_dev).unwrap()), bits(&x));
 }
 
-/// The entries a path launches, in order: the backward GEMV split into `S > 1` slices runs
-/// the split entry, then the reduce.
+/// The entries a path launches, in order: the backward GEMV split into `S > 1` slices of the
+/// rows of `W`, and the tiled forward into `S > 1` slices of `k`, run the split entry, then the
+/// reduce.
 fn expected_entries(cfg: &Nf4Config, m: u32, path: Path) -> Vec<&'static str> {
+    let forward_slices = match path {
+        Path::Forward if m <= 8 => return vec!["nf4_gemv"],
+        Path::Forward | Path::ForwardTiled | Path::ForwardSliced(Slices::Auto) => {
+            Some(nf4_launch::gemm_slices(cfg, m))
+        }
+        Path::ForwardSliced(Slices::Exactly(s)) => Some(s),
+        _ => None,
+    };
+    match forward_slices {
+        Some(1) => return vec!["nf4_gemm"],
+        Some(_) => return vec!["nf4_gemm_split", "nf4_gemm_reduce"],
+        None => {}
+    }
     let slices = match path {
-        Path::Forward => return vec![nf4_launch::forward_entry(m)],
-        Path::ForwardTiled => return vec!["nf4_gemm"],
+        Path::Forward | Path::ForwardTiled | Path::ForwardSliced(_) => unreachable!(),
         Path::BackwardTiled => return vec!["nf4_backward_input"],
         Path::Backward if m > 8 => return vec!["nf4_backward_input"],
         Path::Backward | Path::BackwardSliced(Slices::Auto) => {
@@ -277,10 +306,15 @@ fn bits<T: HostFloat>(v: &[T]) -> Vec<u64> {
 }
 
 fn run(case: Case, path: Path) {
+    run_on(case, case.config(), path);
+}
+
+/// [`run`] compiled as `cfg` (another target, or tf32).
+fn run_on(case: Case, cfg: Nf4Config, path: Path) {
     match case.dtype {
-        DType::F16 => run_case::<f16>(case, path),
-        DType::BF16 => run_case::<bf16>(case, path),
-        DType::F32 => run_case::<f32>(case, path),
+        DType::F16 => run_case::<f16>(case, cfg, path),
+        DType::BF16 => run_case::<bf16>(case, cfg, path),
+        DType::F32 => run_case::<f32>(case, cfg, path),
         DType::F64 => unreachable!("nf4 has no f64 activations"),
     }
 }
@@ -767,6 +801,26 @@ fn bad_inputs_are_rejected_before_launch() {
         ),
         "{err}"
     );
+    // A split of k into no slices, or into more than one per 512-column step (the CUDA-core
+    // f32 path's alignment at block 64: k = 64 allows one).
+    for bad in [0, 2] {
+        let err = nf4_launch::forward_tiled_sliced(
+            &cfg,
+            &dev,
+            &ptx,
+            2,
+            Slices::Exactly(bad),
+            &a,
+            &w,
+            &mut c,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, LaunchError::InvalidDim { name: "slices", value, .. } if value == u64::from(bad)),
+            "{err}"
+        );
+    }
+    assert!(dev.take_launch_log().is_empty(), "nothing may launch");
     // The valid call still works afterwards.
     nf4_launch::forward(&cfg, &dev, &ptx, 2, &a, &w, &mut c).unwrap();
 }
@@ -856,4 +910,203 @@ fn dequantisation_matches_the_host_bit_for_bit() {
             );
         }
     }
+}
+
+/// Every path of the tiled forward, `(dtype, arch, allow_tf32)`: f16/bf16 tensor cores, tf32
+/// tensor cores, the CUDA-core GEMM for f32 and for f16/bf16 before sm_80 (bf16 in software
+/// on sm_70).
+const TILED_PATHS: [(DType, Arch, bool); 7] = [
+    (DType::F16, Arch::Sm80, false),
+    (DType::BF16, Arch::Sm90, false),
+    (DType::F32, Arch::Sm80, true),
+    (DType::F32, Arch::Sm90, false),
+    (DType::F16, Arch::Sm75, false),
+    (DType::BF16, Arch::Sm70, false),
+    (DType::F32, Arch::Sm75, true),
+];
+
+/// `case` compiled for one of [`TILED_PATHS`].
+fn on_path(case: &Case, (dtype, arch, allow_tf32): (DType, Arch, bool)) -> (Case, Nf4Config) {
+    let case = Case { dtype, ..*case };
+    let cfg = Nf4Config {
+        arch,
+        allow_tf32,
+        ..case.config()
+    };
+    (case, cfg)
+}
+
+/// The tiled forward split over `k` (`forward_tiled_sliced`) on every path, against the host
+/// reference within the unsplit bounds (a split changes only the order of the f32 additions:
+/// each slice sums its columns, the reduce adds the slices in order): 2 and 3 slices, the
+/// automatic count (asserted > 1 on these shapes), and the most slices (one alignment step
+/// each); `k` ragged against 64 and against the block (blocks spanning rows), a short last
+/// slice, `n` not a multiple of 64, `m` from 9 to 100 (one and two row tiles, the
+/// one-m16-tile branch), plain and double-quantised absmax.
+#[test]
+fn forward_split_over_k_every_path() {
+    let shapes = [
+        (16, 72, 1280, 64),
+        (33, 132, 1100, 32),
+        (65, 40, 2100, 128),
+        (9, 200, 1536, 256),
+    ];
+    let mut seed = 1000;
+    for (pi, path) in TILED_PATHS.into_iter().enumerate() {
+        for j in 0..2 {
+            let (m, n, k, block) = shapes[(pi + j) % shapes.len()];
+            seed += 1;
+            let case = Case {
+                m,
+                n,
+                k,
+                block,
+                double_quant: (pi + j) % 2 == 1,
+                dtype: DType::F32,
+                seed,
+            };
+            let (case, cfg) = on_path(&case, path);
+            assert!(nf4_launch::gemm_slices(&cfg, m) > 1, "{case:?} {path:?}");
+            let most = nf4_launch::gemm_max_slices(&cfg);
+            let picks = [Slices::Exactly(2), Slices::Exactly(3), Slices::Auto];
+            for slices in [picks[(pi + j) % 3], Slices::Exactly(most)] {
+                run_on(case, cfg, Path::ForwardSliced(slices));
+            }
+        }
+    }
+}
+
+/// Seeded shapes, paths and slice counts for the split forward, including counts that leave
+/// the last slices empty (they write zeros).
+#[test]
+fn forward_split_fuzz() {
+    let mut rng = SplitMix64::new(0x4E46_3454);
+    for i in 0..10 {
+        let case = Case {
+            m: 9 + rng.below(90) as u32,
+            n: 1 + rng.below(150) as u32,
+            k: 2 * (1 + rng.below(1300) as u32),
+            block: BLOCKS[rng.below(4) as usize],
+            double_quant: rng.below(2) == 1,
+            dtype: DType::F32,
+            seed: 1100 + i,
+        };
+        let path = TILED_PATHS[rng.below(TILED_PATHS.len() as u64) as usize];
+        let (case, cfg) = on_path(&case, path);
+        let most = nf4_launch::gemm_max_slices(&cfg);
+        let slices = match rng.below(3) {
+            0 => Slices::Auto,
+            _ => Slices::Exactly(1 + rng.below(u64::from(most.min(12))) as u32),
+        };
+        run_on(case, cfg, Path::ForwardSliced(slices));
+    }
+}
+
+/// The split entry run as one slice (`nf4_gemm_split` over all of `k`, then the reduce adding
+/// that one part to 0) gives the unsplit entry's bits on every path: same tiles, same order
+/// of additions, one rounding. `Slices::Exactly(1)` launches the unsplit entry itself, and a
+/// split into 3 gives the same bits on a second run.
+#[test]
+fn forward_split_one_slice_is_the_unsplit_entry_bit_for_bit() {
+    for (pi, path) in TILED_PATHS.into_iter().enumerate() {
+        let case = Case {
+            m: [20, 70][pi % 2],
+            n: 136,
+            k: 1032,
+            block: 64,
+            double_quant: pi % 3 == 0,
+            dtype: DType::F32,
+            seed: 1200 + pi as u64,
+        };
+        let (case, cfg) = on_path(&case, path);
+        let bits = match case.dtype {
+            DType::F16 => one_slice_bits::<f16>(&case, &cfg),
+            DType::BF16 => one_slice_bits::<bf16>(&case, &cfg),
+            _ => one_slice_bits::<f32>(&case, &cfg),
+        };
+        let [unsplit, exactly_one, one_slice, three, three_again] = bits;
+        assert_eq!(unsplit, exactly_one, "{path:?}: Exactly(1)");
+        assert_eq!(
+            unsplit, one_slice,
+            "{path:?}: the split entry over one slice"
+        );
+        assert_eq!(three, three_again, "{path:?}: three slices twice");
+    }
+}
+
+/// The output bits of: the unsplit entry, `Exactly(1)`, the split entry launched by hand over
+/// one slice and reduced, and `Exactly(3)` twice.
+fn one_slice_bits<T: Nf4Activation + HostFloat>(case: &Case, cfg: &Nf4Config) -> [Vec<u64>; 5] {
+    let ptx = cfg.compile().unwrap().ptx;
+    let dev = SimBackend::new();
+    let mut rng = SplitMix64::new(case.seed);
+    let w = host_weights(case, &mut rng);
+    let a: Vec<T> = rng
+        .vec_f64((case.m * case.k) as usize, -1.0, 1.0)
+        .into_iter()
+        .map(T::from_f64)
+        .collect();
+    let a = dev.upload(&a).unwrap();
+    let w_dev = upload_weights(&dev, &w);
+    let out_len = (case.m * case.n) as usize;
+    let mut c = dev.upload(&vec![T::from_f64(0.0); out_len]).unwrap();
+    let m = case.m;
+    let mut results = Vec::new();
+    let mut take = |dev: &SimBackend, c: &DeviceBuffer<SimBackend, T>| {
+        results.push(bits(&dev.download(c).unwrap()));
+    };
+    nf4_launch::forward_tiled_sliced(cfg, &dev, &ptx, m, Slices::Exactly(1), &a, &w_dev, &mut c)
+        .unwrap();
+    // `Exactly(1)` launches the unsplit entry alone.
+    let log = dev.take_launch_log();
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0].entry, "nf4_gemm");
+    take(&dev, &c);
+    nf4_launch::forward_tiled_sliced(cfg, &dev, &ptx, m, Slices::Exactly(1), &a, &w_dev, &mut c)
+        .unwrap();
+    take(&dev, &c);
+    // By hand: one slice of all of `k` into the workspace, then the reduce.
+    let partials = dev
+        .upload(&vec![f32::NAN; nf4_launch::gemm_slice_len(cfg, m) as usize])
+        .unwrap();
+    let mut args = vec![KernelArg::buffer(&a), KernelArg::buffer(&w_dev.packed)];
+    match &w_dev.absmax {
+        nf4_launch::DeviceAbsmax::Plain(absmax) => args.push(KernelArg::buffer(absmax)),
+        nf4_launch::DeviceAbsmax::DoubleQuant {
+            codes,
+            map,
+            nested_absmax,
+            offset,
+        } => {
+            args.extend([
+                KernelArg::buffer(codes),
+                KernelArg::buffer(map),
+                KernelArg::buffer(nested_absmax),
+                KernelArg::F32(*offset),
+            ]);
+        }
+    }
+    args.extend([
+        KernelArg::buffer(&partials),
+        KernelArg::U32(m),
+        KernelArg::U32(nf4_launch::gemm_slice_k(cfg, 1)),
+    ]);
+    let split = nf4_launch::gemm_split_launch_config(cfg, m, 1);
+    dev.launch(&ptx, "nf4_gemm_split", split, &args).unwrap();
+    drop(args);
+    let reduce = nf4_launch::gemm_reduce_launch_config(cfg, m);
+    let args = [
+        KernelArg::buffer(&partials),
+        KernelArg::buffer(&c),
+        KernelArg::U32(m),
+        KernelArg::U32(1),
+    ];
+    dev.launch(&ptx, "nf4_gemm_reduce", reduce, &args).unwrap();
+    take(&dev, &c);
+    for _ in 0..2 {
+        let slices = Slices::Exactly(3);
+        nf4_launch::forward_tiled_sliced(cfg, &dev, &ptx, m, slices, &a, &w_dev, &mut c).unwrap();
+        take(&dev, &c);
+    }
+    results.try_into().unwrap()
 }

@@ -1,8 +1,8 @@
 //! Assembles the NF4 kernels with ptxas: the family's matrix configurations plus shapes that
 //! select every copy width of the tensor-core ring (packed rows of 16/8/4-byte multiples and
 //! rows off 4-byte words, f16/bf16 and tf32; odd `n`, so `G_C` rows copied element by element),
-//! and fails on errors, warnings or spills, or when the f16/bf16 tensor-core forward needs more
-//! than [`FORWARD_REGISTERS`]. Prints `ptxas -v` registers and shared memory per
+//! and fails on errors, warnings or spills, or when the f16/bf16 tensor-core forward (whole,
+//! or one K slice of the split) needs more than [`FORWARD_REGISTERS`]. Prints `ptxas -v` registers and shared memory per
 //! entry. Skips loudly when ptxas is missing, unless `PTXFORGE_REQUIRE_PTXAS=1`.
 
 use ptxforge_runtime::arch::Arch;
@@ -66,7 +66,7 @@ fn nf4_kernels_assemble_without_warnings_or_spills() {
                 "{name:<36} {:<20} regs {:>3} smem {:>6} spill {}/{}",
                 e.entry, e.registers, e.shared_bytes, e.spill_stores, e.spill_loads
             );
-            let tensor_core_forward = e.entry == "nf4_gemm"
+            let tensor_core_forward = matches!(e.entry.as_str(), "nf4_gemm" | "nf4_gemm_split")
                 && matches!(cfg.dtype, DType::F16 | DType::BF16)
                 && tensor_cores(cfg);
             if tensor_core_forward && e.registers > FORWARD_REGISTERS {

@@ -151,7 +151,8 @@ impl CompiledKernel<Nf4Config> {
         nf4::launch::forward_gemv(self.config, dev, self.ptx, m, a, weights, c)
     }
 
-    /// Forward through entry `nf4_gemm` only.
+    /// Forward through the tiled entries only (`nf4_gemm`, split over `k` when its grid is
+    /// small: [`nf4::launch::forward_tiled`]).
     pub fn forward_tiled<B: Backend, T: Nf4Activation>(
         &self,
         dev: &B,

@@ -30,7 +30,8 @@ use ptxforge_runtime::templates::moe::{Ffn, MoeConfig};
 use ptxforge_runtime::templates::nf4::launch::{
     backward_gemv_slice_rows as nf4_backward_gemv_slice_rows,
     backward_gemv_sliced as nf4_backward_gemv, backward_gemv_slices as nf4_backward_gemv_slices,
-    forward as nf4_forward, DeviceWeights,
+    forward as nf4_forward, forward_tiled_sliced as nf4_forward_tiled,
+    gemm_slices as nf4_gemm_slices, gemm_split_align as nf4_gemm_split_align, DeviceWeights,
 };
 use ptxforge_runtime::templates::nf4::{quantize, Nf4Config};
 use ptxforge_runtime::templates::testing::SplitMix64;
@@ -252,49 +253,107 @@ fn nf4_bytes(m: f64, n: f64, k: f64) -> f64 {
     n * k / 2.0 + n * k / 64.0 * 4.0 + 2.0 * (m * k + m * n)
 }
 
-/// NF4 f16 forward, K = 4096, N ∈ {4096, 14336}, M ∈ {1, 16, 256}. Sample: N = 128 columns,
-/// min(M, 128) rows, K ∈ {512, 1024}; blocks tile N and M, so the block ratio is exact.
+/// NF4 f16 forward, K = 4096, N ∈ {4096, 14336}, M ∈ {1, 16, 256}, as `forward` runs it (the
+/// tiled forward split over K as `Slices::Auto` splits the real shape, [`nf4_forward_plan`]),
+/// and at M = 16, where sm_80 splits, also unsplit on sm_80 for comparison. Sample: N = 128 columns, min(M, 128)
+/// rows; unsplit K ∈ {512, 1024}, split the real slice count `S` with slices of one and two
+/// alignment steps `a` (K ∈ {S·a, 2·S·a}) → 4096, linear in K; blocks tile N and M (and the
+/// slices), so the block ratio is exact.
 fn nf4(rows: &mut Vec<Modelled>) -> Result<()> {
-    const K: u32 = 4096;
-    const NS: u32 = 128;
     let mut rng = SplitMix64::new(21);
     for m in [1u32, 16, 256] {
-        let ms = m.min(128);
-        for (arch, path) in PATHS {
+        nf4_rows(rows, m, &mut rng)?;
+    }
+    Ok(())
+}
+
+/// [`nf4`]'s rows of one `m`.
+fn nf4_rows(rows: &mut Vec<Modelled>, m: u32, rng: &mut SplitMix64) -> Result<()> {
+    const K: u32 = 4096;
+    const NS: u32 = 128;
+    let ms = m.min(128);
+    for n in [4096u32, 14336] {
+        // Beside a split sm_80 row at M = 16, the same job unsplit.
+        let splits = nf4_forward_plan(Arch::Sm80, (m, n, K), true).0 > 1;
+        let unsplit = (m == 16 && splits).then_some((Arch::Sm80, "sm_80, unsplit", false));
+        let paths = PATHS.into_iter().map(|(arch, path)| (arch, path, true));
+        for (arch, path, split) in paths.chain(unsplit) {
+            let (slices, sizes) = nf4_forward_plan(arch, (m, n, K), split);
             let per = sampled(
-                &[512, 1024],
+                &sizes,
                 K,
                 |k| {
-                    let (cfg, ptx, dev, weights) = nf4_sample(arch, NS, k, &mut rng)?;
+                    let (cfg, ptx, dev, weights) = nf4_sample(arch, NS, k, rng)?;
                     let a = dev
-                        .upload(&halves(&mut rng, (ms * k) as usize, -1.0, 1.0))
+                        .upload(&halves(rng, (ms * k) as usize, -1.0, 1.0))
                         .map_err(err)?;
                     let mut c = dev.alloc::<f16>((ms * NS) as usize).map_err(err)?;
-                    nf4_forward(&cfg, &dev, &ptx, ms, &a, &weights, &mut c).map_err(err)?;
+                    if m <= 8 {
+                        nf4_forward(&cfg, &dev, &ptx, ms, &a, &weights, &mut c)
+                    } else {
+                        let slices = Slices::Exactly(slices);
+                        nf4_forward_tiled(&cfg, &dev, &ptx, ms, slices, &a, &weights, &mut c)
+                    }
+                    .map_err(err)?;
                     Ok((ptx, dev.take_launch_log()))
                 },
                 |_| f64::from(m) / f64::from(ms),
             )?;
-            for n in [4096u32, 14336] {
-                let (mf, nf, kf) = (f64::from(m), f64::from(n), f64::from(K));
-                let bytes = nf4_bytes(mf, nf, kf);
-                rows.push(Modelled::new(
-                    format!("NF4 f16 forward N={n} K={K} M={m}"),
-                    (arch, path),
-                    format!("N=128, M={ms}, K=512/1024 → 4096, ×{}", n / NS),
-                    mf * nf,
-                    Job {
-                        compulsory_bytes: bytes,
-                        footprint_bytes: bytes,
-                        flops: 2.0 * mf * nf * kf,
-                        precision: Precision::F16Tensor,
-                    },
-                    per.scaled(nf / f64::from(NS)),
-                ));
-            }
+            let (mf, nf, kf) = (f64::from(m), f64::from(n), f64::from(K));
+            let bytes = nf4_bytes(mf, nf, kf);
+            let workspace = if slices > 1 {
+                4.0 * f64::from(slices) * mf * nf
+            } else {
+                0.0
+            };
+            let sample = if slices > 1 {
+                format!(
+                    "N=128, M={ms}, {slices} slices, K={}/{} → {K}, ×{}",
+                    sizes[0],
+                    sizes[1],
+                    n / NS
+                )
+            } else {
+                format!("N=128, M={ms}, K=512/1024 → {K}, ×{}", n / NS)
+            };
+            rows.push(Modelled::new(
+                format!("NF4 f16 forward N={n} K={K} M={m}"),
+                (arch, path),
+                sample,
+                mf * nf,
+                Job {
+                    compulsory_bytes: bytes,
+                    footprint_bytes: bytes + 2.0 * workspace,
+                    flops: 2.0 * mf * nf * kf,
+                    precision: Precision::F16Tensor,
+                },
+                per.scaled(nf / f64::from(NS)),
+            ));
         }
     }
     Ok(())
+}
+
+/// How the NF4 f16 forward row of `(m, n, k)` on `arch` runs and is sampled: its K slice count
+/// (`Slices::Auto`'s rule, `gemm_slices`, for the tiled forward when `split`; 1 for the GEMV,
+/// `m ≤ 8`) and its two sample K values (unsplit 512 and 1024; split `S·a` and `2·S·a`, `a`
+/// the path's split alignment, so each sample's `S` slices are whole alignment steps).
+fn nf4_forward_plan(arch: Arch, (m, n, k): (u32, u32, u32), split: bool) -> (u32, [u32; 2]) {
+    let cfg = Nf4Config {
+        dtype: DType::F16,
+        arch,
+        ..Nf4Config::new(n, k)
+    };
+    let slices = if split && m > 8 {
+        nf4_gemm_slices(&cfg, m)
+    } else {
+        1
+    };
+    if slices == 1 {
+        return (1, [512, 1024]);
+    }
+    let step = slices * nf4_gemm_split_align(&cfg);
+    (slices, [step, 2 * step])
 }
 
 /// NF4 f16 backward-input, N = K = 4096, M = 1 (the backward GEMV), split as `Slices::Auto`
@@ -781,7 +840,9 @@ pub fn section(md: &mut String, ptxas: &Path, scratch: &Path) -> Result<()> {
          chooses on sm_80 (its tensor-core share says whether that is `mma`). The ResNet-50 \
          forward layers run in NCHW and in NHWC (PyTorch's channels_last); the ResNet-50 weight \
          gradient runs on sm_80's tensor cores only, unsplit and split as the family splits it \
-         (its instr/output is per weight-gradient element); the NF4 backward-input at M = 1 (the \
+         (its instr/output is per weight-gradient element); the NF4 forward above the GEMV (M > 8) runs \
+         split over K as `Slices::Auto` splits it (`nf4_gemm_split` + `nf4_gemm_reduce`), and \
+         at M = 16 also unsplit on sm_80; the NF4 backward-input at M = 1 (the \
          backward GEMV) runs split over the weight rows as `Slices::Auto` splits it, and unsplit \
          on sm_80. Command: `cargo xtask bench`.\n\n",
     );
@@ -900,6 +961,50 @@ fn waves_section(
 
 #[cfg(test)]
 mod tests {
+    use ptxforge_runtime::Arch;
+
+    /// The NF4 forward rows' plans: the M = 16 rows split as the kernels' rule splits them
+    /// (N = 4096: 64 blocks → 6 slices on sm_80's tensor cores, 64-column steps; 8 on the
+    /// CUDA cores, 512-column steps), and unsplit: N = 14336 at M = 16 and N = 4096 at
+    /// M = 256 (224 and 256 blocks: 2 per SM at most, split in two or not), the GEMV
+    /// (M = 1), two full waves (M = 256, N = 14336) and the comparison row.
+    #[test]
+    fn nf4_forward_rows_split_as_the_rule() {
+        let plan = super::nf4_forward_plan;
+        assert_eq!(plan(Arch::Sm80, (16, 4096, 4096), true), (6, [384, 768]));
+        assert_eq!(plan(Arch::Sm70, (16, 4096, 4096), true), (8, [4096, 8192]));
+        assert_eq!(plan(Arch::Sm80, (16, 14336, 4096), true), (1, [512, 1024]));
+        assert_eq!(plan(Arch::Sm70, (16, 14336, 4096), true), (1, [512, 1024]));
+        assert_eq!(plan(Arch::Sm80, (256, 4096, 4096), true), (1, [512, 1024]));
+        assert_eq!(plan(Arch::Sm80, (256, 14336, 4096), true), (1, [512, 1024]));
+        assert_eq!(plan(Arch::Sm80, (1, 4096, 4096), true), (1, [512, 1024]));
+        assert_eq!(plan(Arch::Sm80, (16, 4096, 4096), false), (1, [512, 1024]));
+    }
+
+    /// The NF4 forward rows at M = 16 alone, both tables (a minute or two): `cargo test
+    /// --release -p xtask -- --ignored nf4_m16_rows --nocapture`.
+    #[test]
+    #[ignore]
+    fn nf4_m16_rows() {
+        let ptxas = ptxforge_runtime::ptxas::locate().expect("ptxas (set PTXAS)");
+        let scratch = std::env::temp_dir().join("ptxforge-realistic-nf4");
+        let mut jobs = Vec::new();
+        let mut rng = ptxforge_runtime::templates::testing::SplitMix64::new(21);
+        super::nf4_rows(&mut jobs, 16, &mut rng).expect("rows");
+        let (rows, waves): (Vec<_>, Vec<_>) = jobs
+            .into_iter()
+            .map(|m| (m.row, (m.arch, m.sampled)))
+            .unzip();
+        let mut md = String::new();
+        super::table(&mut md, &rows);
+        let ptxas = super::Ptxas {
+            ptxas: &ptxas,
+            scratch: &scratch,
+        };
+        super::waves_section(&mut md, &rows, &waves, &ptxas).expect("waves");
+        println!("{md}");
+    }
+
     /// The whole section (minutes): `cargo test -p xtask -- --ignored realistic_section`.
     #[test]
     #[ignore]

@@ -19,7 +19,9 @@
 //! - any buffer of the wrong length → [`LaunchError::BufferLength`] naming it;
 //! - a split of the backward GEMV into no slices, more slices than rows of `W` or than
 //!   `grid.y` allows, or a workspace past the u32 index range → [`LaunchError::InvalidDim`]
-//!   named `slices`.
+//!   named `slices`; likewise a split of the tiled forward into no slices, more than
+//!   [`gemm_max_slices`] (one [`gemm_split_align`] step of `k` each, at most `grid.z`) or a
+//!   workspace past the u32 index range.
 
 use half::{bf16, f16};
 
@@ -27,21 +29,22 @@ use super::format::{Nf4DoubleQuant, Nf4Weights, DYNAMIC_MAP_LEN};
 use super::kernels::{
     backward_gemv_cols, backward_gemv_slice_len, backward_input_cols, gemm_threads,
     BACKWARD_GEMV_ENTRY, BACKWARD_GEMV_REDUCE_ENTRY, BACKWARD_GEMV_SPLIT_ENTRY,
-    BACKWARD_INPUT_ENTRY, GEMM_ENTRY, GEMV_ENTRY, GEMV_MAX_M, GEMV_ROWS_PER_BLOCK, REDUCE_VECTOR,
-    THREADS, TILE_M, TILE_N,
+    BACKWARD_INPUT_ENTRY, GEMM_ENTRY, GEMM_REDUCE_ENTRY, GEMM_SPLIT_ENTRY, GEMV_ENTRY, GEMV_MAX_M,
+    GEMV_ROWS_PER_BLOCK, REDUCE_VECTOR, THREADS, TILE_M, TILE_N,
 };
+pub use super::kernels::{gemm_slice_len, gemm_split_align};
 use super::{Nf4Config, INDEX_BOUND};
 use crate::dtype::DType;
 use crate::launch::{
     Backend, DeviceBuffer, Dim3, Element, KernelArg, LaunchConfig, LaunchError, ParamKind,
 };
 
-/// How many slices of the rows of `W` the backward GEMV splits its sum into (`Auto`:
-/// [`backward_gemv_slices`]).
+/// How many slices the split sums run: of the rows of `W` for the backward GEMV (`Auto`:
+/// [`backward_gemv_slices`]), of `k` for the tiled forward (`Auto`: [`gemm_slices`]).
 pub use crate::templates::split::Slices;
 use crate::templates::split::{SPLIT_TARGET_SMS, SPLIT_WAVES};
 
-/// The largest `grid.y` a launch may use.
+/// The largest `grid.y` (and `grid.z`) a launch may use.
 const MAX_GRID_Y: u32 = 65535;
 
 /// The fewest rows of `W` [`backward_gemv_slices`] gives a slice: below that, a block's fixed
@@ -52,6 +55,12 @@ pub const MIN_SLICE_ROWS: u32 = 64;
 /// bf16 (two sectors in f32), so when `n` is a multiple of 16 a slice's `G_C` reads are whole
 /// sectors.
 pub const SLICE_ROW_ALIGN: u32 = 16;
+
+/// The fewest columns of `k` [`gemm_slices`] gives a K slice of the tiled forward: below
+/// that, a block's fixed costs (the code table and map, filling and draining the pipeline,
+/// its f32 partial tile written and read back by the reduce, 16 KiB at 64 × 64) outweigh its
+/// share of the weight (64 rows × 256 code bytes at 512 columns).
+pub const MIN_SLICE_K: u32 = 512;
 
 /// Activation element types of the NF4 kernels (sealed: f16, bf16, f32).
 pub trait Nf4Activation: Element + private::Sealed {
@@ -164,6 +173,78 @@ pub fn gemm_launch_config(cfg: &Nf4Config, m: u32) -> LaunchConfig {
     }
 }
 
+/// The number `S` of K slices the tiled forward ([`forward_tiled`], and [`forward`] for
+/// `m > 8`) splits its sum into: with `B = ⌈n / 64⌉ · ⌈m / 64⌉` blocks unsplit
+/// ([`gemm_launch_config`]) and `W =` [`SPLIT_WAVES`]` · `[`SPLIT_TARGET_SMS`] (two waves of
+/// an H100's 132 SMs, 264 blocks),
+/// - `S = 1` when `B ≥ W` (two full waves already: a split only adds the reduce and the
+///   workspace traffic) or `k < 2 ·` [`MIN_SLICE_K`] (no two slices of useful length);
+/// - else, with `a =` [`gemm_split_align`] and `S₀ = min(⌈W / B⌉, ⌊k / MIN_SLICE_K⌋)`:
+///   columns per slice `c = max(⌊k / S₀⌋` rounded down to `a`, `MIN_SLICE_K` rounded up to
+///   `a)`, and `S = ⌈k / c⌉`;
+/// - and `S = 1` after all when that split does not shorten the busiest SM's share of the
+///   work: `⌈S·B / 132⌉ / S ≥ ⌈B / 132⌉` block-lengths (224 blocks: 2 either way, split in
+///   2; the slices' extra fills and stores and the reduce would only add time).
+///
+/// Why: under two waves the grid leaves SMs idle (64 blocks at `n = k = 4096`, `m = 16`: half
+/// of one wave) or ends on a thin tail wave, while each block walks the whole of `k`; slicing
+/// `k` multiplies the blocks at the cost of one f32 partial tile per slice (`m · n · 4` bytes
+/// written and read back, small beside the `n · k / 2` code bytes when `m` is small). So
+/// `S · B ≥ W` unless slices would fall under `MIN_SLICE_K`, every slice but the last has at
+/// least `MIN_SLICE_K` columns and starts on a multiple of `a` (a multiple of the quantisation
+/// block and of the path's K step), and none is empty ([`gemm_slice_k`]: `⌈k / S⌉` rounded up
+/// to `a` is at most `c`). `n = k = 4096`, `m = 16`, f16 on tensor cores (`a = 64`): `B = 64`,
+/// `S₀ = 5`, `c = 768`, `S = 6` (384 blocks; slices of 704 columns, the last 576). The rule
+/// depends on the shape only, so a shape always gets the same `S` and the same bits.
+pub fn gemm_slices(cfg: &Nf4Config, m: u32) -> u32 {
+    let blocks = u64::from(cfg.n.div_ceil(TILE_N)) * u64::from(m.div_ceil(TILE_M));
+    let target = SPLIT_WAVES * SPLIT_TARGET_SMS;
+    let most = cfg.k / MIN_SLICE_K;
+    if blocks >= target || most < 2 {
+        return 1;
+    }
+    let align = gemm_split_align(cfg);
+    let wanted = (target.div_ceil(blocks) as u32).min(most);
+    let each = (cfg.k / wanted / align * align).max(MIN_SLICE_K.next_multiple_of(align));
+    let slices = cfg.k.div_ceil(each);
+    let busiest = |blocks: u64| blocks.div_ceil(SPLIT_TARGET_SMS);
+    if busiest(blocks * u64::from(slices)) >= u64::from(slices) * busiest(blocks) {
+        return 1;
+    }
+    slices
+}
+
+/// Columns of `k` per K slice of the split forward when split into `slices`: `⌈k / S⌉`
+/// rounded up to [`gemm_split_align`] (the last slice may have fewer, or with
+/// [`Slices::Exactly`] none: it then writes zeros).
+pub fn gemm_slice_k(cfg: &Nf4Config, slices: u32) -> u32 {
+    cfg.k
+        .div_ceil(slices.max(1))
+        .next_multiple_of(gemm_split_align(cfg))
+}
+
+/// The most K slices a split forward may run: one per [`gemm_split_align`] step of `k`, and
+/// at most the `grid.z` limit.
+pub fn gemm_max_slices(cfg: &Nf4Config) -> u32 {
+    cfg.k.div_ceil(gemm_split_align(cfg)).min(MAX_GRID_Y)
+}
+
+/// Launch geometry of `nf4_gemm_split`: `(⌈n / 64⌉, ⌈m / 64⌉, S)` blocks of
+/// [`gemm_threads`] threads.
+pub fn gemm_split_launch_config(cfg: &Nf4Config, m: u32, slices: u32) -> LaunchConfig {
+    let whole = gemm_launch_config(cfg, m);
+    LaunchConfig {
+        grid: Dim3::new(whole.grid.x, whole.grid.y, slices),
+        ..whole
+    }
+}
+
+/// Launch geometry of `nf4_gemm_reduce`: `⌈⌈m·n / 4⌉ / 256⌉` blocks of 256 threads (four
+/// elements of `C` per thread).
+pub fn gemm_reduce_launch_config(cfg: &Nf4Config, m: u32) -> LaunchConfig {
+    reduce_launch_config(u64::from(m) * u64::from(cfg.n))
+}
+
 /// Launch geometry of `nf4_backward_input`: `(ceil(k / cols), ceil(m / 64))` blocks of
 /// [`gemm_threads`] threads (256; 128 on tf32 tensor cores), `cols` =
 /// [`backward_input_cols`] (256).
@@ -239,7 +320,12 @@ pub fn backward_gemv_split_launch_config(cfg: &Nf4Config, slices: u32) -> Launch
 /// Launch geometry of `nf4_backward_gemv_reduce`: `⌈⌈m·k / 4⌉ / 256⌉` blocks of 256 threads
 /// (four elements of `G_A` per thread).
 pub fn backward_gemv_reduce_launch_config(cfg: &Nf4Config, m: u32) -> LaunchConfig {
-    let groups = (u64::from(m) * u64::from(cfg.k)).div_ceil(u64::from(REDUCE_VECTOR));
+    reduce_launch_config(u64::from(m) * u64::from(cfg.k))
+}
+
+/// A reduce over `elements` outputs: four per thread, 256 threads per block.
+fn reduce_launch_config(elements: u64) -> LaunchConfig {
+    let groups = elements.div_ceil(u64::from(REDUCE_VECTOR));
     LaunchConfig {
         grid: Dim3::x(groups.div_ceil(u64::from(THREADS)) as u32),
         block: Dim3::x(THREADS),
@@ -295,7 +381,8 @@ pub fn forward_gemv<B: Backend, T: Nf4Activation>(
     dev.launch(ptx, GEMV_ENTRY, gemv_launch_config(cfg), &args)
 }
 
-/// Forward through the tiled entry (any `m ≥ 1`; [`forward`] picks it for `m > 8`).
+/// Forward through the tiled entries (any `m ≥ 1`; [`forward`] picks them for `m > 8`), `k`
+/// split by [`gemm_slices`] ([`forward_tiled_sliced`] with [`Slices::Auto`]).
 pub fn forward_tiled<B: Backend, T: Nf4Activation>(
     cfg: &Nf4Config,
     dev: &B,
@@ -305,12 +392,58 @@ pub fn forward_tiled<B: Backend, T: Nf4Activation>(
     weights: &DeviceWeights<B>,
     c: &mut DeviceBuffer<B, T>,
 ) -> Result<(), LaunchError> {
+    forward_tiled_sliced(cfg, dev, ptx, m, Slices::Auto, a, weights, c)
+}
+
+/// Forward through the tiled entries (any `m ≥ 1`) with a chosen split of the sum over `k`
+/// ([`Slices`]). One slice runs `nf4_gemm` alone; `S > 1` allocates an f32 workspace of
+/// `S ·` [`gemm_slice_len`] elements through the backend, runs `nf4_gemm_split` (K slice `s`
+/// = columns `s · c .. (s + 1) · c`, `c =` [`gemm_slice_k`], its unrounded partial `C` into
+/// its part of the workspace) and `nf4_gemm_reduce` (the slices added in order, rounded once):
+/// the same bits every run for a given `S`, different from the unsplit entry's only by the
+/// order of the f32 additions. `S = 0`, `S >` [`gemm_max_slices`] or a workspace past the
+/// u32 index range is [`LaunchError::InvalidDim`] `slices`.
+#[allow(clippy::too_many_arguments)]
+pub fn forward_tiled_sliced<B: Backend, T: Nf4Activation>(
+    cfg: &Nf4Config,
+    dev: &B,
+    ptx: &str,
+    m: u32,
+    slices: Slices,
+    a: &DeviceBuffer<B, T>,
+    weights: &DeviceWeights<B>,
+    c: &mut DeviceBuffer<B, T>,
+) -> Result<(), LaunchError> {
     check_common::<B, T>(cfg, GEMM_ENTRY, m, weights)?;
     check_row_tiles(m)?;
     check_len("a", u64::from(m) * u64::from(cfg.k), a.len())?;
     check_len("c", u64::from(m) * u64::from(cfg.n), c.len())?;
-    let args = entry_args(a, weights, c, m);
-    dev.launch(ptx, GEMM_ENTRY, gemm_launch_config(cfg, m), &args)
+    let slices = match slices {
+        Slices::Auto => gemm_slices(cfg, m),
+        Slices::Exactly(s) => s,
+    };
+    let workspace = check_gemm_slices(cfg, m, slices)?;
+    let sum = SplitSum {
+        whole: (GEMM_ENTRY, gemm_launch_config(cfg, m)),
+        split: (GEMM_SPLIT_ENTRY, gemm_split_launch_config(cfg, m, slices)),
+        reduce: (GEMM_REDUCE_ENTRY, gemm_reduce_launch_config(cfg, m)),
+        slices,
+        per_slice: gemm_slice_k(cfg, slices),
+        workspace,
+    };
+    sum.launch(dev, ptx, (a, weights, c, m))
+}
+
+/// A split of the tiled forward into `slices`: at least 1, at most [`gemm_max_slices`], and a
+/// workspace (returned, in elements) within the u32 index range.
+fn check_gemm_slices(cfg: &Nf4Config, m: u32, slices: u32) -> Result<u64, LaunchError> {
+    let workspace = u64::from(slices) * gemm_slice_len(cfg, m);
+    let rule = format!(
+        "K slices of at least one step of {} columns of k = {}, and grid.z {MAX_GRID_Y}",
+        gemm_split_align(cfg),
+        cfg.k
+    );
+    check_slice_count(slices, (gemm_max_slices(cfg), rule), workspace)
 }
 
 /// Backward with respect to the input: `G_A [m, k] = G_C [m, n] · dequant(W)`, through the
@@ -374,35 +507,76 @@ pub fn backward_gemv_sliced<B: Backend, T: Nf4Activation>(
         Slices::Exactly(s) => s,
     };
     let workspace = check_slices(cfg, m, slices)?;
-    if slices == 1 {
-        let args = entry_args(g_c, weights, g_a, m);
-        return dev.launch(
-            ptx,
-            BACKWARD_GEMV_ENTRY,
-            backward_gemv_launch_config(cfg),
-            &args,
-        );
-    }
-    let partials = dev.alloc::<f32>(workspace as usize)?;
-    let mut args = entry_args(g_c, weights, &partials, m);
-    args.push(KernelArg::U32(backward_gemv_slice_rows(cfg, slices)));
-    let split = backward_gemv_split_launch_config(cfg, slices);
-    dev.launch(ptx, BACKWARD_GEMV_SPLIT_ENTRY, split, &args)?;
-    let args = [
-        KernelArg::buffer(&partials),
-        KernelArg::buffer(&*g_a),
-        KernelArg::U32(m),
-        KernelArg::U32(slices),
-    ];
-    let reduce = backward_gemv_reduce_launch_config(cfg, m);
-    dev.launch(ptx, BACKWARD_GEMV_REDUCE_ENTRY, reduce, &args)
+    let sum = SplitSum {
+        whole: (BACKWARD_GEMV_ENTRY, backward_gemv_launch_config(cfg)),
+        split: (
+            BACKWARD_GEMV_SPLIT_ENTRY,
+            backward_gemv_split_launch_config(cfg, slices),
+        ),
+        reduce: (
+            BACKWARD_GEMV_REDUCE_ENTRY,
+            backward_gemv_reduce_launch_config(cfg, m),
+        ),
+        slices,
+        per_slice: backward_gemv_slice_rows(cfg, slices),
+        workspace,
+    };
+    sum.launch(dev, ptx, (g_c, weights, g_a, m))
 }
 
-/// A split of the backward GEMV into `slices`: at least 1, at most `n` (every slice a row) and
-/// `grid.y`, and a workspace (returned, in elements) within the u32 index range.
-fn check_slices(cfg: &Nf4Config, m: u32, slices: u32) -> Result<u64, LaunchError> {
-    let workspace = u64::from(slices) * backward_gemv_slice_len(cfg, m);
-    let limit = cfg.n.min(MAX_GRID_Y);
+/// A sum launched whole or split: each entry with its geometry, and the split's size.
+struct SplitSum {
+    whole: (&'static str, LaunchConfig),
+    split: (&'static str, LaunchConfig),
+    reduce: (&'static str, LaunchConfig),
+    slices: u32,
+    /// The split entry's last parameter: rows or columns per slice.
+    per_slice: u32,
+    /// Workspace elements ([`check_slice_count`]).
+    workspace: u64,
+}
+
+impl SplitSum {
+    /// One slice: the whole entry (`input, packed, <absmax>, output, m`). More: an f32
+    /// workspace allocated through the backend, the split entry into it (`.., partials, m,
+    /// per_slice`), then the reduce (`partials, output, m, slices`).
+    fn launch<B: Backend, T: Nf4Activation>(
+        &self,
+        dev: &B,
+        ptx: &str,
+        (input, weights, output, m): (
+            &DeviceBuffer<B, T>,
+            &DeviceWeights<B>,
+            &mut DeviceBuffer<B, T>,
+            u32,
+        ),
+    ) -> Result<(), LaunchError> {
+        if self.slices == 1 {
+            let args = entry_args(input, weights, output, m);
+            return dev.launch(ptx, self.whole.0, self.whole.1, &args);
+        }
+        let partials = dev.alloc::<f32>(self.workspace as usize)?;
+        let mut args = entry_args(input, weights, &partials, m);
+        args.push(KernelArg::U32(self.per_slice));
+        dev.launch(ptx, self.split.0, self.split.1, &args)?;
+        let args = [
+            KernelArg::buffer(&partials),
+            KernelArg::buffer(&*output),
+            KernelArg::U32(m),
+            KernelArg::U32(self.slices),
+        ];
+        dev.launch(ptx, self.reduce.0, self.reduce.1, &args)
+    }
+}
+
+/// `slices` within `1 ..= limit` and a workspace of `workspace` elements within the u32 index
+/// range (returned), else [`LaunchError::InvalidDim`] `slices`, `rule` saying what limits the
+/// count.
+fn check_slice_count(
+    slices: u32,
+    (limit, rule): (u32, String),
+    workspace: u64,
+) -> Result<u64, LaunchError> {
     if (1..=limit).contains(&slices) && workspace <= INDEX_BOUND.limit {
         return Ok(workspace);
     }
@@ -410,11 +584,20 @@ fn check_slices(cfg: &Nf4Config, m: u32, slices: u32) -> Result<u64, LaunchError
         name: "slices",
         value: u64::from(slices),
         reason: format!(
-            "needs 1 ..= {limit} slices (at most n = {} rows of W and grid.y {MAX_GRID_Y}) and a \
-             workspace of at most {} f32 ({workspace} asked)",
-            cfg.n, INDEX_BOUND.limit
+            "needs 1 ..= {limit} slices ({rule}) and a workspace of at most {} f32 ({workspace} \
+             asked)",
+            INDEX_BOUND.limit
         ),
     })
+}
+
+/// A split of the backward GEMV into `slices`: at least 1, at most `n` (every slice a row) and
+/// `grid.y`, and a workspace (returned, in elements) within the u32 index range.
+fn check_slices(cfg: &Nf4Config, m: u32, slices: u32) -> Result<u64, LaunchError> {
+    let workspace = u64::from(slices) * backward_gemv_slice_len(cfg, m);
+    let limit = cfg.n.min(MAX_GRID_Y);
+    let rule = format!("at most n = {} rows of W and grid.y {MAX_GRID_Y}", cfg.n);
+    check_slice_count(slices, (limit, rule), workspace)
 }
 
 /// Backward through the tiled entry (any `m ≥ 1`; [`backward_input`] picks it for `m > 8`).
@@ -654,6 +837,166 @@ mod tests {
         assert_eq!(backward_gemv_slice_rows(&short, 2), 80);
     }
 
+    /// Every path of the tiled forward at `n = k = 4096`: f16/bf16 tensor cores, tf32, and
+    /// the CUDA-core GEMM (f32; f16 before sm_80).
+    fn llm_paths() -> Vec<Nf4Config> {
+        let llm = Nf4Config::new(4096, 4096);
+        vec![
+            Nf4Config {
+                dtype: DType::F16,
+                ..llm
+            },
+            Nf4Config {
+                dtype: DType::BF16,
+                double_quant: true,
+                arch: crate::arch::Arch::Sm90,
+                ..llm
+            },
+            Nf4Config {
+                allow_tf32: true,
+                ..llm
+            },
+            llm,
+            Nf4Config {
+                dtype: DType::F16,
+                arch: crate::arch::Arch::Sm75,
+                ..llm
+            },
+        ]
+    }
+
+    #[test]
+    fn auto_k_slices_fill_two_waves_under_them() {
+        // m = 16, n = k = 4096: 64 blocks unsplit, under half a wave of 132 SMs.
+        let aligns = [64, 64, 256, 512, 512];
+        let expected = [6, 6, 6, 8, 8];
+        for ((cfg, align), want) in llm_paths().iter().zip(aligns).zip(expected) {
+            let blocks = gemm_launch_config(cfg, 16).grid.x;
+            assert_eq!(blocks, 64);
+            assert_eq!(gemm_split_align(cfg), align, "{cfg:?}");
+            let slices = gemm_slices(cfg, 16);
+            assert_eq!(slices, want, "{cfg:?}");
+            assert!(blocks * slices >= 2 * 132, "{cfg:?}");
+            // Every slice starts on the alignment, has columns, all but the last ≥ 512.
+            let each = gemm_slice_k(cfg, slices);
+            assert!(each.is_multiple_of(align) && each >= MIN_SLICE_K, "{cfg:?}");
+            assert!((slices - 1) * each < cfg.k, "{cfg:?}: an empty slice");
+        }
+        let f16 = llm_paths()[0];
+        // 6 slices of 704 columns (11 stages of 64), the last 576.
+        assert_eq!(gemm_slice_k(&f16, 6), 704);
+        assert_eq!(
+            gemm_split_launch_config(&f16, 16, 6).grid,
+            Dim3::new(64, 1, 6)
+        );
+        // n = 14336 (224 blocks, 1.7 waves): two slices would leave the busiest SM two
+        // block-lengths of work as unsplit, so none; 140 blocks (n = 8960) split in two:
+        // 280 blocks, 3 half-lengths on the busiest SM instead of 2 whole ones.
+        let wide = Nf4Config { n: 14336, ..f16 };
+        assert_eq!(gemm_slices(&wide, 16), 1);
+        assert_eq!(gemm_slices(&Nf4Config { n: 8960, ..f16 }, 16), 2);
+        // Two full waves unsplit (m = 512: 512 blocks; m = 272: 320), 256 blocks (two
+        // per SM at most, split in two or not), or k under two 512-column slices: no split.
+        assert_eq!(gemm_slices(&f16, 512), 1);
+        assert_eq!(gemm_slices(&f16, 272), 1);
+        assert_eq!(gemm_slices(&f16, 256), 1);
+        assert_eq!(gemm_slices(&Nf4Config { k: 1022, ..f16 }, 16), 1);
+        assert_eq!(gemm_slices(&Nf4Config { k: 1024, ..f16 }, 16), 2);
+        // Few columns per slice never go under 512: k = 2048 at n = 512 gives 4, not 33.
+        let small = Nf4Config {
+            n: 512,
+            k: 2048,
+            ..f16
+        };
+        assert_eq!(gemm_slices(&small, 16), 4);
+        // tf32 at block 256 steps 1024 columns: k = 4096 gives 4 slices of 1024.
+        let coarse = Nf4Config {
+            block: 256,
+            ..llm_paths()[2]
+        };
+        assert_eq!(gemm_split_align(&coarse), 1024);
+        assert_eq!(
+            (gemm_slices(&coarse, 16), gemm_slice_k(&coarse, 4)),
+            (4, 1024)
+        );
+    }
+
+    /// Runs `run` with 1, 3 and the automatic number of slices, then with `None` (the plain
+    /// entry point, which splits too here), and checks the entries: the whole one, then the
+    /// split and the reduce three times (the automatic rule splits the test's shape).
+    fn split_log(
+        dev: &Recorder,
+        [whole, split, reduce]: [&str; 3],
+        run: &mut dyn FnMut(Option<Slices>),
+    ) -> Vec<crate::launch::RecordedLaunch> {
+        for slices in [Slices::Exactly(1), Slices::Exactly(3), Slices::Auto] {
+            run(Some(slices));
+        }
+        run(None);
+        let log = dev.launches();
+        let entries: Vec<&str> = log.iter().map(|l| l.entry.as_str()).collect();
+        assert_eq!(
+            entries,
+            [whole, split, reduce, split, reduce, split, reduce]
+        );
+        log
+    }
+
+    #[test]
+    fn split_forward_launches_slices_then_the_reduce() {
+        let cfg = Nf4Config::new(70, 1100);
+        let (dev, w) = setup(&cfg);
+        let m = 9;
+        let a = dev.alloc::<f32>((m * 1100) as usize).unwrap();
+        let mut c = dev.alloc::<f32>((m * 70) as usize).unwrap();
+        let entries = [GEMM_ENTRY, GEMM_SPLIT_ENTRY, GEMM_REDUCE_ENTRY];
+        let log = split_log(&dev, entries, &mut |slices| match slices {
+            Some(s) => forward_tiled_sliced(&cfg, &dev, "", m, s, &a, &w, &mut c).unwrap(),
+            None => forward(&cfg, &dev, "", m, &a, &w, &mut c).unwrap(),
+        });
+        // Auto: 512-column slices (f32 CUDA cores), the last 76.
+        assert_eq!(log[0].config.grid, Dim3::new(2, 1, 1));
+        assert_eq!(log[1].config.grid, Dim3::new(2, 1, 3));
+        assert_eq!(log[3].config.grid, Dim3::new(2, 1, 3));
+        // a, packed, absmax, partials, m, slice_k (⌈1100 / 3⌉ = 367, rounded up to 512).
+        let u32_arg = Some(crate::launch::ScalarKind::U32);
+        assert_eq!(log[1].args, [None, None, None, None, u32_arg, u32_arg]);
+        assert_eq!(gemm_slice_k(&cfg, 3), 512);
+        // ⌈⌈9 · 70 / 4⌉ / 256⌉ = 1 block of the reduce; partials, c, m, slices.
+        assert_eq!(log[2].config.grid, Dim3::x(1));
+        assert_eq!(log[2].args, [None, None, u32_arg, u32_arg]);
+        assert_eq!(gemm_slice_len(&cfg, m), 632); // 630 rounded up to 4
+    }
+
+    #[test]
+    fn bad_k_slice_counts_are_invalid_dims_before_launch() {
+        let cfg = Nf4Config::new(10, 1100); // f32 CUDA cores: 512-column steps, at most 3
+        let (dev, w) = setup(&cfg);
+        let a = dev.alloc::<f32>(9 * 1100).unwrap();
+        let mut c = dev.alloc::<f32>(9 * 10).unwrap();
+        for bad in [0, 4, 70000] {
+            let err = forward_tiled_sliced(&cfg, &dev, "", 9, Slices::Exactly(bad), &a, &w, &mut c)
+                .unwrap_err();
+            match err {
+                LaunchError::InvalidDim {
+                    name,
+                    value,
+                    reason,
+                } => {
+                    assert_eq!((name, value), ("slices", u64::from(bad)));
+                    assert!(reason.contains("1 ..= 3 slices"), "{reason}");
+                }
+                other => panic!("{bad}: {other}"),
+            }
+        }
+        assert_eq!(gemm_max_slices(&cfg), 3);
+        // A workspace past the u32 index range: 2 slices of m · n = 2^31 elements.
+        let wide = Nf4Config::new(1 << 16, 4096);
+        assert!(check_gemm_slices(&wide, 1 << 15, 2).is_err());
+        assert!(check_gemm_slices(&wide, 1 << 15, 1).is_ok());
+        assert!(dev.launches().is_empty(), "nothing may launch");
+    }
+
     #[test]
     fn split_backward_gemv_launches_slices_then_the_reduce() {
         let cfg = Nf4Config::new(300, 130);
@@ -661,24 +1004,16 @@ mod tests {
         let m = 3;
         let g_c = dev.alloc::<f32>((m * 300) as usize).unwrap();
         let mut g_a = dev.alloc::<f32>((m * 130) as usize).unwrap();
-        for slices in [Slices::Exactly(1), Slices::Exactly(3), Slices::Auto] {
-            backward_gemv_sliced(&cfg, &dev, "", m, slices, &g_c, &w, &mut g_a).unwrap();
-        }
-        backward_input(&cfg, &dev, "", m, &g_c, &w, &mut g_a).unwrap();
-        let log = dev.launches();
-        let entries: Vec<&str> = log.iter().map(|l| l.entry.as_str()).collect();
-        assert_eq!(
-            entries,
-            [
-                BACKWARD_GEMV_ENTRY,
-                BACKWARD_GEMV_SPLIT_ENTRY,
-                BACKWARD_GEMV_REDUCE_ENTRY,
-                BACKWARD_GEMV_SPLIT_ENTRY, // Auto: 4 slices of 75 rows
-                BACKWARD_GEMV_REDUCE_ENTRY,
-                BACKWARD_GEMV_SPLIT_ENTRY, // backward_input: Auto
-                BACKWARD_GEMV_REDUCE_ENTRY,
-            ]
-        );
+        let entries = [
+            BACKWARD_GEMV_ENTRY,
+            BACKWARD_GEMV_SPLIT_ENTRY,
+            BACKWARD_GEMV_REDUCE_ENTRY,
+        ];
+        let log = split_log(&dev, entries, &mut |slices| match slices {
+            Some(s) => backward_gemv_sliced(&cfg, &dev, "", m, s, &g_c, &w, &mut g_a).unwrap(),
+            None => backward_input(&cfg, &dev, "", m, &g_c, &w, &mut g_a).unwrap(),
+        });
+        // Auto: 4 slices of 75 rows.
         assert_eq!(log[0].config.grid, Dim3::x(1));
         assert_eq!(log[1].config.grid, Dim3::new(1, 3, 1));
         assert_eq!(log[3].config.grid, Dim3::new(1, 4, 1));

@@ -54,11 +54,12 @@ pub(super) struct AbsmaxWindow {
 impl AbsmaxWindow {
     /// The window of weight row `row` for lane `lane` (quad lane `quad` of a quad whose members
     /// are `stride` lanes apart), or `None` under double quantisation (absmax are then decoded
-    /// per block, not loaded as f32).
-    pub fn new<T: Scalar>(
+    /// per block, not loaded as f32). The window starts at the row's column `first_col` (a K
+    /// slice's first column; `None`: 0).
+    pub fn new<T: Scalar, O: Scalar>(
         k: &mut KernelBuilder,
-        (cfg, e): (&Nf4Config, &Entry<T>),
-        row: Reg<U32>,
+        (cfg, e): (&Nf4Config, &Entry<T, O>),
+        (row, first_col): (Reg<U32>, Option<Reg<U32>>),
         (lane, quad, stride): (Reg<U32>, Reg<U32>, u32),
     ) -> Option<Self> {
         let AbsmaxSource::Plain(absmax) = e.weights.absmax else {
@@ -66,7 +67,11 @@ impl AbsmaxWindow {
         };
         k.comment("absmax window: two sectors of this row's absmax per quad");
         let row_start = k.mul_lo(row, cfg.k);
-        let first = k.shr(row_start, e.weights.block_shift);
+        let start = match first_col {
+            Some(col) => k.add(row_start, col),
+            None => row_start,
+        };
+        let first = k.shr(start, e.weights.block_shift);
         let base = k.and(first, !(SECTOR - 1));
         let base = k.var::<U32>(base);
         let window = Self {

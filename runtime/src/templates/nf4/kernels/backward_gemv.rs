@@ -29,18 +29,18 @@
 //! ([`build_split`], `nf4_backward_gemv_split`): grid `(⌈k / cols⌉, S)`, block `y = s` walking
 //! rows `s·slice_rows .. min((s + 1)·slice_rows, n)` (`slice_rows` a launch parameter) exactly
 //! as above, and storing its f32 sums unrounded to its part of the workspace (every element of
-//! the part, zeros for an empty slice); `super::backward_gemv_reduce` then adds the slices in
+//! the part, zeros for an empty slice); `super::slice_reduce` then adds the slices in
 //! order and rounds once.
 
 use super::absmax_stage::{AbsmaxStage, NestedWindow};
-use super::backward_gemv_reduce::slice_stride;
 use super::code_stage::CodeWindow;
+use super::slice_reduce::SumRange;
 use super::{
     activation_or_zero, both_below, dequant, entry_prologue, entry_prologue_to, load_byte, nibble,
     store_output, Entry, Weights, BACKWARD_GEMV_ENTRY, BACKWARD_GEMV_SPLIT_ENTRY, GEMV_MAX_M,
     THREADS, WARPS,
 };
-use crate::builder::{Float, KernelBuilder, Pred, Reg, SharedArr, Val, F32, U32};
+use crate::builder::{Float, KernelBuilder, Pred, Reg, SharedArr, F32, U32};
 use crate::ir::CmpOp;
 use crate::templates::nf4::Nf4Config;
 
@@ -68,43 +68,6 @@ pub fn cols(cfg: &Nf4Config) -> u32 {
     absmax_sector.min(reached)
 }
 
-/// The rows of `W` a block reduces over and where its sums go.
-#[derive(Clone, Copy)]
-struct Rows {
-    /// Rows `start .. end`: all `n`, or slice `ctaid.y`'s.
-    start: Val<U32>,
-    end: Val<U32>,
-    /// The element where the block's output `[m, k]` starts: slice `s`'s part of the
-    /// workspace, `s · slice_stride(m)`; none for `G_A` itself.
-    output_base: Option<Reg<U32>>,
-}
-
-impl Rows {
-    /// Every row of `W`, into `G_A`.
-    fn all(cfg: &Nf4Config) -> Self {
-        Self {
-            start: 0u32.into(),
-            end: cfg.n.into(),
-            output_base: None,
-        }
-    }
-
-    /// Slice `s = ctaid.y`: rows `s·slice_rows .. min((s + 1)·slice_rows, n)` (none when the
-    /// start is past `n`), into part `s` of the workspace.
-    fn slice(k: &mut KernelBuilder, cfg: &Nf4Config, m: Reg<U32>, slice_rows: Reg<U32>) -> Self {
-        let s = k.ctaid_y();
-        let start = k.mul_lo(s, slice_rows);
-        let end = k.add(start, slice_rows);
-        let end = k.min(end, cfg.n);
-        let stride = slice_stride(k, cfg, m);
-        Self {
-            start: start.into(),
-            end: end.into(),
-            output_base: Some(k.mul_lo(s, stride)),
-        }
-    }
-}
-
 /// Per-thread state shared by the phases.
 struct Lane {
     tid: Reg<U32>,
@@ -123,7 +86,7 @@ struct Lane {
     col_ok: Pred,
     /// `m > i` for each generated activation row.
     present: Vec<Pred>,
-    rows: Rows,
+    rows: SumRange,
     g_window: SharedArr<F32>,
     /// `acc[i][e]`: row `i`, column `2·col_byte + e`.
     acc: Vec<[Reg<F32>; 2]>,
@@ -136,19 +99,20 @@ struct Lane {
 pub(super) fn build<T: Float>(cfg: &Nf4Config) -> KernelBuilder {
     let mut k = new_kernel(BACKWARD_GEMV_ENTRY, cfg);
     let e = entry_prologue::<T>(&mut k, cfg, ("g_c", "g_a"), THREADS);
-    reduce_rows(&mut k, cfg, &e, Rows::all(cfg));
+    reduce_rows(&mut k, cfg, &e, SumRange::all(cfg.n));
     k
 }
 
 /// Builds `nf4_backward_gemv_split(g_c, packed, <absmax>, partials, m, slice_rows)`: grid
 /// `(⌈k / cols⌉, S)`, block `y = s` summing slice `s`'s rows into `partials[s][i][l]` (f32,
-/// parts `slice_stride(m)` elements apart; module docs). Same shared memory as [`build`].
+/// parts `slice_len(k, m)` elements apart; module docs). Same shared memory as [`build`].
 pub(super) fn build_split<T: Float>(cfg: &Nf4Config) -> KernelBuilder {
     let mut k = new_kernel(BACKWARD_GEMV_SPLIT_ENTRY, cfg);
     let e = entry_prologue_to::<T, F32>(&mut k, cfg, ("g_c", "partials"), THREADS);
     let slice_rows = k.param::<U32>("slice_rows");
     let slice_rows = k.load_param(slice_rows);
-    let rows = Rows::slice(&mut k, cfg, e.m, slice_rows);
+    let s = k.ctaid_y();
+    let rows = SumRange::slice(&mut k, (s, slice_rows, cfg.n), (e.m, cfg.k));
     reduce_rows(&mut k, cfg, &e, rows);
     k
 }
@@ -167,7 +131,7 @@ fn reduce_rows<T: Float, O: Float>(
     k: &mut KernelBuilder,
     cfg: &Nf4Config,
     e: &Entry<T, O>,
-    rows: Rows,
+    rows: SumRange,
 ) {
     let cols = cols(cfg);
     let g_window = k.shared_array::<F32>("g_window", GEMV_MAX_M * ROW_WINDOW);
@@ -224,7 +188,7 @@ fn lane_state<T: Float, O: Float>(
     e: &Entry<T, O>,
     (tid, cols): (Reg<U32>, u32),
     (g_window, partial): (SharedArr<F32>, SharedArr<F32>),
-    rows: Rows,
+    rows: SumRange,
 ) -> Lane {
     let col_groups = cols / WARP_COLS;
     let warp = k.shr(tid, 5u32);
@@ -401,10 +365,7 @@ fn combine_and_store<T: Float, O: Float>(
                 k.add_into(total, total, p);
             }
             let index = k.mad_lo(i, cfg.k, col);
-            let index = match s.rows.output_base {
-                Some(base) => k.add(base, index),
-                None => index,
-            };
+            let index = s.rows.output_index(k, index);
             store_output(k, e.output, index, total);
         });
     }

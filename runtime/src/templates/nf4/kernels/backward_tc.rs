@@ -28,7 +28,8 @@
 //! value serves its four n8 tiles.
 
 use super::absmax_stage::AbsmaxStage;
-use super::tc::{CodeWindow, Pipeline, Shape, TC_K};
+use super::slice_reduce::SumRange;
+use super::tc::{CodeWindow, Pipeline, Shape, TileSpan, TC_K};
 use super::{entry_prologue_table, CodeTable, BACKWARD_INPUT_ENTRY, THREADS};
 use crate::builder::{Float, KernelBuilder, MmaInput, PackedHalf, Reg, M16N8K16, U32};
 use crate::templates::nf4::Nf4Config;
@@ -173,11 +174,18 @@ where
             p.mma_steps(k, a_lane, s, &[n_tiles]);
         }
     };
-    p.run(&mut k, &e, cfg.n.div_ceil(TC_K), &window, &mut multiply);
+    p.run(
+        &mut k,
+        &e,
+        TileSpan::All(cfg.n.div_ceil(TC_K)),
+        &window,
+        &mut multiply,
+    );
+    let whole = SumRange::all(cfg.n);
     for (ni, acc) in acc.iter().enumerate() {
         let tile_col = k.mad_lo(p.warp, 8 * N_TILES, l_base);
         let tile_col = k.add(tile_col, 8 * ni as u32);
-        p.store(&mut k, &e, (tile_col, cfg.k), acc);
+        p.store(&mut k, (&e, &whole), (tile_col, cfg.k), acc);
     }
     k
 }

@@ -31,9 +31,11 @@
 
 use super::absmax_stage::{AbsmaxStage, NestedWindow};
 use super::code_stage::CodeWindow;
+use super::slice_reduce::SumRange;
 use super::{
-    activation_or_zero, both_below, dequant, entry_prologue, load_byte, nibble, store_output,
-    Entry, GEMM_ENTRY, THREADS, TILE_M, TILE_N, WARPS,
+    activation_or_zero, both_below, dequant, entry_prologue, gemm_split_prologue, load_byte,
+    nibble, store_output, CodeTable, Entry, GEMM_ENTRY, GEMM_SPLIT_ENTRY, THREADS, TILE_M, TILE_N,
+    WARPS,
 };
 use crate::builder::{Float, KernelBuilder, Pred, Reg, SharedArr, F32, U32};
 use crate::ir::CmpOp;
@@ -69,7 +71,7 @@ struct AbsmaxWindowStage {
 }
 
 impl AbsmaxWindowStage {
-    fn new<T: Float>(k: &mut KernelBuilder, cfg: &Nf4Config, e: &Entry<T>) -> Self {
+    fn new<T: Float, O: Float>(k: &mut KernelBuilder, cfg: &Nf4Config, e: &Entry<T, O>) -> Self {
         let span = absmax_span(cfg);
         let tid = k.tid_x();
         let per_row = AbsmaxStage::per_row(cfg, span);
@@ -85,10 +87,10 @@ impl AbsmaxWindowStage {
 
     /// At a K tile whose first column `l0` starts a span (block-uniform): stages that span's
     /// absmax of weight rows `n_base ..` and synchronises.
-    fn refill<T: Float>(
+    fn refill<T: Float, O: Float>(
         &self,
         k: &mut KernelBuilder,
-        e: &Entry<T>,
+        e: &Entry<T, O>,
         n_base: Reg<U32>,
         l0: Reg<U32>,
     ) {
@@ -131,24 +133,56 @@ struct Coords {
 /// Builds the `nf4_gemm` entry. Grid: `(ceil(n / 64), ceil(m / 64))` blocks of 256 threads;
 /// static shared memory only.
 pub(super) fn build<T: Float>(cfg: &Nf4Config) -> KernelBuilder {
-    let mut k = KernelBuilder::new(GEMM_ENTRY, cfg.arch);
-    k.require_block([THREADS, 1, 1]);
+    let mut k = new_kernel(GEMM_ENTRY, cfg);
     let e = entry_prologue::<T>(&mut k, cfg, ("a", "c"), THREADS);
+    multiply_range(&mut k, cfg, &e, SumRange::all(cfg.k));
+    k
+}
+
+/// Builds `nf4_gemm_split` (`super::gemm_split_prologue`): grid `(ceil(n / 64), ceil(m / 64),
+/// S)`, block `z = s` multiplying K slice `s` (its first column a multiple of
+/// [`absmax_span`], so the slice's first tile stages its absmax) into its f32 partial tile.
+pub(super) fn build_split<T: Float>(cfg: &Nf4Config) -> KernelBuilder {
+    let mut k = new_kernel(GEMM_SPLIT_ENTRY, cfg);
+    let (e, range) = gemm_split_prologue::<T>(&mut k, cfg, THREADS, CodeTable::Shared);
+    multiply_range(&mut k, cfg, &e, range);
+    k
+}
+
+/// The K split alignment of this path: [`absmax_span`] (a multiple of [`TILE_K`] and of the
+/// block).
+pub(super) fn split_align(cfg: &Nf4Config) -> u32 {
+    absmax_span(cfg)
+}
+
+fn new_kernel(name: &str, cfg: &Nf4Config) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name, cfg.arch);
+    k.require_block([THREADS, 1, 1]);
+    k
+}
+
+/// The block's tile over the columns of `range`, stored to the output (rounded to `O`) or the
+/// slice's part of the workspace.
+fn multiply_range<T: Float, O: Float>(
+    k: &mut KernelBuilder,
+    cfg: &Nf4Config,
+    e: &Entry<T, O>,
+    range: SumRange,
+) {
     let a_tile = k.shared_array::<F32>("a_tile", TILE_M * STRIDE);
     let w_tile = k.shared_array::<F32>("w_tile", TILE_N * STRIDE);
-    let c = coords(&mut k);
-    let window = AbsmaxWindowStage::new(&mut k, cfg, &e);
+    let c = coords(k);
+    let window = AbsmaxWindowStage::new(k, cfg, e);
     let acc: [[Reg<F32>; 4]; 4] = std::array::from_fn(|_| std::array::from_fn(|_| k.var(0.0f32)));
-    k.for_range(0u32, cfg.k, TILE_K, |k, l0| {
-        window.refill(k, &e, c.n_base, l0);
-        stage_activations(k, cfg, &e, &c, a_tile, l0);
-        stage_weights(k, (cfg, &e), &c, w_tile, (l0, &window));
+    k.for_range(range.start, range.end, TILE_K, |k, l0| {
+        window.refill(k, e, c.n_base, l0);
+        stage_activations(k, cfg, e, &c, a_tile, l0);
+        stage_weights(k, (cfg, e), &c, w_tile, (l0, &window));
         k.bar_sync();
         multiply_tiles(k, &c, a_tile, w_tile, &acc);
         k.bar_sync();
     });
-    store_tile(&mut k, cfg, &e, &c, &acc);
-    k
+    store_tile(k, cfg, e, (&c, &range), &acc);
 }
 
 fn coords(k: &mut KernelBuilder) -> Coords {
@@ -176,10 +210,10 @@ fn coords(k: &mut KernelBuilder) -> Coords {
 
 /// `a_tile[r][t] = A[m_base + r, l0 + t]` (0 outside `A`); warp `w` stages rows `8w .. 8w + 8`,
 /// lane = `t`, so each global request reads one contiguous row segment.
-fn stage_activations<T: Float>(
+fn stage_activations<T: Float, O: Float>(
     k: &mut KernelBuilder,
     cfg: &Nf4Config,
-    e: &Entry<T>,
+    e: &Entry<T, O>,
     c: &Coords,
     a_tile: SharedArr<F32>,
     l0: Reg<U32>,
@@ -204,9 +238,9 @@ fn stage_activations<T: Float>(
 
 /// `w_tile[r][t] = Ŵ[n_base + r, l0 + t]` (0 outside `W`), each row's absmax from the staged
 /// window ([`stage_weight_rows`]).
-fn stage_weights<T: Float>(
+fn stage_weights<T: Float, O: Float>(
     k: &mut KernelBuilder,
-    (cfg, e): (&Nf4Config, &Entry<T>),
+    (cfg, e): (&Nf4Config, &Entry<T, O>),
     c: &Coords,
     w_tile: SharedArr<F32>,
     (l0, window): (Reg<U32>, &AbsmaxWindowStage),
@@ -239,9 +273,9 @@ pub(super) type RowAbsmax<'a> = dyn Fn(&mut KernelBuilder, u32, u32, Reg<U32>) -
 /// groups of 64 columns, one packed byte (two weights) per lane, so each request reads 32
 /// consecutive bytes of a row; the lower half-warp stores (even, odd), the upper (odd, even):
 /// no bank is hit twice. `absmax` gives each byte's block absmax (read only inside `W`).
-pub(super) fn stage_weight_rows<T: Float>(
+pub(super) fn stage_weight_rows<T: Float, O: Float>(
     k: &mut KernelBuilder,
-    (cfg, e): (&Nf4Config, &Entry<T>),
+    (cfg, e): (&Nf4Config, &Entry<T, O>),
     (warp, lane): (Reg<U32>, Reg<U32>),
     (w_tile, stride, rows_per_warp, cols): (SharedArr<F32>, u32, u32, u32),
     (row_base, col_base): (Reg<U32>, Reg<U32>),
@@ -280,9 +314,9 @@ pub(super) fn stage_weight_rows<T: Float>(
 
 /// `[Ŵ[row, col], Ŵ[row, col + 1]]` from one packed byte (rows of `len` weights) when `inside`,
 /// else `[0, 0]` (code 7 with absmax 0, so every lane does the same shared-memory lookups).
-fn dequant_pair<T: Float>(
+fn dequant_pair<T: Float, O: Float>(
     k: &mut KernelBuilder,
-    e: &Entry<T>,
+    e: &Entry<T, O>,
     inside: Pred,
     (row, col, len): (Reg<U32>, Reg<U32>, u32),
     absmax: &dyn Fn(&mut KernelBuilder) -> Reg<F32>,
@@ -337,12 +371,13 @@ fn multiply_tiles(
     }
 }
 
-/// `C[m_base + row0 + 4a, n_base + col0 + 8b] = acc[a][b]` where inside `C`.
-fn store_tile<T: Float>(
+/// `C[m_base + row0 + 4a, n_base + col0 + 8b] = acc[a][b]` where inside `C` (into the
+/// slice's part of the workspace when `range` is a slice).
+fn store_tile<T: Float, O: Float>(
     k: &mut KernelBuilder,
     cfg: &Nf4Config,
-    e: &Entry<T>,
-    c: &Coords,
+    e: &Entry<T, O>,
+    (c, range): (&Coords, &SumRange),
     acc: &[[Reg<F32>; 4]; 4],
 ) {
     k.comment("store the C tile");
@@ -355,6 +390,7 @@ fn store_tile<T: Float>(
             let inside = both_below(k, m, e.m, n, cfg.n);
             k.if_then(inside, |k| {
                 let index = k.mad_lo(m, cfg.n, n);
+                let index = range.output_index(k, index);
                 store_output(k, e.output, index, cell);
             });
         }

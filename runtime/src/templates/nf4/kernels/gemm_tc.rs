@@ -28,35 +28,76 @@
 //! reading its block's slot.
 
 use super::absmax_window::AbsmaxWindow;
-use super::tc::{absmax_clamped, CodeWindow, Pipeline, Shape, TC_K, W_STRIDE};
-use super::{entry_prologue_table, CodeTable, Entry, GEMM_ENTRY, THREADS, TILE_N};
-use crate::builder::{KernelBuilder, MmaInput, PackedHalf, Reg, F32, M16N8K16, U32};
+use super::slice_reduce::SumRange;
+use super::tc::{absmax_clamped, CodeWindow, Pipeline, Shape, TileSpan, TC_K, W_STRIDE};
+use super::{
+    entry_prologue_table, gemm_split_prologue, CodeTable, Entry, GEMM_ENTRY, GEMM_SPLIT_ENTRY,
+    THREADS, TILE_N,
+};
+use crate::builder::{Float, KernelBuilder, MmaInput, PackedHalf, Reg, F32, M16N8K16, U32};
 use crate::templates::nf4::Nf4Config;
 
 /// Builds the tensor-core `nf4_gemm` entry (grid `(ceil(n / 64), ceil(m / 64))`).
-pub(super) fn build<T: PackedHalf + crate::builder::Float>(cfg: &Nf4Config) -> KernelBuilder
+pub(super) fn build<T: PackedHalf + Float>(cfg: &Nf4Config) -> KernelBuilder
 where
     M16N8K16: MmaInput<T, Packed = T::Pair>,
 {
-    let mut k = KernelBuilder::new(GEMM_ENTRY, cfg.arch);
+    let mut k = new_kernel(GEMM_ENTRY, cfg);
+    let e = entry_prologue_table::<T>(&mut k, cfg, ("a", "c"), THREADS, CodeTable::Absent);
+    multiply_range(&mut k, cfg, &e, SumRange::all(cfg.k));
+    k
+}
+
+/// Builds the tensor-core `nf4_gemm_split` (`super::gemm_split_prologue`; grid `(ceil(n / 64),
+/// ceil(m / 64), S)`): block `z = s` runs the ring over K slice `s`'s [`TC_K`]-column stages
+/// (its first column a multiple of [`split_align`]) and stores its f32 partial tile.
+pub(super) fn build_split<T: PackedHalf + Float>(cfg: &Nf4Config) -> KernelBuilder
+where
+    M16N8K16: MmaInput<T, Packed = T::Pair>,
+{
+    let mut k = new_kernel(GEMM_SPLIT_ENTRY, cfg);
+    let (e, range) = gemm_split_prologue::<T>(&mut k, cfg, THREADS, CodeTable::Absent);
+    multiply_range(&mut k, cfg, &e, range);
+    k
+}
+
+/// The K split alignment of this path: whole [`TC_K`] stages starting on a block.
+pub(super) fn split_align(cfg: &Nf4Config) -> u32 {
+    TC_K.max(cfg.block)
+}
+
+fn new_kernel(name: &str, cfg: &Nf4Config) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name, cfg.arch);
     k.require_block([THREADS, 1, 1]);
     // 64 × 256 threads: 4 blocks per SM's 64 K registers (ptxas otherwise takes up to 75
     // under double quantisation with `k % block ≠ 0`, leaving room for 3), without spills.
     k.max_registers(64);
-    let e = entry_prologue_table::<T>(&mut k, cfg, ("a", "c"), THREADS, CodeTable::Absent);
-    let mut p = Pipeline::<T>::setup(&mut k, (cfg, &e), cfg.k, Shape::FORWARD);
+    k
+}
+
+/// The block's 64 × 64 tile over the reduction columns `range`, stored rounded to `O` or as
+/// the slice's f32 partials.
+fn multiply_range<T: PackedHalf + Float, O: Float>(
+    k: &mut KernelBuilder,
+    cfg: &Nf4Config,
+    e: &Entry<T, O>,
+    range: SumRange,
+) where
+    M16N8K16: MmaInput<T, Packed = T::Pair>,
+{
+    let mut p = Pipeline::<T>::setup(k, (cfg, e), cfg.k, Shape::FORWARD);
     if cfg.double_quant && !cfg.k.is_multiple_of(cfg.block) {
-        p.stage_absmax(&mut k, (cfg, &e), 4);
+        p.stage_absmax(k, (cfg, e), 4);
     }
     let bx = k.ctaid_x();
     let n_base = k.mul_lo(bx, TILE_N);
-    p.fix_code_rows(&mut k, n_base);
+    p.fix_code_rows(k, n_base);
     let warp_col = k.mad_lo(p.warp, 8u32, p.group);
     let n_row = k.add(n_base, warp_col);
     // This lane's bytes `t + 4q` of the window sit at `lead + t + 4q` of its staged row: word
     // `q + (lead + t) / 4`, byte `(lead + t) mod 4` (`lead` = 0 for rows of 4-byte multiples).
     let code_row = k.mul_lo(warp_col, W_STRIDE);
-    let (code_row, byte_shift) = match p.codes.lead(&mut k, n_row, 0u32) {
+    let (code_row, byte_shift) = match p.codes.lead(k, n_row, 0u32) {
         None => (code_row, k.shl(p.quad, 3u32)),
         Some(lead) => {
             let pos = k.add(p.quad, lead);
@@ -66,12 +107,13 @@ where
             (row_at, k.shl(byte, 3u32))
         }
     };
-    let code_lane = p.code_lane(&mut k, code_row);
+    let code_lane = p.code_lane(k, code_row);
     // Element `2b` is the high nibble of byte `b`.
     let high_shift = k.add(byte_shift, 4u32);
     let aligned = p.codes.word_aligned();
-    let absmax_window = AbsmaxWindow::new(&mut k, (cfg, &e), n_row, (p.lane, p.quad, 1));
-    let acc = Pipeline::<T>::zero_acc(&mut k);
+    let absmax_window =
+        AbsmaxWindow::new(k, (cfg, e), (n_row, range.offset()), (p.lane, p.quad, 1));
+    let acc = Pipeline::<T>::zero_acc(k);
     let window = |k: &mut KernelBuilder, tile: Reg<U32>| CodeWindow {
         row0: n_base,
         byte0: k.mul_lo(tile, TC_K / 2),
@@ -103,7 +145,7 @@ where
                     })
                     .collect()
             }
-            (None, None) => slice_absmax(k, cfg, &e, n_row, col0),
+            (None, None) => slice_absmax(k, cfg, e, n_row, col0),
         };
         let both: Vec<_> = absmax.iter().map(|&a| (a, a)).collect();
         let scales = p.half.scales(k, &both);
@@ -123,20 +165,20 @@ where
             .collect();
         p.mma_steps(k, a_lane, 0, &steps);
     };
-    p.run(&mut k, &e, cfg.k.div_ceil(TC_K), &window, &mut multiply);
+    let tiles = TileSpan::of(k, &range, cfg.k);
+    p.run(k, e, tiles, &window, &mut multiply);
     let tile_col = k.mad_lo(p.warp, 8u32, n_base);
-    p.store(&mut k, &e, (tile_col, cfg.n), &acc);
-    k
+    p.store(k, (e, &range), (tile_col, cfg.n), &acc);
 }
 
 /// The absmax of each of this lane's eight bytes `q` (elements `col0 + 2t + 8q`) of weight
 /// row `row` under double quantisation with `k % block = 0`: row starts are block-aligned and
 /// `col0` a multiple of 64, so the slice is runs of `min(block, 64)` elements sharing a block,
 /// each decoded once.
-fn slice_absmax<T: crate::builder::Scalar>(
+fn slice_absmax<T: crate::builder::Scalar, O: crate::builder::Scalar>(
     k: &mut KernelBuilder,
     cfg: &Nf4Config,
-    e: &Entry<T>,
+    e: &Entry<T, O>,
     row: Reg<U32>,
     col0: Reg<U32>,
 ) -> Vec<Reg<F32>> {

@@ -11,12 +11,17 @@
 //! | [`BACKWARD_GEMV_ENTRY`] | `G_A = G_C · Ŵ`, `m ≤` [`GEMV_MAX_M`] | `g_c, packed, <absmax>, g_a, m` |
 //! | [`BACKWARD_GEMV_SPLIT_ENTRY`] | slice `ctaid.y` of the rows of `W` into f32 partials | `g_c, packed, <absmax>, partials, m, slice_rows` |
 //! | [`BACKWARD_GEMV_REDUCE_ENTRY`] | `G_A` = the slices' partials summed in order | `partials, g_a, m, slices` |
+//! | [`GEMM_SPLIT_ENTRY`] | K slice `ctaid.z` of the tiled forward into f32 partials | `a, packed, <absmax>, partials, m, slice_k` |
+//! | [`GEMM_REDUCE_ENTRY`] | `C` = the K slices' partials summed in order | `partials, c, m, slices` |
 //!
 //! The backward GEMV's grid, `⌈k / cols⌉` blocks of 512 columns, is small (8 at `k = 4096`):
 //! the host splits the sum over the `n` rows of `W` into `S` slices (grid `(⌈k / cols⌉, S)`,
 //! `S` from `launch::backward_gemv_slices`), each writing f32 partial sums to a workspace the
 //! launcher allocates, and the reduce adds them in slice order and rounds once (deterministic,
-//! the conv backward-filter's scheme).
+//! the conv backward-filter's scheme). The tiled forward's grid `(⌈n / 64⌉, ⌈m / 64⌉)` is small
+//! at prefill sizes the same way, so the host may split its `k` into slices (grid `(⌈n / 64⌉,
+//! ⌈m / 64⌉, S)`, each slice starting on [`gemm_split_align`], `S` from
+//! `launch::gemm_slices`), reduced by the same kernel over `n` columns (`slice_reduce`).
 //!
 //! `<absmax>` is `absmax` (`f32 [absmax_len]`) or, with `double_quant`, bitsandbytes' nested state:
 //! `absmax_codes` (`u8 [absmax_len]`), `absmax_map` (`f32 [256]`), `nested_absmax`
@@ -76,13 +81,13 @@ mod absmax_stage;
 mod absmax_window;
 mod backward;
 mod backward_gemv;
-mod backward_gemv_reduce;
 mod backward_tc;
 mod code_stage;
 mod gemm;
 mod gemm_tc;
 mod gemv;
 mod half_dequant;
+mod slice_reduce;
 mod tc;
 mod tc_tf32;
 
@@ -102,6 +107,7 @@ use super::config::INDEX_BOUND;
 use super::format::{ABSMAX_BLOCK, NF4_CODE};
 use super::Nf4Config;
 use crate::lint::address::declare_index_bound;
+use slice_reduce::SumRange;
 
 /// Entry name of the small-`m` forward GEMV.
 pub const GEMV_ENTRY: &str = "nf4_gemv";
@@ -115,8 +121,24 @@ pub const BACKWARD_GEMV_ENTRY: &str = "nf4_backward_gemv";
 pub const BACKWARD_GEMV_SPLIT_ENTRY: &str = "nf4_backward_gemv_split";
 /// Entry name of the pass adding the split backward GEMV's slices into `G_A`.
 pub const BACKWARD_GEMV_REDUCE_ENTRY: &str = "nf4_backward_gemv_reduce";
+/// Entry name of one K slice of the split tiled forward (f32 partial `C` tiles).
+pub const GEMM_SPLIT_ENTRY: &str = "nf4_gemm_split";
+/// Entry name of the pass adding the split forward's K slices into `C`.
+pub const GEMM_REDUCE_ENTRY: &str = "nf4_gemm_reduce";
 pub use backward_gemv::cols as backward_gemv_cols;
-pub use backward_gemv_reduce::{slice_len as backward_gemv_slice_len, VECTOR as REDUCE_VECTOR};
+pub use slice_reduce::VECTOR as REDUCE_VECTOR;
+
+/// Elements between two slices' parts of the split backward GEMV's workspace: `m · k` rounded
+/// up to [`REDUCE_VECTOR`].
+pub fn backward_gemv_slice_len(cfg: &Nf4Config, m: u32) -> u64 {
+    slice_reduce::slice_len(cfg.k, m)
+}
+
+/// Elements between two K slices' parts of the split forward's workspace: `m · n` rounded up
+/// to [`REDUCE_VECTOR`].
+pub fn gemm_slice_len(cfg: &Nf4Config, m: u32) -> u64 {
+    slice_reduce::slice_len(cfg.n, m)
+}
 
 /// Threads per block of every entry (8 warps).
 pub const THREADS: u32 = 256;
@@ -157,6 +179,8 @@ impl KernelFamily for Nf4Config {
             DType::F32 if tf32_tensor_cores(self) => {
                 module.push(gemv::build::<F32>(self));
                 module.push(tc_tf32::build_gemm(self));
+                module.push(tc_tf32::build_gemm_split(self));
+                push_gemm_reduce::<F32>(&mut module, self);
                 module.push(tc_tf32::build_backward(self));
                 push_backward_gemv::<F32>(&mut module, self);
             }
@@ -186,6 +210,8 @@ impl KernelFamily for Nf4Config {
 fn push_entries<T: Float>(module: &mut ModuleBuilder, cfg: &Nf4Config) {
     module.push(gemv::build::<T>(cfg));
     module.push(gemm::build::<T>(cfg));
+    module.push(gemm::build_split::<T>(cfg));
+    push_gemm_reduce::<T>(module, cfg);
     module.push(backward::build::<T>(cfg));
     push_backward_gemv::<T>(module, cfg);
 }
@@ -194,7 +220,33 @@ fn push_entries<T: Float>(module: &mut ModuleBuilder, cfg: &Nf4Config) {
 fn push_backward_gemv<T: Float>(module: &mut ModuleBuilder, cfg: &Nf4Config) {
     module.push(backward_gemv::build::<T>(cfg));
     module.push(backward_gemv::build_split::<T>(cfg));
-    module.push(backward_gemv_reduce::build::<T>(cfg));
+    let names = (BACKWARD_GEMV_REDUCE_ENTRY, "g_a");
+    module.push(slice_reduce::build::<T>(cfg.arch, names, cfg.k));
+}
+
+/// The split forward's reduce: `nf4_gemm_reduce` over `C [m, n]`.
+fn push_gemm_reduce<T: Float>(module: &mut ModuleBuilder, cfg: &Nf4Config) {
+    let names = (GEMM_REDUCE_ENTRY, "c");
+    module.push(slice_reduce::build::<T>(cfg.arch, names, cfg.n));
+}
+
+/// The columns a K slice of the split forward (`nf4_gemm_split`) must start on: a multiple
+/// of the quantisation block and of what the path steps and stages `k` by, so that a slice's
+/// first tile starts every window the unsplit entry would start there (absmax spans, code
+/// windows, decoded block groups):
+/// - f16/bf16 tensor cores (`gemm_tc`): `max(64, block)` (64-column stages, each quad's
+///   absmax window slides from the slice's first block);
+/// - tf32 tensor cores (`tc_tf32`): `max(64, 4 · block)` (a code copy covers 4 tiles of 16
+///   columns; under double quantisation a quad decodes 4 blocks at once from a multiple of 4);
+/// - CUDA cores (`gemm`): the absmax span, `8 · block` within 64 ..= 512.
+pub fn gemm_split_align(cfg: &Nf4Config) -> u32 {
+    if matches!(cfg.dtype, DType::F16 | DType::BF16) && tensor_cores(cfg) {
+        gemm_tc::split_align(cfg)
+    } else if tf32_tensor_cores(cfg) {
+        tc_tf32::split_align(cfg)
+    } else {
+        gemm::split_align(cfg)
+    }
 }
 
 /// Threads per block of the tiled GEMMs (`nf4_gemm`, `nf4_backward_input`): [`THREADS`], or
@@ -227,6 +279,8 @@ where
 {
     module.push(gemv::build::<T>(cfg));
     module.push(gemm_tc::build::<T>(cfg));
+    module.push(gemm_tc::build_split::<T>(cfg));
+    push_gemm_reduce::<T>(module, cfg);
     module.push(backward_tc::build::<T>(cfg));
     push_backward_gemv::<T>(module, cfg);
 }
@@ -471,6 +525,24 @@ fn prologue<T: Scalar, O: Scalar>(
     }
     k.bar_sync();
     entry
+}
+
+/// The prologue of a split forward entry, `a, packed, <absmax>, partials, m, slice_k`
+/// ([`prologue`] with an f32 output, then `slice_k`), and the part of the sum its block adds:
+/// K slice `s = ctaid.z`, columns `s · slice_k .. min((s + 1) · slice_k, k)`, into part `s` of
+/// the workspace (`[m, n]` parts [`gemm_slice_len`] apart).
+fn gemm_split_prologue<T: Scalar>(
+    k: &mut KernelBuilder,
+    cfg: &Nf4Config,
+    threads: u32,
+    table: CodeTable,
+) -> (Entry<T, F32>, SumRange) {
+    let e = prologue::<T, F32>(k, cfg, ("a", "partials"), threads, table);
+    let slice_k = k.param::<U32>("slice_k");
+    let slice_k = k.load_param(slice_k);
+    let s = k.ctaid_z();
+    let range = SumRange::slice(k, (s, slice_k, cfg.k), (e.m, cfg.n));
+    (e, range)
 }
 
 /// `map_copy[i] = map[i]` for the 256 entries of the double-quantisation map, `threads`

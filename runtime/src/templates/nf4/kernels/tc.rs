@@ -31,6 +31,7 @@
 //! refills the slot freed by the previous step and commits one group even when empty, so the
 //! group count stays uniform.
 
+use super::slice_reduce::SumRange;
 use super::{absmax_at, Entry};
 use crate::builder::{
     FragA, FragB, FragC, GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Reg, Scalar, F32,
@@ -139,9 +140,9 @@ where
 {
     /// Declares the rings of `shape` and locates the thread; `a_cols` is the activation row
     /// length.
-    pub fn setup(
+    pub fn setup<O: Scalar>(
         k: &mut KernelBuilder,
-        (cfg, e): (&Nf4Config, &Entry<T>),
+        (cfg, e): (&Nf4Config, &Entry<T, O>),
         a_cols: u32,
         shape: Shape,
     ) -> Self {
@@ -192,10 +193,10 @@ where
 
     /// Stages each code window's absmax too, in a ring of its own ([`AbsmaxStage`]), staged
     /// rows `row_words` words apart.
-    pub fn stage_absmax(
+    pub fn stage_absmax<O: Scalar>(
         &mut self,
         k: &mut KernelBuilder,
-        (cfg, e): (&Nf4Config, &Entry<T>),
+        (cfg, e): (&Nf4Config, &Entry<T, O>),
         row_words: u32,
     ) {
         let threads = (self.tid, super::THREADS);
@@ -231,10 +232,10 @@ where
 
     /// Starts the copies of reduction slice `tile` into ring slot `slot`: activation columns
     /// `TC_K · tile ..` of the block's rows, and the code window `codes`.
-    pub fn load_stage(
+    pub fn load_stage<O: Scalar>(
         &self,
         k: &mut KernelBuilder,
-        e: &Entry<T>,
+        e: &Entry<T, O>,
         tile: Reg<U32>,
         slot: Reg<U32>,
         codes: &CodeWindow,
@@ -338,31 +339,44 @@ where
     }
 
     /// [`Self::store`] for an even row length `cols`: each accumulator row's two columns
-    /// `col0, col0 + 1` (even, so the pair is 4-byte aligned) rounded by one
-    /// `cvt.rn.{f16x2,bf16x2}.f32` and stored as one word, at an immediate offset from the
-    /// lane's first element; a pair is inside when its row is below `m` and `col0 < cols`.
-    fn store_pairs(
+    /// `col0, col0 + 1` (even, so the pair is aligned) stored by one instruction at an
+    /// immediate offset from the lane's first element, rounded by one
+    /// `cvt.rn.{f16x2,bf16x2}.f32` into a word, or as f32 partials one `st.global.v2.f32`
+    /// (every workspace part starts 16 bytes aligned); a pair is inside when its row is below
+    /// `m` and `col0 < cols`.
+    fn store_pairs<O: crate::builder::Float>(
         k: &mut KernelBuilder,
-        e: &Entry<T>,
+        (output, range): (GlobalPtr<O>, &SumRange),
         (row0, m): (Reg<U32>, Reg<U32>),
         (col0, cols): (Reg<U32>, u32),
         acc: &[FragC<M16N8K16, F32>],
     ) {
-        k.comment("store the output tile, two columns per 32-bit store");
+        let partials = O::TYPE == crate::ir::Type::F32;
+        if partials {
+            k.comment("store the f32 partial tile, two columns per 64-bit store");
+        } else {
+            k.comment("store the output tile, two columns per 32-bit store");
+        }
         let col_inside = k.setp_lt(col0, cols);
         let rows = k.selp(m, 0u32, col_inside);
         let index = k.mad_lo(row0, cols, col0);
-        let first = k.elem_addr(e.output, index);
+        let index = range.output_index(k, index);
+        let first = k.elem_addr(output, index);
         for (mi, frag) in acc.iter().enumerate() {
             let v = frag.f32_regs();
             for h in 0..2u32 {
                 let dr = 16 * mi as u32 + 8 * h;
                 let row = k.add(row0, dr);
                 let inside = k.setp_lt(row, rows);
+                let offset = (O::TYPE.bytes() * dr * cols) as i32;
                 k.if_then(inside, |k| {
                     let i = 2 * h as usize;
-                    let pair = k.pack_f32_pair::<T>(v[i], v[i + 1]);
-                    k.st_global(first, (2 * dr * cols) as i32, pair);
+                    if partials {
+                        k.st_global_v2::<F32>(first, offset, [v[i], v[i + 1]]);
+                    } else {
+                        let pair = k.pack_f32_pair::<T>(v[i], v[i + 1]);
+                        k.st_global(first, offset, pair);
+                    }
                 });
             }
         }
@@ -375,38 +389,50 @@ where
             .collect()
     }
 
-    /// The ring around `multiply(k, tile, slot)`: prologue, per-tile wait + barrier + refill,
-    /// final `wait_all`. `window(k, tile)` gives the code window of reduction slice `tile`.
-    pub fn run(
+    /// The ring around `multiply(k, tile, slot)` over the reduction slices `tiles`: prologue,
+    /// per-tile wait + barrier + refill, final `wait_all`. `window(k, tile)` gives the code
+    /// window of reduction slice `tile`; slots count from the span's first tile.
+    pub fn run<O: Scalar>(
         &self,
         k: &mut KernelBuilder,
-        e: &Entry<T>,
-        tiles: u32,
+        e: &Entry<T, O>,
+        tiles: TileSpan,
         window: WindowFn<'_>,
         multiply: MultiplyFn<'_>,
     ) {
         k.comment("prologue: start the first stages");
         for s in 0..self.stages - 1 {
-            if s < tiles {
-                let tile = k.var::<U32>(s);
+            let start = |k: &mut KernelBuilder| {
+                let slot = k.var::<U32>(s);
+                let tile = tiles.tile(k, slot);
                 let w = window(k, tile);
-                self.load_stage(k, e, tile, tile, &w);
+                self.load_stage(k, e, tile, slot, &w);
+            };
+            match tiles {
+                TileSpan::All(count) if s < count => start(k),
+                TileSpan::All(_) => {}
+                TileSpan::Slice { count, .. } => {
+                    let present = k.setp(crate::ir::CmpOp::Gt, count, s);
+                    k.if_then(present, start);
+                }
             }
             k.cp_async_commit();
         }
-        k.for_range(0u32, tiles, 1u32, |k, tile| {
+        k.for_range(0u32, tiles.count(), 1u32, |k, local| {
             k.comment("wait for this slice, then refill the slot freed last step");
             k.cp_async_wait_group(self.stages - 2);
             k.bar_sync();
-            let next = k.add(tile, self.stages - 1);
-            let present = k.setp_lt(next, tiles);
+            let next = k.add(local, self.stages - 1);
+            let present = k.setp_lt(next, tiles.count());
             k.if_then(present, |k| {
                 let slot = k.rem(next, self.stages);
-                let w = window(k, next);
-                self.load_stage(k, e, next, slot, &w);
+                let tile = tiles.tile(k, next);
+                let w = window(k, tile);
+                self.load_stage(k, e, tile, slot, &w);
             });
             k.cp_async_commit();
-            let slot = k.rem(tile, self.stages);
+            let slot = k.rem(local, self.stages);
+            let tile = tiles.tile(k, local);
             multiply(k, tile, slot);
         });
         k.cp_async_wait_all();
@@ -414,20 +440,20 @@ where
 
     /// `out[m_base + 16·mi + g (+8), tile_col + 2t + {0, 1}] = acc[mi]` inside `m × cols`,
     /// `tile_col` the warp's n8 tile (the accumulator layout: registers 0, 1 on row `g`, 2, 3
-    /// on row `g + 8`).
-    pub fn store(
+    /// on row `g + 8`): the output rounded to `O`, or a K slice's f32 partials in its part of
+    /// the workspace (`range`).
+    pub fn store<O: crate::builder::Float>(
         &self,
         k: &mut KernelBuilder,
-        e: &Entry<T>,
+        (e, range): (&Entry<T, O>, &SumRange),
         (tile_col, cols): (Reg<U32>, u32),
         acc: &[FragC<M16N8K16, F32>],
-    ) where
-        T: crate::builder::Float,
-    {
+    ) {
         let col0 = k.mad_lo(self.quad, 2u32, tile_col);
         let row0 = k.add(self.m_base, self.group);
         if cols.is_multiple_of(2) {
-            return Self::store_pairs(k, e, (row0, self.m), (col0, cols), acc);
+            let to = (e.output, range);
+            return Self::store_pairs(k, to, (row0, self.m), (col0, cols), acc);
         }
         k.comment("store the output tile (odd rows: element by element)");
         for (mi, frag) in acc.iter().enumerate() {
@@ -437,6 +463,7 @@ where
                 let inside = super::both_below(k, row, self.m, col, cols);
                 k.if_then(inside, |k| {
                     let index = k.mad_lo(row, cols, col);
+                    let index = range.output_index(k, index);
                     super::store_output(k, e.output, index, v);
                 });
             }
@@ -444,13 +471,52 @@ where
     }
 }
 
+/// The reduction slices [`Pipeline::run`] multiplies.
+#[derive(Clone, Copy)]
+pub(super) enum TileSpan {
+    /// Slices `0 .. count` (the unsplit GEMMs).
+    All(u32),
+    /// Slices `first .. first + count` (a K slice of the split forward).
+    Slice { first: Reg<U32>, count: Reg<U32> },
+}
+
+impl TileSpan {
+    /// The [`TC_K`]-wide slices of reduction columns `range` of `0 .. len` (a slice's start a
+    /// multiple of [`TC_K`]).
+    pub fn of(k: &mut KernelBuilder, range: &SumRange, len: u32) -> Self {
+        let Some(start) = range.offset() else {
+            return Self::All(len.div_ceil(TC_K));
+        };
+        let first = k.shr(start, TC_K.trailing_zeros());
+        let cols = k.sub(range.end, start);
+        let rounded = k.add(cols, TC_K - 1);
+        let count = k.shr(rounded, TC_K.trailing_zeros());
+        Self::Slice { first, count }
+    }
+
+    fn count(&self) -> crate::builder::Val<U32> {
+        match *self {
+            Self::All(count) => count.into(),
+            Self::Slice { count, .. } => count.into(),
+        }
+    }
+
+    /// The slice `local` slices into the span.
+    fn tile(&self, k: &mut KernelBuilder, local: Reg<U32>) -> Reg<U32> {
+        match *self {
+            Self::All(_) => local,
+            Self::Slice { first, .. } => k.add(first, local),
+        }
+    }
+}
+
 /// The absmax of weight element `row · k + col`, the index clamped into the weight so that
 /// lanes working past its edge (whose products are discarded or multiplied by zero) still
 /// read in bounds.
-pub(super) fn absmax_clamped<T: Scalar>(
+pub(super) fn absmax_clamped<T: Scalar, O: Scalar>(
     k: &mut KernelBuilder,
     cfg: &Nf4Config,
-    e: &Entry<T>,
+    e: &Entry<T, O>,
     row: Reg<U32>,
     col: impl Into<crate::builder::Val<U32>>,
 ) -> Reg<F32> {

@@ -38,10 +38,12 @@
 use super::absmax_stage::{AbsmaxReader, AbsmaxStage, LaneTile};
 use super::absmax_window::{quad_first_lane, quad_member_lane, AbsmaxWindow};
 use super::code_stage::{CodeRing, CodeStage, CodeWindow};
+use super::slice_reduce::SumRange;
 use super::tc::absmax_clamped;
-use super::{absmax_at, both_below, dequant, entry_prologue, nibble, Entry, U8};
-use super::{BACKWARD_INPUT_ENTRY, GEMM_ENTRY, TILE_M, TILE_N};
-use crate::builder::{KernelBuilder, Reg, F32, U16, U32};
+use super::{absmax_at, both_below, dequant, entry_prologue, gemm_split_prologue, nibble};
+use super::{CodeTable, Entry, U8};
+use super::{BACKWARD_INPUT_ENTRY, GEMM_ENTRY, GEMM_SPLIT_ENTRY, TILE_M, TILE_N};
+use crate::builder::{KernelBuilder, Reg, Val, F32, U16, U32};
 use crate::ir::{CacheLevel, CmpOp};
 use crate::templates::nf4::Nf4Config;
 use crate::templates::warp_mma::{self as tile, TileElem, WarpPos, CHUNK_BYTES};
@@ -100,34 +102,61 @@ fn code_ring(k: &mut KernelBuilder, cfg: &Nf4Config, gemm: Gemm) -> CodeRing {
 
 /// Builds the tf32 `nf4_gemm` entry (grid `(ceil(n / 64), ceil(m / 64))`).
 pub(super) fn build_gemm(cfg: &Nf4Config) -> KernelBuilder {
-    build(cfg, Gemm::Forward)
+    let mut k = new_kernel(GEMM_ENTRY, cfg);
+    let e = entry_prologue::<F32>(&mut k, cfg, ("a", "c"), tile::THREADS);
+    build(&mut k, (cfg, &e), Gemm::Forward, SumRange::all(cfg.k));
+    k
+}
+
+/// Builds the tf32 `nf4_gemm_split` (`super::gemm_split_prologue`; grid `(ceil(n / 64),
+/// ceil(m / 64), S)`): block `z = s` runs the ring over K slice `s`'s tiles (its first column
+/// a multiple of [`split_align`]) and stores its f32 partial tile.
+pub(super) fn build_gemm_split(cfg: &Nf4Config) -> KernelBuilder {
+    let mut k = new_kernel(GEMM_SPLIT_ENTRY, cfg);
+    let (e, range) = gemm_split_prologue::<F32>(&mut k, cfg, tile::THREADS, CodeTable::Shared);
+    build(&mut k, (cfg, &e), Gemm::Forward, range);
+    k
+}
+
+/// The forward's K split alignment: whole code windows ([`FORWARD_SPAN`] tiles, 64 columns)
+/// starting on a group of 4 blocks ([`QuadDecode`]).
+pub(super) fn split_align(cfg: &Nf4Config) -> u32 {
+    (FORWARD_SPAN * F32::TILE_K).max(4 * cfg.block)
 }
 
 /// Builds the tf32 `nf4_backward_input` entry (grid `(ceil(k / 256), ceil(m / 64))`).
 pub(super) fn build_backward(cfg: &Nf4Config) -> KernelBuilder {
-    build(cfg, Gemm::BackwardInput)
+    let mut k = new_kernel(BACKWARD_INPUT_ENTRY, cfg);
+    let e = entry_prologue::<F32>(&mut k, cfg, ("g_c", "g_a"), tile::THREADS);
+    build(&mut k, (cfg, &e), Gemm::BackwardInput, SumRange::all(cfg.n));
+    k
 }
 
-fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
-    let (name, input, output, len, cols) = match gemm {
-        Gemm::Forward => (GEMM_ENTRY, "a", "c", cfg.k, cfg.n),
-        Gemm::BackwardInput => (BACKWARD_INPUT_ENTRY, "g_c", "g_a", cfg.n, cfg.k),
+fn new_kernel(name: &str, cfg: &Nf4Config) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name, cfg.arch);
+    k.require_block([tile::THREADS, 1, 1]);
+    k
+}
+
+/// The GEMM's tile over the reduction indices `range`, stored to the output or, for a K
+/// slice, its part of the workspace.
+fn build(k: &mut KernelBuilder, (cfg, e): (&Nf4Config, &Entry<F32>), gemm: Gemm, range: SumRange) {
+    let (len, cols) = match gemm {
+        Gemm::Forward => (cfg.k, cfg.n),
+        Gemm::BackwardInput => (cfg.n, cfg.k),
     };
     // B tiles beside each A tile: the backward's block is `BACKWARD_TILES` tiles wide.
     let b_tiles = match gemm {
         Gemm::Forward => 1,
         Gemm::BackwardInput => BACKWARD_TILES,
     };
-    let mut k = KernelBuilder::new(name, cfg.arch);
-    k.require_block([tile::THREADS, 1, 1]);
-    let e = entry_prologue::<F32>(&mut k, cfg, (input, output), tile::THREADS);
-    let (tid, pos) = WarpPos::of_thread(&mut k);
+    let (tid, pos) = WarpPos::of_thread(k);
     let bx = k.ctaid_x();
     let by = k.ctaid_y();
     let col_base = k.mul_lo(bx, b_tiles * TILE_N);
     let m_base = k.mul_lo(by, TILE_M);
-    let a_ring = tile::ring::<F32>(&mut k, "a_ring");
-    let code_ring = code_ring(&mut k, cfg, gemm);
+    let a_ring = tile::ring::<F32>(k, "a_ring");
+    let code_ring = code_ring(k, cfg, gemm);
     let codes = code_ring.codes;
     let b_tile = k.shared_array::<F32>("b_tile", b_tiles * tile::STAGE_BYTES / 4);
     let absmax_stage = matches!(gemm, Gemm::BackwardInput).then(|| {
@@ -135,15 +164,10 @@ fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
         // reads fall in distinct banks.
         let per_row = AbsmaxStage::per_row(cfg, BACKWARD_COLS);
         let shape = (tile::STAGES, F32::TILE_K, per_row + 1);
-        AbsmaxStage::new(
-            &mut k,
-            (cfg, &e, BACKWARD_COLS),
-            shape,
-            (tid, tile::THREADS),
-        )
+        AbsmaxStage::new(k, (cfg, e, BACKWARD_COLS), shape, (tid, tile::THREADS))
     });
     let chunks: Vec<_> = (0..tile::CHUNKS_PER_THREAD)
-        .map(|i| tile::chunk_slot_bytes(&mut k, (tid, i), 4, tile::Dealing::QuarterWarpColumns))
+        .map(|i| tile::chunk_slot_bytes(k, (tid, i), 4, tile::Dealing::QuarterWarpColumns))
         .collect();
     let window = |k: &mut KernelBuilder, k_tile: Reg<U32>| match gemm {
         Gemm::Forward => CodeWindow {
@@ -155,7 +179,22 @@ fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
             byte0: k.shr(col_base, 1u32),
         },
     };
-    let fill = |k: &mut KernelBuilder, k_tile: Reg<U32>, slot: Reg<U32>| {
+    // The K tiles of the range: all, or the slice's (its start a multiple of 64).
+    let (first_tile, tiles): (_, Val<U32>) = match range.offset() {
+        None => (None, len.div_ceil(F32::TILE_K).into()),
+        Some(start) => {
+            let first = k.shr(start, F32::TILE_K.trailing_zeros());
+            let span = k.sub(range.end, start);
+            let span = k.add(span, F32::TILE_K - 1);
+            let count = k.shr(span, F32::TILE_K.trailing_zeros());
+            (Some(first), count.into())
+        }
+    };
+    let fill = |k: &mut KernelBuilder, local: Reg<U32>, slot: Reg<U32>| {
+        let k_tile = match first_tile {
+            Some(first) => k.add(first, local),
+            None => local,
+        };
         let k0 = k.mul_lo(k_tile, F32::TILE_K);
         let a_stage = tile::stage_base(k, a_ring, slot);
         for &(row, col, at) in &chunks {
@@ -179,23 +218,23 @@ fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
         }
     };
     let dequantise = Dequantise::new(
-        &mut k,
-        (cfg, &e),
+        k,
+        (cfg, e),
         gemm,
         &codes,
         (&chunks, pos.lane),
-        (col_base, absmax_stage.as_ref()),
+        (col_base, range.offset(), absmax_stage.as_ref()),
     );
-    let mut acc: Vec<_> = (0..b_tiles).map(|_| F32::zero_acc(&mut k)).collect();
-    let (a_lane, b_lane) = pos.fragment_offsets(&mut k, 4);
+    let mut acc: Vec<_> = (0..b_tiles).map(|_| F32::zero_acc(k)).collect();
+    let (a_lane, b_lane) = pos.fragment_offsets(k, 4);
     let b_base = k.shared_base(b_tile);
     let b_at = k.add(b_base, b_lane);
     let b_ats: Vec<_> = (0..b_tiles)
         .map(|o| k.add(b_at, o * tile::STAGE_BYTES))
         .collect();
     // The ring multiplies the tiles in order; this counts them.
-    let k_tile = k.var::<U32>(0u32);
-    tile::run_ring(&mut k, len.div_ceil(F32::TILE_K), &fill, &mut |k, slot| {
+    let k_tile = k.var::<U32>(first_tile.map_or(Val::from(0u32), Val::from));
+    tile::run_ring(k, tiles, &fill, &mut |k, slot| {
         let stage = code_ring.tile_codes(k, (k_tile, slot));
         dequantise.tile(k, (k_tile, slot), stage, b_base);
         k.bar_sync();
@@ -206,9 +245,8 @@ fn build(cfg: &Nf4Config, gemm: Gemm) -> KernelBuilder {
     });
     for (o, acc) in acc.iter().enumerate() {
         let tile_base = k.add(col_base, o as u32 * TILE_N);
-        store(&mut k, &pos, &e, m_base, tile_base, cols, acc);
+        store(k, (&pos, e, &range), (m_base, tile_base, cols), acc);
     }
-    k
 }
 
 /// One K tile into every B tile's accumulators (`b_ats[o]` → `acc[o]`, tile `o` at columns
@@ -341,11 +379,12 @@ struct RowAbsmax {
 
 impl RowAbsmax {
     /// The row's source: its window (plain absmax), or with `k % block = 0` the quad's held
-    /// decodes; `None` (decode each chunk) otherwise.
+    /// decodes; `None` (decode each chunk) otherwise. Its first tile starts at column
+    /// `first_col` (a K slice's; `None`: 0).
     fn new(
         k: &mut KernelBuilder,
         (cfg, e): (&Nf4Config, &Entry<F32>),
-        row: Reg<U32>,
+        (row, first_col): (Reg<U32>, Option<Reg<U32>>),
         (lane, quad): (Reg<U32>, Reg<U32>),
     ) -> Option<Self> {
         let held = cfg
@@ -353,7 +392,10 @@ impl RowAbsmax {
             .is_multiple_of(cfg.block)
             .then(|| k.var::<F32>(0.0f32));
         let quad_lanes = (lane, quad, QUAD_STRIDE);
-        let from = match (AbsmaxWindow::new(k, (cfg, e), row, quad_lanes), held) {
+        let from = match (
+            AbsmaxWindow::new(k, (cfg, e), (row, first_col), quad_lanes),
+            held,
+        ) {
             (Some(window), _) => AbsmaxFrom::Window(window),
             (None, Some(_)) => AbsmaxFrom::Quad(QuadDecode {
                 row,
@@ -402,7 +444,7 @@ impl<'a> Dequantise<'a> {
         gemm: Gemm,
         codes: &CodeStage,
         (chunks, lane): (&[TileChunk], Reg<U32>),
-        (col_base, absmax_stage): (Reg<U32>, Option<&'a AbsmaxStage>),
+        (col_base, first_col, absmax_stage): (Reg<U32>, Option<Reg<U32>>, Option<&'a AbsmaxStage>),
     ) -> Self {
         let stride = codes.stride();
         let chunks = chunks
@@ -424,7 +466,8 @@ impl<'a> Dequantise<'a> {
                             None => off,
                         };
                         let piece = k.shr(col, 2u32);
-                        let absmax = RowAbsmax::new(k, (cfg, e), out_row, (lane, piece));
+                        let absmax =
+                            RowAbsmax::new(k, (cfg, e), (out_row, first_col), (lane, piece));
                         (off, absmax)
                     }
                     Gemm::BackwardInput => {
@@ -574,14 +617,12 @@ impl<'a> Dequantise<'a> {
     }
 }
 
-/// `out[m_base + r, col_base + c] = acc` inside `m × cols` (f32, one store per element).
+/// `out[m_base + r, col_base + c] = acc` inside `m × cols` (f32, one store per element; a K
+/// slice's into its part of the workspace).
 fn store(
     k: &mut KernelBuilder,
-    pos: &WarpPos,
-    e: &Entry<F32>,
-    m_base: Reg<U32>,
-    col_base: Reg<U32>,
-    cols: u32,
+    (pos, e, range): (&WarpPos, &Entry<F32>, &SumRange),
+    (m_base, col_base, cols): (Reg<U32>, Reg<U32>, u32),
     acc: &tile::Accumulators<<F32 as TileElem>::Shape>,
 ) {
     k.comment("store the output tile");
@@ -597,6 +638,7 @@ fn store(
                 let inside = both_below(k, row, e.m, col, cols);
                 k.if_then(inside, |k| {
                     let index = k.mad_lo(row, cols, col);
+                    let index = range.output_index(k, index);
                     super::store_output(k, e.output, index, v);
                 });
             }
