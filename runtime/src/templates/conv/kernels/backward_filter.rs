@@ -21,6 +21,7 @@
 //! butterfly shuffle adds the 32 partial sums; lane 0 stores.
 
 mod operands;
+mod reduce;
 mod split;
 mod staging;
 
@@ -40,6 +41,8 @@ use crate::templates::conv::Conv2dConfig;
 use operands::{Gradient, Input};
 use split::Slice;
 
+pub(super) use reduce::Reduce;
+pub use reduce::{ENTRY_REDUCE, REDUCE_THREADS};
 pub use split::ENTRY_SPLIT;
 use staging::Staging;
 
@@ -85,7 +88,7 @@ pub(crate) fn build_split<T: FilterElem>(
     arch: Arch,
 ) -> (KernelBuilder, Option<KernelBuilder>) {
     let reduce =
-        (!cfg.has_tensor_core_backward_filter()).then(|| split::build_reduce::<T>(cfg, arch));
+        (!cfg.has_tensor_core_backward_filter()).then(|| Reduce::weights(cfg).build::<T>(arch));
     (build_entry::<T>(cfg, arch, true), reduce)
 }
 
