@@ -3,8 +3,10 @@
 //! at ResNet's 128 channels, and strided by `C` in NHWC).
 //!
 //! Blocks of 256 threads (8 warps) own a tile of channels, the whole tile's loads coalesced:
-//! - NCHW: one channel per block (grid x `C_out`); in each image of its pixels, thread `t`
-//!   reads positions `lo + t, lo + t + 256, …` of the channel's contiguous plane.
+//! - NCHW: one channel per block (grid x `C_out`); thread `t` reads pixels `t, t + 256, …` of
+//!   the block's pixels (`n·OH·OW + p`, each image's run contiguous), or, where `OH·OW` is a
+//!   multiple of 16 bytes of elements, 16-byte chunks `t, t + 256, …` (4 f32, 8 halves, 2
+//!   f64 each): a warp reads 128 (512) consecutive bytes.
 //! - NHWC: 32 consecutive channels per block (grid x `⌈C_out / 32⌉`); lane `l` owns channel
 //!   `32·ctaid.x + l` and warp `w` pixels `w, w + 8, …`: a warp reads 32 consecutive channels
 //!   of one pixel.
@@ -25,9 +27,9 @@
 //! ([`Conv2dConfig::backward_bias_slices`](crate::templates::conv::Conv2dConfig::backward_bias_slices)).
 
 use super::super::common::{
-    at_position, bytes_of, channel_start, conv_kernel, div_const, rem_const, warp_sum, ConvElem,
-    DimParams, Dims,
+    bytes_of, conv_kernel, div_const, rem_const, warp_sum, ConvElem, DimParams, Dims,
 };
+use super::super::vector::{load_chunk, VectorElem};
 use super::reduce::Reduce;
 use crate::arch::Arch;
 use crate::builder::{GlobalPtr, KernelBuilder, Reg, U32};
@@ -61,7 +63,7 @@ pub const fn bias_block_pixels(layout: Layout) -> u32 {
 }
 
 /// The bias entries: whole, split, and the split's reduce (module docs).
-pub(crate) fn build<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> [KernelBuilder; 3] {
+pub(crate) fn build<T: VectorElem>(cfg: &Conv2dConfig, arch: Arch) -> [KernelBuilder; 3] {
     let reduce = Reduce {
         entry: ENTRY_BIAS_REDUCE,
         output: "db",
@@ -95,7 +97,7 @@ struct Place {
     lane: Reg<U32>,
 }
 
-fn build_entry<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch, split: bool) -> KernelBuilder {
+fn build_entry<T: VectorElem>(cfg: &Conv2dConfig, arch: Arch, split: bool) -> KernelBuilder {
     let entry = if split { ENTRY_BIAS_SPLIT } else { ENTRY_BIAS };
     let mut k = conv_kernel(entry, arch);
     k.require_block([BIAS_THREADS, 1, 1]);
@@ -178,9 +180,13 @@ fn locate(k: &mut KernelBuilder, layout: Layout) -> Place {
     }
 }
 
-/// NCHW: `sum += Σ gy[n, c, p]` over the slice's part of each image `n`, `p = lo + t, lo + t
-/// + 256, …` (`t = tid.x`) within the image's contiguous plane.
-fn sum_planes<T: ConvElem>(
+/// NCHW: `sum += Σ gy[n, c, p]` over the slice's pixels `q = n·OH·OW + p`, thread `t`
+/// taking `q = start + t, start + t + 256, …`; where `OH·OW` is a multiple of the 16-byte
+/// chunk (so are the slice bounds, whole rounds of 256 pixels, and no chunk straddles two
+/// images) it takes chunks at `q = start + CHUNK·t, start + CHUNK·(t + 256), …` instead, one
+/// `ld.global.nc.v4` / `.v2` each. Element `q` of channel `c` sits at `(n·C + c)·OH·OW + p =
+/// q + n·(C − 1)·OH·OW + c·OH·OW`: one division by `OH·OW` per load.
+fn sum_planes<T: VectorElem>(
     k: &mut KernelBuilder,
     c_out: u32,
     d: &Dims,
@@ -190,24 +196,26 @@ fn sum_planes<T: ConvElem>(
     sum: Reg<T::Acc>,
 ) {
     let tid = k.mad_lo(place.warp, 32u32, place.lane);
-    let first_image = d.ohw_div.div(k, slice.start);
-    let past_end = k.add(slice.end, d.ohw);
-    let past_end = k.sub(past_end, 1u32);
-    let end_image = d.ohw_div.div(k, past_end);
-    k.for_range(first_image, end_image, 1u32, |k, n| {
-        let image_start = k.mul_lo(n, d.ohw);
-        let image_end = k.add(image_start, d.ohw);
-        let lo = k.max(slice.start, image_start);
-        let lo = k.sub(lo, image_start);
-        let hi = k.min(slice.end, image_end);
-        let hi = k.sub(hi, image_start);
-        let plane = channel_start(k, Layout::Nchw, n, c_out, place.channel, d.ohw);
-        let first = k.add(lo, tid);
-        k.for_range(first, hi, BIAS_THREADS, |k, p| {
-            let at = at_position(k, Layout::Nchw, plane, p, c_out);
-            add_element::<T>(k, gy, at, sum);
+    let image_stride = k.mul_lo(d.ohw, c_out - 1);
+    let plane = k.mul_lo(place.channel, d.ohw);
+    let ragged = k.and(d.ohw, T::CHUNK - 1);
+    let whole_chunks = k.setp(CmpOp::Eq, ragged, 0u32);
+    let walk = |k: &mut KernelBuilder, width: u32| {
+        let first = k.mad_lo(tid, width, slice.start);
+        k.for_range(first, slice.end, BIAS_THREADS * width, |k, q| {
+            let n = d.ohw_div.div(k, q);
+            let at = k.mad_lo(n, image_stride, q);
+            let at = k.add(at, plane);
+            if width == 1 {
+                add_element::<T>(k, gy, at, sum);
+            } else {
+                for value in load_chunk(k, gy, at) {
+                    k.add_into(sum, sum, value);
+                }
+            }
         });
-    });
+    };
+    k.if_else(whole_chunks, |k| walk(k, T::CHUNK), |k| walk(k, 1));
 }
 
 /// NHWC: `sum += Σ gy[q, c]` over the slice's pixels `q = start + w, start + w + 8, …`.
@@ -221,7 +229,7 @@ fn sum_pixels<T: ConvElem>(
 ) {
     let first = k.add(slice.start, place.warp);
     k.for_range(first, slice.end, WARPS, |k, q| {
-        let at = at_position(k, Layout::Nhwc, place.channel, q, c_out);
+        let at = k.mad_lo(q, c_out, place.channel);
         add_element::<T>(k, gy, at, sum);
     });
 }
