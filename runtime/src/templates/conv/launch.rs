@@ -550,7 +550,8 @@ pub fn backward_data_with<B: Backend, T: Element>(
     Ok(call.launch(entry, geometry, &args, &[])?.dims)
 }
 
-/// Backward-filter: `dw[oc, ci, kh, kw] = Σ_{n, oh, ow} gy · x`, then (`conv2d_bwd_bias`,
+/// Backward-filter: `dw[oc, ci, kh, kw] = Σ_{n, oh, ow} gy · x`, then (`conv2d_bwd_bias`, or
+/// its split pair where the grid is small: [`backward_bias_sliced`] with [`Slices::Auto`],
 /// when the config has a bias) `db[oc] = Σ_{n, oh, ow} gy`, each summed in a fixed order
 /// (deterministic), with the fastest weight-gradient entry the module has: the tensor-core
 /// `conv2d_bwd_filter_implicit_gemm` where the config has it
