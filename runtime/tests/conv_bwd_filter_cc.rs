@@ -22,7 +22,7 @@ mod conv_support;
 use half::{bf16, f16};
 use ptxforge_runtime::dtype::DType;
 use ptxforge_runtime::launch::{Backend, Element, LaunchRecord, SimBackend};
-use ptxforge_runtime::templates::conv::kernels::{ENTRY_BWD_BIAS, ENTRY_BWD_FILTER};
+use ptxforge_runtime::templates::conv::kernels::ENTRY_BWD_FILTER;
 use ptxforge_runtime::templates::conv::launch::backward_filter_with;
 use ptxforge_runtime::templates::conv::reference::{self, to_channels_last};
 use ptxforge_runtime::templates::conv::{Conv2dConfig, ConvDims, Layout};
@@ -30,8 +30,8 @@ use ptxforge_runtime::templates::testing::{from_f64, to_f64, HostFloat, SplitMix
 use ptxforge_runtime::Arch;
 
 use conv_support::{
-    assert_close, backward_filter_cases, download, fuzz_cases_with, must, prepare, shape,
-    tolerance, Case,
+    assert_close, backward_filter_cases, bias_entries, download, fuzz_cases_with, must, prepare,
+    shape, tolerance, Case,
 };
 
 /// Fixed shapes beside [`backward_filter_cases`]. Chunks: 8 halves, 4 f32, 2 f64.
@@ -149,9 +149,7 @@ fn run<T: HostFloat + Element>(
     let mut log = dev.take_launch_log();
     let entries: Vec<&str> = log.iter().map(|r| r.entry.as_str()).collect();
     let mut expected = vec![ENTRY_BWD_FILTER];
-    if cfg.bias {
-        expected.push(ENTRY_BWD_BIAS);
-    }
+    expected.extend(bias_entries(&cfg, s));
     assert_eq!(entries, expected, "{label}");
     log.swap_remove(0)
 }

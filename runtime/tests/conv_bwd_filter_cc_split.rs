@@ -17,7 +17,7 @@ use half::{bf16, f16};
 use ptxforge_runtime::dtype::DType;
 use ptxforge_runtime::launch::{Backend, Element, LaunchRecord, SimBackend};
 use ptxforge_runtime::templates::conv::kernels::{
-    ENTRY_BWD_BIAS, ENTRY_BWD_FILTER, ENTRY_BWD_FILTER_CUDA_SPLIT, ENTRY_BWD_FILTER_REDUCE,
+    ENTRY_BWD_FILTER, ENTRY_BWD_FILTER_CUDA_SPLIT, ENTRY_BWD_FILTER_REDUCE,
 };
 use ptxforge_runtime::templates::conv::launch::{
     backward_filter_cuda_core_sliced, backward_filter_with, Slices,
@@ -28,8 +28,8 @@ use ptxforge_runtime::templates::testing::{from_f64, to_f64, HostFloat, SplitMix
 use ptxforge_runtime::Arch;
 
 use conv_support::{
-    assert_close, backward_filter_cases, download, fuzz_cases_with, must, prepare, shape,
-    tolerance, Case,
+    assert_close, assert_same_bits_under_shuffles, backward_filter_cases, bias_entries, download,
+    fuzz_cases_with, must, prepare, rotate_slices, shape, tolerance, Case,
 };
 
 /// The (dtype, target) pairs of the CUDA-core path.
@@ -156,9 +156,7 @@ impl Run<'_> {
             1 => vec![ENTRY_BWD_FILTER],
             _ => vec![ENTRY_BWD_FILTER_CUDA_SPLIT, ENTRY_BWD_FILTER_REDUCE],
         };
-        if cfg.bias {
-            expected.push(ENTRY_BWD_BIAS);
-        }
+        expected.extend(bias_entries(cfg, s));
         assert_eq!(entries, expected, "{label}");
         (dev.download(&dw).expect("download"), log)
     }
@@ -211,17 +209,16 @@ fn run(
 /// minutes).
 #[test]
 fn every_slice_count_matches_the_reference() {
-    let mut combo = 0;
-    for (i, case) in cases().iter().enumerate() {
-        for layout in Layout::ALL {
-            combo += 1;
-            for (t, target) in TARGETS.into_iter().enumerate() {
-                let slices = SLICES[(combo + t) % SLICES.len()];
-                let options = ptxforge_sim::Options::default();
-                run(case, layout, target, slices, options, 500 + i as u64);
-            }
-        }
-    }
+    rotate_slices(
+        &cases(),
+        &TARGETS,
+        &SLICES,
+        500,
+        |case, layout, target, slices, seed| {
+            let options = ptxforge_sim::Options::default();
+            run(case, layout, target, slices, options, seed);
+        },
+    );
 }
 
 /// The same bits for one slice count under three block orders, in both layouts.
@@ -230,18 +227,9 @@ fn split_is_deterministic_under_block_shuffles() {
     let case = &backward_filter_cases()[0];
     for layout in Layout::ALL {
         for target in [(DType::F32, Arch::Sm70), (DType::F64, Arch::Sm80)] {
-            let runs: Vec<Vec<u64>> = [None, Some(1), Some(2)]
-                .into_iter()
-                .map(|shuffle| {
-                    let options = ptxforge_sim::Options {
-                        shuffle_blocks: shuffle,
-                        ..ptxforge_sim::Options::default()
-                    };
-                    run(case, layout, target, Slices::Exactly(3), options, 77).0
-                })
-                .collect();
-            assert_eq!(runs[0], runs[1], "{layout} {target:?}");
-            assert_eq!(runs[0], runs[2], "{layout} {target:?}");
+            assert_same_bits_under_shuffles(&format!("{layout} {target:?}"), |options| {
+                run(case, layout, target, Slices::Exactly(3), options, 77).0
+            });
         }
     }
 }

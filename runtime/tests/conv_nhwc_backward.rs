@@ -22,8 +22,7 @@ use ptxforge_runtime::launch::{
     Backend, DeviceBuffer, Element, LaunchError, LaunchRecord, SimBackend,
 };
 use ptxforge_runtime::templates::conv::kernels::{
-    ENTRY_BWD_BIAS, ENTRY_BWD_DATA, ENTRY_BWD_DATA_IMPLICIT_GEMM, ENTRY_BWD_FILTER,
-    ENTRY_BWD_FILTER_IMPLICIT_GEMM,
+    ENTRY_BWD_DATA, ENTRY_BWD_DATA_IMPLICIT_GEMM, ENTRY_BWD_FILTER, ENTRY_BWD_FILTER_IMPLICIT_GEMM,
 };
 use ptxforge_runtime::templates::conv::launch::{
     backward_data, backward_data_with, backward_filter, backward_filter_with,
@@ -37,8 +36,8 @@ use ptxforge_runtime::Arch;
 use ptxforge_sim::Counters;
 
 use conv_support::{
-    assert_close, download, fuzz_cases_with, must, shape, tensor_core_cases, tolerance, Case,
-    Prepared,
+    assert_close, bias_entries, download, fuzz_cases_with, must, shape, tensor_core_cases,
+    tolerance, Case, Prepared,
 };
 
 /// Seeded random cases with 1, 2, 3, 8 or 16 channels per group on each side (16-byte `gy`
@@ -218,9 +217,7 @@ fn run_backward_filter<T: HostFloat + Element>(
     let entries = [ENTRY_BWD_FILTER, ENTRY_BWD_FILTER_IMPLICIT_GEMM];
     let (log, ran, picked) = each_entry_then_auto(dev, cfg, entries, run);
     let mut want_picked = vec![*ran.last().expect("an entry ran")];
-    if cfg.bias {
-        want_picked.push(ENTRY_BWD_BIAS);
-    }
+    want_picked.extend(bias_entries(cfg, &s.shape));
     assert_eq!(picked, want_picked, "{label}");
     (log, ran)
 }

@@ -19,8 +19,7 @@ use ptxforge_runtime::launch::{
     Backend, DeviceBuffer, Element, LaunchError, LaunchRecord, SimBackend,
 };
 use ptxforge_runtime::templates::conv::kernels::{
-    ENTRY_BWD_BIAS, ENTRY_BWD_DATA, ENTRY_BWD_DATA_IMPLICIT_GEMM, ENTRY_BWD_FILTER,
-    ENTRY_BWD_FILTER_IMPLICIT_GEMM,
+    ENTRY_BWD_DATA, ENTRY_BWD_DATA_IMPLICIT_GEMM, ENTRY_BWD_FILTER, ENTRY_BWD_FILTER_IMPLICIT_GEMM,
 };
 use ptxforge_runtime::templates::conv::launch::{
     backward_data, backward_data_with, backward_filter, backward_filter_with, forward, forward_1x1,
@@ -36,8 +35,8 @@ use ptxforge_runtime::templates::KernelFamily;
 use ptxforge_runtime::Arch;
 
 use conv_support::{
-    assert_close, backward_filter_cases, download, fuzz_cases_with, must, prepare, shape,
-    tensor_core_cases, tolerance, Case,
+    assert_close, backward_filter_cases, bias_entries, download, fuzz_cases_with, must, prepare,
+    shape, tensor_core_cases, tolerance, Case,
 };
 
 /// Seeded random cases of 1–3 channels per group ([`fuzz_cases_with`]).
@@ -1206,9 +1205,7 @@ fn run_backward_filter_on<T: HostFloat + Element>(
         ENTRY_BWD_FILTER
     };
     let mut want_picked = vec![expected];
-    if cfg.bias {
-        want_picked.push(ENTRY_BWD_BIAS);
-    }
+    want_picked.extend(bias_entries(&cfg, s));
     assert_eq!(picked, want_picked, "{label}");
     (log, ran)
 }

@@ -2,11 +2,14 @@
 //! representative shape × target, so every tensor-core implicit GEMM — forward in both
 //! layouts, backward-data, backward-filter — and every CUDA-core entry) with ptxas, and fails
 //! on errors, warnings or spills. Prints `ptxas -v` registers and shared memory of the
-//! tensor-core entries (and the split backward-filter's reduction). Skips loudly when ptxas is missing, unless `PTXFORGE_REQUIRE_PTXAS=1`.
+//! tensor-core entries, the split reduces and the bias entries. Skips loudly when ptxas is
+//! missing, unless `PTXFORGE_REQUIRE_PTXAS=1`.
 
 use ptxforge_runtime::arch::Arch;
 use ptxforge_runtime::ptxas::{assemble_each, locate_or_skip};
-use ptxforge_runtime::templates::conv::kernels::{matrix_configs, ENTRY_BWD_FILTER_REDUCE};
+use ptxforge_runtime::templates::conv::kernels::{
+    matrix_configs, ENTRY_BWD_BIAS, ENTRY_BWD_FILTER_REDUCE,
+};
 use ptxforge_runtime::templates::conv::Conv2dConfig;
 use ptxforge_runtime::templates::KernelFamily;
 
@@ -16,24 +19,25 @@ fn conv_modules_assemble_without_warnings_or_spills() {
         return;
     };
     let mut tensor_core_entries = 0;
-    let failures =
-        assemble_each(
-            &ptxas,
-            "conv",
-            matrix_configs(),
-            module,
-            |_, name, report| {
-                for e in report.entries.iter().filter(|e| {
-                    e.entry.contains("implicit_gemm") || e.entry == ENTRY_BWD_FILTER_REDUCE
-                }) {
-                    tensor_core_entries += 1;
-                    println!(
-                        "{name:<44} {:<38} regs {:>3} smem {:>6} spill {}/{}",
-                        e.entry, e.registers, e.shared_bytes, e.spill_stores, e.spill_loads
-                    );
-                }
-            },
-        );
+    let failures = assemble_each(
+        &ptxas,
+        "conv",
+        matrix_configs(),
+        module,
+        |_, name, report| {
+            for e in report.entries.iter().filter(|e| {
+                e.entry.contains("implicit_gemm")
+                    || e.entry == ENTRY_BWD_FILTER_REDUCE
+                    || e.entry.starts_with(ENTRY_BWD_BIAS)
+            }) {
+                tensor_core_entries += usize::from(e.entry.contains("implicit_gemm"));
+                println!(
+                    "{name:<44} {:<38} regs {:>3} smem {:>6} spill {}/{}",
+                    e.entry, e.registers, e.shared_bytes, e.spill_stores, e.spill_loads
+                );
+            }
+        },
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(
         tensor_core_entries > 0,

@@ -13,10 +13,12 @@ use ptxforge_runtime::dtype::DType;
 use ptxforge_runtime::launch::{
     Backend, DeviceBuffer, Element, LaunchError, LaunchRecord, SimBackend,
 };
-use ptxforge_runtime::templates::conv::kernels::ENTRY_BWD_DATA;
-use ptxforge_runtime::templates::conv::launch::backward_data_with;
+use ptxforge_runtime::templates::conv::kernels::{
+    ENTRY_BWD_BIAS, ENTRY_BWD_BIAS_REDUCE, ENTRY_BWD_BIAS_SPLIT, ENTRY_BWD_DATA,
+};
+use ptxforge_runtime::templates::conv::launch::{backward_data_with, Slices};
 use ptxforge_runtime::templates::conv::reference::{self, to_channels_last};
-use ptxforge_runtime::templates::conv::{Conv2dConfig, ConvDims, ConvShape};
+use ptxforge_runtime::templates::conv::{Conv2dConfig, ConvDims, ConvShape, Layout};
 use ptxforge_runtime::templates::testing::{from_f64, to_f64, HostFloat, SplitMix64};
 use ptxforge_runtime::templates::KernelFamily;
 use ptxforge_runtime::Arch;
@@ -110,6 +112,65 @@ pub fn download<T: HostFloat + Element>(
     buf: &DeviceBuffer<SimBackend, T>,
 ) -> Vec<f64> {
     to_f64(&dev.download(buf).expect("download"))
+}
+
+/// The entries the bias gradient of `cfg` launches on `shape` after `dw` (none without a
+/// bias): `conv2d_bwd_bias` alone, or its split and reduce where the slice rule splits.
+pub fn bias_entries(cfg: &Conv2dConfig, shape: &ConvShape) -> Vec<&'static str> {
+    if !cfg.bias {
+        return Vec::new();
+    }
+    let dims = cfg.check_shape(shape, false).expect("valid shape");
+    match cfg.backward_bias_slices(&dims) {
+        1 => vec![ENTRY_BWD_BIAS],
+        _ => vec![ENTRY_BWD_BIAS_SPLIT, ENTRY_BWD_BIAS_REDUCE],
+    }
+}
+
+/// Runs every case in both layouts on every target with seed `seed + i` (case `i`), the slice
+/// count rotating through `slices` (each target meets every slice count over the cases: one
+/// run per combination would take minutes).
+pub fn rotate_slices(
+    cases: &[Case],
+    targets: &[(DType, Arch)],
+    slices: &[Slices],
+    seed: u64,
+    run: impl Fn(&Case, Layout, (DType, Arch), Slices, u64),
+) {
+    let mut combo = 0;
+    for (i, case) in cases.iter().enumerate() {
+        for layout in Layout::ALL {
+            combo += 1;
+            for (t, &target) in targets.iter().enumerate() {
+                run(
+                    case,
+                    layout,
+                    target,
+                    slices[(combo + t) % slices.len()],
+                    seed + i as u64,
+                );
+            }
+        }
+    }
+}
+
+/// Asserts that `run` gives the same bits in linear block order and under two shuffled
+/// orders (`label` names the case).
+pub fn assert_same_bits_under_shuffles(
+    label: &str,
+    run: impl Fn(ptxforge_sim::Options) -> Vec<u64>,
+) {
+    let runs: Vec<Vec<u64>> = [None, Some(1), Some(2)]
+        .into_iter()
+        .map(|shuffle| {
+            run(ptxforge_sim::Options {
+                shuffle_blocks: shuffle,
+                ..ptxforge_sim::Options::default()
+            })
+        })
+        .collect();
+    assert_eq!(runs[0], runs[1], "{label}");
+    assert_eq!(runs[0], runs[2], "{label}");
 }
 
 pub fn must<T>(what: &str, r: Result<T, LaunchError>) -> T {

@@ -5,8 +5,8 @@
 
 use super::config::{Conv2dConfig, DirectTile, Layout};
 use super::kernels::{
-    BLOCK_1D, BWD_FILTER_REDUCE_THREADS, IMPLICIT_THREADS, IMPLICIT_TILE_M, IMPLICIT_TILE_N,
-    NHWC_THREADS, NHWC_TILE_M, NHWC_TILE_N, WARPS_PER_BLOCK,
+    bias_block_channels, bias_block_pixels, BLOCK_1D, BWD_BIAS_THREADS, BWD_FILTER_REDUCE_THREADS,
+    IMPLICIT_THREADS, IMPLICIT_TILE_M, IMPLICIT_TILE_N, NHWC_THREADS, NHWC_TILE_M, NHWC_TILE_N,
 };
 use super::shapes::ConvDims;
 use crate::dtype::DType;
@@ -364,14 +364,7 @@ impl Conv2dConfig {
     /// `conv2d_bwd_filter_reduce`: block 256, one thread per `dw` element; grid
     /// `⌈C_out·Cg·KH·KW / 256⌉`.
     pub fn backward_filter_reduce_launch_config(&self) -> Result<LaunchConfig, LaunchError> {
-        let blocks = self
-            .weight_elements()
-            .div_ceil(u64::from(BWD_FILTER_REDUCE_THREADS));
-        Ok(LaunchConfig {
-            grid: Dim3::x(grid_dim("weight blocks", blocks, MAX_GRID_X)?),
-            block: Dim3::x(BWD_FILTER_REDUCE_THREADS),
-            dynamic_shared_bytes: 0,
-        })
+        reduce_launch_config("weight blocks", self.weight_elements())
     }
 
     /// `conv2d_bwd_filter`: `conv2d_nhwc`'s tiling over `dw_g [Og, Cg·KH·KW]`, block 128;
@@ -380,14 +373,67 @@ impl Conv2dConfig {
         self.backward_filter_cuda_core_split_launch_config(1)
     }
 
-    /// `conv2d_bwd_bias`: block 256 (8 warps, one output channel each); grid `ceil(C_out / 8)`.
+    /// `conv2d_bwd_bias`: block 256 over a tile of channels (NCHW 1, NHWC 32); grid
+    /// `⌈C_out / tile⌉` (each block reduces over all `N·OH·OW` pixels).
     pub fn backward_bias_launch_config(&self) -> LaunchConfig {
         LaunchConfig {
-            grid: Dim3::x(self.out_channels.div_ceil(WARPS_PER_BLOCK)),
-            block: Dim3::x(BLOCK_1D),
+            grid: Dim3::x(self.backward_bias_blocks() as u32),
+            block: Dim3::x(BWD_BIAS_THREADS),
             dynamic_shared_bytes: 0,
         }
     }
+
+    /// `conv2d_bwd_bias_split`: block 256; grid `(⌈C_out / tile⌉, S)`.
+    pub(crate) fn backward_bias_split_launch_config(
+        &self,
+        slices: u32,
+    ) -> Result<LaunchConfig, LaunchError> {
+        Ok(LaunchConfig {
+            grid: Dim3 {
+                x: self.backward_bias_blocks() as u32,
+                y: grid_dim("slices", u64::from(slices), MAX_GRID_YZ)?,
+                z: 1,
+            },
+            block: Dim3::x(BWD_BIAS_THREADS),
+            dynamic_shared_bytes: 0,
+        })
+    }
+
+    /// `conv2d_bwd_bias_reduce`: block 256, one thread per channel; grid `⌈C_out / 256⌉`.
+    pub fn backward_bias_reduce_launch_config(&self) -> Result<LaunchConfig, LaunchError> {
+        reduce_launch_config("bias blocks", u64::from(self.out_channels))
+    }
+
+    /// The number `S` of pixel slices the bias gradient splits its reduction into:
+    /// [`Self::backward_filter_slices`]' rule with `B = ⌈C_out / tile⌉` blocks unsplit (tile:
+    /// 1 channel in NCHW, 32 in NHWC) and `T = ⌈N·OH·OW / R⌉` rounds of one element per thread
+    /// (`R` = 256 pixels in NCHW, 8 in NHWC), so every slice gives each thread at least
+    /// [`MIN_SLICE_TILES`] elements.
+    pub fn backward_bias_slices(&self, dims: &ConvDims) -> u32 {
+        self.split_slices(self.backward_bias_blocks(), self.backward_bias_rounds(dims))
+    }
+
+    /// Rounds of the whole bias reduction, `⌈N·OH·OW / R⌉` ([`Self::backward_bias_slices`]).
+    pub(crate) fn backward_bias_rounds(&self, dims: &ConvDims) -> u64 {
+        let pixels = u64::from(dims.batch) * dims.out_pixels() as u64;
+        pixels.div_ceil(u64::from(bias_block_pixels(self.layout)))
+    }
+
+    /// Blocks of the unsplit bias grid, `⌈C_out / tile⌉`.
+    fn backward_bias_blocks(&self) -> u64 {
+        u64::from(self.out_channels.div_ceil(bias_block_channels(self.layout)))
+    }
+}
+
+/// A reduce entry's launch (`conv2d_bwd_filter_reduce`, `conv2d_bwd_bias_reduce`): blocks of
+/// 256, one thread per each of the `len` outputs; `name` is the grid axis in errors.
+fn reduce_launch_config(name: &'static str, len: u64) -> Result<LaunchConfig, LaunchError> {
+    let blocks = len.div_ceil(u64::from(BWD_FILTER_REDUCE_THREADS));
+    Ok(LaunchConfig {
+        grid: Dim3::x(grid_dim(name, blocks, MAX_GRID_X)?),
+        block: Dim3::x(BWD_FILTER_REDUCE_THREADS),
+        dynamic_shared_bytes: 0,
+    })
 }
 
 /// The launch of a tensor-core implicit GEMM: block 128; grid `(ceil(rows / 64),
@@ -567,7 +613,10 @@ mod tests {
             cfg.backward_filter_launch_config().unwrap().grid,
             Dim3::new(1, 1, 2)
         );
-        assert_eq!(cfg.backward_bias_launch_config().grid, Dim3::x(5));
+        // One block per NCHW channel; 32 NHWC channels per block.
+        assert_eq!(cfg.backward_bias_launch_config().grid, Dim3::x(40));
+        let nhwc = cfg.with_layout(Layout::Nhwc);
+        assert_eq!(nhwc.backward_bias_launch_config().grid, Dim3::x(2));
     }
 
     /// The slice rule, from the grid alone (no launch): the ResNet 3 × 3 64 → 64 layer at

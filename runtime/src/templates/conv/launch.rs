@@ -23,10 +23,11 @@
 use super::config::{Conv2dConfig, Layout};
 use super::geometry::{slice_tiles, INDEX_LIMIT};
 use super::kernels::{
-    fast_div_constants, ENTRY_1X1, ENTRY_BWD_BIAS, ENTRY_BWD_DATA, ENTRY_BWD_DATA_IMPLICIT_GEMM,
-    ENTRY_BWD_FILTER, ENTRY_BWD_FILTER_CUDA_SPLIT, ENTRY_BWD_FILTER_IMPLICIT_GEMM,
-    ENTRY_BWD_FILTER_REDUCE, ENTRY_BWD_FILTER_SPLIT, ENTRY_DIRECT, ENTRY_GEMM, ENTRY_IM2COL,
-    ENTRY_IMPLICIT_GEMM, ENTRY_NHWC,
+    bias_block_pixels, fast_div_constants, ENTRY_1X1, ENTRY_BWD_BIAS, ENTRY_BWD_BIAS_REDUCE,
+    ENTRY_BWD_BIAS_SPLIT, ENTRY_BWD_DATA, ENTRY_BWD_DATA_IMPLICIT_GEMM, ENTRY_BWD_FILTER,
+    ENTRY_BWD_FILTER_CUDA_SPLIT, ENTRY_BWD_FILTER_IMPLICIT_GEMM, ENTRY_BWD_FILTER_REDUCE,
+    ENTRY_BWD_FILTER_SPLIT, ENTRY_DIRECT, ENTRY_GEMM, ENTRY_IM2COL, ENTRY_IMPLICIT_GEMM,
+    ENTRY_NHWC,
 };
 use super::shapes::{ConvDims, ConvError, ConvShape};
 use crate::dtype::DType;
@@ -549,7 +550,8 @@ pub fn backward_data_with<B: Backend, T: Element>(
     Ok(call.launch(entry, geometry, &args, &[])?.dims)
 }
 
-/// Backward-filter: `dw[oc, ci, kh, kw] = Σ_{n, oh, ow} gy · x`, then (`conv2d_bwd_bias`,
+/// Backward-filter: `dw[oc, ci, kh, kw] = Σ_{n, oh, ow} gy · x`, then (`conv2d_bwd_bias`, or
+/// its split pair where the grid is small: [`backward_bias_sliced`] with [`Slices::Auto`],
 /// when the config has a bias) `db[oc] = Σ_{n, oh, ow} gy`, each summed in a fixed order
 /// (deterministic), with the fastest weight-gradient entry the module has: the tensor-core
 /// `conv2d_bwd_filter_implicit_gemm` where the config has it
@@ -735,7 +737,37 @@ fn backward_filter_split<B: Backend, T: Element>(
         Slices::Auto => (reduction.auto)(cfg, &prep.dims),
         Slices::Exactly(s) => s,
     };
-    let workspace = u64::from(slices) * cfg.weight_elements();
+    let workspace = workspace_len(slices, cfg.weight_elements())?;
+    if slices == 1 {
+        let config = (reduction.whole_grid)(cfg)?;
+        let args = vec![x, gy, &*dw]
+            .into_iter()
+            .map(KernelArg::buffer)
+            .collect();
+        prep.launch(dev, ptx, reduction.whole, config, args)?;
+    } else {
+        let tiles = (reduction.tiles)(cfg, &prep.dims);
+        let split = SplitLaunch {
+            prep: &prep,
+            entry: reduction.split,
+            grid: (reduction.split_grid)(cfg, slices)?,
+            inputs: vec![x, gy],
+            slice_len: slice_tiles(tiles, slices),
+            reduce: ENTRY_BWD_FILTER_REDUCE,
+            reduce_grid: cfg.backward_filter_reduce_launch_config()?,
+            slices,
+            workspace,
+        };
+        split.run(&call, dw)?;
+    }
+    backward_bias(&call, &prep, Slices::Auto, gy, db)?;
+    Ok(prep.dims)
+}
+
+/// Elements of a split's workspace, `S·len` for `S` slices of `len` partial sums; `S = 0` or
+/// a workspace past the index limit is [`LaunchError::InvalidDim`] `slices`.
+fn workspace_len(slices: u32, len: u64) -> Result<usize, LaunchError> {
+    let workspace = u64::from(slices) * len;
     if slices == 0 || workspace > INDEX_LIMIT {
         return Err(LaunchError::InvalidDim {
             name: "slices",
@@ -746,79 +778,126 @@ fn backward_filter_split<B: Backend, T: Element>(
             ),
         });
     }
-    if slices == 1 {
-        let config = (reduction.whole_grid)(cfg)?;
-        let args = vec![x, gy, &*dw]
-            .into_iter()
-            .map(KernelArg::buffer)
-            .collect();
-        prep.launch(dev, ptx, reduction.whole, config, args)?;
-    } else {
-        // Partial sums in the accumulation type: f64 for f64, f32 otherwise.
-        let split = Split {
-            prep: &prep,
-            reduction: &reduction,
-            slices,
-            workspace: workspace as usize,
-        };
-        if cfg.dtype == DType::F64 {
-            split.run::<B, T, f64>(&call, x, gy, dw)?;
-        } else {
-            split.run::<B, T, f32>(&call, x, gy, dw)?;
-        }
-    }
-    backward_bias(&call, &prep, gy, db)?;
-    Ok(prep.dims)
+    Ok(workspace as usize)
 }
 
-/// A split of `slices > 1`: its workspace of `workspace` elements.
-struct Split<'a> {
+/// One split reduction's two launches ([`backward_filter_split`], [`backward_bias`]): `entry`
+/// on `grid` with `(inputs…, partials, dims…, slice_len)`, each slice's sums into its part of
+/// a workspace of `workspace` elements of the accumulation type (f64 for f64, f32 otherwise),
+/// then `reduce(partials, out, slices)` adding the `slices` parts in order.
+struct SplitLaunch<'a, B: Backend, T: Element> {
     prep: &'a Prepared,
-    reduction: &'a Reduction,
+    entry: &'static str,
+    grid: LaunchConfig,
+    inputs: Vec<&'a DeviceBuffer<B, T>>,
+    slice_len: u32,
+    reduce: &'static str,
+    reduce_grid: LaunchConfig,
     slices: u32,
     workspace: usize,
 }
 
-impl Split<'_> {
-    /// The split entry into a workspace of `P`, then `conv2d_bwd_filter_reduce` into `dw`.
-    fn run<B: Backend, T: Element, P: Element>(
+impl<B: Backend, T: Element> SplitLaunch<'_, B, T> {
+    /// Both launches, the workspace allocated through the backend.
+    fn run(&self, call: &Call<'_, B>, out: &DeviceBuffer<B, T>) -> Result<(), LaunchError> {
+        if call.cfg.dtype == DType::F64 {
+            self.run_with::<f64>(call, out)
+        } else {
+            self.run_with::<f32>(call, out)
+        }
+    }
+
+    /// [`Self::run`] with partials of `P`.
+    fn run_with<P: Element>(
         &self,
         call: &Call<'_, B>,
-        x: &DeviceBuffer<B, T>,
-        gy: &DeviceBuffer<B, T>,
-        dw: &DeviceBuffer<B, T>,
+        out: &DeviceBuffer<B, T>,
     ) -> Result<(), LaunchError> {
-        let (cfg, dev, ptx) = (call.cfg, call.dev, call.ptx);
-        let split = (self.reduction.split_grid)(cfg, self.slices)?;
-        let reduce = cfg.backward_filter_reduce_launch_config()?;
+        let (dev, ptx) = (call.dev, call.ptx);
         let partials = dev.alloc::<P>(self.workspace)?;
-        let tiles = (self.reduction.tiles)(cfg, &self.prep.dims);
-        let slice_tiles = slice_tiles(tiles, self.slices);
-        let buffers = vec![KernelArg::buffer(x), KernelArg::buffer(gy)];
+        let mut buffers: Vec<_> = self.inputs.iter().map(|&b| KernelArg::buffer(b)).collect();
+        buffers.push(KernelArg::buffer(&partials));
         let mut args = self.prep.args(buffers);
-        args.insert(2, KernelArg::buffer(&partials));
-        args.push(KernelArg::U32(slice_tiles));
-        dev.launch(ptx, self.reduction.split, split, &args)?;
+        args.push(KernelArg::U32(self.slice_len));
+        dev.launch(ptx, self.entry, self.grid, &args)?;
         let args = [
             KernelArg::buffer(&partials),
-            KernelArg::buffer(dw),
+            KernelArg::buffer(out),
             KernelArg::U32(self.slices),
         ];
-        dev.launch(ptx, ENTRY_BWD_FILTER_REDUCE, reduce, &args)
+        dev.launch(ptx, self.reduce, self.reduce_grid, &args)
     }
 }
 
-/// `conv2d_bwd_bias` into `db` when given (the config has a bias).
+/// The bias gradient alone: `db[c] = Σ_{n, oh, ow} gy[n, c, oh, ow]` (`gy` in the config's
+/// layout), summed in a fixed order, with a chosen split of the `N·OH·OW` pixels ([`Slices`];
+/// the backward-filter launches run it after `dw` with [`Slices::Auto`],
+/// [`Conv2dConfig::backward_bias_slices`]). One slice runs `conv2d_bwd_bias` alone; `S > 1`
+/// allocates a workspace of `S·C_out` elements of the accumulation type (f32; f64 for f64),
+/// runs `conv2d_bwd_bias_split` (each slice's sums into its part) and `conv2d_bwd_bias_reduce`
+/// (the slices added in order, rounded once): the same bits every run for a given `S`. A
+/// config without a bias is [`LaunchError::BufferLength`] `db` (0 expected); `S = 0` or `S`
+/// past the grid limit is [`LaunchError::InvalidDim`].
+#[allow(clippy::too_many_arguments)]
+pub fn backward_bias_sliced<B: Backend, T: Element>(
+    cfg: &Conv2dConfig,
+    dev: &B,
+    ptx: &str,
+    shape: &ConvShape,
+    slices: Slices,
+    gy: &DeviceBuffer<B, T>,
+    db: &mut DeviceBuffer<B, T>,
+) -> Result<ConvDims, LaunchError> {
+    let call = Call {
+        cfg,
+        dev,
+        ptx,
+        shape,
+    };
+    check_bias(cfg, "db", Some(&*db))?;
+    let buffers = [
+        Buffer::Tensor("gy", Tensor::Output, gy),
+        Buffer::Bias("db", Some(&*db)),
+    ];
+    let prep = call.prepare(ENTRY_BWD_BIAS, &buffers)?;
+    backward_bias(&call, &prep, slices, gy, Some(db))?;
+    Ok(prep.dims)
+}
+
+/// The bias gradient into `db` when given (the config has a bias), split into `slices`
+/// ([`backward_bias_sliced`]).
 fn backward_bias<B: Backend, T: Element>(
     call: &Call<'_, B>,
     prep: &Prepared,
+    slices: Slices,
     gy: &DeviceBuffer<B, T>,
     db: Option<&DeviceBuffer<B, T>>,
 ) -> Result<(), LaunchError> {
     let Some(db) = db else {
         return Ok(());
     };
-    let args = vec![KernelArg::buffer(gy), KernelArg::buffer(db)];
-    let bias = call.cfg.backward_bias_launch_config();
-    prep.launch(call.dev, call.ptx, ENTRY_BWD_BIAS, bias, args)
+    let cfg = call.cfg;
+    let slices = match slices {
+        Slices::Auto => cfg.backward_bias_slices(&prep.dims),
+        Slices::Exactly(s) => s,
+    };
+    let workspace = workspace_len(slices, u64::from(cfg.out_channels))?;
+    if slices == 1 {
+        let args = vec![KernelArg::buffer(gy), KernelArg::buffer(db)];
+        let bias = cfg.backward_bias_launch_config();
+        return prep.launch(call.dev, call.ptx, ENTRY_BWD_BIAS, bias, args);
+    }
+    let rounds = cfg.backward_bias_rounds(&prep.dims);
+    let split = SplitLaunch {
+        prep,
+        entry: ENTRY_BWD_BIAS_SPLIT,
+        grid: cfg.backward_bias_split_launch_config(slices)?,
+        inputs: vec![gy],
+        slice_len: slice_tiles(rounds, slices) * bias_block_pixels(cfg.layout),
+        reduce: ENTRY_BWD_BIAS_REDUCE,
+        reduce_grid: cfg.backward_bias_reduce_launch_config()?,
+        slices,
+        workspace,
+    };
+    split.run(call, db)
 }

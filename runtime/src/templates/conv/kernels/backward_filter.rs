@@ -16,39 +16,41 @@
 //! small for the GPU, [`split`] cuts the pixels into slices (`conv2d_bwd_filter_split` into
 //! partials of the accumulation type, then `conv2d_bwd_filter_reduce` in slice order).
 //!
-//! `conv2d_bwd_bias` is one warp per output channel, 8 per block (256 threads), grid
-//! `⌈C_out / 8⌉`: lane `l` sums positions `l, l + 32, …` of each image in order, then a
-//! butterfly shuffle adds the 32 partial sums; lane 0 stores.
+//! The bias gradient ([`bias`]) runs blocks of 256 threads over a channel tile (one NCHW
+//! channel, 32 NHWC channels) and, where those are few for the GPU, the same kind of split
+//! over the pixels (`conv2d_bwd_bias_split`, then `conv2d_bwd_bias_reduce`). Every split's
+//! second pass is [`reduce`]'s one builder.
 
+mod bias;
 mod operands;
+mod reduce;
 mod split;
 mod staging;
 
-use super::common::{
-    at_position, channel_start, conv_kernel, div_const, rem_const, warp_sum, ConvElem, DimParams,
-    Dims, Problem,
-};
+use super::common::{ConvElem, DimParams, Problem};
 use super::nhwc::tile::{
     multiply, store_outputs, tile_k, zero_accumulators, Block, Lanes, Outputs, Tiles,
 };
 use super::nhwc::tiled_kernel;
 use super::vector::VectorElem;
 use crate::arch::Arch;
-use crate::builder::{GlobalPtr, KernelBuilder, Reg, Val, BF16, F16, F32, F64, U32};
-use crate::ir::CmpOp;
+use crate::builder::{GlobalPtr, KernelBuilder, Val, BF16, F16, F32, F64, U32};
 use crate::templates::conv::Conv2dConfig;
 use operands::{Gradient, Input};
 use split::Slice;
 
+pub(crate) use bias::build as build_bias;
+pub use bias::{
+    bias_block_channels, bias_block_pixels, BIAS_THREADS, ENTRY_BIAS, ENTRY_BIAS_REDUCE,
+    ENTRY_BIAS_SPLIT,
+};
+pub(super) use reduce::Reduce;
+pub use reduce::{ENTRY_REDUCE, REDUCE_THREADS};
 pub use split::ENTRY_SPLIT;
 use staging::Staging;
 
 /// The weight-gradient entry name.
 pub const ENTRY_FILTER: &str = "conv2d_bwd_filter";
-/// The bias-gradient entry name (only in modules of configurations with a bias).
-pub const ENTRY_BIAS: &str = "conv2d_bwd_bias";
-/// Warps per block of `conv2d_bwd_bias` (one output channel each).
-pub const WARPS: u32 = 8;
 
 /// A storage type of the weight gradient and the type its split stores partial sums in:
 /// the accumulation type (f32 for halves and f32, f64 for f64).
@@ -85,7 +87,7 @@ pub(crate) fn build_split<T: FilterElem>(
     arch: Arch,
 ) -> (KernelBuilder, Option<KernelBuilder>) {
     let reduce =
-        (!cfg.has_tensor_core_backward_filter()).then(|| split::build_reduce::<T>(cfg, arch));
+        (!cfg.has_tensor_core_backward_filter()).then(|| Reduce::weights(cfg).build::<T>(arch));
     (build_entry::<T>(cfg, arch, true), reduce)
 }
 
@@ -171,70 +173,4 @@ fn build_entry<T: FilterElem>(cfg: &Conv2dConfig, arch: Arch, split: bool) -> Ke
         }
     }
     k
-}
-
-/// Builds `conv2d_bwd_bias(gy, db, dims…)`.
-pub(crate) fn build_bias<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilder {
-    let mut k = conv_kernel(ENTRY_BIAS, arch);
-    k.require_block([32 * WARPS, 1, 1]);
-    let gy = k.param_ptr::<T>("gy");
-    let db = k.param_ptr::<T>("db");
-    let dims = DimParams::declare(&mut k);
-    let (gy, db) = (k.global_ptr(gy), k.global_ptr(db));
-    let d = dims.load(&mut k);
-    let p = Problem::new(cfg);
-    reduce_per_warp::<T>(&mut k, &p, &d, gy, db);
-    k
-}
-
-/// Warp `ctaid.x · 8 + warp` reduces output channel `oc < C_out` (warp-uniform, so the
-/// full-warp shuffles run with every lane present).
-fn reduce_per_warp<T: ConvElem>(
-    k: &mut KernelBuilder,
-    p: &Problem,
-    d: &Dims,
-    gy: GlobalPtr<T>,
-    db: GlobalPtr<T>,
-) {
-    let tid = k.tid_x();
-    let lane = rem_const(k, tid, 32u32);
-    let warp = div_const(k, tid, 32u32);
-    let block = k.ctaid_x();
-    let oc = k.mad_lo(block, WARPS, warp);
-    let valid = k.setp_lt(oc, p.c_out);
-    k.if_then(valid, |k| {
-        let sum = lane_sum_bias::<T>(k, p, d, gy, oc, lane);
-        k.comment("butterfly sum of the 32 lane partials");
-        let total = warp_sum(k, sum);
-        let first = k.setp(CmpOp::Eq, lane, 0u32);
-        k.if_then(first, |k| {
-            let value = T::narrow(k, total);
-            let addr = k.elem_addr(db, oc);
-            k.st_global(addr, 0, value);
-        });
-    });
-}
-
-/// Lane `lane`'s partial `Σ_n Σ_{p ≡ lane (mod 32)} gy[n, oc, p]`.
-fn lane_sum_bias<T: ConvElem>(
-    k: &mut KernelBuilder,
-    p: &Problem,
-    d: &Dims,
-    gy: GlobalPtr<T>,
-    oc: Reg<U32>,
-    lane: Reg<U32>,
-) -> Reg<T::Acc> {
-    let acc = k.zero::<T::Acc>();
-    let ohw = d.ohw;
-    k.for_range(0u32, d.batch, 1u32, |k, n| {
-        let plane = channel_start(k, p.layout, n, p.c_out, oc, ohw);
-        k.for_range(lane, ohw, 32u32, |k, pos| {
-            let idx = at_position(k, p.layout, plane, pos, p.c_out);
-            let addr = k.elem_addr(gy, idx);
-            let raw = k.ld_global_nc::<T>(addr, 0);
-            let v = T::widen(k, raw);
-            k.add_into(acc, acc, v);
-        });
-    });
-    acc
 }

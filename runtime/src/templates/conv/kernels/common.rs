@@ -417,42 +417,6 @@ pub(crate) fn warp_sum<A: Float>(k: &mut KernelBuilder, v: Reg<A>) -> Reg<A> {
     }
 }
 
-/// The element of channel `c` of image `n` at position 0 of a tensor of `channels` channels
-/// and `positions` positions per channel: `(n·C + c)·P` (NCHW), `n·P·C + c` (NHWC).
-pub(crate) fn channel_start(
-    k: &mut KernelBuilder,
-    layout: Layout,
-    n: Reg<U32>,
-    channels: u32,
-    c: Reg<U32>,
-    positions: Reg<U32>,
-) -> Reg<U32> {
-    match layout {
-        Layout::Nchw => {
-            let plane = k.mad_lo(n, channels, c);
-            k.mul_lo(plane, positions)
-        }
-        Layout::Nhwc => {
-            let image_start = k.mul_lo(n, positions);
-            k.mad_lo(image_start, channels, c)
-        }
-    }
-}
-
-/// [`channel_start`]'s element moved to position `pos`: `+ pos` (NCHW), `+ pos·C` (NHWC).
-pub(crate) fn at_position(
-    k: &mut KernelBuilder,
-    layout: Layout,
-    start: Reg<U32>,
-    pos: Reg<U32>,
-    channels: u32,
-) -> Reg<U32> {
-    match layout {
-        Layout::Nchw => k.add(start, pos),
-        Layout::Nhwc => k.mad_lo(pos, channels, start),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

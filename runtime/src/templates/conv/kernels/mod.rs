@@ -17,7 +17,9 @@
 //! | `bwd_filter_implicit_gemm` (f16/bf16, sm_80+) | `dw` from `x`, `gy` on tensor cores | 128 | `(⌈Og/64⌉, ⌈Cg·KH·KW/64⌉, G)` |
 //! | `bwd_filter_implicit_gemm_split` (with the above) | f32 partials of `dw` over `S` pixel slices | 128 | `(⌈Og/64⌉, ⌈Cg·KH·KW/64⌉, S·G)` |
 //! | `bwd_filter_reduce` | `dw` = the partials summed in slice order (f32 partials; f64 for f64) | 256 | `⌈C_out·Cg·KH·KW/256⌉` |
-//! | `bwd_bias` (with bias) | `db` from `gy` (NCHW or NHWC) | 256 | `⌈C_out / 8⌉` |
+//! | `bwd_bias` (with bias) | `db` from `gy` (NCHW or NHWC), channel tiles of 1 (NCHW) or 32 (NHWC) | 256 | `⌈C_out / tile⌉` |
+//! | `bwd_bias_split` (with bias) | partials of `db` (accumulation type) over `S` pixel slices | 256 | `(⌈C_out / tile⌉, S)` |
+//! | `bwd_bias_reduce` (with bias) | `db` = the partials summed in slice order | 256 | `⌈C_out/256⌉` |
 //!
 //! The NHWC module's forward entries are `implicit_gemm` (where available) and `nhwc`; its
 //! backward entries have NCHW's names (the tensor-core ones where available; its CUDA-core
@@ -39,7 +41,9 @@ mod vector;
 
 pub use backward_data::ENTRY as ENTRY_BWD_DATA;
 pub use backward_filter::{
-    ENTRY_BIAS as ENTRY_BWD_BIAS, ENTRY_FILTER as ENTRY_BWD_FILTER,
+    bias_block_channels, bias_block_pixels, BIAS_THREADS as BWD_BIAS_THREADS,
+    ENTRY_BIAS as ENTRY_BWD_BIAS, ENTRY_BIAS_REDUCE as ENTRY_BWD_BIAS_REDUCE,
+    ENTRY_BIAS_SPLIT as ENTRY_BWD_BIAS_SPLIT, ENTRY_FILTER as ENTRY_BWD_FILTER,
     ENTRY_SPLIT as ENTRY_BWD_FILTER_CUDA_SPLIT,
 };
 pub use common::{fast_div_constants, DIM_PARAMS, DIVISOR_PARAMS};
@@ -56,10 +60,8 @@ pub use nhwc::{
     ENTRY as ENTRY_NHWC, THREADS as NHWC_THREADS, TILE_M as NHWC_TILE_M, TILE_N as NHWC_TILE_N,
 };
 
-/// Threads per block of the 1-D entries (im2col, backward-bias).
+/// Threads per block of the 1-D entries (im2col).
 pub const BLOCK_1D: u32 = 256;
-/// Output channels per block of the backward-bias entry (one per warp).
-pub const WARPS_PER_BLOCK: u32 = backward_filter::WARPS;
 
 use gemm::Operand;
 use implicit_gemm::Pass;
@@ -131,7 +133,7 @@ impl Conv2dConfig {
             names.push(ENTRY_BWD_FILTER_REDUCE);
         }
         if self.bias {
-            names.push(ENTRY_BWD_BIAS);
+            names.extend([ENTRY_BWD_BIAS, ENTRY_BWD_BIAS_SPLIT, ENTRY_BWD_BIAS_REDUCE]);
         }
         names
     }
@@ -177,7 +179,9 @@ fn build_module<T: backward_filter::FilterElem>(cfg: &Conv2dConfig, arch: Arch) 
         m.push(reduce);
     }
     if cfg.bias {
-        m.push(backward_filter::build_bias::<T>(cfg, arch));
+        for bias in backward_filter::build_bias::<T>(cfg, arch) {
+            m.push(bias);
+        }
     }
     m
 }

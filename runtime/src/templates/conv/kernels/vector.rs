@@ -107,16 +107,35 @@ pub(crate) fn load_chunk_or_zero<T: VectorElem>(
 ) -> Vec<Reg<T::Acc>> {
     let words: Vec<Reg<T::Word>> = (0..T::WORDS).map(|_| T::zero_word(k)).collect();
     k.if_then(ok, |k| {
-        let addr = k.elem_addr(ptr, index);
-        let loaded = match T::WORDS {
-            4 => k.ld_global_v4::<T::Word>(addr, 0, true).to_vec(),
-            _ => k.ld_global_v2::<T::Word>(addr, 0, true).to_vec(),
-        };
-        for (&d, v) in words.iter().zip(loaded) {
+        for (&d, v) in words.iter().zip(load_words(k, ptr, index)) {
             k.assign(d, v);
         }
     });
     T::widen_words(k, &words)
+}
+
+/// `widen(ptr[index .. index + CHUNK])`, one 16-byte `ld.global.nc` (`index` a multiple of
+/// the chunk).
+pub(crate) fn load_chunk<T: VectorElem>(
+    k: &mut KernelBuilder,
+    ptr: GlobalPtr<T>,
+    index: Reg<U32>,
+) -> Vec<Reg<T::Acc>> {
+    let words = load_words(k, ptr, index);
+    T::widen_words(k, &words)
+}
+
+/// The words of chunk `ptr[index ..]`: one `ld.global.nc.v4` / `.v2`.
+fn load_words<T: VectorElem>(
+    k: &mut KernelBuilder,
+    ptr: GlobalPtr<T>,
+    index: Reg<U32>,
+) -> Vec<Reg<T::Word>> {
+    let addr = k.elem_addr(ptr, index);
+    match T::WORDS {
+        4 => k.ld_global_v4::<T::Word>(addr, 0, true).to_vec(),
+        _ => k.ld_global_v2::<T::Word>(addr, 0, true).to_vec(),
+    }
 }
 
 /// `[addr + offset] = words` (from [`VectorElem::narrow_words`]): one 16-byte `st.global`

@@ -9,17 +9,15 @@
 //!   accumulation type (f32; f64 for f64), to `partials[s][g·Og + o][f]` (`[S][C_out][Cg·KH·KW]`,
 //!   every element of its slice; 0 for a slice past the end).
 //! - `conv2d_bwd_filter_reduce(partials, dw, slices)`: `dw[e] = round(Σ_{s = 0..S}
-//!   partials[s][e])` in slice order. Modules with the tensor-core backward-filter already
-//!   have this entry (f32 partials, [`crate::templates::conv::kernels::ENTRY_BWD_FILTER_REDUCE`])
-//!   and the CUDA-core split launches it; the others (f32 without `allow_tf32`, f64, halves
-//!   before sm_80) get [`build_reduce`], the same entry over partials of the accumulation type.
+//!   partials[s][e])` in slice order ([`super::reduce`], the one builder of that entry).
+//!   Modules with the tensor-core backward-filter already have it (f32 partials) and the
+//!   CUDA-core split launches it; the others (f32 without `allow_tf32`, f64, halves before
+//!   sm_80) get it over partials of the accumulation type.
 //!
 //! Every sum has a fixed order (each slice's own pixel order, then the slices in order): the
 //! same bits on every run and under any block order, no atomics.
 
-use super::super::common::{conv_kernel, div_const, rem_const, ConvElem};
-use super::super::implicit_gemm::{ENTRY_REDUCE, REDUCE_THREADS};
-use crate::arch::Arch;
+use super::super::common::{div_const, rem_const};
 use crate::builder::{KernelBuilder, Reg, U32};
 use crate::templates::conv::Conv2dConfig;
 
@@ -61,31 +59,4 @@ impl Slice {
             end,
         }
     }
-}
-
-/// Builds `conv2d_bwd_filter_reduce(partials, dw, slices)` over partials of the
-/// accumulation type (module docs).
-pub(super) fn build_reduce<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilder {
-    let mut k = conv_kernel(ENTRY_REDUCE, arch);
-    k.require_block([REDUCE_THREADS, 1, 1]);
-    let partials = k.param_ptr::<T::Acc>("partials");
-    let dw = k.param_ptr::<T>("dw");
-    let slices = k.param::<U32>("slices");
-    let (partials, dw) = (k.global_ptr(partials), k.global_ptr(dw));
-    let slices = k.load_param(slices);
-    let weights = u32::try_from(cfg.weight_elements()).expect("validate bounds the weight");
-    k.for_global_index(weights, |k, e| {
-        k.comment("add the slices in order, round once");
-        let total = k.zero::<T::Acc>();
-        k.for_range(0u32, slices, 1u32, |k, s| {
-            let at = k.mad_lo(s, weights, e);
-            let at = k.elem_addr(partials, at);
-            let part = k.ld_global_nc::<T::Acc>(at, 0);
-            k.add_into(total, total, part);
-        });
-        let rounded = T::narrow(k, total);
-        let at = k.elem_addr(dw, e);
-        k.st_global(at, 0, rounded);
-    });
-    k
 }

@@ -9,23 +9,23 @@
 //!   `partials[s][g·Og + o][f]` (`[S][C_out][Cg·KH·KW]`, every element of its slice).
 //! - `conv2d_bwd_filter_reduce(partials, dw, slices)`: one thread per `dw` element `e`,
 //!   `dw[e] = round(Σ_{s = 0..S} partials[s][e])` summed in slice order in f32, nothing
-//!   added, rounded once to the storage type.
+//!   added, rounded once to the storage type: the backward pass's one reduce builder
+//!   (`backward_filter::reduce`), which the CUDA-core split and the bias gradient share.
 //!
 //! Every sum has a fixed order (each slice's own `mma` chain, then the slices in order), so
 //! the result is the same bits run to run and under any block order; no atomics. The host
 //! picks `S` ([`crate::templates::conv::Conv2dConfig::backward_filter_slices`]).
 
-use super::super::common::{conv_kernel, div_const, rem_const, ConvElem};
+use super::super::backward_filter::Reduce;
+use super::super::common::{div_const, rem_const, ConvElem};
 use crate::arch::Arch;
 use crate::builder::{KernelBuilder, Reg, Val, F32, U32};
 use crate::templates::conv::Conv2dConfig;
 
+pub use super::super::backward_filter::{ENTRY_REDUCE, REDUCE_THREADS};
+
 /// The split backward-filter entry name.
 pub const ENTRY_SPLIT: &str = "conv2d_bwd_filter_implicit_gemm_split";
-/// The entry summing the slices' partial sums.
-pub const ENTRY_REDUCE: &str = "conv2d_bwd_filter_reduce";
-/// Threads per block of [`ENTRY_REDUCE`].
-pub const REDUCE_THREADS: u32 = 256;
 
 /// One block's slice of the reduction.
 #[derive(Clone, Copy)]
@@ -60,31 +60,10 @@ impl Slice {
     }
 }
 
-/// Builds `conv2d_bwd_filter_reduce(partials, dw, slices)` (module docs).
+/// Builds `conv2d_bwd_filter_reduce(partials, dw, slices)` over f32 partials (module docs).
 pub(crate) fn build_reduce<T: ConvElem<Acc = F32>>(
     cfg: &Conv2dConfig,
     arch: Arch,
 ) -> KernelBuilder {
-    let mut k = conv_kernel(ENTRY_REDUCE, arch);
-    k.require_block([REDUCE_THREADS, 1, 1]);
-    let partials = k.param_ptr::<F32>("partials");
-    let dw = k.param_ptr::<T>("dw");
-    let slices = k.param::<U32>("slices");
-    let (partials, dw) = (k.global_ptr(partials), k.global_ptr(dw));
-    let slices = k.load_param(slices);
-    let len = u32::try_from(cfg.weight_elements()).expect("validate bounds the weight");
-    k.for_global_index(len, |k, e| {
-        k.comment("sum the slices in order, round once");
-        let sum = k.var::<F32>(0.0f32);
-        k.for_range(0u32, slices, 1u32, |k, s| {
-            let index = k.mad_lo(s, len, e);
-            let addr = k.elem_addr(partials, index);
-            let part = k.ld_global_nc::<F32>(addr, 0);
-            k.add_into(sum, sum, part);
-        });
-        let value = T::narrow(k, sum);
-        let addr = k.elem_addr(dw, e);
-        k.st_global(addr, 0, value);
-    });
-    k
+    Reduce::weights(cfg).build::<T>(arch)
 }
