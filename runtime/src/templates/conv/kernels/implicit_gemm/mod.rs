@@ -378,12 +378,10 @@ impl<T: ConvElem + TileElem> Conv<T> {
             }
             (Pass::BackwardData, Side::A) if nhwc => Strategy::Columns,
             (Pass::BackwardData, Side::B) | (Pass::BackwardFilter, _) if nhwc => Strategy::Rows,
-            (Pass::Forward, Side::A)
-                if p.sw <= 2 && p.dw == 1 && p.kw > 1 && (T::TYPE.bytes() == 2 || p.sw == 2) =>
+            (Pass::Forward, Side::A) if p.sw <= 2 && p.dw == 1 && p.kw > 1 => Strategy::Windows,
+            (Pass::BackwardData, Side::A)
+                if p.dw == 1 && p.kw > 1 && (T::TYPE.bytes() == 2 || p.sw == 1) =>
             {
-                Strategy::Windows
-            }
-            (Pass::BackwardData, Side::A) if p.dw == 1 && p.kw > 1 && T::TYPE.bytes() == 2 => {
                 Strategy::Windows
             }
             (Pass::Forward | Pass::BackwardData, Side::A) => Strategy::Rows,
@@ -391,9 +389,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
             (Pass::BackwardData, Side::B) if p.taps.is_multiple_of(chunk) => Strategy::Chunks,
             (Pass::BackwardData, Side::B) if p.taps == 1 => Strategy::Rows,
             (Pass::BackwardData, Side::B) if p.taps <= MAX_SLAB_TAPS => Strategy::Slabs,
-            (Pass::BackwardFilter, Side::B)
-                if p.sw <= 2 && p.dw == 1 && p.kw > 1 && (T::TYPE.bytes() == 2 || p.sw == 2) =>
-            {
+            (Pass::BackwardFilter, Side::B) if p.sw <= 2 && p.dw == 1 && p.kw > 1 => {
                 Strategy::Windows
             }
             _ => Strategy::Columns,

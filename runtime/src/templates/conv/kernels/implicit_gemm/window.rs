@@ -79,8 +79,6 @@ const LOW_HALVES: u32 = 0x5410;
 const WARP: u32 = 32;
 /// `shfl.sync` member mask of the whole warp.
 const ALL_LANES: u32 = u32::MAX;
-/// Halves in the window: a warp's 32-bit words, one load.
-const WINDOW_ELEMS: u32 = 2 * WARP;
 
 /// The pixel a lane reads windows for, and its valid taps: fixed along the reduction where
 /// pixels are tile rows (forward and backward-data A), per tile where they are reduction
@@ -129,6 +127,9 @@ pub(super) struct WindowLane {
     /// Its lane among those reading the same window rows: the warp's lane, or in
     /// backward-filter `t mod K` (a half-warp's for f32), the pixel `k0 + lane`.
     lane: Reg<U32>,
+    /// The first warp lane of its group ([`Conv::window_group`]) where groups are
+    /// half-warps (f32 backward-filter).
+    group_base: Option<Reg<U32>>,
     /// Its first window index (`(ci, kh, kw)` in the weight's order) and where its `E`
     /// elements go: forward and backward-data the tile's reduction index `E·⌊t / 64⌋`, at
     /// its pixel's row; backward-filter the filter column `block_n + E·⌊t / K⌋` (rows
@@ -151,31 +152,54 @@ struct Rotation {
     high_bytes: Reg<U32>,
 }
 
+/// The run of whole sectors a group reads for one window row.
+struct Span {
+    /// Its first element (sector-aligned).
+    start: Reg<U32>,
+    /// Elements it holds (0 where no lane reads the row).
+    len: Reg<U32>,
+}
+
 /// One `(ci, kh)` row's window, as a lane sees it.
 struct Window {
     /// The lane's tap-0 element minus the window's first.
     offset: Reg<U32>,
     /// Elements the window holds (0 where no lane reads the row).
     len: Reg<U32>,
-    /// The lane's word of it.
-    word: Reg<U32>,
-    /// `(word, shift)` of the even and the odd taps `t`, at `t / 2` words further: `offset +
-    /// t` is in word `⌊offset / 2⌋` (even `t`) or `⌊offset / 2⌋ + offset mod 2` (odd `t`),
-    /// at bit 16 where `offset + t` is odd.
-    taps: [(Reg<U32>, Reg<U32>); 2],
+    /// What the lane takes its taps from.
+    held: Held,
+}
+
+/// A lane's view of its taps in a [`Window`] of pairs of elements, lane `L` loading
+/// elements `2L, 2L + 1`.
+enum Held {
+    /// Halves: the lane's word, and `(word, shift)` of the even and the odd taps `t`, at
+    /// `t / 2` words further: `offset + t` is in word `⌊offset / 2⌋` (even `t`) or
+    /// `⌊offset / 2⌋ + offset mod 2` (odd `t`), at bit 16 where `offset + t` is odd.
+    Halves {
+        word: Reg<U32>,
+        taps: [(Reg<U32>, Reg<U32>); 2],
+    },
+    /// f32: the pairs of lanes `⌊offset / 2⌋ + i` (`i ≤ ⌊taps / 2⌋`, every pair the taps
+    /// touch), and whether `offset` is odd: tap `t` is element `(p + t) mod 2` of pair
+    /// `⌊(p + t) / 2⌋`, `p = offset mod 2`.
+    Pairs {
+        pairs: Vec<[Reg<U32>; 2]>,
+        odd: Pred,
+    },
 }
 
 impl<T: ConvElem + TileElem> Conv<T> {
     /// The thread's [`WindowLane`].
     pub(super) fn window_lane(&self, k: &mut KernelBuilder, tid: Reg<U32>) -> WindowLane {
         assert!(
-            T::TYPE.bytes() == 2 || (self.pass != Pass::BackwardData && self.p.sw == 2),
-            "windows hold halves, or f32 of stride-2 `x` windows"
+            T::TYPE.bytes() == 2 || self.pass != Pass::BackwardData || self.p.sw == 1,
+            "f32 `gy` windows need consecutive pixels on consecutive elements"
         );
         let p = &self.p;
         let plane = self.window_plane(k);
         let bytes = T::TYPE.bytes();
-        let (lane, pixel, first, slot_bytes, rotation) = match self.pass {
+        let (lane, pixel, first, slot_bytes, rotation, group_base) = match self.pass {
             Pass::BackwardFilter => {
                 // `K` lanes per pixel run: a warp of halves, a half-warp of f32.
                 let lane = k.and(tid, T::TILE_K - 1);
@@ -201,7 +225,8 @@ impl<T: ConvElem + TileElem> Conv<T> {
                     }
                 };
                 let pixel = LanePixel::PerTile { group_start };
-                (lane, pixel, first, slot_bytes, rotation)
+                let group_base = (T::TILE_K < WARP).then(|| k.and(tid, WARP - T::TILE_K));
+                (lane, pixel, first, slot_bytes, rotation, group_base)
             }
             _ => {
                 let lane = k.and(tid, WARP - 1);
@@ -212,7 +237,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
                 let slot = k.mul_lo(slot, bytes);
                 let coord = self.row_coord(k, Side::A, row);
                 let pixel = LanePixel::Fixed(self.window_pixel(k, coord, lane));
-                (lane, pixel, col0, slot, None)
+                (lane, pixel, col0, slot, None, None)
             }
         };
         let channels = match self.pass {
@@ -225,6 +250,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
             pixel,
             lane_elem: k.shl(lane, 1u32),
             lane,
+            group_base,
             first,
             slot_bytes,
             rotation,
@@ -498,7 +524,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
             .map(|kw| {
                 let t = self.window_tap(kw);
                 let tap_ok = k.and_pred(ok, pixel.tap_ok[kw as usize]);
-                (t, tap_ok, Self::window_element(k, &window, t, tap_ok))
+                (t, tap_ok, self.window_element(k, &window, t, tap_ok))
             })
             .collect();
         // A lane whose taps the window misses (pixels not on consecutive `iw`, or a run
@@ -642,18 +668,27 @@ impl<T: ConvElem + TileElem> Conv<T> {
         taps.into_iter().map(|tap| tap.2).collect()
     }
 
-    /// The window of the row whose tap-0 element is `at` in this lane (`ok`: the lane reads
-    /// some tap of it).
-    fn load_window(
+    /// The run of whole sectors holding every element the reading lanes (`ok`) of this
+    /// lane's group need of the row whose tap-0 element is `at`: from the first reading
+    /// lane's first tap to the last one's last, at most `cap` elements and never past the
+    /// tensor's whole words.
+    fn window_span(
         &self,
         k: &mut KernelBuilder,
-        words: GlobalPtr<U32>,
         (at, ok): (Reg<U32>, Pred),
         lane: &WindowLane,
         pixel: &WindowPixel,
-    ) -> Window {
+        cap: u32,
+    ) -> Span {
         let sector = SECTOR_BYTES / T::TYPE.bytes();
-        let mask = k.ballot(ok);
+        let warp_mask = k.ballot(ok);
+        let mask = match lane.group_base {
+            Some(base) => {
+                let shifted = k.shr(warp_mask, base);
+                k.and(shifted, (1u32 << self.window_group()) - 1)
+            }
+            None => warp_mask,
+        };
         // The first reading lane is the count of bits below the lowest set one; the last
         // assumes the reading lanes are consecutive (else fewer elements land in the window).
         let below = k.sub(mask, 1u32);
@@ -664,48 +699,117 @@ impl<T: ConvElem + TileElem> Conv<T> {
         let last_lane = k.add(first_lane, count);
         let last_lane = k.sub(last_lane, 1u32);
         let lo = k.add(at, pixel.tap_lo);
-        let lo = k.shfl_idx(lo, first_lane);
+        let lo = self.group_shfl(k, lo, first_lane);
         let hi = k.add(at, pixel.tap_hi);
-        let hi = k.shfl_idx(hi, last_lane);
+        let hi = self.group_shfl(k, hi, last_lane);
         let start = k.and(lo, !(sector - 1));
         let end = k.add(hi, sector);
         let end = k.and(end, !(sector - 1));
         let end = k.min(end, lane.words_end);
-        let full = k.add(start, WINDOW_ELEMS);
+        let full = k.add(start, cap);
         let end = k.min(end, full);
         let len = k.sub(end, start);
         let none = k.setp(CmpOp::Eq, mask, 0u32);
         let len = k.selp(0u32, len, none);
-        let first_word = k.shr(start, 1u32);
-        let word = k.add(first_word, lane.lane);
-        let addr = k.elem_addr(words, word);
-        let word = k.var::<U32>(0u32);
+        Span { start, len }
+    }
+
+    /// Lanes that read the same window rows: the warp, or in f32 backward-filter (`K` = 16
+    /// pixels per row) a half-warp.
+    fn window_group(&self) -> u32 {
+        match self.pass {
+            Pass::BackwardFilter => T::TILE_K.min(WARP),
+            _ => WARP,
+        }
+    }
+
+    /// `value` from lane `source mod G` of this lane's group ([`Self::window_group`]):
+    /// `shfl.sync.idx` over segments of `G` lanes.
+    fn group_shfl(&self, k: &mut KernelBuilder, value: Reg<U32>, source: Reg<U32>) -> Reg<U32> {
+        let group = self.window_group();
+        let segments = ((WARP - group) << 8) | (group - 1);
+        k.shfl(ShflMode::Idx, value, source, segments, ALL_LANES)
+    }
+
+    /// The window of the row whose tap-0 element is `at` in this lane (`ok`: the lane reads
+    /// some tap of it): lane `L` of the group loads elements `2L, 2L + 1` of the row's
+    /// [`Span`] (one 32-bit word of halves, an `ld.v2` of f32), so the span holds up to `2·G`
+    /// elements ([`Self::window_group`]).
+    fn load_window(
+        &self,
+        k: &mut KernelBuilder,
+        words: GlobalPtr<U32>,
+        (at, ok): (Reg<U32>, Pred),
+        lane: &WindowLane,
+        pixel: &WindowPixel,
+    ) -> Window {
+        let cap = 2 * self.window_group();
+        let Span { start, len } = self.window_span(k, (at, ok), lane, pixel, cap);
         let inside = k.setp_lt(lane.lane_elem, len);
-        k.if_then(inside, |k| {
-            let loaded = k.ld_global_nc::<U32>(addr, 0);
-            k.assign(word, loaded);
-        });
         let offset = k.sub(at, start);
         let half_offset = k.shr(offset, 1u32);
         let odd = k.and(offset, 1u32);
-        let even_shift = k.shl(odd, 4u32);
-        let odd_word = k.add(half_offset, odd);
-        let odd_shift = k.sub(16u32, even_shift);
-        Window {
-            offset,
-            len,
-            word,
-            taps: [(half_offset, even_shift), (odd_word, odd_shift)],
-        }
+        let held = match T::TYPE.bytes() {
+            2 => {
+                let first_word = k.shr(start, 1u32);
+                let word = k.add(first_word, lane.lane);
+                let addr = k.elem_addr(words, word);
+                let word = k.var::<U32>(0u32);
+                k.if_then(inside, |k| {
+                    let loaded = k.ld_global_nc::<U32>(addr, 0);
+                    k.assign(word, loaded);
+                });
+                let even_shift = k.shl(odd, 4u32);
+                let odd_word = k.add(half_offset, odd);
+                let odd_shift = k.sub(16u32, even_shift);
+                Held::Halves {
+                    word,
+                    taps: [(half_offset, even_shift), (odd_word, odd_shift)],
+                }
+            }
+            _ => {
+                let first = k.add(start, lane.lane_elem);
+                let addr = k.elem_addr(words, first);
+                let pair = [k.var::<U32>(0u32), k.var::<U32>(0u32)];
+                k.if_then(inside, |k| {
+                    let loaded = k.ld_global_v2::<U32>(addr, 0, true);
+                    for (held, value) in pair.into_iter().zip(loaded) {
+                        k.assign(held, value);
+                    }
+                });
+                let pairs = (0..=self.window_taps() / 2)
+                    .map(|i| {
+                        let from = if i == 0 {
+                            half_offset
+                        } else {
+                            k.add(half_offset, i)
+                        };
+                        pair.map(|word| self.group_shfl(k, word, from))
+                    })
+                    .collect();
+                let odd = k.setp(CmpOp::Ne, odd, 0u32);
+                Held::Pairs { pairs, odd }
+            }
+        };
+        Window { offset, len, held }
     }
 
     /// Element `at + t` of this lane from the window, its raw bits in the low bits of a
     /// word (0 unless `ok`).
-    fn window_element(k: &mut KernelBuilder, window: &Window, t: u32, ok: Pred) -> Reg<U32> {
-        let (word, shift) = window.taps[(t % 2) as usize];
-        let word = if t >= 2 { k.add(word, t / 2) } else { word };
-        let w = k.shfl_idx(window.word, word);
-        let value = k.shr(w, shift);
+    fn window_element(&self, k: &mut KernelBuilder, window: &Window, t: u32, ok: Pred) -> Reg<U32> {
+        let value = match &window.held {
+            Held::Halves { word, taps } => {
+                let (at, shift) = taps[(t % 2) as usize];
+                let at = if t >= 2 { k.add(at, t / 2) } else { at };
+                let w = self.group_shfl(k, *word, at);
+                k.shr(w, shift)
+            }
+            Held::Pairs { pairs, odd } => {
+                let t = t as usize;
+                let from_odd = pairs[(t + 1) / 2][(t + 1) % 2];
+                k.selp(from_odd, pairs[t / 2][t % 2], *odd)
+            }
+        };
         k.selp(value, 0u32, ok)
     }
 }
