@@ -429,8 +429,8 @@ impl<T: ConvElem + TileElem> Conv<T> {
         let phase = k.sub(first, row0_col);
         let plane = self.window_plane(k);
         let values = Self::ELEMS_PER_THREAD + p.kw - 1;
-        let mut v: Vec<Reg<U32>> = Vec::with_capacity(values as usize);
-        for j in 0..values.div_ceil(p.kw) {
+        let phases: Vec<Pred> = (1..p.kw).map(|ph| k.setp_ge(phase, ph)).collect();
+        let row_taps = |k: &mut KernelBuilder, j: u32| {
             let r = k.add(row0, j);
             let channel = div_const(k, r, p.kh);
             let kh = rem_const(k, r, p.kh);
@@ -447,9 +447,30 @@ impl<T: ConvElem + TileElem> Conv<T> {
                     self.strided_taps(k, (words, bits), (at, ok, load), lane, pixel, count)
                 }
             };
-            v.extend(taps);
+            taps
+        };
+        // Row `j` holds values `j·KW ..`, used from phase `j·KW − E + 1` on: the last row
+        // only at the high phases where `E` is not a multiple of `KW` (f32's `E` = 8 over 3
+        // taps: phase 2 only). Read where any lane of the warp needs it (the phase is the
+        // warp's, or in f32 backward-filter each half-warp's), so the window's shuffles and
+        // votes run in whole warps.
+        let mut v: Vec<Reg<U32>> = Vec::with_capacity(values as usize);
+        for j in 0..values.div_ceil(p.kw) {
+            match (j * p.kw).checked_sub(Self::ELEMS_PER_THREAD) {
+                Some(d) => {
+                    let count = p.kw.min(values - j * p.kw);
+                    let held: Vec<Reg<U32>> = (0..count).map(|_| k.var::<U32>(0u32)).collect();
+                    let needed = k.vote(VoteMode::Any, phases[d as usize]);
+                    k.if_then(needed, |k| {
+                        for (&h, value) in held.iter().zip(row_taps(k, j)) {
+                            k.assign(h, value);
+                        }
+                    });
+                    v.extend(held);
+                }
+                None => v.extend(row_taps(k, j)),
+            }
         }
-        let phases: Vec<Pred> = (1..p.kw).map(|ph| k.setp_ge(phase, ph)).collect();
         let elems: Vec<Reg<U32>> = (0..Self::ELEMS_PER_THREAD as usize)
             .map(|e| {
                 phases
