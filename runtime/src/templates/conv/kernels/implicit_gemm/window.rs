@@ -113,8 +113,22 @@ enum LanePixel {
     /// Fixed: the lane's tile row (forward and backward-data A).
     Fixed(WindowPixel),
     /// Backward-filter's B: the reduction index `k0 + lane`, in the group whose first `x`
-    /// element of an image is `group_start` (`g·Cg·H·W`) past the image's.
-    PerTile { group_start: Reg<U32> },
+    /// element of an image is `group_start` (`g·Cg·H·W`) past the image's; its window rows
+    /// are the same in every tile.
+    PerTile {
+        group_start: Reg<U32>,
+        rows: WindowRows,
+    },
+}
+
+/// A thread's window rows for its `E` window indices `first ..+ E`: the first row
+/// `⌊first / KW⌋`, the row `(channel, kh, exists)` of the first `j` of those `<
+/// ⌈(E + KW − 1) / KW⌉` it needs (the others found where read, [`Conv::window_row_at`]),
+/// and per phase `ph = 1 .. KW − 1` whether `first mod KW ≥ ph`.
+struct WindowRows {
+    row0: Reg<U32>,
+    rows: Vec<(Reg<U32>, Reg<U32>, Pred)>,
+    phases: Vec<Pred>,
 }
 
 /// A thread's share under [`Strategy::Windows`](super::gather::Strategy::Windows): what
@@ -142,6 +156,8 @@ pub(super) struct WindowLane {
     rotation: Option<Rotation>,
     /// Elements of the tensor read in whole 32-bit words: the window never reads past them.
     words_end: Reg<U32>,
+    /// Elements of one channel plane of it ([`Conv::window_plane`]).
+    plane: Reg<U32>,
 }
 
 /// f32 backward-filter: odd half-warps store element `(s + E / 2) mod E` at store `s`, so
@@ -224,7 +240,10 @@ impl<T: ConvElem + TileElem> Conv<T> {
                         (k.add(slot, shift), Some(rotation))
                     }
                 };
-                let pixel = LanePixel::PerTile { group_start };
+                let pixel = LanePixel::PerTile {
+                    group_start,
+                    rows: self.window_rows_from(k, first, self.rows_per_thread()),
+                };
                 let group_base = (T::TILE_K < WARP).then(|| k.and(tid, WARP - T::TILE_K));
                 (lane, pixel, first, slot_bytes, rotation, group_base)
             }
@@ -255,6 +274,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
             slot_bytes,
             rotation,
             words_end: k.and(elems, !1u32),
+            plane,
         }
     }
 
@@ -399,6 +419,35 @@ impl<T: ConvElem + TileElem> Conv<T> {
         }
     }
 
+    /// The [`WindowRows`] of window indices `first ..+ E`, with the first `rows` rows.
+    fn window_rows_from(&self, k: &mut KernelBuilder, first: Reg<U32>, rows: u32) -> WindowRows {
+        let p = &self.p;
+        let row0 = div_const(k, first, p.kw);
+        let row0_col = k.mul_lo(row0, p.kw);
+        let phase = k.sub(first, row0_col);
+        let phases = (1..p.kw).map(|ph| k.setp_ge(phase, ph)).collect();
+        let rows = (0..rows).map(|j| self.window_row_at(k, row0, j)).collect();
+        WindowRows { row0, rows, phases }
+    }
+
+    /// Window rows a thread reads per tile: `⌈(E + KW − 1) / KW⌉`.
+    fn rows_per_thread(&self) -> u32 {
+        (Self::ELEMS_PER_THREAD + self.p.kw - 1).div_ceil(self.p.kw)
+    }
+
+    /// Row `row0 + j` as `(channel, kh, exists)`.
+    fn window_row_at(
+        &self,
+        k: &mut KernelBuilder,
+        row0: Reg<U32>,
+        j: u32,
+    ) -> (Reg<U32>, Reg<U32>, Pred) {
+        let r = k.add(row0, j);
+        let channel = div_const(k, r, self.p.kh);
+        let kh = rem_const(k, r, self.p.kh);
+        (channel, kh, k.setp_lt(r, self.window_rows()))
+    }
+
     /// Fills the thread's `E` elements of `op`'s slot at `stage` for reduction tile `k0`.
     pub(super) fn fill_windows(
         &self,
@@ -410,10 +459,16 @@ impl<T: ConvElem + TileElem> Conv<T> {
         let p = &self.p;
         let bits = k.cast_ptr::<T, T::Bits>(op.src);
         let words = k.cast_ptr::<T, U32>(op.src);
-        let per_tile;
-        let (pixel, first) = match &lane.pixel {
-            LanePixel::Fixed(pixel) => (pixel, k.add(k0, lane.first)),
-            LanePixel::PerTile { group_start } => {
+        let (per_tile, per_tile_rows);
+        let (pixel, rows) = match &lane.pixel {
+            LanePixel::Fixed(pixel) => {
+                let first = k.add(k0, lane.first);
+                // The rows read at some phases only are found inside their branch.
+                let always = Self::ELEMS_PER_THREAD.div_ceil(self.p.kw);
+                per_tile_rows = self.window_rows_from(k, first, always);
+                (pixel, &per_tile_rows)
+            }
+            LanePixel::PerTile { group_start, rows } => {
                 let kk = k.add(k0, lane.lane);
                 let coord = self.column_coord(k, op.side, kk);
                 let coord = Coord {
@@ -421,20 +476,17 @@ impl<T: ConvElem + TileElem> Conv<T> {
                     ..coord
                 };
                 per_tile = self.window_pixel(k, coord, lane.lane);
-                (&per_tile, lane.first)
+                (&per_tile, rows)
             }
         };
-        let row0 = div_const(k, first, p.kw);
-        let row0_col = k.mul_lo(row0, p.kw);
-        let phase = k.sub(first, row0_col);
-        let plane = self.window_plane(k);
+        let phases = &rows.phases;
+        let plane = lane.plane;
         let values = Self::ELEMS_PER_THREAD + p.kw - 1;
-        let phases: Vec<Pred> = (1..p.kw).map(|ph| k.setp_ge(phase, ph)).collect();
         let row_taps = |k: &mut KernelBuilder, j: u32| {
-            let r = k.add(row0, j);
-            let channel = div_const(k, r, p.kh);
-            let kh = rem_const(k, r, p.kh);
-            let in_k = k.setp_lt(r, self.window_rows());
+            let (channel, kh, in_k) = match rows.rows.get(j as usize) {
+                Some(&row) => row,
+                None => self.window_row_at(k, rows.row0, j),
+            };
             let (at, row_ok) = self.window_row(k, pixel, plane, (channel, kh));
             let ok = k.and_pred(pixel.ok, row_ok);
             let ok = k.and_pred(ok, in_k);
@@ -455,7 +507,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
         // warp's, or in f32 backward-filter each half-warp's), so the window's shuffles and
         // votes run in whole warps.
         let mut v: Vec<Reg<U32>> = Vec::with_capacity(values as usize);
-        for j in 0..values.div_ceil(p.kw) {
+        for j in 0..self.rows_per_thread() {
             match (j * p.kw).checked_sub(Self::ELEMS_PER_THREAD) {
                 Some(d) => {
                     let count = p.kw.min(values - j * p.kw);
