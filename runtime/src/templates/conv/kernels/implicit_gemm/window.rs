@@ -1,10 +1,10 @@
-//! [`Strategy::Windows`](super::gather::Strategy::Windows): NCHW operands of halves (and
-//! f32 `x` windows at stride 2) whose lanes are pixels reading input-like rows without
-//! dilation along `w`, each `(channel, kh)` row a warp needs read once as a run of whole
-//! 32-byte sectors and regrouped with `shfl.sync.idx`: forward A (`x` windows at stride 1
-//! or 2 along `w`, lane → pixel as in [`Strategy::Rows`](super::gather::Strategy::Rows)),
-//! backward-data A (`gy` runs at any stride) and backward-filter B (`x` windows at stride 1
-//! or 2 along `w`, lane → the pixel that is reduction index `k0 + t mod K`).
+//! [`Strategy::Windows`](super::gather::Strategy::Windows): NCHW operands whose lanes are
+//! pixels reading input-like rows without dilation along `w`, each `(channel, kh)` row a
+//! warp needs read once as a run of whole 32-byte sectors and regrouped with
+//! `shfl.sync.idx`: forward A (`x` windows at stride 1 or 2 along `w`, lane → pixel as in
+//! [`Strategy::Rows`](super::gather::Strategy::Rows)), backward-data A (`gy` runs: halves at
+//! any stride, f32 at stride 1) and backward-filter B (`x` windows at stride 1 or 2 along
+//! `w`, lane → the pixel that is reduction index `k0 + t mod K`).
 //!
 //! Backward-data is the same read mirrored: input pixel `(h, w)`'s tap `(kh, kw)` reads `gy`
 //! at `oh` from [`output_coord`] (any stride and dilation along `h`) and `ow = (w + PW − kw)
@@ -22,17 +22,30 @@
 //! next row's first window right after the last one's) the warp needs the run `a_first + t_lo
 //! ..= a_last + t_hi` of its first and last lanes with an element in bounds (`t_lo`, `t_hi`:
 //! the lane's first and last tap inside the row). The window is that run widened to whole
-//! sectors (16 halves), at most 64 elements and never past the end of `x`: each lane loads
-//! 32-bit word `lane` of it, and element `a_j + t` is word `(a_j + t − s) / 2` of the window
-//! (`s` its first element), read from that lane. Elements outside the window (lanes of
-//! another image, or runs wider than 64 elements) are loaded on their own, behind a
-//! warp-uniform branch. Per row of taps, one request of whole sectors replaces `KW` requests
-//! of 64 bytes at any alignment (3 sectors for 2): on 28-wide rows, whose pixel runs start
-//! anywhere in a sector, load efficiency 0.768 → 1.000 (3 × 3 32 → 32, 28 × 28); the
-//! window's sector ends that no lane uses count as read (they are fetched either way). For
-//! f32 the same windows need two loads and two shuffles per element and cost a third more
-//! instructions (measured: 350.5 → 470.3 per output on the 16 × 16 layer), so f32 keeps lane
-//! → pixel at stride 1 (stride 2: below).
+//! sectors (16 halves, 8 f32), at most two elements per lane and never past the end of `x`:
+//! lane `L` loads elements `2L, 2L + 1` of it (a 32-bit word of halves, an `ld.global.nc.v2`
+//! of f32), and element `a_j + t` is element `(a_j + t − s) mod 2` of lane `⌊(a_j + t − s) /
+//! 2⌋`'s pair (`s` the window's first element): for halves one shuffle and a shift per tap;
+//! for f32 the lane shuffles in both words of the `⌊KW / 2⌋ + 1` pairs its taps touch (4
+//! shuffles for 3 taps) and picks each tap with one `selp` on the parity of `a_j − s`.
+//! Elements outside the window (lanes of another image, "valid" padding's row breaks, or
+//! runs wider than the window) are loaded on their own, behind a warp-uniform branch. Per
+//! row of taps, one request of whole sectors replaces `KW` requests of 32 consecutive
+//! elements at any alignment (3 sectors for 2 of halves, 5 for 4 of f32): on 28-wide rows,
+//! whose pixel runs start anywhere in a sector, load efficiency 0.768 → 1.000 (f16, 3 × 3
+//! 32 → 32, 28 × 28); the window's sector ends that no lane uses count as read (they are
+//! fetched either way). f32 backward-filter reads per half-warp (its B tile has `K` = 16
+//! pixels per row, [`Conv::window_group`]): a half-warp's 16 pixels need at most 16 + KW − 1
+//! elements, in a window of 32.
+//!
+//! f32 at stride 1, measured (3 × 3 p1; "16 × 16" 64 → 64, "28-wide" 32 → 32 on 28 × 28),
+//! over lane → pixel (forward, backward-data) and lane → pixel index (backward-filter), in
+//! instructions per output and load efficiency: forward 16 × 16 350.8 → 397.0 (0.978 →
+//! 0.998), 28-wide 378.1 → 429.5 (0.864 → 1.000); backward-data 606.7 → 608.8 (0.980 →
+//! 1.000), 28-wide 646.2 → 650.8 (0.864 → 1.000); backward-filter 229.1 → 259.6 (0.980
+//! → 1.000), 28-wide (split entry) 1509.6 → 1724.1 (0.774 → 1.000). The growth (13–14% in
+//! forward and backward-filter) is the per-row window set-up (ballot, bounds, the missed-lane
+//! check) shared by only 8 elements per thread.
 //!
 //! At stride 2 along `w` (forward and backward-filter) 32 pixels span 63–65 halves of a
 //! row, and a warp's pixels are several output rows whose runs lie apart (on 8-wide outputs,
@@ -55,13 +68,17 @@
 //! filter: the filter columns `block_n + E·⌊t / K⌋ ..`, the B tile's rows, stored one per
 //! row at column `t mod K`, conflict-free) start at tap `ph = first mod KW` of row `⌊first / KW⌋`:
 //! it reads rows `⌊first / KW⌋ + j` (`j < ⌈(E + KW − 1) / KW⌉`), gets the values `V[n]` of
-//! indices `⌊first / KW⌋·KW + n` and keeps `V[e + ph]` (a `selp` per phase).
+//! indices `⌊first / KW⌋·KW + n` and keeps `V[e + ph]` (a `selp` per phase). Row `j` is used
+//! only from phase `j·KW − E + 1` on, so where that is above 0 (f32: `E` = 8, the fourth row
+//! of 3 taps at phase 2 only) it is read behind a branch taken where any lane of the warp
+//! needs it.
 //!
 //! Backward-filter B is forward A transposed: the pixel (so its window origin and valid
 //! taps) changes with the tile and the filter columns stay, so the pixel's coordinates are
-//! found per tile. Measured (3 × 3 p1, f16): 28-wide load efficiency 0.771 → 1.000 at
-//! 1242.0 → 1317.1 instructions per output (the pixel's per-tile coordinates and a
-//! `cvt.u16.u32` per element), 16 × 16 0.980 → 1.000 at 193.7 → 203.4.
+//! found per tile; its window rows stay and are found once ([`WindowRows`]). Measured (3 × 3
+//! p1, f16): 28-wide load efficiency 0.771 → 1.000 at 1242.0 → 1317.1 instructions per
+//! output (the pixel's per-tile coordinates and a `cvt.u16.u32` per element; 1265.3 with the
+//! rows found once), 16 × 16 0.980 → 1.000 at 193.7 → 203.4 (196.6).
 
 use super::super::common::{div_const, output_coord, rem_const, ConvElem};
 use super::addressing::{Coord, Side};
