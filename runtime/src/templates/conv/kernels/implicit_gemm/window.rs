@@ -508,15 +508,14 @@ impl<T: ConvElem + TileElem> Conv<T> {
             let ok = k.and_pred(pixel.ok, row_ok);
             let ok = k.and_pred(ok, in_k);
             let count = p.kw.min(values - j * p.kw);
-            let taps = match self.strided_words() {
+            match self.strided_words() {
                 None => self.sector_taps(k, (words, bits), (at, ok), lane, pixel, count),
                 Some(_) => {
                     let load = k.and_pred(pixel.exists, row_ok);
                     let load = k.and_pred(load, in_k);
                     self.strided_taps(k, (words, bits), (at, ok, load), lane, pixel, count)
                 }
-            };
-            taps
+            }
         };
         // Row `j` holds values `j·KW ..`, used from phase `j·KW − E + 1` on: the last row
         // only at the high phases where `E` is not a multiple of `KW` (f32's `E` = 8 over 3
@@ -896,7 +895,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
             }
             Held::Pairs { pairs, odd } => {
                 let t = t as usize;
-                let from_odd = pairs[(t + 1) / 2][(t + 1) % 2];
+                let from_odd = pairs[t.div_ceil(2)][(t + 1) % 2];
                 k.selp(from_odd, pairs[t / 2][t % 2], *odd)
             }
         };
