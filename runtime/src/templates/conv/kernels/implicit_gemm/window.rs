@@ -75,7 +75,8 @@
 //!
 //! Backward-filter B is forward A transposed: the pixel (so its window origin and valid
 //! taps) changes with the tile and the filter columns stay, so the pixel's coordinates are
-//! found per tile; its window rows stay and are found once ([`WindowRows`]). Measured (3 × 3
+//! found per tile; its window rows stay and are found once ([`WindowRows`], filters up to
+//! [`MAX_HELD_ROWS_KW`] wide). Measured (3 × 3
 //! p1, f16): 28-wide load efficiency 0.771 → 1.000 at 1242.0 → 1317.1 instructions per
 //! output (the pixel's per-tile coordinates and a `cvt.u16.u32` per element; 1265.3 with the
 //! rows found once), 16 × 16 0.980 → 1.000 at 193.7 → 203.4 (196.6).
@@ -94,6 +95,10 @@ const SECTOR_BYTES: u32 = 32;
 const LOW_HALVES: u32 = 0x5410;
 /// Lanes of a warp.
 const WARP: u32 = 32;
+/// The widest filter whose backward-filter window rows are found once and held across the
+/// reduction (its `⌈(E + KW − 1) / KW⌉` rows and `KW − 1` phases); wider ones find them per
+/// tile (ptxas spilled 8 bytes of a 7 × 7 f16 backward-filter holding them).
+const MAX_HELD_ROWS_KW: u32 = 3;
 /// `shfl.sync` member mask of the whole warp.
 const ALL_LANES: u32 = u32::MAX;
 
@@ -131,10 +136,10 @@ enum LanePixel {
     Fixed(WindowPixel),
     /// Backward-filter's B: the reduction index `k0 + lane`, in the group whose first `x`
     /// element of an image is `group_start` (`g·Cg·H·W`) past the image's; its window rows
-    /// are the same in every tile.
+    /// are the same in every tile (held up to [`MAX_HELD_ROWS_KW`]).
     PerTile {
         group_start: Reg<U32>,
-        rows: WindowRows,
+        rows: Option<WindowRows>,
     },
 }
 
@@ -259,7 +264,8 @@ impl<T: ConvElem + TileElem> Conv<T> {
                 };
                 let pixel = LanePixel::PerTile {
                     group_start,
-                    rows: self.window_rows_from(k, first, self.rows_per_thread()),
+                    rows: (p.kw <= MAX_HELD_ROWS_KW)
+                        .then(|| self.window_rows_from(k, first, self.rows_per_thread())),
                 };
                 let group_base = (T::TILE_K < WARP).then(|| k.and(tid, WARP - T::TILE_K));
                 (lane, pixel, first, slot_bytes, rotation, group_base)
@@ -476,12 +482,12 @@ impl<T: ConvElem + TileElem> Conv<T> {
         let p = &self.p;
         let bits = k.cast_ptr::<T, T::Bits>(op.src);
         let words = k.cast_ptr::<T, U32>(op.src);
+        // Rows found per tile: those read at some phases only are found inside their branch.
+        let always = Self::ELEMS_PER_THREAD.div_ceil(p.kw);
         let (per_tile, per_tile_rows);
         let (pixel, rows) = match &lane.pixel {
             LanePixel::Fixed(pixel) => {
                 let first = k.add(k0, lane.first);
-                // The rows read at some phases only are found inside their branch.
-                let always = Self::ELEMS_PER_THREAD.div_ceil(self.p.kw);
                 per_tile_rows = self.window_rows_from(k, first, always);
                 (pixel, &per_tile_rows)
             }
@@ -493,6 +499,13 @@ impl<T: ConvElem + TileElem> Conv<T> {
                     ..coord
                 };
                 per_tile = self.window_pixel(k, coord, lane.lane);
+                let rows = match rows {
+                    Some(held) => held,
+                    None => {
+                        per_tile_rows = self.window_rows_from(k, lane.first, always);
+                        &per_tile_rows
+                    }
+                };
                 (&per_tile, rows)
             }
         };
