@@ -512,6 +512,8 @@ impl<T: ConvElem + TileElem> Conv<T> {
         let phases = &rows.phases;
         let plane = lane.plane;
         let values = Self::ELEMS_PER_THREAD + p.kw - 1;
+        // Row `j`'s taps that are values (all `KW` but in the last row).
+        let row_values = |j: u32| p.kw.min(values - j * p.kw);
         let row_taps = |k: &mut KernelBuilder, j: u32| {
             let (channel, kh, in_k) = match rows.rows.get(j as usize) {
                 Some(&row) => row,
@@ -520,7 +522,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
             let (at, row_ok) = self.window_row(k, pixel, plane, (channel, kh));
             let ok = k.and_pred(pixel.ok, row_ok);
             let ok = k.and_pred(ok, in_k);
-            let count = p.kw.min(values - j * p.kw);
+            let count = row_values(j);
             match self.strided_words() {
                 None => self.sector_taps(k, (words, bits), (at, ok), lane, pixel, count),
                 Some(_) => {
@@ -539,8 +541,8 @@ impl<T: ConvElem + TileElem> Conv<T> {
         for j in 0..self.rows_per_thread() {
             match (j * p.kw).checked_sub(Self::ELEMS_PER_THREAD) {
                 Some(d) => {
-                    let count = p.kw.min(values - j * p.kw);
-                    let held: Vec<Reg<U32>> = (0..count).map(|_| k.var::<U32>(0u32)).collect();
+                    let held: Vec<Reg<U32>> =
+                        (0..row_values(j)).map(|_| k.var::<U32>(0u32)).collect();
                     let needed = k.vote(VoteMode::Any, phases[d as usize]);
                     k.if_then(needed, |k| {
                         for (&h, value) in held.iter().zip(row_taps(k, j)) {
