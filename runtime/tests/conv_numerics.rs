@@ -649,8 +649,9 @@ fn tensor_core_counters_resnet_3x3() {
 /// 3 × 3, a 1 × 1 and a stride-2 3 × 3): every tensor-core entry (forward NCHW and NHWC,
 /// backward-data, backward-filter), f16 and tf32, fetches at most 1/0.9 sectors per useful
 /// byte (global load efficiency ≥ 0.9) and stores to shared memory within 5% of the fewest
-/// wavefronts (bank conflict factor ≤ 1.05), except the [`KNOWN_GAPS`], which must keep
-/// today's figures.
+/// wavefronts (bank conflict factor ≤ 1.05). The 28-wide rows (112 bytes of f32, so a
+/// warp's 32 consecutive pixels start anywhere in a sector) hold the NCHW lane → pixel
+/// gathers to it only through the sector windows (`Strategy::Windows`), f32 included.
 #[test]
 fn implicit_gemm_counter_bars() {
     let c = Conv2dConfig::new;
@@ -685,10 +686,7 @@ fn implicit_gemm_counter_bars() {
             for (pass, record, outputs) in records {
                 let tag = format!("{name} {dtype} {pass}");
                 print_counters(&tag, &record, outputs as f64);
-                let (load_bar, bank_bar) = KNOWN_GAPS
-                    .iter()
-                    .find(|gap| (gap.0, gap.1, gap.2) == (name, dtype, pass))
-                    .map_or((0.9, 1.05), |gap| (gap.3, gap.4));
+                let (load_bar, bank_bar) = (0.9, 1.05);
                 let c = &record.counters;
                 let (load, banks) = (c.global_load_efficiency(), c.shared_bank_conflict_factor());
                 if load < load_bar || banks > bank_bar {
@@ -706,21 +704,6 @@ fn implicit_gemm_counter_bars() {
         failures.join("\n")
     );
 }
-
-/// `(layer, dtype, pass, load efficiency floor, bank conflict ceiling)` of the entries
-/// [`implicit_gemm_counter_bars`] does not hold to 0.9 / 1.05 yet, at today's figures so a
-/// regression still fails. 28-wide rows (112 bytes of f32): a warp's 32 consecutive pixels
-/// start anywhere in a sector, so the f32 lane → pixel gathers (backward-data A,
-/// backward-filter B, forward A) read 5 sectors for 4; f32 sector windows need two words per
-/// lane (a third more instructions, see `window.rs`). For halves, forward and backward-data
-/// A and backward-filter B read each input (`gy`) row once as whole sectors, and at stride
-/// 2 forward A and backward-filter B (both dtypes) read each lane one unit of two elements
-/// of its output row's run (`Strategy::Windows`).
-const KNOWN_GAPS: [(&str, DType, &str, f64, f64); 3] = [
-    ("3x3 p1 w28", DType::F32, "forward nchw", 0.86, 1.05),
-    ("3x3 p1 w28", DType::F32, "backward-data nchw", 0.86, 1.05),
-    ("3x3 p1 w28", DType::F32, "backward-filter nchw", 0.77, 1.05),
-];
 
 /// Runs each implicit-GEMM entry of `cfg` once (forward, backward-data and backward-filter, in
 /// both layouts) on a `size` × `size` image with random inputs: per entry the pass, its

@@ -250,9 +250,13 @@ impl<T: ConvElem + TileElem> Conv<T> {
         let p = &self.p;
         let (image, pix) = self.d.ohw_div.divmod(k, m);
         let (oh, ow) = self.d.ow_div.divmod(k, pix);
-        let ih = k.mul_lo(oh, p.sh);
+        let stride = |k: &mut KernelBuilder, at: Reg<U32>, s: u32| match s {
+            1 => at,
+            _ => k.mul_lo(at, s),
+        };
+        let ih = stride(k, oh, p.sh);
         let ih = k.sub(ih, p.ph);
-        let iw = k.mul_lo(ow, p.sw);
+        let iw = stride(k, ow, p.sw);
         let iw = k.sub(iw, p.pw);
         (image, (ih, iw))
     }

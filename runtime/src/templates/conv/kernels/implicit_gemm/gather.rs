@@ -13,14 +13,14 @@
 //!   thread's `E` elements (32 bytes of its row) are packed into words and stored 16 bytes
 //!   at a time (`st.shared.v4.b32`): the 8 lanes of a quarter-warp phase hit 8 consecutive
 //!   80-byte (20-word) rows, whose 4-word pieces fall in 8 disjoint groups of banks.
-//! - [`Strategy::Windows`] (NCHW operands of halves read along input-like rows without
-//!   dilation along `w`, `KW` > 1: forward A and backward-filter B at stride 1 or 2 along
-//!   `w`, backward-data A at any stride; and f32 forward A and backward-filter B at stride
-//!   2): lane → pixel, each `(channel, kh)` row the warp (f32 backward-filter: half-warp)
-//!   needs read once as a run of whole sectors and each lane taking its taps from it with
-//!   `shfl.sync.idx` (at stride 2 each lane loads one unit of two elements of its output
-//!   row's run and takes the lower ones from its left neighbours with `shfl.sync.up`)
-//!   ([`super::window`]).
+//! - [`Strategy::Windows`] (NCHW operands read along input-like rows without dilation
+//!   along `w`, `KW` > 1: forward A and backward-filter B at stride 1 or 2 along `w`,
+//!   backward-data A at any stride for halves and at stride 1 for f32): lane → pixel,
+//!   each `(channel, kh)` row the warp (f32 backward-filter: half-warp) needs read once as
+//!   a run of whole sectors, two elements per lane, and each lane taking its taps from it
+//!   with `shfl.sync.idx` (at stride 2 each lane loads one unit of two elements of its
+//!   output row's run and takes the lower ones from its left neighbours with
+//!   `shfl.sync.up`) ([`super::window`]).
 //! - [`Gather::Columns`]: lane → reduction index. Thread `t` owns index `t mod K` and rows
 //!   `r₀ + (128 / K)·e`; one warp request is 32 (halves) or twice 16 (f32) consecutive
 //!   indices of a row, consecutive addresses where the reduction runs along memory (weight

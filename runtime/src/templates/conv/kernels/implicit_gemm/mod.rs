@@ -28,9 +28,9 @@
 //! halves or 4 f32) are contiguous and aligned (NHWC A with `Cg` and `C_in` multiples of the
 //! chunk; B when `K` is a multiple of it), else element loads with consecutive lanes on
 //! consecutive addresses: lane → pixel for NCHW's A (consecutive pixels are consecutive `iw`
-//! of one tap; for halves at stride 1 each `(ci, kh)` input row is read once as whole sectors
-//! and the taps handed out by shuffles, [`window`]), lane → reduction index for B and for NHWC
-//! windows of few channels.
+//! of one tap; at stride 1 or 2 without dilation along `w` each `(ci, kh)` input row is read
+//! once as whole sectors and the taps handed out by shuffles, [`window`]), lane → reduction
+//! index for B and for NHWC windows of few channels.
 //!
 //! The epilogue adds the bias in f32, rounds once to the storage type and stores inside
 //! `M × Og` only.
@@ -44,8 +44,8 @@
 //! filter slabs: in slab order instead, read by `ld.shared`, [`slab_tile`]). The grid is
 //! `(⌈H·W / 64⌉, ⌈Cg / 64⌉, N·G)`: a tile never spans two images, so no run-time division
 //! by `H·W` is needed. A is gathered lane → pixel (consecutive `w`, consecutive `ow` of one
-//! tap; for halves without dilation along `w` each `(o, kh)` row of `gy` read once as whole
-//! sectors, [`window`]); B in 16-byte chunks when `KH·KW` is a multiple of the chunk (8 halves, 4 f32: a
+//! tap; without dilation along `w`, for halves at any stride and f32 at stride 1, each `(o,
+//! kh)` row of `gy` read once as whole sectors, [`window`]); B in 16-byte chunks when `KH·KW` is a multiple of the chunk (8 halves, 4 f32: a
 //! chunk then stays within one `o` and is aligned), lane → channel for 1 × 1 filters, else
 //! by filter slabs (the `[Cg-tile, KH, KW]` block of one `o` is contiguous, loaded whole
 //! once, the taps past a tile's end kept in registers for the next tile). Every `dx`
@@ -58,9 +58,9 @@
 //! `B[m, f] = x[n, g·Cg + ci, oh·SH − PH + kh·DH, ow·SW − PW + kw·DW]` (0 in the padding)
 //! with `f = (ci, kh, kw)` in the weight's order, read with im2col addressing on the fly (no
 //! `cols` buffer) and stored `[f][m]` so the same untransposed `ldmatrix` reads it. Both are
-//! gathered lane → pixel (consecutive `m`: consecutive `ow`; for halves at stride 1 or 2
-//! and f32 at stride 2 along `w`, B's `(ci, kh)` rows each read once per tile as whole
-//! sectors, [`window`]). Grid `(⌈Og / 64⌉,
+//! gathered lane → pixel (consecutive `m`: consecutive `ow`; at stride 1 or 2 without
+//! dilation along `w`, B's `(ci, kh)` rows each read once per tile as whole sectors,
+//! [`window`]). Grid `(⌈Og / 64⌉,
 //! ⌈Cg·KH·KW / 64⌉, G)`; each `dw` element is summed over all pixels in order by one warp's
 //! `mma` chain in f32 (no atomics: deterministic), then rounded once. Where that grid is
 //! too small for the GPU, [`split`] cuts the pixels into `S` slices, each summed this way into
@@ -349,17 +349,17 @@ impl<T: ConvElem + TileElem> Conv<T> {
     /// `Cg` and `C_in`, NHWC backward-data A with `Og` and `C_out` multiples of the chunk;
     /// NCHW forward B with `K`, NCHW backward-data B with `KH·KW` a multiple of it); lane →
     /// row where consecutive rows are consecutive addresses (NCHW forward A and backward-data
-    /// A: pixels along `ow`, and without dilation along `w` for halves (forward: of stride 1
-    /// or 2) and for f32 forward A of stride 2 each `(channel, kh)` row read once as whole
-    /// sectors and regrouped by shuffles ([`window`]; for f32 at stride 1 that costs a third
-    /// more instructions than it saves sectors, so it keeps lane → pixel); NCHW
+    /// A: pixels along `ow`, and without dilation along `w` — forward of stride 1 or 2,
+    /// backward-data of halves at any stride and of f32 at stride 1, whose `gy` runs need
+    /// consecutive pixels on consecutive elements — each `(channel, kh)` row read once as
+    /// whole sectors and regrouped by shuffles, [`window`]); NCHW
     /// backward-data B of a 1 × 1 filter and every NHWC backward operand with channel rows:
     /// channels); filter slabs for NCHW backward-data B of up to [`MAX_SLAB_TAPS`] taps; lane
     /// → reduction index otherwise (forward weights, NHWC windows and `gy` pixels of few
     /// channels, NCHW backward-filter's pixel-indexed operands, NCHW backward-data B of
     /// larger filters, whose runs of taps fill most of a warp), with backward-filter B's `(ci,
     /// kh)` rows read once per tile as whole sectors ([`window`]) without dilation along `w`
-    /// for halves at stride 1 or 2 and for f32 at stride 2.
+    /// at stride 1 or 2.
     fn strategy(&self, side: Side) -> Strategy {
         let p = &self.p;
         let nhwc = self.layout == Layout::Nhwc;
@@ -378,12 +378,10 @@ impl<T: ConvElem + TileElem> Conv<T> {
             }
             (Pass::BackwardData, Side::A) if nhwc => Strategy::Columns,
             (Pass::BackwardData, Side::B) | (Pass::BackwardFilter, _) if nhwc => Strategy::Rows,
-            (Pass::Forward, Side::A)
-                if p.sw <= 2 && p.dw == 1 && p.kw > 1 && (T::TYPE.bytes() == 2 || p.sw == 2) =>
+            (Pass::Forward, Side::A) if p.sw <= 2 && p.dw == 1 && p.kw > 1 => Strategy::Windows,
+            (Pass::BackwardData, Side::A)
+                if p.dw == 1 && p.kw > 1 && (T::TYPE.bytes() == 2 || p.sw == 1) =>
             {
-                Strategy::Windows
-            }
-            (Pass::BackwardData, Side::A) if p.dw == 1 && p.kw > 1 && T::TYPE.bytes() == 2 => {
                 Strategy::Windows
             }
             (Pass::Forward | Pass::BackwardData, Side::A) => Strategy::Rows,
@@ -391,9 +389,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
             (Pass::BackwardData, Side::B) if p.taps.is_multiple_of(chunk) => Strategy::Chunks,
             (Pass::BackwardData, Side::B) if p.taps == 1 => Strategy::Rows,
             (Pass::BackwardData, Side::B) if p.taps <= MAX_SLAB_TAPS => Strategy::Slabs,
-            (Pass::BackwardFilter, Side::B)
-                if p.sw <= 2 && p.dw == 1 && p.kw > 1 && (T::TYPE.bytes() == 2 || p.sw == 2) =>
-            {
+            (Pass::BackwardFilter, Side::B) if p.sw <= 2 && p.dw == 1 && p.kw > 1 => {
                 Strategy::Windows
             }
             _ => Strategy::Columns,

@@ -1,10 +1,10 @@
-//! [`Strategy::Windows`](super::gather::Strategy::Windows): NCHW operands of halves (and
-//! f32 `x` windows at stride 2) whose lanes are pixels reading input-like rows without
-//! dilation along `w`, each `(channel, kh)` row a warp needs read once as a run of whole
-//! 32-byte sectors and regrouped with `shfl.sync.idx`: forward A (`x` windows at stride 1
-//! or 2 along `w`, lane → pixel as in [`Strategy::Rows`](super::gather::Strategy::Rows)),
-//! backward-data A (`gy` runs at any stride) and backward-filter B (`x` windows at stride 1
-//! or 2 along `w`, lane → the pixel that is reduction index `k0 + t mod K`).
+//! [`Strategy::Windows`](super::gather::Strategy::Windows): NCHW operands whose lanes are
+//! pixels reading input-like rows without dilation along `w`, each `(channel, kh)` row a
+//! warp needs read once as a run of whole 32-byte sectors and regrouped with
+//! `shfl.sync.idx`: forward A (`x` windows at stride 1 or 2 along `w`, lane → pixel as in
+//! [`Strategy::Rows`](super::gather::Strategy::Rows)), backward-data A (`gy` runs: halves at
+//! any stride, f32 at stride 1) and backward-filter B (`x` windows at stride 1 or 2 along
+//! `w`, lane → the pixel that is reduction index `k0 + t mod K`).
 //!
 //! Backward-data is the same read mirrored: input pixel `(h, w)`'s tap `(kh, kw)` reads `gy`
 //! at `oh` from [`output_coord`] (any stride and dilation along `h`) and `ow = (w + PW − kw)
@@ -22,17 +22,30 @@
 //! next row's first window right after the last one's) the warp needs the run `a_first + t_lo
 //! ..= a_last + t_hi` of its first and last lanes with an element in bounds (`t_lo`, `t_hi`:
 //! the lane's first and last tap inside the row). The window is that run widened to whole
-//! sectors (16 halves), at most 64 elements and never past the end of `x`: each lane loads
-//! 32-bit word `lane` of it, and element `a_j + t` is word `(a_j + t − s) / 2` of the window
-//! (`s` its first element), read from that lane. Elements outside the window (lanes of
-//! another image, or runs wider than 64 elements) are loaded on their own, behind a
-//! warp-uniform branch. Per row of taps, one request of whole sectors replaces `KW` requests
-//! of 64 bytes at any alignment (3 sectors for 2): on 28-wide rows, whose pixel runs start
-//! anywhere in a sector, load efficiency 0.768 → 1.000 (3 × 3 32 → 32, 28 × 28); the
-//! window's sector ends that no lane uses count as read (they are fetched either way). For
-//! f32 the same windows need two loads and two shuffles per element and cost a third more
-//! instructions (measured: 350.5 → 470.3 per output on the 16 × 16 layer), so f32 keeps lane
-//! → pixel at stride 1 (stride 2: below).
+//! sectors (16 halves, 8 f32), at most two elements per lane and never past the end of `x`:
+//! lane `L` loads elements `2L, 2L + 1` of it (a 32-bit word of halves, an `ld.global.nc.v2`
+//! of f32), and element `a_j + t` is element `(a_j + t − s) mod 2` of lane `⌊(a_j + t − s) /
+//! 2⌋`'s pair (`s` the window's first element): for halves one shuffle and a shift per tap;
+//! for f32 the lane shuffles in both words of the `⌊KW / 2⌋ + 1` pairs its taps touch (4
+//! shuffles for 3 taps) and picks each tap with one `selp` on the parity of `a_j − s`.
+//! Elements outside the window (lanes of another image, "valid" padding's row breaks, or
+//! runs wider than the window) are loaded on their own, behind a warp-uniform branch. Per
+//! row of taps, one request of whole sectors replaces `KW` requests of 32 consecutive
+//! elements at any alignment (3 sectors for 2 of halves, 5 for 4 of f32): on 28-wide rows,
+//! whose pixel runs start anywhere in a sector, load efficiency 0.768 → 1.000 (f16, 3 × 3
+//! 32 → 32, 28 × 28); the window's sector ends that no lane uses count as read (they are
+//! fetched either way). f32 backward-filter reads per half-warp (its B tile has `K` = 16
+//! pixels per row, [`Conv::window_group`]): a half-warp's 16 pixels need at most 16 + KW − 1
+//! elements, in a window of 32.
+//!
+//! f32 at stride 1, measured (3 × 3 p1; "16 × 16" 64 → 64, "28-wide" 32 → 32 on 28 × 28),
+//! over lane → pixel (forward, backward-data) and lane → pixel index (backward-filter), in
+//! instructions per output and load efficiency: forward 16 × 16 350.8 → 397.0 (0.978 →
+//! 0.998), 28-wide 378.1 → 429.5 (0.864 → 1.000); backward-data 606.7 → 608.8 (0.980 →
+//! 1.000), 28-wide 646.2 → 650.8 (0.864 → 1.000); backward-filter 229.1 → 259.6 (0.980
+//! → 1.000), 28-wide (split entry) 1509.6 → 1724.1 (0.774 → 1.000). The growth (13–14% in
+//! forward and backward-filter) is the per-row window set-up (ballot, bounds, the missed-lane
+//! check) shared by only 8 elements per thread.
 //!
 //! At stride 2 along `w` (forward and backward-filter) 32 pixels span 63–65 halves of a
 //! row, and a warp's pixels are several output rows whose runs lie apart (on 8-wide outputs,
@@ -55,13 +68,18 @@
 //! filter: the filter columns `block_n + E·⌊t / K⌋ ..`, the B tile's rows, stored one per
 //! row at column `t mod K`, conflict-free) start at tap `ph = first mod KW` of row `⌊first / KW⌋`:
 //! it reads rows `⌊first / KW⌋ + j` (`j < ⌈(E + KW − 1) / KW⌉`), gets the values `V[n]` of
-//! indices `⌊first / KW⌋·KW + n` and keeps `V[e + ph]` (a `selp` per phase).
+//! indices `⌊first / KW⌋·KW + n` and keeps `V[e + ph]` (a `selp` per phase). Row `j` is used
+//! only from phase `j·KW − E + 1` on, so where that is above 0 (f32: `E` = 8, the fourth row
+//! of 3 taps at phase 2 only) it is read behind a branch taken where any lane of the warp
+//! needs it.
 //!
 //! Backward-filter B is forward A transposed: the pixel (so its window origin and valid
 //! taps) changes with the tile and the filter columns stay, so the pixel's coordinates are
-//! found per tile. Measured (3 × 3 p1, f16): 28-wide load efficiency 0.771 → 1.000 at
-//! 1242.0 → 1317.1 instructions per output (the pixel's per-tile coordinates and a
-//! `cvt.u16.u32` per element), 16 × 16 0.980 → 1.000 at 193.7 → 203.4.
+//! found per tile; its window rows stay and are found once ([`WindowRows`], filters up to
+//! [`MAX_HELD_ROWS_KW`] wide). Measured (3 × 3
+//! p1, f16): 28-wide load efficiency 0.771 → 1.000 at 1242.0 → 1317.1 instructions per
+//! output (the pixel's per-tile coordinates and a `cvt.u16.u32` per element; 1265.3 with the
+//! rows found once), 16 × 16 0.980 → 1.000 at 193.7 → 203.4 (196.6).
 
 use super::super::common::{div_const, output_coord, rem_const, ConvElem};
 use super::addressing::{Coord, Side};
@@ -77,10 +95,12 @@ const SECTOR_BYTES: u32 = 32;
 const LOW_HALVES: u32 = 0x5410;
 /// Lanes of a warp.
 const WARP: u32 = 32;
+/// The widest filter whose backward-filter window rows are found once and held across the
+/// reduction (its `⌈(E + KW − 1) / KW⌉` rows and `KW − 1` phases); wider ones find them per
+/// tile (ptxas spilled 8 bytes of a 7 × 7 f16 backward-filter holding them).
+const MAX_HELD_ROWS_KW: u32 = 3;
 /// `shfl.sync` member mask of the whole warp.
 const ALL_LANES: u32 = u32::MAX;
-/// Halves in the window: a warp's 32-bit words, one load.
-const WINDOW_ELEMS: u32 = 2 * WARP;
 
 /// The pixel a lane reads windows for, and its valid taps: fixed along the reduction where
 /// pixels are tile rows (forward and backward-data A), per tile where they are reduction
@@ -115,8 +135,22 @@ enum LanePixel {
     /// Fixed: the lane's tile row (forward and backward-data A).
     Fixed(WindowPixel),
     /// Backward-filter's B: the reduction index `k0 + lane`, in the group whose first `x`
-    /// element of an image is `group_start` (`g·Cg·H·W`) past the image's.
-    PerTile { group_start: Reg<U32> },
+    /// element of an image is `group_start` (`g·Cg·H·W`) past the image's; its window rows
+    /// are the same in every tile (held up to [`MAX_HELD_ROWS_KW`]).
+    PerTile {
+        group_start: Reg<U32>,
+        rows: Option<WindowRows>,
+    },
+}
+
+/// A thread's window rows for its `E` window indices `first ..+ E`: the first row
+/// `⌊first / KW⌋`, the row `(channel, kh, exists)` of the first `j` of those `<
+/// ⌈(E + KW − 1) / KW⌉` it needs (the others found where read, [`Conv::window_row_at`]),
+/// and per phase `ph = 1 .. KW − 1` whether `first mod KW ≥ ph`.
+struct WindowRows {
+    row0: Reg<U32>,
+    rows: Vec<(Reg<U32>, Reg<U32>, Pred)>,
+    phases: Vec<Pred>,
 }
 
 /// A thread's share under [`Strategy::Windows`](super::gather::Strategy::Windows): what
@@ -129,6 +163,9 @@ pub(super) struct WindowLane {
     /// Its lane among those reading the same window rows: the warp's lane, or in
     /// backward-filter `t mod K` (a half-warp's for f32), the pixel `k0 + lane`.
     lane: Reg<U32>,
+    /// The first warp lane of its group ([`Conv::window_group`]) where groups are
+    /// half-warps (f32 backward-filter).
+    group_base: Option<Reg<U32>>,
     /// Its first window index (`(ci, kh, kw)` in the weight's order) and where its `E`
     /// elements go: forward and backward-data the tile's reduction index `E·⌊t / 64⌋`, at
     /// its pixel's row; backward-filter the filter column `block_n + E·⌊t / K⌋` (rows
@@ -141,6 +178,8 @@ pub(super) struct WindowLane {
     rotation: Option<Rotation>,
     /// Elements of the tensor read in whole 32-bit words: the window never reads past them.
     words_end: Reg<U32>,
+    /// Elements of one channel plane of it ([`Conv::window_plane`]).
+    plane: Reg<U32>,
 }
 
 /// f32 backward-filter: odd half-warps store element `(s + E / 2) mod E` at store `s`, so
@@ -151,31 +190,54 @@ struct Rotation {
     high_bytes: Reg<U32>,
 }
 
+/// The run of whole sectors a group reads for one window row.
+struct Span {
+    /// Its first element (sector-aligned).
+    start: Reg<U32>,
+    /// Elements it holds (0 where no lane reads the row).
+    len: Reg<U32>,
+}
+
 /// One `(ci, kh)` row's window, as a lane sees it.
 struct Window {
     /// The lane's tap-0 element minus the window's first.
     offset: Reg<U32>,
     /// Elements the window holds (0 where no lane reads the row).
     len: Reg<U32>,
-    /// The lane's word of it.
-    word: Reg<U32>,
-    /// `(word, shift)` of the even and the odd taps `t`, at `t / 2` words further: `offset +
-    /// t` is in word `⌊offset / 2⌋` (even `t`) or `⌊offset / 2⌋ + offset mod 2` (odd `t`),
-    /// at bit 16 where `offset + t` is odd.
-    taps: [(Reg<U32>, Reg<U32>); 2],
+    /// What the lane takes its taps from.
+    held: Held,
+}
+
+/// A lane's view of its taps in a [`Window`] of pairs of elements, lane `L` loading
+/// elements `2L, 2L + 1`.
+enum Held {
+    /// Halves: the lane's word, and `(word, shift)` of the even and the odd taps `t`, at
+    /// `t / 2` words further: `offset + t` is in word `⌊offset / 2⌋` (even `t`) or
+    /// `⌊offset / 2⌋ + offset mod 2` (odd `t`), at bit 16 where `offset + t` is odd.
+    Halves {
+        word: Reg<U32>,
+        taps: [(Reg<U32>, Reg<U32>); 2],
+    },
+    /// f32: the pairs of lanes `⌊offset / 2⌋ + i` (`i ≤ ⌊taps / 2⌋`, every pair the taps
+    /// touch), and whether `offset` is odd: tap `t` is element `(p + t) mod 2` of pair
+    /// `⌊(p + t) / 2⌋`, `p = offset mod 2`.
+    Pairs {
+        pairs: Vec<[Reg<U32>; 2]>,
+        odd: Pred,
+    },
 }
 
 impl<T: ConvElem + TileElem> Conv<T> {
     /// The thread's [`WindowLane`].
     pub(super) fn window_lane(&self, k: &mut KernelBuilder, tid: Reg<U32>) -> WindowLane {
         assert!(
-            T::TYPE.bytes() == 2 || (self.pass != Pass::BackwardData && self.p.sw == 2),
-            "windows hold halves, or f32 of stride-2 `x` windows"
+            T::TYPE.bytes() == 2 || self.pass != Pass::BackwardData || self.p.sw == 1,
+            "f32 `gy` windows need consecutive pixels on consecutive elements"
         );
         let p = &self.p;
         let plane = self.window_plane(k);
         let bytes = T::TYPE.bytes();
-        let (lane, pixel, first, slot_bytes, rotation) = match self.pass {
+        let (lane, pixel, first, slot_bytes, rotation, group_base) = match self.pass {
             Pass::BackwardFilter => {
                 // `K` lanes per pixel run: a warp of halves, a half-warp of f32.
                 let lane = k.and(tid, T::TILE_K - 1);
@@ -200,8 +262,13 @@ impl<T: ConvElem + TileElem> Conv<T> {
                         (k.add(slot, shift), Some(rotation))
                     }
                 };
-                let pixel = LanePixel::PerTile { group_start };
-                (lane, pixel, first, slot_bytes, rotation)
+                let pixel = LanePixel::PerTile {
+                    group_start,
+                    rows: (p.kw <= MAX_HELD_ROWS_KW)
+                        .then(|| self.window_rows_from(k, first, self.rows_per_thread())),
+                };
+                let group_base = (T::TILE_K < WARP).then(|| k.and(tid, WARP - T::TILE_K));
+                (lane, pixel, first, slot_bytes, rotation, group_base)
             }
             _ => {
                 let lane = k.and(tid, WARP - 1);
@@ -212,7 +279,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
                 let slot = k.mul_lo(slot, bytes);
                 let coord = self.row_coord(k, Side::A, row);
                 let pixel = LanePixel::Fixed(self.window_pixel(k, coord, lane));
-                (lane, pixel, col0, slot, None)
+                (lane, pixel, col0, slot, None, None)
             }
         };
         let channels = match self.pass {
@@ -225,10 +292,12 @@ impl<T: ConvElem + TileElem> Conv<T> {
             pixel,
             lane_elem: k.shl(lane, 1u32),
             lane,
+            group_base,
             first,
             slot_bytes,
             rotation,
             words_end: k.and(elems, !1u32),
+            plane,
         }
     }
 
@@ -373,6 +442,35 @@ impl<T: ConvElem + TileElem> Conv<T> {
         }
     }
 
+    /// The [`WindowRows`] of window indices `first ..+ E`, with the first `rows` rows.
+    fn window_rows_from(&self, k: &mut KernelBuilder, first: Reg<U32>, rows: u32) -> WindowRows {
+        let p = &self.p;
+        let row0 = div_const(k, first, p.kw);
+        let row0_col = k.mul_lo(row0, p.kw);
+        let phase = k.sub(first, row0_col);
+        let phases = (1..p.kw).map(|ph| k.setp_ge(phase, ph)).collect();
+        let rows = (0..rows).map(|j| self.window_row_at(k, row0, j)).collect();
+        WindowRows { row0, rows, phases }
+    }
+
+    /// Window rows a thread reads per tile: `⌈(E + KW − 1) / KW⌉`.
+    fn rows_per_thread(&self) -> u32 {
+        (Self::ELEMS_PER_THREAD + self.p.kw - 1).div_ceil(self.p.kw)
+    }
+
+    /// Row `row0 + j` as `(channel, kh, exists)`.
+    fn window_row_at(
+        &self,
+        k: &mut KernelBuilder,
+        row0: Reg<U32>,
+        j: u32,
+    ) -> (Reg<U32>, Reg<U32>, Pred) {
+        let r = k.add(row0, j);
+        let channel = div_const(k, r, self.p.kh);
+        let kh = rem_const(k, r, self.p.kh);
+        (channel, kh, k.setp_lt(r, self.window_rows()))
+    }
+
     /// Fills the thread's `E` elements of `op`'s slot at `stage` for reduction tile `k0`.
     pub(super) fn fill_windows(
         &self,
@@ -384,10 +482,16 @@ impl<T: ConvElem + TileElem> Conv<T> {
         let p = &self.p;
         let bits = k.cast_ptr::<T, T::Bits>(op.src);
         let words = k.cast_ptr::<T, U32>(op.src);
-        let per_tile;
-        let (pixel, first) = match &lane.pixel {
-            LanePixel::Fixed(pixel) => (pixel, k.add(k0, lane.first)),
-            LanePixel::PerTile { group_start } => {
+        // Rows found per tile: those read at some phases only are found inside their branch.
+        let always = Self::ELEMS_PER_THREAD.div_ceil(p.kw);
+        let (per_tile, per_tile_rows);
+        let (pixel, rows) = match &lane.pixel {
+            LanePixel::Fixed(pixel) => {
+                let first = k.add(k0, lane.first);
+                per_tile_rows = self.window_rows_from(k, first, always);
+                (pixel, &per_tile_rows)
+            }
+            LanePixel::PerTile { group_start, rows } => {
                 let kk = k.add(k0, lane.lane);
                 let coord = self.column_coord(k, op.side, kk);
                 let coord = Coord {
@@ -395,35 +499,61 @@ impl<T: ConvElem + TileElem> Conv<T> {
                     ..coord
                 };
                 per_tile = self.window_pixel(k, coord, lane.lane);
-                (&per_tile, lane.first)
+                let rows = match rows {
+                    Some(held) => held,
+                    None => {
+                        per_tile_rows = self.window_rows_from(k, lane.first, always);
+                        &per_tile_rows
+                    }
+                };
+                (&per_tile, rows)
             }
         };
-        let row0 = div_const(k, first, p.kw);
-        let row0_col = k.mul_lo(row0, p.kw);
-        let phase = k.sub(first, row0_col);
-        let plane = self.window_plane(k);
+        let phases = &rows.phases;
+        let plane = lane.plane;
         let values = Self::ELEMS_PER_THREAD + p.kw - 1;
-        let mut v: Vec<Reg<U32>> = Vec::with_capacity(values as usize);
-        for j in 0..values.div_ceil(p.kw) {
-            let r = k.add(row0, j);
-            let channel = div_const(k, r, p.kh);
-            let kh = rem_const(k, r, p.kh);
-            let in_k = k.setp_lt(r, self.window_rows());
+        // Row `j`'s taps that are values (all `KW` but in the last row).
+        let row_values = |j: u32| p.kw.min(values - j * p.kw);
+        let row_taps = |k: &mut KernelBuilder, j: u32| {
+            let (channel, kh, in_k) = match rows.rows.get(j as usize) {
+                Some(&row) => row,
+                None => self.window_row_at(k, rows.row0, j),
+            };
             let (at, row_ok) = self.window_row(k, pixel, plane, (channel, kh));
             let ok = k.and_pred(pixel.ok, row_ok);
             let ok = k.and_pred(ok, in_k);
-            let count = p.kw.min(values - j * p.kw);
-            let taps = match self.strided_words() {
+            let count = row_values(j);
+            match self.strided_words() {
                 None => self.sector_taps(k, (words, bits), (at, ok), lane, pixel, count),
                 Some(_) => {
                     let load = k.and_pred(pixel.exists, row_ok);
                     let load = k.and_pred(load, in_k);
                     self.strided_taps(k, (words, bits), (at, ok, load), lane, pixel, count)
                 }
-            };
-            v.extend(taps);
+            }
+        };
+        // Row `j` holds values `j·KW ..`, used from phase `j·KW − E + 1` on: the last row
+        // only at the high phases where `E` is not a multiple of `KW` (f32's `E` = 8 over 3
+        // taps: phase 2 only). Read where any lane of the warp needs it (the phase is the
+        // warp's, or in f32 backward-filter each half-warp's), so the window's shuffles and
+        // votes run in whole warps.
+        let mut v: Vec<Reg<U32>> = Vec::with_capacity(values as usize);
+        for j in 0..self.rows_per_thread() {
+            match (j * p.kw).checked_sub(Self::ELEMS_PER_THREAD) {
+                Some(d) => {
+                    let held: Vec<Reg<U32>> =
+                        (0..row_values(j)).map(|_| k.var::<U32>(0u32)).collect();
+                    let needed = k.vote(VoteMode::Any, phases[d as usize]);
+                    k.if_then(needed, |k| {
+                        for (&h, value) in held.iter().zip(row_taps(k, j)) {
+                            k.assign(h, value);
+                        }
+                    });
+                    v.extend(held);
+                }
+                None => v.extend(row_taps(k, j)),
+            }
         }
-        let phases: Vec<Pred> = (1..p.kw).map(|ph| k.setp_ge(phase, ph)).collect();
         let elems: Vec<Reg<U32>> = (0..Self::ELEMS_PER_THREAD as usize)
             .map(|e| {
                 phases
@@ -498,7 +628,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
             .map(|kw| {
                 let t = self.window_tap(kw);
                 let tap_ok = k.and_pred(ok, pixel.tap_ok[kw as usize]);
-                (t, tap_ok, Self::window_element(k, &window, t, tap_ok))
+                (t, tap_ok, self.window_element(k, &window, t, tap_ok))
             })
             .collect();
         // A lane whose taps the window misses (pixels not on consecutive `iw`, or a run
@@ -642,18 +772,27 @@ impl<T: ConvElem + TileElem> Conv<T> {
         taps.into_iter().map(|tap| tap.2).collect()
     }
 
-    /// The window of the row whose tap-0 element is `at` in this lane (`ok`: the lane reads
-    /// some tap of it).
-    fn load_window(
+    /// The run of whole sectors holding every element the reading lanes (`ok`) of this
+    /// lane's group need of the row whose tap-0 element is `at`: from the first reading
+    /// lane's first tap to the last one's last, at most `cap` elements and never past the
+    /// tensor's whole words.
+    fn window_span(
         &self,
         k: &mut KernelBuilder,
-        words: GlobalPtr<U32>,
         (at, ok): (Reg<U32>, Pred),
         lane: &WindowLane,
         pixel: &WindowPixel,
-    ) -> Window {
+        cap: u32,
+    ) -> Span {
         let sector = SECTOR_BYTES / T::TYPE.bytes();
-        let mask = k.ballot(ok);
+        let warp_mask = k.ballot(ok);
+        let mask = match lane.group_base {
+            Some(base) => {
+                let shifted = k.shr(warp_mask, base);
+                k.and(shifted, (1u32 << self.window_group()) - 1)
+            }
+            None => warp_mask,
+        };
         // The first reading lane is the count of bits below the lowest set one; the last
         // assumes the reading lanes are consecutive (else fewer elements land in the window).
         let below = k.sub(mask, 1u32);
@@ -664,48 +803,117 @@ impl<T: ConvElem + TileElem> Conv<T> {
         let last_lane = k.add(first_lane, count);
         let last_lane = k.sub(last_lane, 1u32);
         let lo = k.add(at, pixel.tap_lo);
-        let lo = k.shfl_idx(lo, first_lane);
+        let lo = self.group_shfl(k, lo, first_lane);
         let hi = k.add(at, pixel.tap_hi);
-        let hi = k.shfl_idx(hi, last_lane);
+        let hi = self.group_shfl(k, hi, last_lane);
         let start = k.and(lo, !(sector - 1));
         let end = k.add(hi, sector);
         let end = k.and(end, !(sector - 1));
         let end = k.min(end, lane.words_end);
-        let full = k.add(start, WINDOW_ELEMS);
+        let full = k.add(start, cap);
         let end = k.min(end, full);
         let len = k.sub(end, start);
         let none = k.setp(CmpOp::Eq, mask, 0u32);
         let len = k.selp(0u32, len, none);
-        let first_word = k.shr(start, 1u32);
-        let word = k.add(first_word, lane.lane);
-        let addr = k.elem_addr(words, word);
-        let word = k.var::<U32>(0u32);
+        Span { start, len }
+    }
+
+    /// Lanes that read the same window rows: the warp, or in f32 backward-filter (`K` = 16
+    /// pixels per row) a half-warp.
+    fn window_group(&self) -> u32 {
+        match self.pass {
+            Pass::BackwardFilter => T::TILE_K.min(WARP),
+            _ => WARP,
+        }
+    }
+
+    /// `value` from lane `source mod G` of this lane's group ([`Self::window_group`]):
+    /// `shfl.sync.idx` over segments of `G` lanes.
+    fn group_shfl(&self, k: &mut KernelBuilder, value: Reg<U32>, source: Reg<U32>) -> Reg<U32> {
+        let group = self.window_group();
+        let segments = ((WARP - group) << 8) | (group - 1);
+        k.shfl(ShflMode::Idx, value, source, segments, ALL_LANES)
+    }
+
+    /// The window of the row whose tap-0 element is `at` in this lane (`ok`: the lane reads
+    /// some tap of it): lane `L` of the group loads elements `2L, 2L + 1` of the row's
+    /// [`Span`] (one 32-bit word of halves, an `ld.v2` of f32), so the span holds up to `2·G`
+    /// elements ([`Self::window_group`]).
+    fn load_window(
+        &self,
+        k: &mut KernelBuilder,
+        words: GlobalPtr<U32>,
+        (at, ok): (Reg<U32>, Pred),
+        lane: &WindowLane,
+        pixel: &WindowPixel,
+    ) -> Window {
+        let cap = 2 * self.window_group();
+        let Span { start, len } = self.window_span(k, (at, ok), lane, pixel, cap);
         let inside = k.setp_lt(lane.lane_elem, len);
-        k.if_then(inside, |k| {
-            let loaded = k.ld_global_nc::<U32>(addr, 0);
-            k.assign(word, loaded);
-        });
         let offset = k.sub(at, start);
         let half_offset = k.shr(offset, 1u32);
         let odd = k.and(offset, 1u32);
-        let even_shift = k.shl(odd, 4u32);
-        let odd_word = k.add(half_offset, odd);
-        let odd_shift = k.sub(16u32, even_shift);
-        Window {
-            offset,
-            len,
-            word,
-            taps: [(half_offset, even_shift), (odd_word, odd_shift)],
-        }
+        let held = match T::TYPE.bytes() {
+            2 => {
+                let first_word = k.shr(start, 1u32);
+                let word = k.add(first_word, lane.lane);
+                let addr = k.elem_addr(words, word);
+                let word = k.var::<U32>(0u32);
+                k.if_then(inside, |k| {
+                    let loaded = k.ld_global_nc::<U32>(addr, 0);
+                    k.assign(word, loaded);
+                });
+                let even_shift = k.shl(odd, 4u32);
+                let odd_word = k.add(half_offset, odd);
+                let odd_shift = k.sub(16u32, even_shift);
+                Held::Halves {
+                    word,
+                    taps: [(half_offset, even_shift), (odd_word, odd_shift)],
+                }
+            }
+            _ => {
+                let first = k.add(start, lane.lane_elem);
+                let addr = k.elem_addr(words, first);
+                let pair = [k.var::<U32>(0u32), k.var::<U32>(0u32)];
+                k.if_then(inside, |k| {
+                    let loaded = k.ld_global_v2::<U32>(addr, 0, true);
+                    for (held, value) in pair.into_iter().zip(loaded) {
+                        k.assign(held, value);
+                    }
+                });
+                let pairs = (0..=self.window_taps() / 2)
+                    .map(|i| {
+                        let from = if i == 0 {
+                            half_offset
+                        } else {
+                            k.add(half_offset, i)
+                        };
+                        pair.map(|word| self.group_shfl(k, word, from))
+                    })
+                    .collect();
+                let odd = k.setp(CmpOp::Ne, odd, 0u32);
+                Held::Pairs { pairs, odd }
+            }
+        };
+        Window { offset, len, held }
     }
 
     /// Element `at + t` of this lane from the window, its raw bits in the low bits of a
     /// word (0 unless `ok`).
-    fn window_element(k: &mut KernelBuilder, window: &Window, t: u32, ok: Pred) -> Reg<U32> {
-        let (word, shift) = window.taps[(t % 2) as usize];
-        let word = if t >= 2 { k.add(word, t / 2) } else { word };
-        let w = k.shfl_idx(window.word, word);
-        let value = k.shr(w, shift);
+    fn window_element(&self, k: &mut KernelBuilder, window: &Window, t: u32, ok: Pred) -> Reg<U32> {
+        let value = match &window.held {
+            Held::Halves { word, taps } => {
+                let (at, shift) = taps[(t % 2) as usize];
+                let at = if t >= 2 { k.add(at, t / 2) } else { at };
+                let w = self.group_shfl(k, *word, at);
+                k.shr(w, shift)
+            }
+            Held::Pairs { pairs, odd } => {
+                let t = t as usize;
+                let from_odd = pairs[t.div_ceil(2)][(t + 1) % 2];
+                k.selp(from_odd, pairs[t / 2][t % 2], *odd)
+            }
+        };
         k.selp(value, 0u32, ok)
     }
 }
