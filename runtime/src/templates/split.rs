@@ -2,6 +2,14 @@
 //! tensor-core backward-filter over pixels, NF4's backward GEMV over the rows of `W`): each
 //! slice's partial sums go to its own part of an f32 workspace and a second launch adds the
 //! slices in a fixed order and rounds once, so a split gives the same bits on every run.
+//!
+//! That second launch is built in one place, `split::reduce` (`SplitReduce`), for every entry
+//! of the crate that reduces slices: conv's `conv2d_bwd_filter_reduce` (after the
+//! tensor-core and the CUDA-core backward-filter splits) and `conv2d_bwd_bias_reduce` (a
+//! compile-time length, one output per thread), and NF4's `nf4_backward_gemv_reduce` and
+//! `nf4_gemm_reduce` (a run-time `m`, padded slice parts, four outputs per thread).
+
+pub(crate) mod reduce;
 
 /// SMs of the part a split sizes its grid for (an H100 SXM).
 pub const SPLIT_TARGET_SMS: u64 = 132;

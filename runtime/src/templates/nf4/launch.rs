@@ -39,6 +39,7 @@ use crate::launch::{
     Backend, DeviceBuffer, Dim3, Element, KernelArg, LaunchConfig, LaunchError, ParamKind,
 };
 
+use crate::templates::split::reduce::THREADS as REDUCE_THREADS;
 /// How many slices the split sums run: of the rows of `W` for the backward GEMV (`Auto`:
 /// [`backward_gemv_slices`]), of `k` for the tiled forward (`Auto`: [`gemm_slices`]).
 pub use crate::templates::split::Slices;
@@ -327,8 +328,8 @@ pub fn backward_gemv_reduce_launch_config(cfg: &Nf4Config, m: u32) -> LaunchConf
 fn reduce_launch_config(elements: u64) -> LaunchConfig {
     let groups = elements.div_ceil(u64::from(REDUCE_VECTOR));
     LaunchConfig {
-        grid: Dim3::x(groups.div_ceil(u64::from(THREADS)) as u32),
-        block: Dim3::x(THREADS),
+        grid: Dim3::x(groups.div_ceil(u64::from(REDUCE_THREADS)) as u32),
+        block: Dim3::x(REDUCE_THREADS),
         dynamic_shared_bytes: 0,
     }
 }

@@ -44,7 +44,7 @@ pub use bias::{
     bias_block_channels, bias_block_pixels, BIAS_THREADS, ENTRY_BIAS, ENTRY_BIAS_REDUCE,
     ENTRY_BIAS_SPLIT,
 };
-pub(super) use reduce::Reduce;
+pub(super) use reduce::weights as reduce_weights;
 pub use reduce::{ENTRY_REDUCE, REDUCE_THREADS};
 pub use split::ENTRY_SPLIT;
 use staging::Staging;
@@ -86,8 +86,7 @@ pub(crate) fn build_split<T: FilterElem>(
     cfg: &Conv2dConfig,
     arch: Arch,
 ) -> (KernelBuilder, Option<KernelBuilder>) {
-    let reduce =
-        (!cfg.has_tensor_core_backward_filter()).then(|| Reduce::weights(cfg).build::<T>(arch));
+    let reduce = (!cfg.has_tensor_core_backward_filter()).then(|| reduce_weights::<T>(cfg, arch));
     (build_entry::<T>(cfg, arch, true), reduce)
 }
 

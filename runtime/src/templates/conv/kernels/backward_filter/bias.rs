@@ -30,7 +30,7 @@ use super::super::common::{
     bytes_of, conv_kernel, div_const, rem_const, warp_sum, ConvElem, DimParams, Dims,
 };
 use super::super::vector::{load_chunk, VectorElem};
-use super::reduce::Reduce;
+use super::reduce;
 use crate::arch::Arch;
 use crate::builder::{GlobalPtr, KernelBuilder, Reg, U32};
 use crate::ir::CmpOp;
@@ -64,15 +64,11 @@ pub const fn bias_block_pixels(layout: Layout) -> u32 {
 
 /// The bias entries: whole, split, and the split's reduce (module docs).
 pub(crate) fn build<T: VectorElem>(cfg: &Conv2dConfig, arch: Arch) -> [KernelBuilder; 3] {
-    let reduce = Reduce {
-        entry: ENTRY_BIAS_REDUCE,
-        output: "db",
-        len: cfg.out_channels,
-    };
+    let names = (ENTRY_BIAS_REDUCE, "db");
     [
         build_entry::<T>(cfg, arch, false),
         build_entry::<T>(cfg, arch, true),
-        reduce.build::<T>(arch),
+        reduce::build::<T>(names, cfg.out_channels, arch),
     ]
 }
 

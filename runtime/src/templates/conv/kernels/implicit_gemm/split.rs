@@ -16,7 +16,7 @@
 //! the result is the same bits run to run and under any block order; no atomics. The host
 //! picks `S` ([`crate::templates::conv::Conv2dConfig::backward_filter_slices`]).
 
-use super::super::backward_filter::Reduce;
+use super::super::backward_filter::reduce_weights;
 use super::super::common::{div_const, rem_const, ConvElem};
 use crate::arch::Arch;
 use crate::builder::{KernelBuilder, Reg, Val, F32, U32};
@@ -65,5 +65,5 @@ pub(crate) fn build_reduce<T: ConvElem<Acc = F32>>(
     cfg: &Conv2dConfig,
     arch: Arch,
 ) -> KernelBuilder {
-    Reduce::weights(cfg).build::<T>(arch)
+    reduce_weights::<T>(cfg, arch)
 }
