@@ -1,7 +1,8 @@
 //! Split reductions, shared by the families that split one long sum over several blocks (conv's
-//! tensor-core backward-filter over pixels, NF4's backward GEMV over the rows of `W`): each
-//! slice's partial sums go to its own part of an f32 workspace and a second launch adds the
-//! slices in a fixed order and rounds once, so a split gives the same bits on every run.
+//! backward-filter and bias gradient over pixels, NF4's backward GEMV over the rows of `W` and
+//! tiled forward over `k`): each slice's partial sums go to its own part of a workspace (f32;
+//! f64 for conv's f64) and a second launch adds the slices in a fixed order and rounds once,
+//! so a split gives the same bits on every run.
 //!
 //! That second launch is built in one place, `split::reduce` (`SplitReduce`), for every entry
 //! of the crate that reduces slices: conv's `conv2d_bwd_filter_reduce` (after the

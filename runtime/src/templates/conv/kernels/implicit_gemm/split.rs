@@ -9,8 +9,9 @@
 //!   `partials[s][g·Og + o][f]` (`[S][C_out][Cg·KH·KW]`, every element of its slice).
 //! - `conv2d_bwd_filter_reduce(partials, dw, slices)`: one thread per `dw` element `e`,
 //!   `dw[e] = round(Σ_{s = 0..S} partials[s][e])` summed in slice order in f32, nothing
-//!   added, rounded once to the storage type: the backward pass's one reduce builder
-//!   (`backward_filter::reduce`), which the CUDA-core split and the bias gradient share.
+//!   added, rounded once to the storage type: built by the crate's one split-reduce builder
+//!   (`templates::split`'s `reduce`, through `backward_filter::reduce`), which the CUDA-core
+//!   split, the bias gradient and NF4's splits share.
 //!
 //! Every sum has a fixed order (each slice's own `mma` chain, then the slices in order), so
 //! the result is the same bits run to run and under any block order; no atomics. The host
