@@ -24,12 +24,12 @@ use crate::lint::address::{declare_index_bound, IndexBound};
 
 /// Threads per block of every reduce entry.
 pub const THREADS: u32 = 256;
-/// Elements of the output per thread of an [`Extent::Rows`] reduce (one 16-byte f32 load per
-/// slice).
+/// Elements of the output per thread of a reduce over a run-time number of rows (one 16-byte
+/// f32 load per slice).
 pub const VECTOR: u32 = 4;
 
-/// Elements between two slices' parts of an [`Extent::Rows`] workspace: `m · cols` rounded up
-/// to [`VECTOR`].
+/// Elements between two slices' parts of a workspace of `[m, cols]` parts: `m · cols` rounded
+/// up to [`VECTOR`].
 pub fn slice_len(cols: u32, m: u32) -> u64 {
     (u64::from(m) * u64::from(cols)).next_multiple_of(u64::from(VECTOR))
 }
