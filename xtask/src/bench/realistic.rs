@@ -757,6 +757,13 @@ fn moe(rows: &mut Vec<Modelled>) -> Result<()> {
             )?;
             let (t, e, h, f) = (f64::from(tokens), f64::from(E), f64::from(H), f64::from(F));
             let bytes = 2.0 * (e * f * h + t * h + t * f + t * e);
+            let layer = MoeConfig {
+                ffn: Ffn::Linear,
+                dtype: DType::BF16,
+                capacity_factor: Some(1.25),
+                ..MoeConfig::new(E, TOP, H, F)
+            };
+            let workspace = moe_workspace_bytes(&layer, tokens);
             rows.push(Modelled::new(
                 format!("Mixtral expert up-projection bf16 T={tokens} (E=8 top-2 H=4096 F=14336, linear)"),
                 (arch, path),
@@ -764,7 +771,7 @@ fn moe(rows: &mut Vec<Modelled>) -> Result<()> {
                 t * f,
                 Job {
                     compulsory_bytes: bytes,
-                    footprint_bytes: bytes * 2.0,
+                    footprint_bytes: bytes + 2.0 * workspace,
                     flops: 2.0 * t * f64::from(TOP) * h * f,
                     precision: Precision::F16Tensor,
                 },
@@ -773,6 +780,19 @@ fn moe(rows: &mut Vec<Modelled>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The bytes of a MoE layer's intermediates at `tokens` (written once, read once: counted twice
+/// in its footprint, as the other jobs' workspaces): the permuted expert outputs `[E·C, F]` and
+/// the routing buffers (top-k indices, weights and slots per pair, token ids per bin slot,
+/// per-expert counts, routed counts and offsets; the work-item list is negligible).
+fn moe_workspace_bytes(cfg: &MoeConfig, tokens: u32) -> f64 {
+    let elem = f64::from(cfg.dtype.size_bytes());
+    let experts = f64::from(cfg.experts);
+    let slots = experts * cfg.capacity(tokens) as f64;
+    let pairs = f64::from(tokens) * f64::from(cfg.top_k);
+    let routing = pairs * (4.0 + elem + 4.0) + slots * 4.0 + experts * 3.0 * 4.0;
+    slots * f64::from(cfg.out_width()) * elem + routing
 }
 
 /// Every realistic job on its paths.
