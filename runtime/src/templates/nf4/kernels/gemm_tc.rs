@@ -100,7 +100,7 @@ fn new_kernel(name: &str, cfg: &Nf4Config, shape: Shape) -> KernelBuilder {
 /// `k % block ≠ 0`, leaving room for 3), without spills. 128 rows: twice the accumulators
 /// (32 registers), capped at 80 (3 blocks per SM; their 42 KiB of shared memory each fit
 /// too).
-pub(super) const fn max_registers(shape: Shape) -> u32 {
+const fn max_registers(shape: Shape) -> u32 {
     if shape.rows > 64 {
         80
     } else {
