@@ -270,7 +270,17 @@ fn run_case<T: Nf4Activation + HostFloat>(case: Case, cfg: Nf4Config, path: Path
 
 /// The entries a path launches, in order: the backward GEMV split into `S > 1` slices of the
 /// rows of `W`, and the tiled forward into `S > 1` slices of `k`, run the split entry, then the
-/// reduce.
+/// reduce; the unsplit tiled forward runs `nf4_gemm_tall` where `gemm_tall` says (f16/bf16 on
+/// tensor cores, `m > 64`).
+/// The unsplit tiled forward's entry for `m` rows.
+fn unsplit_forward_entry(cfg: &Nf4Config, m: u32) -> &'static str {
+    if nf4_launch::gemm_tall(cfg, m) {
+        "nf4_gemm_tall"
+    } else {
+        "nf4_gemm"
+    }
+}
+
 fn expected_entries(cfg: &Nf4Config, m: u32, path: Path) -> Vec<&'static str> {
     let forward_slices = match path {
         Path::Forward if m <= 8 => return vec!["nf4_gemv"],
@@ -281,7 +291,7 @@ fn expected_entries(cfg: &Nf4Config, m: u32, path: Path) -> Vec<&'static str> {
         _ => None,
     };
     match forward_slices {
-        Some(1) => return vec!["nf4_gemm"],
+        Some(1) => return vec![unsplit_forward_entry(cfg, m)],
         Some(_) => return vec!["nf4_gemm_split", "nf4_gemm_reduce"],
         None => {}
     }
@@ -1003,8 +1013,10 @@ fn forward_split_fuzz() {
 }
 
 /// The split entry run as one slice (`nf4_gemm_split` over all of `k`, then the reduce adding
-/// that one part to 0) gives the unsplit entry's bits on every path: same tiles, same order
-/// of additions, one rounding. `Slices::Exactly(1)` launches the unsplit entry itself, and a
+/// that one part to 0) gives the unsplit entry's bits on every path: same order of additions
+/// per output, one rounding (at `m = 70` on f16/bf16 tensor cores the unsplit entry is
+/// `nf4_gemm_tall`, whose 128-row tiles sum each output in the same `mma` order as the split
+/// entry's 64-row ones). `Slices::Exactly(1)` launches the unsplit entry itself, and a
 /// split into 3 gives the same bits on a second run.
 #[test]
 fn forward_split_one_slice_is_the_unsplit_entry_bit_for_bit() {
@@ -1060,7 +1072,7 @@ fn one_slice_bits<T: Nf4Activation + HostFloat>(case: &Case, cfg: &Nf4Config) ->
     // `Exactly(1)` launches the unsplit entry alone.
     let log = dev.take_launch_log();
     assert_eq!(log.len(), 1);
-    assert_eq!(log[0].entry, "nf4_gemm");
+    assert_eq!(log[0].entry, unsplit_forward_entry(cfg, m));
     take(&dev, &c);
     nf4_launch::forward_tiled_sliced(cfg, &dev, &ptx, m, Slices::Exactly(1), &a, &w_dev, &mut c)
         .unwrap();

@@ -2,7 +2,8 @@
 //! select every copy width of the tensor-core ring (packed rows of 16/8/4-byte multiples and
 //! rows off 4-byte words, f16/bf16 and tf32; odd `n`, so `G_C` rows copied element by element),
 //! and fails on errors, warnings or spills, or when the f16/bf16 tensor-core forward (whole,
-//! or one K slice of the split) needs more than [`FORWARD_REGISTERS`]. Prints `ptxas -v` registers and shared memory per
+//! or one K slice of the split) needs more than [`FORWARD_REGISTERS`] (its 128-row tall entry
+//! more than [`TALL_FORWARD_REGISTERS`]). Prints `ptxas -v` registers and shared memory per
 //! entry. Skips loudly when ptxas is missing, unless `PTXFORGE_REQUIRE_PTXAS=1`.
 
 use ptxforge_runtime::arch::Arch;
@@ -15,6 +16,10 @@ use ptxforge_runtime::templates::KernelFamily;
 /// Registers per thread of the f16/bf16 tensor-core forward: 64 × 256 threads, so 4 blocks fit
 /// an SM's 64 K registers (its 37–41 KiB of shared memory allow 5 on sm_80).
 const FORWARD_REGISTERS: u32 = 64;
+/// Registers per thread of `nf4_gemm_tall` (32 accumulators per thread, twice the 64-row
+/// entry's): 80 × 256 threads, so 3 blocks fit an SM's 64 K registers (their 43–46 KiB of
+/// shared memory allow 3 on sm_80 too).
+const TALL_FORWARD_REGISTERS: u32 = 80;
 
 fn edge_configs() -> Vec<Nf4Config> {
     let mut out = Vec::new();
@@ -60,22 +65,34 @@ fn nf4_kernels_assemble_without_warnings_or_spills() {
     let mut configs = matrix_configs();
     configs.extend(edge_configs());
     let mut over_budget = Vec::new();
+    let mut tall = 0;
     let failures = assemble_each(&ptxas, "nf4", configs, module, |cfg, name, report| {
         for e in &report.entries {
             println!(
                 "{name:<36} {:<20} regs {:>3} smem {:>6} spill {}/{}",
                 e.entry, e.registers, e.shared_bytes, e.spill_stores, e.spill_loads
             );
-            let tensor_core_forward = matches!(e.entry.as_str(), "nf4_gemm" | "nf4_gemm_split")
-                && matches!(cfg.dtype, DType::F16 | DType::BF16)
-                && tensor_cores(cfg);
-            if tensor_core_forward && e.registers > FORWARD_REGISTERS {
+            let tensor_core = matches!(cfg.dtype, DType::F16 | DType::BF16) && tensor_cores(cfg);
+            let budget = match e.entry.as_str() {
+                "nf4_gemm" | "nf4_gemm_split" if tensor_core => Some(FORWARD_REGISTERS),
+                "nf4_gemm_tall" => Some(TALL_FORWARD_REGISTERS),
+                _ => None,
+            };
+            if budget.is_some_and(|b| e.registers > b) {
                 over_budget.push(format!("{name} {}: {} registers", e.entry, e.registers));
+            }
+            if e.entry == "nf4_gemm_tall" {
+                assert!(
+                    tensor_core,
+                    "{name}: nf4_gemm_tall off the f16/bf16 tensor cores"
+                );
+                tall += 1;
             }
         }
     });
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(over_budget.is_empty(), "{}", over_budget.join("\n"));
+    assert!(tall > 0, "no nf4_gemm_tall assembled");
 }
 
 fn module(cfg: &Nf4Config) -> (String, Arch, Result<String, String>) {

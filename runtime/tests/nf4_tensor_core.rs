@@ -140,7 +140,11 @@ fn assert_whole_sector_loads(log: &[LaunchRecord], cfg: &Nf4Config, what: &str) 
         return;
     }
     let forward = &log[0];
-    assert_eq!(forward.entry, "nf4_gemm", "{what}");
+    assert!(
+        ["nf4_gemm", "nf4_gemm_tall"].contains(&forward.entry.as_str()),
+        "{what}: {}",
+        forward.entry
+    );
     let eff = forward.counters.global_load_efficiency();
     assert!(
         eff >= 0.9,
@@ -152,7 +156,12 @@ fn assert_whole_sector_loads(log: &[LaunchRecord], cfg: &Nf4Config, what: &str) 
 /// Runs both GEMMs of `cfg` on random activations and compares them with the kernel-exact
 /// reference within the dtype's tolerance; with `whole_sectors`, also that the forward reads
 /// whole sectors where its rows allow ([`assert_whole_sector_loads`]).
-fn check_against_reference(cfg: &Nf4Config, m: u32, rng: &mut SplitMix64, whole_sectors: bool) {
+fn check_against_reference(
+    cfg: &Nf4Config,
+    m: u32,
+    rng: &mut SplitMix64,
+    whole_sectors: bool,
+) -> Vec<LaunchRecord> {
     let (n, k, dtype) = (cfg.n, cfg.k, cfg.dtype);
     let a = rounded(dtype, rng.vec_f64((m * k) as usize, -1.0, 1.0));
     let g = rounded(dtype, rng.vec_f64((m * n) as usize, -1.0, 1.0));
@@ -183,6 +192,7 @@ fn check_against_reference(cfg: &Nf4Config, m: u32, rng: &mut SplitMix64, whole_
             "{what} {name}: max |err| {worst:e} > {tol} · max |ref| {scale:e}"
         );
     }
+    r.log
 }
 
 #[test]
@@ -196,8 +206,18 @@ fn tensor_core_gemms_match_a_kernel_exact_reference() {
         (70, 96, 448, 32, false),   // k % block = 0, two blocks per slice, rows off sectors
         (40, 72, 512, 256, false),  // k % block = 0, a block over four slices
     ];
-    let mut rng = SplitMix64::new(0x7C_4E46);
-    for (i, (m, n, k, block, double_quant)) in shapes.into_iter().enumerate() {
+    check_shapes(&shapes, 0x7C_4E46, |_, _, _| {});
+}
+
+/// [`check_against_reference`] on each `(m, n, k, block, double_quant)` of `shapes`, f16 and
+/// bf16, sm_80 and sm_90 in turn; `each(cfg, m, log)` inspects the launches.
+fn check_shapes(
+    shapes: &[(u32, u32, u32, u32, bool)],
+    seed: u64,
+    each: impl Fn(&Nf4Config, u32, &[LaunchRecord]),
+) {
+    let mut rng = SplitMix64::new(seed);
+    for (i, &(m, n, k, block, double_quant)) in shapes.iter().enumerate() {
         for dtype in [DType::F16, DType::BF16] {
             let cfg = Nf4Config {
                 block,
@@ -206,9 +226,29 @@ fn tensor_core_gemms_match_a_kernel_exact_reference() {
                 arch: [Arch::Sm80, Arch::Sm90][i % 2],
                 ..Nf4Config::new(n, k)
             };
-            check_against_reference(&cfg, m, &mut rng, !double_quant);
+            let log = check_against_reference(&cfg, m, &mut rng, !double_quant);
+            each(&cfg, m, &log);
         }
     }
+}
+
+/// The tall forward (`nf4_gemm_tall`, 128-row tiles: what the unsplit forward runs above 64
+/// rows) on shapes that take its full branch with a ragged last row (`m` = 250: rows 128..250
+/// in the second block), its four-m16-tile branch (`m` = 130 and 190: the second block's rows
+/// below `m` fit its first 64), a block of one row tile (`m` = 65), every copy width of the
+/// ring, odd `n`, and double quantisation with `k % block ≠ 0` (absmax staged with the codes).
+#[test]
+fn tall_forward_matches_a_kernel_exact_reference() {
+    let shapes = [
+        (250, 72, 256, 64, false),  // k/2 = 128: 16-byte copies
+        (130, 131, 320, 32, true),  // odd n, double quantisation, k % block = 0
+        (190, 96, 230, 128, false), // k/2 = 115: word-covering code copies
+        (65, 150, 200, 128, true),  // k/2 = 100: 4-byte copies; blocks span rows
+        (129, 40, 136, 64, true),   // k/2 = 68: 4-byte copies, k % block ≠ 0
+    ];
+    check_shapes(&shapes, 0x7A11, |cfg, m, log| {
+        assert_eq!(log[0].entry, "nf4_gemm_tall", "{cfg:?} m={m}");
+    });
 }
 
 /// Random shapes (even `k`, any block, both absmax forms): the absmax window meets blocks
@@ -219,7 +259,7 @@ fn tensor_core_gemms_fuzzed_shapes() {
     for i in 0..6 {
         let n = 1 + rng.below(150) as u32;
         let k = 2 * (1 + rng.below(200) as u32);
-        let m = 1 + rng.below(90) as u32;
+        let m = 1 + rng.below(200) as u32;
         let cfg = Nf4Config {
             block: Nf4Config::BLOCKS[rng.below(4) as usize],
             double_quant: i % 3 == 2,
@@ -227,7 +267,8 @@ fn tensor_core_gemms_fuzzed_shapes() {
             arch: [Arch::Sm80, Arch::Sm86, Arch::Sm90][rng.below(3) as usize],
             ..Nf4Config::new(n, k)
         };
-        check_against_reference(&cfg, m, &mut rng, false);
+        let log = check_against_reference(&cfg, m, &mut rng, false);
+        eprintln!("{cfg:?} m={m}: {}", log[0].entry);
     }
 }
 

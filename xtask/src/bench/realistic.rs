@@ -1006,11 +1006,24 @@ mod tests {
     #[test]
     #[ignore]
     fn nf4_m16_rows() {
+        nf4_rows_of(16);
+    }
+
+    /// The NF4 forward rows at M = 256 alone (the tall tensor-core forward on sm_80), both
+    /// tables: `cargo test --release -p xtask -- --ignored nf4_m256_rows --nocapture`.
+    #[test]
+    #[ignore]
+    fn nf4_m256_rows() {
+        nf4_rows_of(256);
+    }
+
+    /// Prints the modelled-time and waves tables of the NF4 forward rows at `m`.
+    fn nf4_rows_of(m: u32) {
         let ptxas = ptxforge_runtime::ptxas::locate().expect("ptxas (set PTXAS)");
         let scratch = std::env::temp_dir().join("ptxforge-realistic-nf4");
         let mut jobs = Vec::new();
         let mut rng = ptxforge_runtime::templates::testing::SplitMix64::new(21);
-        super::nf4_rows(&mut jobs, 16, &mut rng).expect("rows");
+        super::nf4_rows(&mut jobs, m, &mut rng).expect("rows");
         let (rows, waves): (Vec<_>, Vec<_>) = jobs
             .into_iter()
             .map(|m| (m.row, (m.arch, m.sampled)))

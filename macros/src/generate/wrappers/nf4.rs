@@ -57,7 +57,8 @@ pub(crate) fn wrappers(c: &Nf4Config, t: &WrapperTypes) -> Vec<Wrapper> {
         forward(
             "forward",
             "Forward `c [m, n] = a [m, k] · dequant(W)ᵀ`: entry `nf4_gemv` for `m ≤ 8`, \
-             the tiled forward above (`nf4_gemm`, or, when its grid would be too small for the \
+             the tiled forward above (`nf4_gemm`; `nf4_gemm_tall`, 128-row tiles, above 64 \
+             rows for f16/bf16 on tensor cores; or, when its grid would be too small for the \
              GPU, `nf4_gemm_split` over slices of k into an f32 workspace then \
              `nf4_gemm_reduce`: the same bits every run). `c` is overwritten.",
         ),
@@ -67,8 +68,8 @@ pub(crate) fn wrappers(c: &Nf4Config, t: &WrapperTypes) -> Vec<Wrapper> {
         ),
         forward(
             "forward_tiled",
-            "Forward through the tiled forward only (any `m ≥ 1`; `nf4_gemm`, or split over \
-             k as in `forward`).",
+            "Forward through the tiled forward only (any `m ≥ 1`; `nf4_gemm` or \
+             `nf4_gemm_tall`, or split over k as in `forward`).",
         ),
         backward(
             "backward_input",

@@ -29,8 +29,9 @@ use super::format::{Nf4DoubleQuant, Nf4Weights, DYNAMIC_MAP_LEN};
 use super::kernels::{
     backward_gemv_cols, backward_gemv_slice_len, backward_input_cols, gemm_threads,
     BACKWARD_GEMV_ENTRY, BACKWARD_GEMV_REDUCE_ENTRY, BACKWARD_GEMV_SPLIT_ENTRY,
-    BACKWARD_INPUT_ENTRY, GEMM_ENTRY, GEMM_REDUCE_ENTRY, GEMM_SPLIT_ENTRY, GEMV_ENTRY, GEMV_MAX_M,
-    GEMV_ROWS_PER_BLOCK, REDUCE_VECTOR, THREADS, TILE_M, TILE_N,
+    BACKWARD_INPUT_ENTRY, GEMM_ENTRY, GEMM_REDUCE_ENTRY, GEMM_SPLIT_ENTRY, GEMM_TALL_ENTRY,
+    GEMV_ENTRY, GEMV_MAX_M, GEMV_ROWS_PER_BLOCK, REDUCE_VECTOR, THREADS, TILE_M, TILE_M_TALL,
+    TILE_N,
 };
 pub use super::kernels::{gemm_slice_len, gemm_split_align};
 use super::{Nf4Config, INDEX_BOUND};
@@ -135,7 +136,8 @@ impl<B: Backend> DeviceWeights<B> {
     }
 }
 
-/// The forward entry [`forward`] uses for `m` rows: the GEMV for `m ≤ 8`, the tiled GEMM above.
+/// The forward entry [`forward`] uses for `m` rows: the GEMV for `m ≤ 8`, the tiled GEMM above
+/// (split over `k` by [`gemm_slices`], or on 128-row tiles when unsplit and [`gemm_tall`]).
 pub const fn forward_entry(m: u32) -> &'static str {
     if m <= GEMV_MAX_M {
         GEMV_ENTRY
@@ -171,6 +173,34 @@ pub fn gemm_launch_config(cfg: &Nf4Config, m: u32) -> LaunchConfig {
         grid: Dim3::new(cfg.n.div_ceil(TILE_N), m.div_ceil(TILE_M), 1),
         block: Dim3::x(gemm_threads(cfg)),
         dynamic_shared_bytes: 0,
+    }
+}
+
+/// Whether the unsplit tiled forward of `m` rows runs `nf4_gemm_tall` (128-row tiles) rather
+/// than `nf4_gemm`: on modules that have it (f16/bf16 on tensor cores,
+/// [`has_gemm_tall`](super::kernels::has_gemm_tall)) when `m > 64`, i.e. when `nf4_gemm` would
+/// run two or more row tiles. Each 128-row block dequantises its weights once for twice the
+/// rows, cutting the instructions per output by about 40% (`runtime/tests/nf4_counters.rs`);
+/// at `m ≤ 64` the 64-row entry stays, so small-`m` launches are unchanged.
+pub fn gemm_tall(cfg: &Nf4Config, m: u32) -> bool {
+    super::kernels::has_gemm_tall(cfg) && m > TILE_M
+}
+
+/// Launch geometry of `nf4_gemm_tall`: `(ceil(n / 64), ceil(m / 128))` blocks of 256 threads.
+pub fn gemm_tall_launch_config(cfg: &Nf4Config, m: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid: Dim3::new(cfg.n.div_ceil(TILE_N), m.div_ceil(TILE_M_TALL), 1),
+        block: Dim3::x(THREADS),
+        dynamic_shared_bytes: 0,
+    }
+}
+
+/// The unsplit tiled forward's entry and geometry for `m` rows ([`gemm_tall`]).
+fn gemm_whole(cfg: &Nf4Config, m: u32) -> (&'static str, LaunchConfig) {
+    if gemm_tall(cfg, m) {
+        (GEMM_TALL_ENTRY, gemm_tall_launch_config(cfg, m))
+    } else {
+        (GEMM_ENTRY, gemm_launch_config(cfg, m))
     }
 }
 
@@ -397,8 +427,9 @@ pub fn forward_tiled<B: Backend, T: Nf4Activation>(
 }
 
 /// Forward through the tiled entries (any `m ≥ 1`) with a chosen split of the sum over `k`
-/// ([`Slices`]). One slice runs `nf4_gemm` alone; `S > 1` allocates an f32 workspace of
-/// `S ·` [`gemm_slice_len`] elements through the backend, runs `nf4_gemm_split` (K slice `s`
+/// ([`Slices`]). One slice runs `nf4_gemm` alone (`nf4_gemm_tall` when [`gemm_tall`]);
+/// `S > 1` allocates an f32 workspace of `S ·` [`gemm_slice_len`] elements through the
+/// backend, runs `nf4_gemm_split` (K slice `s`
 /// = columns `s · c .. (s + 1) · c`, `c =` [`gemm_slice_k`], its unrounded partial `C` into
 /// its part of the workspace) and `nf4_gemm_reduce` (the slices added in order, rounded once):
 /// the same bits every run for a given `S`, different from the unsplit entry's only by the
@@ -425,7 +456,7 @@ pub fn forward_tiled_sliced<B: Backend, T: Nf4Activation>(
     };
     let workspace = check_gemm_slices(cfg, m, slices)?;
     let sum = SplitSum {
-        whole: (GEMM_ENTRY, gemm_launch_config(cfg, m)),
+        whole: gemm_whole(cfg, m),
         split: (GEMM_SPLIT_ENTRY, gemm_split_launch_config(cfg, m, slices)),
         reduce: (GEMM_REDUCE_ENTRY, gemm_reduce_launch_config(cfg, m)),
         slices,

@@ -44,6 +44,8 @@ const N_TILES: u32 = COLS / 8 / super::WARPS;
 /// within 48 KiB of static shared memory.
 const SHAPE: Shape = Shape {
     stages: 2,
+    rows: 64,
+    short_tiles: 1,
     code_width: COLS / 2,
     code_stride: COLS / 2 + 16,
 };
@@ -108,9 +110,7 @@ where
     // The n8 tiles' columns, right of the first one's: with `k % block = 0` all in its block
     // (a warp's 32 columns start a multiple of 32 from a block's start, block ≥ 32).
     let tile_cols: Vec<u32> = (0..N_TILES).map(|ni| 8 * ni).collect();
-    let acc: Vec<_> = (0..N_TILES)
-        .map(|_| Pipeline::<T>::zero_acc(&mut k))
-        .collect();
+    let acc: Vec<_> = (0..N_TILES).map(|_| p.zero_acc(&mut k)).collect();
     let window = |k: &mut KernelBuilder, tile: Reg<U32>| CodeWindow {
         row0: k.mul_lo(tile, TC_K),
         byte0,

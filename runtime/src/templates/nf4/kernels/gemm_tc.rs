@@ -5,6 +5,12 @@
 //! owns columns `n_base + 8w .. + 8` and all 64 rows (4 m16 accumulators), so every weight is
 //! dequantised exactly once per block.
 //!
+//! The tall entry (`nf4_gemm_tall`, [`build_tall`]) is the same kernel on 128 rows × 64
+//! columns per block ([`Shape::FORWARD_TALL`]: 8 m16 accumulators per warp, 2 stages), for
+//! large `m`: per k16 step a lane's two B registers (16 instructions of dequantisation) serve
+//! 8 `mma` instead of 4, which is most of what a step issues besides the `mma` and `ldmatrix`
+//! (the launcher picks it for unsplit launches of more than 64 rows).
+//!
 //! B fragments straight from the codes (PTX ISA, `mma.m16n8k16` B layout): B's column `n` is
 //! `Ŵ` row `n`, so lane (`g = lane / 4`, `t = lane % 4`) needs `Ŵ[n_base + 8w + g, k]` at
 //! `k = 16s + 2t, 2t + 1` (register 0) and `16s + 2t + 8, 2t + 9` (register 1) of step `s`:
@@ -32,7 +38,7 @@ use super::slice_reduce::SumRange;
 use super::tc::{absmax_clamped, CodeWindow, Pipeline, Shape, TileSpan, TC_K, W_STRIDE};
 use super::{
     entry_prologue_table, gemm_split_prologue, CodeTable, Entry, GEMM_ENTRY, GEMM_SPLIT_ENTRY,
-    THREADS, TILE_N,
+    GEMM_TALL_ENTRY, THREADS, TILE_N,
 };
 use crate::builder::{Float, KernelBuilder, MmaInput, PackedHalf, Reg, F32, M16N8K16, U32};
 use crate::templates::nf4::Nf4Config;
@@ -42,9 +48,25 @@ pub(super) fn build<T: PackedHalf + Float>(cfg: &Nf4Config) -> KernelBuilder
 where
     M16N8K16: MmaInput<T, Packed = T::Pair>,
 {
-    let mut k = new_kernel(GEMM_ENTRY, cfg);
+    build_whole::<T>(cfg, GEMM_ENTRY, Shape::FORWARD)
+}
+
+/// Builds the tensor-core `nf4_gemm_tall` entry (grid `(ceil(n / 64), ceil(m / 128))`): the
+/// same parameters as `nf4_gemm`, 128 rows per block.
+pub(super) fn build_tall<T: PackedHalf + Float>(cfg: &Nf4Config) -> KernelBuilder
+where
+    M16N8K16: MmaInput<T, Packed = T::Pair>,
+{
+    build_whole::<T>(cfg, GEMM_TALL_ENTRY, Shape::FORWARD_TALL)
+}
+
+fn build_whole<T: PackedHalf + Float>(cfg: &Nf4Config, name: &str, shape: Shape) -> KernelBuilder
+where
+    M16N8K16: MmaInput<T, Packed = T::Pair>,
+{
+    let mut k = new_kernel(name, cfg, shape);
     let e = entry_prologue_table::<T>(&mut k, cfg, ("a", "c"), THREADS, CodeTable::Absent);
-    multiply_range(&mut k, cfg, &e, SumRange::all(cfg.k));
+    multiply_range(&mut k, cfg, &e, SumRange::all(cfg.k), shape);
     k
 }
 
@@ -55,9 +77,9 @@ pub(super) fn build_split<T: PackedHalf + Float>(cfg: &Nf4Config) -> KernelBuild
 where
     M16N8K16: MmaInput<T, Packed = T::Pair>,
 {
-    let mut k = new_kernel(GEMM_SPLIT_ENTRY, cfg);
+    let mut k = new_kernel(GEMM_SPLIT_ENTRY, cfg, Shape::FORWARD);
     let (e, range) = gemm_split_prologue::<T>(&mut k, cfg, THREADS, CodeTable::Absent);
-    multiply_range(&mut k, cfg, &e, range);
+    multiply_range(&mut k, cfg, &e, range, Shape::FORWARD);
     k
 }
 
@@ -66,26 +88,38 @@ pub(super) fn split_align(cfg: &Nf4Config) -> u32 {
     TC_K.max(cfg.block)
 }
 
-fn new_kernel(name: &str, cfg: &Nf4Config) -> KernelBuilder {
+fn new_kernel(name: &str, cfg: &Nf4Config, shape: Shape) -> KernelBuilder {
     let mut k = KernelBuilder::new(name, cfg.arch);
     k.require_block([THREADS, 1, 1]);
-    // 64 × 256 threads: 4 blocks per SM's 64 K registers (ptxas otherwise takes up to 75
-    // under double quantisation with `k % block ≠ 0`, leaving room for 3), without spills.
-    k.max_registers(64);
+    k.max_registers(max_registers(shape));
     k
 }
 
-/// The block's 64 × 64 tile over the reduction columns `range`, stored rounded to `O` or as
+/// The register cap of the forward on `shape`. 64 rows: 64 × 256 threads, 4 blocks per SM's
+/// 64 K registers (ptxas otherwise takes up to 75 under double quantisation with
+/// `k % block ≠ 0`, leaving room for 3), without spills. 128 rows: twice the accumulators
+/// (32 registers), capped at 80 (3 blocks per SM; their 42 KiB of shared memory each fit
+/// too).
+const fn max_registers(shape: Shape) -> u32 {
+    if shape.rows > 64 {
+        80
+    } else {
+        64
+    }
+}
+
+/// The block's `shape.rows` × 64 tile over the reduction columns `range`, stored rounded to `O` or as
 /// the slice's f32 partials.
 fn multiply_range<T: PackedHalf + Float, O: Float>(
     k: &mut KernelBuilder,
     cfg: &Nf4Config,
     e: &Entry<T, O>,
     range: SumRange,
+    shape: Shape,
 ) where
     M16N8K16: MmaInput<T, Packed = T::Pair>,
 {
-    let mut p = Pipeline::<T>::setup(k, (cfg, e), cfg.k, Shape::FORWARD);
+    let mut p = Pipeline::<T>::setup(k, (cfg, e), cfg.k, shape);
     if cfg.double_quant && !cfg.k.is_multiple_of(cfg.block) {
         p.stage_absmax(k, (cfg, e), 4);
     }
@@ -113,7 +147,7 @@ fn multiply_range<T: PackedHalf + Float, O: Float>(
     let aligned = p.codes.word_aligned();
     let absmax_window =
         AbsmaxWindow::new(k, (cfg, e), (n_row, range.offset()), (p.lane, p.quad, 1));
-    let acc = Pipeline::<T>::zero_acc(k);
+    let acc = p.zero_acc(k);
     let window = |k: &mut KernelBuilder, tile: Reg<U32>| CodeWindow {
         row0: n_base,
         byte0: k.mul_lo(tile, TC_K / 2),

@@ -7,6 +7,7 @@
 //! |---|---|---|
 //! | [`GEMV_ENTRY`] | `C = A · Ŵᵀ`, `m ≤` [`GEMV_MAX_M`] | `a, packed, <absmax>, c, m` |
 //! | [`GEMM_ENTRY`] | `C = A · Ŵᵀ`, any `m` | `a, packed, <absmax>, c, m` |
+//! | [`GEMM_TALL_ENTRY`] | `C = A · Ŵᵀ`, 128-row tiles (f16/bf16 tensor cores only: [`has_gemm_tall`]) | `a, packed, <absmax>, c, m` |
 //! | [`BACKWARD_INPUT_ENTRY`] | `G_A = G_C · Ŵ`, any `m` (tiled) | `g_c, packed, <absmax>, g_a, m` |
 //! | [`BACKWARD_GEMV_ENTRY`] | `G_A = G_C · Ŵ`, `m ≤` [`GEMV_MAX_M`] | `g_c, packed, <absmax>, g_a, m` |
 //! | [`BACKWARD_GEMV_SPLIT_ENTRY`] | slice `ctaid.y` of the rows of `W` into f32 partials | `g_c, packed, <absmax>, partials, m, slice_rows` |
@@ -31,7 +32,9 @@
 //!
 //! Tensor cores: for f16/bf16 on targets with [`tensor_cores`] (sm_80+) the two tiled GEMMs
 //! are built by `gemm_tc` and `backward_tc` instead (same entry names, parameters, grid and
-//! block): activations by a 3-stage `cp.async` ring into padded shared memory and `ldmatrix`,
+//! block; `gemm_tc` also builds [`GEMM_TALL_ENTRY`], the forward on 128-row tiles, which the
+//! launcher runs unsplit above 64 rows so each dequantised B fragment serves twice the rows):
+//! activations by a 3-stage `cp.async` ring into padded shared memory and `ldmatrix`,
 //! packed codes by `cp.async` into shared memory (`code_stage`: whole chunks, or the aligned
 //! words covering rows that are not 4-byte multiples) and dequantised in registers straight
 //! into `mma.m16n8k16` B fragments in the activation type (`half_dequant`: a 16-word table of
@@ -113,6 +116,9 @@ use slice_reduce::SumRange;
 pub const GEMV_ENTRY: &str = "nf4_gemv";
 /// Entry name of the tiled forward GEMM.
 pub const GEMM_ENTRY: &str = "nf4_gemm";
+/// Entry name of the tiled forward GEMM on [`TILE_M_TALL`]-row tiles (modules with
+/// [`has_gemm_tall`] only).
+pub const GEMM_TALL_ENTRY: &str = "nf4_gemm_tall";
 /// Entry name of the backward-input GEMM.
 pub const BACKWARD_INPUT_ENTRY: &str = "nf4_backward_input";
 /// Entry name of the small-`m` backward-input GEMV.
@@ -152,6 +158,15 @@ pub const GEMV_ROWS_PER_BLOCK: u32 = WARPS;
 /// [`backward_input_cols`]).
 pub const TILE_M: u32 = 64;
 pub const TILE_N: u32 = 64;
+/// Output rows per block of [`GEMM_TALL_ENTRY`] (its columns are [`TILE_N`]).
+pub const TILE_M_TALL: u32 = 128;
+
+/// Whether the module has [`GEMM_TALL_ENTRY`]: f16/bf16 on [`tensor_cores`], where each warp
+/// dequantises its B fragments in registers and 128 rows reuse each one over 8 `mma` (4 at 64
+/// rows).
+pub fn has_gemm_tall(cfg: &Nf4Config) -> bool {
+    matches!(cfg.dtype, DType::F16 | DType::BF16) && tensor_cores(cfg)
+}
 
 /// An unsigned byte: the element type of packed codes and double-quantised absmax codes. Loaded
 /// into 16-bit registers (`ld.global.u8 %h`), as nvcc does.
@@ -279,6 +294,7 @@ where
 {
     module.push(gemv::build::<T>(cfg));
     module.push(gemm_tc::build::<T>(cfg));
+    module.push(gemm_tc::build_tall::<T>(cfg));
     module.push(gemm_tc::build_split::<T>(cfg));
     push_gemm_reduce::<T>(module, cfg);
     module.push(backward_tc::build::<T>(cfg));

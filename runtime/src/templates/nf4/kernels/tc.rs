@@ -1,10 +1,11 @@
 //! The tensor-core pipeline shared by the tiled NF4 GEMMs on sm_80+ (f16/bf16 activations).
 //!
-//! Both GEMMs multiply a 64-row activation tile (`A` forward, `G_C` backward: `m` rows, the
-//! reduction along the row) by a 64-wide slice of the packed weight, [`TC_K`] reduction
-//! elements per pipeline stage, in a `cp.async` ring ([`Shape`]):
+//! Both GEMMs multiply an activation tile of [`Shape::rows`] rows (`A` forward, `G_C`
+//! backward: `m` rows, the reduction along the row; 64, or 128 for the tall forward) by a
+//! 64-wide slice of the packed weight, [`TC_K`] reduction elements per pipeline stage, in a
+//! `cp.async` ring ([`Shape`]):
 //!
-//! - **Activation tile** `64 × TC_K` halves → shared rows padded to [`A_STRIDE`] halves (144
+//! - **Activation tile** `rows × TC_K` halves → shared rows padded to [`A_STRIDE`] halves (144
 //!   bytes: the 8 rows one `ldmatrix` phase reads start 4 banks apart, conflict-free) → A
 //!   fragments by `ldmatrix.x4`. Copies are 16 bytes when the row length is a multiple of 8
 //!   halves, else 8 or 4 (rows of an even length always start 4-byte aligned); a chunk past the
@@ -22,9 +23,10 @@
 //! Copies that only move along the reduction are formed once per thread: the activation rows'
 //! starts and source sizes when rows are whole [`TC_K`] slices ([`ActCopies`]), the forward's
 //! code rows likewise ([`Pipeline::fix_code_rows`]); each stage then issues `add`, `mad.wide`,
-//! `cp.async` per chunk. Blocks whose rows below `m` fit one m16 tile (every block at `m ≤ 16`)
-//! load and multiply only that tile ([`Pipeline::mma_steps`]), and outputs are stored two
-//! columns per 32-bit word when rows have an even length.
+//! `cp.async` per chunk. Blocks whose rows below `m` fit the shape's first `short_tiles` m16
+//! tiles (one of the 64-row tile: every block at `m ≤ 16`; four of the 128-row one) load and
+//! multiply only those ([`Pipeline::mma_steps`]), and outputs are stored two columns per
+//! 32-bit word when rows have an even length.
 //!
 //! The ring (`stages` deep): tiles `t + 1 .. t + stages − 1` are in flight while tile `t` is
 //! multiplied; each step waits for its own group (`wait_group stages − 2`), synchronises,
@@ -49,34 +51,54 @@ use super::U8;
 
 /// Reduction elements per pipeline stage.
 pub const TC_K: u32 = 64;
-/// Rows of both staged tiles (output rows of the activation tile; weight rows or reduction
-/// rows of the code tile).
-const ROWS: u32 = 64;
+/// Rows of the staged code tile (weight rows of the forward, reduction rows of the backward).
+const CODE_ROWS: u32 = 64;
 /// Padded activation row in halves.
 pub const A_STRIDE: u32 = TC_K + 8;
 /// Padded code row of the forward in bytes (`TC_K / 2 = 32` bytes of codes).
 pub const W_STRIDE: u32 = 48;
-const A_STAGE_BYTES: u32 = ROWS * A_STRIDE * 2;
-/// m16 tiles per warp (every warp covers all 64 rows; warps split the columns 8 each).
-pub const M_TILES: u32 = ROWS / 16;
 
-/// The ring's depth and staged code window, per GEMM.
+/// The ring's depth, activation rows and staged code window, per GEMM.
 #[derive(Clone, Copy)]
 pub(super) struct Shape {
     /// Pipeline depth.
     pub stages: u32,
+    /// Rows of the activation tile (output rows per block): every warp covers all of them,
+    /// `rows / 16` m16 tiles, so each B fragment it dequantises serves that many `mma`.
+    pub rows: u32,
+    /// m16 tiles a block multiplies when its rows below `m` fit them ([`Pipeline::mma_steps`]).
+    pub short_tiles: u32,
     /// Bytes of codes per staged row, and shared bytes from one staged row to the next.
     pub code_width: u32,
     pub code_stride: u32,
 }
 
 impl Shape {
-    /// The forward: 64 weight rows × 32 bytes (the slice's 64 codes), 3 stages.
+    /// The forward: 64 activation rows, 64 weight rows × 32 bytes (the slice's 64 codes), 3
+    /// stages; a block whose rows below `m` fit one m16 tile multiplies only that one.
     pub const FORWARD: Self = Self {
         stages: 3,
+        rows: 64,
+        short_tiles: 1,
         code_width: TC_K / 2,
         code_stride: W_STRIDE,
     };
+
+    /// The tall forward (large `m`): 128 activation rows, so each dequantised B fragment
+    /// serves 8 `mma` instead of 4; 2 stages keep the activation ring (18 KiB a stage) and the
+    /// code ring within 48 KiB of static shared memory. A block whose rows below `m` fit four
+    /// m16 tiles (the last one of a ragged `m`) multiplies only those.
+    pub const FORWARD_TALL: Self = Self {
+        stages: 2,
+        rows: 128,
+        short_tiles: 4,
+        ..Self::FORWARD
+    };
+
+    /// Shared bytes of one activation stage.
+    const fn a_stage_bytes(&self) -> u32 {
+        self.rows * A_STRIDE * 2
+    }
 }
 
 /// Whether the target runs the tensor-core GEMMs: `mma.m16n8k16`, `cp.async`, `ldmatrix` and
@@ -107,6 +129,11 @@ pub(super) struct Pipeline<T: PackedHalf> {
     a_tiles: Reg<U32>,
     w_tiles: Reg<U32>,
     stages: u32,
+    /// Activation rows per block, shared bytes per activation stage, and the m16 tiles
+    /// multiplied when the block's rows below `m` fit them.
+    rows: u32,
+    a_stage_bytes: u32,
+    short_tiles: u32,
     /// The staged code window: 64 rows × `code_width` bytes, rows `code_stride` apart.
     pub codes: CodeStage,
     /// The code copies formed once, when the GEMM's windows keep their rows
@@ -118,8 +145,9 @@ pub(super) struct Pipeline<T: PackedHalf> {
     /// Rows of the activation matrix (`m`) and first row of this block's tile.
     m: Reg<U32>,
     m_base: Reg<U32>,
-    /// Whether the block's rows below `m` all lie in its first m16 tile ([`Self::mma_steps`]).
-    one_m_tile: crate::builder::Pred,
+    /// Whether the block's rows below `m` all lie in its first `short_tiles` m16 tiles
+    /// ([`Self::mma_steps`]).
+    short: crate::builder::Pred,
     pub lane: Reg<U32>,
     /// Shared byte address of this lane's `ldmatrix` row in slot 0 of the activation ring.
     a_lane0: Reg<U32>,
@@ -146,8 +174,8 @@ where
         a_cols: u32,
         shape: Shape,
     ) -> Self {
-        let codes = CodeStage::new(cfg, ROWS, shape.code_width, shape.code_stride);
-        let a_ring = k.shared_array::<U8>("a_ring", shape.stages * A_STAGE_BYTES);
+        let codes = CodeStage::new(cfg, CODE_ROWS, shape.code_width, shape.code_stride);
+        let a_ring = k.shared_array::<U8>("a_ring", shape.stages * shape.a_stage_bytes());
         let code_ring = k.shared_array::<U8>("code_ring", shape.stages * codes.stage_bytes());
         let a_tiles = k.shared_base(a_ring);
         let w_tiles = k.shared_base(code_ring);
@@ -157,7 +185,7 @@ where
         let group = k.shr(lane, 2u32);
         let quad = k.and(lane, 3u32);
         let by = k.ctaid_y();
-        let m_base = k.mul_lo(by, ROWS);
+        let m_base = k.mul_lo(by, shape.rows);
         let row = k.and(lane, 15u32);
         let lane_half = k.shr(lane, 4u32);
         let col = k.mul_lo(lane_half, 8u32);
@@ -165,22 +193,25 @@ where
         let a_lane_offset = k.mul_lo(halves, 2u32);
         let a_lane0 = k.add(a_tiles, a_lane_offset);
         let half = HalfCodes::new(k, tid);
-        let past_first = k.add(m_base, 16u32);
-        let one_m_tile = k.setp_ge(past_first, e.m);
-        let act_copies = ActCopies::new(k, (e.input, a_cols, e.m), (tid, m_base));
+        let past_short = k.add(m_base, 16 * shape.short_tiles);
+        let short = k.setp_ge(past_short, e.m);
+        let act_copies = ActCopies::new(k, (e.input, a_cols, e.m), (tid, m_base), shape.rows);
         Self {
             act: e.input,
             a_cols,
             a_tiles,
             w_tiles,
             stages: shape.stages,
+            rows: shape.rows,
+            a_stage_bytes: shape.a_stage_bytes(),
+            short_tiles: shape.short_tiles,
             codes,
             fixed_codes: None,
             absmax: None,
             tid,
             m: e.m,
             m_base,
-            one_m_tile,
+            short,
             lane,
             a_lane0,
             act_copies,
@@ -200,7 +231,7 @@ where
         row_words: u32,
     ) {
         let threads = (self.tid, super::THREADS);
-        let shape = (self.stages, ROWS, row_words);
+        let shape = (self.stages, CODE_ROWS, row_words);
         let cols = 2 * self.codes.width();
         self.absmax = Some(AbsmaxStage::new(k, (cfg, e, cols), shape, threads));
     }
@@ -261,7 +292,7 @@ where
     /// `a_ring[slot][r][c] = act[m_base + r, col0 + c]` (0 outside): by `cp.async` when rows
     /// have an even length, element by element otherwise.
     fn load_activations(&self, k: &mut KernelBuilder, col0: Reg<U32>, slot: Reg<U32>) {
-        let stage = Self::slot_base(k, self.a_tiles, A_STAGE_BYTES, slot);
+        let stage = Self::slot_base(k, self.a_tiles, self.a_stage_bytes, slot);
         if let Some(copies) = &self.act_copies {
             return copies.issue(k, stage, col0);
         }
@@ -272,7 +303,7 @@ where
         } else {
             k.comment("cp.async the activation tile");
         }
-        for i in 0..ROWS * per_row / super::THREADS {
+        for i in 0..self.rows * per_row / super::THREADS {
             let c = k.add(self.tid, i * super::THREADS);
             let row = k.shr(c, per_row.trailing_zeros());
             let chunk = k.and(c, per_row - 1);
@@ -291,15 +322,16 @@ where
     /// `lane % 16`, column `8 · (lane / 16)` (add `16 · A_STRIDE · mi + 16 · s` halves for m16
     /// tile `mi`, k16 step `s`).
     pub fn a_lane(&self, k: &mut KernelBuilder, slot: Reg<U32>) -> Reg<U32> {
-        Self::slot_base(k, self.a_lane0, A_STAGE_BYTES, slot)
+        Self::slot_base(k, self.a_lane0, self.a_stage_bytes, slot)
     }
 
     /// k16 steps `first ..` of the slice, `steps[i]` the n8 tiles `(b_regs, acc)` of step
-    /// `first + i`: per step the A fragments by `ldmatrix.x4`, then for each n8 tile its B
-    /// fragment from its two packed registers and `acc[mi] += A[mi] · B`. When the block's
-    /// rows below `m` fit its first m16 tile (`m_base + 16 ≥ m`, e.g. every block at `m ≤ 16`)
-    /// only that tile is loaded and multiplied: the others hold rows past `m`, zero-filled,
-    /// whose results are never stored (one warp-uniform branch per call).
+    /// `first + i`: per step and m16 tile `mi` its A fragment by `ldmatrix.x4`, then for each
+    /// n8 tile (B fragment from its two packed registers) `acc[mi] += A[mi] · B` (one A
+    /// fragment live at a time). When the block's rows below `m` fit its first `short_tiles`
+    /// m16 tiles (`m_base + 16 · short_tiles ≥ m`: every block at `m ≤ 16` on the 64-row
+    /// forward) only those are loaded and multiplied: the others hold rows past `m`,
+    /// zero-filled, whose results are never stored (one warp-uniform branch per call).
     pub fn mma_steps(
         &self,
         k: &mut KernelBuilder,
@@ -309,33 +341,36 @@ where
     ) {
         let multiply = |k: &mut KernelBuilder, m_tiles: u32| {
             for (s, n_tiles) in (first..).zip(steps) {
-                let a = self.a_fragments(k, a_lane, s, m_tiles);
-                for (b_regs, acc) in n_tiles {
-                    let b = FragB::<M16N8K16, T>::from_regs(b_regs);
-                    for (c, a) in acc.iter().zip(&a) {
-                        k.mma_into(c, a, &b, c);
+                let b: Vec<_> = n_tiles
+                    .iter()
+                    .map(|(b_regs, _)| FragB::<M16N8K16, T>::from_regs(b_regs))
+                    .collect();
+                for mi in 0..m_tiles {
+                    let a = self.a_fragment(k, a_lane, s, mi);
+                    for ((_, acc), b) in n_tiles.iter().zip(&b) {
+                        let c = &acc[mi as usize];
+                        k.mma_into(c, &a, b, c);
                     }
                 }
             }
         };
+        let all = self.rows / 16;
         k.if_else(
-            self.one_m_tile,
-            |k| multiply(k, 1),
-            |k| multiply(k, M_TILES),
+            self.short,
+            |k| multiply(k, self.short_tiles),
+            |k| multiply(k, all),
         );
     }
 
-    /// The A fragments of k16 step `s` for the first `m_tiles` m16 tiles.
-    fn a_fragments(
+    /// The A fragment of k16 step `s` for m16 tile `mi`.
+    fn a_fragment(
         &self,
         k: &mut KernelBuilder,
         a_lane: Reg<U32>,
         s: u32,
-        m_tiles: u32,
-    ) -> Vec<FragA<M16N8K16, T>> {
-        (0..m_tiles)
-            .map(|mi| k.ldmatrix(a_lane, (2 * (mi * 16 * A_STRIDE + s * 16)) as i32))
-            .collect()
+        mi: u32,
+    ) -> FragA<M16N8K16, T> {
+        k.ldmatrix(a_lane, (2 * (mi * 16 * A_STRIDE + s * 16)) as i32)
     }
 
     /// [`Self::store`] for an even row length `cols`: each accumulator row's two columns
@@ -382,9 +417,9 @@ where
         }
     }
 
-    /// The warp's accumulators (one 16 × 8 per m16 tile), zeroed.
-    pub fn zero_acc(k: &mut KernelBuilder) -> Vec<FragC<M16N8K16, F32>> {
-        (0..M_TILES)
+    /// The warp's accumulators (one 16 × 8 per m16 tile of the block's rows), zeroed.
+    pub fn zero_acc(&self, k: &mut KernelBuilder) -> Vec<FragC<M16N8K16, F32>> {
+        (0..self.rows / 16)
             .map(|_| k.frag_c_zero::<M16N8K16, T, F32>())
             .collect()
     }
@@ -529,7 +564,7 @@ pub(super) fn absmax_clamped<T: Scalar, O: Scalar>(
 /// One thread's share of the activation copies when rows are a whole number of [`TC_K`]
 /// slices of 16-byte chunks (`a_cols % 64 = 0`): every chunk of a slice lies inside its row,
 /// so all that depends on the slice is its first column. Thread `tid` copies chunk `tid % 8`
-/// of rows `tid / 8 + 32i`; the row's start (0 past `m`: a valid address read zero bytes) and
+/// of rows `tid / 8 + 32i` (`i < rows / 32`); the row's start (0 past `m`: a valid address read zero bytes) and
 /// source size are formed once, and each stage issues `add`, `mad.wide`, `cp.async` per chunk.
 struct ActCopies {
     /// Row starts (elements) and source bytes of the thread's chunks, first one first.
@@ -549,6 +584,7 @@ impl ActCopies {
         k: &mut KernelBuilder,
         (act, a_cols, m): (GlobalPtr<T>, u32, Reg<U32>),
         (tid, m_base): (Reg<U32>, Reg<U32>),
+        tile_rows: u32,
     ) -> Option<Self> {
         if !a_cols.is_multiple_of(TC_K) {
             return None;
@@ -559,7 +595,7 @@ impl ActCopies {
         let dst_halves = k.mad_lo(row, A_STRIDE, col);
         let dst = k.mul_lo(dst_halves, 2u32);
         let first = k.add(m_base, row);
-        let rows = (0..ROWS / ROWS_PER_PASS)
+        let rows = (0..tile_rows / ROWS_PER_PASS)
             .map(|i| {
                 let grow = k.add(first, i * ROWS_PER_PASS);
                 let inside = k.setp_lt(grow, m);
