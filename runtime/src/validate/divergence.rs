@@ -32,10 +32,16 @@ pub(super) fn divergent_regions(
         let mut changed = false;
         for (i, stmt) in body.iter().enumerate() {
             let Stmt::Inst(inst) = stmt else { continue };
+            let writes = uses.writes(i);
+            // Nothing left to learn from a statement whose results are all divergent already
+            // (or that writes nothing): most of them, after the first round.
+            if all_divergent(&divergent, writes) {
+                continue;
+            }
             if !writes_divergent(inst, uses.reads(i), &divergent) && regions[i].is_none() {
                 continue;
             }
-            for r in uses.writes(i) {
+            for r in writes {
                 if let Some(d) = divergent.get_mut(r.0 as usize) {
                     changed |= !*d;
                     *d = true;
@@ -51,7 +57,7 @@ pub(super) fn divergent_regions(
 /// Whether the instruction's result differs per lane given the divergent registers so far
 /// (`reads`: the registers it reads).
 fn writes_divergent(inst: &Inst, reads: &[RegId], divergent: &[bool]) -> bool {
-    let is_div = |r: RegId| divergent.get(r.0 as usize).copied().unwrap_or(false);
+    let is_div = |r: RegId| is_divergent(divergent, r);
     let per_lane_source = match &inst.op {
         Op::Mov(_) => inst.args.iter().any(|a| {
             matches!(
@@ -71,6 +77,25 @@ fn writes_divergent(inst: &Inst, reads: &[RegId], divergent: &[bool]) -> bool {
         _ => false,
     };
     per_lane_source || reads.iter().copied().any(is_div)
+}
+
+/// Whether every register of `regs` is known divergent (a plain loop: this runs per statement
+/// per round, and the macro's dependencies build unoptimised by default, where an iterator
+/// adapter costs a call per step).
+fn all_divergent(divergent: &[bool], regs: &[RegId]) -> bool {
+    let mut i = 0;
+    while i < regs.len() {
+        if !is_divergent(divergent, regs[i]) {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// Whether `r` is known divergent (an id outside the arena is not).
+fn is_divergent(divergent: &[bool], r: RegId) -> bool {
+    divergent.get(r.0 as usize).copied().unwrap_or(false)
 }
 
 fn regions(body: &[Stmt], placed: &[Option<usize>], divergent: &[bool]) -> Vec<Option<usize>> {
