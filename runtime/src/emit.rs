@@ -4,6 +4,11 @@
 //! class in allocation order and declared LLVM-style (`.reg .f32 %f<12>;`); labels print as
 //! `$L_<stem>_<id>`. The output depends only on the module, so the same module always gives the
 //! same bytes.
+//!
+//! It runs at every macro expansion, where the macro's dependencies build unoptimised unless
+//! the user's profile says otherwise (cargo's `build-override` default), so the per-operand path
+//! avoids `fmt` (names are formatted once per kernel) and iterator adapters (each step is a
+//! call there).
 
 use std::fmt::Write;
 
@@ -40,32 +45,91 @@ pub fn emit(module: &ValidModule) -> String {
     }
     for kernel in &m.kernels {
         out.push('\n');
-        KernelPrinter::new(kernel).print(&mut out);
+        let names = NameText::new(kernel);
+        KernelPrinter::new(kernel, &names).print(&mut out);
     }
     out
 }
 
+/// Every register's and label's printed name in a kernel (`%r12`, `$L_<stem>_<id>`), formatted
+/// once per kernel into one string: a register is printed at each read and write, and formatting
+/// its index at every use was a large part of the printer's cost.
+struct NameText {
+    text: String,
+    /// Where each register's name ends in `text`, in id order, then each label's.
+    ends: Vec<usize>,
+    /// Registers per class, in [`RegClass::ALL`] order (the `.reg` declarations).
+    class_counts: [u32; RegClass::ALL.len()],
+}
+
+impl NameText {
+    fn new(kernel: &Kernel) -> Self {
+        let names = kernel.regs.len() + kernel.labels.len();
+        let mut text = String::with_capacity(8 * names);
+        let mut ends = Vec::with_capacity(names);
+        let mut class_counts = [0u32; RegClass::ALL.len()];
+        for class in &kernel.regs {
+            let count = &mut class_counts[*class as usize];
+            text.push_str(class.prefix());
+            push_decimal(&mut text, *count);
+            ends.push(text.len());
+            *count += 1;
+        }
+        for (id, label) in kernel.labels.iter().enumerate() {
+            let _ = write!(text, "$L_{}_{id}", label.stem);
+            ends.push(text.len());
+        }
+        Self {
+            text,
+            ends,
+            class_counts,
+        }
+    }
+
+    /// Name `i` of [`Self::ends`]' order.
+    fn name(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.text[start..self.ends[i]]
+    }
+}
+
+/// Appends `n` in decimal: what `write!(text, "{n}")` prints, without `fmt`'s per-call setup
+/// (this runs once per register of every kernel).
+fn push_decimal(text: &mut String, mut n: u32) {
+    let mut digits = [0u8; 10];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    text.push_str(std::str::from_utf8(&digits[start..]).expect("decimal digits are ASCII"));
+}
+
 struct KernelPrinter<'a> {
     kernel: &'a Kernel,
-    /// Per register id: its printed index within its class.
-    index_in_class: Vec<u32>,
+    class_counts: [u32; RegClass::ALL.len()],
+    /// Per register id, its name (slices of a [`NameText`], cut once per kernel).
+    reg_names: Vec<&'a str>,
+    /// Per label id, its name.
+    label_names: Vec<&'a str>,
 }
 
 impl<'a> KernelPrinter<'a> {
-    fn new(kernel: &'a Kernel) -> Self {
-        let mut counts = [0u32; RegClass::ALL.len()];
-        let index_in_class = kernel
-            .regs
-            .iter()
-            .map(|class| {
-                let c = &mut counts[*class as usize];
-                *c += 1;
-                *c - 1
-            })
+    fn new(kernel: &'a Kernel, names: &'a NameText) -> Self {
+        let regs = kernel.regs.len();
+        let reg_names = (0..regs).map(|i| names.name(i)).collect();
+        let label_names = (0..kernel.labels.len())
+            .map(|i| names.name(regs + i))
             .collect();
         Self {
             kernel,
-            index_in_class,
+            class_counts: names.class_counts,
+            reg_names,
+            label_names,
         }
     }
 
@@ -104,8 +168,7 @@ impl<'a> KernelPrinter<'a> {
     }
 
     fn print_decls(&self, out: &mut String) {
-        for class in RegClass::ALL {
-            let n = self.kernel.regs.iter().filter(|c| **c == class).count();
+        for (class, n) in RegClass::ALL.into_iter().zip(self.class_counts) {
             if n > 0 {
                 let _ = writeln!(
                     out,
@@ -124,13 +187,11 @@ impl<'a> KernelPrinter<'a> {
     }
 
     fn write_label(&self, id: u32, out: &mut String) {
-        let _ = write!(out, "$L_{}_{id}", self.kernel.labels[id as usize].stem);
+        out.push_str(self.label_names[id as usize]);
     }
 
     fn write_reg(&self, r: RegId, out: &mut String) {
-        let class = self.kernel.regs[r.0 as usize];
-        out.push_str(class.prefix());
-        let _ = write!(out, "{}", self.index_in_class[r.0 as usize]);
+        out.push_str(self.reg_names[r.0 as usize]);
     }
 
     fn print_inst(&self, inst: &Inst, out: &mut String) {
@@ -145,19 +206,27 @@ impl<'a> KernelPrinter<'a> {
             out.push(' ');
         }
         inst.op.write_mnemonic(out);
-        let slots = inst.op.signature();
-        for (i, arg) in inst.args.iter().enumerate() {
+        // Indexed, not `enumerate()` (see the module doc).
+        let args: &[Operand] = &inst.args;
+        let mut i = 0;
+        while i < args.len() {
             out.push_str(if i == 0 { " " } else { ", " });
-            let ty = slots.get(i).map(slot_type);
-            self.print_operand(arg, ty.flatten(), out);
+            self.print_operand(inst, i, &args[i], out);
+            i += 1;
         }
         out.push_str(";\n");
     }
 
-    fn print_operand(&self, arg: &Operand, ty: Option<Type>, out: &mut String) {
+    /// Prints operand `i` of `inst`.
+    fn print_operand(&self, inst: &Inst, i: usize, arg: &Operand, out: &mut String) {
         match arg {
             Operand::Reg(r) => self.write_reg(*r, out),
-            Operand::Imm(imm) => print_imm(*imm, ty, out),
+            // Only an immediate's spelling depends on its slot's type: the signature is looked
+            // up for the few operands that are immediates, not for every instruction.
+            Operand::Imm(imm) => {
+                let ty = inst.op.signature().get(i).and_then(slot_type);
+                print_imm(*imm, ty, out);
+            }
             Operand::Special(s) => out.push_str(s.name()),
             Operand::SharedAddr(s) => out.push_str(&self.kernel.shared[s.0 as usize].name),
             Operand::Vec(regs) => {
@@ -221,6 +290,21 @@ fn print_imm(imm: Imm, ty: Option<Type>, out: &mut String) {
         }
         Imm::F64(f) => {
             let _ = write!(out, "0d{:016X}", f.to_bits());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::push_decimal;
+
+    /// The hand-rolled register-index printer spells numbers exactly as `Display` does.
+    #[test]
+    fn push_decimal_matches_display() {
+        for n in [0, 7, 9, 10, 42, 99, 100, 1000, 65535, 123_456_789, u32::MAX] {
+            let mut text = String::from("%r");
+            push_decimal(&mut text, n);
+            assert_eq!(text, format!("%r{n}"));
         }
     }
 }

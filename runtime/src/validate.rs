@@ -33,6 +33,7 @@
 //!     vectors of the count and register type the form needs (covered by invariant 4: an `.f32`
 //!     register cannot carry an `.f16x2` A fragment, a 2-register vector is not a 4-register A).
 
+mod defined;
 mod divergence;
 mod uses;
 
@@ -163,13 +164,14 @@ impl KernelCheck<'_> {
         self.check_names();
         self.check_resources();
         let placed = self.check_labels();
+        let mut uses = RegUses::with_capacity(self.kernel.body.len());
         for (i, stmt) in self.kernel.body.iter().enumerate() {
-            if let Stmt::Inst(inst) = stmt {
-                self.check_inst(i, inst, &placed);
+            match stmt {
+                Stmt::Inst(inst) => self.check_inst(i, inst, &placed, &mut uses),
+                Stmt::Label(_) => uses.push_label(),
             }
         }
         if self.errors.is_empty() {
-            let uses = RegUses::new(self.kernel);
             self.check_defined_before_use(&placed, &uses);
             self.check_convergence(&placed, &uses);
         }
@@ -311,7 +313,9 @@ impl KernelCheck<'_> {
         self.kernel.regs.get(r.0 as usize).copied()
     }
 
-    fn check_inst(&mut self, i: usize, inst: &Inst, placed: &[Option<usize>]) {
+    /// The module doc's invariants that concern one instruction; also records its register
+    /// reads and writes in `uses` (from the same signature lookup).
+    fn check_inst(&mut self, i: usize, inst: &Inst, placed: &[Option<usize>], uses: &mut RegUses) {
         let op = &inst.op;
         if let Some(g) = inst.guard {
             if self.reg_class(g.pred) != Some(RegClass::Pred) {
@@ -336,7 +340,9 @@ impl KernelCheck<'_> {
             self.error(Some(i), None, reason);
         }
         if let Op::Comment(text) = op {
-            if !text.is_ascii() || text.contains(['\n', '\r']) {
+            // Bytes, not `contains(['\n', '\r'])`: a char-set pattern is far slower in the
+            // unoptimised builds macro dependencies get by default.
+            if !text.is_ascii() || text.bytes().any(|b| b == b'\n' || b == b'\r') {
                 self.error(
                     Some(i),
                     None,
@@ -363,19 +369,26 @@ impl KernelCheck<'_> {
                 ),
             );
         }
-        let slots = op.signature();
-        if slots.len() != inst.args.len() {
+        let signature = op.signature();
+        let (slots, args): (&[Slot], &[Operand]) = (&signature, &inst.args);
+        uses.push_inst(inst, slots);
+        if slots.len() != args.len() {
             self.error(
                 Some(i),
                 None,
-                format!("takes {} operands, got {}", slots.len(), inst.args.len()),
+                format!("takes {} operands, got {}", slots.len(), args.len()),
             );
             return;
         }
-        for (j, (slot, arg)) in slots.iter().zip(&inst.args).enumerate() {
-            if let Err(reason) = self.check_operand(op, *slot, arg, placed) {
+        // An indexed loop over slices, not `zip().enumerate()`: this runs for every operand of
+        // every instruction, and the macro's dependencies build unoptimised by default, where
+        // each iterator adapter step is a call.
+        let mut j = 0;
+        while j < slots.len() {
+            if let Err(reason) = self.check_operand(op, slots[j], &args[j], placed) {
                 self.error(Some(i), Some(j), reason);
             }
+            j += 1;
         }
         if let Some((j, reason)) = op.operand_value_error(&inst.args) {
             self.error(Some(i), Some(j), reason);
@@ -460,126 +473,21 @@ impl KernelCheck<'_> {
         }
     }
 
-    /// Invariant 3: a forward "maybe written" analysis over basic blocks.
+    /// Invariant 3 (see `defined`).
     fn check_defined_before_use(&mut self, placed: &[Option<usize>], uses: &RegUses) {
-        let body = &self.kernel.body;
-        let n_regs = self.kernel.regs.len();
-        // Block leaders: entry, every label, every statement after a branch or ret.
-        let mut leaders: Vec<usize> = vec![0];
-        for (i, stmt) in body.iter().enumerate() {
-            match stmt {
-                Stmt::Label(_) => leaders.push(i),
-                Stmt::Inst(inst) if inst.op.is_terminator() => leaders.push(i + 1),
-                _ => {}
-            }
-        }
-        leaders.retain(|&l| l < body.len());
-        leaders.sort_unstable();
-        leaders.dedup();
-        if leaders.is_empty() {
-            return;
-        }
-        let block_of = |stmt: usize| leaders.partition_point(|&l| l <= stmt) - 1;
-        let blocks: Vec<(usize, usize)> = leaders
-            .iter()
-            .enumerate()
-            .map(|(b, &start)| (start, leaders.get(b + 1).copied().unwrap_or(body.len())))
-            .collect();
-        let succs: Vec<Vec<usize>> = blocks
-            .iter()
-            .enumerate()
-            .map(|(b, &(_, end))| {
-                let mut s = Vec::new();
-                let mut falls_through = true;
-                if let Some(Stmt::Inst(inst)) =
-                    body.get(end.wrapping_sub(1)).filter(|_| end > blocks[b].0)
-                {
-                    if let Op::Bra { .. } = inst.op {
-                        if let Some(Operand::Label(l)) = inst.args.first() {
-                            if let Some(Some(at)) = placed.get(l.0 as usize) {
-                                s.push(block_of(*at));
-                            }
-                        }
-                        falls_through = inst.guard.is_some();
-                    } else if matches!(inst.op, Op::Ret) {
-                        falls_through = inst.guard.is_some();
-                    }
-                }
-                if falls_through && b + 1 < blocks.len() {
-                    s.push(b + 1);
-                }
-                s
-            })
-            .collect();
-        // Iterate to a fixed point: defined_in[b] = union of defined_out of predecessors, as
-        // bit sets (one bit per register), with each block's own writes gathered once.
-        let words = n_regs.div_ceil(64);
-        let writes: Vec<Vec<u64>> = blocks
-            .iter()
-            .map(|&(start, end)| {
-                let mut set = vec![0u64; words];
-                for r in (start..end).flat_map(|i| uses.writes(i)) {
-                    set[r.0 as usize / 64] |= 1 << (r.0 % 64);
-                }
-                set
-            })
-            .collect();
-        let mut defined_in = vec![vec![0u64; words]; blocks.len()];
-        let mut reachable = vec![false; blocks.len()];
-        reachable[0] = true;
-        let mut changed = true;
-        let mut out = vec![0u64; words];
-        while changed {
-            changed = false;
-            for b in 0..blocks.len() {
-                if !reachable[b] {
-                    continue;
-                }
-                for ((o, i), w) in out.iter_mut().zip(&defined_in[b]).zip(&writes[b]) {
-                    *o = i | w;
-                }
-                for &s in &succs[b] {
-                    if !reachable[s] {
-                        reachable[s] = true;
-                        changed = true;
-                    }
-                    for (into, &o) in defined_in[s].iter_mut().zip(&out) {
-                        if o & !*into != 0 {
-                            *into |= o;
-                            changed = true;
-                        }
-                    }
-                }
-            }
-        }
-        let mut reported = HashSet::new();
-        for (b, &(start, end)) in blocks.iter().enumerate() {
-            if !reachable[b] {
-                continue;
-            }
-            let mut defs = defined_in[b].clone();
-            let bit = |r: RegId| (r.0 as usize / 64, 1u64 << (r.0 % 64));
-            for i in start..end {
-                for &r in uses.reads(i) {
-                    let (word, mask) = bit(r);
-                    if defs[word] & mask == 0 && reported.insert(r) {
-                        let class = self.kernel.regs[r.0 as usize];
-                        self.error(
-                            Some(i),
-                            None,
-                            format!(
-                                "register {}{} is read before any write reaches it",
-                                class.prefix(),
-                                r.0
-                            ),
-                        );
-                    }
-                }
-                for &r in uses.writes(i) {
-                    let (word, mask) = bit(r);
-                    defs[word] |= mask;
-                }
-            }
+        let unwritten =
+            defined::reads_before_write(&self.kernel.body, self.kernel.regs.len(), placed, uses);
+        for (i, r) in unwritten {
+            let class = self.kernel.regs[r.0 as usize];
+            self.error(
+                Some(i),
+                None,
+                format!(
+                    "register {}{} is read before any write reaches it",
+                    class.prefix(),
+                    r.0
+                ),
+            );
         }
     }
 }

@@ -305,17 +305,14 @@ impl ModuleBuilder {
     /// The module at the lowest PTX version that covers the target and every instruction.
     pub fn module(self) -> Module {
         let mut module = Module::new(self.arch);
-        let needed = self
-            .kernels
-            .iter()
-            .flat_map(|k| &k.body)
-            .filter_map(|s| match s {
-                Stmt::Inst(i) => Some(i.op.requirement().min_ptx),
-                Stmt::Label(_) => None,
-            })
-            .max();
-        if let Some(v) = needed {
-            module.version = module.version.max(v);
+        // Plain loops, not a `flat_map`/`filter_map` chain: this visits every instruction at
+        // every expansion, where the macro's dependencies build unoptimised by default.
+        for kernel in &self.kernels {
+            for stmt in &kernel.body {
+                if let Stmt::Inst(i) = stmt {
+                    module.version = module.version.max(i.op.requirement().min_ptx);
+                }
+            }
         }
         module.kernels = self.kernels;
         module

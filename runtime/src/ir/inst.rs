@@ -474,6 +474,62 @@ pub enum Slot {
     Const(Type),
 }
 
+/// The most operands any instruction takes (`shfl.sync`: d, a, b, c, membermask).
+const MAX_SLOTS: usize = 5;
+
+/// An instruction's operand slots, in order ([`Op::signature`]): a slice held inline, because
+/// the validator and the printer ask for it per instruction and a heap allocation each time
+/// was a measurable part of expanding a kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Signature {
+    slots: [Slot; MAX_SLOTS],
+    len: usize,
+}
+
+impl Default for Signature {
+    /// No operands.
+    fn default() -> Self {
+        Self {
+            slots: [Slot::Label; MAX_SLOTS],
+            len: 0,
+        }
+    }
+}
+
+impl std::ops::Deref for Signature {
+    type Target = [Slot];
+
+    fn deref(&self) -> &[Slot] {
+        &self.slots[..self.len]
+    }
+}
+
+/// `sig![a, b, …]`: a [`Signature`] of these slots, written out as one array literal (the
+/// unused tail holds `Slot::Label`, never read).
+macro_rules! sig {
+    (@pad $len:expr; $($slot:expr),*) => {
+        Signature {
+            slots: [$($slot),*],
+            len: $len,
+        }
+    };
+    ($a:expr $(,)?) => {
+        sig!(@pad 1; $a, Slot::Label, Slot::Label, Slot::Label, Slot::Label)
+    };
+    ($a:expr, $b:expr $(,)?) => {
+        sig!(@pad 2; $a, $b, Slot::Label, Slot::Label, Slot::Label)
+    };
+    ($a:expr, $b:expr, $c:expr $(,)?) => {
+        sig!(@pad 3; $a, $b, $c, Slot::Label, Slot::Label)
+    };
+    ($a:expr, $b:expr, $c:expr, $d:expr $(,)?) => {
+        sig!(@pad 4; $a, $b, $c, $d, Slot::Label)
+    };
+    ($a:expr, $b:expr, $c:expr, $d:expr, $e:expr $(,)?) => {
+        sig!(@pad 5; $a, $b, $c, $d, $e)
+    };
+}
+
 /// What an instruction needs of the target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Requirement {
@@ -680,109 +736,116 @@ impl Op {
     }
 
     /// The operand slots, in order.
-    pub fn signature(&self) -> Vec<Slot> {
+    pub fn signature(&self) -> Signature {
         use Slot::*;
         match self {
-            Op::Mov(ty) => vec![Dst(*ty), MovSrc(*ty)],
-            Op::Pack(ty) => vec![Dst(*ty), SrcVec(half_of(*ty), 2)],
-            Op::Unpack(ty) => vec![DstVec(half_of(*ty), 2), SrcReg(*ty)],
+            Op::Mov(ty) => sig![Dst(*ty), MovSrc(*ty)],
+            Op::Pack(ty) => sig![Dst(*ty), SrcVec(half_of(*ty), 2)],
+            Op::Unpack(ty) => sig![DstVec(half_of(*ty), 2), SrcReg(*ty)],
             Op::Ld { space, ty, vec, .. } => match vec {
-                VecWidth::V1 => vec![Dst(*ty), Addr(*space)],
-                v => vec![DstVec(*ty, v.count()), Addr(*space)],
+                VecWidth::V1 => sig![Dst(*ty), Addr(*space)],
+                v => sig![DstVec(*ty, v.count()), Addr(*space)],
             },
             Op::St { space, ty, vec } => match vec {
-                VecWidth::V1 => vec![Addr(*space), Src(*ty)],
-                v => vec![Addr(*space), SrcVec(*ty, v.count())],
+                VecWidth::V1 => sig![Addr(*space), Src(*ty)],
+                v => sig![Addr(*space), SrcVec(*ty, v.count())],
             },
-            Op::CvtaToGlobal => vec![Dst(Type::U64), SrcReg(Type::U64)],
+            Op::CvtaToGlobal => sig![Dst(Type::U64), SrcReg(Type::U64)],
             Op::Bin {
                 op: BinOp::Shl | BinOp::Shr,
                 ty,
                 ..
-            } => vec![Dst(*ty), Src(*ty), Src(Type::U32)],
-            Op::Bin { ty, .. } | Op::FDiv { ty, .. } => vec![Dst(*ty), Src(*ty), Src(*ty)],
+            } => sig![Dst(*ty), Src(*ty), Src(Type::U32)],
+            Op::Bin { ty, .. } | Op::FDiv { ty, .. } => sig![Dst(*ty), Src(*ty), Src(*ty)],
             Op::MulInt {
                 mode: MulMode::Wide,
                 ty,
-            } => vec![Dst(widen(*ty)), Src(*ty), Src(*ty)],
-            Op::MulInt { ty, .. } => vec![Dst(*ty), Src(*ty), Src(*ty)],
+            } => sig![Dst(widen(*ty)), Src(*ty), Src(*ty)],
+            Op::MulInt { ty, .. } => sig![Dst(*ty), Src(*ty), Src(*ty)],
             Op::MadInt {
                 mode: MulMode::Wide,
                 ty,
-            } => vec![Dst(widen(*ty)), Src(*ty), Src(*ty), Src(widen(*ty))],
+            } => sig![Dst(widen(*ty)), Src(*ty), Src(*ty), Src(widen(*ty))],
             Op::MadInt { ty, .. } | Op::Fma { ty, .. } => {
-                vec![Dst(*ty), Src(*ty), Src(*ty), Src(*ty)]
+                sig![Dst(*ty), Src(*ty), Src(*ty), Src(*ty)]
             }
-            Op::Un { ty, .. } | Op::Math { ty, .. } => vec![Dst(*ty), Src(*ty)],
-            Op::Setp { ty, .. } => vec![Dst(Type::Pred), Src(*ty), Src(*ty)],
-            Op::Selp(ty) => vec![Dst(*ty), Src(*ty), Src(*ty), SrcReg(Type::Pred)],
+            Op::Un { ty, .. } | Op::Math { ty, .. } => sig![Dst(*ty), Src(*ty)],
+            Op::Setp { ty, .. } => sig![Dst(Type::Pred), Src(*ty), Src(*ty)],
+            Op::Selp(ty) => sig![Dst(*ty), Src(*ty), Src(*ty), SrcReg(Type::Pred)],
             Op::Cvt { dst, src, .. } if is_packed_pair(*dst) => {
-                vec![Dst(*dst), SrcReg(*src), SrcReg(*src)]
+                sig![Dst(*dst), SrcReg(*src), SrcReg(*src)]
             }
-            Op::Cvt { dst, src, .. } => vec![Dst(*dst), SrcReg(*src)],
-            Op::Bra { .. } => vec![Label],
-            Op::BarSync => vec![Src(Type::U32)],
-            Op::Membar(_) | Op::Ret | Op::Comment(_) => vec![],
+            Op::Cvt { dst, src, .. } => sig![Dst(*dst), SrcReg(*src)],
+            Op::Bra { .. } => sig![Label],
+            Op::BarSync => sig![Src(Type::U32)],
+            Op::Membar(_) | Op::Ret | Op::Comment(_) => Signature::default(),
             Op::Atom {
                 space,
                 op: AtomOp::Cas,
                 ty,
-            } => vec![Dst(*ty), Addr(*space), Src(*ty), Src(*ty)],
-            Op::Atom { space, ty, .. } => vec![Dst(*ty), Addr(*space), Src(*ty)],
-            Op::Red { space, ty, .. } => vec![Addr(*space), Src(*ty)],
-            Op::Shfl(_) => vec![
+            } => sig![Dst(*ty), Addr(*space), Src(*ty), Src(*ty)],
+            Op::Atom { space, ty, .. } => sig![Dst(*ty), Addr(*space), Src(*ty)],
+            Op::Red { space, ty, .. } => sig![Addr(*space), Src(*ty)],
+            Op::Shfl(_) => sig![
                 Dst(Type::B32),
                 SrcReg(Type::B32),
                 Src(Type::B32),
                 Src(Type::B32),
                 Src(Type::B32),
             ],
-            Op::Vote(VoteMode::Ballot) => vec![Dst(Type::B32), SrcReg(Type::Pred), Src(Type::B32)],
-            Op::Vote(_) => vec![Dst(Type::Pred), SrcReg(Type::Pred), Src(Type::B32)],
-            Op::Prmt => vec![
+            Op::Vote(VoteMode::Ballot) => sig![Dst(Type::B32), SrcReg(Type::Pred), Src(Type::B32)],
+            Op::Vote(_) => sig![Dst(Type::Pred), SrcReg(Type::Pred), Src(Type::B32)],
+            Op::Prmt => sig![
                 Dst(Type::B32),
                 Src(Type::B32),
                 Src(Type::B32),
                 Src(Type::B32),
             ],
-            Op::Bfe => vec![
+            Op::Bfe => sig![
                 Dst(Type::U32),
                 Src(Type::U32),
                 Src(Type::U32),
                 Src(Type::U32),
             ],
             Op::Mma(mma) => match mma.fragment_regs() {
-                Some(n) => vec![
+                Some(n) => sig![
                     DstVec(Mma::acc_reg_type(mma.d), n.d),
                     SrcVec(Mma::input_reg_type(mma.a), n.a),
                     SrcVec(Mma::input_reg_type(mma.b), n.b),
                     SrcVec(Mma::acc_reg_type(mma.c), n.c),
                 ],
                 // An unsupported form: modifier_error reports it; no operand can fit.
-                None => vec![],
+                None => Signature::default(),
             },
             Op::Ldmatrix { count, .. } => {
-                vec![DstVec(Type::B32, count.regs()), Addr(Space::Shared)]
+                sig![DstVec(Type::B32, count.regs()), Addr(Space::Shared)]
             }
             Op::Async(AsyncCopy::Copy { zero_fill, .. }) => {
-                let mut v = vec![Addr(Space::Shared), Addr(Space::Global), Const(Type::U32)];
                 if *zero_fill {
-                    v.push(Src(Type::U32));
+                    sig![
+                        Addr(Space::Shared),
+                        Addr(Space::Global),
+                        Const(Type::U32),
+                        Src(Type::U32),
+                    ]
+                } else {
+                    sig![Addr(Space::Shared), Addr(Space::Global), Const(Type::U32)]
                 }
-                v
             }
-            Op::Async(AsyncCopy::WaitGroup) => vec![Const(Type::U32)],
-            Op::Async(AsyncCopy::CommitGroup | AsyncCopy::WaitAll) => vec![],
+            Op::Async(AsyncCopy::WaitGroup) => sig![Const(Type::U32)],
+            Op::Async(AsyncCopy::CommitGroup | AsyncCopy::WaitAll) => Signature::default(),
         }
     }
 
     /// What target and PTX version the instruction with these modifiers needs (PTX ISA
     /// "Target ISA notes" / "PTX ISA notes" of each instruction page).
     pub fn requirement(&self) -> Requirement {
-        let base = Requirement::BASE;
-        let sm80 = Requirement::new(Arch::Sm80, 7, 0);
-        let sm90 = Requirement::new(Arch::Sm90, 7, 8);
-        let sm75 = Requirement::new(Arch::Sm75, 6, 5);
+        // Constants, not values built per call: the validator asks once per instruction.
+        const SM80: Requirement = Requirement::new(Arch::Sm80, 7, 0);
+        const SM90: Requirement = Requirement::new(Arch::Sm90, 7, 8);
+        const SM75: Requirement = Requirement::new(Arch::Sm75, 6, 5);
+        const F16_ABS: Requirement = Requirement::new(Arch::Sm70, 6, 5);
+        let (base, sm80, sm90, sm75) = (Requirement::BASE, SM80, SM90, SM75);
         let by_type =
             |ty: Type, bf16_needs: Requirement| if ty.is_bf16() { bf16_needs } else { base };
         match self {
@@ -806,7 +869,7 @@ impl Op {
                 op: UnOp::Abs,
                 ty: Type::F16 | Type::F16x2,
                 ..
-            } => Requirement::new(Arch::Sm70, 6, 5),
+            } => F16_ABS,
             Op::Setp { ty, .. } => by_type(*ty, sm90),
             Op::Mma(mma) => match mma.generation() {
                 MmaGeneration::Turing => sm75,

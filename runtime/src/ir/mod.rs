@@ -10,7 +10,7 @@ pub mod types;
 
 pub use inst::{
     AtomOp, BinOp, CmpOp, CvtRounding, MathFn, MembarLevel, MulMode, Op, Precision, Requirement,
-    Rounding, ShflMode, Slot, Space, UnOp, VecWidth, VoteMode,
+    Rounding, ShflMode, Signature, Slot, Space, UnOp, VecWidth, VoteMode,
 };
 pub use tensor::{AsyncCopy, CacheLevel, FragmentRegs, LdmatrixCount, Mma, MmaShape};
 pub use types::{RegClass, Type};

@@ -25,22 +25,18 @@ pub(super) fn divergent_regions(
     placed: &[Option<usize>],
     uses: &RegUses,
 ) -> Vec<Option<usize>> {
-    let body = &kernel.body;
+    let body: &[Stmt] = &kernel.body;
     let mut divergent = vec![false; kernel.regs.len()];
     loop {
         let regions = regions(body, placed, &divergent);
         let mut changed = false;
-        for (i, stmt) in body.iter().enumerate() {
-            let Stmt::Inst(inst) = stmt else { continue };
-            if !writes_divergent(inst, uses.reads(i), &divergent) && regions[i].is_none() {
-                continue;
+        // Indexed (see the note above `any_divergent`).
+        let mut i = 0;
+        while i < body.len() {
+            if let Stmt::Inst(inst) = &body[i] {
+                changed |= spread(inst, i, uses, regions[i].is_some(), &mut divergent);
             }
-            for r in uses.writes(i) {
-                if let Some(d) = divergent.get_mut(r.0 as usize) {
-                    changed |= !*d;
-                    *d = true;
-                }
-            }
+            i += 1;
         }
         if !changed {
             return regions;
@@ -48,10 +44,32 @@ pub(super) fn divergent_regions(
     }
 }
 
+/// Marks what statement `i` (`inst`) writes divergent when its result is per-lane or it lies in
+/// a divergent region; whether that marked a register for the first time.
+fn spread(inst: &Inst, i: usize, uses: &RegUses, in_region: bool, divergent: &mut [bool]) -> bool {
+    let writes = uses.writes(i);
+    // Nothing left to learn from a statement whose results are all divergent already (or that
+    // writes nothing): most of them, after the first round.
+    if all_divergent(divergent, writes) {
+        return false;
+    }
+    if !in_region && !writes_divergent(inst, uses.reads(i), divergent) {
+        return false;
+    }
+    let mut changed = false;
+    for r in writes {
+        if let Some(d) = divergent.get_mut(r.0 as usize) {
+            changed |= !*d;
+            *d = true;
+        }
+    }
+    changed
+}
+
 /// Whether the instruction's result differs per lane given the divergent registers so far
 /// (`reads`: the registers it reads).
 fn writes_divergent(inst: &Inst, reads: &[RegId], divergent: &[bool]) -> bool {
-    let is_div = |r: RegId| divergent.get(r.0 as usize).copied().unwrap_or(false);
+    let is_div = |r: RegId| is_divergent(divergent, r);
     let per_lane_source = match &inst.op {
         Op::Mov(_) => inst.args.iter().any(|a| {
             matches!(
@@ -70,7 +88,40 @@ fn writes_divergent(inst: &Inst, reads: &[RegId], divergent: &[bool]) -> bool {
         Op::Vote(_) => return inst.guard.is_some_and(|g| is_div(g.pred)),
         _ => false,
     };
-    per_lane_source || reads.iter().copied().any(is_div)
+    per_lane_source || any_divergent(divergent, reads)
+}
+
+// The helpers below run per statement per round: plain loops over slices, because the macro's
+// dependencies build unoptimised by default, where each iterator adapter step is a call.
+
+/// Whether some register of `regs` is known divergent.
+fn any_divergent(divergent: &[bool], regs: &[RegId]) -> bool {
+    let mut i = 0;
+    while i < regs.len() {
+        if is_divergent(divergent, regs[i]) {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
+
+/// Whether every register of `regs` is known divergent.
+fn all_divergent(divergent: &[bool], regs: &[RegId]) -> bool {
+    let mut i = 0;
+    while i < regs.len() {
+        if !is_divergent(divergent, regs[i]) {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// Whether `r` is known divergent (an id outside the arena is not).
+fn is_divergent(divergent: &[bool], r: RegId) -> bool {
+    let id = r.0 as usize;
+    id < divergent.len() && divergent[id]
 }
 
 fn regions(body: &[Stmt], placed: &[Option<usize>], divergent: &[bool]) -> Vec<Option<usize>> {
