@@ -50,7 +50,8 @@ use super::Conv;
 use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, Scalar, SharedArr, Val, U32};
 use crate::ir::{CacheLevel, Imm};
 use crate::templates::warp_mma::{
-    self as tile, TileElem, CHUNKS_PER_THREAD, CHUNK_BYTES, ROW_BYTES, THREADS, TILE_M, TILE_N,
+    self as tile, Staging, TileElem, BY_K_CHUNKS_PER_THREAD, CHUNKS_PER_THREAD, CHUNK_BYTES,
+    ROW_BYTES, THREADS, TILE_M, TILE_N,
 };
 use std::marker::PhantomData;
 
@@ -63,16 +64,29 @@ const _: () = assert!(TILE_M == TILE_N && TILE_M == 2 * WARP && THREADS == 2 * T
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Strategy {
     Chunks,
+    ChunksByK,
     Rows,
     Columns,
     Slabs,
     Windows,
 }
 
+impl Strategy {
+    /// How the operand's stage holds its tile: `[k][row]` for [`Strategy::ChunksByK`],
+    /// `[row][k]` for every other.
+    pub(super) fn staging(self) -> Staging {
+        match self {
+            Strategy::ChunksByK => Staging::ByK,
+            _ => Staging::ByRow,
+        }
+    }
+}
+
 /// A thread's share of one operand slot, with what stays fixed along the reduction (`B`: the
 /// elements' raw bits).
 pub(super) enum Gather<B: Scalar> {
-    /// `(row, first column, byte offset in the stage)` per chunk.
+    /// `(row, first column, byte offset in the stage)` per chunk; staged by reduction index
+    /// ([`Strategy::ChunksByK`]), `(first of its 8 rows, reduction row, byte offset)`.
     Chunks(Vec<(Coord, Reg<U32>, Reg<U32>)>),
     /// The owned row, its first loaded column and the byte offset of the `E` columns it
     /// stores.
@@ -106,6 +120,7 @@ pub(super) struct Operand<T: TileElem> {
     pub src: GlobalPtr<T>,
     pub ring: SharedArr<T>,
     pub gather: Gather<T::Bits>,
+    pub staging: Staging,
 }
 
 impl<T: ConvElem + TileElem> Conv<T> {
@@ -140,6 +155,21 @@ impl<T: ConvElem + TileElem> Conv<T> {
                     })
                     .collect(),
             ),
+            Strategy::ChunksByK => {
+                // Every chunk of a thread covers the same 8 tile rows: one coordinate.
+                let mut row = None;
+                Gather::Chunks(
+                    (0..BY_K_CHUNKS_PER_THREAD)
+                        .map(|i| {
+                            let (k_row, first_row, slot_bytes) =
+                                tile::by_k_chunk_slot_bytes(k, (tid, i));
+                            let row =
+                                *row.get_or_insert_with(|| self.row_coord(k, side, first_row));
+                            (row, k_row, slot_bytes)
+                        })
+                        .collect(),
+                )
+            }
             Strategy::Rows => {
                 let row = k.and(tid, TILE_M - 1);
                 let part = k.shr(tid, TILE_M.trailing_zeros());

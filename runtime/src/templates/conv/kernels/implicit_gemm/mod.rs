@@ -95,7 +95,7 @@ use crate::arch::Arch;
 use crate::builder::{GlobalPtr, KernelBuilder, Reg, Val, F32, U32};
 use crate::dtype::DType;
 use crate::templates::conv::{Conv2dConfig, Layout};
-use crate::templates::warp_mma::{self as tile, TileElem, WarpPos, CHUNK_BYTES};
+use crate::templates::warp_mma::{self as tile, Staging, TileElem, WarpPos, CHUNK_BYTES};
 use addressing::Side;
 use epilogue::Output;
 use gather::{Operand, Strategy};
@@ -225,7 +225,9 @@ fn build_entry<T: ConvElem + SlabStaged>(
     let mut k = conv_kernel(entry, arch);
     let c = Conv::<T>::setup(&mut k, cfg, pass, split);
     let mut acc = [T::zero_acc(&mut k)];
-    let (a_lane, b_lane) = c.pos.fragment_offsets(&mut k, T::TYPE.bytes());
+    let bytes = T::TYPE.bytes();
+    let a_lane = c.pos.fragment_offset(&mut k, Side::A, c.a.staging, bytes);
+    let b_lane = c.pos.fragment_offset(&mut k, Side::B, c.b.staging, bytes);
     let slab_reads = c.slab_tile().map(|tile| tile.lane_reads(&mut k, &c.pos));
     let k_tiles: Val<U32> = match c.reduction {
         Val::Reg(len) => {
@@ -253,7 +255,7 @@ fn build_entry<T: ConvElem + SlabStaged>(
             Some(reads) => T::multiply_slab_tile(k, &mut acc[0], a_at, b_stage, reads),
             None => {
                 let b_at = k.add(b_stage, b_lane);
-                T::multiply_tile(k, &mut acc, a_at, &[b_at]);
+                T::multiply_staged_tile(k, &mut acc[0], (a_at, c.a.staging), (b_at, c.b.staging));
             }
         }
     });
@@ -319,6 +321,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
             src,
             ring,
             gather: gather::Gather::Chunks(Vec::new()),
+            staging: Staging::ByRow,
         };
         let mut c = Self {
             p,
@@ -339,8 +342,15 @@ impl<T: ConvElem + TileElem> Conv<T> {
             b: placeholder(Side::B, b_src, b_ring),
         };
         k.comment("this thread's share of the operand tiles");
-        c.a.gather = c.gather(k, tid, Side::A, c.strategy(Side::A));
-        c.b.gather = c.gather(k, tid, Side::B, c.strategy(Side::B));
+        for side in [Side::A, Side::B] {
+            let strategy = c.strategy(side);
+            let gather = c.gather(k, tid, side, strategy);
+            let op = match side {
+                Side::A => &mut c.a,
+                Side::B => &mut c.b,
+            };
+            (op.gather, op.staging) = (gather, strategy.staging());
+        }
         c
     }
 
@@ -377,6 +387,22 @@ impl<T: ConvElem + TileElem> Conv<T> {
                 Strategy::Chunks
             }
             (Pass::BackwardData, Side::A) if nhwc => Strategy::Columns,
+            (Pass::BackwardFilter, Side::A)
+                if nhwc
+                    && T::STAGES_BY_K
+                    && p.og.is_multiple_of(chunk)
+                    && p.c_out.is_multiple_of(chunk) =>
+            {
+                Strategy::ChunksByK
+            }
+            (Pass::BackwardFilter, Side::B)
+                if nhwc
+                    && T::STAGES_BY_K
+                    && p.cg.is_multiple_of(chunk)
+                    && p.c_in.is_multiple_of(chunk) =>
+            {
+                Strategy::ChunksByK
+            }
             (Pass::BackwardData, Side::B) | (Pass::BackwardFilter, _) if nhwc => Strategy::Rows,
             (Pass::Forward, Side::A) if p.sw <= 2 && p.dw == 1 && p.kw > 1 => Strategy::Windows,
             (Pass::BackwardData, Side::A)
