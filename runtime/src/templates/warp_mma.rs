@@ -245,37 +245,28 @@ impl WarpPos {
         )
     }
 
-    /// This lane's `ldmatrix` row addresses within a stage (bytes): A at row
-    /// `32·warp_m + l % 16`, column `8 · (l / 16)`; B (n-major) at row
-    /// `32·warp_n + 8 · (l / 16) + l % 8`, column `8 · ((l / 8) % 2)`.
-    /// (Columns count `elem_bytes`-wide elements: 8 halves or 4 f32 per 16-byte chunk.)
+    /// This lane's `ldmatrix` row addresses within a stage (bytes) of both operands staged
+    /// [`Staging::ByRow`] ([`Self::fragment_offset`]).
     pub fn fragment_offsets(&self, k: &mut KernelBuilder, elem_bytes: u32) -> (Reg<U32>, Reg<U32>) {
-        let (chunk, row) = (CHUNK_BYTES / elem_bytes, ROW_BYTES / elem_bytes);
-        let l16 = k.and(self.lane, 15u32);
-        let half = k.shr(self.lane, 4u32);
-        let a_row = k.mad_lo(self.warp_m, WARP_TILE, l16);
-        let a_col = k.mul_lo(half, chunk);
-        let a_slot = k.mad_lo(a_row, row, a_col);
-        let a_off = k.mul_lo(a_slot, elem_bytes);
-        let l8 = k.and(self.lane, 7u32);
-        let b_row = k.mad_lo(half, 8u32, l8);
-        let b_row = k.mad_lo(self.warp_n, WARP_TILE, b_row);
-        let which = k.shr(self.lane, 3u32);
-        let which = k.and(which, 1u32);
-        let b_col = k.mul_lo(which, chunk);
-        let b_slot = k.mad_lo(b_row, row, b_col);
-        let b_off = k.mul_lo(b_slot, elem_bytes);
-        (a_off, b_off)
+        (
+            self.fragment_offset(k, Side::A, Staging::ByRow, elem_bytes),
+            self.fragment_offset(k, Side::B, Staging::ByRow, elem_bytes),
+        )
     }
 
-    /// This lane's `ldmatrix` row address within a stage (bytes) for operand `side` (`A`, or
-    /// `B`) staged as `staging` ([`Self::fragment_offsets`] for [`Staging::ByRow`]). Staged
-    /// [`Staging::ByK`] (f16/bf16), `ldmatrix.x4.trans` matrix `j = l / 8` is 8 reduction
-    /// rows × 8 tile rows: for A (fragment registers `a0..a3`: rows `+0, +8, +0, +8`, k
-    /// `+0, +0, +8, +8`) lane `l` points at k-row `8 · ((l / 16) % 2) + l % 8`, tile row
-    /// `32·warp_m + 8 · ((l / 8) % 2)`; for B (two n8 fragments side by side, registers `b0,
-    /// b1` of tile rows `+0` then `+8`, k `+0, +8` each) at k-row `l % 16`, tile row
-    /// `32·warp_n + 8 · (l / 16)`.
+    /// This lane's `ldmatrix` row address within a stage (bytes) for operand `side` staged
+    /// as `staging`. Columns count `elem_bytes`-wide elements: 8 halves or 4 f32 per 16-byte
+    /// chunk.
+    ///
+    /// [`Staging::ByRow`]: A at row `32·warp_m + l % 16`, column `8 · (l / 16)`; B (n-major)
+    /// at row `32·warp_n + 8 · (l / 16) + l % 8`, column `8 · ((l / 8) % 2)`.
+    ///
+    /// [`Staging::ByK`] (f16/bf16): `ldmatrix.x4.trans` matrix `j = l / 8` is 8 reduction
+    /// rows × 8 tile rows. For A (registers `a0..a3`: tile rows `+0, +8, +0, +8`, k `+0,
+    /// +0, +8, +8`) lane `l` points at k-row `8 · (l / 16) + l % 8`, tile row `32·warp_m +
+    /// 8 · ((l / 8) % 2)`; for B (two n8 fragments side by side, each `b0, b1` at k `+0,
+    /// +8`, the second 8 tile rows on) at k-row `l % 16`, tile row `32·warp_n + 8 · (l /
+    /// 16)`.
     pub fn fragment_offset(
         &self,
         k: &mut KernelBuilder,
@@ -283,28 +274,46 @@ impl WarpPos {
         staging: Staging,
         elem_bytes: u32,
     ) -> Reg<U32> {
-        match (staging, side) {
-            (Staging::ByRow, Side::A) => self.fragment_offsets(k, elem_bytes).0,
-            (Staging::ByRow, Side::B) => self.fragment_offsets(k, elem_bytes).1,
-            (Staging::ByK, side) => {
-                assert_eq!(elem_bytes, 2, "ldmatrix.trans moves 16-bit elements");
-                let l8 = k.and(self.lane, 7u32);
-                let (k_row, row, warp) = match side {
+        let half = k.shr(self.lane, 4u32);
+        match staging {
+            Staging::ByRow => {
+                let (chunk, row) = (CHUNK_BYTES / elem_bytes, ROW_BYTES / elem_bytes);
+                let (tile_row, col) = match side {
                     Side::A => {
-                        let upper = k.shr(self.lane, 4u32);
-                        let k_row = k.mad_lo(upper, 8u32, l8);
+                        let l16 = k.and(self.lane, 15u32);
+                        let a_row = k.mad_lo(self.warp_m, WARP_TILE, l16);
+                        (a_row, k.mul_lo(half, chunk))
+                    }
+                    Side::B => {
+                        let l8 = k.and(self.lane, 7u32);
+                        let b_row = k.mad_lo(half, 8u32, l8);
+                        let b_row = k.mad_lo(self.warp_n, WARP_TILE, b_row);
+                        let which = k.shr(self.lane, 3u32);
+                        let which = k.and(which, 1u32);
+                        (b_row, k.mul_lo(which, chunk))
+                    }
+                };
+                let slot = k.mad_lo(tile_row, row, col);
+                k.mul_lo(slot, elem_bytes)
+            }
+            Staging::ByK => {
+                assert_eq!(elem_bytes, 2, "ldmatrix.trans moves 16-bit elements");
+                let (k_row, tile_row) = match side {
+                    Side::A => {
+                        let l8 = k.and(self.lane, 7u32);
+                        let k_row = k.mad_lo(half, 8u32, l8);
                         let right = k.shr(self.lane, 3u32);
                         let right = k.and(right, 1u32);
-                        (k_row, k.mul_lo(right, 8u32), self.warp_m)
+                        let right = k.mul_lo(right, 8u32);
+                        (k_row, k.mad_lo(self.warp_m, WARP_TILE, right))
                     }
                     Side::B => {
                         let k_row = k.and(self.lane, 15u32);
-                        let right = k.shr(self.lane, 4u32);
-                        (k_row, k.mul_lo(right, 8u32), self.warp_n)
+                        let right = k.mul_lo(half, 8u32);
+                        (k_row, k.mad_lo(self.warp_n, WARP_TILE, right))
                     }
                 };
-                let row = k.mad_lo(warp, WARP_TILE, row);
-                let row_bytes = k.mul_lo(row, elem_bytes);
+                let row_bytes = k.mul_lo(tile_row, elem_bytes);
                 k.mad_lo(k_row, K_ROW_BYTES, row_bytes)
             }
         }

@@ -1005,6 +1005,29 @@ mod tests {
         println!("{md}");
     }
 
+    /// The ResNet-50 NHWC backward-filter rows alone, both tables: `cargo test --release -p
+    /// xtask -- --ignored resnet_backward_filter_rows --nocapture`.
+    #[test]
+    #[ignore]
+    fn resnet_backward_filter_rows() {
+        let ptxas = ptxforge_runtime::ptxas::locate().expect("ptxas (set PTXAS)");
+        let scratch = std::env::temp_dir().join("ptxforge-realistic-wgrad");
+        let mut jobs = Vec::new();
+        super::resnet_backward_filter(&mut jobs).expect("rows");
+        let (rows, waves): (Vec<_>, Vec<_>) = jobs
+            .into_iter()
+            .map(|m| (m.row, (m.arch, m.sampled)))
+            .unzip();
+        let mut md = String::new();
+        super::table(&mut md, &rows);
+        let ptxas = super::Ptxas {
+            ptxas: &ptxas,
+            scratch: &scratch,
+        };
+        super::waves_section(&mut md, &rows, &waves, &ptxas).expect("waves");
+        println!("{md}");
+    }
+
     /// The whole section (minutes): `cargo test -p xtask -- --ignored realistic_section`.
     #[test]
     #[ignore]

@@ -7,6 +7,14 @@
 //!   reduction indices of one row (zero-filled, `src-size 0`, outside the problem or in the
 //!   padding), where those elements are contiguous and 16-byte aligned in global memory; the
 //!   warp_mma chunk assignment ([`tile::chunk_slot_bytes`]).
+//! - [`Strategy::ChunksByK`] (halves; NHWC operands whose tile rows are contiguous
+//!   channels: backward-filter's `gy` and `x`, backward-data's weight): the same
+//!   [`Gather::Chunks`] with the roles turned, the stage staged by reduction index
+//!   ([`Staging::ByK`], `[k][row]`): a 16-byte `cp.async` of 8 consecutive tile rows
+//!   (channels) at one reduction index (pixel, or weight tap), zero-filled outside;
+//!   thread `t` owns tile rows `8·(t mod 8)..+8` at reduction rows `t / 8 + 16·i`
+//!   ([`tile::by_k_chunk_slot_bytes`]), so a quarter-warp copies one whole 128-byte run
+//!   of a pixel's channels.
 //! - [`Gather::Rows`]: lane → row. Thread `t` owns row `t mod 64` and reduction indices
 //!   `E·⌊t / 64⌋ ..+ E`; one warp request is 32 consecutive rows at one index, consecutive
 //!   addresses where rows are pixels along `ow` (NCHW windows, backward-data's `gy`). The

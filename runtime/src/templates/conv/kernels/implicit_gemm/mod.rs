@@ -74,14 +74,26 @@
 //!   consecutive channels of one `gy` pixel): A in 16-byte `cp.async` chunks when `Og` and
 //!   `C_out` are multiples of the chunk (a chunk then stays within one tap, shares its
 //!   stride/bounds predicate and is aligned), else lane → reduction index (consecutive
-//!   channels); `B[k, c] = w[g·Og + o, kh, kw, c]` lane → channel (a warp reads 32
+//!   channels); `B[k, c] = w[g·Og + o, kh, kw, c]` is contiguous along `c`, the tile's
+//!   rows: for halves with `Cg` a multiple of 8 it is staged by reduction index
+//!   ([`Staging::ByK`]: `[k][c]`, 16-byte `cp.async` chunks of 8 consecutive `c` of one
+//!   `(o, kh, kw)`, read by `ldmatrix.trans`), else lane → channel (a warp reads 32
 //!   consecutive `c`); `dx[n, h, w, g·Cg + c]`.
 //! - backward-filter computes `dW_g [Og, KH·KW·Cg]` with filter columns
 //!   `f = (kh·KW + kw)·Cg + ci` (the `dw` layout itself) reduced over pixels `m`:
-//!   `A[o, m] = gy[m, g·Og + o]` and `B[m, f] = x[n, ih, iw, g·Cg + ci]`, both lane →
-//!   channel (a warp reads 32 consecutive channels of one pixel). Chunks do not apply:
-//!   channels are the tile *rows* here and the reduction runs across pixels, `C` elements
-//!   apart, while the untransposed `ldmatrix` loads need the reduction along a shared row.
+//!   `A[o, m] = gy[m, g·Og + o]` and `B[m, f] = x[n, ih, iw, g·Cg + ci]`. Channels are the
+//!   tile *rows* here and the reduction runs across pixels, `C` elements apart, so the
+//!   `[row][k]` stage the untransposed `ldmatrix` reads would take element gathers. For
+//!   halves each operand whose channels allow 16-byte chunks (A: `Og` and `C_out`, B: `Cg`
+//!   and `C_in` multiples of 8; a chunk of B then stays within one tap, so it shares one
+//!   window position and bounds predicate) is instead staged pixel-major ([`Staging::ByK`],
+//!   as CUTLASS's NHWC weight gradient does): stage row `m` holds the tile's 64 channels
+//!   of pixel `m` (of its tap for B), filled by `cp.async` chunks of 8 consecutive
+//!   channels (zero-filled past `M`, past the tile's channels and in the padding), and the
+//!   fragments come from `ldmatrix.trans` ([`tile::multiply_staged_tile`]). The other
+//!   operands (tf32, whose `ldmatrix` has no transpose, and channels not multiples of 8)
+//!   are gathered lane → channel (a warp reads 32 consecutive channels of one pixel). Either
+//!   way each `dw` element is one warp's `mma` chain over the pixels in order.
 
 mod addressing;
 mod epilogue;
@@ -357,7 +369,11 @@ impl<T: ConvElem + TileElem> Conv<T> {
     /// How `side` is gathered (see [`gather`]): 16-byte chunks where a chunk's consecutive
     /// reduction indices (8 halves, 4 f32) are contiguous and aligned (NHWC forward A with
     /// `Cg` and `C_in`, NHWC backward-data A with `Og` and `C_out` multiples of the chunk;
-    /// NCHW forward B with `K`, NCHW backward-data B with `KH·KW` a multiple of it); lane →
+    /// NCHW forward B with `K`, NCHW backward-data B with `KH·KW` a multiple of it); for
+    /// halves, 16-byte chunks of 8 consecutive tile rows staged by reduction index
+    /// ([`Strategy::ChunksByK`]) where the rows are contiguous channels (NHWC backward-data B
+    /// with `Cg`, NHWC backward-filter A with `Og` and `C_out`, B with `Cg` and `C_in`
+    /// multiples of 8); lane →
     /// row where consecutive rows are consecutive addresses (NCHW forward A and backward-data
     /// A: pixels along `ow`, and without dilation along `w` — forward of stride 1 or 2,
     /// backward-data of halves at any stride and of f32 at stride 1, whose `gy` runs need
@@ -387,6 +403,11 @@ impl<T: ConvElem + TileElem> Conv<T> {
                 Strategy::Chunks
             }
             (Pass::BackwardData, Side::A) if nhwc => Strategy::Columns,
+            (Pass::BackwardData, Side::B)
+                if nhwc && T::STAGES_BY_K && p.cg.is_multiple_of(chunk) =>
+            {
+                Strategy::ChunksByK
+            }
             (Pass::BackwardFilter, Side::A)
                 if nhwc
                     && T::STAGES_BY_K
