@@ -986,11 +986,17 @@ mod tests {
     #[test]
     #[ignore]
     fn nf4_m16_rows() {
-        let ptxas = ptxforge_runtime::ptxas::locate().expect("ptxas (set PTXAS)");
-        let scratch = std::env::temp_dir().join("ptxforge-realistic-nf4");
         let mut jobs = Vec::new();
         let mut rng = ptxforge_runtime::templates::testing::SplitMix64::new(21);
         super::nf4_rows(&mut jobs, 16, &mut rng).expect("rows");
+        print_tables(jobs, "ptxforge-realistic-nf4");
+    }
+
+    /// Prints both tables of `jobs` (ptxas from `PTXAS`, scratch files under the temporary
+    /// directory's `scratch`).
+    fn print_tables(jobs: Vec<super::Modelled>, scratch: &str) {
+        let ptxas = ptxforge_runtime::ptxas::locate().expect("ptxas (set PTXAS)");
+        let scratch = std::env::temp_dir().join(scratch);
         let (rows, waves): (Vec<_>, Vec<_>) = jobs
             .into_iter()
             .map(|m| (m.row, (m.arch, m.sampled)))
@@ -1010,22 +1016,9 @@ mod tests {
     #[test]
     #[ignore]
     fn resnet_backward_filter_rows() {
-        let ptxas = ptxforge_runtime::ptxas::locate().expect("ptxas (set PTXAS)");
-        let scratch = std::env::temp_dir().join("ptxforge-realistic-wgrad");
         let mut jobs = Vec::new();
         super::resnet_backward_filter(&mut jobs).expect("rows");
-        let (rows, waves): (Vec<_>, Vec<_>) = jobs
-            .into_iter()
-            .map(|m| (m.row, (m.arch, m.sampled)))
-            .unzip();
-        let mut md = String::new();
-        super::table(&mut md, &rows);
-        let ptxas = super::Ptxas {
-            ptxas: &ptxas,
-            scratch: &scratch,
-        };
-        super::waves_section(&mut md, &rows, &waves, &ptxas).expect("waves");
-        println!("{md}");
+        print_tables(jobs, "ptxforge-realistic-wgrad");
     }
 
     /// The whole section (minutes): `cargo test -p xtask -- --ignored realistic_section`.

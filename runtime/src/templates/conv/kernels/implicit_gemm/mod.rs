@@ -390,6 +390,14 @@ impl<T: ConvElem + TileElem> Conv<T> {
         let p = &self.p;
         let nhwc = self.layout == Layout::Nhwc;
         let chunk = CHUNK_BYTES / T::TYPE.bytes();
+        // Tile rows that are `per_group` contiguous channels of a tensor of `channels` per
+        // position may be staged by reduction index: 16-byte chunks stay in one group and
+        // are aligned.
+        let by_k = |per_group: u32, channels: u32| {
+            nhwc && T::STAGES_BY_K
+                && per_group.is_multiple_of(chunk)
+                && channels.is_multiple_of(chunk)
+        };
         match (self.pass, side) {
             (Pass::Forward, Side::A)
                 if nhwc && p.cg.is_multiple_of(chunk) && p.c_in.is_multiple_of(chunk) =>
@@ -403,27 +411,9 @@ impl<T: ConvElem + TileElem> Conv<T> {
                 Strategy::Chunks
             }
             (Pass::BackwardData, Side::A) if nhwc => Strategy::Columns,
-            (Pass::BackwardData, Side::B)
-                if nhwc && T::STAGES_BY_K && p.cg.is_multiple_of(chunk) =>
-            {
-                Strategy::ChunksByK
-            }
-            (Pass::BackwardFilter, Side::A)
-                if nhwc
-                    && T::STAGES_BY_K
-                    && p.og.is_multiple_of(chunk)
-                    && p.c_out.is_multiple_of(chunk) =>
-            {
-                Strategy::ChunksByK
-            }
-            (Pass::BackwardFilter, Side::B)
-                if nhwc
-                    && T::STAGES_BY_K
-                    && p.cg.is_multiple_of(chunk)
-                    && p.c_in.is_multiple_of(chunk) =>
-            {
-                Strategy::ChunksByK
-            }
+            (Pass::BackwardData, Side::B) if by_k(p.cg, p.cg) => Strategy::ChunksByK,
+            (Pass::BackwardFilter, Side::A) if by_k(p.og, p.c_out) => Strategy::ChunksByK,
+            (Pass::BackwardFilter, Side::B) if by_k(p.cg, p.c_in) => Strategy::ChunksByK,
             (Pass::BackwardData, Side::B) | (Pass::BackwardFilter, _) if nhwc => Strategy::Rows,
             (Pass::Forward, Side::A) if p.sw <= 2 && p.dw == 1 && p.kw > 1 => Strategy::Windows,
             (Pass::BackwardData, Side::A)
