@@ -407,7 +407,7 @@ fn split_counters_resnet_3x3() {
 }
 
 /// Instructions per `dw` element of split + reduce at `S = 2` on the ResNet layer, NCHW and
-/// NHWC (measured 429.3, and 129.2 with the reduce's 35.0; NHWC was 474.4 = 439.4 + 35.0
+/// NHWC (measured 429.3, and 129.2 with the reduce's 35.0; NHWC was 458.4 = 423.4 + 35.0
 /// before its operands were staged pixel-major from `cp.async` chunks and read by
 /// `ldmatrix.trans`; NCHW was 423.5 = 388.5 + 35.0 before its input B was read by `x`
 /// windows, `Strategy::Windows`).
