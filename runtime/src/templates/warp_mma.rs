@@ -20,7 +20,7 @@
 //!   backward-filter: channels of one pixel) is staged `[k][row]` instead, [`TILE_K`] rows of
 //!   the 64 tile rows' elements padded to [`K_ROW_BYTES`] (144 bytes, 36 words: the eight
 //!   16-byte rows of an `ldmatrix` phase start in distinct 4-bank groups), filled by 16-byte
-//!   chunks of 8 consecutive tile rows ([`by_k_chunk_slot_bytes`]) and read by
+//!   chunks of 8 consecutive tile rows ([`by_k_chunks`]) and read by
 //!   `ldmatrix.x4.trans`: each 8 × 8 block stored `[k][row]` lands transposed, lane `l`
 //!   holding row `l / 4`, reduction pair `2·(l % 4)`, which is the A fragment (rows are
 //!   `m`) or the B fragment (rows are `n`) of `mma.m16n8k16` ([`multiply_staged_tile`]).
@@ -345,27 +345,49 @@ pub fn chunk_slot_bytes(
 /// 16-byte chunks of one operand stage staged [`Staging::ByK`] each thread copies.
 pub const BY_K_CHUNKS_PER_THREAD: u32 = TILE_K * (TILE_M * 2 / CHUNK_BYTES) / THREADS;
 
-/// Chunk `i` of [`BY_K_CHUNKS_PER_THREAD`] of thread `tid` in a stage staged
-/// [`Staging::ByK`]: its reduction row, its first tile row and its byte offset within the
-/// stage. Chunk `j = i · THREADS + tid` is chunk `j mod 8` (tile rows `8·(j mod 8)..+8`) of
-/// reduction row `j / 8`, so a quarter-warp copies one whole 128-byte row (conflict-free,
-/// and one contiguous global run where the 64 tile rows are contiguous), and every chunk of
-/// a thread covers the same tile rows.
-pub fn by_k_chunk_slot_bytes(
-    k: &mut KernelBuilder,
-    (tid, i): (Reg<U32>, u32),
-) -> (Reg<U32>, Reg<U32>, Reg<U32>) {
-    let per_row = TILE_M * 2 / CHUNK_BYTES;
-    let chunk = k.add(tid, i * THREADS);
-    let k_row = k.shr(chunk, per_row.trailing_zeros());
-    let in_row = k.and(chunk, per_row - 1);
-    let row = k.mul_lo(in_row, CHUNK);
-    let row_bytes = k.mul_lo(in_row, CHUNK_BYTES);
-    let slot_bytes = k.mad_lo(k_row, K_ROW_BYTES, row_bytes);
-    (k_row, row, slot_bytes)
+/// A thread's share of a stage staged [`Staging::ByK`] ([`by_k_chunks`]).
+pub struct ByKChunks {
+    /// The reduction row all its chunks lie in.
+    pub k_row: Reg<U32>,
+    /// Per chunk, its first tile row and its byte offset in the stage.
+    pub chunks: Vec<(Reg<U32>, Reg<U32>)>,
 }
 
-const _: () = assert!(THREADS.is_multiple_of(TILE_M * 2 / CHUNK_BYTES));
+/// Thread `tid`'s share of a stage staged [`Staging::ByK`]: its reduction row, and per
+/// chunk `i` of [`BY_K_CHUNKS_PER_THREAD`] the chunk's first tile row and byte offset in
+/// the stage. All of a thread's chunks lie in one reduction row (one address computation
+/// per operand and tile): four threads share a row, thread `t` taking chunks `t mod 4 + 4i`
+/// (tile rows `8·(t mod 4 + 4i)..+8`), so a request reads 64 contiguous bytes (whole
+/// sectors) of each row it touches. A quarter-warp takes rows `r` and `r + 4` (`r = (t /
+/// 8) mod 4 + 8·(t / 32)`): row `r + 1` starts 36 words (4 banks) after row `r`, so its
+/// four chunks would share 12 banks with row `r`'s, while row `r + 4` starts 16 banks on
+/// and its four chunks fill exactly the banks the other four leave: every `cp.async` write
+/// phase is conflict-free.
+pub fn by_k_chunks(k: &mut KernelBuilder, tid: Reg<U32>) -> ByKChunks {
+    let quad = k.shr(tid, 3u32);
+    let quad = k.and(quad, 3u32);
+    let second = k.shr(tid, 2u32);
+    let second = k.and(second, 1u32);
+    let warp = k.shr(tid, 5u32);
+    let k_row = k.mad_lo(second, 4u32, quad);
+    let k_row = k.mad_lo(warp, 8u32, k_row);
+    let row_at = k.mul_lo(k_row, K_ROW_BYTES);
+    let in_row = k.and(tid, 3u32);
+    let chunks = (0..BY_K_CHUNKS_PER_THREAD)
+        .map(|i| {
+            let chunk = k.add(in_row, 4 * i);
+            let first_row = k.mul_lo(chunk, CHUNK);
+            let slot_bytes = k.mad_lo(chunk, CHUNK_BYTES, row_at);
+            (first_row, slot_bytes)
+        })
+        .collect();
+    ByKChunks { k_row, chunks }
+}
+
+const _: () = assert!(
+    THREADS == 4 * TILE_K && BY_K_CHUNKS_PER_THREAD == 2 && TILE_M * 2 / CHUNK_BYTES == 8,
+    "by_k_chunks deals 4 threads × 2 chunks per 8-chunk row"
+);
 
 /// Pieces of `piece_bytes` (16, 8, 4 or 2) of one operand stage each thread copies.
 pub const fn pieces_per_thread(piece_bytes: u32) -> u32 {
