@@ -15,6 +15,15 @@
 //!   20 words apart, in distinct bank groups, so every request is conflict-free.
 //! - **Fragments**: A by `ldmatrix.x4`; B by untransposed `ldmatrix.x4` (its rows are the
 //!   mma's columns, see [`KernelBuilder::ldmatrix_b_pair`]).
+//! - **Operands staged by reduction index** ([`Staging::ByK`], f16/bf16 only): an operand
+//!   whose global memory holds its *rows* contiguously and its reduction strided (NHWC
+//!   backward-filter: channels of one pixel) is staged `[k][row]` instead, [`TILE_K`] rows of
+//!   the 64 tile rows' elements padded to [`K_ROW_BYTES`] (144 bytes, 36 words: the eight
+//!   16-byte rows of an `ldmatrix` phase start in distinct 4-bank groups), filled by 16-byte
+//!   chunks of 8 consecutive tile rows ([`by_k_chunks`]) and read by
+//!   `ldmatrix.x4.trans`: each 8 × 8 block stored `[k][row]` lands transposed, lane `l`
+//!   holding row `l / 4`, reduction pair `2·(l % 4)`, which is the A fragment (rows are
+//!   `m`) or the B fragment (rows are `n`) of `mma.m16n8k16` ([`multiply_staged_tile`]).
 //! - **Pipeline** ([`run_ring`]): [`STAGES`] ring slots; K tiles `t + 1` and `t + 2` are being
 //!   filled by `cp.async` while `t` is multiplied. Each step waits for its own group
 //!   (`wait_group STAGES − 2`), synchronises, refills the slot freed by the previous step and
@@ -66,6 +75,32 @@ pub const WARP_M_TILES: u32 = 2;
 pub const WARP_N_TILES: u32 = 4;
 /// 16-byte chunks of one operand stage each thread copies.
 pub const CHUNKS_PER_THREAD: u32 = TILE_M * (TILE_K / CHUNK) / THREADS;
+/// Padded shared row length in bytes of a stage staged by reduction index ([`Staging::ByK`]):
+/// the 64 tile rows' f16/bf16 elements of one `k` (128 bytes) and 16 bytes of padding, so the
+/// eight rows of an `ldmatrix` phase start 36 words apart, in distinct 4-bank groups.
+pub const K_ROW_BYTES: u32 = TILE_M * 2 + CHUNK_BYTES;
+
+const _: () = assert!(TILE_M == TILE_N && TILE_K * K_ROW_BYTES <= STAGE_BYTES);
+
+/// Which operand of the tile's GEMM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// `A` (tile rows are the output rows, `m`).
+    A,
+    /// `B` (tile rows are the output columns, `n`).
+    B,
+}
+
+/// How an operand's ring stage holds its tile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Staging {
+    /// `[row][k]`: each of the 64 tile rows holds its [`TILE_K_BYTES`] of reduction in a
+    /// [`ROW_BYTES`] row; read by `ldmatrix` (A) and untransposed `ldmatrix` (B).
+    ByRow,
+    /// `[k][row]` (f16/bf16 only): each of the [`TILE_K`] reduction indices holds the 64 tile
+    /// rows' elements in a [`K_ROW_BYTES`] row; both operands read by `ldmatrix.trans`.
+    ByK,
+}
 
 /// A warp's accumulators `[mi][ni]` (of mma shape `S`: m16n8k16, or m16n8k8 for tf32).
 pub type Accumulators<S = M16N8K16> = Vec<Vec<FragC<S, F32>>>;
@@ -113,6 +148,27 @@ pub trait TileElem: Scalar {
     /// Stores outputs `lo`, `hi`, rounded to `Self`, as the two elements at global byte
     /// address `addr + offset` (aligned to the pair).
     fn store_pair(k: &mut KernelBuilder, addr: Reg<U64>, offset: i32, lo: Reg<F32>, hi: Reg<F32>);
+
+    /// Whether operands of this type may be staged [`Staging::ByK`] (`ldmatrix.trans` moves
+    /// 16-bit elements only: f16/bf16).
+    const STAGES_BY_K: bool = false;
+
+    /// [`Self::multiply_tile`] of one B operand with each operand staged as `(at, staging)`
+    /// says (the lane's fragment address from [`WarpPos::fragment_offset`]); only
+    /// [`Staging::ByRow`] unless [`Self::STAGES_BY_K`].
+    fn multiply_staged_tile(
+        k: &mut KernelBuilder,
+        acc: &mut Accumulators<Self::Shape>,
+        a: (Reg<U32>, Staging),
+        b: (Reg<U32>, Staging),
+    ) {
+        assert!(
+            a.1 == Staging::ByRow && b.1 == Staging::ByRow,
+            "{:?} operands are staged by row only",
+            Self::TYPE
+        );
+        Self::multiply_tile(k, std::slice::from_mut(acc), a.0, &[b.0])
+    }
 }
 
 macro_rules! half_tile_elem {
@@ -132,6 +188,17 @@ macro_rules! half_tile_elem {
                 b_at: &[Reg<U32>],
             ) {
                 multiply_tile::<$t>(k, acc, a_at, b_at)
+            }
+
+            const STAGES_BY_K: bool = true;
+
+            fn multiply_staged_tile(
+                k: &mut KernelBuilder,
+                acc: &mut Accumulators,
+                a: (Reg<U32>, Staging),
+                b: (Reg<U32>, Staging),
+            ) {
+                multiply_staged_tile::<$t>(k, acc, a, b)
             }
 
             /// One packed 32-bit word.
@@ -178,27 +245,78 @@ impl WarpPos {
         )
     }
 
-    /// This lane's `ldmatrix` row addresses within a stage (bytes): A at row
-    /// `32·warp_m + l % 16`, column `8 · (l / 16)`; B (n-major) at row
-    /// `32·warp_n + 8 · (l / 16) + l % 8`, column `8 · ((l / 8) % 2)`.
-    /// (Columns count `elem_bytes`-wide elements: 8 halves or 4 f32 per 16-byte chunk.)
+    /// This lane's `ldmatrix` row addresses within a stage (bytes) of both operands staged
+    /// [`Staging::ByRow`] ([`Self::fragment_offset`]).
     pub fn fragment_offsets(&self, k: &mut KernelBuilder, elem_bytes: u32) -> (Reg<U32>, Reg<U32>) {
-        let (chunk, row) = (CHUNK_BYTES / elem_bytes, ROW_BYTES / elem_bytes);
-        let l16 = k.and(self.lane, 15u32);
+        (
+            self.fragment_offset(k, Side::A, Staging::ByRow, elem_bytes),
+            self.fragment_offset(k, Side::B, Staging::ByRow, elem_bytes),
+        )
+    }
+
+    /// This lane's `ldmatrix` row address within a stage (bytes) for operand `side` staged
+    /// as `staging`. Columns count `elem_bytes`-wide elements: 8 halves or 4 f32 per 16-byte
+    /// chunk.
+    ///
+    /// [`Staging::ByRow`]: A at row `32·warp_m + l % 16`, column `8 · (l / 16)`; B (n-major)
+    /// at row `32·warp_n + 8 · (l / 16) + l % 8`, column `8 · ((l / 8) % 2)`.
+    ///
+    /// [`Staging::ByK`] (f16/bf16): `ldmatrix.x4.trans` matrix `j = l / 8` is 8 reduction
+    /// rows × 8 tile rows. For A (registers `a0..a3`: tile rows `+0, +8, +0, +8`, k `+0,
+    /// +0, +8, +8`) lane `l` points at k-row `8 · (l / 16) + l % 8`, tile row `32·warp_m +
+    /// 8 · ((l / 8) % 2)`; for B (two n8 fragments side by side, each `b0, b1` at k `+0,
+    /// +8`, the second 8 tile rows on) at k-row `l % 16`, tile row `32·warp_n + 8 · (l /
+    /// 16)`.
+    pub fn fragment_offset(
+        &self,
+        k: &mut KernelBuilder,
+        side: Side,
+        staging: Staging,
+        elem_bytes: u32,
+    ) -> Reg<U32> {
         let half = k.shr(self.lane, 4u32);
-        let a_row = k.mad_lo(self.warp_m, WARP_TILE, l16);
-        let a_col = k.mul_lo(half, chunk);
-        let a_slot = k.mad_lo(a_row, row, a_col);
-        let a_off = k.mul_lo(a_slot, elem_bytes);
-        let l8 = k.and(self.lane, 7u32);
-        let b_row = k.mad_lo(half, 8u32, l8);
-        let b_row = k.mad_lo(self.warp_n, WARP_TILE, b_row);
-        let which = k.shr(self.lane, 3u32);
-        let which = k.and(which, 1u32);
-        let b_col = k.mul_lo(which, chunk);
-        let b_slot = k.mad_lo(b_row, row, b_col);
-        let b_off = k.mul_lo(b_slot, elem_bytes);
-        (a_off, b_off)
+        match staging {
+            Staging::ByRow => {
+                let (chunk, row) = (CHUNK_BYTES / elem_bytes, ROW_BYTES / elem_bytes);
+                let (tile_row, col) = match side {
+                    Side::A => {
+                        let l16 = k.and(self.lane, 15u32);
+                        let a_row = k.mad_lo(self.warp_m, WARP_TILE, l16);
+                        (a_row, k.mul_lo(half, chunk))
+                    }
+                    Side::B => {
+                        let l8 = k.and(self.lane, 7u32);
+                        let b_row = k.mad_lo(half, 8u32, l8);
+                        let b_row = k.mad_lo(self.warp_n, WARP_TILE, b_row);
+                        let which = k.shr(self.lane, 3u32);
+                        let which = k.and(which, 1u32);
+                        (b_row, k.mul_lo(which, chunk))
+                    }
+                };
+                let slot = k.mad_lo(tile_row, row, col);
+                k.mul_lo(slot, elem_bytes)
+            }
+            Staging::ByK => {
+                assert_eq!(elem_bytes, 2, "ldmatrix.trans moves 16-bit elements");
+                let (k_row, tile_row) = match side {
+                    Side::A => {
+                        let l8 = k.and(self.lane, 7u32);
+                        let k_row = k.mad_lo(half, 8u32, l8);
+                        let right = k.shr(self.lane, 3u32);
+                        let right = k.and(right, 1u32);
+                        let right = k.mul_lo(right, 8u32);
+                        (k_row, k.mad_lo(self.warp_m, WARP_TILE, right))
+                    }
+                    Side::B => {
+                        let k_row = k.and(self.lane, 15u32);
+                        let right = k.mul_lo(half, 8u32);
+                        (k_row, k.mad_lo(self.warp_n, WARP_TILE, right))
+                    }
+                };
+                let row_bytes = k.mul_lo(tile_row, elem_bytes);
+                k.mad_lo(k_row, K_ROW_BYTES, row_bytes)
+            }
+        }
     }
 
     /// The epilogue coordinates: accumulator `(mi, ni)` register `2·h + j` is the output at
@@ -223,6 +341,53 @@ pub fn chunk_slot_bytes(
 ) -> (Reg<U32>, Reg<U32>, Reg<U32>) {
     piece_slot_bytes(k, (tid, i), elem_bytes, CHUNK_BYTES, dealing)
 }
+
+/// 16-byte chunks of one operand stage staged [`Staging::ByK`] each thread copies.
+pub const BY_K_CHUNKS_PER_THREAD: u32 = TILE_K * (TILE_M * 2 / CHUNK_BYTES) / THREADS;
+
+/// A thread's share of a stage staged [`Staging::ByK`] ([`by_k_chunks`]).
+pub struct ByKChunks {
+    /// The reduction row all its chunks lie in.
+    pub k_row: Reg<U32>,
+    /// Per chunk, its first tile row and its byte offset in the stage.
+    pub chunks: Vec<(Reg<U32>, Reg<U32>)>,
+}
+
+/// Thread `tid`'s share of a stage staged [`Staging::ByK`]: its reduction row, and per
+/// chunk `i` of [`BY_K_CHUNKS_PER_THREAD`] the chunk's first tile row and byte offset in
+/// the stage. All of a thread's chunks lie in one reduction row (one address computation
+/// per operand and tile): four threads share a row, thread `t` taking chunks `t mod 4 + 4i`
+/// (tile rows `8·(t mod 4 + 4i)..+8`), so a request reads 64 contiguous bytes (whole
+/// sectors) of each row it touches. A quarter-warp takes rows `r` and `r + 4` (`r = (t /
+/// 8) mod 4 + 8·(t / 32)`): row `r + 1` starts 36 words (4 banks) after row `r`, so its
+/// four chunks would share 12 banks with row `r`'s, while row `r + 4` starts 16 banks on
+/// and its four chunks fill exactly the banks the other four leave: every `cp.async` write
+/// phase is conflict-free.
+pub fn by_k_chunks(k: &mut KernelBuilder, tid: Reg<U32>) -> ByKChunks {
+    let quad = k.shr(tid, 3u32);
+    let quad = k.and(quad, 3u32);
+    let second = k.shr(tid, 2u32);
+    let second = k.and(second, 1u32);
+    let warp = k.shr(tid, 5u32);
+    let k_row = k.mad_lo(second, 4u32, quad);
+    let k_row = k.mad_lo(warp, 8u32, k_row);
+    let row_at = k.mul_lo(k_row, K_ROW_BYTES);
+    let in_row = k.and(tid, 3u32);
+    let chunks = (0..BY_K_CHUNKS_PER_THREAD)
+        .map(|i| {
+            let chunk = k.add(in_row, 4 * i);
+            let first_row = k.mul_lo(chunk, CHUNK);
+            let slot_bytes = k.mad_lo(chunk, CHUNK_BYTES, row_at);
+            (first_row, slot_bytes)
+        })
+        .collect();
+    ByKChunks { k_row, chunks }
+}
+
+const _: () = assert!(
+    THREADS == 4 * TILE_K && BY_K_CHUNKS_PER_THREAD == 2 && TILE_M * 2 / CHUNK_BYTES == 8,
+    "by_k_chunks deals 4 threads × 2 chunks per 8-chunk row"
+);
 
 /// Pieces of `piece_bytes` (16, 8, 4 or 2) of one operand stage each thread copies.
 pub const fn pieces_per_thread(piece_bytes: u32) -> u32 {
@@ -395,6 +560,22 @@ pub fn run_ring_landing(
     k.cp_async_wait_all();
 }
 
+/// One K tile of the warp's 32 × 32 quadrant with each operand staged as `(at, staging)`
+/// says (`at`: the stage plus the lane's [`WarpPos::fragment_offset`]): [`multiply_tile`] of
+/// one B operand, each fragment read by `ldmatrix.x4` untransposed from a
+/// [`Staging::ByRow`] stage and `.trans` from a [`Staging::ByK`] one. The mma chain per
+/// accumulator runs over `k` in the same order either way.
+pub fn multiply_staged_tile<T: PackedHalf>(
+    k: &mut KernelBuilder,
+    acc: &mut Accumulators,
+    a: (Reg<U32>, Staging),
+    (b_at, b_staging): (Reg<U32>, Staging),
+) where
+    M16N8K16: MmaInput<T>,
+{
+    multiply_staged::<T>(k, std::slice::from_mut(acc), a, (&[b_at], b_staging));
+}
+
 /// One K tile of the warp's 32 × 32 quadrant for every B operand (`b_at[o]` → `acc[o]`; MoE's
 /// SwiGLU shares the A fragments between W1 and W3): per 16-deep slice, two A fragments
 /// (`ldmatrix.x4`), four B fragments per operand (two untransposed `ldmatrix.x4`), eight
@@ -407,16 +588,42 @@ pub fn multiply_tile<T: PackedHalf>(
 ) where
     M16N8K16: MmaInput<T>,
 {
+    multiply_staged::<T>(k, acc, (a_at, Staging::ByRow), (b_at, Staging::ByRow));
+}
+
+/// [`multiply_tile`] with the A stage and every B stage staged as given.
+fn multiply_staged<T: PackedHalf>(
+    k: &mut KernelBuilder,
+    acc: &mut [Accumulators],
+    (a_at, a_staging): (Reg<U32>, Staging),
+    (b_at, b_staging): (&[Reg<U32>], Staging),
+) where
+    M16N8K16: MmaInput<T>,
+{
     let bytes = T::TYPE.bytes();
+    // Byte offset of fragment (pair) `i`, 16 tile rows each, in K slice `ks` (16 deep).
+    let offset = |staging, i: u32, ks: u32| -> i32 {
+        let at = match staging {
+            Staging::ByRow => (i * 16 * ROW + ks * 16) * bytes,
+            Staging::ByK => ks * 16 * K_ROW_BYTES + i * 16 * bytes,
+        };
+        at as i32
+    };
     for ks in 0..TILE_K / 16 {
         let a: Vec<FragA<M16N8K16, T>> = (0..WARP_M_TILES)
-            .map(|mi| k.ldmatrix(a_at, ((mi * 16 * ROW + ks * 16) * bytes) as i32))
+            .map(|mi| match a_staging {
+                Staging::ByRow => k.ldmatrix(a_at, offset(a_staging, mi, ks)),
+                Staging::ByK => k.ldmatrix_trans(a_at, offset(a_staging, mi, ks)),
+            })
             .collect();
         for (&b_at, acc) in b_at.iter().zip(acc.iter_mut()) {
             let b: Vec<FragB<M16N8K16, T>> = (0..WARP_N_TILES / 2)
                 .flat_map(|pair| {
-                    let off = (pair * 16 * ROW + ks * 16) * bytes;
-                    let (lo, hi) = k.ldmatrix_b_pair::<T>(b_at, off as i32);
+                    let at = offset(b_staging, pair, ks);
+                    let (lo, hi) = match b_staging {
+                        Staging::ByRow => k.ldmatrix_b_pair::<T>(b_at, at),
+                        Staging::ByK => k.ldmatrix_b_pair_trans::<T>(b_at, at),
+                    };
                     [lo, hi]
                 })
                 .collect();

@@ -1019,11 +1019,17 @@ mod tests {
 
     /// Prints the modelled-time and waves tables of the NF4 forward rows at `m`.
     fn nf4_rows_of(m: u32) {
-        let ptxas = ptxforge_runtime::ptxas::locate().expect("ptxas (set PTXAS)");
-        let scratch = std::env::temp_dir().join("ptxforge-realistic-nf4");
         let mut jobs = Vec::new();
         let mut rng = ptxforge_runtime::templates::testing::SplitMix64::new(21);
         super::nf4_rows(&mut jobs, m, &mut rng).expect("rows");
+        print_tables(jobs, "ptxforge-realistic-nf4");
+    }
+
+    /// Prints both tables of `jobs` (ptxas from `PTXAS`, scratch files under the temporary
+    /// directory's `scratch`).
+    fn print_tables(jobs: Vec<super::Modelled>, scratch: &str) {
+        let ptxas = ptxforge_runtime::ptxas::locate().expect("ptxas (set PTXAS)");
+        let scratch = std::env::temp_dir().join(scratch);
         let (rows, waves): (Vec<_>, Vec<_>) = jobs
             .into_iter()
             .map(|m| (m.row, (m.arch, m.sampled)))
@@ -1036,6 +1042,16 @@ mod tests {
         };
         super::waves_section(&mut md, &rows, &waves, &ptxas).expect("waves");
         println!("{md}");
+    }
+
+    /// The ResNet-50 NHWC backward-filter rows alone, both tables: `cargo test --release -p
+    /// xtask -- --ignored resnet_backward_filter_rows --nocapture`.
+    #[test]
+    #[ignore]
+    fn resnet_backward_filter_rows() {
+        let mut jobs = Vec::new();
+        super::resnet_backward_filter(&mut jobs).expect("rows");
+        print_tables(jobs, "ptxforge-realistic-wgrad");
     }
 
     /// The whole section (minutes): `cargo test -p xtask -- --ignored realistic_section`.

@@ -23,12 +23,8 @@ use crate::builder::{KernelBuilder, Pred, Reg, Val, U32};
 use crate::templates::conv::Layout;
 use crate::templates::warp_mma::TileElem;
 
-/// Which operand tile.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Side {
-    A,
-    B,
-}
+/// Which operand tile (the tile's own names).
+pub(super) use crate::templates::warp_mma::Side;
 
 /// The part of an element's address one tile row, or one reduction index, fixes.
 #[derive(Clone, Copy)]

@@ -7,6 +7,12 @@
 //!   reduction indices of one row (zero-filled, `src-size 0`, outside the problem or in the
 //!   padding), where those elements are contiguous and 16-byte aligned in global memory; the
 //!   warp_mma chunk assignment ([`tile::chunk_slot_bytes`]).
+//! - [`Gather::ChunksByK`] (halves; NHWC operands whose tile rows are contiguous
+//!   channels: backward-filter's `gy` and `x`, backward-data's weight), the stage staged
+//!   by reduction index ([`Staging::ByK`], `[k][row]`): 16-byte `cp.async` of 8
+//!   consecutive tile rows (channels) at one reduction index (pixel, or weight tap),
+//!   zero-filled outside; each thread's two chunks share one reduction index
+//!   ([`tile::by_k_chunks`]), so it locates that pixel (its window, for `x`) once per tile.
 //! - [`Gather::Rows`]: lane → row. Thread `t` owns row `t mod 64` and reduction indices
 //!   `E·⌊t / 64⌋ ..+ E`; one warp request is 32 consecutive rows at one index, consecutive
 //!   addresses where rows are pixels along `ow` (NCHW windows, backward-data's `gy`). The
@@ -50,7 +56,8 @@ use super::Conv;
 use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, Scalar, SharedArr, Val, U32};
 use crate::ir::{CacheLevel, Imm};
 use crate::templates::warp_mma::{
-    self as tile, TileElem, CHUNKS_PER_THREAD, CHUNK_BYTES, ROW_BYTES, THREADS, TILE_M, TILE_N,
+    self as tile, Staging, TileElem, CHUNKS_PER_THREAD, CHUNK_BYTES, ROW_BYTES, THREADS, TILE_M,
+    TILE_N,
 };
 use std::marker::PhantomData;
 
@@ -63,10 +70,22 @@ const _: () = assert!(TILE_M == TILE_N && TILE_M == 2 * WARP && THREADS == 2 * T
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Strategy {
     Chunks,
+    ChunksByK,
     Rows,
     Columns,
     Slabs,
     Windows,
+}
+
+impl Strategy {
+    /// How the operand's stage holds its tile: `[k][row]` for [`Strategy::ChunksByK`],
+    /// `[row][k]` for every other.
+    pub(super) fn staging(self) -> Staging {
+        match self {
+            Strategy::ChunksByK => Staging::ByK,
+            _ => Staging::ByRow,
+        }
+    }
 }
 
 /// A thread's share of one operand slot, with what stays fixed along the reduction (`B`: the
@@ -74,6 +93,12 @@ pub(super) enum Strategy {
 pub(super) enum Gather<B: Scalar> {
     /// `(row, first column, byte offset in the stage)` per chunk.
     Chunks(Vec<(Coord, Reg<U32>, Reg<U32>)>),
+    /// The thread's reduction row, and per chunk `(the first of its 8 tile rows, byte offset
+    /// in the stage)`.
+    ChunksByK {
+        k_row: Reg<U32>,
+        chunks: Vec<(Coord, Reg<U32>)>,
+    },
     /// The owned row, its first loaded column and the byte offset of the `E` columns it
     /// stores.
     Rows {
@@ -106,6 +131,7 @@ pub(super) struct Operand<T: TileElem> {
     pub src: GlobalPtr<T>,
     pub ring: SharedArr<T>,
     pub gather: Gather<T::Bits>,
+    pub staging: Staging,
 }
 
 impl<T: ConvElem + TileElem> Conv<T> {
@@ -140,6 +166,14 @@ impl<T: ConvElem + TileElem> Conv<T> {
                     })
                     .collect(),
             ),
+            Strategy::ChunksByK => {
+                let tile::ByKChunks { k_row, chunks } = tile::by_k_chunks(k, tid);
+                let chunks = chunks
+                    .into_iter()
+                    .map(|(first_row, slot_bytes)| (self.row_coord(k, side, first_row), slot_bytes))
+                    .collect();
+                Gather::ChunksByK { k_row, chunks }
+            }
             Strategy::Rows => {
                 let row = k.and(tid, TILE_M - 1);
                 let part = k.shr(tid, TILE_M.trailing_zeros());
@@ -205,12 +239,14 @@ impl<T: ConvElem + TileElem> Conv<T> {
                 for (row, col, slot_bytes) in chunks {
                     let first = k.add(k0, *col);
                     let col = self.column_coord(k, op.side, first);
-                    let (index, ok) = self.element(k, op.side, row, &col);
-                    let index = k.selp(index, 0u32, ok);
-                    let addr = k.elem_addr(op.src, index);
-                    let src_bytes = k.selp(16u32, 0u32, ok);
-                    let dst = k.add(stage, *slot_bytes);
-                    k.cp_async_zfill(CacheLevel::Cg, dst, addr, 16, src_bytes);
+                    self.copy_chunk(k, op, (row, &col), stage, *slot_bytes);
+                }
+            }
+            Gather::ChunksByK { k_row, chunks } => {
+                let kk = k.add(k0, *k_row);
+                let col = self.column_coord(k, op.side, kk);
+                for (row, slot_bytes) in chunks {
+                    self.copy_chunk(k, op, (row, &col), stage, *slot_bytes);
                 }
             }
             Gather::Rows {
@@ -249,6 +285,24 @@ impl<T: ConvElem + TileElem> Conv<T> {
             } => self.fill_slabs(k, bits, (stage, k0), (*first, *tid), carry, *staged),
             Gather::Windows(lane) => self.fill_windows(k, op, (stage, k0), lane),
         }
+    }
+
+    /// One 16-byte `cp.async` of the chunk at `(row, col)` of `op` to `stage + slot_bytes`
+    /// (zero-filled outside the problem).
+    fn copy_chunk(
+        &self,
+        k: &mut KernelBuilder,
+        op: &Operand<T>,
+        (row, col): (&Coord, &Coord),
+        stage: Reg<U32>,
+        slot_bytes: Reg<U32>,
+    ) {
+        let (index, ok) = self.element(k, op.side, row, col);
+        let index = k.selp(index, 0u32, ok);
+        let addr = k.elem_addr(op.src, index);
+        let src_bytes = k.selp(16u32, 0u32, ok);
+        let dst = k.add(stage, slot_bytes);
+        k.cp_async_zfill(CacheLevel::Cg, dst, addr, 16, src_bytes);
     }
 
     /// The `E` elements of tile row `row` at reduction indices `first + e` (0 outside).

@@ -74,14 +74,26 @@
 //!   consecutive channels of one `gy` pixel): A in 16-byte `cp.async` chunks when `Og` and
 //!   `C_out` are multiples of the chunk (a chunk then stays within one tap, shares its
 //!   stride/bounds predicate and is aligned), else lane → reduction index (consecutive
-//!   channels); `B[k, c] = w[g·Og + o, kh, kw, c]` lane → channel (a warp reads 32
+//!   channels); `B[k, c] = w[g·Og + o, kh, kw, c]` is contiguous along `c`, the tile's
+//!   rows: for halves with `Cg` a multiple of 8 it is staged by reduction index
+//!   ([`Staging::ByK`]: `[k][c]`, 16-byte `cp.async` chunks of 8 consecutive `c` of one
+//!   `(o, kh, kw)`, read by `ldmatrix.trans`), else lane → channel (a warp reads 32
 //!   consecutive `c`); `dx[n, h, w, g·Cg + c]`.
 //! - backward-filter computes `dW_g [Og, KH·KW·Cg]` with filter columns
 //!   `f = (kh·KW + kw)·Cg + ci` (the `dw` layout itself) reduced over pixels `m`:
-//!   `A[o, m] = gy[m, g·Og + o]` and `B[m, f] = x[n, ih, iw, g·Cg + ci]`, both lane →
-//!   channel (a warp reads 32 consecutive channels of one pixel). Chunks do not apply:
-//!   channels are the tile *rows* here and the reduction runs across pixels, `C` elements
-//!   apart, while the untransposed `ldmatrix` loads need the reduction along a shared row.
+//!   `A[o, m] = gy[m, g·Og + o]` and `B[m, f] = x[n, ih, iw, g·Cg + ci]`. Channels are the
+//!   tile *rows* here and the reduction runs across pixels, `C` elements apart, so the
+//!   `[row][k]` stage the untransposed `ldmatrix` reads would take element gathers. For
+//!   halves each operand whose channels allow 16-byte chunks (A: `Og` and `C_out`, B: `Cg`
+//!   and `C_in` multiples of 8; a chunk of B then stays within one tap, so it shares one
+//!   window position and bounds predicate) is instead staged pixel-major ([`Staging::ByK`],
+//!   as CUTLASS's NHWC weight gradient does): stage row `m` holds the tile's 64 channels
+//!   of pixel `m` (of its tap for B), filled by `cp.async` chunks of 8 consecutive
+//!   channels (zero-filled past `M`, past the tile's channels and in the padding), and the
+//!   fragments come from `ldmatrix.trans` ([`tile::multiply_staged_tile`]). The other
+//!   operands (tf32, whose `ldmatrix` has no transpose, and channels not multiples of 8)
+//!   are gathered lane → channel (a warp reads 32 consecutive channels of one pixel). Either
+//!   way each `dw` element is one warp's `mma` chain over the pixels in order.
 
 mod addressing;
 mod epilogue;
@@ -95,7 +107,7 @@ use crate::arch::Arch;
 use crate::builder::{GlobalPtr, KernelBuilder, Reg, Val, F32, U32};
 use crate::dtype::DType;
 use crate::templates::conv::{Conv2dConfig, Layout};
-use crate::templates::warp_mma::{self as tile, TileElem, WarpPos, CHUNK_BYTES};
+use crate::templates::warp_mma::{self as tile, Staging, TileElem, WarpPos, CHUNK_BYTES};
 use addressing::Side;
 use epilogue::Output;
 use gather::{Operand, Strategy};
@@ -225,7 +237,9 @@ fn build_entry<T: ConvElem + SlabStaged>(
     let mut k = conv_kernel(entry, arch);
     let c = Conv::<T>::setup(&mut k, cfg, pass, split);
     let mut acc = [T::zero_acc(&mut k)];
-    let (a_lane, b_lane) = c.pos.fragment_offsets(&mut k, T::TYPE.bytes());
+    let bytes = T::TYPE.bytes();
+    let a_lane = c.pos.fragment_offset(&mut k, Side::A, c.a.staging, bytes);
+    let b_lane = c.pos.fragment_offset(&mut k, Side::B, c.b.staging, bytes);
     let slab_reads = c.slab_tile().map(|tile| tile.lane_reads(&mut k, &c.pos));
     let k_tiles: Val<U32> = match c.reduction {
         Val::Reg(len) => {
@@ -253,7 +267,7 @@ fn build_entry<T: ConvElem + SlabStaged>(
             Some(reads) => T::multiply_slab_tile(k, &mut acc[0], a_at, b_stage, reads),
             None => {
                 let b_at = k.add(b_stage, b_lane);
-                T::multiply_tile(k, &mut acc, a_at, &[b_at]);
+                T::multiply_staged_tile(k, &mut acc[0], (a_at, c.a.staging), (b_at, c.b.staging));
             }
         }
     });
@@ -319,6 +333,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
             src,
             ring,
             gather: gather::Gather::Chunks(Vec::new()),
+            staging: Staging::ByRow,
         };
         let mut c = Self {
             p,
@@ -339,15 +354,26 @@ impl<T: ConvElem + TileElem> Conv<T> {
             b: placeholder(Side::B, b_src, b_ring),
         };
         k.comment("this thread's share of the operand tiles");
-        c.a.gather = c.gather(k, tid, Side::A, c.strategy(Side::A));
-        c.b.gather = c.gather(k, tid, Side::B, c.strategy(Side::B));
+        for side in [Side::A, Side::B] {
+            let strategy = c.strategy(side);
+            let gather = c.gather(k, tid, side, strategy);
+            let op = match side {
+                Side::A => &mut c.a,
+                Side::B => &mut c.b,
+            };
+            (op.gather, op.staging) = (gather, strategy.staging());
+        }
         c
     }
 
     /// How `side` is gathered (see [`gather`]): 16-byte chunks where a chunk's consecutive
     /// reduction indices (8 halves, 4 f32) are contiguous and aligned (NHWC forward A with
     /// `Cg` and `C_in`, NHWC backward-data A with `Og` and `C_out` multiples of the chunk;
-    /// NCHW forward B with `K`, NCHW backward-data B with `KH·KW` a multiple of it); lane →
+    /// NCHW forward B with `K`, NCHW backward-data B with `KH·KW` a multiple of it); for
+    /// halves, 16-byte chunks of 8 consecutive tile rows staged by reduction index
+    /// ([`Strategy::ChunksByK`]) where the rows are contiguous channels (NHWC backward-data B
+    /// with `Cg`, NHWC backward-filter A with `Og` and `C_out`, B with `Cg` and `C_in`
+    /// multiples of 8); lane →
     /// row where consecutive rows are consecutive addresses (NCHW forward A and backward-data
     /// A: pixels along `ow`, and without dilation along `w` — forward of stride 1 or 2,
     /// backward-data of halves at any stride and of f32 at stride 1, whose `gy` runs need
@@ -364,6 +390,14 @@ impl<T: ConvElem + TileElem> Conv<T> {
         let p = &self.p;
         let nhwc = self.layout == Layout::Nhwc;
         let chunk = CHUNK_BYTES / T::TYPE.bytes();
+        // Tile rows that are `per_group` contiguous channels of a tensor of `channels` per
+        // position may be staged by reduction index: 16-byte chunks stay in one group and
+        // are aligned.
+        let by_k = |per_group: u32, channels: u32| {
+            nhwc && T::STAGES_BY_K
+                && per_group.is_multiple_of(chunk)
+                && channels.is_multiple_of(chunk)
+        };
         match (self.pass, side) {
             (Pass::Forward, Side::A)
                 if nhwc && p.cg.is_multiple_of(chunk) && p.c_in.is_multiple_of(chunk) =>
@@ -377,6 +411,9 @@ impl<T: ConvElem + TileElem> Conv<T> {
                 Strategy::Chunks
             }
             (Pass::BackwardData, Side::A) if nhwc => Strategy::Columns,
+            (Pass::BackwardData, Side::B) if by_k(p.cg, p.cg) => Strategy::ChunksByK,
+            (Pass::BackwardFilter, Side::A) if by_k(p.og, p.c_out) => Strategy::ChunksByK,
+            (Pass::BackwardFilter, Side::B) if by_k(p.cg, p.c_in) => Strategy::ChunksByK,
             (Pass::BackwardData, Side::B) | (Pass::BackwardFilter, _) if nhwc => Strategy::Rows,
             (Pass::Forward, Side::A) if p.sw <= 2 && p.dw == 1 && p.kw > 1 => Strategy::Windows,
             (Pass::BackwardData, Side::A)
