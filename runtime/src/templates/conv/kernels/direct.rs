@@ -593,11 +593,22 @@ fn vector_loads_allowed<T: ConvElem>(
     x: GlobalPtr<T>,
     d: &Extents,
 ) -> Pred {
+    loads_of_allowed(k, tile.vector, x, d)
+}
+
+/// Whether `x` and the image width allow loads of `v` consecutive elements (see
+/// [`vector_loads_allowed`]).
+fn loads_of_allowed<T: ConvElem>(
+    k: &mut KernelBuilder,
+    v: u32,
+    x: GlobalPtr<T>,
+    d: &Extents,
+) -> Pred {
     let zero = k.var::<U32>(0u32);
     let base: Reg<U64> = k.elem_addr(x, zero);
     let low: Reg<U32> = k.cvt(base, None);
-    let misaligned = k.and(low, tile.vector * bytes_of::<T>() - 1);
-    let ragged = k.and(d.w, tile.vector - 1);
+    let misaligned = k.and(low, v * bytes_of::<T>() - 1);
+    let ragged = k.and(d.w, v - 1);
     let either = k.or(misaligned, ragged);
     k.setp(CmpOp::Eq, either, 0u32)
 }
@@ -652,7 +663,16 @@ fn stage_input<T: ConvElem>(
                     rows.stage_chunks(k, v, Chunks::OutsideImage);
                     flat.stage(k, p, tile, (x, x_plane), smem, (tid, v));
                 };
-                k.if_else(vector_ok, |k| by(k, tile.vector), |k| by(k, 1));
+                // Without whole vectors, pairs where the width is even (half the trips).
+                let narrower = |k: &mut KernelBuilder| {
+                    if tile.vector > 2 {
+                        let pairs_ok = loads_of_allowed(k, 2, x, d);
+                        k.if_else(pairs_ok, |k| by(k, 2), |k| by(k, 1));
+                    } else {
+                        by(k, 1);
+                    }
+                };
+                k.if_else(vector_ok, |k| by(k, tile.vector), narrower);
             },
             |k| rows.stage(k, vector_ok),
         ),
@@ -923,12 +943,13 @@ fn store_patch_chunk<A: Float>(
     }
 }
 
-/// `values` at consecutive elements from `addr` (16-byte aligned): one `st.shared.v4` for
-/// four 4-byte values, element by element otherwise.
+/// `values` at consecutive elements from `addr` (aligned to their size): one `st.shared.v4`
+/// for four 4-byte values, `.v2` for two, element by element otherwise.
 fn store_chunk<A: Float>(k: &mut KernelBuilder, addr: Reg<U32>, values: &[Reg<A>]) {
     let esz = bytes_of::<A>();
     match values {
         [a, b, c, d] if esz == 4 => k.st_shared_v4(addr, 0, [*a, *b, *c, *d]),
+        [a, b] if esz == 4 => k.st_shared_v2(addr, 0, [*a, *b]),
         _ => {
             for (i, value) in values.iter().enumerate() {
                 k.st_shared(addr, (i as u32 * esz) as i32, *value);
