@@ -4,9 +4,11 @@
 //! several tiles, widths that do and do not allow vector loads); plus its memory counters.
 //!
 //! Counter bars (every check on): shared wavefronts ≤ 1.05 × the fewest; global load
-//! efficiency ≥ 0.9 where the image width is a multiple of 8 and at most the 32-column tile
-//! (every patch row starts on a sector at the image's left edge and its 16-byte chunks end on
-//! one at its right edge). Where a tile edge falls inside the image the row's end chunks are
+//! efficiency ≥ 0.9 where the image is at most the 32-column tile wide: with a width that is
+//! a multiple of 8 every patch row starts on a sector at the image's left edge and its
+//! 16-byte chunks end on one at its right edge; other widths (28, 14: rows ending inside a
+//! sector) are staged as one flat run of whole rows for 4-byte staged elements and 3 × 3 or
+//! larger windows (`FlatPatch`). Where a tile edge falls inside the image the row's end chunks are
 //! half their sectors: a 3 × 3 f32 patch row is 34 columns, loaded as 10 chunks of 4 (40
 //! columns) over 6 sectors (48), 0.83 for that row, so wider images are held to
 //! [`INTERIOR_EDGE_FLOOR`]. BENCHMARKS.md's f32 scenario (3 × 3 16→16 on 32 × 32, 443.3
@@ -221,6 +223,27 @@ fn counter_bars_on_aligned_widths() {
             Arch::Sm80,
             c(4, 4, 3).with_stride(2, 2).with_padding(1, 1),
             shape(2, 33, 64),
+        ),
+        // ResNet-50's 28 × 28 and 14 × 14 layers: rows of 56 (halves) or 112 (f32) bytes end
+        // inside a sector, and 14 f32 columns allow no 16-byte chunk: whole patch rows are
+        // staged as one flat run (by elements at 14 × 14).
+        (
+            DType::F16,
+            Arch::Sm70,
+            c(32, 32, 3).with_padding(1, 1),
+            shape(1, 28, 28),
+        ),
+        (
+            DType::F32,
+            Arch::Sm80,
+            c(8, 16, 3).with_padding(1, 1).with_bias(true),
+            shape(2, 28, 28),
+        ),
+        (
+            DType::F32,
+            Arch::Sm80,
+            c(16, 16, 3).with_padding(1, 1),
+            shape(2, 14, 14),
         ),
     ];
     for (i, (dtype, arch, cfg, s)) in cases.into_iter().enumerate() {

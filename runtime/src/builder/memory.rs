@@ -394,6 +394,22 @@ impl KernelBuilder {
         );
     }
 
+    /// `st.shared.v2.T`.
+    pub fn st_shared_v2<T: Scalar>(&mut self, addr: Reg<U32>, offset: i32, v: [Reg<T>; 2]) {
+        let op = Op::St {
+            space: Space::Shared,
+            ty: T::MOVE_TYPE,
+            vec: VecWidth::V2,
+        };
+        self.push(
+            op,
+            vec![
+                Self::shared_operand(addr, offset),
+                Operand::Vec(v.iter().map(|r| r.id).collect()),
+            ],
+        );
+    }
+
     /// `st.shared.v4.T`.
     pub fn st_shared_v4<T: Scalar>(&mut self, addr: Reg<U32>, offset: i32, v: [Reg<T>; 4]) {
         let op = Op::St {

@@ -86,6 +86,7 @@ pub(crate) fn build<T: ConvElem>(cfg: &Conv2dConfig, arch: Arch) -> KernelBuilde
         image_h: d.h,
         image_w: d.w,
         ohw: dx_plane,
+        w_div: d.ow_div,
     };
     let buffers = TiledBuffers {
         x: gy,

@@ -31,7 +31,7 @@
 
 use super::common::{
     both_below, bytes_of, conv_kernel, div_const, load_or_zero, rem_const, ConvElem, DimParams,
-    Dims, Problem,
+    Dims, FastDiv, Problem,
 };
 use crate::arch::Arch;
 use crate::builder::{Float, GlobalPtr, KernelBuilder, Pred, Reg, SharedArr, Val, U32, U64};
@@ -79,6 +79,8 @@ pub(super) struct Extents {
     pub image_h: Reg<U32>,
     pub image_w: Reg<U32>,
     pub ohw: Reg<U32>,
+    /// Division by `w` (the flat staging of full-width patches, [`FlatPatch`]).
+    pub w_div: FastDiv,
 }
 
 impl Extents {
@@ -93,6 +95,7 @@ impl Extents {
             image_h: d.oh,
             image_w: d.ow,
             ohw: d.ohw,
+            w_div: d.w_div,
         }
     }
 }
@@ -209,6 +212,7 @@ pub(super) fn build_tiled<T: ConvElem>(
             stage_weights: conv.stage_weights,
             vector_ok,
             patch_items: None,
+            flat: None,
         };
         match (&conv.phases, pos.phase) {
             (Some(axes), Some(phase)) => {
@@ -216,7 +220,11 @@ pub(super) fn build_tiled<T: ConvElem>(
                 // A phase's grid is small where the image is (a quarter of it at stride 2):
                 // the patch rows below the grid's last row's window are not staged, and
                 // threads whose first pixel lies outside it skip the taps.
-                channels.patch_items = Some(live_patch_items(k, &tile, pos, dims));
+                // No flat run: a phase reads its staged elements once per tap of that phase
+                // (1 to 4 of a 3 × 3 filter at stride 2), too few to hide the run's row-end
+                // store conflicts (`FLAT_MIN_TAPS`).
+                let live_rows = live_patch_rows(k, &tile, pos, dims);
+                channels.patch_items = Some(k.mul_lo(live_rows, tile.chunks));
                 let row = k.add(pos.oh0, ty);
                 let col = k.add(pos.ow0, tx);
                 let inside = both_below(k, row, dims.oh, col, dims.ow);
@@ -233,10 +241,13 @@ pub(super) fn build_tiled<T: ConvElem>(
                     None => run(k),
                 }
             }
-            _ => channels.run(k, |k, j| {
-                let window = Window::at(k, &p, &tile, smem, tx, ty, j);
-                halves.select(k, &pixels, |k, live| window.accumulate(k, live));
-            }),
+            _ => {
+                channels.flat = FlatPatch::wanted::<T>(k, (&p, &tile), pos, dims, vector_ok);
+                channels.run(k, |k, j| {
+                    let window = Window::at(k, &p, &tile, smem, tx, ty, j);
+                    halves.select(k, &pixels, |k, live| window.accumulate(k, live));
+                })
+            }
         }
         let staged_bias = bias.map(|_| k.shared_elem(smem, tile.bias_offset));
         let out = OutputGrid::at(k, conv.phases.as_ref(), pos);
@@ -264,6 +275,9 @@ struct ChannelLoop<'a, T: ConvElem> {
     vector_ok: Pred,
     /// The patch's work items to stage when fewer than all (see [`stage_input`]).
     patch_items: Option<Reg<U32>>,
+    /// Whether the tile's patch is staged as a flat run ([`FlatPatch::wanted`]; the run's
+    /// registers are formed per channel: held across the loop they spill on sm_70).
+    flat: Option<Pred>,
 }
 
 impl<T: ConvElem> ChannelLoop<'_, T> {
@@ -289,6 +303,7 @@ impl<T: ConvElem> ChannelLoop<'_, T> {
                     self.tid,
                     self.vector_ok,
                     self.patch_items,
+                    self.flat,
                 );
                 k.bar_sync();
                 accumulate(k, j);
@@ -298,9 +313,9 @@ impl<T: ConvElem> ChannelLoop<'_, T> {
     }
 }
 
-/// [`stage_input`]'s work items for the patch rows the tile's live grid rows read: `(min(oh −
-/// oh0, out_h) + in_h − out_h) · chunks`.
-fn live_patch_items(
+/// The patch rows the tile's live grid rows read (their [`stage_input`] work items are these
+/// times `chunks`): `min(oh − oh0, out_h) + in_h − out_h`.
+fn live_patch_rows(
     k: &mut KernelBuilder,
     tile: &DirectTile,
     pos: BlockPos,
@@ -308,8 +323,7 @@ fn live_patch_items(
 ) -> Reg<U32> {
     let left = k.sub(d.oh, pos.oh0);
     let live = k.min(left, tile.out_h);
-    let rows = k.add(live, tile.in_h - tile.out_h);
-    k.mul_lo(rows, tile.chunks)
+    k.add(live, tile.in_h - tile.out_h)
 }
 
 /// The phases that have taps (see [`Phases`]), as `(phase index, row taps, column taps)`.
@@ -579,11 +593,22 @@ fn vector_loads_allowed<T: ConvElem>(
     x: GlobalPtr<T>,
     d: &Extents,
 ) -> Pred {
+    loads_of_allowed(k, tile.vector, x, d)
+}
+
+/// Whether `x` and the image width allow loads of `v` consecutive elements (see
+/// [`vector_loads_allowed`]).
+fn loads_of_allowed<T: ConvElem>(
+    k: &mut KernelBuilder,
+    v: u32,
+    x: GlobalPtr<T>,
+    d: &Extents,
+) -> Pred {
     let zero = k.var::<U32>(0u32);
     let base: Reg<U64> = k.elem_addr(x, zero);
     let low: Reg<U32> = k.cvt(base, None);
-    let misaligned = k.and(low, tile.vector * bytes_of::<T>() - 1);
-    let ragged = k.and(d.w, tile.vector - 1);
+    let misaligned = k.and(low, v * bytes_of::<T>() - 1);
+    let ragged = k.and(d.w, v - 1);
     let either = k.or(misaligned, ragged);
     k.setp(CmpOp::Eq, either, 0u32)
 }
@@ -595,7 +620,9 @@ fn vector_loads_allowed<T: ConvElem>(
 /// chunk lies in the image, holds a patch column and vector loads are allowed, else element by
 /// element (only the elements inside both the image and the patch). Consecutive threads take consecutive
 /// chunks, so a warp reads consecutive 16-byte pieces of a row. With `items`, only the work
-/// items below it (the first rows of the patch).
+/// items below it (the first rows of the patch). With `flat`, a patch holding whole image rows
+/// ([`FlatPatch`]) loads its image part as one flat run instead, the row chunks only storing
+/// the zeros around it.
 #[allow(clippy::too_many_arguments)]
 fn stage_input<T: ConvElem>(
     k: &mut KernelBuilder,
@@ -609,85 +636,282 @@ fn stage_input<T: ConvElem>(
     tid: Reg<U32>,
     vector_ok: Pred,
     items: Option<Reg<U32>>,
+    flat: Option<Pred>,
 ) {
     k.comment("stage the input patch of channel ci");
     let c = k.mad_lo(pos.g, p.cg, ci);
     let plane = k.mad_lo(pos.n, p.c_in, c);
     let hw = k.mul_lo(d.h, d.w);
     let x_plane = k.mul_lo(plane, hw);
-    // Wrapping: positions left of / above the image become huge and fail `< H`/`< W`.
-    let row0 = k.mul_lo(pos.oh0, p.sh);
-    let row0 = k.sub(row0, p.ph);
-    let col0 = k.mul_lo(pos.ow0, p.sw);
-    let first = k.sub(col0, p.pw.wrapping_add(tile.lead));
-    let v = tile.vector;
-    let total: Val<U32> = match items {
-        Some(items) => items.into(),
-        None => (tile.in_h * tile.chunks).into(),
+    let rows = PatchRows {
+        p,
+        tile,
+        d,
+        pos,
+        x,
+        x_plane,
+        smem,
+        tid,
+        items,
     };
-    // The chunks holding patch columns: `first_chunk ..= first_chunk + patch_chunks − 1`.
-    let first_chunk = tile.lead / v;
-    let patch_chunks = (tile.lead + tile.in_w - 1) / v + 1 - first_chunk;
-    k.for_range(tid, total, tile.threads, |k, e| {
-        let r = div_const(k, e, tile.chunks);
-        let chunk = rem_const(k, e, tile.chunks);
-        let from_patch = k.sub(chunk, first_chunk);
-        let in_patch = k.setp_lt(from_patch, patch_chunks);
-        k.if_then(in_patch, |k| {
-            let ih = k.add(row0, r);
-            let iw = k.mad_lo(chunk, v, first);
-            // Patch column of the chunk's first element (wraps for the lead columns).
-            let s0 = k.mul_lo(chunk, v);
-            let s0 = k.sub(s0, tile.lead);
-            let row_slot = k.mul_lo(r, tile.pitch);
-            let store = |k: &mut KernelBuilder, values: &[Reg<T::Acc>]| {
-                store_patch_chunk(k, p, tile, smem, row_slot, chunk, s0, values)
-            };
-            let idx = k.mad_lo(ih, d.w, iw);
-            let idx = k.add(idx, x_plane);
-            k.if_else(
-                vector_ok,
-                |k| {
-                    let whole = both_below(k, ih, d.h, iw, d.w);
-                    k.if_else(
-                        whole,
-                        |k| {
-                            let addr = k.elem_addr(x, idx);
-                            let values: Vec<Reg<T::Acc>> = load_vector::<T>(k, addr, v)
-                                .into_iter()
-                                .map(|raw| T::widen(k, raw))
-                                .collect();
-                            store(k, &values);
-                        },
-                        |k| {
-                            let zero = k.zero();
-                            store(k, &vec![zero; v as usize]);
-                        },
-                    );
-                },
-                |k| {
-                    let values: Vec<Reg<T::Acc>> = (0..v)
-                        .map(|i| {
-                            let col = k.add(iw, i);
-                            let s = k.add(s0, i);
-                            let in_patch = k.setp_lt(s, tile.in_w);
-                            let ok = both_below(k, ih, d.h, col, d.w);
-                            let ok = k.and_pred(ok, in_patch);
-                            let at = k.add(idx, i);
-                            load_or_zero::<T>(k, x, at, ok)
-                        })
-                        .collect();
-                    store(k, &values);
-                },
-            );
-        });
-    });
+    match flat {
+        Some(full) => k.if_else(
+            full,
+            |k| {
+                let flat = FlatPatch::at::<T>(k, (p, tile), pos, d);
+                let by = |k: &mut KernelBuilder, v: u32| {
+                    rows.stage_chunks(k, v, Chunks::OutsideImage);
+                    flat.stage(k, p, tile, (x, x_plane), smem, (tid, v));
+                };
+                // Without whole vectors, pairs where the width is even (half the trips).
+                let narrower = |k: &mut KernelBuilder| {
+                    if tile.vector > 2 {
+                        let pairs_ok = loads_of_allowed(k, 2, x, d);
+                        k.if_else(pairs_ok, |k| by(k, 2), |k| by(k, 1));
+                    } else {
+                        by(k, 1);
+                    }
+                };
+                k.if_else(vector_ok, |k| by(k, tile.vector), narrower);
+            },
+            |k| rows.stage(k, vector_ok),
+        ),
+        None => rows.stage(k, vector_ok),
+    }
 }
 
-/// Stores chunk `chunk` of patch row `r` (`row_slot = r · pitch`), whose first element is
-/// patch column `s0`: for stride 1 the whole chunk at `chunk · V` (`origin = lead`: the lead
-/// and tail elements land in columns no tap reads), otherwise each patch column at its
-/// de-interleaved place.
+/// Which chunks [`PatchRows::stage`] stores.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Chunks {
+    /// Every chunk holding a patch column.
+    All,
+    /// Only those outside the image (zeros): the [`FlatPatch`] run stores the rest.
+    OutsideImage,
+}
+
+/// The patch of one input channel, staged row by row (see [`stage_input`]).
+struct PatchRows<'a, T: ConvElem> {
+    p: &'a Problem,
+    tile: &'a DirectTile,
+    d: &'a Extents,
+    pos: BlockPos,
+    x: GlobalPtr<T>,
+    /// `x`'s element index of the channel's plane.
+    x_plane: Reg<U32>,
+    smem: SharedArr<T::Acc>,
+    tid: Reg<U32>,
+    items: Option<Reg<U32>>,
+}
+
+impl<T: ConvElem> PatchRows<'_, T> {
+    /// Vector chunks where the image and buffer allow them, else single elements (`V = 1`,
+    /// consecutive threads on consecutive columns: whole sectors of each row).
+    fn stage(&self, k: &mut KernelBuilder, vector_ok: Pred) {
+        let v = self.tile.vector;
+        if v == 1 {
+            return self.stage_chunks(k, v, Chunks::All);
+        }
+        k.if_else(
+            vector_ok,
+            |k| self.stage_chunks(k, v, Chunks::All),
+            |k| self.stage_chunks(k, 1, Chunks::All),
+        );
+    }
+
+    /// Work item `e = r·(chunks·vector / v) + c`: `v` columns from `first + c·v` of patch row
+    /// `r`; with `v > 1` one vector load (vector loads allowed: a chunk lies wholly in or out
+    /// of the image), with `v = 1` one element. `Chunks::OutsideImage` stores only the zeros
+    /// of the chunks outside the image (a [`FlatPatch`] loads the rest).
+    fn stage_chunks(&self, k: &mut KernelBuilder, v: u32, which: Chunks) {
+        let (p, tile, d, pos, x, smem) = (self.p, self.tile, self.d, self.pos, self.x, self.smem);
+        // Wrapping: positions left of / above the image become huge and fail `< H`/`< W`.
+        let row0 = k.mul_lo(pos.oh0, p.sh);
+        let row0 = k.sub(row0, p.ph);
+        let col0 = k.mul_lo(pos.ow0, p.sw);
+        let first = k.sub(col0, p.pw.wrapping_add(tile.lead));
+        let per_row = tile.chunks * tile.vector / v;
+        let total: Val<U32> = match self.items {
+            Some(items) if v == tile.vector => items.into(),
+            Some(items) => k.mul_lo(items, tile.vector / v).into(),
+            None => (tile.in_h * per_row).into(),
+        };
+        // The chunks holding patch columns: `first_chunk ..= first_chunk + patch_chunks − 1`.
+        let first_chunk = tile.lead / v;
+        let patch_chunks = (tile.lead + tile.in_w - 1) / v + 1 - first_chunk;
+        k.for_range(self.tid, total, tile.threads, |k, e| {
+            let r = div_const(k, e, per_row);
+            let chunk = rem_const(k, e, per_row);
+            let from_patch = k.sub(chunk, first_chunk);
+            let in_patch = k.setp_lt(from_patch, patch_chunks);
+            k.if_then(in_patch, |k| {
+                let ih = k.add(row0, r);
+                let iw = k.mad_lo(chunk, v, first);
+                // Patch column of the chunk's first element (wraps for the lead columns).
+                let s0 = k.mul_lo(chunk, v);
+                let s0 = k.sub(s0, tile.lead);
+                let row_slot = k.mul_lo(r, tile.pitch);
+                let store = |k: &mut KernelBuilder, values: &[Reg<T::Acc>]| {
+                    store_patch_chunk(k, p, tile, smem, row_slot, (chunk, v), s0, values)
+                };
+                if which == Chunks::OutsideImage {
+                    let above_or_below = k.setp_ge(ih, d.h);
+                    let beside = k.setp_ge(iw, d.w);
+                    let outside = k.or_pred(above_or_below, beside);
+                    k.if_then(outside, |k| {
+                        let zero = k.zero();
+                        store(k, &vec![zero; v as usize]);
+                    });
+                    return;
+                }
+                let idx = k.mad_lo(ih, d.w, iw);
+                let idx = k.add(idx, self.x_plane);
+                let inside = both_below(k, ih, d.h, iw, d.w);
+                if v == 1 {
+                    let value = load_or_zero::<T>(k, x, idx, inside);
+                    return store(k, &[value]);
+                }
+                k.if_else(
+                    inside,
+                    |k| {
+                        let addr = k.elem_addr(x, idx);
+                        let values: Vec<Reg<T::Acc>> = load_vector::<T>(k, addr, v)
+                            .into_iter()
+                            .map(|raw| T::widen(k, raw))
+                            .collect();
+                        store(k, &values);
+                    },
+                    |k| {
+                        let zero = k.zero();
+                        store(k, &vec![zero; v as usize]);
+                    },
+                );
+            });
+        });
+    }
+}
+
+/// The fewest filter taps a [`FlatPatch`] is used with. Its run crosses row ends inside a
+/// quarter-warp's 16-byte staging stores, where the shared row pitch (not the image width)
+/// follows, so such a store may take 2 wavefronts; every staged element is then read once per
+/// tap, which keeps the kernel's shared wavefronts within 1.05 × the fewest from 3 × 3 on with
+/// 4-byte staged elements (measured 1.002–1.016 at widths 4 to 28), while a 1 × 1 window's
+/// stores would be a third of its traffic (1.40 measured, f64 14 × 14). f64, whose 16-byte
+/// chunks are two columns (a quarter-warp spans 16: a row end in nearly every phase), keeps
+/// the row chunks (1.086 measured flat at 3 × 3, 14 × 14).
+const FLAT_MIN_TAPS: u32 = 9;
+
+/// A patch that holds every column of its image rows (the tile's first column at stride 1,
+/// the image at most `in_w − PW` wide; the same in the whole block): its image part, rows
+/// `lo .. hi` of the plane, is one contiguous run of `(hi − lo)·W` elements. Staged as such —
+/// chunk `q` of `V` elements (`V = 1` where vector loads are not allowed) at plane element
+/// `f = first + q·V` (`first` the run's start rounded down to a 32-byte sector; chunks before
+/// the start load nothing), at patch row `f / W − row0`, column `f mod W + PW` — a warp's
+/// requests are whole sectors whatever the row width (per-row chunks split a sector at every
+/// row end that is not on one, e.g. 28 halves: 56 bytes, and narrow rows leave most of a
+/// warp's lanes on columns outside the image), and no chunk crosses a row (`W mod V = 0`).
+struct FlatPatch {
+    /// The patch's first image row `oh0·SH − PH` (wrapping above the image).
+    row0: Reg<U32>,
+    /// The run `[start, end)` of plane elements, and `first ≤ start` on a sector.
+    start: Reg<U32>,
+    end: Reg<U32>,
+    first: Reg<U32>,
+    w_div: FastDiv,
+}
+
+impl FlatPatch {
+    /// Whether the block at `pos` stages its patch as a flat run (the same in the whole
+    /// block): it holds whole image rows that the row chunks would split at sectors (rows
+    /// ending inside one, or element loads). `None` where the layout cannot take a run
+    /// (strided columns, 8-byte elements, few taps ([`FLAT_MIN_TAPS`]), or a padding that
+    /// wraps: backward-data's flipped window).
+    fn wanted<T: ConvElem>(
+        k: &mut KernelBuilder,
+        (p, tile): (&Problem, &DirectTile),
+        pos: BlockPos,
+        d: &Extents,
+        vector_ok: Pred,
+    ) -> Option<Pred> {
+        if p.sw != 1 || tile.elem_bytes != 4 || p.pw > tile.in_w || p.taps < FLAT_MIN_TAPS {
+            return None;
+        }
+        let left = k.setp(CmpOp::Eq, pos.ow0, 0u32);
+        let narrow = k.setp(CmpOp::Le, d.w, tile.in_w - p.pw);
+        let full = k.and_pred(left, narrow);
+        // `W mod sector ≠ 0 || !vector_ok`: whole-sector rows loaded by vectors already move
+        // whole sectors per request.
+        let tail = k.and(d.w, 32 / bytes_of::<T>() - 1);
+        let elements = k.selp(0u32, 1u32, vector_ok);
+        let split = k.or(tail, elements);
+        let helps = k.setp(CmpOp::Ne, split, 0u32);
+        Some(k.and_pred(full, helps))
+    }
+
+    /// The run of the block at `pos` (its `in_h` patch rows), where [`Self::wanted`].
+    fn at<T: ConvElem>(
+        k: &mut KernelBuilder,
+        (p, tile): (&Problem, &DirectTile),
+        pos: BlockPos,
+        d: &Extents,
+    ) -> Self {
+        let row0 = k.mul_lo(pos.oh0, p.sh);
+        let row0 = k.sub(row0, p.ph);
+        let past = k.add(row0, tile.in_h);
+        // Sizes stay below 2³¹ (the launch checks every index), so a set top bit is a
+        // position above the image.
+        let above = k.setp(CmpOp::Ge, row0, 1u32 << 31);
+        let lo = k.selp(0u32, row0, above);
+        let none = k.setp(CmpOp::Ge, past, 1u32 << 31);
+        let below = k.min(past, d.h);
+        let hi = k.selp(0u32, below, none);
+        let start = k.mul_lo(lo, d.w);
+        let end = k.mul_lo(hi, d.w);
+        let first = k.and(start, !(32 / bytes_of::<T>() - 1));
+        Self {
+            row0,
+            start,
+            end,
+            first,
+            w_div: d.w_div,
+        }
+    }
+
+    /// The run's chunks of `v` elements (`v = 1` where vector loads are not allowed), thread
+    /// `tid` taking `q ≡ tid (mod threads)`.
+    fn stage<T: ConvElem>(
+        &self,
+        k: &mut KernelBuilder,
+        p: &Problem,
+        tile: &DirectTile,
+        (x, x_plane): (GlobalPtr<T>, Reg<U32>),
+        smem: SharedArr<T::Acc>,
+        (tid, v): (Reg<U32>, u32),
+    ) {
+        let from = k.mad_lo(tid, v, self.first);
+        k.for_range(from, self.end, v * tile.threads, |k, f| {
+            let started = k.setp_ge(f, self.start);
+            k.if_then(started, |k| {
+                let idx = k.add(x_plane, f);
+                let addr = k.elem_addr(x, idx);
+                let values: Vec<Reg<T::Acc>> = load_vector::<T>(k, addr, v)
+                    .into_iter()
+                    .map(|raw| T::widen(k, raw))
+                    .collect();
+                let (row, col) = self.w_div.divmod(k, f);
+                let r = k.sub(row, self.row0);
+                let slot = k.mad_lo(r, tile.pitch, col);
+                let slot = k.add(slot, p.pw + tile.origin);
+                let at = k.shared_elem(smem, slot);
+                store_chunk(k, at, &values);
+            });
+        });
+    }
+}
+
+/// Stores chunk `chunk` of `v` elements of patch row `r` (`row_slot = r · pitch`), whose
+/// first element is patch column `s0`: for stride 1 the whole chunk at `chunk · v` (`origin =
+/// lead`: the lead and tail elements land in columns no tap reads), otherwise each patch
+/// column at its de-interleaved place.
 #[allow(clippy::too_many_arguments)]
 fn store_patch_chunk<A: Float>(
     k: &mut KernelBuilder,
@@ -695,12 +919,12 @@ fn store_patch_chunk<A: Float>(
     tile: &DirectTile,
     smem: SharedArr<A>,
     row_slot: Reg<U32>,
-    chunk: Reg<U32>,
+    (chunk, v): (Reg<U32>, u32),
     s0: Reg<U32>,
     values: &[Reg<A>],
 ) {
     if p.sw == 1 {
-        let slot = k.mad_lo(chunk, tile.vector, row_slot);
+        let slot = k.mad_lo(chunk, v, row_slot);
         let addr = k.shared_elem(smem, slot);
         store_chunk(k, addr, values);
         return;
@@ -719,12 +943,13 @@ fn store_patch_chunk<A: Float>(
     }
 }
 
-/// `values` at consecutive elements from `addr` (16-byte aligned): one `st.shared.v4` for
-/// four 4-byte values, element by element otherwise.
+/// `values` at consecutive elements from `addr` (aligned to their size): one `st.shared.v4`
+/// for four 4-byte values, `.v2` for two, element by element otherwise.
 fn store_chunk<A: Float>(k: &mut KernelBuilder, addr: Reg<U32>, values: &[Reg<A>]) {
     let esz = bytes_of::<A>();
     match values {
         [a, b, c, d] if esz == 4 => k.st_shared_v4(addr, 0, [*a, *b, *c, *d]),
+        [a, b] if esz == 4 => k.st_shared_v2(addr, 0, [*a, *b]),
         _ => {
             for (i, value) in values.iter().enumerate() {
                 k.st_shared(addr, (i as u32 * esz) as i32, *value);
