@@ -396,26 +396,25 @@ impl KernelBuilder {
 
     /// `st.shared.v2.T`.
     pub fn st_shared_v2<T: Scalar>(&mut self, addr: Reg<U32>, offset: i32, v: [Reg<T>; 2]) {
-        let op = Op::St {
-            space: Space::Shared,
-            ty: T::MOVE_TYPE,
-            vec: VecWidth::V2,
-        };
-        self.push(
-            op,
-            vec![
-                Self::shared_operand(addr, offset),
-                Operand::Vec(v.iter().map(|r| r.id).collect()),
-            ],
-        );
+        self.st_shared_vec(addr, offset, VecWidth::V2, &v);
     }
 
     /// `st.shared.v4.T`.
     pub fn st_shared_v4<T: Scalar>(&mut self, addr: Reg<U32>, offset: i32, v: [Reg<T>; 4]) {
+        self.st_shared_vec(addr, offset, VecWidth::V4, &v);
+    }
+
+    fn st_shared_vec<T: Scalar>(
+        &mut self,
+        addr: Reg<U32>,
+        offset: i32,
+        vec: VecWidth,
+        v: &[Reg<T>],
+    ) {
         let op = Op::St {
             space: Space::Shared,
             ty: T::MOVE_TYPE,
-            vec: VecWidth::V4,
+            vec,
         };
         self.push(
             op,

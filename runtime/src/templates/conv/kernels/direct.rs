@@ -178,7 +178,7 @@ pub(super) fn build_tiled<T: ConvElem>(
     };
     let (tx, ty) = (k.tid_x(), k.tid_y());
     let tid = k.mad_lo(ty, EDGE, tx);
-    let vector_ok = vector_loads_allowed::<T>(k, &tile, x, dims);
+    let vector_ok = loads_of_allowed(k, tile.vector, x, dims);
     let tiles = BlockWalk {
         p: &p,
         tile: &tile,
@@ -584,20 +584,9 @@ impl BlockWalk<'_> {
     }
 }
 
-/// Whether the patch chunks may be read with vector loads: the image width is a multiple of
-/// `vector` (every row, and every plane, starts on a chunk boundary) and `x` is aligned to a
-/// whole chunk. The same in every thread of the launch.
-fn vector_loads_allowed<T: ConvElem>(
-    k: &mut KernelBuilder,
-    tile: &DirectTile,
-    x: GlobalPtr<T>,
-    d: &Extents,
-) -> Pred {
-    loads_of_allowed(k, tile.vector, x, d)
-}
-
-/// Whether `x` and the image width allow loads of `v` consecutive elements (see
-/// [`vector_loads_allowed`]).
+/// Whether the patch may be read in chunks of `v` elements: the image width is a multiple of
+/// `v` (every row, and every plane, starts on a chunk boundary) and `x` is aligned to a whole
+/// chunk. The same in every thread of the launch.
 fn loads_of_allowed<T: ConvElem>(
     k: &mut KernelBuilder,
     v: u32,
