@@ -39,8 +39,8 @@ use cudarc::driver::{
 use cudarc::nvrtc::Ptx;
 
 use super::{
-    from_le_bytes, to_le_bytes, Backend, DeviceBuffer, DriverError, DriverErrorKind, Element,
-    KernelArg, LaunchConfig, LaunchError,
+    byte_len, check_write_len, from_le_bytes, to_le_bytes, Backend, DeviceBuffer, DriverError,
+    DriverErrorKind, Element, KernelArg, LaunchConfig, LaunchError,
 };
 use crate::Arch;
 
@@ -480,13 +480,7 @@ impl Backend for CudaBackend {
     type RawBuffer = CudaRawBuffer;
 
     fn alloc<T: Element>(&self, len: usize) -> Result<DeviceBuffer<Self, T>, LaunchError> {
-        let bytes =
-            len.checked_mul(T::KIND.size_bytes())
-                .ok_or_else(|| LaunchError::InvalidDim {
-                    name: "len",
-                    value: len as u64,
-                    reason: "byte size overflows usize".into(),
-                })?;
+        let bytes = byte_len::<T>(len)?;
         let raw = self
             .stream
             .alloc_zeros::<u8>(bytes.max(1))
@@ -516,13 +510,7 @@ impl Backend for CudaBackend {
         buf: &mut DeviceBuffer<Self, T>,
         data: &[T],
     ) -> Result<(), LaunchError> {
-        if data.len() != buf.len() {
-            return Err(LaunchError::BufferLength {
-                name: "data",
-                expected: buf.len(),
-                actual: data.len(),
-            });
-        }
+        check_write_len(buf, data)?;
         self.check_context(buf.raw())?;
         let bytes = to_le_bytes(data);
         match &mut buf.raw.storage {

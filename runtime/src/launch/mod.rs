@@ -224,6 +224,33 @@ impl<B: Backend + ?Sized, T: Element> DeviceBuffer<B, T> {
     }
 }
 
+/// Bytes of `len` elements of `T`, for a backend's `alloc`; an overflowing size is
+/// [`LaunchError::InvalidDim`] `len`.
+pub(crate) fn byte_len<T: Element>(len: usize) -> Result<usize, LaunchError> {
+    len.checked_mul(T::KIND.size_bytes())
+        .ok_or_else(|| LaunchError::InvalidDim {
+            name: "len",
+            value: len as u64,
+            reason: "byte size overflows usize".into(),
+        })
+}
+
+/// A backend's `write` takes exactly the buffer's length: else [`LaunchError::BufferLength`].
+pub(crate) fn check_write_len<B: Backend + ?Sized, T: Element>(
+    buf: &DeviceBuffer<B, T>,
+    data: &[T],
+) -> Result<(), LaunchError> {
+    if data.len() == buf.len() {
+        Ok(())
+    } else {
+        Err(LaunchError::BufferLength {
+            name: "data",
+            expected: buf.len(),
+            actual: data.len(),
+        })
+    }
+}
+
 /// One kernel argument: a buffer's device address or a scalar.
 #[derive(Debug)]
 pub enum KernelArg<'a, B: Backend + ?Sized> {

@@ -8,8 +8,8 @@ use std::cell::RefCell;
 use crate::Arch;
 
 use super::{
-    from_le_bytes, to_le_bytes, Backend, DeviceBuffer, Element, KernelArg, LaunchConfig,
-    LaunchError, ScalarKind,
+    byte_len, check_write_len, from_le_bytes, to_le_bytes, Backend, DeviceBuffer, Element,
+    KernelArg, LaunchConfig, LaunchError, ScalarKind,
 };
 
 /// One recorded launch.
@@ -77,13 +77,7 @@ impl Backend for RecordingBackend {
     type RawBuffer = usize;
 
     fn alloc<T: Element>(&self, len: usize) -> Result<DeviceBuffer<Self, T>, LaunchError> {
-        let bytes =
-            len.checked_mul(T::KIND.size_bytes())
-                .ok_or_else(|| LaunchError::InvalidDim {
-                    name: "len",
-                    value: len as u64,
-                    reason: "byte size overflows usize".into(),
-                })?;
+        let bytes = byte_len::<T>(len)?;
         Ok(DeviceBuffer::from_raw(self.store(vec![0; bytes]), len))
     }
 
@@ -99,13 +93,7 @@ impl Backend for RecordingBackend {
         buf: &mut DeviceBuffer<Self, T>,
         data: &[T],
     ) -> Result<(), LaunchError> {
-        if data.len() != buf.len() {
-            return Err(LaunchError::BufferLength {
-                name: "data",
-                expected: buf.len(),
-                actual: data.len(),
-            });
-        }
+        check_write_len(buf, data)?;
         self.buffers.borrow_mut()[*buf.raw()] = to_le_bytes(data);
         Ok(())
     }

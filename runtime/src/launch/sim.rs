@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use ptxforge_sim::{Arg, BufferId, Counters, Device, Module, Options};
 
 use super::{
-    from_le_bytes, to_le_bytes, Backend, DeviceBuffer, Element, KernelArg, LaunchConfig,
-    LaunchError,
+    byte_len, check_write_len, from_le_bytes, to_le_bytes, Backend, DeviceBuffer, Element,
+    KernelArg, LaunchConfig, LaunchError,
 };
 
 /// A buffer in the interpreter's device memory; freed when dropped (its address range is never
@@ -124,13 +124,7 @@ impl Backend for SimBackend {
     type RawBuffer = SimBuffer;
 
     fn alloc<T: Element>(&self, len: usize) -> Result<DeviceBuffer<Self, T>, LaunchError> {
-        let bytes =
-            len.checked_mul(T::KIND.size_bytes())
-                .ok_or_else(|| LaunchError::InvalidDim {
-                    name: "len",
-                    value: len as u64,
-                    reason: "byte size overflows usize".into(),
-                })?;
+        let bytes = byte_len::<T>(len)?;
         let id = self.state().device.alloc(bytes);
         Ok(DeviceBuffer::from_raw(self.buffer::<T>(id), len))
     }
@@ -146,13 +140,7 @@ impl Backend for SimBackend {
         buf: &mut DeviceBuffer<Self, T>,
         data: &[T],
     ) -> Result<(), LaunchError> {
-        if data.len() != buf.len() {
-            return Err(LaunchError::BufferLength {
-                name: "data",
-                expected: buf.len(),
-                actual: data.len(),
-            });
-        }
+        check_write_len(buf, data)?;
         let bytes = to_le_bytes(data);
         self.state()
             .device
@@ -323,6 +311,37 @@ mod tests {
             other.alloc::<u8>(4).unwrap()
         };
         drop(orphan);
+    }
+
+    /// Both host-side backends refuse an allocation whose byte size overflows and a write of
+    /// another length than the buffer's, leaving the buffer as it was.
+    #[test]
+    fn bad_sizes_are_refused() {
+        fn check<B: Backend>(dev: &B) {
+            let too_big = dev.alloc::<f64>(usize::MAX / 4).err();
+            assert!(
+                matches!(too_big, Some(LaunchError::InvalidDim { name: "len", .. })),
+                "{too_big:?}"
+            );
+            let mut buf = dev.upload(&[1.0f32, 2.0]).unwrap();
+            let short = dev.write(&mut buf, &[3.0]);
+            assert!(
+                matches!(
+                    short,
+                    Err(LaunchError::BufferLength {
+                        name: "data",
+                        expected: 2,
+                        actual: 1
+                    })
+                ),
+                "{short:?}"
+            );
+            assert_eq!(dev.download(&buf).unwrap(), vec![1.0, 2.0]);
+            dev.write(&mut buf, &[3.0, 4.0]).unwrap();
+            assert_eq!(dev.download(&buf).unwrap(), vec![3.0, 4.0]);
+        }
+        check(&SimBackend::new());
+        check(&super::super::RecordingBackend::new());
     }
 
     /// A kernel that writes `a[n]` for thread `n`: launched with one thread too many, memcheck
