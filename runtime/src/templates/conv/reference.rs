@@ -65,6 +65,8 @@ struct Geometry {
     kw: usize,
     cg: usize,
     og: usize,
+    /// `(stride, padding, dilation)` along `h` and along `w`.
+    axes: [(u32, u32, u32); 2],
 }
 
 impl Geometry {
@@ -81,16 +83,28 @@ impl Geometry {
             kw: cfg.kernel_w as usize,
             cg: cfg.in_per_group() as usize,
             og: cfg.out_per_group() as usize,
+            axes: [
+                (cfg.stride_h, cfg.padding_h, cfg.dilation_h),
+                (cfg.stride_w, cfg.padding_w, cfg.dilation_w),
+            ],
         }
+    }
+
+    /// The input row of output row `oh`, tap row `i`; `None` in the padding.
+    fn ih(&self, oh: usize, i: usize) -> Option<usize> {
+        Self::input_coord(oh, i, self.axes[0], self.h)
+    }
+
+    /// The input column of output column `ow`, tap column `j`; `None` in the padding.
+    fn iw(&self, ow: usize, j: usize) -> Option<usize> {
+        Self::input_coord(ow, j, self.axes[1], self.w)
     }
 
     /// The input coordinate of output `o`, tap `k` on one axis, `None` in the padding.
     fn input_coord(
         o: usize,
         k: usize,
-        stride: u32,
-        pad: u32,
-        dil: u32,
+        (stride, pad, dil): (u32, u32, u32),
         len: usize,
     ) -> Option<usize> {
         let pos = (o * stride as usize + k * dil as usize).checked_sub(pad as usize)?;
@@ -161,25 +175,11 @@ pub fn forward(
                     let mut acc = bias.map_or(0.0, |b| b[oc]);
                     for ci in 0..g.cg {
                         for i in 0..g.kh {
-                            let Some(ih) = Geometry::input_coord(
-                                oh,
-                                i,
-                                cfg.stride_h,
-                                cfg.padding_h,
-                                cfg.dilation_h,
-                                g.h,
-                            ) else {
+                            let Some(ih) = g.ih(oh, i) else {
                                 continue;
                             };
                             for j in 0..g.kw {
-                                let Some(iw) = Geometry::input_coord(
-                                    ow,
-                                    j,
-                                    cfg.stride_w,
-                                    cfg.padding_w,
-                                    cfg.dilation_w,
-                                    g.w,
-                                ) else {
+                                let Some(iw) = g.iw(ow, j) else {
                                     continue;
                                 };
                                 acc += x[g.x_idx(n, c0 + ci, ih, iw)] * w[g.w_idx(oc, ci, i, j)];
@@ -211,25 +211,11 @@ pub fn im2col(cfg: &Conv2dConfig, shape: &ConvShape, x: &[f64]) -> Result<Vec<f6
                     let row = &mut cols[(grp * rows + r) * cols_n..(grp * rows + r + 1) * cols_n];
                     for n in 0..g.n {
                         for oh in 0..g.oh {
-                            let Some(ih) = Geometry::input_coord(
-                                oh,
-                                i,
-                                cfg.stride_h,
-                                cfg.padding_h,
-                                cfg.dilation_h,
-                                g.h,
-                            ) else {
+                            let Some(ih) = g.ih(oh, i) else {
                                 continue;
                             };
                             for ow in 0..g.ow {
-                                if let Some(iw) = Geometry::input_coord(
-                                    ow,
-                                    j,
-                                    cfg.stride_w,
-                                    cfg.padding_w,
-                                    cfg.dilation_w,
-                                    g.w,
-                                ) {
+                                if let Some(iw) = g.iw(ow, j) {
                                     row[(n * g.oh + oh) * g.ow + ow] =
                                         x[g.x_idx(n, grp * g.cg + ci, ih, iw)];
                                 }
@@ -365,25 +351,11 @@ pub fn backward_filter(
                     let mut acc = 0.0;
                     for n in 0..g.n {
                         for oh in 0..g.oh {
-                            let Some(ih) = Geometry::input_coord(
-                                oh,
-                                i,
-                                cfg.stride_h,
-                                cfg.padding_h,
-                                cfg.dilation_h,
-                                g.h,
-                            ) else {
+                            let Some(ih) = g.ih(oh, i) else {
                                 continue;
                             };
                             for ow in 0..g.ow {
-                                if let Some(iw) = Geometry::input_coord(
-                                    ow,
-                                    j,
-                                    cfg.stride_w,
-                                    cfg.padding_w,
-                                    cfg.dilation_w,
-                                    g.w,
-                                ) {
+                                if let Some(iw) = g.iw(ow, j) {
                                     acc +=
                                         gy[g.y_idx(n, oc, oh, ow)] * x[g.x_idx(n, c0 + ci, ih, iw)];
                                 }
