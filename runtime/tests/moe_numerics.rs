@@ -837,7 +837,8 @@ fn expert_gemm_tensor_core_counters() {
             eprintln!(
                 "{arch} {}: block {} instructions/output {:.2} (per thread, all kinds), \
                  tensor-core share {:.3}, mma {}, ldmatrix wavefronts/request {:.3} \
-                 (/matrix {:.3}), cp.async load efficiency {:.3}, shared wavefronts/request {:.3}",
+                 (/matrix {:.3}), cp.async load efficiency {:.3}, cp.async bank-conflict \
+                 factor {:.3}, shared wavefronts/request {:.3}",
                 rec.entry,
                 rec.config.block.x,
                 total as f64 / outputs as f64,
@@ -846,10 +847,15 @@ fn expert_gemm_tensor_core_counters() {
                 c.ldmatrix_wavefronts_per_request(),
                 c.ldmatrix_wavefronts_per_request() / 4.0,
                 c.cp_async_load_efficiency(),
+                c.cp_async_bank_conflict_factor(),
                 c.shared_wavefronts_per_request(),
             );
             if arch == Arch::Sm80 {
                 assert!(c.mma_instructions > 0, "{}: no mma", rec.entry);
+                // 16-byte pieces dealt in quarter-warp chunk columns land conflict-free (dealt
+                // row-major, a quarter-warp's two rows 20 words apart measured 2.0).
+                let f = c.cp_async_bank_conflict_factor();
+                assert!(f <= 1.0 + 1e-9, "{}: cp.async factor {f}", rec.entry);
                 let w = c.ldmatrix_wavefronts_per_request();
                 assert!(
                     (w - 4.0).abs() < 1e-9,

@@ -171,6 +171,12 @@ pub struct Counters {
     /// Distinct bytes `cp.async` read from global memory (src-size per lane; zero fill
     /// excluded; [`distinct_bytes`]).
     pub cp_async_global_bytes: u64,
+    /// Shared-memory wavefronts of those requests' writes (zero fill included), per phase as
+    /// for ordinary shared stores ([`wavefronts`]; lanes whose destination is not shared
+    /// memory take no part).
+    pub cp_async_shared_wavefronts: u64,
+    /// The fewest wavefronts those writes could take ([`min_wavefronts`]).
+    pub cp_async_shared_min_wavefronts: u64,
 }
 
 impl Counters {
@@ -197,6 +203,8 @@ impl Counters {
         self.cp_async_sectors += o.cp_async_sectors;
         self.cp_async_bytes += o.cp_async_bytes;
         self.cp_async_global_bytes += o.cp_async_global_bytes;
+        self.cp_async_shared_wavefronts += o.cp_async_shared_wavefronts;
+        self.cp_async_shared_min_wavefronts += o.cp_async_shared_min_wavefronts;
     }
 
     /// Average wavefronts per `ldmatrix` request (an x4 without bank conflicts has 4).
@@ -243,6 +251,15 @@ impl Counters {
     /// whatever the access width).
     pub fn shared_bank_conflict_factor(&self) -> f64 {
         ratio(self.shared_wavefronts, self.shared_min_wavefronts)
+    }
+
+    /// `cp.async` shared-write wavefronts ÷ the fewest the same writes could take (1.0 = the
+    /// copies land without bank conflicts).
+    pub fn cp_async_bank_conflict_factor(&self) -> f64 {
+        ratio(
+            self.cp_async_shared_wavefronts,
+            self.cp_async_shared_min_wavefronts,
+        )
     }
 }
 

@@ -66,6 +66,13 @@ fn cp_async_counts_requests_sectors_and_bytes() {
     // bytes, 16 sectors each; stage 2: threads 0..23 read (16 or 8 bytes) from 384 bytes = 12.
     assert_eq!(c.cp_async_sectors, 16 + 3 * 16 + 12);
     assert_eq!(c.instructions.async_copy, 32 * (5 + 3 + 3));
+    // Shared writes, each lane's slot 16 bytes after its neighbour's: the 16-byte copies take
+    // 4 quarter-warp phases of 128 contiguous bytes each (1 wavefront per phase, the fewest);
+    // the 8-byte copy 2 half-warp phases whose lanes l and l + 8 share a bank (2 each, fewest
+    // 1); each 4-byte copy one phase with 4 lanes per bank (4, fewest 1).
+    assert_eq!(c.cp_async_shared_wavefronts, 4 + 4 + 4 + 4 + 4);
+    assert_eq!(c.cp_async_shared_min_wavefronts, 4 + 2 + 1 + 1 + 4);
+    assert_eq!(c.cp_async_bank_conflict_factor(), 20.0 / 12.0);
 }
 
 #[test]

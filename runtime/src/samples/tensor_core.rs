@@ -118,7 +118,7 @@ const HALF_SHAPE: BlockShape = BlockShape {
     a_stride: A_STRIDE,
     b_stride: B_STRIDE,
     stages: TC_STAGES,
-    dealing: Dealing::RowMajor,
+    dealing: Dealing::QuarterWarpColumns,
 };
 
 /// The sm_75 sample: the same tiles in a single slot.

@@ -141,7 +141,8 @@ pub fn error_relative_to_max(got: &[f64], want: &[f64]) -> f64 {
 /// One launch's interpreter counters on one line, per output of the layer (`outputs`):
 /// instructions per output, tensor-core share, mma count, global load efficiency, cp.async
 /// bytes, ldmatrix wavefronts per request (and per 8×8 matrix), shared wavefronts per request
-/// and the shared bank-conflict factor (wavefronts ÷ the fewest possible).
+/// and the shared bank-conflict factors (wavefronts ÷ the fewest possible) of ordinary shared
+/// requests and of `cp.async` writes.
 #[cfg(feature = "sim")]
 pub fn counters_summary(record: &crate::launch::LaunchRecord, outputs: f64) -> String {
     let c = &record.counters;
@@ -150,7 +151,7 @@ pub fn counters_summary(record: &crate::launch::LaunchRecord, outputs: f64) -> S
         "{:<30} instructions/output {:.1}, tensor-core share {:.4}, mma {}, global load \
          efficiency {:.3} ({} load requests), cp.async bytes {}, ldmatrix wavefronts/request \
          {:.3} ({:.3} per 8x8 matrix), shared wavefronts/request {:.3} (bank-conflict factor \
-         {:.3})",
+         {:.3}), cp.async bank-conflict factor {:.3}",
         record.entry,
         total as f64 / outputs,
         c.instructions.tensor_core as f64 / total as f64,
@@ -162,6 +163,7 @@ pub fn counters_summary(record: &crate::launch::LaunchRecord, outputs: f64) -> S
         c.ldmatrix_wavefronts_per_request() / 4.0,
         c.shared_wavefronts_per_request(),
         c.shared_bank_conflict_factor(),
+        c.cp_async_bank_conflict_factor(),
     )
 }
 

@@ -441,10 +441,12 @@ pub enum Dealing {
     /// Consecutive lanes take consecutive pieces of a row.
     RowMajor,
     /// 16-byte pieces dealt by [`staged_chunk`] (each quarter-warp one chunk column of 8
-    /// rows), narrower ones row-major: for callers that read and rewrite their own pieces in
-    /// shared memory after they land (tf32 rounding, [`TileElem::round_landed`]), whose
-    /// `ld`/`st.shared.v4` would otherwise meet two rows 20 words apart per quarter-warp
-    /// (2-way bank conflicts).
+    /// rows), narrower ones row-major. Shared memory serves 16-byte accesses, `cp.async`
+    /// writes included, per quarter-warp: dealt row-major, a quarter-warp's two rows start
+    /// 20 words apart and share 4 banks (2-way conflicts: the MoE expert GEMM's copies
+    /// measured 2.0 wavefronts per fewest), dealt this way none. The same holds for callers
+    /// that read and rewrite their own pieces after they land (tf32 rounding,
+    /// [`TileElem::round_landed`]).
     QuarterWarpColumns,
 }
 

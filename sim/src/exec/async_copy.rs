@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use super::global::GlobalSpace;
 use super::memops::Region;
 use super::{lanes, BlockCtx, Engine, Warp, WARP};
-use crate::counters::{distinct_bytes, span_sectors};
+use crate::counters::{distinct_bytes, span_sectors, wavefronts_and_min};
 use crate::decode::{CpAsync, MemSpace, SrcSize};
 use crate::findings::{Access, AccessKind, Finding, FindingKind};
 
@@ -181,6 +181,7 @@ impl<G: GlobalSpace> Engine<'_, G> {
         let size = u64::from(c.size);
         let mut spans = [(0u64, 0u64); WARP];
         let (mut ng, mut issued) = (0usize, 0u64);
+        let mut dsts: [Option<u64>; WARP] = [None; WARP];
         for l in lanes(exec) {
             let n = match c.src_size {
                 SrcSize::Full => size,
@@ -240,6 +241,7 @@ impl<G: GlobalSpace> Engine<'_, G> {
             }
             issued += 1;
             let Some(dst) = dst else { continue };
+            dsts[l] = Some(dst);
             let copy = Copy {
                 group: UNCOMMITTED,
                 dst,
@@ -258,6 +260,9 @@ impl<G: GlobalSpace> Engine<'_, G> {
             k.cp_async_bytes += issued * size;
             k.cp_async_global_bytes += distinct_bytes(spans[..ng].iter().copied());
             k.cp_async_sectors += span_sectors(spans[..ng].iter().copied());
+            let (taken, fewest) = wavefronts_and_min(&dsts, size);
+            k.cp_async_shared_wavefronts += taken;
+            k.cp_async_shared_min_wavefronts += fewest;
         }
     }
 

@@ -81,7 +81,7 @@ pub fn report_json(r: &LaunchReport) -> String {
         .collect();
     instr.push(format!("\"total\":{}", c.instructions.total()));
     format!(
-        "{{\"findings\":[{}],\"findings_dropped\":{},\"counters\":{{\"instructions\":{{{}}},\"global_load_requests\":{},\"global_load_sectors\":{},\"global_load_bytes\":{},\"global_load_efficiency\":{},\"global_store_requests\":{},\"global_store_sectors\":{},\"global_store_bytes\":{},\"global_store_efficiency\":{},\"shared_requests\":{},\"shared_wavefronts\":{},\"shared_wavefronts_per_request\":{},\"shared_min_wavefronts\":{},\"shared_bank_conflict_factor\":{},\"barriers\":{},\"barrier_releases\":{},\"mma_instructions\":{},\"mma_flops\":{},\"ldmatrix_requests\":{},\"ldmatrix_wavefronts\":{},\"ldmatrix_wavefronts_per_request\":{},\"ldmatrix_matrices\":{},\"ldmatrix_wavefronts_per_matrix\":{},\"cp_async_requests\":{},\"cp_async_sectors\":{},\"cp_async_bytes\":{},\"cp_async_global_bytes\":{}}}}}",
+        "{{\"findings\":[{}],\"findings_dropped\":{},\"counters\":{{\"instructions\":{{{}}},\"global_load_requests\":{},\"global_load_sectors\":{},\"global_load_bytes\":{},\"global_load_efficiency\":{},\"global_store_requests\":{},\"global_store_sectors\":{},\"global_store_bytes\":{},\"global_store_efficiency\":{},\"shared_requests\":{},\"shared_wavefronts\":{},\"shared_wavefronts_per_request\":{},\"shared_min_wavefronts\":{},\"shared_bank_conflict_factor\":{},\"barriers\":{},\"barrier_releases\":{},\"mma_instructions\":{},\"mma_flops\":{},\"ldmatrix_requests\":{},\"ldmatrix_wavefronts\":{},\"ldmatrix_wavefronts_per_request\":{},\"ldmatrix_matrices\":{},\"ldmatrix_wavefronts_per_matrix\":{},\"cp_async_requests\":{},\"cp_async_sectors\":{},\"cp_async_bytes\":{},\"cp_async_global_bytes\":{},\"cp_async_shared_wavefronts\":{},\"cp_async_shared_min_wavefronts\":{},\"cp_async_bank_conflict_factor\":{}}}}}",
         findings.join(","),
         r.findings_dropped,
         instr.join(","),
@@ -110,7 +110,10 @@ pub fn report_json(r: &LaunchReport) -> String {
         c.cp_async_requests,
         c.cp_async_sectors,
         c.cp_async_bytes,
-        c.cp_async_global_bytes
+        c.cp_async_global_bytes,
+        c.cp_async_shared_wavefronts,
+        c.cp_async_shared_min_wavefronts,
+        num(c.cp_async_bank_conflict_factor()),
     )
 }
 

@@ -16,12 +16,18 @@ pub fn smem_per_min(c: &Counters) -> Option<f64> {
     (c.shared_requests > 0).then(|| c.shared_bank_conflict_factor())
 }
 
-/// Every shared-memory access together (ordinary requests and `ldmatrix`, the latter at one
-/// wavefront per 8×8 matrix at best): wavefronts ÷ the fewest they could take. 1.0 when the
-/// kernel touches no shared memory.
+/// `cp.async` writes into shared memory: wavefronts ÷ the fewest they could take; `None`
+/// without a copy.
+pub fn cp_async_per_min(c: &Counters) -> Option<f64> {
+    (c.cp_async_requests > 0).then(|| c.cp_async_bank_conflict_factor())
+}
+
+/// Every shared-memory access together (ordinary requests, `cp.async` writes and `ldmatrix`,
+/// the latter at one wavefront per 8×8 matrix at best): wavefronts ÷ the fewest they could
+/// take. 1.0 when the kernel touches no shared memory.
 pub fn factor(c: &Counters) -> f64 {
-    let taken = c.shared_wavefronts + c.ldmatrix_wavefronts;
-    let fewest = c.shared_min_wavefronts + c.ldmatrix_matrices;
+    let taken = c.shared_wavefronts + c.cp_async_shared_wavefronts + c.ldmatrix_wavefronts;
+    let fewest = c.shared_min_wavefronts + c.cp_async_shared_min_wavefronts + c.ldmatrix_matrices;
     if fewest == 0 {
         1.0
     } else {

@@ -562,20 +562,22 @@ pub fn tensor_core_section(md: &mut String) -> Result<()> {
         "`C = A · B`, M = N = {m}, K = {k}, f32 out, on the interpreter (every check on, no \
          finding; the numerics tests check these kernels against an f64 reference). Instructions \
          are dynamic thread-instructions (a warp-wide `mma` counts 32); ldmatrix is wavefronts \
-         per 8×8 matrix and smem the ordinary shared loads' and stores' wavefronts ÷ the fewest \
-         they could take, counted per phase (both 1.00 = conflict-free, whatever the access \
+         per 8×8 matrix, smem the ordinary shared loads' and stores' wavefronts and cp.async \
+         smem the copies' shared writes' wavefronts, each ÷ the fewest they could take, \
+         counted per phase (both 1.00 = conflict-free, whatever the access \
          width: a conflict-free `ldmatrix.x4` or 16-byte `ld/st.shared.v4` takes 4 \
          wavefronts). Command: `cargo xtask bench`.\n"
     );
-    md.push_str("| entry | target | instr/output | tensor-core share | mma | ldmatrix wf/matrix | cp.async req (bytes) | smem wf/min | barriers |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    md.push_str("| entry | target | instr/output | tensor-core share | mma | ldmatrix wf/matrix | cp.async req (bytes) | cp.async smem wf/min | smem wf/min | barriers |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (arch, r) in &rows {
         let c = &r.counters;
         let total = c.instructions.total();
         let ldm = bank_conflicts::cell(bank_conflicts::ldmatrix_per_matrix(c));
         let smem = bank_conflicts::cell(bank_conflicts::smem_per_min(c));
+        let landing = bank_conflicts::cell(bank_conflicts::cp_async_per_min(c));
         let _ = writeln!(
             md,
-            "| {} | {arch} | {:.1} | {:.1}% | {} | {ldm} | {} ({}) | {smem} | {} |",
+            "| {} | {arch} | {:.1} | {:.1}% | {} | {ldm} | {} ({}) | {landing} | {smem} | {} |",
             r.entry,
             total as f64 / f64::from(m * n),
             100.0 * c.instructions.tensor_core as f64 / total.max(1) as f64,
@@ -649,6 +651,11 @@ mod tests {
             "gemm_tc_f16_m16n8k8",
         ] {
             assert!(md.contains(&format!("| {entry} |")), "{entry} row");
+        }
+        // Every sample's copies land without bank conflicts (quarter-warp chunk columns).
+        for line in md.lines().filter(|l| l.starts_with("| gemm_tc")) {
+            let landing = line.split('|').nth(8).map(str::trim);
+            assert!(matches!(landing, Some("1.00" | "–")), "{line}");
         }
     }
 }

@@ -358,13 +358,14 @@ pub fn section(md: &mut String, ptxas: &Path, scratch: &Path) -> Result<()> {
          shared requests' wavefronts ÷ the fewest they could take (1.00 = conflict-free, \
          whatever the access width; conflicts counted per phase: the warp for 4-byte accesses, \
          half-warps for 8-byte, quarter-warps for 16-byte, the interpreter's conservative \
-         model); load eff. is the distinct bytes global loads and \
+         model); cp.async smem is the same for the shared-memory writes of `cp.async` copies \
+         (zero fill included); load eff. is the distinct bytes global loads and \
          `cp.async` copies used ÷ the 32-byte sectors they moved, request by request (1.00 = \
          every sector wholly used); registers (spilled bytes) from `ptxas -v` for that entry on that target. Command: \
          `cargo xtask bench`.\n\n",
     );
     md.push_str(
-        "| kernel (shape) | target | entry | instr/output | tensor-core share | ldmatrix wf/matrix | smem wf/min | load eff. | registers (spills) |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n",
+        "| kernel (shape) | target | entry | instr/output | tensor-core share | ldmatrix wf/matrix | smem wf/min | cp.async smem wf/min | load eff. | registers (spills) |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for job in &JOBS {
         for (arch, run) in PATHS {
@@ -386,12 +387,13 @@ pub fn section(md: &mut String, ptxas: &Path, scratch: &Path) -> Result<()> {
                 let total = c.instructions.total();
                 let _ = writeln!(
                     md,
-                    "| {name} | {arch} | {} | {:.1} | {:.1}% | {} | {} | {:.2} | {} |",
+                    "| {name} | {arch} | {} | {:.1} | {:.1}% | {} | {} | {} | {:.2} | {} |",
                     r.entry,
                     total as f64 / outputs as f64,
                     100.0 * c.instructions.tensor_core as f64 / total.max(1) as f64,
                     bank_conflicts::cell(bank_conflicts::ldmatrix_per_matrix(c)),
                     bank_conflicts::cell(bank_conflicts::smem_per_min(c)),
+                    bank_conflicts::cell(bank_conflicts::cp_async_per_min(c)),
                     c.global_load_efficiency(),
                     registers(&reports, &r.entry),
                 );

@@ -22,9 +22,10 @@
 //!   multiple of 4 or 2 (each copy aligned and wholly inside or outside its row), and element
 //!   by element for odd lengths; past the length the ring slot is zero, so ragged lengths stay
 //!   on the tensor cores. Whatever the piece size, a warp's lanes copy whole rows' pieces
-//!   together ([`tile::Dealing`]: consecutive pieces of a row, or for tf32, which rounds its
-//!   landed pieces in place, 16-byte pieces as one chunk column of 8 rows per quarter-warp,
-//!   conflict-free), so a request reads whole 64-byte row segments: at `H = 70`
+//!   together ([`tile::Dealing::QuarterWarpColumns`]: 16-byte pieces as one chunk column of 8
+//!   rows per quarter-warp, so their shared writes, and tf32's in-place rounding of them, are
+//!   conflict-free; narrower pieces consecutive along a row), so a request reads whole 64-byte
+//!   row segments: at `H = 70`
 //!   (4-byte pieces) the copies use 0.625 of the sectors they touch, the most 64-byte
 //!   segments of 140-byte rows allow (0.19 with each lane's four pieces 16 bytes apart);
 //!   16-byte copies of 16-byte aligned rows use 1.0.
@@ -174,12 +175,7 @@ fn grouped_gemm<T: MoeElem + TileElem>(
     let bytes = T::TYPE.bytes();
     let elems = copy_elems(len, tile::CHUNK_BYTES / bytes);
     let piece_bytes = elems * bytes;
-    // Only tf32 reads and rewrites its landed pieces; the others keep the cheaper dealing.
-    let dealing = if T::ROUNDS_ON_LANDING {
-        tile::Dealing::QuarterWarpColumns
-    } else {
-        tile::Dealing::RowMajor
-    };
+    let dealing = tile::Dealing::QuarterWarpColumns;
     let (row0, col, at) = tile::piece_slot_bytes(k, (tid, 0), bytes, piece_bytes, dealing);
     let rows: Vec<Reg<U32>> = (0..tile::pieces_per_thread(piece_bytes))
         .map(|i| match i {
