@@ -39,7 +39,7 @@ use crate::builder::{
     SharedArr, BF16, F16, F32, M16N8K16, M16N8K8, TF32, U32, U64,
 };
 use crate::ir::CacheLevel;
-use crate::templates::warp_mma::{staged_chunk, Dealing};
+use crate::templates::warp_mma::staged_chunk;
 
 /// Output rows per block.
 pub const TC_TILE_M: u32 = 64;
@@ -80,11 +80,6 @@ struct BlockShape {
     b_stride: u32,
     /// Ring slots of each tile.
     stages: u32,
-    /// How a warp's lanes share out the 16-byte copy chunks ([`ChunkPlace::all`]): by chunk
-    /// columns where threads also store or rewrite their chunks with `st.shared.v4` (sm_75
-    /// staging, tf32 rounding), so a quarter-warp meets no bank conflict; row-major where
-    /// only `cp.async` writes them (cheaper addressing).
-    dealing: Dealing,
 }
 
 impl BlockShape {
@@ -118,13 +113,11 @@ const HALF_SHAPE: BlockShape = BlockShape {
     a_stride: A_STRIDE,
     b_stride: B_STRIDE,
     stages: TC_STAGES,
-    dealing: Dealing::QuarterWarpColumns,
 };
 
 /// The sm_75 sample: the same tiles in a single slot.
 const HALF_SHAPE_SM75: BlockShape = BlockShape {
     stages: 1,
-    dealing: Dealing::QuarterWarpColumns,
     ..HALF_SHAPE
 };
 
@@ -149,8 +142,8 @@ struct Gemm<T: Scalar> {
 
 /// Where one of this thread's 16-byte copy chunks sits, fixed for the whole K loop: chunk
 /// `c = tid + i · threads` of a tile with `per_row` chunks per row is at tile row
-/// `c / per_row`, chunk column `c % per_row` ([`Dealing::RowMajor`]), or dealt by
-/// [`staged_chunk`] ([`Dealing::QuarterWarpColumns`]).
+/// dealt by [`staged_chunk`] (a quarter-warp's 16-byte accesses, `cp.async` writes and
+/// `st.shared.v4` alike, on one chunk column of 8 rows: no bank conflict).
 struct ChunkPlace {
     /// The global coordinate that does not move with K (A: the row, B: the column).
     fixed: Reg<U32>,
@@ -168,7 +161,6 @@ impl ChunkPlace {
         k: &mut KernelBuilder,
         (tid, threads): (Reg<U32>, u32),
         (tile_rows, tile_cols, stride): (u32, u32, u32),
-        dealing: Dealing,
         fixed_is_row: bool,
         fixed0: Reg<U32>,
     ) -> Vec<Self> {
@@ -176,10 +168,7 @@ impl ChunkPlace {
         (0..tile_rows * per_row / threads)
             .map(|i| {
                 let c = k.add(tid, i * threads);
-                let (row, chunk) = match dealing {
-                    Dealing::RowMajor => (k.div_int(c, per_row), k.rem(c, per_row)),
-                    Dealing::QuarterWarpColumns => staged_chunk(k, c, per_row),
-                };
+                let (row, chunk) = staged_chunk(k, c, per_row);
                 let col = k.mul_lo(chunk, chunk_elems::<T>());
                 let slot = k.mad_lo(row, stride, col);
                 let slot_bytes = k.mul_lo(slot, T::TYPE.bytes());
@@ -238,9 +227,9 @@ impl<T: Scalar> Gemm<T> {
         let block_col = k.mul_lo(bx, shape.tile_n);
         let threads = (tid, shape.threads);
         let a_tile = (shape.tile_m, shape.tile_k, shape.a_stride);
-        let a_chunks = ChunkPlace::all::<T>(k, threads, a_tile, shape.dealing, true, block_row);
+        let a_chunks = ChunkPlace::all::<T>(k, threads, a_tile, true, block_row);
         let b_tile = (shape.tile_k, shape.tile_n, shape.b_stride);
-        let b_chunks = ChunkPlace::all::<T>(k, threads, b_tile, shape.dealing, false, block_col);
+        let b_chunks = ChunkPlace::all::<T>(k, threads, b_tile, false, block_col);
         Self {
             p,
             shape,

@@ -332,14 +332,13 @@ impl WarpPos {
 }
 
 /// Chunk `i` of [`CHUNKS_PER_THREAD`] of thread `tid`: its tile row, its first column and its
-/// byte offset within a stage ([`piece_slot_bytes`] with 16-byte pieces dealt `dealing`).
+/// byte offset within a stage ([`piece_slot_bytes`] with 16-byte pieces).
 pub fn chunk_slot_bytes(
     k: &mut KernelBuilder,
     (tid, i): (Reg<U32>, u32),
     elem_bytes: u32,
-    dealing: Dealing,
 ) -> (Reg<U32>, Reg<U32>, Reg<U32>) {
-    piece_slot_bytes(k, (tid, i), elem_bytes, CHUNK_BYTES, dealing)
+    piece_slot_bytes(k, (tid, i), elem_bytes, CHUNK_BYTES)
 }
 
 /// 16-byte chunks of one operand stage staged [`Staging::ByK`] each thread copies.
@@ -417,50 +416,29 @@ pub fn piece_slot_bytes(
     (tid, i): (Reg<U32>, u32),
     elem_bytes: u32,
     piece_bytes: u32,
-    dealing: Dealing,
 ) -> (Reg<U32>, Reg<U32>, Reg<U32>) {
     let per_row = TILE_K_BYTES / piece_bytes;
     let piece = k.add(tid, i * THREADS);
-    let (row, in_row) = match dealing {
-        Dealing::RowMajor => {
-            let row = k.shr(piece, per_row.trailing_zeros());
-            (row, k.and(piece, per_row - 1))
-        }
-        Dealing::QuarterWarpColumns => staged_chunk(k, piece, per_row),
-    };
+    let (row, in_row) = staged_chunk(k, piece, per_row);
     let col = k.mul_lo(in_row, piece_bytes / elem_bytes);
     let slot = k.mad_lo(row, ROW_BYTES / elem_bytes, col);
     let slot_bytes = k.mul_lo(slot, elem_bytes);
     (row, col, slot_bytes)
 }
 
-/// How the lanes of a warp share out the pieces of the rows it copies ([`piece_slot_bytes`]);
-/// either way a warp copies whole rows and every piece of a thread has the same column.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dealing {
-    /// Consecutive lanes take consecutive pieces of a row.
-    RowMajor,
-    /// 16-byte pieces dealt by [`staged_chunk`] (each quarter-warp one chunk column of 8
-    /// rows), narrower ones row-major. Shared memory serves 16-byte accesses, `cp.async`
-    /// writes included, per quarter-warp: dealt row-major, a quarter-warp's two rows start
-    /// 20 words apart and share 4 banks (2-way conflicts: the MoE expert GEMM's copies
-    /// measured 2.0 wavefronts per fewest), dealt this way none. The same holds for callers
-    /// that read and rewrite their own pieces after they land (tf32 rounding,
-    /// [`TileElem::round_landed`]).
-    QuarterWarpColumns,
-}
-
 /// Tile `(row, chunk column)` of 16-byte staging chunk `c` (`c % 32` the lane that copies it)
 /// in a shared tile of `per_row` chunks per row.
 ///
-/// A `st.shared.v4` (or an in-place pass's `ld`/`st.shared.v4`) is served in quarter-warps
-/// of 8 lanes. Dealt row-major, a tile narrower than 8 chunks would give a quarter-warp
-/// `8 / per_row` rows of one 16-byte column span each, and with rows padded for `ldmatrix`
-/// (80 bytes: 20 words) two rows 20 words apart overlap in 4 banks: 2-way conflicts. So
-/// there each warp's 32 chunks, still the same `32 / per_row` whole rows (the same global
-/// sectors per request), are dealt column-major: lane `l` takes row `l % (32 / per_row)`,
-/// chunk `l / (32 / per_row)`, and a quarter-warp reads one chunk column of 8 consecutive rows,
-/// which start on 8 distinct 4-bank groups exactly when an `ldmatrix` phase's rows do.
+/// A 16-byte shared access — a `cp.async` chunk's write, a `st.shared.v4`, an in-place
+/// pass's `ld`/`st.shared.v4` — is served in quarter-warps of 8 lanes. Dealt row-major, a
+/// tile narrower than 8 chunks would give a quarter-warp `8 / per_row` rows of one 16-byte
+/// column span each, and with rows padded for `ldmatrix` (80 bytes: 20 words) two rows 20
+/// words apart overlap in 4 banks: 2-way conflicts (the MoE expert GEMM's copies measured
+/// 2.0 wavefronts per fewest). So there each warp's 32 chunks, still the same `32 / per_row`
+/// whole rows (the same global sectors per request), are dealt column-major: lane `l` takes
+/// row `l % (32 / per_row)`, chunk `l / (32 / per_row)`, and a quarter-warp reads one chunk
+/// column of 8 consecutive rows, which start on 8 distinct 4-bank groups exactly when an
+/// `ldmatrix` phase's rows do.
 pub fn staged_chunk(k: &mut KernelBuilder, c: Reg<U32>, per_row: u32) -> (Reg<U32>, Reg<U32>) {
     if per_row >= 8 {
         return (k.div_int(c, per_row), k.rem(c, per_row));

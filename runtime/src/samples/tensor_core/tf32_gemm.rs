@@ -14,8 +14,8 @@
 //!   the barrier that publishes the slot. Every element is rounded once per block instead of
 //!   once per warp fragment that reads it; fragments then load tf32 values as they are. A's
 //!   chunks are dealt one chunk column of 8 rows per quarter-warp
-//!   ([`Dealing::QuarterWarpColumns`]), so those `v4` accesses meet no bank conflict (two rows
-//!   of 20 words per quarter-warp would be 2-way).
+//!   ([`staged_chunk`](crate::templates::warp_mma::staged_chunk)), so those `v4` accesses
+//!   meet no bank conflict (two rows of 20 words per quarter-warp would be 2-way).
 //! * **A fragments** come from `ldmatrix.x4` (an 8 × 8 b16 matrix is an 8 × 4 f32 one, which is
 //!   the tf32 A layout; see `builder/tensor/tf32.rs`). A rows are padded to 20 f32 (80 bytes),
 //!   so an `ldmatrix` phase's eight 16-byte rows start on eight distinct 4-bank groups.
@@ -38,7 +38,6 @@ use super::{chunk_elems, BlockShape, Gemm, GemmTiling};
 use crate::arch::Arch;
 use crate::builder::{FragA, FragB, FragC, KernelBuilder, Pred, Reg, F32, M16N8K8, TF32, U32};
 use crate::samples::index_bound::sample_kernel;
-use crate::templates::warp_mma::Dealing;
 
 /// The block shape (f32 elements).
 const SHAPE: BlockShape = BlockShape {
@@ -52,7 +51,6 @@ const SHAPE: BlockShape = BlockShape {
     a_stride: 16 + 4,
     b_stride: 128 + 8,
     stages: 2,
-    dealing: Dealing::QuarterWarpColumns,
 };
 
 /// The launch tiling of `gemm_tc_tf32_m16n8k8`.

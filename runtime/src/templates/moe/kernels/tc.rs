@@ -22,7 +22,7 @@
 //!   multiple of 4 or 2 (each copy aligned and wholly inside or outside its row), and element
 //!   by element for odd lengths; past the length the ring slot is zero, so ragged lengths stay
 //!   on the tensor cores. Whatever the piece size, a warp's lanes copy whole rows' pieces
-//!   together ([`tile::Dealing::QuarterWarpColumns`]: 16-byte pieces as one chunk column of 8
+//!   together ([`tile::piece_slot_bytes`]: 16-byte pieces as one chunk column of 8
 //!   rows per quarter-warp, so their shared writes, and tf32's in-place rounding of them, are
 //!   conflict-free; narrower pieces consecutive along a row), so a request reads whole 64-byte
 //!   row segments: at `H = 70`
@@ -175,8 +175,7 @@ fn grouped_gemm<T: MoeElem + TileElem>(
     let bytes = T::TYPE.bytes();
     let elems = copy_elems(len, tile::CHUNK_BYTES / bytes);
     let piece_bytes = elems * bytes;
-    let dealing = tile::Dealing::QuarterWarpColumns;
-    let (row0, col, at) = tile::piece_slot_bytes(k, (tid, 0), bytes, piece_bytes, dealing);
+    let (row0, col, at) = tile::piece_slot_bytes(k, (tid, 0), bytes, piece_bytes);
     let rows: Vec<Reg<U32>> = (0..tile::pieces_per_thread(piece_bytes))
         .map(|i| match i {
             0 => row0,

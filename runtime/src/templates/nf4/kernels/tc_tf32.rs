@@ -167,7 +167,7 @@ fn build(k: &mut KernelBuilder, (cfg, e): (&Nf4Config, &Entry<F32>), gemm: Gemm,
         AbsmaxStage::new(k, (cfg, e, BACKWARD_COLS), shape, (tid, tile::THREADS))
     });
     let chunks: Vec<_> = (0..tile::CHUNKS_PER_THREAD)
-        .map(|i| tile::chunk_slot_bytes(k, (tid, i), 4, tile::Dealing::QuarterWarpColumns))
+        .map(|i| tile::chunk_slot_bytes(k, (tid, i), 4))
         .collect();
     let window = |k: &mut KernelBuilder, k_tile: Reg<U32>| match gemm {
         Gemm::Forward => CodeWindow {
@@ -290,7 +290,7 @@ fn multiply_existing(
 type TileChunk = (Reg<U32>, Reg<U32>, Reg<U32>);
 
 /// Lanes between a row's four chunks: chunks are dealt per quarter-warp
-/// ([`tile::Dealing::QuarterWarpColumns`]: a quarter-warp takes one chunk column of 8 rows),
+/// ([`tile::staged_chunk`]: a quarter-warp takes one chunk column of 8 rows),
 /// so the in-place tf32 rounding's `ld`/`st.shared.v4` are conflict-free per phase, and a
 /// row's chunks sit on lanes `r, r + 8, r + 16, r + 24`.
 const QUAD_STRIDE: u32 = 8;

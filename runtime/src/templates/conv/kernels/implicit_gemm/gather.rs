@@ -159,9 +159,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
                     .map(|i| {
                         // Quarter-warp chunk columns: the gathered chunks are stored with
                         // `st.shared.v4`, conflict-free per quarter-warp only that way.
-                        let dealing = tile::Dealing::QuarterWarpColumns;
-                        let (row, col, slot_bytes) =
-                            tile::chunk_slot_bytes(k, (tid, i), bytes, dealing);
+                        let (row, col, slot_bytes) = tile::chunk_slot_bytes(k, (tid, i), bytes);
                         (self.row_coord(k, side, row), col, slot_bytes)
                     })
                     .collect(),
