@@ -23,6 +23,7 @@
 use crate::builder::{GlobalPtr, KernelBuilder, Reg, SharedArr, Val, U32};
 use crate::ir::{CacheLevel, CmpOp};
 use crate::templates::nf4::Nf4Config;
+use crate::templates::warp_mma as tile;
 
 use super::U8;
 
@@ -126,7 +127,7 @@ impl CodeStage {
             k.comment("cp.async the packed codes");
             let chunk = self.chunk();
             let per_row = self.width / chunk;
-            self.for_each_slot(k, (tid, threads), per_row, |k, r, piece| {
+            self.for_each_slot(k, (tid, threads), (per_row, chunk), |k, r, piece| {
                 self.copy_chunk(k, packed, w, stage, (r, piece), chunk);
             });
         } else {
@@ -135,7 +136,7 @@ impl CodeStage {
             self.for_each_slot(
                 k,
                 (tid, threads),
-                words.next_power_of_two(),
+                (words.next_power_of_two(), 4),
                 |k, r, word| {
                     let covering = k.setp_lt(word, words);
                     k.if_then(covering, |k| {
@@ -147,21 +148,20 @@ impl CodeStage {
         }
     }
 
-    /// Runs `body(k, r, slot)` for every `(row, slot)` of `rows × per_row`, slot-fastest over
-    /// consecutive threads.
+    /// Runs `body(k, r, slot)` for every `(row, slot)` of `rows × per_row` slots of `bytes`
+    /// each, dealt by [`slot_place`].
     fn for_each_slot(
         &self,
         k: &mut KernelBuilder,
         (tid, threads): (Reg<U32>, u32),
-        per_row: u32,
+        (per_row, bytes): (u32, u32),
         body: impl Fn(&mut KernelBuilder, Reg<U32>, Reg<U32>),
     ) {
         let slots = self.rows * per_row;
         for i in 0..slots.div_ceil(threads) {
             let c = k.add(tid, i * threads);
             let one = |k: &mut KernelBuilder| {
-                let r = k.shr(c, per_row.trailing_zeros());
-                let slot = k.and(c, per_row - 1);
+                let (r, slot) = slot_place(k, c, (per_row, bytes), slots);
                 body(k, r, slot);
             };
             if slots.is_multiple_of(threads) {
@@ -231,6 +231,27 @@ impl CodeStage {
     }
 }
 
+/// Row and slot of copy `c` of a window with `per_row` slots of `bytes` per row. A warp's 32
+/// copies cover the same `32 / per_row` whole rows either way (the same global sectors per
+/// request); shared memory takes 8- and 16-byte writes in phases of 16 and 8 lanes, and with
+/// fewer than 8 slots per row a phase dealt slot-fastest would span two to four rows whose
+/// padded starts (12 or 20 words apart) share banks, so those are dealt column-major
+/// ([`tile::staged_chunk`]: a phase's lanes on consecutive rows, one slot column, which start
+/// on distinct 4-bank groups as the readers' rows do), when every warp's copies are whole
+/// (`slots` a multiple of 32). 4-byte copies (a phase is the whole warp) stay slot-fastest.
+fn slot_place(
+    k: &mut KernelBuilder,
+    c: Reg<U32>,
+    (per_row, bytes): (u32, u32),
+    slots: u32,
+) -> (Reg<U32>, Reg<U32>) {
+    if bytes >= 8 && slots.is_multiple_of(32) {
+        tile::staged_chunk(k, c, per_row)
+    } else {
+        (k.shr(c, per_row.trailing_zeros()), k.and(c, per_row - 1))
+    }
+}
+
 /// One thread's share of [`CodeStage::copy`] for windows whose rows stay fixed while
 /// `byte0` moves along them (the forward's: the block's weight rows, slice after slice), when
 /// rows are a whole number of windows: each chunk's row start (0 for rows past `n`, a valid
@@ -270,8 +291,7 @@ impl CodeStage {
             .map(|i| {
                 let c = k.add(tid, i * threads);
                 let active = ((i + 1) * threads > slots).then(|| k.setp_lt(c, slots));
-                let r = k.shr(c, per_row.trailing_zeros());
-                let piece = k.and(c, per_row - 1);
+                let (r, piece) = slot_place(k, c, (per_row, chunk), slots);
                 let b = k.mul_lo(piece, chunk);
                 let dst = k.mad_lo(r, self.stride, b);
                 let grow = k.add(row0, r);
