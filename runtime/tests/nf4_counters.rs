@@ -684,7 +684,10 @@ fn tensor_core_forward_tall_instructions_per_output() {
             assert!(r.counters.shared_bank_conflict_factor() <= 1.05, "{entry}");
             // Code rows 12 words apart: copies dealt slot-fastest measured 1.20 here.
             let landing = r.counters.cp_async_bank_conflict_factor();
-            assert!(landing <= 1.0 + 1e-9, "{entry}: cp.async factor {landing:.3}");
+            assert!(
+                landing <= 1.0 + 1e-9,
+                "{entry}: cp.async factor {landing:.3}"
+            );
             assert!(r.counters.global_load_efficiency() >= 0.9, "{entry}");
             r.counters.instructions.total() as f64 / f64::from(m * n)
         });

@@ -4,8 +4,11 @@
 //!
 //! - **bound** = max of DRAM bytes / 3.35 TB/s, tensor FLOPs / tensor peak (989 TFLOP/s dense
 //!   f16/bf16, half that for tf32), FP32-pipe thread-instructions × 2 / 67 TFLOP/s (each float
-//!   instruction takes one FMA lane-slot: an FMA is 2 FLOPs in it) and issued warp instructions /
-//!   (132 SMs × 4 schedulers × 1.98 GHz). DRAM bytes are the 32-byte sectors the loads, stores
+//!   instruction takes one FMA lane-slot: an FMA is 2 FLOPs in it), issued warp instructions /
+//!   (132 SMs × 4 schedulers × 1.98 GHz) and shared-memory wavefronts / (132 SMs × 1.98 GHz)
+//!   (an SM's shared memory serves one 128-byte wavefront per cycle; the wavefronts are the
+//!   interpreter's: ordinary shared requests, `ldmatrix` and `cp.async` writes, bank
+//!   conflicts included). DRAM bytes are the 32-byte sectors the loads, stores
 //!   and `cp.async` copies moved, capped at the bytes of the buffers the job touches (a perfect
 //!   L2 reads each byte from DRAM once). Warp instructions are thread-instructions ÷ 32 (fewer
 //!   than issued when warps are partly active, so still a lower bound).
@@ -18,7 +21,7 @@
 //! or quadratic in the sequence length for attention), and [`Work::scaled`] multiplies by the
 //! ratio of identically-working blocks.
 //!
-//! The four-term bound spreads the work over all 132 SMs, whatever the grid. The
+//! The five-term bound spreads the work over all 132 SMs, whatever the grid. The
 //! **waves-aware bound** ([`waves_aware`]) adds what the grid allows: per launch, the blocks an
 //! SM holds at once ([`blocks_per_sm`]: threads, registers from `ptxas -v`, shared memory and
 //! the block limit of an H100 SM), the waves `⌈blocks / (132 · blocks per SM)⌉`, and the
@@ -37,16 +40,20 @@ pub struct Peak {
     pub fma_flops_per_s: f64,
     /// Warp instructions issued per second over the whole GPU.
     pub warp_issue_per_s: f64,
+    /// Shared-memory wavefronts (128 bytes each) served per second over the whole GPU.
+    pub shared_wavefronts_per_s: f64,
 }
 
 /// H100 SXM5: HBM3 3.35 TB/s, 989 dense f16/bf16 TFLOP/s, 67 FP32 TFLOP/s, 132 SMs × 4
-/// schedulers at the 1.98 GHz boost clock.
+/// schedulers at the 1.98 GHz boost clock, each SM's shared memory one 128-byte wavefront per
+/// cycle (32 banks of 4 bytes).
 pub const H100: Peak = Peak {
     dram_bytes_per_s: 3.35e12,
     tensor_f16_flops_per_s: 989e12,
     tensor_tf32_flops_per_s: 494.5e12,
     fma_flops_per_s: 67e12,
     warp_issue_per_s: 132.0 * 4.0 * 1.98e9,
+    shared_wavefronts_per_s: 132.0 * 1.98e9,
 };
 
 /// The arithmetic a job needs, which decides its ideal peak (and the tensor peak of its `mma`s).
@@ -84,6 +91,8 @@ pub struct Work {
     pub load_bytes: f64,
     pub load_sectors: f64,
     pub store_sectors: f64,
+    /// Shared-memory wavefronts: ordinary requests, `ldmatrix` and `cp.async` writes.
+    pub shared_wavefronts: f64,
 }
 
 impl Work {
@@ -97,10 +106,13 @@ impl Work {
             load_bytes: (c.global_load_bytes + c.cp_async_global_bytes) as f64,
             load_sectors: (c.global_load_sectors + c.cp_async_sectors) as f64,
             store_sectors: c.global_store_sectors as f64,
+            shared_wavefronts: (c.shared_wavefronts
+                + c.ldmatrix_wavefronts
+                + c.cp_async_shared_wavefronts) as f64,
         }
     }
 
-    fn fields(&self) -> [f64; 7] {
+    fn fields(&self) -> [f64; 8] {
         [
             self.thread_instructions,
             self.tensor_instructions,
@@ -109,10 +121,11 @@ impl Work {
             self.load_bytes,
             self.load_sectors,
             self.store_sectors,
+            self.shared_wavefronts,
         ]
     }
 
-    fn from_fields(f: [f64; 7]) -> Work {
+    fn from_fields(f: [f64; 8]) -> Work {
         Work {
             thread_instructions: f[0],
             tensor_instructions: f[1],
@@ -121,6 +134,7 @@ impl Work {
             load_bytes: f[4],
             load_sectors: f[5],
             store_sectors: f[6],
+            shared_wavefronts: f[7],
         }
     }
 
@@ -187,13 +201,14 @@ pub struct Job {
     pub precision: Precision,
 }
 
-/// The four terms of the lower bound, in seconds.
+/// The five terms of the lower bound, in seconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Bound {
     pub dram_s: f64,
     pub tensor_s: f64,
     pub fma_s: f64,
     pub issue_s: f64,
+    pub shared_s: f64,
 }
 
 impl Bound {
@@ -202,6 +217,7 @@ impl Bound {
             .max(self.tensor_s)
             .max(self.fma_s)
             .max(self.issue_s)
+            .max(self.shared_s)
     }
 
     /// Which term decides the bound.
@@ -213,8 +229,10 @@ impl Bound {
             "tensor"
         } else if s == self.fma_s {
             "FMA"
-        } else {
+        } else if s == self.issue_s {
             "issue"
+        } else {
+            "shared"
         }
     }
 }
@@ -231,6 +249,7 @@ pub fn bound(work: &Work, job: &Job, peak: &Peak) -> Bound {
         tensor_s: work.mma_flops / tensor_peak,
         fma_s: 2.0 * work.fp_instructions / peak.fma_flops_per_s,
         issue_s: work.thread_instructions / 32.0 / peak.warp_issue_per_s,
+        shared_s: work.shared_wavefronts / peak.shared_wavefronts_per_s,
     }
 }
 
@@ -340,8 +359,8 @@ pub fn waves(launch: &Launch, per_sm: u32, sm: &Sm) -> u64 {
 }
 
 /// The compute time of one launch doing `work` on its busiest SM, in seconds: that SM runs
-/// `⌈blocks / SMs⌉` blocks, so the tensor and FP32 terms grow by `SMs · ⌈blocks / SMs⌉ /
-/// blocks` over work spread evenly; its issue term is, wave by wave, the resident blocks'
+/// `⌈blocks / SMs⌉` blocks, so the tensor, FP32 and shared-memory terms grow by `SMs ·
+/// ⌈blocks / SMs⌉ / blocks` over work spread evenly; its issue term is, wave by wave, the resident blocks'
 /// warp instructions over the SM's schedulers, and never less than one warp's own
 /// instructions (a warp issues at most one per cycle), which is what a grid of few, narrow
 /// blocks pays.
@@ -367,12 +386,13 @@ pub fn busiest_sm_seconds(launch: &Launch, work: &Work, job: &Job, peak: &Peak, 
         + wave_cycles(last.div_ceil(sms));
     (imbalance * spread.tensor_s)
         .max(imbalance * spread.fma_s)
+        .max(imbalance * spread.shared_s)
         .max(issue_cycles / sm.clock_hz)
 }
 
 /// The waves-aware bound of a job run as `launches` (each with its work), one after another:
 /// max(the job's DRAM term, Σ each launch's [`busiest_sm_seconds`]). Never below
-/// [`bound`]'s four terms on the summed work.
+/// [`bound`]'s five terms on the summed work.
 pub fn waves_aware(launches: &[(Launch, Work)], job: &Job, peak: &Peak, sm: &Sm) -> WavesBound {
     let total = launches
         .iter()
@@ -428,6 +448,51 @@ mod tests {
         (a - b).abs() <= 1e-9 * b.abs().max(1e-30)
     }
 
+    /// Shared-memory wavefronts of all three kinds add up, one per SM per cycle: 2^30 of them
+    /// on 132 SMs at 1.98 GHz take 4.108 ms, more than the 2^35 / 32 warp instructions'
+    /// 1.027 ms, so shared memory decides the bound.
+    #[test]
+    fn shared_wavefronts_are_a_term_of_the_bound() {
+        let c = Counters {
+            shared_wavefronts: 1 << 28,
+            ldmatrix_wavefronts: 1 << 29,
+            cp_async_shared_wavefronts: 1 << 28,
+            instructions: InstructionCounts {
+                int_arith: 1 << 35,
+                ..InstructionCounts::default()
+            },
+            ..Counters::default()
+        };
+        let w = Work::from_counters(&c);
+        assert_eq!(w.shared_wavefronts, (1u64 << 30) as f64);
+        let job = Job {
+            compulsory_bytes: 1e6,
+            footprint_bytes: 1e6,
+            flops: 1e9,
+            precision: Precision::F16Tensor,
+        };
+        let b = bound(&w, &job, &H100);
+        assert!(
+            close(b.shared_s, 1_073_741_824.0 / (132.0 * 1.98e9)),
+            "{b:?}"
+        );
+        assert_eq!(b.limiter(), "shared");
+        assert!(close(b.seconds(), b.shared_s));
+        // Doubled on a busiest SM that runs 2 of 133 blocks' share: 132·2/133 of the spread.
+        let launch = Launch {
+            blocks: 133,
+            threads_per_block: 128,
+            registers: 32,
+            shared_bytes: 0,
+        };
+        let t = busiest_sm_seconds(&launch, &w, &job, &H100, &H100_SM);
+        assert!(
+            close(t, b.shared_s * 264.0 / 133.0),
+            "{t} vs {}",
+            b.shared_s
+        );
+    }
+
     /// A hand-computed counter set: 64 MiB of sectors, 1 TFLOP of mma, 2^30 float
     /// thread-instructions and 2^35 thread-instructions in all.
     #[test]
@@ -460,6 +525,7 @@ mod tests {
         assert!(close(b.issue_s, 1_073_741_824.0 / 1.045_44e12), "{b:?}");
         assert_eq!(b.limiter(), "issue");
         assert!(close(b.seconds(), b.issue_s));
+        assert_eq!(b.shared_s, 0.0);
         // Ideal: 1 TFLOP at 989 TFLOP/s beats 1 MB at 3.35 TB/s.
         assert!(close(ideal(&job, &H100), 1e12 / 989e12));
         // The footprint caps DRAM bytes: 1 MB of buffers cannot cost 64 MiB of DRAM traffic.

@@ -64,7 +64,7 @@ pub struct Row {
     pub need: Job,
 }
 
-/// A job on one path: its row of the four-term table, and what the waves-aware table needs
+/// A job on one path: its row of the five-term table, and what the waves-aware table needs
 /// (its launches at the real size, and the module they ran from, built for `arch`).
 struct Modelled {
     row: Row,
@@ -844,9 +844,13 @@ pub fn section(md: &mut String, ptxas: &Path, scratch: &Path) -> Result<()> {
         "A roofline lower bound on an H100 SXM from the interpreter's counters, on realistic \
          shapes: **bound** = max(DRAM bytes / 3.35 TB/s, tensor FLOPs / 989 TFLOP/s (tf32: \
          494.5), FP32-pipe thread-instructions × 2 / 67 TFLOP/s, warp instructions / (132 SMs × \
-         4 schedulers × 1.98 GHz)), where DRAM bytes are the 32-byte sectors the kernel moved, \
-         capped at the bytes of the buffers it touches (a perfect L2), and warp instructions are \
-         thread-instructions ÷ 32. **ideal** = max(compulsory bytes / 3.35 TB/s, required FLOPs \
+         4 schedulers × 1.98 GHz), shared-memory wavefronts / (132 SMs × 1.98 GHz)), where DRAM \
+         bytes are the 32-byte sectors the kernel moved, capped at the bytes of the buffers it \
+         touches (a perfect L2), warp instructions are thread-instructions ÷ 32, and shared \
+         wavefronts are the interpreter's count of 128-byte shared-memory cycles (ordinary \
+         requests, `ldmatrix` and `cp.async` writes, bank conflicts included; an SM serves one \
+         per cycle) — a fifth term beyond the issue's four, since a tensor-core kernel's \
+         `ldmatrix` traffic can be its limit. **ideal** = max(compulsory bytes / 3.35 TB/s, required FLOPs \
          / the job's peak); ideal/bound is the roofline fraction the kernel's own work allows. \
          No GPU timed these: real kernels run slower than the bound (latency, occupancy, \
          `mma.sync` reaches only part of H100's `wgmma` peak); when a GPU is lent, measured \
@@ -918,7 +922,7 @@ fn waves_section(
 ) -> Result<()> {
     md.push_str(
         "### Waves and occupancy (part of the MODEL)\n\n\
-         The four-term bound above spreads each job's work over all 132 SMs, whatever its grid. \
+         The five-term bound above spreads each job's work over all 132 SMs, whatever its grid. \
          This table adds what the grid allows, per launch: blocks × threads, registers per \
          thread and shared memory per block (static from `ptxas -v` on the module the samples \
          ran, for its target: sm_70 for CUDA cores, sm_80 otherwise; plus dynamic), the blocks \
@@ -926,8 +930,8 @@ fn waves_section(
          of shared memory with 1 KiB reserved per block, 2048 threads, 32 blocks; the limit that \
          decides it in brackets) and the waves ⌈blocks / (132 × blocks per SM)⌉. **waves-aware \
          bound** = max(the DRAM term above, Σ over launches, one after another, of the busiest \
-         SM's time), where the busiest SM runs ⌈blocks / 132⌉ blocks: its tensor and FP32 terms \
-         are the job's times 132·⌈blocks / 132⌉ / blocks, and its issue term is, wave by wave, \
+         SM's time), where the busiest SM runs ⌈blocks / 132⌉ blocks: its tensor, FP32 and shared \
+         terms are the job's times 132·⌈blocks / 132⌉ / blocks, and its issue term is, wave by wave, \
          the resident blocks' warp instructions over 4 schedulers at 1.98 GHz, never less than \
          one warp's own instructions (one per cycle). It is never below the bound and is the \
          one that sees a grid too small for the part (e.g. the unsplit backward-filter's 36 \
