@@ -4,7 +4,7 @@
 use super::elem::TcElem;
 use super::plan::TcPlan;
 use crate::builder::{FragC, KernelBuilder, Pred, Reg, F32, S32, U32};
-use crate::ir::CmpOp;
+use crate::ir::{CmpOp, VoteMode};
 
 /// The warp's Q rows as A fragments, one per 32-byte step of the head dimension.
 #[derive(Debug, Clone)]
@@ -158,8 +158,10 @@ impl<T: TcElem> FragState<T> {
 /// ```
 ///
 /// The maximum of `f · s` is `f · max(s)` because `f ≥ 0`, so scaling costs one `fma` per
-/// score. Returns P as the A fragments of `P·V` ([`TcElem::p_fragments`]): P never leaves the
-/// registers.
+/// score. `O ← α·O` is skipped, by a branch the whole warp takes together (`vote.any`), when no
+/// row of the warp changed its maximum: then every `α` is `2^0 = 1` (or `2^−∞ = 0` on a row
+/// whose O is still all zeros), so the product would not change a bit of O. Returns P as the A
+/// fragments of `P·V` ([`TcElem::p_fragments`]): P never leaves the registers.
 pub(super) fn online_softmax_update<T: TcElem>(
     k: &mut KernelBuilder,
     state: &FragState<T>,
@@ -168,8 +170,7 @@ pub(super) fn online_softmax_update<T: TcElem>(
     factor: Reg<F32>,
 ) -> Vec<T::PFrag> {
     k.comment("online softmax on the fragments; P packed into A fragments");
-    let mut p: Vec<[Option<Reg<F32>>; 4]> = vec![[None; 4]; s.len()];
-    for h in 0..2 {
+    let m_new: [Reg<F32>; 2] = std::array::from_fn(|h| {
         let mut tile_max = s[0][2 * h];
         for e in s.iter().flat_map(|x| [x[2 * h], x[2 * h + 1]]).skip(1) {
             tile_max = k.max(tile_max, e);
@@ -180,19 +181,35 @@ pub(super) fn online_softmax_update<T: TcElem>(
         }
         // −∞ · 0 is NaN when the scale is 0; `max` then keeps `m` (PTX max ignores a NaN).
         let tile_max = k.mul(tile_max, factor);
-        let m_new = k.max(state.m[h], tile_max);
-        let none_visible = k.setp(CmpOp::Eq, m_new, f32::NEG_INFINITY);
-        let mu = k.selp(0.0f32, m_new, none_visible);
+        k.max(state.m[h], tile_max)
+    });
+    let changed: [Pred; 2] = std::array::from_fn(|h| k.setp(CmpOp::Ne, m_new[h], state.m[h]));
+    let changed = k.or_pred(changed[0], changed[1]);
+    let warp_changed = k.vote(VoteMode::Any, changed);
+    let mut alpha = [None; 2];
+    let mut neg_mu = [None; 2];
+    for h in 0..2 {
+        let none_visible = k.setp(CmpOp::Eq, m_new[h], f32::NEG_INFINITY);
+        let mu = k.selp(0.0f32, m_new[h], none_visible);
         let shift = k.sub(state.m[h], mu);
-        let alpha = k.ex2_approx(shift);
-        let neg_mu = k.neg(mu);
-        k.assign(state.m[h], m_new);
-        k.mul_into(state.l[h], state.l[h], alpha);
+        let a = k.ex2_approx(shift);
+        neg_mu[h] = Some(k.neg(mu));
+        k.assign(state.m[h], m_new[h]);
+        k.mul_into(state.l[h], state.l[h], a);
+        alpha[h] = Some(a);
+    }
+    let alpha = alpha.map(|a| a.expect("both row halves"));
+    k.if_then(warp_changed, |k| {
+        k.comment("some row of the warp has a new maximum: O <- alpha * O");
         for o in &state.o {
-            for r in &o.f32_regs()[2 * h..2 * h + 2] {
-                k.mul_into(*r, *r, alpha);
+            for (e, r) in o.f32_regs().into_iter().enumerate() {
+                k.mul_into(r, r, alpha[e / 2]);
             }
         }
+    });
+    let mut p: Vec<[Option<Reg<F32>>; 4]> = vec![[None; 4]; s.len()];
+    for (h, neg_mu) in neg_mu.into_iter().enumerate() {
+        let neg_mu = neg_mu.expect("both row halves");
         for (j, row) in s.iter().enumerate() {
             for e in 2 * h..2 * h + 2 {
                 let x = k.fma(row[e], factor, neg_mu);
