@@ -525,7 +525,7 @@ fn tensor_cores_kv_ring_depth_follows_shared_memory() {
 }
 
 /// Explicit tilings on the tensor-core path (1 to 8 warps, 16 to 128 keys per tile) with a
-/// sharp softmax, GQA and a batch.
+/// sharp softmax, negative and zero scales, GQA and a batch.
 #[test]
 fn tensor_cores_explicit_tilings_and_scale_override() {
     let dev = device();
@@ -535,6 +535,12 @@ fn tensor_cores_explicit_tilings_and_scale_override() {
         (64, 16, 128, 0.3, DType::F16),
         (96, 32, 64, 2.0, DType::F16),
         (128, 64, 32, 4.0, DType::BF16),
+        // A negative scale (Q's sign flipped in shared memory, the softmax scaled by |scale|),
+        // with Q in registers and re-read from shared, and a zero scale (uniform weights,
+        // masked keys still excluded).
+        (64, 64, 64, -0.7, DType::F16),
+        (256, 64, 32, -2.0, DType::BF16),
+        (128, 64, 64, 0.0, DType::F16),
     ] {
         let cfg = AttentionConfig {
             block_m,

@@ -54,7 +54,7 @@ struct Run {
     log: Vec<LaunchRecord>,
 }
 
-fn run(cfg: &AttentionConfig, s: &AttentionShape, seed: u64) -> Run {
+fn run(cfg: &AttentionConfig, s: &AttentionShape, seed: u64, scale: Option<f64>) -> Run {
     let d = cfg.head_dim;
     let mut rng = SplitMix64::new(seed);
     let (q, k, v) = (
@@ -75,8 +75,9 @@ fn run(cfg: &AttentionConfig, s: &AttentionShape, seed: u64) -> Run {
         o: &o_buf,
         lse: &lse_buf,
     };
-    forward(cfg, &dev, &ptx, s, &bufs, None).unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
-    let scale = 1.0 / f64::from(d).sqrt();
+    forward(cfg, &dev, &ptx, s, &bufs, scale).unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
+    // 1/√D written here, not `cfg.default_scale()`, which the launch itself calls.
+    let scale = scale.unwrap_or_else(|| 1.0 / f64::from(d).sqrt());
     let exact = reference::forward(
         s,
         d,
@@ -95,6 +96,7 @@ fn run(cfg: &AttentionConfig, s: &AttentionShape, seed: u64) -> Run {
         [&rounded(&q), &rounded(&k), &rounded(&v)],
         cfg.causal,
         block_n,
+        scale,
     );
     Run {
         o: to_f64(&dev.download(&o_buf).expect("download")),
@@ -118,10 +120,11 @@ fn tf32_model(
     [q, k, v]: [&[f64]; 3],
     causal: bool,
     block_n: usize,
+    scale: f64,
 ) -> Vec<f64> {
     let d = head_dim as usize;
     let (sq, skv) = (s.seq_q as usize, s.seq_kv as usize);
-    let factor = std::f64::consts::LOG2_E / f64::from(head_dim).sqrt();
+    let factor = std::f64::consts::LOG2_E * scale;
     let mut out = vec![0.0; s.q_len(head_dim)];
     for b in 0..s.batch as usize {
         for h in 0..s.heads_q as usize {
@@ -190,11 +193,25 @@ fn expected_mma(cfg: &AttentionConfig, s: &AttentionShape) -> u64 {
     tiles * per_tile * u64::from(s.heads_q * s.batch)
 }
 
-/// Checks one tf32 case; returns thread-instructions per output.
+/// Checks one tf32 case at the default scale; returns thread-instructions per output.
 fn check_tf32(cfg: AttentionConfig, s: AttentionShape, seed: u64) -> f64 {
-    let what = format!("{} {} {s:?} seed {seed}", cfg.matrix_name(), cfg.arch);
+    check_tf32_scaled(cfg, s, seed, None)
+}
+
+/// Checks one tf32 case with a scale override; returns thread-instructions per output.
+fn check_tf32_scaled(
+    cfg: AttentionConfig,
+    s: AttentionShape,
+    seed: u64,
+    scale: Option<f64>,
+) -> f64 {
+    let what = format!(
+        "{} {} {s:?} seed {seed} scale {scale:?}",
+        cfg.matrix_name(),
+        cfg.arch
+    );
     assert_eq!(cfg.path(), AttentionPath::TensorCores, "{what}");
-    let r = run(&cfg, &s, seed);
+    let r = run(&cfg, &s, seed, scale);
     let err = error_relative_to_max(&r.o, &r.exact.o);
     let tol = tf32::tolerance(cfg.head_dim.max(s.seq_kv));
     let model = error_relative_to_max(&r.o, &r.model);
@@ -249,6 +266,16 @@ fn fixed_shapes() {
                 );
             }
         }
+    }
+}
+
+/// Negative scales (the kernel flips Q's sign in shared memory and scales the softmax by
+/// |scale|), causal and not.
+#[test]
+fn negative_scales() {
+    for (head_dim, causal, scale) in [(64, true, -0.4), (128, false, -0.09)] {
+        let cfg = tf32_config(head_dim, causal, Arch::Sm80);
+        check_tf32_scaled(cfg, AttentionShape::new(1, 2, 1, 70, 150), 7, Some(scale));
     }
 }
 
@@ -316,7 +343,7 @@ fn sm75_stays_on_cuda_cores() {
     };
     assert_eq!(cfg.compile().unwrap().ptx, plain.compile().unwrap().ptx);
     let s = AttentionShape::new(1, 2, 1, 40, 70);
-    let r = run(&cfg, &s, 9);
+    let r = run(&cfg, &s, 9, None);
     let err = error_relative_to_max(&r.o, &r.exact.o);
     assert!(err <= 1e-5, "sm_75: error {err:e}");
     assert!(r.log.iter().all(|rec| rec.counters.mma_instructions == 0));
@@ -332,9 +359,9 @@ fn counters_against_cuda_cores() {
         allow_tf32: false,
         ..tf32_config(64, false, Arch::Sm80)
     };
-    let r = run(&plain, &s, 11);
+    let r = run(&plain, &s, 11, None);
     let cuda = r.log[0].counters.instructions.total() as f64 / s.q_len(64) as f64;
-    let c = &run(&tf32_config(64, false, Arch::Sm80), &s, 11).log[0].counters;
+    let c = &run(&tf32_config(64, false, Arch::Sm80), &s, 11, None).log[0].counters;
     eprintln!(
         "instructions per output: CUDA cores {cuda:.1}, tf32 {tf32:.1}; tf32 global load \
          efficiency {:.3}, shared wavefronts per request {:.3}, ldmatrix wavefronts per request \

@@ -280,6 +280,12 @@ impl KernelBuilder {
         FragC::from_ids(regs)
     }
 
+    /// Accumulator registers with no value yet: the `d` of an mma whose `c` is another fragment
+    /// (a shared zero fragment, say), which saves the moves of [`Self::frag_c_zero`].
+    pub fn frag_c_uninit<S: MmaShapeKind, In, Acc: MmaAccum<In>>(&mut self) -> FragC<S, Acc> {
+        FragC::from_ids(self.alloc_vec(Acc::Packed::TYPE.class(), Acc::REGS))
+    }
+
     /// `d = a · b + c` on the tensor cores (one `mma.sync.aligned` for the whole warp): returns
     /// a new accumulator.
     pub fn mma<S: MmaInput<T>, T: Scalar, Acc: MmaAccum<T>>(
@@ -396,17 +402,19 @@ impl KernelBuilder {
     /// 16; `.cg` only 16) from global `src` to shared `dst`; the data lands when a later
     /// [`Self::cp_async_wait_group`] covers this copy's group.
     pub fn cp_async(&mut self, cache: CacheLevel, dst: Reg<U32>, src: Reg<U64>, bytes: u32) {
-        self.push(
-            Op::Async(AsyncCopy::Copy {
-                cache,
-                zero_fill: false,
-            }),
-            vec![
-                shared_addr(dst, 0),
-                global_addr(src),
-                Operand::Imm(Imm::Int(i64::from(bytes))),
-            ],
-        );
+        self.cp_async_at(cache, dst, 0, src, bytes);
+    }
+
+    /// [`Self::cp_async`] to `[dst+offset]`.
+    pub fn cp_async_at(
+        &mut self,
+        cache: CacheLevel,
+        dst: Reg<U32>,
+        offset: i32,
+        src: Reg<U64>,
+        bytes: u32,
+    ) {
+        self.push_cp_async(cache, (dst, offset), src, bytes, None);
     }
 
     /// `cp.async … bytes, src_bytes`: copies only the first `src_bytes` of the source and
@@ -433,18 +441,27 @@ impl KernelBuilder {
         bytes: u32,
         src_bytes: impl Into<Val<U32>>,
     ) {
-        self.push(
-            Op::Async(AsyncCopy::Copy {
-                cache,
-                zero_fill: true,
-            }),
-            vec![
-                shared_addr(dst, offset),
-                global_addr(src),
-                Operand::Imm(Imm::Int(i64::from(bytes))),
-                src_bytes.into().operand(),
-            ],
-        );
+        let src_bytes = src_bytes.into().operand();
+        self.push_cp_async(cache, (dst, offset), src, bytes, Some(src_bytes));
+    }
+
+    /// One `cp.async` to `[dst+offset]`, zero-filling past `src_bytes` when given.
+    fn push_cp_async(
+        &mut self,
+        cache: CacheLevel,
+        (dst, offset): (Reg<U32>, i32),
+        src: Reg<U64>,
+        bytes: u32,
+        src_bytes: Option<Operand>,
+    ) {
+        let zero_fill = src_bytes.is_some();
+        let mut args = vec![
+            shared_addr(dst, offset),
+            global_addr(src),
+            Operand::Imm(Imm::Int(i64::from(bytes))),
+        ];
+        args.extend(src_bytes);
+        self.push(Op::Async(AsyncCopy::Copy { cache, zero_fill }), args);
     }
 
     /// `cp.async.commit_group`: this thread's copies since the last commit form one group.

@@ -1021,6 +1021,16 @@ mod tests {
         nf4_rows_of(256);
     }
 
+    /// The attention rows alone (full and causal, CUDA cores and the sm_80 path), both tables:
+    /// `cargo test --release -p xtask -- --ignored attention_rows --nocapture`.
+    #[test]
+    #[ignore]
+    fn attention_rows() {
+        let mut jobs = Vec::new();
+        super::attention(&mut jobs).expect("rows");
+        print_tables(jobs, "ptxforge-realistic-attention");
+    }
+
     /// Prints the modelled-time and waves tables of the NF4 forward rows at `m`.
     fn nf4_rows_of(m: u32) {
         let mut jobs = Vec::new();

@@ -161,3 +161,148 @@ pub(super) fn copy_kv_tile<T: TcElem>(
     ];
     copy_tile_async(k, chunks, kv0, p.seq_kv, &pairs);
 }
+
+/// One tensor's part of [`KvStreams`].
+#[derive(Debug, Clone, Copy)]
+struct Stream {
+    /// Global address of this thread's round-0 chunk in key row 0 of the head.
+    lane: Reg<U64>,
+    /// Bytes from one round's chunk to the next: `threads / C` rows.
+    round: Reg<U64>,
+    /// Elements from one KV tile to the next: `block_n` rows.
+    tile_elems: Reg<U32>,
+}
+
+/// This thread's K and V sources for whole KV tiles, set up once per kernel. When `C` divides
+/// the thread count every chunk round shares round 0's registers ([`ChunkPlace`]), so the round
+/// `i` chunk of tile `t` sits at `lane + t · tile_elems · E_bytes + i · round`: a whole tile
+/// costs one pointer per tensor, then one add and one `cp.async` per round (the general
+/// [`copy_kv_tile`] spends a bounds check, a row and an address per chunk).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct KvStreams {
+    k: Stream,
+    v: Stream,
+    /// KV tiles entirely below `Skv` (`⌊Skv / block_n⌋`): the tiles the streams may copy.
+    pub full_tiles: Reg<U32>,
+}
+
+impl KvStreams {
+    /// The streams, or `None` when the chunk rounds do not share registers (`D = 96`).
+    pub fn new<T: TcElem>(
+        k: &mut KernelBuilder,
+        plan: &TcPlan,
+        chunks: &[ChunkPlace],
+        p: &Params<T, F32>,
+        heads: &HeadOffsets,
+    ) -> Option<Self> {
+        let per_row = plan.chunks_per_row();
+        if !plan.threads.is_multiple_of(per_row) {
+            return None;
+        }
+        let first = chunks.first()?;
+        let rows_per_round = plan.threads / per_row;
+        let stream = |k: &mut KernelBuilder, head: Reg<U64>, seq_stride: Reg<U32>| {
+            let elem = k.mad_lo(first.row, seq_stride, first.col);
+            let offset = k.mul_wide(elem, T::BYTES);
+            let round_elems = k.mul_lo(seq_stride, rows_per_round);
+            Stream {
+                lane: k.add(head, offset),
+                round: k.mul_wide(round_elems, T::BYTES),
+                tile_elems: k.mul_lo(seq_stride, plan.block_n),
+            }
+        };
+        let k_seq = p.k_layout.seq(k);
+        let k_stream = stream(k, heads.k_head, k_seq);
+        let v_seq = p.v_layout.seq(k);
+        let v_stream = stream(k, heads.v_head, v_seq);
+        Some(Self {
+            k: k_stream,
+            v: v_stream,
+            full_tiles: k.shr(p.seq_kv, plan.block_n.trailing_zeros()),
+        })
+    }
+}
+
+/// KV tile `tile` (`tile < full_tiles`: no key past `Skv`) into ring slot `tile mod kv_stages`
+/// of K and V from the [`KvStreams`]: the same bytes as [`copy_kv_tile`], without its checks.
+pub(super) fn copy_full_kv_tile<T: TcElem>(
+    k: &mut KernelBuilder,
+    plan: &TcPlan,
+    chunks: &[ChunkPlace],
+    streams: &KvStreams,
+    shared: Reg<U32>,
+    tile: Reg<U32>,
+) {
+    k.comment("K and V tiles below Skv: cp.async from the streams into the free ring slot");
+    let slot = plan.kv_slot(k, tile);
+    let slot_base = k.mad_lo(slot, plan.kv_tile_bytes(), shared);
+    let lane_dst = k.add(slot_base, chunks[0].shared_offset);
+    for (stream, ring) in [(streams.k, plan.k_ring()), (streams.v, plan.v_ring())] {
+        let elems = k.mul_lo(tile, stream.tile_elems);
+        let offset = k.mul_wide(elems, T::BYTES);
+        let mut src = k.add(stream.lane, offset);
+        for (i, c) in chunks.iter().enumerate() {
+            if i > 0 {
+                src = k.add(src, stream.round);
+            }
+            let dst_offset = (ring + c.offset_delta) as i32;
+            let copy = |k: &mut KernelBuilder| {
+                k.cp_async_at(CacheLevel::Cg, lane_dst, dst_offset, src, 16);
+            };
+            match c.in_tile {
+                Some(p) => k.if_then(p, copy),
+                None => copy(k),
+            }
+        }
+    }
+}
+
+/// KV tile `tile`: from the streams when it lies below `Skv`, else by [`copy_kv_tile`]
+/// (zero-filled past `Skv`). The choice is the same in every thread of the block.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn copy_kv_tile_fast<T: TcElem>(
+    k: &mut KernelBuilder,
+    plan: &TcPlan,
+    chunks: &[ChunkPlace],
+    streams: Option<&KvStreams>,
+    p: &Params<T, F32>,
+    heads: &HeadOffsets,
+    shared: Reg<U32>,
+    tile: Reg<U32>,
+) {
+    match streams {
+        Some(streams) => {
+            let full = k.setp_lt(tile, streams.full_tiles);
+            k.if_else(
+                full,
+                |k| copy_full_kv_tile::<T>(k, plan, chunks, streams, shared, tile),
+                |k| copy_kv_tile(k, plan, chunks, p, heads, shared, tile),
+            );
+        }
+        None => copy_kv_tile(k, plan, chunks, p, heads, shared, tile),
+    }
+}
+
+/// Flips the sign of every Q element this thread copied (its chunks of the Q tile, after its
+/// own `cp.async` group has landed and before the barrier that publishes the tile): `Q·Kᵀ` then
+/// carries the scale's sign, and the softmax scales by `|scale|` ([`super::scores`]).
+pub(super) fn negate_q_tile<T: TcElem>(
+    k: &mut KernelBuilder,
+    chunks: &[ChunkPlace],
+    shared: Reg<U32>,
+) {
+    k.comment("negative scale: Q <- -Q (sign bits of this thread's chunks)");
+    for c in chunks {
+        let flip = |k: &mut KernelBuilder| {
+            let at = k.add(shared, c.shared_offset);
+            let offset = c.offset_delta as i32;
+            let words = k.ld_shared_v4::<U32>(at, offset);
+            let flipped = words.map(|w| k.xor(w, T::SIGN_BITS));
+            k.st_shared_v4(at, offset, flipped);
+        };
+        match c.in_tile {
+            Some(p) => k.if_then(p, flip),
+            None => flip(k),
+        }
+    }
+}

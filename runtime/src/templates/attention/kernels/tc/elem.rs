@@ -20,6 +20,8 @@ pub(in crate::templates::attention::kernels) trait TcElem:
 {
     /// Bytes of one element in global and shared memory.
     const BYTES: u32;
+    /// The sign bits of the elements in one 32-bit word (negation by `xor`).
+    const SIGN_BITS: u32;
     /// Padding after the `D` elements of a row of the staged O tile ([`super::output`]),
     /// chosen so that [`Self::stage_pair`] is conflict-free in every phase.
     const STAGE_PAD_BYTES: u32;
@@ -33,14 +35,18 @@ pub(in crate::templates::attention::kernels) trait TcElem:
     /// A zero 16 × 8 f32 accumulator.
     fn zero_acc(k: &mut KernelBuilder) -> FragC<Self::Shape, F32>;
 
+    /// A 16 × 8 f32 accumulator with no value yet (the `d` of an mma from a zero `c`).
+    fn new_acc(k: &mut KernelBuilder) -> FragC<Self::Shape, F32>;
+
     /// The A fragment of Q at this lane's `ldmatrix.x4` row address plus `offset` bytes.
     fn load_q(k: &mut KernelBuilder, q_lane: Reg<U32>, offset: i32) -> Self::QFrag;
 
-    /// `s[0] += Q·K[16j .. 16j + 8]ᵀ`, `s[1] += Q·K[16j + 8 .. 16j + 16]ᵀ` for one step: one
-    /// untransposed `ldmatrix.x4` of 16 key rows at `k_lane + offset` and two mmas.
+    /// `s[0] = c[0] + Q·K[16j .. 16j + 8]ᵀ`, `s[1] = c[1] + Q·K[16j + 8 .. 16j + 16]ᵀ` for one
+    /// step: one untransposed `ldmatrix.x4` of 16 key rows at `k_lane + offset` and two mmas.
     fn score_pair(
         k: &mut KernelBuilder,
         s: &[FragC<Self::Shape, F32>],
+        c: &[FragC<Self::Shape, F32>],
         q: &Self::QFrag,
         k_lane: Reg<U32>,
         offset: i32,
@@ -79,6 +85,7 @@ macro_rules! half_elem {
     ($($t:ident),*) => {$(
         impl TcElem for $t {
             const BYTES: u32 = 2;
+            const SIGN_BITS: u32 = 0x8000_8000;
             /// Rows of `D / 2 + 4` words (`≡ 4` or `20 mod 32` for every head_dim): lane
             /// `(g, t)` stores word `g · (D / 2 + 4) + t` of a column tile, 32 distinct banks.
             const STAGE_PAD_BYTES: u32 = 16;
@@ -90,6 +97,10 @@ macro_rules! half_elem {
                 k.frag_c_zero::<M16N8K16, $t, F32>()
             }
 
+            fn new_acc(k: &mut KernelBuilder) -> FragC<M16N8K16, F32> {
+                k.frag_c_uninit::<M16N8K16, $t, F32>()
+            }
+
             fn load_q(k: &mut KernelBuilder, q_lane: Reg<U32>, offset: i32) -> Self::QFrag {
                 k.ldmatrix(q_lane, offset)
             }
@@ -97,13 +108,14 @@ macro_rules! half_elem {
             fn score_pair(
                 k: &mut KernelBuilder,
                 s: &[FragC<M16N8K16, F32>],
+                c: &[FragC<M16N8K16, F32>],
                 q: &Self::QFrag,
                 k_lane: Reg<U32>,
                 offset: i32,
             ) {
                 let (b0, b1) = k.ldmatrix_b_pair::<$t>(k_lane, offset);
-                k.mma_into(&s[0], q, &b0, &s[0]);
-                k.mma_into(&s[1], q, &b1, &s[1]);
+                k.mma_into(&s[0], q, &b0, &c[0]);
+                k.mma_into(&s[1], q, &b1, &c[1]);
             }
 
             /// Key `lane % 16`, byte `16 · (lane / 16)`: the row of an `ldmatrix.x4.trans`.

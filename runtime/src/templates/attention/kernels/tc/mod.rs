@@ -18,14 +18,15 @@ mod tf32;
 
 use super::forward::ENTRY;
 use super::plan::{declare_block, declare_params, head_offsets, kv_tile_count, row_visible_end};
-use crate::builder::{KernelBuilder, F32, S32, U32};
+use crate::builder::{KernelBuilder, Reg, F32, S32, U32};
+use crate::ir::CmpOp;
 use crate::lint::address::declare_index_bound;
 use crate::templates::attention::config::{AttentionConfig, INDEX_BOUND};
-use copy::{chunk_places, copy_kv_tile, copy_q_tile};
+use copy::{chunk_places, copy_kv_tile_fast, copy_q_tile, negate_q_tile, KvStreams};
 use elem::TcElem;
 use output::store_output;
 use plan::{allocate_shared, LanePlace, TcPlan};
-use scores::{accumulate_pv, online_softmax_update, scale_and_mask, score_tile};
+use scores::{accumulate_pv, mask_scores, online_softmax_update, raw_scores, score_tile};
 use scores::{FragState, QFragments};
 
 /// Builds `attention_forward` on tensor cores for storage type `T` (f16 or bf16 on
@@ -34,19 +35,27 @@ use scores::{FragState, QFragments};
 /// ```text
 /// Qs ← Q tile; Ks[0], Vs[0] ← KV tile 0            cp.async, one group
 /// Ks, Vs[i] ← KV tile i, 0 < i < R − 1             one group each (empty past the last)
-/// wait_group R − 2; bar                             Q and tile 0 landed
+/// wait_group R − 2                                  Q and tile 0 landed (this thread's)
+/// Qs ← −Qs if scale < 0 (this thread's chunks); bar so the softmax scales by f = |scale|·log2 e
 /// Qa ← ldmatrix(Qs)                                 registers for the whole kernel (D ≤ 128)
 /// m = −∞, ℓ = 0, O = 0
-/// for each KV tile t visible to some row of the block:
+/// for each KV tile t visible to some row of the block (unmasked tiles first, then masked):
 ///     wait_group R − 2; bar                         tile t landed; slot (t−1) mod R free
 ///     Ks, Vs[(t+R−1) mod R] ← KV tile t + R − 1      cp.async (if any); commit
-///     S = Qa·Ks[t mod R]ᵀ                             mma
-///     s = S·scale·log2 e, masked; online softmax; P  fragments
+///     S = Qa·Ks[t mod R]ᵀ                             mma, the first step from a zero C
+///     masked tiles only: hidden scores → −∞         past Skv, the causal diagonal
+///     online softmax, p = 2^fma(S, f, −μ); P         fragments
 ///     O += P·Vs[t mod R]                              mma, P from registers
 /// O / ℓ, LSE; O staged in shared, 16-byte stores    store_output
 /// ```
 ///
-/// The tile count is uniform in the block and every lane runs every iteration, so all
+/// A tile is unmasked when every row of the block sees all its keys (tiles below the first
+/// row's visible end, [`unmasked_tile_count`]); those run a loop without any mask, the rest
+/// (at most the diagonal tiles and the one across `Skv`) a loop with it. KV tiles below `Skv`
+/// are copied from precomputed per-thread streams ([`copy::KvStreams`]), the last ragged one
+/// by the zero-filling copy.
+///
+/// Both tile counts are uniform in the block and every lane runs every iteration, so all
 /// barriers are reached by the whole block; rows past `Sq` only skip their stores.
 pub(super) fn forward_kernel<T: TcElem>(cfg: &AttentionConfig) -> KernelBuilder {
     let plan = TcPlan::new(cfg);
@@ -62,6 +71,8 @@ pub(super) fn forward_kernel<T: TcElem>(cfg: &AttentionConfig) -> KernelBuilder 
     let tiles = kv_tile_count(&mut k, plan.causal, tile_sizes, lane.tile_start, seqs);
     let q_chunks = chunk_places(&mut k, &plan, lane.tid, plan.block_m);
     let kv_chunks = chunk_places(&mut k, &plan, lane.tid, plan.block_n);
+    let streams = KvStreams::new(&mut k, &plan, &kv_chunks, &params, &heads);
+    let streams = streams.as_ref();
 
     k.comment("prologue: the Q tile with KV tile 0, then KV tiles 1 .. R - 1, a group each");
     copy_q_tile(&mut k, &q_chunks, &params, &heads, lane.tile_start, shared);
@@ -70,16 +81,22 @@ pub(super) fn forward_kernel<T: TcElem>(cfg: &AttentionConfig) -> KernelBuilder 
         let tile = k.var::<U32>(i);
         let present = k.setp_lt(tile, tiles);
         k.if_then(present, |k| {
-            copy_kv_tile(k, &plan, &kv_chunks, &params, &heads, shared, tile);
+            copy_kv_tile_fast(k, &plan, &kv_chunks, streams, &params, &heads, shared, tile);
         });
         k.cp_async_commit();
     }
     k.cp_async_wait_group(ahead - 1);
+    // f = |scale| · log2 e ≥ 0 lets the softmax take its maximum over raw scores; a negative
+    // scale flips the sign bits of this thread's own (landed) Q chunks instead.
+    let negative = k.setp(CmpOp::Lt, params.scale, 0.0f32);
+    k.if_then(negative, |k| negate_q_tile::<T>(k, &q_chunks, shared));
     k.bar_sync();
     let q_lane = k.add(shared, lane.q_ldm);
     let q = QFragments::<T>::new(&mut k, &plan, q_lane);
     let state = FragState::<T>::new(&mut k, &plan);
-    let factor = k.mul(params.scale, std::f32::consts::LOG2_E);
+    let zero = T::zero_acc(&mut k);
+    let magnitude = k.abs(params.scale);
+    let factor = k.mul(magnitude, std::f32::consts::LOG2_E);
     // Key `8j + e` of the tile at `kv0` is visible to row half `h` iff
     // `8j + e < visible_end(row_h) − kv0 − 2·quad`.
     let quad_keys = k.shl(lane.quad, 1u32);
@@ -89,34 +106,58 @@ pub(super) fn forward_kernel<T: TcElem>(cfg: &AttentionConfig) -> KernelBuilder 
         let end = row_visible_end(&mut k, plan.causal, row, seqs);
         k.sub(end, quad_keys)
     });
+    let unmasked = unmasked_tile_count(&mut k, &plan, lane.tile_start, seqs);
     let k_lane = k.add(shared, lane.k_ldm);
     let k_lane = k.add(k_lane, plan.k_ring());
     let v_lane = k.add(shared, lane.v_ldm);
     let v_lane = k.add(v_lane, plan.v_ring());
 
-    k.for_range(0u32, tiles, 1u32, |k, tile| {
+    let tile_body = |k: &mut KernelBuilder, tile: Reg<U32>, masked: bool| {
         k.comment("tile t has landed and every warp is done with the slot of tile t - 1");
         k.cp_async_wait_group(ahead - 1);
         k.bar_sync();
         let next = k.add(tile, ahead);
         let more = k.setp_lt(next, tiles);
         k.if_then(more, |k| {
-            copy_kv_tile(k, &plan, &kv_chunks, &params, &heads, shared, next);
+            copy_kv_tile_fast(k, &plan, &kv_chunks, streams, &params, &heads, shared, next);
         });
         k.cp_async_commit();
         let slot = plan.kv_slot(k, tile);
         let slot_bytes = k.mul_lo(slot, plan.kv_tile_bytes());
         let k_stage = k.add(k_lane, slot_bytes);
         let v_stage = k.add(v_lane, slot_bytes);
-        let s = score_tile::<T>(k, &plan, &q, k_stage);
-        let kv0 = k.mul_lo(tile, plan.block_n);
-        let kv0 = k.cvt::<S32, _>(kv0, None);
-        let limit = own_end.map(|end| k.sub(end, kv0));
-        let s = scale_and_mask(k, &s, factor, limit);
-        let p = online_softmax_update::<T>(k, &state, &s);
+        let s = score_tile::<T>(k, &plan, &q, k_stage, &zero);
+        let p = if masked {
+            let kv0 = k.mul_lo(tile, plan.block_n);
+            let kv0 = k.cvt::<S32, _>(kv0, None);
+            let limit = own_end.map(|end| k.sub(end, kv0));
+            let m = mask_scores(k, &s, limit);
+            online_softmax_update::<T>(k, &state, &m.scores, Some(&m.visible), factor)
+        } else {
+            online_softmax_update::<T>(k, &state, &raw_scores(&s), None, factor)
+        };
         accumulate_pv::<T>(k, &plan, &state, &p, v_stage);
-    });
+    };
+    k.comment("KV tiles every row of the block sees whole: no mask");
+    k.for_range(0u32, unmasked, 1u32, |k, tile| tile_body(k, tile, false));
+    k.comment("the rest (past Skv, the causal diagonal): masked");
+    k.for_range(unmasked, tiles, 1u32, |k, tile| tile_body(k, tile, true));
     k.cp_async_wait_all();
     store_output(&mut k, &plan, &params, &lane, &state, shared);
     k
+}
+
+/// KV tiles every key of which every row of the block sees: `⌊max(visible_end(tile_start), 0)
+/// / block_n⌋` (the first row sees the fewest keys; `Skv` without the causal mask). The same in
+/// every thread of the block, so both tile loops may hold barriers.
+fn unmasked_tile_count(
+    k: &mut KernelBuilder,
+    plan: &TcPlan,
+    tile_start: Reg<U32>,
+    seqs: (Reg<U32>, Reg<U32>),
+) -> Reg<U32> {
+    let end = row_visible_end(k, plan.causal, tile_start, seqs);
+    let end = k.max(end, 0i32);
+    let end = k.cvt::<U32, S32>(end, None);
+    k.shr(end, plan.block_n.trailing_zeros())
 }

@@ -3,8 +3,8 @@
 
 use super::elem::TcElem;
 use super::plan::TcPlan;
-use crate::builder::{FragC, KernelBuilder, Reg, F32, S32, U32};
-use crate::ir::CmpOp;
+use crate::builder::{FragC, KernelBuilder, Pred, Reg, F32, S32, U32};
+use crate::ir::{CmpOp, VoteMode};
 
 /// The warp's Q rows as A fragments, one per 32-byte step of the head dimension.
 #[derive(Debug, Clone)]
@@ -42,8 +42,12 @@ impl<T: TcElem> QFragments<T> {
 /// accumulators of 16 × 8, per 32-byte step `kk` of the head dimension (16 halves or 8 f32):
 ///
 /// ```text
-/// S[:, 16j .. 16j + 16] += Qa[kk] · Ks[16j .. 16j + 16, step kk]ᵀ
+/// S[:, 16j .. 16j + 16] = zero + Qa[0] · Ks[16j .. 16j + 16, step 0]ᵀ
+/// S[:, 16j .. 16j + 16] += Qa[kk] · Ks[16j .. 16j + 16, step kk]ᵀ     kk > 0
 /// ```
+///
+/// `zero` is one zeroed accumulator made once per kernel: the first step's mma reads it as C,
+/// so S needs no zeroing moves per tile.
 ///
 /// Key rows of the K stage are the columns of the B operand, so one `ldmatrix.x4` without
 /// `.trans` gives the B fragments of 16 keys ([`TcElem::score_pair`]).
@@ -52,49 +56,75 @@ pub(super) fn score_tile<T: TcElem>(
     plan: &TcPlan,
     q: &QFragments<T>,
     k_lane: Reg<U32>,
+    zero: &FragC<T::Shape, F32>,
 ) -> Vec<FragC<T::Shape, F32>> {
     k.comment("S = Q * K^T on the tensor cores");
-    let s: Vec<FragC<T::Shape, F32>> = (0..2 * plan.key_steps()).map(|_| T::zero_acc(k)).collect();
+    let s: Vec<FragC<T::Shape, F32>> = (0..2 * plan.key_steps()).map(|_| T::new_acc(k)).collect();
+    let zeros = [zero.clone(), zero.clone()];
     for kk in 0..plan.d_steps() {
         let a = &q.step(k, kk);
         for j in 0..plan.key_steps() {
             let offset = j * 16 * plan.row_bytes() + kk * 32;
             let pair = &s[2 * j as usize..2 * j as usize + 2];
-            T::score_pair(k, pair, a, k_lane, offset as i32);
+            let c = if kk == 0 { &zeros[..] } else { pair };
+            T::score_pair(k, pair, c, a, k_lane, offset as i32);
         }
     }
     s
 }
 
-/// The scores in log2 units, masked: element `e` of accumulator `j` (row half `h = e / 2`, key
-/// `8j + 2·quad + e mod 2` of the tile) becomes
+/// The raw scores of a tile every key of which every row of the block sees: the S
+/// accumulators as they are (scaling is folded into the exponent, [`online_softmax_update`]).
+pub(super) fn raw_scores<S>(s: &[FragC<S, F32>]) -> Vec<[Reg<F32>; 4]> {
+    s.iter()
+        .map(|frag| {
+            let regs = frag.f32_regs();
+            std::array::from_fn(|e| regs[e])
+        })
+        .collect()
+}
+
+/// The raw scores of a tile some key of which some row does not see: element `e` of
+/// accumulator `j` (row half `h = e / 2`, key `8j + 2·quad + e mod 2` of the tile) is visible iff
 ///
 /// ```text
-/// s = S · scale · log2 e      if 8j + e mod 2 < limit[h]
-/// s = −∞                      otherwise
+/// 8j + e mod 2 < limit[h]
 /// ```
 ///
-/// with `limit[h] = visible_end(row_h) − kv0 − 2·quad`: keys past `Skv` (zero-filled) and,
-/// with the causal mask, keys after the row's diagonal.
-pub(super) fn scale_and_mask<S>(
+/// with `limit[h] = visible_end(row_h) − kv0 − 2·quad`: keys past `Skv` (zero-filled) and, with
+/// the causal mask, keys after the row's diagonal. Returns the scores with hidden ones set to
+/// −∞ (for the row maximum) and the visibility of each (to mask the exponent as well, which
+/// stays −∞ even when the scale is 0).
+pub(super) fn mask_scores<S>(
     k: &mut KernelBuilder,
     s: &[FragC<S, F32>],
-    factor: Reg<F32>,
     limit: [Reg<S32>; 2],
-) -> Vec<[Reg<F32>; 4]> {
-    k.comment("scale to log2 units and mask (past Skv, causal)");
-    s.iter()
+) -> Masked {
+    k.comment("mask (past Skv, causal)");
+    let mut visible = Vec::with_capacity(s.len());
+    let scores = s
+        .iter()
         .enumerate()
         .map(|(j, frag)| {
             let regs = frag.f32_regs();
-            std::array::from_fn(|e| {
-                let x = k.mul(regs[e], factor);
+            let vis: [Pred; 4] = std::array::from_fn(|e| {
                 let key = (8 * j + e % 2) as i32;
-                let visible = k.setp(CmpOp::Gt, limit[e / 2], key);
-                k.selp(x, f32::NEG_INFINITY, visible)
-            })
+                k.setp(CmpOp::Gt, limit[e / 2], key)
+            });
+            visible.push(vis);
+            std::array::from_fn(|e| k.selp(regs[e], f32::NEG_INFINITY, vis[e]))
         })
-        .collect()
+        .collect();
+    Masked { scores, visible }
+}
+
+/// The scores of a masked tile ([`mask_scores`]).
+#[derive(Debug, Clone)]
+pub(super) struct Masked {
+    /// Raw scores, −∞ where hidden.
+    pub scores: Vec<[Reg<F32>; 4]>,
+    /// Whether each score is visible.
+    pub visible: Vec<[Pred; 4]>,
 }
 
 /// The running softmax state of this lane's two rows (`lane / 4` and `+ 8`): the running
@@ -117,48 +147,76 @@ impl<T: TcElem> FragState<T> {
     }
 }
 
-/// The online-softmax update on the fragments (FlashAttention-2), per row half `h`:
+/// The online-softmax update on the fragments (FlashAttention-2), per row half `h`, from the
+/// raw scores `s` (`f = |scale| · log2 e`, the sign of the scale already folded into Q):
 ///
 /// ```text
-/// m_tile = max over the row's 4 lanes (shfl.bfly 1, 2) of the lane's scores
+/// m_tile = f · max over the row's 4 lanes (shfl.bfly 1, 2) of the lane's raw scores
 /// m'     = max(m, m_tile);   μ = (m' = −∞) ? 0 : m'     (β^(−∞ − μ) = 0 for masked rows)
 /// α      = 2^(m − μ);        ℓ ← α·ℓ;  O ← α·O;  m ← m'
-/// p      = 2^(s − μ);        ℓ ← ℓ + Σ p
+/// p      = 2^(fma(s, f, −μ)) (−∞ where `visible` says hidden);   ℓ ← ℓ + Σ p
 /// ```
 ///
-/// and returns P as the A fragments of `P·V` ([`TcElem::p_fragments`]): P never leaves the
-/// registers.
+/// The maximum of `f · s` is `f · max(s)` because `f ≥ 0`, so scaling costs one `fma` per
+/// score. `O ← α·O` is skipped, by a branch the whole warp takes together (`vote.any`), when no
+/// row of the warp changed its maximum: then every `α` is `2^0 = 1` (or `2^−∞ = 0` on a row
+/// whose O is still all zeros), so the product would not change a bit of O. Returns P as the A
+/// fragments of `P·V` ([`TcElem::p_fragments`]): P never leaves the registers.
 pub(super) fn online_softmax_update<T: TcElem>(
     k: &mut KernelBuilder,
     state: &FragState<T>,
     s: &[[Reg<F32>; 4]],
+    visible: Option<&[[Pred; 4]]>,
+    factor: Reg<F32>,
 ) -> Vec<T::PFrag> {
     k.comment("online softmax on the fragments; P packed into A fragments");
-    let mut p: Vec<[Option<Reg<F32>>; 4]> = vec![[None; 4]; s.len()];
-    for h in 0..2 {
+    let m_new: [Reg<F32>; 2] = std::array::from_fn(|h| {
         let mut tile_max = s[0][2 * h];
-        for e in s.iter().flat_map(|x| [x[2 * h], x[2 * h + 1]]) {
+        for e in s.iter().flat_map(|x| [x[2 * h], x[2 * h + 1]]).skip(1) {
             tile_max = k.max(tile_max, e);
         }
         for mask in [1, 2] {
             let other = k.shfl_xor(tile_max, mask);
             tile_max = k.max(tile_max, other);
         }
-        let m_new = k.max(state.m[h], tile_max);
-        let none_visible = k.setp(CmpOp::Eq, m_new, f32::NEG_INFINITY);
-        let mu = k.selp(0.0f32, m_new, none_visible);
+        // −∞ · 0 is NaN when the scale is 0; `max` then keeps `m` (PTX max ignores a NaN).
+        let tile_max = k.mul(tile_max, factor);
+        k.max(state.m[h], tile_max)
+    });
+    let changed: [Pred; 2] = std::array::from_fn(|h| k.setp(CmpOp::Ne, m_new[h], state.m[h]));
+    let changed = k.or_pred(changed[0], changed[1]);
+    let warp_changed = k.vote(VoteMode::Any, changed);
+    let mut alpha = [None; 2];
+    let mut neg_mu = [None; 2];
+    for h in 0..2 {
+        let none_visible = k.setp(CmpOp::Eq, m_new[h], f32::NEG_INFINITY);
+        let mu = k.selp(0.0f32, m_new[h], none_visible);
         let shift = k.sub(state.m[h], mu);
-        let alpha = k.ex2_approx(shift);
-        k.assign(state.m[h], m_new);
-        k.mul_into(state.l[h], state.l[h], alpha);
+        let a = k.ex2_approx(shift);
+        neg_mu[h] = Some(k.neg(mu));
+        k.assign(state.m[h], m_new[h]);
+        k.mul_into(state.l[h], state.l[h], a);
+        alpha[h] = Some(a);
+    }
+    let alpha = alpha.map(|a| a.expect("both row halves"));
+    k.if_then(warp_changed, |k| {
+        k.comment("some row of the warp has a new maximum: O <- alpha * O");
         for o in &state.o {
-            for r in &o.f32_regs()[2 * h..2 * h + 2] {
-                k.mul_into(*r, *r, alpha);
+            for (e, r) in o.f32_regs().into_iter().enumerate() {
+                k.mul_into(r, r, alpha[e / 2]);
             }
         }
+    });
+    let mut p: Vec<[Option<Reg<F32>>; 4]> = vec![[None; 4]; s.len()];
+    for (h, neg_mu) in neg_mu.into_iter().enumerate() {
+        let neg_mu = neg_mu.expect("both row halves");
         for (j, row) in s.iter().enumerate() {
             for e in 2 * h..2 * h + 2 {
-                let x = k.sub(row[e], mu);
+                let x = k.fma(row[e], factor, neg_mu);
+                let x = match visible {
+                    Some(v) => k.selp(x, f32::NEG_INFINITY, v[j][e]),
+                    None => x,
+                };
                 let pe = k.ex2_approx(x);
                 k.add_into(state.l[h], state.l[h], pe);
                 p[j][e] = Some(pe);

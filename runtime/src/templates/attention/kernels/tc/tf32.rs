@@ -24,6 +24,7 @@ use crate::builder::{FragA, FragB, FragC, KernelBuilder, Reg, F32, M16N8K8, TF32
 
 impl TcElem for F32 {
     const BYTES: u32 = 4;
+    const SIGN_BITS: u32 = 0x8000_0000;
     const STAGE_PAD_BYTES: u32 = 32;
     type Shape = M16N8K8;
     type QFrag = FragA<M16N8K8, TF32>;
@@ -33,6 +34,10 @@ impl TcElem for F32 {
         k.frag_c_zero::<M16N8K8, TF32, F32>()
     }
 
+    fn new_acc(k: &mut KernelBuilder) -> FragC<M16N8K8, F32> {
+        k.frag_c_uninit::<M16N8K8, TF32, F32>()
+    }
+
     fn load_q(k: &mut KernelBuilder, q_lane: Reg<U32>, offset: i32) -> Self::QFrag {
         k.ldmatrix_tf32_a(q_lane, offset)
     }
@@ -40,13 +45,14 @@ impl TcElem for F32 {
     fn score_pair(
         k: &mut KernelBuilder,
         s: &[FragC<M16N8K8, F32>],
+        c: &[FragC<M16N8K8, F32>],
         q: &Self::QFrag,
         k_lane: Reg<U32>,
         offset: i32,
     ) {
         let (b0, b1) = k.ldmatrix_tf32_b_pair(k_lane, offset);
-        k.mma_into(&s[0], q, &b0, &s[0]);
-        k.mma_into(&s[1], q, &b1, &s[1]);
+        k.mma_into(&s[0], q, &b0, &c[0]);
+        k.mma_into(&s[1], q, &b1, &c[1]);
     }
 
     /// Key `2·quad`, column `group` (`quad = lane % 4`, `group = lane / 4`).
