@@ -23,7 +23,7 @@ use ptxforge_runtime::templates::conv::kernels::{
 };
 use ptxforge_runtime::templates::conv::launch::{
     backward_data, backward_data_with, backward_filter, backward_filter_with, forward, forward_1x1,
-    forward_direct, forward_im2col, forward_implicit_gemm, forward_nhwc,
+    forward_channels_last, forward_direct, forward_im2col, forward_implicit_gemm, forward_nhwc,
 };
 use ptxforge_runtime::templates::conv::reference::{self, to_channels_last};
 use ptxforge_runtime::templates::conv::{Conv2dConfig, ConvDims, ConvShape, Layout};
@@ -832,10 +832,14 @@ fn run_forward_on<T: HostFloat + Element>(
         Option<&DeviceBuffer<SimBackend, T>>,
         &mut DeviceBuffer<SimBackend, T>,
     ) -> Result<ConvDims, LaunchError>;
-    let paths: [(&'static str, Forward<T>); 3] = [
+    let paths: [(&'static str, Forward<T>); 4] = [
         (
             "conv2d_implicit_gemm",
             forward_implicit_gemm::<SimBackend, T>,
+        ),
+        (
+            "conv2d_implicit_gemm_channels_last",
+            forward_channels_last::<SimBackend, T>,
         ),
         ("conv2d_nhwc", forward_nhwc::<SimBackend, T>),
         ("conv2d_direct", forward_direct::<SimBackend, T>),
@@ -892,6 +896,87 @@ fn tensor_core_forward_every_case_both_layouts() {
             assert!(
                 ran.contains(&"conv2d_implicit_gemm"),
                 "{}: {ran:?}",
+                case.name
+            );
+        }
+    }
+}
+
+/// NCHW shapes of the channels-last forward (`C_in` and `Cg` multiples of 8, filters wider
+/// than 1): the pre-pass's ragged tiles in both directions (40 channels, 11 × 13 = 143
+/// pixels), groups, rectangular filters, stride 2 and dilation, bias, batch 3.
+fn channels_last_cases() -> Vec<Case> {
+    let c = Conv2dConfig::new;
+    vec![
+        Case {
+            name: "cl 3x3 s(2,1) p(1,0) 40→24 + bias, batch 2 (ragged pre-pass tiles)",
+            cfg: c(40, 24, 3)
+                .with_stride(2, 1)
+                .with_padding(1, 0)
+                .with_bias(true),
+            shape: shape(2, 11, 13),
+        },
+        Case {
+            name: "cl 2x3 groups 5 (Cg 8) 40→10 d(1,2) p(0,2), batch 3",
+            cfg: c(40, 10, 2)
+                .with_kernel(2, 3)
+                .with_groups(5)
+                .with_dilation(1, 2)
+                .with_padding(0, 2),
+            shape: shape(3, 6, 9),
+        },
+        Case {
+            name: "cl 3x3 p1 64→72 + bias (two channel tiles, 34 × 33 image)",
+            cfg: c(64, 72, 3).with_padding(1, 1).with_bias(true),
+            shape: shape(1, 34, 33),
+        },
+    ]
+}
+
+/// Every NCHW case with the channels-last forward (the tensor-core cases that have it and
+/// [`channels_last_cases`]) through `conv2d_to_channels_last` + `conv2d_implicit_gemm_channels_last`
+/// against the reference, f16 on sm_80 and bf16 on sm_90, with `forward` choosing them.
+#[test]
+fn channels_last_forward_every_case() {
+    let mut cases: Vec<Case> = tensor_core_cases()
+        .into_iter()
+        .filter(|case| {
+            let cfg = Conv2dConfig {
+                dtype: DType::F16,
+                arch: Arch::Sm80,
+                ..case.cfg.with_layout(Layout::Nchw)
+            };
+            cfg.has_channels_last_forward()
+        })
+        .collect();
+    assert_eq!(
+        cases.len(),
+        3,
+        "tensor-core cases with the channels-last forward"
+    );
+    cases.extend(channels_last_cases());
+    for (i, case) in cases.iter().enumerate() {
+        let seed = 700 + i as u64;
+        for (dtype, arch) in [(DType::F16, Arch::Sm80), (DType::BF16, Arch::Sm90)] {
+            let (dev, ran) = match dtype {
+                DType::F16 => run_forward_on::<f16>(case, dtype, arch, Layout::Nchw, seed),
+                _ => run_forward_on::<bf16>(case, dtype, arch, Layout::Nchw, seed),
+            };
+            assert!(
+                ran.contains(&"conv2d_implicit_gemm_channels_last"),
+                "{}: {ran:?}",
+                case.name
+            );
+            // `forward` (the last three launches) chose the pre-pass and the channels-last GEMM.
+            let log: Vec<String> = dev.take_launch_log().into_iter().map(|r| r.entry).collect();
+            assert_eq!(
+                log[log.len() - 3..],
+                [
+                    "conv2d_to_channels_last",
+                    "conv2d_to_channels_last",
+                    "conv2d_implicit_gemm_channels_last"
+                ],
+                "{}",
                 case.name
             );
         }
