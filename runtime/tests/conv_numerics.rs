@@ -626,18 +626,24 @@ fn tensor_core_counters_resnet_3x3() {
         for record in dev.take_launch_log() {
             let c = &record.counters;
             print_counters(&layout.to_string(), &record, outputs);
-            if record.entry == "conv2d_implicit_gemm" {
+            let channels_last = record.entry == "conv2d_implicit_gemm_channels_last";
+            if record.entry == "conv2d_implicit_gemm" || channels_last {
                 let tiles = pixels.div_ceil(64) * (64u64 * 9).div_ceil(32);
                 assert_eq!(c.mma_instructions, tiles * 4 * 16);
                 assert!(c.ldmatrix_wavefronts_per_request() <= 4.0 + 1e-9);
                 // NCHW gathers A lane → pixel: a warp reads 32 consecutive `iw` of one tap.
                 assert!(c.global_load_efficiency() >= 0.9, "{layout}");
-                if layout == Layout::Nhwc {
+                if layout == Layout::Nhwc || channels_last {
                     // Every operand byte arrives by cp.async; the only global loads left are
                     // the epilogue's 8 bias reads per warp.
                     assert!(c.cp_async_requests > 0);
                     assert_eq!(c.global_load_requests, 4 * 4 * 8);
                 }
+            } else if record.entry.ends_with("to_channels_last") {
+                // The pre-pass: whole sectors both ways, conflict-free tile.
+                assert!(c.global_load_efficiency() >= 0.99, "{}", record.entry);
+                assert!(c.shared_bank_conflict_factor() <= 1.0 + 1e-9);
+                assert_eq!(c.mma_instructions, 0);
             } else {
                 assert_eq!(c.mma_instructions, 0);
             }
@@ -647,7 +653,8 @@ fn tensor_core_counters_resnet_3x3() {
 
 /// The implicit GEMMs' done-when bars on three 64 → 64 layers on a 16 × 16 image (the ResNet
 /// 3 × 3, a 1 × 1 and a stride-2 3 × 3): every tensor-core entry (forward NCHW and NHWC,
-/// backward-data, backward-filter), f16 and tf32, fetches at most 1/0.9 sectors per useful
+/// the NCHW channels-last forward and its two pre-passes, backward-data, backward-filter), f16
+/// and tf32, fetches at most 1/0.9 sectors per useful
 /// byte (global load efficiency ≥ 0.9) and stores to shared memory within 5% of the fewest
 /// wavefronts (bank conflict factor ≤ 1.05). The 28-wide rows (112 bytes of f32, so a
 /// warp's 32 consecutive pixels start anywhere in a sector) hold the NCHW lane → pixel
@@ -682,7 +689,10 @@ fn implicit_gemm_counter_bars() {
                 DType::F16 => implicit_gemm_records::<f16>(&cfg, size),
                 _ => implicit_gemm_records::<f32>(&cfg, size),
             };
-            assert_eq!(records.len(), 6, "{name} {dtype}");
+            // The channels-last forward adds its two pre-passes and its GEMM (f16, KW > 1).
+            let channels_last = dtype == DType::F16 && layer.kernel_w > 1;
+            let expected = if channels_last { 9 } else { 6 };
+            assert_eq!(records.len(), expected, "{name} {dtype}");
             for (pass, record, outputs) in records {
                 let tag = format!("{name} {dtype} {pass}");
                 print_counters(&tag, &record, outputs as f64);
@@ -732,6 +742,15 @@ fn implicit_gemm_records<T: HostFloat + Element>(
             Layout::Nhwc => ["forward nhwc", "backward-data nhwc", "backward-filter nhwc"],
         };
         runs.push((forward, y.len()));
+        if cfg.has_channels_last_forward() {
+            let run = forward_channels_last(&cfg, &dev, &ptx, &s, &x.dev, &w.dev, bias, &mut y);
+            must("forward channels-last", run);
+            runs.extend([
+                ("filter pre-pass", y.len()),
+                ("input pre-pass", y.len()),
+                ("forward channels-last", y.len()),
+            ]);
+        }
         let gy = random::<T>(&dev, &mut rng, d.output_len(&cfg));
         let mut dx = dev.alloc::<T>(d.input_len(&cfg)).expect("alloc");
         let entry = ENTRY_BWD_DATA_IMPLICIT_GEMM;
@@ -748,7 +767,11 @@ fn implicit_gemm_records<T: HostFloat + Element>(
     }
     dev.take_launch_log()
         .into_iter()
-        .filter(|r| r.entry.ends_with("implicit_gemm") || r.entry.ends_with("implicit_gemm_split"))
+        .filter(|r| {
+            ["implicit_gemm", "implicit_gemm_split", "channels_last"]
+                .iter()
+                .any(|end| r.entry.ends_with(end))
+        })
         .zip(runs)
         .map(|(record, (pass, outputs))| (pass, record, outputs))
         .collect()
@@ -967,12 +990,12 @@ fn channels_last_forward_every_case() {
                 "{}: {ran:?}",
                 case.name
             );
-            // `forward` (the last three launches) chose the pre-pass and the channels-last GEMM.
+            // `forward` (the last three launches) chose the pre-passes and the channels-last GEMM.
             let log: Vec<String> = dev.take_launch_log().into_iter().map(|r| r.entry).collect();
             assert_eq!(
                 log[log.len() - 3..],
                 [
-                    "conv2d_to_channels_last",
+                    "conv2d_filter_to_channels_last",
                     "conv2d_to_channels_last",
                     "conv2d_implicit_gemm_channels_last"
                 ],

@@ -26,8 +26,8 @@ use super::kernels::{
     bias_block_pixels, fast_div_constants, ENTRY_1X1, ENTRY_BWD_BIAS, ENTRY_BWD_BIAS_REDUCE,
     ENTRY_BWD_BIAS_SPLIT, ENTRY_BWD_DATA, ENTRY_BWD_DATA_IMPLICIT_GEMM, ENTRY_BWD_FILTER,
     ENTRY_BWD_FILTER_CUDA_SPLIT, ENTRY_BWD_FILTER_IMPLICIT_GEMM, ENTRY_BWD_FILTER_REDUCE,
-    ENTRY_BWD_FILTER_SPLIT, ENTRY_DIRECT, ENTRY_GEMM, ENTRY_IM2COL, ENTRY_IMPLICIT_GEMM,
-    ENTRY_IMPLICIT_GEMM_CHANNELS_LAST, ENTRY_NHWC, ENTRY_TO_CHANNELS_LAST,
+    ENTRY_BWD_FILTER_SPLIT, ENTRY_DIRECT, ENTRY_FILTER_TO_CHANNELS_LAST, ENTRY_GEMM, ENTRY_IM2COL,
+    ENTRY_IMPLICIT_GEMM, ENTRY_IMPLICIT_GEMM_CHANNELS_LAST, ENTRY_NHWC, ENTRY_TO_CHANNELS_LAST,
 };
 use super::shapes::{ConvDims, ConvError, ConvShape};
 use crate::dtype::DType;
@@ -366,8 +366,8 @@ pub fn forward_implicit_gemm<B: Backend, T: Element>(
 /// The NCHW tensor-core forward through channels-last copies (f16/bf16 on sm_80+ with `C_in`
 /// and `C_in/groups` multiples of 8 and a filter wider than 1,
 /// [`Conv2dConfig::has_channels_last_forward`]; [`forward`] picks it there):
-/// `conv2d_to_channels_last` writes `w` as `[C_out, KH, KW, Cg]` and `x` as `[N, H, W, C_in]`
-/// into two workspaces the backend allocates (`C_out·Cg·KH·KW` and `N·C_in·H·W` elements),
+/// `conv2d_filter_to_channels_last` writes `w` as `[C_out, KH, KW, Cg]` and
+/// `conv2d_to_channels_last` `x` as `[N, H, W, C_in]` into two workspaces the backend allocates (`C_out·Cg·KH·KW` and `N·C_in·H·W` elements),
 /// then `conv2d_implicit_gemm_channels_last` computes `y = conv(x, w) (+ bias)` in NCHW from
 /// them, reading A in 16-byte `cp.async` chunks. A config without those entries is
 /// [`LaunchError::InvalidDim`] `layout`; `N` or `C_out` past 65535 (the pre-pass's grid `z`)
@@ -393,9 +393,8 @@ pub fn forward_channels_last<B: Backend, T: Element>(
 }
 
 impl<B: Backend> Call<'_, B> {
-    /// The NCHW forward through channels-last copies: `conv2d_to_channels_last` writes `w` as
-    /// `[C_out, KH, KW, Cg]` and `x` as `[N, H, W, C_in]` into two workspaces the backend
-    /// allocates, then `conv2d_implicit_gemm_channels_last` computes NCHW `y` from them.
+    /// The NCHW forward through channels-last copies ([`forward_channels_last`]): the two
+    /// pre-passes into workspaces the backend allocates, then `conv2d_implicit_gemm_channels_last` computes NCHW `y` from them.
     fn forward_channels_last<T: Element>(
         &self,
         (x, w, bias, y): ForwardBuffers<'_, B, T>,
@@ -409,33 +408,23 @@ impl<B: Backend> Call<'_, B> {
         ];
         let prep = self.prepare(ENTRY_IMPLICIT_GEMM_CHANNELS_LAST, &args)?;
         let d = prep.dims;
-        let cg = cfg.in_channels / cfg.groups;
-        let taps = cfg.kernel_h * cfg.kernel_w;
-        let transposes = [
-            (cfg.out_channels, cg, taps, ConvDims::weight_len(cfg)),
-            (d.batch, cfg.in_channels, d.in_h * d.in_w, d.input_len(cfg)),
-        ];
-        let grids = transposes
-            .iter()
-            .map(|&(planes, rows, cols, _)| {
-                Conv2dConfig::to_channels_last_launch_config(planes, rows, cols)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let (pixels, channels) = (d.in_h * d.in_w, cfg.in_channels);
+        let input_grid = Conv2dConfig::to_channels_last_launch_config(d.batch, channels, pixels)?;
+        let filter_grid = cfg.filter_to_channels_last_launch_config()?;
         let gemm = cfg.implicit_gemm_launch_config(&d)?;
-        let mut copies = Vec::with_capacity(2);
-        for ((src, &(_, rows, cols, len)), grid) in [w, x].into_iter().zip(&transposes).zip(grids) {
-            let copy = self.dev.alloc::<T>(len)?;
-            let args = [
-                KernelArg::buffer(src),
-                KernelArg::buffer(&copy),
-                KernelArg::U32(rows),
-                KernelArg::U32(cols),
-            ];
-            self.dev
-                .launch(self.ptx, ENTRY_TO_CHANNELS_LAST, grid, &args)?;
-            copies.push(copy);
-        }
-        let mut buffers = vec![KernelArg::buffer(&copies[1]), KernelArg::buffer(&copies[0])];
+        let (dev, ptx) = (self.dev, self.ptx);
+        let filter = dev.alloc::<T>(ConvDims::weight_len(cfg))?;
+        let args = [KernelArg::buffer(w), KernelArg::buffer(&filter)];
+        dev.launch(ptx, ENTRY_FILTER_TO_CHANNELS_LAST, filter_grid, &args)?;
+        let input = dev.alloc::<T>(d.input_len(cfg))?;
+        let args = [
+            KernelArg::buffer(x),
+            KernelArg::buffer(&input),
+            KernelArg::U32(channels),
+            KernelArg::U32(pixels),
+        ];
+        dev.launch(ptx, ENTRY_TO_CHANNELS_LAST, input_grid, &args)?;
+        let mut buffers = vec![KernelArg::buffer(&input), KernelArg::buffer(&filter)];
         buffers.extend(bias.map(KernelArg::buffer));
         buffers.push(KernelArg::buffer(y));
         prep.launch(

@@ -8,7 +8,8 @@
 //! | `gemm` | `y = W_g · cols_g (+ b)` | (16, 16) | `(⌈N·OH·OW/64⌉, ⌈Og/block_m⌉, G)` |
 //! | `1x1` (1×1 kernels only) | `y` from `x` (implicit GEMM) | (16, 16) | as `gemm` |
 //! | `implicit_gemm` (f16/bf16, sm_80+) | `y` from `x` on tensor cores, NCHW or NHWC | 128 | `(⌈N·OH·OW/64⌉, ⌈Og/64⌉, G)` |
-//! | `to_channels_last` (with the next) | `[P][R][C]` planes transposed to `[P][C][R]` (NCHW `x` → NHWC, `w` → `[C_out, KH, KW, Cg]`) | (32, 8) | `(⌈C/32⌉, ⌈R/32⌉, P)` |
+//! | `to_channels_last` (with the next two) | `[P][R][C]` planes transposed to `[P][C][R]` (NCHW `x` → NHWC) | (32, 8) | `(⌈C/32⌉, ⌈R/32⌉, P)` |
+//! | `filter_to_channels_last` | `w` → `[C_out, KH, KW, Cg]` | 256 | `(C_out, ⌈Cg/32⌉)` |
 //! | `implicit_gemm_channels_last` (NCHW f16/bf16, sm_80+, `Cg` and `C_in` multiples of 8, `KW > 1`) | NCHW `y` from the channels-last copies on tensor cores (16-byte `cp.async` A chunks) | 128 | as `implicit_gemm` |
 //! | `nhwc` (NHWC only) | `y` from `x` on CUDA cores (tiled implicit GEMM, 16-byte loads and stores) | 128 | `(⌈N·OH·OW/64⌉, ⌈Og/64⌉, G)` |
 //! | `direct` | `y` from `x` via shared tiles | (16, 16) | `(⌈OW/32⌉, min(N·⌈OH/32⌉·G·⌈Og/OCB⌉, 65535))`, blocks walking the rest |
@@ -51,7 +52,8 @@ pub use backward_filter::{
 };
 pub use channels_last::{
     BLOCK_ROWS as CHANNELS_LAST_BLOCK_ROWS, ENTRY as ENTRY_TO_CHANNELS_LAST,
-    TILE as CHANNELS_LAST_TILE,
+    ENTRY_FILTER as ENTRY_FILTER_TO_CHANNELS_LAST,
+    FILTER_THREADS as FILTER_TO_CHANNELS_LAST_THREADS, TILE as CHANNELS_LAST_TILE,
 };
 pub use common::{fast_div_constants, DIM_PARAMS, DIVISOR_PARAMS};
 pub use direct::ENTRY as ENTRY_DIRECT;
@@ -95,7 +97,8 @@ impl Conv2dConfig {
     }
 
     /// Whether the NCHW module has the channels-last tensor-core forward
-    /// (`conv2d_to_channels_last` + `conv2d_implicit_gemm_channels_last`: f16/bf16 on targets
+    /// (`conv2d_to_channels_last`, `conv2d_filter_to_channels_last` and
+    /// `conv2d_implicit_gemm_channels_last`: f16/bf16 on targets
     /// with `mma.m16n8k16`, `C_in` and `C_in/groups` multiples of 8, a filter wider than 1).
     pub fn has_channels_last_forward(&self) -> bool {
         implicit_gemm::channels_last_available(self)
@@ -130,7 +133,11 @@ impl Conv2dConfig {
             names.push(ENTRY_IMPLICIT_GEMM);
         }
         if self.has_channels_last_forward() {
-            names.extend([ENTRY_TO_CHANNELS_LAST, ENTRY_IMPLICIT_GEMM_CHANNELS_LAST]);
+            names.extend([
+                ENTRY_TO_CHANNELS_LAST,
+                ENTRY_FILTER_TO_CHANNELS_LAST,
+                ENTRY_IMPLICIT_GEMM_CHANNELS_LAST,
+            ]);
         }
         match self.layout {
             Layout::Nhwc => names.push(ENTRY_NHWC),
