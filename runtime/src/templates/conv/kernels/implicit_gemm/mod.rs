@@ -44,8 +44,9 @@
 //! shared-memory transposes) and this entry is then the NHWC forward — same gathers, tiles,
 //! grid and reduction order `(kh, kw, ci)` per output — with NCHW's epilogue indexing
 //! (`y[n, g·Og + o, oh, ow]`). 1 × 1 filters keep `conv2d_implicit_gemm`: their NCHW A is
-//! read lane → pixel along contiguous rows already, and the copy would add `x`'s bytes
-//! twice to a DRAM-bound layer.
+//! read lane → pixel along contiguous rows already, and the copy adds `x`'s bytes twice
+//! (modelled on ResNet-50's 1 × 1 128 → 512: 33.5 → 21.7 instructions per output but
+//! 32.2 → 45.4 MB of DRAM traffic, bound 12.9 → 13.5 µs).
 //!
 //! **Backward-data.** Per image `n` and group `g`, `dX [M, Cg] = A [M, K] · B [K, Cg]`
 //! with `M = H·W` input pixels, `K = Og·KH·KW` and `k = o·KH·KW + kh·KW + kw`:
