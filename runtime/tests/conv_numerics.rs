@@ -949,9 +949,9 @@ fn channels_last_cases() -> Vec<Case> {
             shape: shape(3, 6, 9),
         },
         Case {
-            name: "cl 3x3 p1 64→72 + bias (two channel tiles, 34 × 33 image)",
+            name: "cl 3x3 p1 64→72 + bias (two channel tiles, 18 × 17 image: 5 pixel tiles)",
             cfg: c(64, 72, 3).with_padding(1, 1).with_bias(true),
-            shape: shape(1, 34, 33),
+            shape: shape(1, 18, 17),
         },
     ]
 }
@@ -1004,6 +1004,85 @@ fn channels_last_forward_every_case() {
             );
         }
     }
+}
+
+/// `forward_channels_last` on a config without the entries (NHWC, a 1 × 1 filter, odd
+/// channels per group, f32 with tf32) is a typed error naming the layout and launches nothing;
+/// a wrong `x` length is caught before the pre-passes run.
+#[test]
+fn channels_last_forward_rejects_what_it_does_not_cover() {
+    let base = Conv2dConfig {
+        dtype: DType::F16,
+        arch: Arch::Sm80,
+        ..Conv2dConfig::new(16, 16, 3).with_padding(1, 1)
+    };
+    let s = shape(1, 6, 6);
+    let dev = SimBackend::new();
+    let refused = [
+        base.with_layout(Layout::Nhwc),
+        Conv2dConfig {
+            kernel_h: 1,
+            kernel_w: 1,
+            padding_h: 0,
+            padding_w: 0,
+            ..base
+        },
+        Conv2dConfig {
+            in_channels: 12,
+            out_channels: 12,
+            groups: 3,
+            ..base
+        },
+        Conv2dConfig {
+            dtype: DType::F32,
+            ..base.with_allow_tf32(true)
+        },
+    ];
+    for cfg in refused {
+        assert!(!cfg.has_channels_last_forward(), "{}", cfg.matrix_name());
+        let ptx = cfg.compile().expect("compiles").ptx;
+        let d = cfg.check_shape(&s, false).expect("valid shape");
+        let err = match cfg.dtype {
+            DType::F32 => channels_last_with::<f32>(&cfg, &dev, &ptx, &s, d.input_len(&cfg)),
+            _ => channels_last_with::<f16>(&cfg, &dev, &ptx, &s, d.input_len(&cfg)),
+        };
+        assert!(
+            matches!(err, Err(LaunchError::InvalidDim { name: "layout", .. })),
+            "{}: {err:?}",
+            cfg.matrix_name()
+        );
+    }
+    let ptx = base.compile().expect("compiles").ptx;
+    let x_len = base
+        .check_shape(&s, false)
+        .expect("valid shape")
+        .input_len(&base)
+        + 1;
+    let err = channels_last_with::<f16>(&base, &dev, &ptx, &s, x_len);
+    assert!(
+        matches!(err, Err(LaunchError::BufferLength { name: "x", .. })),
+        "{err:?}"
+    );
+    assert!(dev.take_launch_log().is_empty());
+}
+
+/// `forward_channels_last` of `cfg` with an `x` of `x_len` elements and `w`, `y` of their
+/// lengths (never initialised: only for calls that must fail before launching).
+fn channels_last_with<T: Element>(
+    cfg: &Conv2dConfig,
+    dev: &SimBackend,
+    ptx: &str,
+    s: &ConvShape,
+    x_len: usize,
+) -> Result<ConvDims, LaunchError> {
+    let d = cfg.check_shape(s, false).expect("valid shape");
+    let buf = |len: usize| dev.alloc::<T>(len).expect("alloc");
+    let (x, w, mut y) = (
+        buf(x_len),
+        buf(ConvDims::weight_len(cfg)),
+        buf(d.output_len(cfg)),
+    );
+    forward_channels_last(cfg, dev, ptx, s, &x, &w, None, &mut y)
 }
 
 /// Backward-data of `case` (NCHW) with `dtype` on `arch` through every backward-data entry
