@@ -23,7 +23,9 @@ use half::f16;
 #[derive(Debug)]
 pub struct ResNetConv;
 
-/// The same layer in f16: `forward` runs `conv2d_implicit_gemm` on tensor cores.
+/// The same layer in f16: `forward` copies `x` and `w` channels-last
+/// (`conv2d_to_channels_last`, `conv2d_filter_to_channels_last`) and runs
+/// `conv2d_implicit_gemm_channels_last` on tensor cores.
 #[conv2d_kernel(in_channels = 16, out_channels = 32, kernel = 3, padding = 1, bias = true,
                 dtype = f16, arch = sm_80)]
 #[derive(Debug)]
@@ -227,8 +229,10 @@ fn half_precision_forward(
             .count()
     };
     report.check(
-        "both f16 forwards ran conv2d_implicit_gemm on tensor cores",
-        on_tensor_cores("conv2d_implicit_gemm") == 2,
+        "the f16 forwards ran on tensor cores (NCHW: conv2d_implicit_gemm_channels_last after \
+         the layout pre-passes, NHWC: conv2d_implicit_gemm)",
+        on_tensor_cores("conv2d_implicit_gemm_channels_last") == 1
+            && on_tensor_cores("conv2d_implicit_gemm") == 1,
     );
     report.check(
         "the NHWC backward passes ran their implicit GEMMs on tensor cores",

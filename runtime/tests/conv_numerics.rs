@@ -23,7 +23,7 @@ use ptxforge_runtime::templates::conv::kernels::{
 };
 use ptxforge_runtime::templates::conv::launch::{
     backward_data, backward_data_with, backward_filter, backward_filter_with, forward, forward_1x1,
-    forward_direct, forward_im2col, forward_implicit_gemm, forward_nhwc,
+    forward_channels_last, forward_direct, forward_im2col, forward_implicit_gemm, forward_nhwc,
 };
 use ptxforge_runtime::templates::conv::reference::{self, to_channels_last};
 use ptxforge_runtime::templates::conv::{Conv2dConfig, ConvDims, ConvShape, Layout};
@@ -626,18 +626,24 @@ fn tensor_core_counters_resnet_3x3() {
         for record in dev.take_launch_log() {
             let c = &record.counters;
             print_counters(&layout.to_string(), &record, outputs);
-            if record.entry == "conv2d_implicit_gemm" {
+            let channels_last = record.entry == "conv2d_implicit_gemm_channels_last";
+            if record.entry == "conv2d_implicit_gemm" || channels_last {
                 let tiles = pixels.div_ceil(64) * (64u64 * 9).div_ceil(32);
                 assert_eq!(c.mma_instructions, tiles * 4 * 16);
                 assert!(c.ldmatrix_wavefronts_per_request() <= 4.0 + 1e-9);
                 // NCHW gathers A lane → pixel: a warp reads 32 consecutive `iw` of one tap.
                 assert!(c.global_load_efficiency() >= 0.9, "{layout}");
-                if layout == Layout::Nhwc {
+                if layout == Layout::Nhwc || channels_last {
                     // Every operand byte arrives by cp.async; the only global loads left are
                     // the epilogue's 8 bias reads per warp.
                     assert!(c.cp_async_requests > 0);
                     assert_eq!(c.global_load_requests, 4 * 4 * 8);
                 }
+            } else if record.entry.ends_with("to_channels_last") {
+                // The pre-pass: whole sectors both ways, conflict-free tile.
+                assert!(c.global_load_efficiency() >= 0.99, "{}", record.entry);
+                assert!(c.shared_bank_conflict_factor() <= 1.0 + 1e-9);
+                assert_eq!(c.mma_instructions, 0);
             } else {
                 assert_eq!(c.mma_instructions, 0);
             }
@@ -647,7 +653,8 @@ fn tensor_core_counters_resnet_3x3() {
 
 /// The implicit GEMMs' done-when bars on three 64 → 64 layers on a 16 × 16 image (the ResNet
 /// 3 × 3, a 1 × 1 and a stride-2 3 × 3): every tensor-core entry (forward NCHW and NHWC,
-/// backward-data, backward-filter), f16 and tf32, fetches at most 1/0.9 sectors per useful
+/// the NCHW channels-last forward and its two pre-passes, backward-data, backward-filter), f16
+/// and tf32, fetches at most 1/0.9 sectors per useful
 /// byte (global load efficiency ≥ 0.9) and stores to shared memory within 5% of the fewest
 /// wavefronts (bank conflict factor ≤ 1.05). The 28-wide rows (112 bytes of f32, so a
 /// warp's 32 consecutive pixels start anywhere in a sector) hold the NCHW lane → pixel
@@ -682,7 +689,10 @@ fn implicit_gemm_counter_bars() {
                 DType::F16 => implicit_gemm_records::<f16>(&cfg, size),
                 _ => implicit_gemm_records::<f32>(&cfg, size),
             };
-            assert_eq!(records.len(), 6, "{name} {dtype}");
+            // The channels-last forward adds its two pre-passes and its GEMM (f16, KW > 1).
+            let channels_last = dtype == DType::F16 && layer.kernel_w > 1;
+            let expected = if channels_last { 9 } else { 6 };
+            assert_eq!(records.len(), expected, "{name} {dtype}");
             for (pass, record, outputs) in records {
                 let tag = format!("{name} {dtype} {pass}");
                 print_counters(&tag, &record, outputs as f64);
@@ -732,6 +742,15 @@ fn implicit_gemm_records<T: HostFloat + Element>(
             Layout::Nhwc => ["forward nhwc", "backward-data nhwc", "backward-filter nhwc"],
         };
         runs.push((forward, y.len()));
+        if cfg.has_channels_last_forward() {
+            let run = forward_channels_last(&cfg, &dev, &ptx, &s, &x.dev, &w.dev, bias, &mut y);
+            must("forward channels-last", run);
+            runs.extend([
+                ("filter pre-pass", y.len()),
+                ("input pre-pass", y.len()),
+                ("forward channels-last", y.len()),
+            ]);
+        }
         let gy = random::<T>(&dev, &mut rng, d.output_len(&cfg));
         let mut dx = dev.alloc::<T>(d.input_len(&cfg)).expect("alloc");
         let entry = ENTRY_BWD_DATA_IMPLICIT_GEMM;
@@ -748,7 +767,11 @@ fn implicit_gemm_records<T: HostFloat + Element>(
     }
     dev.take_launch_log()
         .into_iter()
-        .filter(|r| r.entry.ends_with("implicit_gemm") || r.entry.ends_with("implicit_gemm_split"))
+        .filter(|r| {
+            ["implicit_gemm", "implicit_gemm_split", "channels_last"]
+                .iter()
+                .any(|end| r.entry.ends_with(end))
+        })
         .zip(runs)
         .map(|(record, (pass, outputs))| (pass, record, outputs))
         .collect()
@@ -832,10 +855,14 @@ fn run_forward_on<T: HostFloat + Element>(
         Option<&DeviceBuffer<SimBackend, T>>,
         &mut DeviceBuffer<SimBackend, T>,
     ) -> Result<ConvDims, LaunchError>;
-    let paths: [(&'static str, Forward<T>); 3] = [
+    let paths: [(&'static str, Forward<T>); 4] = [
         (
             "conv2d_implicit_gemm",
             forward_implicit_gemm::<SimBackend, T>,
+        ),
+        (
+            "conv2d_implicit_gemm_channels_last",
+            forward_channels_last::<SimBackend, T>,
         ),
         ("conv2d_nhwc", forward_nhwc::<SimBackend, T>),
         ("conv2d_direct", forward_direct::<SimBackend, T>),
@@ -896,6 +923,166 @@ fn tensor_core_forward_every_case_both_layouts() {
             );
         }
     }
+}
+
+/// NCHW shapes of the channels-last forward (`C_in` and `Cg` multiples of 8, filters wider
+/// than 1): the pre-pass's ragged tiles in both directions (40 channels, 11 × 13 = 143
+/// pixels), groups, rectangular filters, stride 2 and dilation, bias, batch 3.
+fn channels_last_cases() -> Vec<Case> {
+    let c = Conv2dConfig::new;
+    vec![
+        Case {
+            name: "cl 3x3 s(2,1) p(1,0) 40→24 + bias, batch 2 (ragged pre-pass tiles)",
+            cfg: c(40, 24, 3)
+                .with_stride(2, 1)
+                .with_padding(1, 0)
+                .with_bias(true),
+            shape: shape(2, 11, 13),
+        },
+        Case {
+            name: "cl 2x3 groups 5 (Cg 8) 40→10 d(1,2) p(0,2), batch 3",
+            cfg: c(40, 10, 2)
+                .with_kernel(2, 3)
+                .with_groups(5)
+                .with_dilation(1, 2)
+                .with_padding(0, 2),
+            shape: shape(3, 6, 9),
+        },
+        Case {
+            name: "cl 3x3 p1 64→72 + bias (two channel tiles, 18 × 17 image: 5 pixel tiles)",
+            cfg: c(64, 72, 3).with_padding(1, 1).with_bias(true),
+            shape: shape(1, 18, 17),
+        },
+    ]
+}
+
+/// Every NCHW case with the channels-last forward (the tensor-core cases that have it and
+/// [`channels_last_cases`]) through `conv2d_to_channels_last` + `conv2d_implicit_gemm_channels_last`
+/// against the reference, f16 on sm_80 and bf16 on sm_90, with `forward` choosing them.
+#[test]
+fn channels_last_forward_every_case() {
+    let mut cases: Vec<Case> = tensor_core_cases()
+        .into_iter()
+        .filter(|case| {
+            let cfg = Conv2dConfig {
+                dtype: DType::F16,
+                arch: Arch::Sm80,
+                ..case.cfg.with_layout(Layout::Nchw)
+            };
+            cfg.has_channels_last_forward()
+        })
+        .collect();
+    assert_eq!(
+        cases.len(),
+        3,
+        "tensor-core cases with the channels-last forward"
+    );
+    cases.extend(channels_last_cases());
+    for (i, case) in cases.iter().enumerate() {
+        let seed = 700 + i as u64;
+        for (dtype, arch) in [(DType::F16, Arch::Sm80), (DType::BF16, Arch::Sm90)] {
+            let (dev, ran) = match dtype {
+                DType::F16 => run_forward_on::<f16>(case, dtype, arch, Layout::Nchw, seed),
+                _ => run_forward_on::<bf16>(case, dtype, arch, Layout::Nchw, seed),
+            };
+            assert!(
+                ran.contains(&"conv2d_implicit_gemm_channels_last"),
+                "{}: {ran:?}",
+                case.name
+            );
+            // `forward` (the last three launches) chose the pre-passes and the channels-last GEMM.
+            let log: Vec<String> = dev.take_launch_log().into_iter().map(|r| r.entry).collect();
+            assert_eq!(
+                log[log.len() - 3..],
+                [
+                    "conv2d_filter_to_channels_last",
+                    "conv2d_to_channels_last",
+                    "conv2d_implicit_gemm_channels_last"
+                ],
+                "{}",
+                case.name
+            );
+        }
+    }
+}
+
+/// `forward_channels_last` on a config without the entries (NHWC, a 1 × 1 filter, odd
+/// channels per group, f32 with tf32) is a typed error naming the layout and launches nothing;
+/// a wrong `x` length is caught before the pre-passes run.
+#[test]
+fn channels_last_forward_rejects_what_it_does_not_cover() {
+    let base = Conv2dConfig {
+        dtype: DType::F16,
+        arch: Arch::Sm80,
+        ..Conv2dConfig::new(16, 16, 3).with_padding(1, 1)
+    };
+    let s = shape(1, 6, 6);
+    let dev = SimBackend::new();
+    let refused = [
+        base.with_layout(Layout::Nhwc),
+        Conv2dConfig {
+            kernel_h: 1,
+            kernel_w: 1,
+            padding_h: 0,
+            padding_w: 0,
+            ..base
+        },
+        Conv2dConfig {
+            in_channels: 12,
+            out_channels: 12,
+            groups: 3,
+            ..base
+        },
+        Conv2dConfig {
+            dtype: DType::F32,
+            ..base.with_allow_tf32(true)
+        },
+    ];
+    for cfg in refused {
+        assert!(!cfg.has_channels_last_forward(), "{}", cfg.matrix_name());
+        let ptx = cfg.compile().expect("compiles").ptx;
+        let d = cfg.check_shape(&s, false).expect("valid shape");
+        let err = match cfg.dtype {
+            DType::F32 => channels_last_with::<f32>(&cfg, &dev, &ptx, &s, d.input_len(&cfg)),
+            _ => channels_last_with::<f16>(&cfg, &dev, &ptx, &s, d.input_len(&cfg)),
+        };
+        assert!(
+            matches!(err, Err(LaunchError::InvalidDim { name: "layout", .. })),
+            "{}: {err:?}",
+            cfg.matrix_name()
+        );
+    }
+    let ptx = base.compile().expect("compiles").ptx;
+    let x_len = base
+        .check_shape(&s, false)
+        .expect("valid shape")
+        .input_len(&base)
+        + 1;
+    let err = channels_last_with::<f16>(&base, &dev, &ptx, &s, x_len);
+    assert!(
+        matches!(err, Err(LaunchError::BufferLength { name: "x", .. })),
+        "{err:?}"
+    );
+    assert!(dev.take_launch_log().is_empty());
+}
+
+/// `forward_channels_last` of `cfg` with an `x` of `x_len` elements and `w`, `y` of their
+/// lengths (never initialised: only for calls that must fail before launching).
+fn channels_last_with<T: Element>(
+    cfg: &Conv2dConfig,
+    dev: &SimBackend,
+    ptx: &str,
+    s: &ConvShape,
+    x_len: usize,
+) -> Result<ConvDims, LaunchError> {
+    let d = cfg.check_shape(s, false).expect("valid shape");
+    let buf = |len: usize| dev.alloc::<T>(len).expect("alloc");
+    let (x, w, mut y) = (
+        buf(x_len),
+        buf(ConvDims::weight_len(cfg)),
+        buf(d.output_len(cfg)),
+    );
+    forward_channels_last(cfg, dev, ptx, s, &x, &w, None, &mut y)
 }
 
 /// Backward-data of `case` (NCHW) with `dtype` on `arch` through every backward-data entry

@@ -8,7 +8,8 @@
 use ptxforge_runtime::arch::Arch;
 use ptxforge_runtime::ptxas::{assemble_each, locate_or_skip};
 use ptxforge_runtime::templates::conv::kernels::{
-    matrix_configs, ENTRY_BWD_BIAS, ENTRY_BWD_FILTER_REDUCE,
+    matrix_configs, ENTRY_BWD_BIAS, ENTRY_BWD_FILTER_REDUCE, ENTRY_FILTER_TO_CHANNELS_LAST,
+    ENTRY_TO_CHANNELS_LAST,
 };
 use ptxforge_runtime::templates::conv::Conv2dConfig;
 use ptxforge_runtime::templates::KernelFamily;
@@ -28,6 +29,8 @@ fn conv_modules_assemble_without_warnings_or_spills() {
             for e in report.entries.iter().filter(|e| {
                 e.entry.contains("implicit_gemm")
                     || e.entry == ENTRY_BWD_FILTER_REDUCE
+                    || e.entry == ENTRY_TO_CHANNELS_LAST
+                    || e.entry == ENTRY_FILTER_TO_CHANNELS_LAST
                     || e.entry.starts_with(ENTRY_BWD_BIAS)
             }) {
                 tensor_core_entries += usize::from(e.entry.contains("implicit_gemm"));

@@ -22,6 +22,9 @@ use ptxforge_runtime::templates::attention::launch::{
     forward as attention_forward, AttentionBuffers,
 };
 use ptxforge_runtime::templates::attention::{AttentionConfig, AttentionShape};
+use ptxforge_runtime::templates::conv::kernels::{
+    ENTRY_FILTER_TO_CHANNELS_LAST, ENTRY_TO_CHANNELS_LAST,
+};
 use ptxforge_runtime::templates::conv::launch as conv;
 use ptxforge_runtime::templates::conv::launch::Slices;
 use ptxforge_runtime::templates::conv::{Conv2dConfig, ConvShape, Layout};
@@ -520,7 +523,8 @@ fn attention(rows: &mut Vec<Modelled>) -> Result<()> {
 /// ResNet-50 conv3_x layers at batch 32, f16: 3×3 128→128 and 1×1 128→512 on 28×28, stride 1,
 /// in NCHW and NHWC (PyTorch's channels_last, the layout tensor-core convolutions use), through
 /// [`conv::forward`] (the entry the family chooses for the target and layout: the tensor-core
-/// implicit GEMM on sm_80, `conv2d_1x1` / `conv2d_direct` / `conv2d_nhwc` on sm_70).
+/// implicit GEMM on sm_80 — for the NCHW 3×3 after the channels-last pre-passes, whose
+/// copies count in the footprint — `conv2d_1x1` / `conv2d_direct` / `conv2d_nhwc` on sm_70).
 /// Sample: batch 1, 64 output channels, C_in ∈ {16, 32} → 128 (linear in the reduction).
 fn resnet(rows: &mut Vec<Modelled>) -> Result<()> {
     const BATCH: u32 = 32;
@@ -565,7 +569,13 @@ fn resnet(rows: &mut Vec<Modelled>) -> Result<()> {
                             .map_err(err)?;
                         Ok((ptx, dev.take_launch_log()))
                     },
-                    |_| f64::from(BATCH * cout / COUT_SAMPLE),
+                    // The layout pre-passes scale with what they move: the input with the
+                    // batch, the filter with the output channels; everything else with both.
+                    |entry| match entry {
+                        ENTRY_TO_CHANNELS_LAST => f64::from(BATCH),
+                        ENTRY_FILTER_TO_CHANNELS_LAST => f64::from(cout / COUT_SAMPLE),
+                        _ => f64::from(BATCH * cout / COUT_SAMPLE),
+                    },
                 )?;
                 let (n, p, ci, co, kk) = (
                     f64::from(BATCH),
@@ -575,6 +585,20 @@ fn resnet(rows: &mut Vec<Modelled>) -> Result<()> {
                     f64::from(kernel * kernel),
                 );
                 let bytes = 2.0 * (n * p * ci + co * ci * kk + n * p * co);
+                // The channels-last copies of `x` and `w`, written once and read once.
+                let real = Conv2dConfig {
+                    padding_h: kernel / 2,
+                    padding_w: kernel / 2,
+                    dtype: DType::F16,
+                    layout,
+                    arch,
+                    ..Conv2dConfig::new(CIN, cout, kernel)
+                };
+                let copies = if real.has_channels_last_forward() {
+                    2.0 * 2.0 * (n * p * ci + co * ci * kk)
+                } else {
+                    0.0
+                };
                 rows.push(Modelled::new(
                     format!(
                         "ResNet-50 conv {kernel}×{kernel} {CIN}→{cout} 28×28 batch 32 f16 fwd, {}",
@@ -588,7 +612,7 @@ fn resnet(rows: &mut Vec<Modelled>) -> Result<()> {
                     n * p * co,
                     Job {
                         compulsory_bytes: bytes,
-                        footprint_bytes: bytes,
+                        footprint_bytes: bytes + copies,
                         flops: 2.0 * n * p * co * ci * kk,
                         precision: Precision::F16Tensor,
                     },
@@ -1056,6 +1080,16 @@ mod tests {
         };
         super::waves_section(&mut md, &rows, &waves, &ptxas).expect("waves");
         println!("{md}");
+    }
+
+    /// The ResNet-50 forward rows alone (both layers, both layouts, both paths), both
+    /// tables: `cargo test --release -p xtask -- --ignored resnet_forward_rows --nocapture`.
+    #[test]
+    #[ignore]
+    fn resnet_forward_rows() {
+        let mut jobs = Vec::new();
+        super::resnet(&mut jobs).expect("rows");
+        print_tables(jobs, "ptxforge-realistic-fwd");
     }
 
     /// The ResNet-50 NHWC backward-filter rows alone, both tables: `cargo test --release -p

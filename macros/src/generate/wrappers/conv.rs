@@ -7,6 +7,7 @@ use proc_macro2::{Ident, TokenStream};
 use quote::{format_ident, quote};
 
 use ptxforge_runtime::templates::conv::{Conv2dConfig, Layout};
+use ptxforge_runtime::Arch;
 
 use super::{param, Wrapper, WrapperTypes};
 
@@ -63,8 +64,23 @@ pub(crate) fn wrappers(c: &Conv2dConfig, t: &WrapperTypes) -> Vec<Wrapper> {
         name: "forward",
         doc: format!(
             "Forward `y = conv2d(x, w){bias_term}` through the fastest entry of the target the \
-             module runs on: `conv2d_implicit_gemm` (tensor cores) for f16/bf16 on sm_80+, else \
+             module runs on: {}`conv2d_implicit_gemm` (tensor cores) for f16/bf16 on sm_80+, else \
              {}. {layouts}. Returns the checked dimensions.",
+            // Whichever of the attribute's targets the module is for: the config's arch decides
+            // only whether the target has `mma.m16n8k16`, which the sentence states.
+            if (Conv2dConfig {
+                arch: Arch::Sm80,
+                ..*c
+            })
+            .has_channels_last_forward()
+            {
+                "the channels-last copies of `x` and `w` (`conv2d_to_channels_last`, \
+                 `conv2d_filter_to_channels_last`, into backend-allocated workspaces) and \
+                 `conv2d_implicit_gemm_channels_last` (tensor cores) where the target has \
+                 `mma.m16n8k16`, else "
+            } else {
+                ""
+            },
             match (c.layout, c.has_pointwise()) {
                 (Layout::Nhwc, _) => "`conv2d_nhwc`",
                 (Layout::Nchw, true) => "`conv2d_1x1`",

@@ -6,6 +6,7 @@
 use super::config::{Conv2dConfig, DirectTile, Layout};
 use super::kernels::{
     bias_block_channels, bias_block_pixels, BLOCK_1D, BWD_BIAS_THREADS, BWD_FILTER_REDUCE_THREADS,
+    CHANNELS_LAST_BLOCK_ROWS, CHANNELS_LAST_TILE, FILTER_TO_CHANNELS_LAST_THREADS,
     IMPLICIT_THREADS, IMPLICIT_TILE_M, IMPLICIT_TILE_N, NHWC_THREADS, NHWC_TILE_M, NHWC_TILE_N,
 };
 use super::shapes::ConvDims;
@@ -182,6 +183,49 @@ impl Conv2dConfig {
                 grid_dim("groups", u64::from(self.groups), MAX_GRID_YZ)?,
             ),
             block: Dim3::new(16, 16, 1),
+            dynamic_shared_bytes: 0,
+        })
+    }
+
+    /// `conv2d_to_channels_last` over `planes` planes of `rows × cols`: block `(32, 8)`; grid
+    /// `(⌈cols / 32⌉, ⌈rows / 32⌉, planes)`.
+    pub fn to_channels_last_launch_config(
+        planes: u32,
+        rows: u32,
+        cols: u32,
+    ) -> Result<LaunchConfig, LaunchError> {
+        Ok(LaunchConfig {
+            grid: Dim3::new(
+                grid_dim(
+                    "channels-last column tiles",
+                    u64::from(cols.div_ceil(CHANNELS_LAST_TILE)),
+                    MAX_GRID_X,
+                )?,
+                grid_dim(
+                    "channels-last row tiles",
+                    u64::from(rows.div_ceil(CHANNELS_LAST_TILE)),
+                    MAX_GRID_YZ,
+                )?,
+                grid_dim("channels-last planes", u64::from(planes), MAX_GRID_YZ)?,
+            ),
+            block: Dim3::new(CHANNELS_LAST_TILE, CHANNELS_LAST_BLOCK_ROWS, 1),
+            dynamic_shared_bytes: 0,
+        })
+    }
+
+    /// `conv2d_filter_to_channels_last`: block 256; grid `(C_out, ⌈Cg / 32⌉)`.
+    pub fn filter_to_channels_last_launch_config(&self) -> Result<LaunchConfig, LaunchError> {
+        Ok(LaunchConfig {
+            grid: Dim3::new(
+                grid_dim("output channels", u64::from(self.out_channels), MAX_GRID_X)?,
+                grid_dim(
+                    "channel tiles",
+                    u64::from(self.in_per_group().div_ceil(CHANNELS_LAST_TILE)),
+                    MAX_GRID_YZ,
+                )?,
+                1,
+            ),
+            block: Dim3::x(FILTER_TO_CHANNELS_LAST_THREADS),
             dynamic_shared_bytes: 0,
         })
     }

@@ -21,13 +21,13 @@
 //! written completely (every element), inputs never.
 
 use super::config::{Conv2dConfig, Layout};
-use super::geometry::{slice_tiles, INDEX_LIMIT};
+use super::geometry::{slice_tiles, INDEX_LIMIT, MAX_GRID_YZ};
 use super::kernels::{
     bias_block_pixels, fast_div_constants, ENTRY_1X1, ENTRY_BWD_BIAS, ENTRY_BWD_BIAS_REDUCE,
     ENTRY_BWD_BIAS_SPLIT, ENTRY_BWD_DATA, ENTRY_BWD_DATA_IMPLICIT_GEMM, ENTRY_BWD_FILTER,
     ENTRY_BWD_FILTER_CUDA_SPLIT, ENTRY_BWD_FILTER_IMPLICIT_GEMM, ENTRY_BWD_FILTER_REDUCE,
-    ENTRY_BWD_FILTER_SPLIT, ENTRY_DIRECT, ENTRY_GEMM, ENTRY_IM2COL, ENTRY_IMPLICIT_GEMM,
-    ENTRY_NHWC,
+    ENTRY_BWD_FILTER_SPLIT, ENTRY_DIRECT, ENTRY_FILTER_TO_CHANNELS_LAST, ENTRY_GEMM, ENTRY_IM2COL,
+    ENTRY_IMPLICIT_GEMM, ENTRY_IMPLICIT_GEMM_CHANNELS_LAST, ENTRY_NHWC, ENTRY_TO_CHANNELS_LAST,
 };
 use super::shapes::{ConvDims, ConvError, ConvShape};
 use crate::dtype::DType;
@@ -363,6 +363,81 @@ pub fn forward_implicit_gemm<B: Backend, T: Element>(
     )
 }
 
+/// The NCHW tensor-core forward through channels-last copies (f16/bf16 on sm_80+ with `C_in`
+/// and `C_in/groups` multiples of 8 and a filter wider than 1,
+/// [`Conv2dConfig::has_channels_last_forward`]; [`forward`] picks it there):
+/// `conv2d_filter_to_channels_last` writes `w` as `[C_out, KH, KW, Cg]` and
+/// `conv2d_to_channels_last` `x` as `[N, H, W, C_in]` into two workspaces the backend allocates (`C_out·Cg·KH·KW` and `N·C_in·H·W` elements),
+/// then `conv2d_implicit_gemm_channels_last` computes `y = conv(x, w) (+ bias)` in NCHW from
+/// them, reading A in 16-byte `cp.async` chunks. A config without those entries is
+/// [`LaunchError::InvalidDim`] `layout`; `N` or `C_out` past 65535 (the pre-pass's grid `z`)
+/// is [`LaunchError::InvalidDim`].
+#[allow(clippy::too_many_arguments)]
+pub fn forward_channels_last<B: Backend, T: Element>(
+    cfg: &Conv2dConfig,
+    dev: &B,
+    ptx: &str,
+    shape: &ConvShape,
+    x: &DeviceBuffer<B, T>,
+    w: &DeviceBuffer<B, T>,
+    bias: Option<&DeviceBuffer<B, T>>,
+    y: &mut DeviceBuffer<B, T>,
+) -> Result<ConvDims, LaunchError> {
+    let call = Call {
+        cfg,
+        dev,
+        ptx,
+        shape,
+    };
+    call.forward_channels_last((x, w, bias, y))
+}
+
+impl<B: Backend> Call<'_, B> {
+    /// The NCHW forward through channels-last copies ([`forward_channels_last`]): the two
+    /// pre-passes into workspaces the backend allocates, then `conv2d_implicit_gemm_channels_last` computes NCHW `y` from them.
+    fn forward_channels_last<T: Element>(
+        &self,
+        (x, w, bias, y): ForwardBuffers<'_, B, T>,
+    ) -> Result<ConvDims, LaunchError> {
+        let cfg = self.cfg;
+        let args = [
+            Buffer::Tensor("x", Tensor::Input, x),
+            Buffer::Tensor("w", Tensor::Weight, w),
+            Buffer::Bias("bias", bias),
+            Buffer::Tensor("y", Tensor::Output, y),
+        ];
+        let prep = self.prepare(ENTRY_IMPLICIT_GEMM_CHANNELS_LAST, &args)?;
+        let d = prep.dims;
+        let (pixels, channels) = (d.in_h * d.in_w, cfg.in_channels);
+        let input_grid = Conv2dConfig::to_channels_last_launch_config(d.batch, channels, pixels)?;
+        let filter_grid = cfg.filter_to_channels_last_launch_config()?;
+        let gemm = cfg.implicit_gemm_launch_config(&d)?;
+        let (dev, ptx) = (self.dev, self.ptx);
+        let filter = dev.alloc::<T>(ConvDims::weight_len(cfg))?;
+        let args = [KernelArg::buffer(w), KernelArg::buffer(&filter)];
+        dev.launch(ptx, ENTRY_FILTER_TO_CHANNELS_LAST, filter_grid, &args)?;
+        let input = dev.alloc::<T>(d.input_len(cfg))?;
+        let args = [
+            KernelArg::buffer(x),
+            KernelArg::buffer(&input),
+            KernelArg::U32(channels),
+            KernelArg::U32(pixels),
+        ];
+        dev.launch(ptx, ENTRY_TO_CHANNELS_LAST, input_grid, &args)?;
+        let mut buffers = vec![KernelArg::buffer(&input), KernelArg::buffer(&filter)];
+        buffers.extend(bias.map(KernelArg::buffer));
+        buffers.push(KernelArg::buffer(y));
+        prep.launch(
+            self.dev,
+            self.ptx,
+            ENTRY_IMPLICIT_GEMM_CHANNELS_LAST,
+            gemm,
+            buffers,
+        )?;
+        Ok(d)
+    }
+}
+
 /// Forward on CUDA cores in the NHWC layout (`conv2d_nhwc`): `y = conv(x, w) (+ bias)` with
 /// `x [N, H, W, C_in]`, `w [C_out, KH, KW, C_in/g]`, `y [N, OH, OW, C_out]`. An NCHW config is
 /// [`LaunchError::InvalidDim`] `layout`.
@@ -390,8 +465,10 @@ pub fn forward_nhwc<B: Backend, T: Element>(
     )
 }
 
-/// Forward with the fastest entry the module has: the tensor-core implicit GEMM where the
-/// config has it ([`Conv2dConfig::has_tensor_core_forward`]), else (silently: f32 without
+/// Forward with the fastest entry the module has: in NCHW the channels-last pre-pass and
+/// tensor-core implicit GEMM where the config has them ([`forward_channels_last`]; `N` and
+/// `C_out` at most 65535), the tensor-core implicit GEMM where the config has it
+/// ([`Conv2dConfig::has_tensor_core_forward`]), else (silently: f32 without
 /// `allow_tf32`, f64 and pre-sm_80 targets) the CUDA-core path: `conv2d_1x1` for a 1 × 1
 /// kernel, `conv2d_direct` otherwise, `conv2d_nhwc` in the NHWC layout.
 #[allow(clippy::too_many_arguments)]
@@ -405,7 +482,10 @@ pub fn forward<B: Backend, T: Element>(
     bias: Option<&DeviceBuffer<B, T>>,
     y: &mut DeviceBuffer<B, T>,
 ) -> Result<ConvDims, LaunchError> {
-    if cfg.has_tensor_core_forward() {
+    let pre_pass_fits = shape.batch <= MAX_GRID_YZ && cfg.out_channels <= MAX_GRID_YZ;
+    if cfg.has_channels_last_forward() && pre_pass_fits {
+        forward_channels_last(cfg, dev, ptx, shape, x, w, bias, y)
+    } else if cfg.has_tensor_core_forward() {
         forward_implicit_gemm(cfg, dev, ptx, shape, x, w, bias, y)
     } else if cfg.layout == Layout::Nhwc {
         forward_nhwc(cfg, dev, ptx, shape, x, w, bias, y)

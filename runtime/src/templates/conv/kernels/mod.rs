@@ -8,6 +8,9 @@
 //! | `gemm` | `y = W_g · cols_g (+ b)` | (16, 16) | `(⌈N·OH·OW/64⌉, ⌈Og/block_m⌉, G)` |
 //! | `1x1` (1×1 kernels only) | `y` from `x` (implicit GEMM) | (16, 16) | as `gemm` |
 //! | `implicit_gemm` (f16/bf16, sm_80+) | `y` from `x` on tensor cores, NCHW or NHWC | 128 | `(⌈N·OH·OW/64⌉, ⌈Og/64⌉, G)` |
+//! | `to_channels_last` (with the next two) | `[P][R][C]` planes transposed to `[P][C][R]` (NCHW `x` → NHWC) | (32, 8) | `(⌈C/32⌉, ⌈R/32⌉, P)` |
+//! | `filter_to_channels_last` | `w` → `[C_out, KH, KW, Cg]` | 256 | `(C_out, ⌈Cg/32⌉)` |
+//! | `implicit_gemm_channels_last` (NCHW f16/bf16, sm_80+, `Cg` and `C_in` multiples of 8, `KW > 1`) | NCHW `y` from the channels-last copies on tensor cores (16-byte `cp.async` A chunks) | 128 | as `implicit_gemm` |
 //! | `nhwc` (NHWC only) | `y` from `x` on CUDA cores (tiled implicit GEMM, 16-byte loads and stores) | 128 | `(⌈N·OH·OW/64⌉, ⌈Og/64⌉, G)` |
 //! | `direct` | `y` from `x` via shared tiles | (16, 16) | `(⌈OW/32⌉, min(N·⌈OH/32⌉·G·⌈Og/OCB⌉, 65535))`, blocks walking the rest |
 //! | `bwd_data` | `dx` from `gy`: NCHW the `direct` tiling of the flipped problem (shared `gy` window and taps; one stride phase of `dx` per block at strides above 1); NHWC the `nhwc` tiling | (16, 16); NHWC 128 | as `direct` with `G·⌈Cg/CB⌉·SH·SW` and `⌈H/SH⌉ × ⌈W/SW⌉` tiles; NHWC `(⌈H·W/64⌉, ⌈Cg/64⌉, N·G)` |
@@ -31,6 +34,7 @@
 
 mod backward_data;
 mod backward_filter;
+mod channels_last;
 mod common;
 mod direct;
 mod gemm;
@@ -46,15 +50,22 @@ pub use backward_filter::{
     ENTRY_BIAS_SPLIT as ENTRY_BWD_BIAS_SPLIT, ENTRY_FILTER as ENTRY_BWD_FILTER,
     ENTRY_SPLIT as ENTRY_BWD_FILTER_CUDA_SPLIT,
 };
+pub use channels_last::{
+    BLOCK_ROWS as CHANNELS_LAST_BLOCK_ROWS, ENTRY as ENTRY_TO_CHANNELS_LAST,
+    ENTRY_FILTER as ENTRY_FILTER_TO_CHANNELS_LAST,
+    FILTER_THREADS as FILTER_TO_CHANNELS_LAST_THREADS, TILE as CHANNELS_LAST_TILE,
+};
 pub use common::{fast_div_constants, DIM_PARAMS, DIVISOR_PARAMS};
 pub use direct::ENTRY as ENTRY_DIRECT;
 pub use gemm::{ENTRY_1X1, ENTRY_GEMM};
 pub use im2col::ENTRY as ENTRY_IM2COL;
 pub use implicit_gemm::{
     ENTRY as ENTRY_IMPLICIT_GEMM, ENTRY_BWD_DATA as ENTRY_BWD_DATA_IMPLICIT_GEMM,
-    ENTRY_BWD_FILTER as ENTRY_BWD_FILTER_IMPLICIT_GEMM, ENTRY_REDUCE as ENTRY_BWD_FILTER_REDUCE,
-    ENTRY_SPLIT as ENTRY_BWD_FILTER_SPLIT, REDUCE_THREADS as BWD_FILTER_REDUCE_THREADS,
-    THREADS as IMPLICIT_THREADS, TILE_M as IMPLICIT_TILE_M, TILE_N as IMPLICIT_TILE_N,
+    ENTRY_BWD_FILTER as ENTRY_BWD_FILTER_IMPLICIT_GEMM,
+    ENTRY_CHANNELS_LAST as ENTRY_IMPLICIT_GEMM_CHANNELS_LAST,
+    ENTRY_REDUCE as ENTRY_BWD_FILTER_REDUCE, ENTRY_SPLIT as ENTRY_BWD_FILTER_SPLIT,
+    REDUCE_THREADS as BWD_FILTER_REDUCE_THREADS, THREADS as IMPLICIT_THREADS,
+    TILE_M as IMPLICIT_TILE_M, TILE_N as IMPLICIT_TILE_N,
 };
 pub use nhwc::{
     ENTRY as ENTRY_NHWC, THREADS as NHWC_THREADS, TILE_M as NHWC_TILE_M, TILE_N as NHWC_TILE_N,
@@ -85,6 +96,14 @@ impl Conv2dConfig {
         implicit_gemm::available(self)
     }
 
+    /// Whether the NCHW module has the channels-last tensor-core forward
+    /// (`conv2d_to_channels_last`, `conv2d_filter_to_channels_last` and
+    /// `conv2d_implicit_gemm_channels_last`: f16/bf16 on targets
+    /// with `mma.m16n8k16`, `C_in` and `C_in/groups` multiples of 8, a filter wider than 1).
+    pub fn has_channels_last_forward(&self) -> bool {
+        implicit_gemm::channels_last_available(self)
+    }
+
     /// Whether the module has the tensor-core backward-data `conv2d_bwd_data_implicit_gemm`
     /// (f16/bf16, or f32 with `allow_tf32`, on targets with `mma.m16n8k16`, either layout;
     /// otherwise silently only the CUDA-core `conv2d_bwd_data`).
@@ -112,6 +131,13 @@ impl Conv2dConfig {
         }
         if self.has_tensor_core_forward() {
             names.push(ENTRY_IMPLICIT_GEMM);
+        }
+        if self.has_channels_last_forward() {
+            names.extend([
+                ENTRY_TO_CHANNELS_LAST,
+                ENTRY_FILTER_TO_CHANNELS_LAST,
+                ENTRY_IMPLICIT_GEMM_CHANNELS_LAST,
+            ]);
         }
         match self.layout {
             Layout::Nhwc => names.push(ENTRY_NHWC),
@@ -148,6 +174,9 @@ fn build_module<T: backward_filter::FilterElem>(cfg: &Conv2dConfig, arch: Arch) 
     }
     if let Some(tc) = T::implicit_gemm(cfg, arch, Pass::Forward) {
         m.push(tc);
+    }
+    for entry in T::channels_last(cfg, arch).into_iter().flatten() {
+        m.push(entry);
     }
     if !nchw {
         m.push(nhwc::build::<T>(cfg, arch));

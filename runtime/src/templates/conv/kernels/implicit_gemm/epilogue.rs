@@ -141,7 +141,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
         first_channel: Reg<U32>,
     ) -> (Reg<U32>, Option<Reg<U32>>) {
         let p = &self.p;
-        match (self.pass, self.layout) {
+        match (self.pass, self.out_layout) {
             (Pass::BackwardData, layout) => {
                 let image = self.image.expect("backward-data blocks have an image");
                 let hw = k.mul_lo(self.d.h, self.d.w);
