@@ -745,18 +745,11 @@ fn gemv_instructions_per_weight() {
         let c = &r.counters;
         let weights = f64::from(cfg.n * cfg.k);
         let per_weight = c.instructions.total() as f64 / weights;
-        let classes: Vec<String> = c
-            .instructions
-            .fields()
-            .iter()
-            .filter(|(_, v)| *v > 0)
-            .map(|(name, v)| format!("{name} {:.2}", *v as f64 / weights))
-            .collect();
         let label = format!("{dtype} m={m} k={k}");
         eprintln!(
             "{label}: {per_weight:.2} instructions per weight ({}), load eff {:.3}, shared \
              conflict factor {:.3}",
-            classes.join(", "),
+            classes_per(r, weights),
             c.global_load_efficiency(),
             c.shared_bank_conflict_factor(),
         );
@@ -769,4 +762,43 @@ fn gemv_instructions_per_weight() {
             );
         }
     }
+}
+
+/// Thread instructions per weight of the backward GEMV at `m = 1` (split and reduce together,
+/// every instruction of both launches over the `n · k` weights), shaped as one column block of
+/// BENCHMARKS.md's N = K = 4096 row: slices of 112 weight rows, k = 512, block 64; printed
+/// with the instruction classes per weight.
+#[test]
+fn backward_gemv_instructions_per_weight() {
+    for dtype in [DType::F16, DType::BF16, DType::F32] {
+        let cfg = Nf4Config {
+            dtype,
+            ..Nf4Config::new(448, 512)
+        };
+        let log = launches_of(&cfg, 1, Run::BackwardGemv(Slices::Exactly(4)));
+        let weights = f64::from(cfg.n * cfg.k);
+        for r in &log {
+            eprintln!(
+                "{dtype} {}: {:.2} instructions per weight ({})",
+                r.entry,
+                r.counters.instructions.total() as f64 / weights,
+                classes_per(r, weights)
+            );
+        }
+        let total: u64 = log.iter().map(|r| r.counters.instructions.total()).sum();
+        eprintln!("{dtype}: {:.2} per weight in all", total as f64 / weights);
+    }
+}
+
+/// `r`'s instruction classes that ran, each divided by `weights`.
+fn classes_per(r: &LaunchRecord, weights: f64) -> String {
+    let classes: Vec<String> = r
+        .counters
+        .instructions
+        .fields()
+        .iter()
+        .filter(|(_, v)| *v > 0)
+        .map(|(name, v)| format!("{name} {:.2}", *v as f64 / weights))
+        .collect();
+    classes.join(", ")
 }

@@ -612,6 +612,59 @@ fn backward_gemv_split_over_rows() {
     }
 }
 
+/// The backward GEMV's word layout at `m = 1` (`k % block = 0`, 256 or 512 columns per
+/// block: a packed `u32` per lane and row): every block size (256 columns per block at block
+/// 32, 512 above), a ragged last column block (lanes past `k` idle), several 256-row windows
+/// with a ragged last one, row counts that leave the one-row tail loop work, slices shorter
+/// than a window, plain and double-quantised absmax, every dtype; and `m = 2` on the same
+/// shapes (the byte layout, beside it in the same entry). Then seeded shapes on the same rule.
+#[test]
+fn backward_gemv_words_at_m1() {
+    let shapes = [
+        (300, 768, 64),
+        (517, 256, 32),
+        (45, 1024, 128),
+        (263, 1280, 256),
+        (7, 384, 32),
+    ];
+    let slices = [Slices::Exactly(1), Slices::Exactly(3), Slices::Auto];
+    let mut seed = 1200;
+    for (si, (n, k, block)) in shapes.into_iter().enumerate() {
+        for (pi, split) in slices.into_iter().enumerate() {
+            seed += 1;
+            let case = Case {
+                m: if pi == 2 && si % 2 == 0 { 2 } else { 1 },
+                n,
+                k,
+                block,
+                double_quant: (si + pi) % 2 == 1,
+                dtype: DTYPES[(si + pi) % 3],
+                seed,
+            };
+            run(case, Path::BackwardSliced(split));
+        }
+    }
+    let mut rng = SplitMix64::new(0x5744_4D31);
+    for i in 0..8 {
+        let block = BLOCKS[rng.below(4) as usize];
+        let n = 1 + rng.below(600) as u32;
+        let case = Case {
+            m: 1,
+            n,
+            k: block * (1 + rng.below(2048 / u64::from(block)) as u32),
+            block,
+            double_quant: rng.below(2) == 1,
+            dtype: DTYPES[rng.below(3) as usize],
+            seed: 1300 + i,
+        };
+        let split = match rng.below(3) {
+            0 => Slices::Auto,
+            _ => Slices::Exactly(1 + rng.below(u64::from(n.min(12))) as u32),
+        };
+        run(case, Path::BackwardSliced(split));
+    }
+}
+
 /// Seeded shapes and slice counts for the split backward GEMV, up to as many slices as rows.
 #[test]
 fn backward_gemv_split_fuzz() {

@@ -84,6 +84,7 @@ mod absmax_stage;
 mod absmax_window;
 mod backward;
 mod backward_gemv;
+mod backward_gemv_words;
 mod backward_tc;
 mod code_stage;
 mod gemm;
