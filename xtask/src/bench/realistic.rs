@@ -357,10 +357,10 @@ fn nf4_forward_plan(arch: Arch, (m, n, k): (u32, u32, u32), split: bool) -> (u32
 }
 
 /// NF4 f16 backward-input, N = K = 4096, M = 1 (the backward GEMV), split as `Slices::Auto`
-/// splits the real shape (37 slices of 112 rows by 8 blocks of 512 columns), and unsplit on
+/// splits the real shape (32 slices of 128 rows by 8 blocks of 512 columns), and unsplit on
 /// sm_80 for comparison. Sample: one 512-column block (K = 512, ×8 exact) and, split, the same
 /// slice count with 16 and 32 rows each (N = 16·S, 32·S: one window per slice, as at the real
-/// 112) → 4096 rows, linear in the rows; unsplit N = 512, 1024 (2 and 4 whole 256-row windows)
+/// 128) → 4096 rows, linear in the rows; unsplit N = 512, 1024 (2 and 4 whole 256-row windows)
 /// → 4096.
 fn nf4_backward(rows: &mut Vec<Modelled>) -> Result<()> {
     const N: u32 = 4096;
@@ -1042,6 +1042,16 @@ mod tests {
         };
         super::waves_section(&mut md, &rows, &waves, &ptxas).expect("waves");
         println!("{md}");
+    }
+
+    /// The NF4 backward-input rows at M = 1 (the backward GEMV, split and unsplit), both
+    /// tables: `cargo test -p xtask -- --ignored nf4_backward_rows --nocapture`.
+    #[test]
+    #[ignore]
+    fn nf4_backward_rows() {
+        let mut jobs = Vec::new();
+        super::nf4_backward(&mut jobs).expect("rows");
+        print_tables(jobs, "ptxforge-realistic-nf4-backward");
     }
 
     /// The ResNet-50 NHWC backward-filter rows alone, both tables: `cargo test --release -p

@@ -307,14 +307,16 @@ pub fn backward_gemv_launch_config(cfg: &Nf4Config) -> LaunchConfig {
 /// - `S = 1` when `B ≥` [`SPLIT_TARGET_SMS`] (the grid already fills the part) or
 ///   `n < 2·`[`MIN_SLICE_ROWS`];
 /// - else, with `W =` [`SPLIT_WAVES`]` · `[`SPLIT_TARGET_SMS`] blocks (two waves of an H100's
-///   132 SMs) and `S₀ = min(⌈W / B⌉, ⌊n / MIN_SLICE_ROWS⌋)`: rows per slice `r = max(64,
-///   ⌊n / S₀⌋` rounded down to [`SLICE_ROW_ALIGN`]`)`, and `S = min(⌈n / r⌉, ⌊n / 64⌋)`.
+///   132 SMs) and `S₀ = min(⌊W / B⌋, ⌊n / MIN_SLICE_ROWS⌋)` (`S = 1` when `S₀ < 2`): rows per
+///   slice `r = ⌈n / S₀⌉` rounded up to [`SLICE_ROW_ALIGN`], and `S = ⌈n / r⌉ ≤ S₀`.
 ///
-/// So `S·B ≥ W` blocks unless the rows run out, every slice has rows
-/// ([`backward_gemv_slice_rows`]: `⌈n / S⌉` rounded up to 16), all but the last at least
-/// [`MIN_SLICE_ROWS`], and every slice starts on a 32-byte sector of `G_C`'s rows. `n = k =
-/// 4096` at block 64: `B = 8`, `S₀ = 33`, `r = 112`, `S = 37` (296 blocks, the last slice 64
-/// rows).
+/// So `S·B ≤ W` blocks: no SM runs more than two slices' blocks, where rounding the rows per
+/// slice down (`S·B ≥ W`) left a third on a few SMs (the waves-aware model's busiest SM: 296
+/// blocks put 3 on 32 SMs, 1.34 × the even share). Every slice has rows
+/// ([`backward_gemv_slice_rows`]: `⌈n / S⌉` rounded up to 16 is at most `r`), all but the last
+/// at least [`MIN_SLICE_ROWS`] (`r ≥ n / S₀ ≥ 64`), and every slice starts on a 32-byte sector
+/// of `G_C`'s rows. `n = k = 4096` at block 64: `B = 8`, `S₀ = 33`, `r = 128`, `S = 32` (256
+/// blocks of 128 rows: 2 on 124 SMs, 1 on 8).
 ///
 /// `S ≤ W` and a split needs `B < 132`, so `k < 132 · 512` and the workspace `S · m·k` stays
 /// under `264 · 8 · 67584` elements, far inside the u32 index range, and `S` inside `grid.y`.
@@ -326,9 +328,12 @@ pub fn backward_gemv_slices(cfg: &Nf4Config) -> u32 {
         return 1;
     }
     let most = rows / MIN_SLICE_ROWS;
-    let wanted = ((SPLIT_WAVES * SPLIT_TARGET_SMS).div_ceil(u64::from(blocks)) as u32).min(most);
-    let rows_each = (rows / wanted / SLICE_ROW_ALIGN * SLICE_ROW_ALIGN).max(MIN_SLICE_ROWS);
-    rows.div_ceil(rows_each).min(most)
+    let wanted = ((SPLIT_WAVES * SPLIT_TARGET_SMS / u64::from(blocks)) as u32).min(most);
+    if wanted < 2 {
+        return 1;
+    }
+    let rows_each = rows.div_ceil(wanted).next_multiple_of(SLICE_ROW_ALIGN);
+    rows.div_ceil(rows_each)
 }
 
 /// Rows of `W` per slice when split into `slices`: `⌈n / S⌉` rounded up to
@@ -846,15 +851,15 @@ mod tests {
 
     #[test]
     fn auto_slices_fill_two_waves_with_enough_rows_each() {
-        // n = k = 4096 at block 64: 8 blocks of 512 columns, split 37 ways (112 rows each,
-        // the last 64).
+        // n = k = 4096 at block 64: 8 blocks of 512 columns, split 32 ways (128 rows each):
+        // 256 blocks, at most 2 per SM of 132.
         let llm = Nf4Config::new(4096, 4096);
         let slices = backward_gemv_slices(&llm);
         let blocks = llm.k.div_ceil(backward_gemv_cols(&llm));
-        assert_eq!((blocks, slices), (8, 37));
-        assert!(blocks * slices >= 2 * 132);
-        assert_eq!(backward_gemv_slice_rows(&llm, slices), 112);
-        assert_eq!(llm.n - 36 * 112, MIN_SLICE_ROWS);
+        assert_eq!((blocks, slices), (8, 32));
+        assert!(blocks * slices <= 2 * 132 && blocks * slices > 132);
+        assert_eq!(backward_gemv_slice_rows(&llm, slices), 128);
+        assert_eq!(llm.n, 32 * 128);
         // No empty slice: the last one starts before n.
         assert!((slices - 1) * backward_gemv_slice_rows(&llm, slices) < llm.n);
         // Few rows: each slice keeps 64; under 128 rows no split.
@@ -862,7 +867,8 @@ mod tests {
         assert_eq!(backward_gemv_slices(&Nf4Config::new(127, 4096)), 1);
         // A grid that fills the part already (132 blocks of 512 columns) is not split.
         assert_eq!(backward_gemv_slices(&Nf4Config::new(4096, 132 * 512)), 1);
-        assert_eq!(backward_gemv_slices(&Nf4Config::new(4096, 131 * 512)), 4);
+        // 131 blocks: two slices (262 blocks), not four (524: the busiest SM would run 4).
+        assert_eq!(backward_gemv_slices(&Nf4Config::new(4096, 131 * 512)), 2);
         // Full slices keep 64 rows: 130 rows in 2 slices (80 and 50), not 3.
         let short = Nf4Config::new(130, 4096);
         assert_eq!(backward_gemv_slices(&short), 2);
