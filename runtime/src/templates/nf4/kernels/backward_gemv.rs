@@ -24,7 +24,7 @@
 //! At `m = 1` (decode's backward, a run-time branch that every thread of the block takes
 //! alike) with `k % block = 0` and 256 or 512 columns per block, phase 2 and 3 take a packed
 //! word per lane and row instead (`super::backward_gemv_words`: 8 columns, `prmt` code
-//! lookups, the absmax and `G_C` value once per row, no row checks in full trips): 5.4
+//! lookups, the absmax and `G_C` value once per row, no row checks in full trips): 5.2
 //! instructions per weight instead of 14.9 (`runtime/tests/nf4_counters.rs`). Every other
 //! case keeps the byte layout above. The absmax of rows past the rows' end are not staged
 //! (neither layout reads them).
