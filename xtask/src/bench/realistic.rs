@@ -359,9 +359,10 @@ fn nf4_forward_plan(arch: Arch, (m, n, k): (u32, u32, u32), split: bool) -> (u32
 /// NF4 f16 backward-input, N = K = 4096, M = 1 (the backward GEMV), split as `Slices::Auto`
 /// splits the real shape (32 slices of 128 rows by 8 blocks of 512 columns), and unsplit on
 /// sm_80 for comparison. Sample: one 512-column block (K = 512, ×8 exact) and, split, the same
-/// slice count with 16 and 32 rows each (N = 16·S, 32·S: one window per slice, as at the real
-/// 128) → 4096 rows, linear in the rows; unsplit N = 512, 1024 (2 and 4 whole 256-row windows)
-/// → 4096.
+/// slice count with half and all of the real rows per slice (N = 64·S, 128·S = 4096: the real
+/// launch is the second sample; a slice's cost is not linear below its first full loop trips
+/// and absmax passes, so smaller samples would extrapolate low); unsplit N = 512, 1024 (2 and
+/// 4 whole 256-row windows) → 4096.
 fn nf4_backward(rows: &mut Vec<Modelled>) -> Result<()> {
     const N: u32 = 4096;
     const K: u32 = 4096;
@@ -380,7 +381,8 @@ fn nf4_backward(rows: &mut Vec<Modelled>) -> Result<()> {
         let sizes = if slices == 1 {
             [512, 1024]
         } else {
-            [16 * slices, 32 * slices]
+            let rows = nf4_backward_gemv_slice_rows(&Nf4Config::new(N, K), slices);
+            [rows / 2 * slices, rows * slices]
         };
         let per = sampled(
             &sizes,
