@@ -374,6 +374,54 @@ fn split_forward_fills_the_grid() {
     }
 }
 
+/// The tall tiles' split (`m = 96` on f16 sm_80: one 128-row tile, `n = 256`: 4 blocks
+/// unsplit): the automatic split runs `nf4_gemm_tall_split` on 4 K slices of 512 columns
+/// (16 blocks) where the unsplit forward runs `nf4_gemm_tall`; the slices read as the unsplit
+/// entry does (load efficiency within 0.02), shared memory stays conflict-free, and split and
+/// reduce together stay within 1.25 × the unsplit instructions per output.
+#[test]
+fn tall_split_forward_fills_the_grid() {
+    let (m, n, k) = (96, 256, 2048);
+    let cfg = Nf4Config {
+        dtype: DType::F16,
+        arch: Arch::Sm80,
+        ..Nf4Config::new(n, k)
+    };
+    let [(whole, whole_blocks, whole_cost), (split, split_blocks, split_cost)] =
+        [Slices::Exactly(1), Slices::Auto].map(|slices| {
+            let log = launches_of(&cfg, m, Run::ForwardTiled(slices));
+            let grid = log[0].config.grid;
+            let instructions: u64 = log.iter().map(|r| r.counters.instructions.total()).sum();
+            let per_output = instructions as f64 / f64::from(m * n);
+            eprintln!(
+                "m={m} n={n} k={k} f16 sm_80 {slices:?}: {} blocks, instr/output {per_output:.1}",
+                grid.x * grid.y * grid.z
+            );
+            for r in &log {
+                assert!(
+                    r.counters.shared_bank_conflict_factor() <= 1.1,
+                    "{}",
+                    r.entry
+                );
+            }
+            (log, grid.x * grid.y * grid.z, per_output)
+        });
+    assert_eq!(whole[0].entry, "nf4_gemm_tall");
+    let entries: Vec<&str> = split.iter().map(|r| r.entry.as_str()).collect();
+    assert_eq!(entries, ["nf4_gemm_tall_split", "nf4_gemm_reduce"]);
+    assert_eq!(split_blocks, 4 * whole_blocks);
+    let unsplit_eff = whole[0].counters.global_load_efficiency();
+    let slice_eff = split[0].counters.global_load_efficiency();
+    assert!(
+        slice_eff >= unsplit_eff.min(0.9) - 0.02,
+        "the slices' load efficiency {slice_eff:.3}, unsplit {unsplit_eff:.3}"
+    );
+    assert!(
+        split_cost <= 1.25 * whole_cost,
+        "{split_cost:.1} instructions per output split, {whole_cost:.1} unsplit"
+    );
+}
+
 #[test]
 fn tiled_shared_memory_is_conflict_free() {
     for (dtype, double_quant) in [(DType::F32, false), (DType::BF16, true)] {

@@ -292,6 +292,10 @@ fn expected_entries(cfg: &Nf4Config, m: u32, path: Path) -> Vec<&'static str> {
     };
     match forward_slices {
         Some(1) => return vec![unsplit_forward_entry(cfg, m)],
+        // 128-row tiles where the module has the tall split.
+        Some(_) if nf4_launch::gemm_tall_split(cfg, m) => {
+            return vec!["nf4_gemm_tall_split", "nf4_gemm_reduce"]
+        }
         Some(_) => return vec!["nf4_gemm_split", "nf4_gemm_reduce"],
         None => {}
     }
@@ -1067,9 +1071,9 @@ fn forward_split_fuzz() {
 
 /// The split entry run as one slice (`nf4_gemm_split` over all of `k`, then the reduce adding
 /// that one part to 0) gives the unsplit entry's bits on every path: same order of additions
-/// per output, one rounding (at `m = 70` on f16/bf16 tensor cores the unsplit entry is
-/// `nf4_gemm_tall`, whose 128-row tiles sum each output in the same `mma` order as the split
-/// entry's 64-row ones). `Slices::Exactly(1)` launches the unsplit entry itself, and a
+/// per output, one rounding (at `m = 70` on f16/bf16 tensor cores `nf4_gemm_tall`, against
+/// `nf4_gemm_tall_split`, or `nf4_gemm_split` whose 64-row tiles sum each output in the same
+/// `mma` order, under double quantisation with `k % block ≠ 0`). `Slices::Exactly(1)` launches the unsplit entry itself, and a
 /// split into 3 gives the same bits on a second run.
 #[test]
 fn forward_split_one_slice_is_the_unsplit_entry_bit_for_bit() {
@@ -1156,8 +1160,18 @@ fn one_slice_bits<T: Nf4Activation + HostFloat>(case: &Case, cfg: &Nf4Config) ->
         KernelArg::U32(m),
         KernelArg::U32(nf4_launch::gemm_slice_k(cfg, 1)),
     ]);
-    let split = nf4_launch::gemm_split_launch_config(cfg, m, 1);
-    dev.launch(&ptx, "nf4_gemm_split", split, &args).unwrap();
+    let (entry, split) = if nf4_launch::gemm_tall_split(cfg, m) {
+        (
+            "nf4_gemm_tall_split",
+            nf4_launch::gemm_tall_split_launch_config(cfg, m, 1),
+        )
+    } else {
+        (
+            "nf4_gemm_split",
+            nf4_launch::gemm_split_launch_config(cfg, m, 1),
+        )
+    };
+    dev.launch(&ptx, entry, split, &args).unwrap();
     drop(args);
     let reduce = nf4_launch::gemm_reduce_launch_config(cfg, m);
     let args = [

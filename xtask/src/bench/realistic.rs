@@ -273,9 +273,11 @@ fn nf4_rows(rows: &mut Vec<Modelled>, m: u32, rng: &mut SplitMix64) -> Result<()
     const NS: u32 = 128;
     let ms = m.min(128);
     for n in [4096u32, 14336] {
-        // Beside a split sm_80 row at M = 16, the same job unsplit.
+        // Beside a split sm_80 row at M = 16 (and 128, the tall tiles' split), the same job
+        // unsplit.
         let splits = nf4_forward_plan(Arch::Sm80, (m, n, K), true).0 > 1;
-        let unsplit = (m == 16 && splits).then_some((Arch::Sm80, "sm_80, unsplit", false));
+        let compared = matches!(m, 16 | 128) && splits;
+        let unsplit = compared.then_some((Arch::Sm80, "sm_80, unsplit", false));
         let paths = PATHS.into_iter().map(|(arch, path)| (arch, path, true));
         for (arch, path, split) in paths.chain(unsplit) {
             let (slices, sizes) = nf4_forward_plan(arch, (m, n, K), split);
@@ -1009,6 +1011,15 @@ mod tests {
     #[ignore]
     fn nf4_m16_rows() {
         nf4_rows_of(16);
+    }
+
+    /// The NF4 forward rows at M = 128 alone (sm_80 splits its 128-row tiles over K:
+    /// `nf4_gemm_tall_split`; beside it the unsplit `nf4_gemm_tall`), both tables: `cargo
+    /// test --release -p xtask -- --ignored nf4_m128_rows --nocapture`.
+    #[test]
+    #[ignore]
+    fn nf4_m128_rows() {
+        nf4_rows_of(128);
     }
 
     /// The NF4 forward rows at M = 256 alone (the tall tensor-core forward on sm_80), both

@@ -30,8 +30,8 @@ use super::kernels::{
     backward_gemv_cols, backward_gemv_slice_len, backward_input_cols, gemm_threads,
     BACKWARD_GEMV_ENTRY, BACKWARD_GEMV_REDUCE_ENTRY, BACKWARD_GEMV_SPLIT_ENTRY,
     BACKWARD_INPUT_ENTRY, GEMM_ENTRY, GEMM_REDUCE_ENTRY, GEMM_SPLIT_ENTRY, GEMM_TALL_ENTRY,
-    GEMV_ENTRY, GEMV_MAX_M, GEMV_ROWS_PER_BLOCK, REDUCE_VECTOR, THREADS, TILE_M, TILE_M_TALL,
-    TILE_N,
+    GEMM_TALL_SPLIT_ENTRY, GEMV_ENTRY, GEMV_MAX_M, GEMV_ROWS_PER_BLOCK, REDUCE_VECTOR, THREADS,
+    TILE_M, TILE_M_TALL, TILE_N,
 };
 pub use super::kernels::{gemm_slice_len, gemm_split_align};
 use super::{Nf4Config, INDEX_BOUND};
@@ -205,8 +205,9 @@ fn gemm_whole(cfg: &Nf4Config, m: u32) -> (&'static str, LaunchConfig) {
 }
 
 /// The number `S` of K slices the tiled forward ([`forward_tiled`], and [`forward`] for
-/// `m > 8`) splits its sum into: with `B = ⌈n / 64⌉ · ⌈m / 64⌉` blocks unsplit
-/// ([`gemm_launch_config`]) and `W =` [`SPLIT_WAVES`]` · `[`SPLIT_TARGET_SMS`] (two waves of
+/// `m > 8`) splits its sum into: with `B` the blocks of one slice of the split's tiles
+/// (`⌈n / 64⌉ · ⌈m / 64⌉`, [`gemm_launch_config`], or `⌈n / 64⌉ · ⌈m / 128⌉` where
+/// [`gemm_tall_split`]) and `W =` [`SPLIT_WAVES`]` · `[`SPLIT_TARGET_SMS`] (two waves of
 /// an H100's 132 SMs, 264 blocks),
 /// - `S = 1` when `B ≥ W` (two full waves already: a split only adds the reduce and the
 ///   workspace traffic) or `k < 2 ·` [`MIN_SLICE_K`] (no two slices of useful length);
@@ -228,7 +229,8 @@ fn gemm_whole(cfg: &Nf4Config, m: u32) -> (&'static str, LaunchConfig) {
 /// `S₀ = 5`, `c = 768`, `S = 6` (384 blocks; slices of 704 columns, the last 576). The rule
 /// depends on the shape only, so a shape always gets the same `S` and the same bits.
 pub fn gemm_slices(cfg: &Nf4Config, m: u32) -> u32 {
-    let blocks = u64::from(cfg.n.div_ceil(TILE_N)) * u64::from(m.div_ceil(TILE_M));
+    let grid = gemm_split(cfg, m, 1).1.grid;
+    let blocks = u64::from(grid.x) * u64::from(grid.y);
     let target = SPLIT_WAVES * SPLIT_TARGET_SMS;
     let most = cfg.k / MIN_SLICE_K;
     if blocks >= target || most < 2 {
@@ -263,10 +265,38 @@ pub fn gemm_max_slices(cfg: &Nf4Config) -> u32 {
 /// Launch geometry of `nf4_gemm_split`: `(⌈n / 64⌉, ⌈m / 64⌉, S)` blocks of
 /// [`gemm_threads`] threads.
 pub fn gemm_split_launch_config(cfg: &Nf4Config, m: u32, slices: u32) -> LaunchConfig {
-    let whole = gemm_launch_config(cfg, m);
+    sliced(gemm_launch_config(cfg, m), slices)
+}
+
+/// Launch geometry of `nf4_gemm_tall_split`: `(⌈n / 64⌉, ⌈m / 128⌉, S)` blocks of 256 threads.
+pub fn gemm_tall_split_launch_config(cfg: &Nf4Config, m: u32, slices: u32) -> LaunchConfig {
+    sliced(gemm_tall_launch_config(cfg, m), slices)
+}
+
+/// `whole`'s grid repeated over `slices` in z.
+fn sliced(whole: LaunchConfig, slices: u32) -> LaunchConfig {
     LaunchConfig {
         grid: Dim3::new(whole.grid.x, whole.grid.y, slices),
         ..whole
+    }
+}
+
+/// Whether the split tiled forward of `m` rows runs `nf4_gemm_tall_split` (128-row tiles, as
+/// the unsplit [`gemm_tall`]) rather than `nf4_gemm_split`: where the module has it
+/// ([`has_gemm_tall_split`](super::kernels::has_gemm_tall_split)) and `m > 64`.
+pub fn gemm_tall_split(cfg: &Nf4Config, m: u32) -> bool {
+    super::kernels::has_gemm_tall_split(cfg) && gemm_tall(cfg, m)
+}
+
+/// The split tiled forward's entry and geometry for `m` rows ([`gemm_tall_split`]).
+fn gemm_split(cfg: &Nf4Config, m: u32, slices: u32) -> (&'static str, LaunchConfig) {
+    if gemm_tall_split(cfg, m) {
+        (
+            GEMM_TALL_SPLIT_ENTRY,
+            gemm_tall_split_launch_config(cfg, m, slices),
+        )
+    } else {
+        (GEMM_SPLIT_ENTRY, gemm_split_launch_config(cfg, m, slices))
     }
 }
 
@@ -434,7 +464,7 @@ pub fn forward_tiled<B: Backend, T: Nf4Activation>(
 /// Forward through the tiled entries (any `m ≥ 1`) with a chosen split of the sum over `k`
 /// ([`Slices`]). One slice runs `nf4_gemm` alone (`nf4_gemm_tall` when [`gemm_tall`]);
 /// `S > 1` allocates an f32 workspace of `S ·` [`gemm_slice_len`] elements through the
-/// backend, runs `nf4_gemm_split` (K slice `s`
+/// backend, runs `nf4_gemm_split` (`nf4_gemm_tall_split` when [`gemm_tall`]: K slice `s`
 /// = columns `s · c .. (s + 1) · c`, `c =` [`gemm_slice_k`], its unrounded partial `C` into
 /// its part of the workspace) and `nf4_gemm_reduce` (the slices added in order, rounded once):
 /// the same bits every run for a given `S`, different from the unsplit entry's only by the
@@ -462,7 +492,7 @@ pub fn forward_tiled_sliced<B: Backend, T: Nf4Activation>(
     let workspace = check_gemm_slices(cfg, m, slices)?;
     let sum = SplitSum {
         whole: gemm_whole(cfg, m),
-        split: (GEMM_SPLIT_ENTRY, gemm_split_launch_config(cfg, m, slices)),
+        split: gemm_split(cfg, m, slices),
         reduce: (GEMM_REDUCE_ENTRY, gemm_reduce_launch_config(cfg, m)),
         slices,
         per_slice: gemm_slice_k(cfg, slices),
@@ -933,11 +963,26 @@ mod tests {
         let wide = Nf4Config { n: 14336, ..f16 };
         assert_eq!(gemm_slices(&wide, 16), 1);
         assert_eq!(gemm_slices(&Nf4Config { n: 8960, ..f16 }, 16), 2);
-        // Two full waves unsplit (m = 512: 512 blocks; m = 272: 320), 256 blocks (two
-        // per SM at most, split in two or not), or k under two 512-column slices: no split.
+        // On the tensor cores above 64 rows the unsplit grid is of 128-row tiles: m = 512
+        // (256 blocks) and 256 (128) leave the busiest SM as many block-lengths split as not;
+        // m = 272 (192 blocks, 2 on 60 SMs) splits in two (384 half-length blocks: 3 halves
+        // on the busiest SM), m = 128 (64 blocks) like m = 16; k under two 512-column slices:
+        // no split.
         assert_eq!(gemm_slices(&f16, 512), 1);
-        assert_eq!(gemm_slices(&f16, 272), 1);
+        assert_eq!(gemm_slices(&f16, 272), 2);
         assert_eq!(gemm_slices(&f16, 256), 1);
+        assert_eq!(gemm_slices(&f16, 128), 6);
+        assert_eq!(
+            gemm_split(&f16, 128, 6),
+            (
+                GEMM_TALL_SPLIT_ENTRY,
+                gemm_tall_split_launch_config(&f16, 128, 6)
+            )
+        );
+        assert_eq!(
+            gemm_tall_split_launch_config(&f16, 128, 6).grid,
+            Dim3::new(64, 1, 6)
+        );
         assert_eq!(gemm_slices(&Nf4Config { k: 1022, ..f16 }, 16), 1);
         assert_eq!(gemm_slices(&Nf4Config { k: 1024, ..f16 }, 16), 2);
         // Few columns per slice never go under 512: k = 2048 at n = 512 gives 4, not 33.
