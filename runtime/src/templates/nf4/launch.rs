@@ -211,9 +211,12 @@ fn gemm_whole(cfg: &Nf4Config, m: u32) -> (&'static str, LaunchConfig) {
 /// an H100's 132 SMs, 264 blocks),
 /// - `S = 1` when `B ≥ W` (two full waves already: a split only adds the reduce and the
 ///   workspace traffic) or `k < 2 ·` [`MIN_SLICE_K`] (no two slices of useful length);
-/// - else, with `a =` [`gemm_split_align`] and `S₀ = min(⌈W / B⌉, ⌊k / MIN_SLICE_K⌋)`:
-///   columns per slice `c = max(⌊k / S₀⌋` rounded down to `a`, `MIN_SLICE_K` rounded up to
-///   `a)`, and `S = ⌈k / c⌉`;
+/// - else, with `a =` [`gemm_split_align`], `P = ⌊k / 16m⌋` (the most slices whose f32
+///   partials, `8·S·m·n` bytes written and read back, stay within the weight's `n·k/2` code
+///   bytes: at `m = 128` a third slice would add more DRAM traffic than it saves) and
+///   `S₀ = min(⌈W / B⌉, ⌊k / MIN_SLICE_K⌋, P)` (`S = 1` when that is under 2): columns per
+///   slice `c = max(⌊k / S₀⌋` rounded down to `a`, `MIN_SLICE_K` rounded up to `a)`, and
+///   `S = min(⌈k / c⌉, P)`;
 /// - and `S = 1` after all when that split does not shorten the busiest SM's share of the
 ///   work: `⌈S·B / 132⌉ / S ≥ ⌈B / 132⌉` block-lengths (224 blocks: 2 either way, split in
 ///   2; the slices' extra fills and stores and the reduce would only add time).
@@ -232,14 +235,17 @@ pub fn gemm_slices(cfg: &Nf4Config, m: u32) -> u32 {
     let grid = gemm_split(cfg, m, 1).1.grid;
     let blocks = u64::from(grid.x) * u64::from(grid.y);
     let target = SPLIT_WAVES * SPLIT_TARGET_SMS;
-    let most = cfg.k / MIN_SLICE_K;
+    // The slices' f32 partials, written and read back (8·S·m·n bytes), within the weight's
+    // code bytes (n·k/2).
+    let affordable = cfg.k / (16 * m.max(1));
+    let most = (cfg.k / MIN_SLICE_K).min(affordable);
     if blocks >= target || most < 2 {
         return 1;
     }
     let align = gemm_split_align(cfg);
     let wanted = (target.div_ceil(blocks) as u32).min(most);
     let each = (cfg.k / wanted / align * align).max(MIN_SLICE_K.next_multiple_of(align));
-    let slices = cfg.k.div_ceil(each);
+    let slices = cfg.k.div_ceil(each).min(affordable);
     let busiest = |blocks: u64| blocks.div_ceil(SPLIT_TARGET_SMS);
     if busiest(blocks * u64::from(slices)) >= u64::from(slices) * busiest(blocks) {
         return 1;
@@ -963,25 +969,28 @@ mod tests {
         let wide = Nf4Config { n: 14336, ..f16 };
         assert_eq!(gemm_slices(&wide, 16), 1);
         assert_eq!(gemm_slices(&Nf4Config { n: 8960, ..f16 }, 16), 2);
-        // On the tensor cores above 64 rows the unsplit grid is of 128-row tiles: m = 512
-        // (256 blocks) and 256 (128) leave the busiest SM as many block-lengths split as not;
-        // m = 272 (192 blocks, 2 on 60 SMs) splits in two (384 half-length blocks: 3 halves
-        // on the busiest SM), m = 128 (64 blocks) like m = 16; k under two 512-column slices:
-        // no split.
+        // On the tensor cores above 64 rows the split runs 128-row tiles: m = 512 (256
+        // blocks) and 256 (128) leave the busiest SM as many block-lengths split as not, and
+        // from m = 129 two slices' partials (8·S·m·n bytes written and read back) would
+        // outweigh the code bytes (n·k/2): no split; m = 128 (64 blocks, half a wave) splits
+        // in k / 16m = 2, not the 6 of m = 16, and m = 64 in 4; k under two 512-column
+        // slices: no split.
         assert_eq!(gemm_slices(&f16, 512), 1);
-        assert_eq!(gemm_slices(&f16, 272), 2);
+        assert_eq!(gemm_slices(&f16, 272), 1);
         assert_eq!(gemm_slices(&f16, 256), 1);
-        assert_eq!(gemm_slices(&f16, 128), 6);
+        assert_eq!(gemm_slices(&f16, 129), 1);
+        assert_eq!(gemm_slices(&f16, 128), 2);
+        assert_eq!(gemm_slices(&f16, 64), 4);
         assert_eq!(
-            gemm_split(&f16, 128, 6),
+            gemm_split(&f16, 128, 2),
             (
                 GEMM_TALL_SPLIT_ENTRY,
-                gemm_tall_split_launch_config(&f16, 128, 6)
+                gemm_tall_split_launch_config(&f16, 128, 2)
             )
         );
         assert_eq!(
-            gemm_tall_split_launch_config(&f16, 128, 6).grid,
-            Dim3::new(64, 1, 6)
+            gemm_tall_split_launch_config(&f16, 128, 2).grid,
+            Dim3::new(64, 1, 2)
         );
         assert_eq!(gemm_slices(&Nf4Config { k: 1022, ..f16 }, 16), 1);
         assert_eq!(gemm_slices(&Nf4Config { k: 1024, ..f16 }, 16), 2);
