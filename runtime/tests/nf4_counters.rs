@@ -374,6 +374,55 @@ fn split_forward_fills_the_grid() {
     }
 }
 
+/// The tall tiles' split (`m = 72` on f16 sm_80: one 128-row tile, `n = 256`: 4 blocks
+/// unsplit): the automatic split runs `nf4_gemm_tall_split` on 3 K slices (`k / 16m`: the
+/// partials' traffic within the code bytes; 12 blocks) where the unsplit forward runs
+/// `nf4_gemm_tall`; the slices read as the unsplit
+/// entry does (load efficiency within 0.02), shared memory stays conflict-free, and split and
+/// reduce together stay within 1.25 × the unsplit instructions per output.
+#[test]
+fn tall_split_forward_fills_the_grid() {
+    let (m, n, k) = (72, 256, 4096);
+    let cfg = Nf4Config {
+        dtype: DType::F16,
+        arch: Arch::Sm80,
+        ..Nf4Config::new(n, k)
+    };
+    let [(whole, whole_blocks, whole_cost), (split, split_blocks, split_cost)] =
+        [Slices::Exactly(1), Slices::Auto].map(|slices| {
+            let log = launches_of(&cfg, m, Run::ForwardTiled(slices));
+            let grid = log[0].config.grid;
+            let instructions: u64 = log.iter().map(|r| r.counters.instructions.total()).sum();
+            let per_output = instructions as f64 / f64::from(m * n);
+            eprintln!(
+                "m={m} n={n} k={k} f16 sm_80 {slices:?}: {} blocks, instr/output {per_output:.1}",
+                grid.x * grid.y * grid.z
+            );
+            for r in &log {
+                assert!(
+                    r.counters.shared_bank_conflict_factor() <= 1.1,
+                    "{}",
+                    r.entry
+                );
+            }
+            (log, grid.x * grid.y * grid.z, per_output)
+        });
+    assert_eq!(whole[0].entry, "nf4_gemm_tall");
+    let entries: Vec<&str> = split.iter().map(|r| r.entry.as_str()).collect();
+    assert_eq!(entries, ["nf4_gemm_tall_split", "nf4_gemm_reduce"]);
+    assert_eq!(split_blocks, 3 * whole_blocks);
+    let unsplit_eff = whole[0].counters.global_load_efficiency();
+    let slice_eff = split[0].counters.global_load_efficiency();
+    assert!(
+        slice_eff >= unsplit_eff.min(0.9) - 0.02,
+        "the slices' load efficiency {slice_eff:.3}, unsplit {unsplit_eff:.3}"
+    );
+    assert!(
+        split_cost <= 1.25 * whole_cost,
+        "{split_cost:.1} instructions per output split, {whole_cost:.1} unsplit"
+    );
+}
+
 #[test]
 fn tiled_shared_memory_is_conflict_free() {
     for (dtype, double_quant) in [(DType::F32, false), (DType::BF16, true)] {
@@ -751,18 +800,11 @@ fn gemv_instructions_per_weight() {
         let c = &r.counters;
         let weights = f64::from(cfg.n * cfg.k);
         let per_weight = c.instructions.total() as f64 / weights;
-        let classes: Vec<String> = c
-            .instructions
-            .fields()
-            .iter()
-            .filter(|(_, v)| *v > 0)
-            .map(|(name, v)| format!("{name} {:.2}", *v as f64 / weights))
-            .collect();
         let label = format!("{dtype} m={m} k={k}");
         eprintln!(
             "{label}: {per_weight:.2} instructions per weight ({}), load eff {:.3}, shared \
              conflict factor {:.3}",
-            classes.join(", "),
+            classes_per(r, weights),
             c.global_load_efficiency(),
             c.shared_bank_conflict_factor(),
         );
@@ -775,4 +817,55 @@ fn gemv_instructions_per_weight() {
             );
         }
     }
+}
+
+/// The most instructions per weight [`backward_gemv_instructions_per_weight`] allows (5.21
+/// measured).
+const BACKWARD_GEMV_PER_WEIGHT: f64 = 5.4;
+
+/// Thread instructions per weight of the backward GEMV at `m = 1` (split and reduce together,
+/// every instruction of both launches over the `n · k` weights), shaped as one column block of
+/// BENCHMARKS.md's N = K = 4096 row: 4 slices of 128 weight rows (as `Slices::Auto` cuts
+/// 4096), k = 512, block 64; printed with the instruction classes per weight. 5.21 in every
+/// dtype with a packed word per lane and row (`kernels::backward_gemv_words`; 14.89 with a
+/// byte per lane, a `bfe`, table address and `mul` per weight and row checks, and 112-row
+/// slices), under [`BACKWARD_GEMV_PER_WEIGHT`].
+#[test]
+fn backward_gemv_instructions_per_weight() {
+    for dtype in [DType::F16, DType::BF16, DType::F32] {
+        let cfg = Nf4Config {
+            dtype,
+            ..Nf4Config::new(512, 512)
+        };
+        let log = launches_of(&cfg, 1, Run::BackwardGemv(Slices::Exactly(4)));
+        let weights = f64::from(cfg.n * cfg.k);
+        for r in &log {
+            eprintln!(
+                "{dtype} {}: {:.2} instructions per weight ({})",
+                r.entry,
+                r.counters.instructions.total() as f64 / weights,
+                classes_per(r, weights)
+            );
+        }
+        let total: u64 = log.iter().map(|r| r.counters.instructions.total()).sum();
+        let per_weight = total as f64 / weights;
+        eprintln!("{dtype}: {per_weight:.2} per weight in all");
+        assert!(
+            per_weight <= BACKWARD_GEMV_PER_WEIGHT,
+            "{dtype}: {per_weight:.2} instructions per weight (bar {BACKWARD_GEMV_PER_WEIGHT})"
+        );
+    }
+}
+
+/// `r`'s instruction classes that ran, each divided by `weights`.
+fn classes_per(r: &LaunchRecord, weights: f64) -> String {
+    let classes: Vec<String> = r
+        .counters
+        .instructions
+        .fields()
+        .iter()
+        .filter(|(_, v)| *v > 0)
+        .map(|(name, v)| format!("{name} {:.2}", *v as f64 / weights))
+        .collect();
+    classes.join(", ")
 }

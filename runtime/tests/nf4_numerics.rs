@@ -292,6 +292,10 @@ fn expected_entries(cfg: &Nf4Config, m: u32, path: Path) -> Vec<&'static str> {
     };
     match forward_slices {
         Some(1) => return vec![unsplit_forward_entry(cfg, m)],
+        // 128-row tiles where the module has the tall split.
+        Some(_) if nf4_launch::gemm_tall_split(cfg, m) => {
+            return vec!["nf4_gemm_tall_split", "nf4_gemm_reduce"]
+        }
         Some(_) => return vec!["nf4_gemm_split", "nf4_gemm_reduce"],
         None => {}
     }
@@ -609,6 +613,59 @@ fn backward_gemv_split_over_rows() {
             ..Nf4Config::new(n, k)
         };
         assert!(nf4_launch::backward_gemv_slices(&cfg) > 3, "{n} x {k}");
+    }
+}
+
+/// The backward GEMV's word layout at `m = 1` (`k % block = 0`, 256 or 512 columns per
+/// block: a packed `u32` per lane and row): every block size (256 columns per block at block
+/// 32, 512 above), a ragged last column block (lanes past `k` idle), several 256-row windows
+/// with a ragged last one, row counts that leave the one-row tail loop work, slices shorter
+/// than a window, plain and double-quantised absmax, every dtype; and `m = 2` on the same
+/// shapes (the byte layout, beside it in the same entry). Then seeded shapes on the same rule.
+#[test]
+fn backward_gemv_words_at_m1() {
+    let shapes = [
+        (300, 768, 64),
+        (517, 256, 32),
+        (45, 1024, 128),
+        (263, 1280, 256),
+        (7, 384, 32),
+    ];
+    let slices = [Slices::Exactly(1), Slices::Exactly(3), Slices::Auto];
+    let mut seed = 1200;
+    for (si, (n, k, block)) in shapes.into_iter().enumerate() {
+        for (pi, split) in slices.into_iter().enumerate() {
+            seed += 1;
+            let case = Case {
+                m: if pi == 2 && si % 2 == 0 { 2 } else { 1 },
+                n,
+                k,
+                block,
+                double_quant: (si + pi) % 2 == 1,
+                dtype: DTYPES[(si + pi) % 3],
+                seed,
+            };
+            run(case, Path::BackwardSliced(split));
+        }
+    }
+    let mut rng = SplitMix64::new(0x5744_4D31);
+    for i in 0..8 {
+        let block = BLOCKS[rng.below(4) as usize];
+        let n = 1 + rng.below(600) as u32;
+        let case = Case {
+            m: 1,
+            n,
+            k: block * (1 + rng.below(2048 / u64::from(block)) as u32),
+            block,
+            double_quant: rng.below(2) == 1,
+            dtype: DTYPES[rng.below(3) as usize],
+            seed: 1300 + i,
+        };
+        let split = match rng.below(3) {
+            0 => Slices::Auto,
+            _ => Slices::Exactly(1 + rng.below(u64::from(n.min(12))) as u32),
+        };
+        run(case, Path::BackwardSliced(split));
     }
 }
 
@@ -1014,9 +1071,9 @@ fn forward_split_fuzz() {
 
 /// The split entry run as one slice (`nf4_gemm_split` over all of `k`, then the reduce adding
 /// that one part to 0) gives the unsplit entry's bits on every path: same order of additions
-/// per output, one rounding (at `m = 70` on f16/bf16 tensor cores the unsplit entry is
-/// `nf4_gemm_tall`, whose 128-row tiles sum each output in the same `mma` order as the split
-/// entry's 64-row ones). `Slices::Exactly(1)` launches the unsplit entry itself, and a
+/// per output, one rounding (at `m = 70` on f16/bf16 tensor cores `nf4_gemm_tall`, against
+/// `nf4_gemm_tall_split`, or `nf4_gemm_split` whose 64-row tiles sum each output in the same
+/// `mma` order, under double quantisation with `k % block ≠ 0`). `Slices::Exactly(1)` launches the unsplit entry itself, and a
 /// split into 3 gives the same bits on a second run.
 #[test]
 fn forward_split_one_slice_is_the_unsplit_entry_bit_for_bit() {
@@ -1103,8 +1160,18 @@ fn one_slice_bits<T: Nf4Activation + HostFloat>(case: &Case, cfg: &Nf4Config) ->
         KernelArg::U32(m),
         KernelArg::U32(nf4_launch::gemm_slice_k(cfg, 1)),
     ]);
-    let split = nf4_launch::gemm_split_launch_config(cfg, m, 1);
-    dev.launch(&ptx, "nf4_gemm_split", split, &args).unwrap();
+    let (entry, split) = if nf4_launch::gemm_tall_split(cfg, m) {
+        (
+            "nf4_gemm_tall_split",
+            nf4_launch::gemm_tall_split_launch_config(cfg, m, 1),
+        )
+    } else {
+        (
+            "nf4_gemm_split",
+            nf4_launch::gemm_split_launch_config(cfg, m, 1),
+        )
+    };
+    dev.launch(&ptx, entry, split, &args).unwrap();
     drop(args);
     let reduce = nf4_launch::gemm_reduce_launch_config(cfg, m);
     let args = [

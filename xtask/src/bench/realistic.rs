@@ -276,9 +276,11 @@ fn nf4_rows(rows: &mut Vec<Modelled>, m: u32, rng: &mut SplitMix64) -> Result<()
     const NS: u32 = 128;
     let ms = m.min(128);
     for n in [4096u32, 14336] {
-        // Beside a split sm_80 row at M = 16, the same job unsplit.
+        // Beside a split sm_80 row at M = 16 (and 128, the tall tiles' split), the same job
+        // unsplit.
         let splits = nf4_forward_plan(Arch::Sm80, (m, n, K), true).0 > 1;
-        let unsplit = (m == 16 && splits).then_some((Arch::Sm80, "sm_80, unsplit", false));
+        let compared = matches!(m, 16 | 128) && splits;
+        let unsplit = compared.then_some((Arch::Sm80, "sm_80, unsplit", false));
         let paths = PATHS.into_iter().map(|(arch, path)| (arch, path, true));
         for (arch, path, split) in paths.chain(unsplit) {
             let (slices, sizes) = nf4_forward_plan(arch, (m, n, K), split);
@@ -360,11 +362,12 @@ fn nf4_forward_plan(arch: Arch, (m, n, k): (u32, u32, u32), split: bool) -> (u32
 }
 
 /// NF4 f16 backward-input, N = K = 4096, M = 1 (the backward GEMV), split as `Slices::Auto`
-/// splits the real shape (37 slices of 112 rows by 8 blocks of 512 columns), and unsplit on
+/// splits the real shape (32 slices of 128 rows by 8 blocks of 512 columns), and unsplit on
 /// sm_80 for comparison. Sample: one 512-column block (K = 512, ×8 exact) and, split, the same
-/// slice count with 16 and 32 rows each (N = 16·S, 32·S: one window per slice, as at the real
-/// 112) → 4096 rows, linear in the rows; unsplit N = 512, 1024 (2 and 4 whole 256-row windows)
-/// → 4096.
+/// slice count with half and all of the real rows per slice (N = 64·S, 128·S = 4096: the real
+/// launch is the second sample; a slice's cost is not linear below its first full loop trips
+/// and absmax passes, so smaller samples would extrapolate low); unsplit N = 512, 1024 (2 and
+/// 4 whole 256-row windows) → 4096.
 fn nf4_backward(rows: &mut Vec<Modelled>) -> Result<()> {
     const N: u32 = 4096;
     const K: u32 = 4096;
@@ -383,7 +386,8 @@ fn nf4_backward(rows: &mut Vec<Modelled>) -> Result<()> {
         let sizes = if slices == 1 {
             [512, 1024]
         } else {
-            [16 * slices, 32 * slices]
+            let rows = nf4_backward_gemv_slice_rows(&Nf4Config::new(N, K), slices);
+            [rows / 2 * slices, rows * slices]
         };
         let per = sampled(
             &sizes,
@@ -1037,6 +1041,15 @@ mod tests {
         nf4_rows_of(16);
     }
 
+    /// The NF4 forward rows at M = 128 alone (sm_80 splits its 128-row tiles over K:
+    /// `nf4_gemm_tall_split`; beside it the unsplit `nf4_gemm_tall`), both tables: `cargo
+    /// test --release -p xtask -- --ignored nf4_m128_rows --nocapture`.
+    #[test]
+    #[ignore]
+    fn nf4_m128_rows() {
+        nf4_rows_of(128);
+    }
+
     /// The NF4 forward rows at M = 256 alone (the tall tensor-core forward on sm_80), both
     /// tables: `cargo test --release -p xtask -- --ignored nf4_m256_rows --nocapture`.
     #[test]
@@ -1090,6 +1103,16 @@ mod tests {
         let mut jobs = Vec::new();
         super::resnet(&mut jobs).expect("rows");
         print_tables(jobs, "ptxforge-realistic-fwd");
+    }
+
+    /// The NF4 backward-input rows at M = 1 (the backward GEMV, split and unsplit), both
+    /// tables: `cargo test -p xtask -- --ignored nf4_backward_rows --nocapture`.
+    #[test]
+    #[ignore]
+    fn nf4_backward_rows() {
+        let mut jobs = Vec::new();
+        super::nf4_backward(&mut jobs).expect("rows");
+        print_tables(jobs, "ptxforge-realistic-nf4-backward");
     }
 
     /// The ResNet-50 NHWC backward-filter rows alone, both tables: `cargo test --release -p

@@ -59,7 +59,8 @@ pub(crate) fn wrappers(c: &Nf4Config, t: &WrapperTypes) -> Vec<Wrapper> {
             "Forward `c [m, n] = a [m, k] · dequant(W)ᵀ`: entry `nf4_gemv` for `m ≤ 8`, \
              the tiled forward above (`nf4_gemm`; `nf4_gemm_tall`, 128-row tiles, above 64 \
              rows for f16/bf16 on tensor cores; or, when its grid would be too small for the \
-             GPU, `nf4_gemm_split` over slices of k into an f32 workspace then \
+             GPU, `nf4_gemm_split` (`nf4_gemm_tall_split` on 128-row tiles) over slices of k \
+             into an f32 workspace then \
              `nf4_gemm_reduce`: the same bits every run). `c` is overwritten.",
         ),
         forward(

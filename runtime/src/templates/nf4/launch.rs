@@ -30,8 +30,8 @@ use super::kernels::{
     backward_gemv_cols, backward_gemv_slice_len, backward_input_cols, gemm_threads,
     BACKWARD_GEMV_ENTRY, BACKWARD_GEMV_REDUCE_ENTRY, BACKWARD_GEMV_SPLIT_ENTRY,
     BACKWARD_INPUT_ENTRY, GEMM_ENTRY, GEMM_REDUCE_ENTRY, GEMM_SPLIT_ENTRY, GEMM_TALL_ENTRY,
-    GEMV_ENTRY, GEMV_MAX_M, GEMV_ROWS_PER_BLOCK, REDUCE_VECTOR, THREADS, TILE_M, TILE_M_TALL,
-    TILE_N,
+    GEMM_TALL_SPLIT_ENTRY, GEMV_ENTRY, GEMV_MAX_M, GEMV_ROWS_PER_BLOCK, REDUCE_VECTOR, THREADS,
+    TILE_M, TILE_M_TALL, TILE_N,
 };
 pub use super::kernels::{gemm_slice_len, gemm_split_align};
 use super::{Nf4Config, INDEX_BOUND};
@@ -205,14 +205,18 @@ fn gemm_whole(cfg: &Nf4Config, m: u32) -> (&'static str, LaunchConfig) {
 }
 
 /// The number `S` of K slices the tiled forward ([`forward_tiled`], and [`forward`] for
-/// `m > 8`) splits its sum into: with `B = ⌈n / 64⌉ · ⌈m / 64⌉` blocks unsplit
-/// ([`gemm_launch_config`]) and `W =` [`SPLIT_WAVES`]` · `[`SPLIT_TARGET_SMS`] (two waves of
+/// `m > 8`) splits its sum into: with `B` the blocks of one slice of the split's tiles
+/// (`⌈n / 64⌉ · ⌈m / 64⌉`, [`gemm_launch_config`], or `⌈n / 64⌉ · ⌈m / 128⌉` where
+/// [`gemm_tall_split`]) and `W =` [`SPLIT_WAVES`]` · `[`SPLIT_TARGET_SMS`] (two waves of
 /// an H100's 132 SMs, 264 blocks),
 /// - `S = 1` when `B ≥ W` (two full waves already: a split only adds the reduce and the
 ///   workspace traffic) or `k < 2 ·` [`MIN_SLICE_K`] (no two slices of useful length);
-/// - else, with `a =` [`gemm_split_align`] and `S₀ = min(⌈W / B⌉, ⌊k / MIN_SLICE_K⌋)`:
-///   columns per slice `c = max(⌊k / S₀⌋` rounded down to `a`, `MIN_SLICE_K` rounded up to
-///   `a)`, and `S = ⌈k / c⌉`;
+/// - else, with `a =` [`gemm_split_align`], `P = ⌊k / 16m⌋` (the most slices whose f32
+///   partials, `8·S·m·n` bytes written and read back, stay within the weight's `n·k/2` code
+///   bytes: at `m = 128` a third slice would add more DRAM traffic than it saves) and
+///   `S₀ = min(⌈W / B⌉, ⌊k / MIN_SLICE_K⌋, P)` (`S = 1` when that is under 2): columns per
+///   slice `c = max(⌊k / S₀⌋` rounded down to `a`, `MIN_SLICE_K` rounded up to `a)`, and
+///   `S = min(⌈k / c⌉, P)`;
 /// - and `S = 1` after all when that split does not shorten the busiest SM's share of the
 ///   work: `⌈S·B / 132⌉ / S ≥ ⌈B / 132⌉` block-lengths (224 blocks: 2 either way, split in
 ///   2; the slices' extra fills and stores and the reduce would only add time).
@@ -228,16 +232,20 @@ fn gemm_whole(cfg: &Nf4Config, m: u32) -> (&'static str, LaunchConfig) {
 /// `S₀ = 5`, `c = 768`, `S = 6` (384 blocks; slices of 704 columns, the last 576). The rule
 /// depends on the shape only, so a shape always gets the same `S` and the same bits.
 pub fn gemm_slices(cfg: &Nf4Config, m: u32) -> u32 {
-    let blocks = u64::from(cfg.n.div_ceil(TILE_N)) * u64::from(m.div_ceil(TILE_M));
+    let grid = gemm_split(cfg, m, 1).1.grid;
+    let blocks = u64::from(grid.x) * u64::from(grid.y);
     let target = SPLIT_WAVES * SPLIT_TARGET_SMS;
-    let most = cfg.k / MIN_SLICE_K;
+    // The slices' f32 partials, written and read back (8·S·m·n bytes), within the weight's
+    // code bytes (n·k/2).
+    let affordable = cfg.k / (16 * m.max(1));
+    let most = (cfg.k / MIN_SLICE_K).min(affordable);
     if blocks >= target || most < 2 {
         return 1;
     }
     let align = gemm_split_align(cfg);
     let wanted = (target.div_ceil(blocks) as u32).min(most);
     let each = (cfg.k / wanted / align * align).max(MIN_SLICE_K.next_multiple_of(align));
-    let slices = cfg.k.div_ceil(each);
+    let slices = cfg.k.div_ceil(each).min(affordable);
     let busiest = |blocks: u64| blocks.div_ceil(SPLIT_TARGET_SMS);
     if busiest(blocks * u64::from(slices)) >= u64::from(slices) * busiest(blocks) {
         return 1;
@@ -263,10 +271,38 @@ pub fn gemm_max_slices(cfg: &Nf4Config) -> u32 {
 /// Launch geometry of `nf4_gemm_split`: `(⌈n / 64⌉, ⌈m / 64⌉, S)` blocks of
 /// [`gemm_threads`] threads.
 pub fn gemm_split_launch_config(cfg: &Nf4Config, m: u32, slices: u32) -> LaunchConfig {
-    let whole = gemm_launch_config(cfg, m);
+    sliced(gemm_launch_config(cfg, m), slices)
+}
+
+/// Launch geometry of `nf4_gemm_tall_split`: `(⌈n / 64⌉, ⌈m / 128⌉, S)` blocks of 256 threads.
+pub fn gemm_tall_split_launch_config(cfg: &Nf4Config, m: u32, slices: u32) -> LaunchConfig {
+    sliced(gemm_tall_launch_config(cfg, m), slices)
+}
+
+/// `whole`'s grid repeated over `slices` in z.
+fn sliced(whole: LaunchConfig, slices: u32) -> LaunchConfig {
     LaunchConfig {
         grid: Dim3::new(whole.grid.x, whole.grid.y, slices),
         ..whole
+    }
+}
+
+/// Whether the split tiled forward of `m` rows runs `nf4_gemm_tall_split` (128-row tiles, as
+/// the unsplit [`gemm_tall`]) rather than `nf4_gemm_split`: where the module has it
+/// ([`has_gemm_tall_split`](super::kernels::has_gemm_tall_split)) and `m > 64`.
+pub fn gemm_tall_split(cfg: &Nf4Config, m: u32) -> bool {
+    super::kernels::has_gemm_tall_split(cfg) && gemm_tall(cfg, m)
+}
+
+/// The split tiled forward's entry and geometry for `m` rows ([`gemm_tall_split`]).
+fn gemm_split(cfg: &Nf4Config, m: u32, slices: u32) -> (&'static str, LaunchConfig) {
+    if gemm_tall_split(cfg, m) {
+        (
+            GEMM_TALL_SPLIT_ENTRY,
+            gemm_tall_split_launch_config(cfg, m, slices),
+        )
+    } else {
+        (GEMM_SPLIT_ENTRY, gemm_split_launch_config(cfg, m, slices))
     }
 }
 
@@ -307,14 +343,16 @@ pub fn backward_gemv_launch_config(cfg: &Nf4Config) -> LaunchConfig {
 /// - `S = 1` when `B ≥` [`SPLIT_TARGET_SMS`] (the grid already fills the part) or
 ///   `n < 2·`[`MIN_SLICE_ROWS`];
 /// - else, with `W =` [`SPLIT_WAVES`]` · `[`SPLIT_TARGET_SMS`] blocks (two waves of an H100's
-///   132 SMs) and `S₀ = min(⌈W / B⌉, ⌊n / MIN_SLICE_ROWS⌋)`: rows per slice `r = max(64,
-///   ⌊n / S₀⌋` rounded down to [`SLICE_ROW_ALIGN`]`)`, and `S = min(⌈n / r⌉, ⌊n / 64⌋)`.
+///   132 SMs) and `S₀ = min(⌊W / B⌋, ⌊n / MIN_SLICE_ROWS⌋)` (`S = 1` when `S₀ < 2`): rows per
+///   slice `r = ⌈n / S₀⌉` rounded up to [`SLICE_ROW_ALIGN`], and `S = ⌈n / r⌉ ≤ S₀`.
 ///
-/// So `S·B ≥ W` blocks unless the rows run out, every slice has rows
-/// ([`backward_gemv_slice_rows`]: `⌈n / S⌉` rounded up to 16), all but the last at least
-/// [`MIN_SLICE_ROWS`], and every slice starts on a 32-byte sector of `G_C`'s rows. `n = k =
-/// 4096` at block 64: `B = 8`, `S₀ = 33`, `r = 112`, `S = 37` (296 blocks, the last slice 64
-/// rows).
+/// So `S·B ≤ W` blocks: no SM runs more than two slices' blocks, where rounding the rows per
+/// slice down (`S·B ≥ W`) left a third on a few SMs (the waves-aware model's busiest SM: 296
+/// blocks put 3 on 32 SMs, 1.34 × the even share). Every slice has rows
+/// ([`backward_gemv_slice_rows`]: `⌈n / S⌉` rounded up to 16 is at most `r`), all but the last
+/// at least [`MIN_SLICE_ROWS`] (`r ≥ n / S₀ ≥ 64`), and every slice starts on a 32-byte sector
+/// of `G_C`'s rows. `n = k = 4096` at block 64: `B = 8`, `S₀ = 33`, `r = 128`, `S = 32` (256
+/// blocks of 128 rows: 2 on 124 SMs, 1 on 8).
 ///
 /// `S ≤ W` and a split needs `B < 132`, so `k < 132 · 512` and the workspace `S · m·k` stays
 /// under `264 · 8 · 67584` elements, far inside the u32 index range, and `S` inside `grid.y`.
@@ -326,9 +364,12 @@ pub fn backward_gemv_slices(cfg: &Nf4Config) -> u32 {
         return 1;
     }
     let most = rows / MIN_SLICE_ROWS;
-    let wanted = ((SPLIT_WAVES * SPLIT_TARGET_SMS).div_ceil(u64::from(blocks)) as u32).min(most);
-    let rows_each = (rows / wanted / SLICE_ROW_ALIGN * SLICE_ROW_ALIGN).max(MIN_SLICE_ROWS);
-    rows.div_ceil(rows_each).min(most)
+    let wanted = ((SPLIT_WAVES * SPLIT_TARGET_SMS / u64::from(blocks)) as u32).min(most);
+    if wanted < 2 {
+        return 1;
+    }
+    let rows_each = rows.div_ceil(wanted).next_multiple_of(SLICE_ROW_ALIGN);
+    rows.div_ceil(rows_each)
 }
 
 /// Rows of `W` per slice when split into `slices`: `⌈n / S⌉` rounded up to
@@ -429,7 +470,7 @@ pub fn forward_tiled<B: Backend, T: Nf4Activation>(
 /// Forward through the tiled entries (any `m ≥ 1`) with a chosen split of the sum over `k`
 /// ([`Slices`]). One slice runs `nf4_gemm` alone (`nf4_gemm_tall` when [`gemm_tall`]);
 /// `S > 1` allocates an f32 workspace of `S ·` [`gemm_slice_len`] elements through the
-/// backend, runs `nf4_gemm_split` (K slice `s`
+/// backend, runs `nf4_gemm_split` (`nf4_gemm_tall_split` when [`gemm_tall`]: K slice `s`
 /// = columns `s · c .. (s + 1) · c`, `c =` [`gemm_slice_k`], its unrounded partial `C` into
 /// its part of the workspace) and `nf4_gemm_reduce` (the slices added in order, rounded once):
 /// the same bits every run for a given `S`, different from the unsplit entry's only by the
@@ -457,7 +498,7 @@ pub fn forward_tiled_sliced<B: Backend, T: Nf4Activation>(
     let workspace = check_gemm_slices(cfg, m, slices)?;
     let sum = SplitSum {
         whole: gemm_whole(cfg, m),
-        split: (GEMM_SPLIT_ENTRY, gemm_split_launch_config(cfg, m, slices)),
+        split: gemm_split(cfg, m, slices),
         reduce: (GEMM_REDUCE_ENTRY, gemm_reduce_launch_config(cfg, m)),
         slices,
         per_slice: gemm_slice_k(cfg, slices),
@@ -846,15 +887,15 @@ mod tests {
 
     #[test]
     fn auto_slices_fill_two_waves_with_enough_rows_each() {
-        // n = k = 4096 at block 64: 8 blocks of 512 columns, split 37 ways (112 rows each,
-        // the last 64).
+        // n = k = 4096 at block 64: 8 blocks of 512 columns, split 32 ways (128 rows each):
+        // 256 blocks, at most 2 per SM of 132.
         let llm = Nf4Config::new(4096, 4096);
         let slices = backward_gemv_slices(&llm);
         let blocks = llm.k.div_ceil(backward_gemv_cols(&llm));
-        assert_eq!((blocks, slices), (8, 37));
-        assert!(blocks * slices >= 2 * 132);
-        assert_eq!(backward_gemv_slice_rows(&llm, slices), 112);
-        assert_eq!(llm.n - 36 * 112, MIN_SLICE_ROWS);
+        assert_eq!((blocks, slices), (8, 32));
+        assert!(blocks * slices <= 2 * 132 && blocks * slices > 132);
+        assert_eq!(backward_gemv_slice_rows(&llm, slices), 128);
+        assert_eq!(llm.n, 32 * 128);
         // No empty slice: the last one starts before n.
         assert!((slices - 1) * backward_gemv_slice_rows(&llm, slices) < llm.n);
         // Few rows: each slice keeps 64; under 128 rows no split.
@@ -862,7 +903,8 @@ mod tests {
         assert_eq!(backward_gemv_slices(&Nf4Config::new(127, 4096)), 1);
         // A grid that fills the part already (132 blocks of 512 columns) is not split.
         assert_eq!(backward_gemv_slices(&Nf4Config::new(4096, 132 * 512)), 1);
-        assert_eq!(backward_gemv_slices(&Nf4Config::new(4096, 131 * 512)), 4);
+        // 131 blocks: two slices (262 blocks), not four (524: the busiest SM would run 4).
+        assert_eq!(backward_gemv_slices(&Nf4Config::new(4096, 131 * 512)), 2);
         // Full slices keep 64 rows: 130 rows in 2 slices (80 and 50), not 3.
         let short = Nf4Config::new(130, 4096);
         assert_eq!(backward_gemv_slices(&short), 2);
@@ -927,11 +969,29 @@ mod tests {
         let wide = Nf4Config { n: 14336, ..f16 };
         assert_eq!(gemm_slices(&wide, 16), 1);
         assert_eq!(gemm_slices(&Nf4Config { n: 8960, ..f16 }, 16), 2);
-        // Two full waves unsplit (m = 512: 512 blocks; m = 272: 320), 256 blocks (two
-        // per SM at most, split in two or not), or k under two 512-column slices: no split.
+        // On the tensor cores above 64 rows the split runs 128-row tiles: m = 512 (256
+        // blocks) and 256 (128) leave the busiest SM as many block-lengths split as not, and
+        // from m = 129 two slices' partials (8·S·m·n bytes written and read back) would
+        // outweigh the code bytes (n·k/2): no split; m = 128 (64 blocks, half a wave) splits
+        // in k / 16m = 2, not the 6 of m = 16, and m = 64 in 4; k under two 512-column
+        // slices: no split.
         assert_eq!(gemm_slices(&f16, 512), 1);
         assert_eq!(gemm_slices(&f16, 272), 1);
         assert_eq!(gemm_slices(&f16, 256), 1);
+        assert_eq!(gemm_slices(&f16, 129), 1);
+        assert_eq!(gemm_slices(&f16, 128), 2);
+        assert_eq!(gemm_slices(&f16, 64), 4);
+        assert_eq!(
+            gemm_split(&f16, 128, 2),
+            (
+                GEMM_TALL_SPLIT_ENTRY,
+                gemm_tall_split_launch_config(&f16, 128, 2)
+            )
+        );
+        assert_eq!(
+            gemm_tall_split_launch_config(&f16, 128, 2).grid,
+            Dim3::new(64, 1, 2)
+        );
         assert_eq!(gemm_slices(&Nf4Config { k: 1022, ..f16 }, 16), 1);
         assert_eq!(gemm_slices(&Nf4Config { k: 1024, ..f16 }, 16), 2);
         // Few columns per slice never go under 512: k = 2048 at n = 512 gives 4, not 33.

@@ -38,6 +38,8 @@ pub(super) struct AbsmaxStage {
     k: u32,
     /// Rows at and past this one stage zeros: `n`, or a slice's end ([`Self::ending_at`]).
     row_end: Val<U32>,
+    /// Whether rows past `row_end` are skipped instead ([`Self::ending_at`]).
+    skip_past_end: bool,
     block_shift: u32,
     /// Columns of a staged tile and slots per staged row ([`Self::per_row`]).
     cols: u32,
@@ -71,6 +73,7 @@ impl AbsmaxStage {
             ring: k.shared_array::<F32>("absmax_ring", stages * rows * row_words),
             k: cfg.k,
             row_end: cfg.n.into(),
+            skip_past_end: false,
             block_shift: e.weights.block_shift,
             cols,
             per_row,
@@ -92,10 +95,15 @@ impl AbsmaxStage {
         }
     }
 
-    /// Rows from `row_end` on (a run-time bound within `n`: the backward GEMV's slice) stage
-    /// zeros, as rows past `n` do.
+    /// Rows from `row_end` on (a run-time bound within `n`: the backward GEMV's slice) are not
+    /// staged at all (a thread's pass there costs a compare and a branch instead of the
+    /// value's addresses): for readers that never read a row past `row_end`.
     pub fn ending_at(self, row_end: Val<U32>) -> Self {
-        Self { row_end, ..self }
+        Self {
+            row_end,
+            skip_past_end: true,
+            ..self
+        }
     }
 
     /// Slots per staged row of a tile `cols` wide: the most blocks the row's columns touch,
@@ -135,7 +143,17 @@ impl AbsmaxStage {
             } else {
                 k.add(self.row, pass * rows_per_pass)
             };
-            if values.is_multiple_of(self.threads) {
+            if self.skip_past_end {
+                let j = k.add(w.row0, row);
+                let live = k.setp_lt(j, self.row_end);
+                let staged = if values.is_multiple_of(self.threads) {
+                    live
+                } else {
+                    let inside = k.setp_lt(row, self.rows);
+                    k.and_pred(live, inside)
+                };
+                k.if_then(staged, |k| self.stage_value(k, weights, w, (slot, row)));
+            } else if values.is_multiple_of(self.threads) {
                 self.stage_value(k, weights, w, (slot, row));
             } else {
                 // Threads past the slot's rows (whole warps) stage nothing.

@@ -10,16 +10,24 @@
 //! when `k % 64 = 0`), and row group `r` of `R` takes rows `j ≡ r (mod R)`, ascending.
 //!
 //! 1. **stage** (whole block, per window of [`ROW_WINDOW`] = 256 rows of `W`):
-//!    `g_window[i][jj] = G_C[i, j0 + jj]` as f32 for `i < m` (0 past `n`), coalesced, and each
-//!    window row's absmax of the block's columns (`absmax_stage`: a row's 8 absmax are one
-//!    sector, read by 8 consecutive threads; under double quantisation decoded there, the
-//!    window's nested absmax first copied to shared memory, [`NestedWindow`]);
+//!    `g_window[i][jj] = G_C[i, j0 + jj]` as f32 for `i < m` (0 past the rows' end), coalesced,
+//!    and each window row's absmax of the block's columns (`absmax_stage`: a row's 8 absmax
+//!    are one sector, read by 8 consecutive threads; under double quantisation decoded there,
+//!    the window's nested absmax first copied to shared memory, [`NestedWindow`]);
 //! 2. **accumulate** (each warp, its rows of the window, [`UNROLL`] per loop trip): load the byte
 //!    `(j·k + l) / 2`, read its block's staged absmax (blocks may span rows; both weights of a
 //!    byte share a block), dequantise `ŵ = NF4_CODE[code] · absmax` and
 //!    `acc[i][e] += g_window[i][jj] · ŵ_e` (a broadcast shared read per `i`);
 //! 3. **combine**: each warp writes its partial sums to shared memory, then thread `(i, c)` adds
 //!    the row groups' partials in order and stores `G_A[i, l0 + c]` (coalesced).
+//!
+//! At `m = 1` (decode's backward, a run-time branch that every thread of the block takes
+//! alike) with `k % block = 0` and 256 or 512 columns per block, phase 2 and 3 take a packed
+//! word per lane and row instead (`super::backward_gemv_words`: 8 columns, `prmt` code
+//! lookups, the absmax and `G_C` value once per row, no row checks in full trips): 5.2
+//! instructions per weight instead of 14.9 (`runtime/tests/nf4_counters.rs`). Every other
+//! case keeps the byte layout above. The absmax of rows past the rows' end are not staged
+//! (neither layout reads them).
 //!
 //! Fixed summation order everywhere (deterministic, no atomics). Columns past `k` (ragged last
 //! block) are predicated off; every barrier is reached by every thread.
@@ -33,12 +41,12 @@
 //! order and rounds once.
 
 use super::absmax_stage::{AbsmaxStage, NestedWindow};
+use super::backward_gemv_words as words;
 use super::code_stage::CodeWindow;
 use super::slice_reduce::SumRange;
 use super::{
-    activation_or_zero, both_below, dequant, entry_prologue, entry_prologue_to, load_byte, nibble,
-    store_output, Entry, Weights, BACKWARD_GEMV_ENTRY, BACKWARD_GEMV_SPLIT_ENTRY, GEMV_MAX_M,
-    THREADS, WARPS,
+    activation_or_zero, both_below, dequant, load_byte, nibble, prologue, store_output, CodeTable,
+    Entry, Weights, BACKWARD_GEMV_ENTRY, BACKWARD_GEMV_SPLIT_ENTRY, GEMV_MAX_M, THREADS, WARPS,
 };
 use crate::builder::{Float, KernelBuilder, Pred, Reg, SharedArr, F32, U32};
 use crate::ir::CmpOp;
@@ -98,7 +106,7 @@ struct Lane {
 /// double quantisation).
 pub(super) fn build<T: Float>(cfg: &Nf4Config) -> KernelBuilder {
     let mut k = new_kernel(BACKWARD_GEMV_ENTRY, cfg);
-    let e = entry_prologue::<T>(&mut k, cfg, ("g_c", "g_a"), THREADS);
+    let e = prologue::<T, T>(&mut k, cfg, ("g_c", "g_a"), THREADS, CodeTable::Aligned256);
     reduce_rows(&mut k, cfg, &e, SumRange::all(cfg.n));
     k
 }
@@ -108,7 +116,13 @@ pub(super) fn build<T: Float>(cfg: &Nf4Config) -> KernelBuilder {
 /// parts `slice_len(k, m)` elements apart; module docs). Same shared memory as [`build`].
 pub(super) fn build_split<T: Float>(cfg: &Nf4Config) -> KernelBuilder {
     let mut k = new_kernel(BACKWARD_GEMV_SPLIT_ENTRY, cfg);
-    let e = entry_prologue_to::<T, F32>(&mut k, cfg, ("g_c", "partials"), THREADS);
+    let e = prologue::<T, F32>(
+        &mut k,
+        cfg,
+        ("g_c", "partials"),
+        THREADS,
+        CodeTable::Aligned256,
+    );
     let slice_rows = k.param::<U32>("slice_rows");
     let slice_rows = k.load_param(slice_rows);
     let s = k.ctaid_y();
@@ -126,7 +140,8 @@ fn new_kernel(entry: &str, cfg: &Nf4Config) -> KernelBuilder {
     k
 }
 
-/// The three phases (module docs) over `rows`, after the entry's prologue.
+/// The three phases (module docs) over `rows`, after the entry's prologue: at `m = 1`, where
+/// [`super::backward_gemv_words`] applies, with a packed word per lane and row, else a byte.
 fn reduce_rows<T: Float, O: Float>(
     k: &mut KernelBuilder,
     cfg: &Nf4Config,
@@ -143,32 +158,112 @@ fn reduce_rows<T: Float, O: Float>(
         .ending_at(rows.end);
     // A window's rows past `n` decode nothing: the nested window spans the rows that exist.
     let nested = NestedWindow::new(k, cfg, ROW_WINDOW.min(cfg.n), cols);
-    let s = lane_state(k, cfg, e, (tid, cols), (g_window, partial), rows);
-    let slot = k.var::<U32>(0u32);
-    let absmax_base = absmax.slot(k, slot);
+    let block = k.ctaid_x();
+    let l_base = k.mul_lo(block, cols);
+    let walk = Walk {
+        cfg,
+        e,
+        rows,
+        absmax: &absmax,
+        nested: nested.as_ref(),
+        tid,
+        g_window,
+        l_base,
+    };
+    if words::applies(cfg, cols) {
+        let single = k.setp(CmpOp::Eq, e.m, 1u32);
+        k.if_else(
+            single,
+            |k| words::reduce(k, &walk, partial, single),
+            |k| reduce_bytes(k, &walk, partial),
+        );
+    } else {
+        reduce_bytes(k, &walk, partial);
+    }
+}
+
+/// A window's accumulation, given its first row `j0` and the staged absmax's shared address.
+pub(super) type WindowBody<'a> = dyn FnMut(&mut KernelBuilder, Reg<U32>, Reg<U32>) + 'a;
+
+/// What both accumulations share: the entry, the rows summed, the staged absmax and `G_C`
+/// window, and the block's first column.
+pub(super) struct Walk<'a, T: Float, O: Float> {
+    pub cfg: &'a Nf4Config,
+    pub e: &'a Entry<T, O>,
+    pub rows: SumRange,
+    pub absmax: &'a AbsmaxStage,
+    pub nested: Option<&'a NestedWindow>,
+    pub tid: Reg<U32>,
+    pub g_window: SharedArr<F32>,
+    pub l_base: Reg<U32>,
+}
+
+impl<T: Float, O: Float> Walk<'_, T, O> {
+    /// Per window of [`ROW_WINDOW`] rows from `j0`: stage `G_C`'s rows `i` where `present[i]`
+    /// and the window's absmax, synchronise, `accumulate(j0, slot)` (`slot`: the staged
+    /// absmax's shared address), synchronise.
+    pub fn windows(
+        &self,
+        k: &mut KernelBuilder,
+        present: &[Pred],
+        accumulate: &mut WindowBody<'_>,
+    ) {
+        let slot = k.var::<U32>(0u32);
+        let absmax_base = self.absmax.slot(k, slot);
+        let byte0 = k.shr(self.l_base, 1u32);
+        k.for_range(self.rows.start, self.rows.end, ROW_WINDOW, |k, j0| {
+            let window = CodeWindow { row0: j0, byte0 };
+            let weights = match self.nested {
+                Some(nested) => {
+                    let weights = nested.fill(k, &self.e.weights, &window, (self.tid, THREADS));
+                    k.bar_sync();
+                    weights
+                }
+                None => self.e.weights,
+            };
+            self.stage_output_grads(k, present, j0);
+            self.absmax.fill(k, &weights, &window, slot);
+            k.bar_sync();
+            accumulate(k, j0, absmax_base);
+            k.bar_sync();
+        });
+    }
+
+    /// `g_window[i][t] = G_C[i, j0 + t]` for each `i` with `present[i]` (0 for `j0 + t` at or
+    /// past the rows' end): thread `t` loads one element per row, a warp 32 consecutive ones.
+    fn stage_output_grads(&self, k: &mut KernelBuilder, present: &[Pred], j0: Reg<U32>) {
+        k.comment("stage G_C[0..m, j0 .. j0 + 256] as f32");
+        let j = k.add(j0, self.tid);
+        let inside = k.setp_lt(j, self.rows.end);
+        let slot = k.shared_elem(self.g_window, self.tid);
+        for (i, &present) in present.iter().enumerate() {
+            let i = i as u32;
+            k.if_then(present, |k| {
+                let value =
+                    activation_or_zero(k, self.e.input, inside, |k| k.add(j, i * self.cfg.n));
+                k.st_shared(slot, 4 * (i * ROW_WINDOW) as i32, value);
+            });
+        }
+    }
+}
+
+/// The phases with one packed byte (two columns) per lane and row, for every `m`.
+fn reduce_bytes<T: Float, O: Float>(
+    k: &mut KernelBuilder,
+    walk: &Walk<'_, T, O>,
+    partial: SharedArr<F32>,
+) {
+    let (cfg, e, absmax) = (walk.cfg, walk.e, walk.absmax);
+    let s = lane_state(k, walk, partial);
     let no_row = k.var::<U32>(0u32);
     let col = k.shl(s.col_byte, 1u32);
     let reader = absmax.reader(k, s.l_base, col, no_row);
-    let byte0 = k.shr(s.l_base, 1u32);
-    k.for_range(rows.start, rows.end, ROW_WINDOW, |k, j0| {
-        let window = CodeWindow { row0: j0, byte0 };
-        let weights = match &nested {
-            Some(nested) => {
-                let weights = nested.fill(k, &e.weights, &window, (tid, THREADS));
-                k.bar_sync();
-                weights
-            }
-            None => e.weights,
-        };
-        stage_output_grads(k, cfg, e, &s, j0);
-        absmax.fill(k, &weights, &window, slot);
-        k.bar_sync();
+    walk.windows(k, &s.present, &mut |k, j0, absmax_base| {
         accumulate_window(k, cfg, &e.weights, &s, j0, &|k, jj, j| {
             let row = absmax.row_at(k, absmax_base, jj);
             let lane = absmax.lane_tile(k, &reader, row, j);
             absmax.read(k, &lane, 0)
         });
-        k.bar_sync();
     });
     write_partials(k, &s);
     k.bar_sync();
@@ -184,19 +279,16 @@ fn generated_rows(cfg: &Nf4Config) -> u32 {
 
 fn lane_state<T: Float, O: Float>(
     k: &mut KernelBuilder,
-    cfg: &Nf4Config,
-    e: &Entry<T, O>,
-    (tid, cols): (Reg<U32>, u32),
-    (g_window, partial): (SharedArr<F32>, SharedArr<F32>),
-    rows: SumRange,
+    walk: &Walk<'_, T, O>,
+    partial: SharedArr<F32>,
 ) -> Lane {
+    let (cfg, e, tid, l_base) = (walk.cfg, walk.e, walk.tid, walk.l_base);
+    let cols = cols(cfg);
     let col_groups = cols / WARP_COLS;
     let warp = k.shr(tid, 5u32);
     let lane = k.and(tid, 31u32);
     let col_group = k.and(warp, col_groups - 1);
     let row_group = k.shr(warp, col_groups.trailing_zeros());
-    let block = k.ctaid_x();
-    let l_base = k.mul_lo(block, cols);
     let half_base = k.shr(l_base, 1u32);
     let group_byte = k.mad_lo(col_group, WARP_COLS / 2, half_base);
     let col_byte = k.add(group_byte, lane);
@@ -223,31 +315,9 @@ fn lane_state<T: Float, O: Float>(
         col_byte,
         col_ok,
         present,
-        rows,
-        g_window,
+        rows: walk.rows,
+        g_window: walk.g_window,
         acc,
-    }
-}
-
-/// `g_window[i][t] = G_C[i, j0 + t]` for `i < m` (0 for `j0 + t` at or past the rows' end):
-/// thread `t` loads one element per row, a warp 32 consecutive ones.
-fn stage_output_grads<T: Float, O: Float>(
-    k: &mut KernelBuilder,
-    cfg: &Nf4Config,
-    e: &Entry<T, O>,
-    s: &Lane,
-    j0: Reg<U32>,
-) {
-    k.comment("stage G_C[0..m, j0 .. j0 + 256] as f32");
-    let j = k.add(j0, s.tid);
-    let inside = k.setp_lt(j, s.rows.end);
-    let slot = k.shared_elem(s.g_window, s.tid);
-    for (i, &present) in s.present.iter().enumerate() {
-        let i = i as u32;
-        k.if_then(present, |k| {
-            let value = activation_or_zero(k, e.input, inside, |k| k.add(j, i * cfg.n));
-            k.st_shared(slot, 4 * (i * ROW_WINDOW) as i32, value);
-        });
     }
 }
 

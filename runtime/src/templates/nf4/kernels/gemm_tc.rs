@@ -9,7 +9,8 @@
 //! columns per block ([`Shape::FORWARD_TALL`]: 8 m16 accumulators per warp, 2 stages), for
 //! large `m`: per k16 step a lane's two B registers (16 instructions of dequantisation) serve
 //! 8 `mma` instead of 4, which is most of what a step issues besides the `mma` and `ldmatrix`
-//! (the launcher picks it for unsplit launches of more than 64 rows).
+//! (the launcher picks it for unsplit launches of more than 64 rows, and its split,
+//! `nf4_gemm_tall_split`, for split ones).
 //!
 //! B fragments straight from the codes (PTX ISA, `mma.m16n8k16` B layout): B's column `n` is
 //! `Ŵ` row `n`, so lane (`g = lane / 4`, `t = lane % 4`) needs `Ŵ[n_base + 8w + g, k]` at
@@ -38,7 +39,7 @@ use super::slice_reduce::SumRange;
 use super::tc::{absmax_clamped, CodeWindow, Pipeline, Shape, TileSpan, TC_K, W_STRIDE};
 use super::{
     entry_prologue_table, gemm_split_prologue, CodeTable, Entry, GEMM_ENTRY, GEMM_SPLIT_ENTRY,
-    GEMM_TALL_ENTRY, THREADS, TILE_N,
+    GEMM_TALL_ENTRY, GEMM_TALL_SPLIT_ENTRY, THREADS, TILE_N,
 };
 use crate::builder::{Float, KernelBuilder, MmaInput, PackedHalf, Reg, F32, M16N8K16, U32};
 use crate::templates::nf4::Nf4Config;
@@ -77,9 +78,25 @@ pub(super) fn build_split<T: PackedHalf + Float>(cfg: &Nf4Config) -> KernelBuild
 where
     M16N8K16: MmaInput<T, Packed = T::Pair>,
 {
-    let mut k = new_kernel(GEMM_SPLIT_ENTRY, cfg, Shape::FORWARD);
+    build_sliced::<T>(cfg, GEMM_SPLIT_ENTRY, Shape::FORWARD)
+}
+
+/// Builds `nf4_gemm_tall_split`: [`build_split`] on 128-row tiles (grid `(ceil(n / 64),
+/// ceil(m / 128), S)`), the split of what `nf4_gemm_tall` runs whole.
+pub(super) fn build_tall_split<T: PackedHalf + Float>(cfg: &Nf4Config) -> KernelBuilder
+where
+    M16N8K16: MmaInput<T, Packed = T::Pair>,
+{
+    build_sliced::<T>(cfg, GEMM_TALL_SPLIT_ENTRY, Shape::FORWARD_TALL)
+}
+
+fn build_sliced<T: PackedHalf + Float>(cfg: &Nf4Config, name: &str, shape: Shape) -> KernelBuilder
+where
+    M16N8K16: MmaInput<T, Packed = T::Pair>,
+{
+    let mut k = new_kernel(name, cfg, shape);
     let (e, range) = gemm_split_prologue::<T>(&mut k, cfg, THREADS, CodeTable::Absent);
-    multiply_range(&mut k, cfg, &e, range, Shape::FORWARD);
+    multiply_range(&mut k, cfg, &e, range, shape);
     k
 }
 

@@ -336,25 +336,30 @@ fn chunk_codes<T: Float>(
     e: &Entry<T>,
     words: [Reg<U32>; 4],
 ) -> Vec<Reg<F32>> {
-    const OFFSETS: u32 = 0x3C3C_3C3C;
     let table = e
         .weights
         .codebook
         .expect("the GEMV declares the aligned code table");
-    let mut w = Vec::with_capacity(CHUNK_CODES as usize);
-    for word in words {
-        let down = k.shr(word, 2u32);
-        let even = k.and(down, OFFSETS);
-        let up = k.shl(word, 2u32);
-        let odd = k.and(up, OFFSETS);
-        for q in 0..4 {
-            for offsets in [even, odd] {
-                let at = k.prmt(offsets, table, 0x7650 | q);
-                w.push(k.ld_shared::<F32>(at, 0));
-            }
-        }
-    }
-    w
+    words
+        .into_iter()
+        .flat_map(|word| word_codes(k, table, word))
+        .collect()
+}
+
+/// `NF4_CODE[code]` for the 8 codes of one little-endian packed word, in column order, looked
+/// up in the [`CodeTable::Aligned256`] table at `table` ([`chunk_codes`]: four instructions
+/// form the 8 addresses, then one `prmt` and one `ld.shared.f32` per code).
+pub(super) fn word_codes(k: &mut KernelBuilder, table: Reg<U32>, word: Reg<U32>) -> [Reg<F32>; 8] {
+    const OFFSETS: u32 = 0x3C3C_3C3C;
+    let down = k.shr(word, 2u32);
+    let even = k.and(down, OFFSETS);
+    let up = k.shl(word, 2u32);
+    let odd = k.and(up, OFFSETS);
+    std::array::from_fn(|c| {
+        let (q, offsets) = (c as u32 / 2, if c % 2 == 0 { even } else { odd });
+        let at = k.prmt(offsets, table, 0x7650 | q);
+        k.ld_shared::<F32>(at, 0)
+    })
 }
 
 /// Splits the row's bytes inside the window into head / 16-byte body / tail (`k % 32 ≠ 0`):

@@ -13,6 +13,7 @@
 //! | [`BACKWARD_GEMV_SPLIT_ENTRY`] | slice `ctaid.y` of the rows of `W` into f32 partials | `g_c, packed, <absmax>, partials, m, slice_rows` |
 //! | [`BACKWARD_GEMV_REDUCE_ENTRY`] | `G_A` = the slices' partials summed in order | `partials, g_a, m, slices` |
 //! | [`GEMM_SPLIT_ENTRY`] | K slice `ctaid.z` of the tiled forward into f32 partials | `a, packed, <absmax>, partials, m, slice_k` |
+//! | [`GEMM_TALL_SPLIT_ENTRY`] | the same on 128-row tiles ([`has_gemm_tall_split`]) | `a, packed, <absmax>, partials, m, slice_k` |
 //! | [`GEMM_REDUCE_ENTRY`] | `C` = the K slices' partials summed in order | `partials, c, m, slices` |
 //!
 //! The backward GEMV's grid, `⌈k / cols⌉` blocks of 512 columns, is small (8 at `k = 4096`):
@@ -33,7 +34,8 @@
 //! Tensor cores: for f16/bf16 on targets with [`tensor_cores`] (sm_80+) the two tiled GEMMs
 //! are built by `gemm_tc` and `backward_tc` instead (same entry names, parameters, grid and
 //! block; `gemm_tc` also builds [`GEMM_TALL_ENTRY`], the forward on 128-row tiles, which the
-//! launcher runs unsplit above 64 rows so each dequantised B fragment serves twice the rows):
+//! launcher runs above 64 rows so each dequantised B fragment serves twice the rows, split
+//! over K as [`GEMM_TALL_SPLIT_ENTRY`]):
 //! activations by a 3-stage `cp.async` ring into padded shared memory and `ldmatrix`,
 //! packed codes by `cp.async` into shared memory (`code_stage`: whole chunks, or the aligned
 //! words covering rows that are not 4-byte multiples) and dequantised in registers straight
@@ -84,6 +86,7 @@ mod absmax_stage;
 mod absmax_window;
 mod backward;
 mod backward_gemv;
+mod backward_gemv_words;
 mod backward_tc;
 mod code_stage;
 mod gemm;
@@ -129,6 +132,9 @@ pub const BACKWARD_GEMV_SPLIT_ENTRY: &str = "nf4_backward_gemv_split";
 pub const BACKWARD_GEMV_REDUCE_ENTRY: &str = "nf4_backward_gemv_reduce";
 /// Entry name of one K slice of the split tiled forward (f32 partial `C` tiles).
 pub const GEMM_SPLIT_ENTRY: &str = "nf4_gemm_split";
+/// Entry name of the tiled forward's K slices on 128-row tiles (modules with
+/// [`GEMM_TALL_ENTRY`]).
+pub const GEMM_TALL_SPLIT_ENTRY: &str = "nf4_gemm_tall_split";
 /// Entry name of the pass adding the split forward's K slices into `C`.
 pub const GEMM_REDUCE_ENTRY: &str = "nf4_gemm_reduce";
 pub use backward_gemv::cols as backward_gemv_cols;
@@ -166,6 +172,14 @@ pub const TILE_M_TALL: u32 = 128;
 /// rows).
 pub fn has_gemm_tall(cfg: &Nf4Config) -> bool {
     matches!(cfg.dtype, DType::F16 | DType::BF16) && tensor_cores(cfg)
+}
+
+/// Whether the module has [`GEMM_TALL_SPLIT_ENTRY`]: with [`GEMM_TALL_ENTRY`], except under
+/// double quantisation with `k % block ≠ 0` (the ring's shared absmax staging), where at the
+/// 80-register cap that keeps 3 blocks per SM ptxas spills 4 bytes on sm_90 (the split's
+/// slice bounds are live beside the staging's addresses); those splits keep 64-row tiles.
+pub fn has_gemm_tall_split(cfg: &Nf4Config) -> bool {
+    has_gemm_tall(cfg) && (!cfg.double_quant || cfg.k.is_multiple_of(cfg.block))
 }
 
 /// An unsigned byte: the element type of packed codes and double-quantised absmax codes. Loaded
@@ -296,6 +310,9 @@ where
     module.push(gemm_tc::build::<T>(cfg));
     module.push(gemm_tc::build_tall::<T>(cfg));
     module.push(gemm_tc::build_split::<T>(cfg));
+    if has_gemm_tall_split(cfg) {
+        module.push(gemm_tc::build_tall_split::<T>(cfg));
+    }
     push_gemm_reduce::<T>(module, cfg);
     module.push(backward_tc::build::<T>(cfg));
     push_backward_gemv::<T>(module, cfg);
