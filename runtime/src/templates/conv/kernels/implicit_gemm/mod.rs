@@ -241,11 +241,12 @@ pub(crate) fn build<T: ConvElem + SlabStaged>(
 pub(crate) fn channels_last_available(cfg: &Conv2dConfig) -> bool {
     let halves = matches!(cfg.dtype, DType::F16 | DType::BF16);
     let chunk = CHUNK_BYTES / 2;
-    let cg = cfg.in_channels / cfg.groups;
+    let cg = cfg.in_per_group();
     available(cfg)
         && halves
         && cfg.layout == Layout::Nchw
         && cfg.kernel_w > 1
+        && cg > 0
         && cg.is_multiple_of(chunk)
         && cfg.in_channels.is_multiple_of(chunk)
 }
