@@ -7,11 +7,11 @@ use super::plan::TcPlan;
 use crate::builder::{KernelBuilder, Pred, Reg, F32, U32, U64};
 use crate::ir::CacheLevel;
 
-/// One round of this thread's chunks of a tile: chunk `c = tid + i · threads` of a
-/// `rows × D` tile sits at row `c / C`, column `E · (c mod C)` (`E` elements per 16-byte chunk,
-/// `C = D / E` chunks per row). When `C` divides
-/// the thread count (every head_dim but 96) all rounds share round 0's registers and differ by
-/// constants, so the copy geometry costs three registers for the whole kernel.
+/// One round of this thread's chunks of a tile of `C = D / E` 16-byte chunks per row (`E`
+/// elements per chunk): a round copies `R` whole rows ([`Round`]), thread `t` the chunk
+/// [`deal`] gives it, so every round's chunk is round 0's `i · R` rows on: all rounds share
+/// round 0's registers and differ by constants, and the copy geometry costs three registers for
+/// the whole kernel.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct ChunkPlace {
     row: Reg<U32>,
@@ -21,8 +21,81 @@ pub(super) struct ChunkPlace {
     /// Constant rows and bytes added to `row` and `shared_offset`.
     row_delta: u32,
     offset_delta: u32,
-    /// `c < rows · D / 8` when the last round of chunks does not fill the block.
+    /// Whether this thread has a chunk in the round, when some thread has none (threads past
+    /// `R · C`, rows past the tile in its last round).
     in_tile: Option<Pred>,
+}
+
+/// How one round deals its chunks ([`deal`]).
+#[derive(Debug, Clone, Copy)]
+struct Round {
+    /// Rows `R` it covers.
+    rows: u32,
+    /// Whether the last four chunks of rows `r` and `r + 4` share a quarter-warp.
+    paired_tails: bool,
+}
+
+impl Round {
+    /// As many rows as the threads allow; a multiple of 8 when `C ≡ 4 (mod 8)` and the threads
+    /// cover 8 rows (the paired deal), else row-major.
+    fn new(per_row: u32, threads: u32) -> Self {
+        let rows = threads / per_row;
+        assert!(
+            rows > 0,
+            "{threads} threads cannot deal whole rows of {per_row} chunks"
+        );
+        if per_row % 8 == 4 && rows >= 8 {
+            Self {
+                rows: rows / 8 * 8,
+                paired_tails: true,
+            }
+        } else {
+            Self {
+                rows,
+                paired_tails: false,
+            }
+        }
+    }
+}
+
+/// Thread `t`'s `(row, chunk)` in round 0 (`R` rows of `C` chunks), dealt so that each
+/// quarter-warp's 16-byte shared writes (one phase of `cp.async`, `ld/st.shared.v4`) are
+/// conflict-free. A padded row is `C + 1` four-bank groups long, so chunk `(r, j)` starts in
+/// group `(r·(C + 1) + j) mod 8`. `C` is 4, 8, 12, 16, 24, 32 or 64 (`D` ∈ {32, 64, 96, 128,
+/// 256} in 2 or 4 bytes): each row's first `8·⌊C / 8⌋` chunks are dealt row-major, eight
+/// consecutive chunks of one row per quarter-warp (eight groups); when `C ≡ 4 (mod 8)`, the
+/// last four chunks of rows `r` and `r + 4` (within each 8 rows) go to one quarter-warp, their
+/// groups `4·(C + 1) ≡ 4 (mod 8)` apart, so disjoint. Dealt row-major instead, a quarter-warp
+/// straddling two rows would put two chunks in one group (`D = 96` halves measured 1.333
+/// wavefronts per fewest, `D = 32` 2.000); blocks of fewer than `8 · C` threads keep it.
+/// Threads past `R · C` get a row past `R`.
+fn deal(k: &mut KernelBuilder, tid: Reg<U32>, per_row: u32, round: Round) -> (Reg<U32>, Reg<U32>) {
+    let heads = per_row / 8 * 8;
+    if !round.paired_tails {
+        return (k.div_int(tid, per_row), k.rem(tid, per_row));
+    }
+    assert_eq!(per_row - heads, 4, "rows are whole 64-byte runs");
+    let dealt_heads = round.rows * heads;
+    let tail = k.sub(tid, dealt_heads);
+    let quarter = k.shr(tail, 3u32);
+    let in_quarter = k.and(tail, 7u32);
+    let eight = k.shr(quarter, 2u32);
+    let pair = k.and(quarter, 3u32);
+    let lower = k.mad_lo(eight, 8u32, pair);
+    let second = k.shr(in_quarter, 2u32);
+    let tail_row = k.mad_lo(second, 4u32, lower);
+    let tail_chunk = k.and(in_quarter, 3u32);
+    let tail_chunk = k.add(tail_chunk, heads);
+    if heads == 0 {
+        return (tail_row, tail_chunk);
+    }
+    let head = k.setp_lt(tid, dealt_heads);
+    let head_row = k.div_int(tid, heads);
+    let head_chunk = k.rem(tid, heads);
+    (
+        k.selp(head_row, tail_row, head),
+        k.selp(head_chunk, tail_chunk, head),
+    )
 }
 
 /// This thread's chunk rounds of a tile of `rows` rows.
@@ -33,27 +106,20 @@ pub(super) fn chunk_places(
     rows: u32,
 ) -> Vec<ChunkPlace> {
     let per_row = plan.chunks_per_row();
-    let total = rows * per_row;
     let threads = plan.threads;
-    let place = |k: &mut KernelBuilder, c: Reg<U32>| {
-        let row = k.div_int(c, per_row);
-        let chunk = k.rem(c, per_row);
-        let col = k.shl(chunk, plan.chunk_elems().trailing_zeros());
-        let chunk_bytes = k.shl(chunk, 4u32);
-        let shared_offset = k.mad_lo(row, plan.row_bytes(), chunk_bytes);
-        (row, col, shared_offset)
-    };
-    let uniform = threads.is_multiple_of(per_row);
-    let first = place(k, tid);
-    (0..total.div_ceil(threads))
+    let round = Round::new(per_row, threads);
+    let rows_per_round = round.rows;
+    let idle = rows_per_round * per_row < threads;
+    let (row, chunk) = deal(k, tid, per_row, round);
+    let col = k.shl(chunk, plan.chunk_elems().trailing_zeros());
+    let chunk_bytes = k.shl(chunk, 4u32);
+    let shared_offset = k.mad_lo(row, plan.row_bytes(), chunk_bytes);
+    (0..rows.div_ceil(rows_per_round))
         .map(|i| {
-            let c = k.add(tid, i * threads);
-            let in_tile = ((i + 1) * threads > total).then(|| k.setp_lt(c, total));
-            let ((row, col, shared_offset), row_delta) = if uniform {
-                (first, i * threads / per_row)
-            } else {
-                (place(k, c), 0)
-            };
+            let row_delta = i * rows_per_round;
+            // Round 0's rows below this bound have a chunk in round `i`.
+            let bound = rows_per_round.min(rows - row_delta);
+            let in_tile = (idle || bound < rows_per_round).then(|| k.setp_lt(row, bound));
             ChunkPlace {
                 row,
                 col,
@@ -167,14 +233,14 @@ pub(super) fn copy_kv_tile<T: TcElem>(
 struct Stream {
     /// Global address of this thread's round-0 chunk in key row 0 of the head.
     lane: Reg<U64>,
-    /// Bytes from one round's chunk to the next: `threads / C` rows.
+    /// Bytes from one round's chunk to the next: `R` rows ([`Round`]).
     round: Reg<U64>,
     /// Elements from one KV tile to the next: `block_n` rows.
     tile_elems: Reg<U32>,
 }
 
-/// This thread's K and V sources for whole KV tiles, set up once per kernel. When `C` divides
-/// the thread count every chunk round shares round 0's registers ([`ChunkPlace`]), so the round
+/// This thread's K and V sources for whole KV tiles, set up once per kernel. Every chunk round
+/// shares round 0's registers ([`ChunkPlace`]), so the round
 /// `i` chunk of tile `t` sits at `lane + t · tile_elems · E_bytes + i · round`: a whole tile
 /// costs one pointer per tensor, then one add and one `cp.async` per round (the general
 /// [`copy_kv_tile`] spends a bounds check, a row and an address per chunk).
@@ -187,20 +253,16 @@ pub(super) struct KvStreams {
 }
 
 impl KvStreams {
-    /// The streams, or `None` when the chunk rounds do not share registers (`D = 96`).
+    /// The streams of the kernel's K and V heads.
     pub fn new<T: TcElem>(
         k: &mut KernelBuilder,
         plan: &TcPlan,
         chunks: &[ChunkPlace],
         p: &Params<T, F32>,
         heads: &HeadOffsets,
-    ) -> Option<Self> {
-        let per_row = plan.chunks_per_row();
-        if !plan.threads.is_multiple_of(per_row) {
-            return None;
-        }
-        let first = chunks.first()?;
-        let rows_per_round = plan.threads / per_row;
+    ) -> Self {
+        let first = chunks.first().expect("a tile has chunks");
+        let rows_per_round = Round::new(plan.chunks_per_row(), plan.threads).rows;
         let stream = |k: &mut KernelBuilder, head: Reg<U64>, seq_stride: Reg<U32>| {
             let elem = k.mad_lo(first.row, seq_stride, first.col);
             let offset = k.mul_wide(elem, T::BYTES);
@@ -215,11 +277,11 @@ impl KvStreams {
         let k_stream = stream(k, heads.k_head, k_seq);
         let v_seq = p.v_layout.seq(k);
         let v_stream = stream(k, heads.v_head, v_seq);
-        Some(Self {
+        Self {
             k: k_stream,
             v: v_stream,
             full_tiles: k.shr(p.seq_kv, plan.block_n.trailing_zeros()),
-        })
+        }
     }
 }
 
@@ -264,23 +326,18 @@ pub(super) fn copy_kv_tile_fast<T: TcElem>(
     k: &mut KernelBuilder,
     plan: &TcPlan,
     chunks: &[ChunkPlace],
-    streams: Option<&KvStreams>,
+    streams: &KvStreams,
     p: &Params<T, F32>,
     heads: &HeadOffsets,
     shared: Reg<U32>,
     tile: Reg<U32>,
 ) {
-    match streams {
-        Some(streams) => {
-            let full = k.setp_lt(tile, streams.full_tiles);
-            k.if_else(
-                full,
-                |k| copy_full_kv_tile::<T>(k, plan, chunks, streams, shared, tile),
-                |k| copy_kv_tile(k, plan, chunks, p, heads, shared, tile),
-            );
-        }
-        None => copy_kv_tile(k, plan, chunks, p, heads, shared, tile),
-    }
+    let full = k.setp_lt(tile, streams.full_tiles);
+    k.if_else(
+        full,
+        |k| copy_full_kv_tile::<T>(k, plan, chunks, streams, shared, tile),
+        |k| copy_kv_tile(k, plan, chunks, p, heads, shared, tile),
+    );
 }
 
 /// Flips the sign of every Q element this thread copied (its chunks of the Q tile, after its

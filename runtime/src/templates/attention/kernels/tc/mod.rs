@@ -72,7 +72,6 @@ pub(super) fn forward_kernel<T: TcElem>(cfg: &AttentionConfig) -> KernelBuilder 
     let q_chunks = chunk_places(&mut k, &plan, lane.tid, plan.block_m);
     let kv_chunks = chunk_places(&mut k, &plan, lane.tid, plan.block_n);
     let streams = KvStreams::new(&mut k, &plan, &kv_chunks, &params, &heads);
-    let streams = streams.as_ref();
 
     k.comment("prologue: the Q tile with KV tile 0, then KV tiles 1 .. R - 1, a group each");
     copy_q_tile(&mut k, &q_chunks, &params, &heads, lane.tile_start, shared);
@@ -81,7 +80,9 @@ pub(super) fn forward_kernel<T: TcElem>(cfg: &AttentionConfig) -> KernelBuilder 
         let tile = k.var::<U32>(i);
         let present = k.setp_lt(tile, tiles);
         k.if_then(present, |k| {
-            copy_kv_tile_fast(k, &plan, &kv_chunks, streams, &params, &heads, shared, tile);
+            copy_kv_tile_fast(
+                k, &plan, &kv_chunks, &streams, &params, &heads, shared, tile,
+            );
         });
         k.cp_async_commit();
     }
@@ -119,7 +120,9 @@ pub(super) fn forward_kernel<T: TcElem>(cfg: &AttentionConfig) -> KernelBuilder 
         let next = k.add(tile, ahead);
         let more = k.setp_lt(next, tiles);
         k.if_then(more, |k| {
-            copy_kv_tile_fast(k, &plan, &kv_chunks, streams, &params, &heads, shared, next);
+            copy_kv_tile_fast(
+                k, &plan, &kv_chunks, &streams, &params, &heads, shared, next,
+            );
         });
         k.cp_async_commit();
         let slot = plan.kv_slot(k, tile);
