@@ -18,6 +18,9 @@ fn tensor_core_configs() -> Vec<MoeConfig> {
     for (ffn, hidden, expert_dim) in [
         (Ffn::Swiglu, 128, 256),
         (Ffn::Linear, 40, 136),
+        // The benchmark's sampled Mixtral up-projection: short, fully unrolled K loops.
+        (Ffn::Linear, 128, 128),
+        (Ffn::Linear, 256, 128),
         // Mixtral's sizes: long reduction loops that ptxas unrolls only in part.
         (Ffn::Swiglu, 4096, 14336),
     ] {
