@@ -59,7 +59,8 @@ use super::{MoeShape, EXPERT_SWIGLU_DOWN, EXPERT_SWIGLU_UP};
 /// Threads per tensor-core expert-GEMM block (every geometry: 4 warps).
 pub const TC_THREADS: u32 = tile::THREADS;
 
-/// Rows per work item when the tensor-core entries take the 128-row tiles ([`wide`]).
+/// Rows per work item when the tensor-core entries take the 128-row tiles (see
+/// [`item_rows`](super::item_rows)).
 pub const WIDE_ITEM_ROWS: u32 = Geometry::WIDE.block_m();
 
 const _: () = assert!(
