@@ -174,13 +174,15 @@ fn assert_rounding_conflict_free(launches: &[(LaunchRecord, u64)]) {
 
 /// bf16 SwiGLU experts on `mma.m16n8k16`: held to their measured cost (56.1 / 26.0 before
 /// the hoisted ring addressing, the epilogue's per-column tests and shared row address, and
-/// the SwiGLU product formed only for stored outputs).
+/// the SwiGLU product formed only for stored outputs; 38.4 / 20.8 on the 64 × 64 tile with
+/// 64-row items, 40.7 / 21.9 on the 128-row tiles (128 × 64 for both entries here), whose
+/// items leave about half of each block's rows empty on these 64-row bins).
 #[test]
 fn half_gemm_cost() {
     let launches = expert_launches::<bf16>(&swiglu(DType::BF16, false), 256, bf16::from_f32);
     let bounds = [
-        ("moe_expert_swiglu_up", 38.5),
-        ("moe_expert_swiglu_down", 21.0),
+        ("moe_expert_swiglu_up", 40.8),
+        ("moe_expert_swiglu_down", 22.0),
     ];
     assert_within("swiglu bf16", &launches, &bounds);
 }

@@ -3,6 +3,7 @@
 //! before any launch.
 
 use half::bf16;
+use ptxforge_runtime::arch::Arch;
 use ptxforge_runtime::launch::{
     Backend, DeviceBuffer, LaunchConfig, LaunchError, ParamKind, RecordedLaunch, RecordingBackend,
     ScalarKind,
@@ -68,7 +69,9 @@ fn dims(config: LaunchConfig) -> Dims {
     ([g.x, g.y, g.z], [b.x, b.y, b.z])
 }
 
-/// Every recorded launch passes arguments of the kinds its entry declares.
+/// Every recorded launch passes arguments of the kinds its entry declares, and the dynamic
+/// shared memory its entry was built for (the 128-row tiles' rings; 0 for static-only
+/// entries).
 fn assert_args_match(compiled: &CompiledFamily, launches: &[RecordedLaunch]) {
     for launch in launches {
         let entry = compiled
@@ -86,6 +89,11 @@ fn assert_args_match(compiled: &CompiledFamily, launches: &[RecordedLaunch]) {
         if let Some(block) = entry.required_block {
             assert_eq!(dims(launch.config).1, block, "block of {}", launch.entry);
         }
+        assert_eq!(
+            launch.config.dynamic_shared_bytes, entry.max_dynamic_shared_bytes,
+            "dynamic shared memory of {}",
+            launch.entry
+        );
     }
 }
 
@@ -120,8 +128,9 @@ fn forward_launches_every_phase_in_order_with_its_grid() {
             (GATING, ([1, 1, 1], [128, 1, 1])), // 8 experts: a thread per token
             (PERMUTE, ([1, 1, 1], [256, 1, 1])), // 8 experts: one block for all
             (SCHEDULE, ([1, 1, 1], [32, 1, 1])),
-            // 8 bins of ≤ 32 rows: at most one row tile each; bf16 on sm_80 with H and F
-            // multiples of 8: the tensor-core GEMMs, 4 warps per block.
+            // 8 bins of ≤ 32 rows: at most one 128-row tile each; bf16 on sm_80 with H and
+            // F multiples of 8: the tensor-core GEMMs, 4 warps per block, 128 × 64 tiles
+            // (up: two weight sets; down: N = 64).
             (EXPERT_SWIGLU_UP, ([8, 2, 1], [128, 1, 1])),
             (EXPERT_SWIGLU_DOWN, ([8, 1, 1], [128, 1, 1])),
             // 16 tokens per block (top-2): ceil(100 / 16).
@@ -129,11 +138,19 @@ fn forward_launches_every_phase_in_order_with_its_grid() {
         ]
     );
     assert_args_match(&compiled, &launches);
-    assert!(launches.iter().all(|l| l.config.dynamic_shared_bytes == 0));
+    // Up's rings (3 stages of 128 + 64 + 64 rows of 80 bytes) exceed the static 48 KiB;
+    // down's (128 + 64 rows) do not.
+    let shared: Vec<u32> = launches
+        .iter()
+        .map(|l| l.config.dynamic_shared_bytes)
+        .collect();
+    assert_eq!(shared, [0, 0, 0, 3 * 256 * 80, 0, 0]);
 }
 
 /// Dropless (the default): the grouped GEMM grid is bounded by the routed rows, not by
-/// `E · ceil(T / 64)`: 200 rows in 8 bins need at most `(200 + 63 · 8) / 64 = 11` row tiles.
+/// `E · ceil(T / 128)`: 200 rows in 8 bins of 128-row tiles need at most `min(8 · ceil(100 /
+/// 128), (200 + 127 · 8) / 128) = 8` row tiles (11 with the 64-row tiles of the CUDA-core
+/// entries, sm_75).
 #[test]
 fn dropless_grid_is_bounded_by_the_routed_rows() {
     let cfg = MoeConfig {
@@ -148,7 +165,7 @@ fn dropless_grid_is_bounded_by_the_routed_rows() {
     assert_eq!((launch.shape().capacity, launch.shape().rows), (100, 200));
     let ws = launch.workspace::<bf16>().unwrap();
     assert_eq!(ws.expert_out.len(), 200 * 64);
-    assert_eq!(ws.work_items.len(), 2 * 11);
+    assert_eq!(ws.work_items.len(), 2 * 8);
     launch
         .forward_with(&ws, &i.x, &i.logits, swiglu(&i), &i.out)
         .unwrap();
@@ -157,8 +174,15 @@ fn dropless_grid_is_bounded_by_the_routed_rows() {
         .iter()
         .find(|l| l.entry == EXPERT_SWIGLU_UP)
         .unwrap();
-    assert_eq!(dims(up.config).0, [11, 2, 1]);
+    assert_eq!(dims(up.config).0, [8, 2, 1]);
     assert_args_match(&compiled, &launches);
+    let cuda_cores = MoeConfig {
+        arch: Arch::Sm75,
+        ..cfg
+    };
+    let compiled = cuda_cores.compile().unwrap();
+    let launch = MoeLaunch::new(&cuda_cores, &dev, &compiled.ptx, tokens).unwrap();
+    assert_eq!(launch.workspace::<bf16>().unwrap().work_items.len(), 2 * 11);
 }
 
 #[test]
@@ -185,8 +209,8 @@ fn linear_forward_uses_the_linear_entry() {
     );
     // Permute: a block per group of 32 experts.
     assert_eq!(dims(launches[1].config).0, [2, 1, 1]);
-    // 64 experts × 1 slot tile, ceil(200 / 64) = 4 column tiles.
-    assert_eq!(dims(launches[3].config).0, [64, 4, 1]);
+    // 64 experts × 1 slot tile, ceil(200 / 128) = 2 column tiles of the 128 × 128 tile.
+    assert_eq!(dims(launches[3].config).0, [64, 2, 1]);
     // 16 tokens per unpermute block (top-6 → 96 pairs staged), whole rows: ceil(333 / 16).
     assert_eq!(dims(launches[4].config).0, [21, 1, 1]);
     assert_args_match(&compiled, &launches);

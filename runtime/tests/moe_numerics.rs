@@ -88,6 +88,10 @@ enum Logits {
     /// Token `t` prefers expert `t mod E` (logit 2), then `t + 1 mod E` (logit 1): every expert
     /// gets the same number of pairs.
     Balanced,
+    /// Expert `e` is the first choice (logit 4, the rest 0) of `counts[e]` tokens, interleaved
+    /// (token `t` goes to the expert with the most of its share still unassigned, the lower
+    /// index on ties): with `top_k = 1` the bins hold exactly `counts` (`Σ counts = T`).
+    Routed { counts: &'static [u32] },
 }
 
 /// Rounds f64 test data to `T` and returns both the device copy and what the reference sees.
@@ -151,6 +155,7 @@ fn run_case_on<T: TestFloat>(
                 }
             })
             .collect(),
+        Logits::Routed { counts } => routed_logits(counts, e),
         _ => rng.vec_f64(t * e, -4.0, 4.0),
     };
     if let Logits::Skewed { expert, bias } = logits_kind {
@@ -490,6 +495,79 @@ fn unpermute_wide_rows_and_many_choices() {
         ..MoeConfig::new(300, 260, 2, 3)
     };
     run_case::<f64>(many, 3, Logits::Random, 142);
+}
+
+/// [`Logits::Routed`]'s logits `[Σ counts, experts]`.
+fn routed_logits(counts: &[u32], experts: usize) -> Vec<f64> {
+    let mut left = counts.to_vec();
+    let tokens: u32 = counts.iter().sum();
+    let mut logits = vec![0.0; tokens as usize * experts];
+    for row in logits.chunks_mut(experts) {
+        let (e, _) = left
+            .iter()
+            .enumerate()
+            .rev()
+            .max_by_key(|(_, &n)| n)
+            .expect("experts");
+        left[e] -= 1;
+        row[e] = 4.0;
+    }
+    logits
+}
+
+/// The 128-row tensor-core tiles' edges (f16/bf16, `H` and `F` multiples of 8, not of 32, so
+/// the last K tile is cut by the column test): bins of 150 rows (a full 128-row item and one
+/// of 22 rows), 0, 1, 129 (an item of one row) and 40 rows, top-1; output widths 200
+/// (128 × 128 tiles: the second column tile 72 wide) and 136 (128 × 64: the third 8 wide);
+/// dropless, capacity-limited below the largest bins (`C = 128`: 22 and 1 rows dropped) and
+/// above them (`C = 192`: padded capacity). Checks the grids the launches used, so the wide
+/// tiles are what ran.
+#[test]
+fn wide_tiles_edges() {
+    const COUNTS: &[u32] = &[150, 0, 1, 129, 40];
+    let tokens: u32 = COUNTS.iter().sum();
+    let routed = Logits::Routed { counts: COUNTS };
+    let shapes = [(Ffn::Linear, 136, 200), (Ffn::Swiglu, 200, 136)];
+    for (i, (ffn, hidden, expert_dim)) in shapes.into_iter().enumerate() {
+        for (j, capacity_factor) in [None, Some(2.0), Some(3.0)].into_iter().enumerate() {
+            let cfg = MoeConfig {
+                ffn,
+                capacity_factor,
+                arch: [Arch::Sm80, Arch::Sm90][j % 2],
+                ..MoeConfig::new(5, 1, hidden, expert_dim)
+            };
+            let seed = 960 + 3 * i as u64 + j as u64;
+            let case = if (i + j) % 2 == 0 {
+                run_case_on::<f16>(device(), cfg, tokens, routed, seed)
+            } else {
+                run_case_on::<bf16>(device(), cfg, tokens, routed, seed)
+            };
+            let capacity = u32::try_from(cfg.capacity(tokens)).expect("capacity");
+            let kept: Vec<u32> = COUNTS.iter().map(|&c| c.min(capacity)).collect();
+            assert_eq!(case.counts, kept, "{cfg:?}: counts");
+            let items: u32 = kept.iter().map(|c| c.div_ceil(128)).sum();
+            for rec in case
+                .log
+                .iter()
+                .filter(|r| r.entry.starts_with("moe_expert"))
+            {
+                let (width, _) = expert_dims(&cfg, &rec.entry);
+                let tile_n = match (rec.entry.as_str(), width) {
+                    ("moe_expert_swiglu_up", _) | (_, 136) => 64,
+                    _ => 128,
+                };
+                let grid = rec.config.grid;
+                assert_eq!(
+                    (grid.y, rec.config.block.x),
+                    (width.div_ceil(tile_n), 128),
+                    "{cfg:?} {}",
+                    rec.entry
+                );
+                assert!(grid.x >= items, "{cfg:?} {}: {} blocks", rec.entry, grid.x);
+                assert!(rec.counters.mma_instructions > 0, "{}: no mma", rec.entry);
+            }
+        }
+    }
 }
 
 /// Output width and reduction length of expert entry `entry`: `(F, H)` for linear and SwiGLU

@@ -15,7 +15,15 @@ use ptxforge_runtime::templates::KernelFamily;
 
 fn tensor_core_configs() -> Vec<MoeConfig> {
     let mut out = Vec::new();
-    for (ffn, hidden, expert_dim) in [(Ffn::Swiglu, 128, 256), (Ffn::Linear, 40, 136)] {
+    for (ffn, hidden, expert_dim) in [
+        (Ffn::Swiglu, 128, 256),
+        (Ffn::Linear, 40, 136),
+        // The benchmark's sampled Mixtral up-projection: short, fully unrolled K loops.
+        (Ffn::Linear, 128, 128),
+        (Ffn::Linear, 256, 128),
+        // Mixtral's sizes: long reduction loops that ptxas unrolls only in part.
+        (Ffn::Swiglu, 4096, 14336),
+    ] {
         // f32 with `allow_tf32`: tf32 `mma.m16n8k8`.
         for dtype in [DType::F16, DType::BF16, DType::F32] {
             for arch in [Arch::Sm80, Arch::Sm90] {

@@ -1,7 +1,11 @@
-//! The 64 × 64 tensor-core block tile shared by the families whose GEMMs have both operands
-//! contiguous along the reduction (conv's implicit GEMM, MoE's expert GEMMs): `C [64, 64] +=
-//! A [64, K] · Bᵀ` with `B [64, K]` stored n-major, f16/bf16 inputs (or f32 inputs on tf32
-//! tensor cores, see [`tf32`]), f32 accumulators.
+//! The tensor-core block tile shared by the families whose GEMMs have both operands
+//! contiguous along the reduction (conv's implicit GEMM, MoE's expert GEMMs): `C [M, N] +=
+//! A [M, K] · Bᵀ` with `B [N, K]` stored n-major, f16/bf16 inputs (or f32 inputs on tf32
+//! tensor cores, see [`tf32`]), f32 accumulators. Its shape is a [`Geometry`]: the 64 × 64
+//! tile of the constants below ([`Geometry::SQUARE`], conv and NF4, and every tf32 user), or
+//! the 128-row tiles of MoE's f16/bf16 expert GEMMs ([`Geometry::WIDE`], 128 × 128 with
+//! 64 × 64 warp quadrants, and [`Geometry::TALL`], 128 × 64), which read half the shared
+//! memory per `mma`. The `_in` functions take the geometry; the others are the 64 × 64 tile.
 //!
 //! The geometry is fixed in **bytes**, so one layout serves every element width
 //! ([`TileElem`]): a stage row holds 64 bytes of K (32 halves or 16 f32) padded to 80 bytes,
@@ -9,7 +13,8 @@
 //! elements. The constants below without a `_BYTES` suffix are the f16/bf16 values.
 //!
 //! - **Block**: [`THREADS`] threads = 4 warps as 2 × 2; each warp owns a 32 × 32 quadrant as
-//!   [`WARP_M_TILES`] × [`WARP_N_TILES`] `m16n8k16` accumulators.
+//!   [`WARP_M_TILES`] × [`WARP_N_TILES`] `m16n8k16` accumulators (64 × 64 as 4 × 8 in
+//!   [`Geometry::WIDE`], 64 × 32 as 4 × 4 in [`Geometry::TALL`]).
 //! - **Shared layout**: both operand tiles are stored `[row][k]`, [`TILE_K`] deep, rows padded
 //!   to [`ROW`] elements (80 bytes): the eight 16-byte rows one `ldmatrix` phase reads start
 //!   20 words apart, in distinct bank groups, so every request is conflict-free.
@@ -24,14 +29,16 @@
 //!   `ldmatrix.x4.trans`: each 8 × 8 block stored `[k][row]` lands transposed, lane `l`
 //!   holding row `l / 4`, reduction pair `2·(l % 4)`, which is the A fragment (rows are
 //!   `m`) or the B fragment (rows are `n`) of `mma.m16n8k16` ([`multiply_staged_tile`]).
-//! - **Pipeline** ([`run_ring`]): [`STAGES`] ring slots; K tiles `t + 1` and `t + 2` are being
+//! - **Pipeline** ([`run_ring`], [`run_ring_of`] for a geometry's own depth): [`STAGES`] ring
+//!   slots; K tiles `t + 1` and `t + 2` are being
 //!   filled by `cp.async` while `t` is multiplied. Each step waits for its own group
 //!   (`wait_group STAGES − 2`), synchronises, refills the slot freed by the previous step and
 //!   commits one group even when empty, so the group count stays uniform.
 //!
 //! Callers fill a ring slot themselves (their addressing differs: im2col, gathered tokens) in
 //! chunks of [`CHUNK`] elements, at byte offset [`chunk_slot_bytes`] of the stage, or in
-//! narrower pieces at [`piece_slot_bytes`]; a piece of a row-major source with rows of `len`
+//! narrower pieces at [`piece_slot_bytes`] ([`Geometry::piece_slot_bytes`] for other
+//! geometries: the same dealing, only the rows per stage change); a piece of a row-major source with rows of `len`
 //! elements is one [`staging::copy_piece`] of [`staging::copy_elems`]`(len)` elements (zero
 //! past `len`, so the mma adds nothing for the reduction's ragged end).
 //!
@@ -82,6 +89,160 @@ pub const K_ROW_BYTES: u32 = TILE_M * 2 + CHUNK_BYTES;
 
 const _: () = assert!(TILE_M == TILE_N && TILE_K * K_ROW_BYTES <= STAGE_BYTES);
 
+/// A block tile's shape: warps along each output dimension, each warp's accumulators and the
+/// ring's depth. Everything else — the 80-byte stage rows, the 16-byte copies, the fragments'
+/// byte offsets — is the same for every geometry, so one layout and one set of copy and
+/// fragment helpers serve them all; a geometry only changes how many rows an operand stage
+/// holds, which quadrant a warp owns and how many slots the ring has.
+///
+/// Shared-memory traffic per `mma` (the limit of a tensor-core tile once its copies are
+/// asynchronous): a warp quadrant of `m16 × n8` tiles `wm × wn` reads `4·wm + 2·wn` 8 × 8
+/// matrices per 16-deep slice for `wm · wn` mma, and the block's copies write
+/// `(block_m + block_n) · 32` bytes (128 bytes a wavefront) per slice for `warps · wm · wn`
+/// mma.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Geometry {
+    /// Warps along the output rows.
+    pub warps_m: u32,
+    /// Warps along the output columns (a power of two).
+    pub warps_n: u32,
+    /// `m16` accumulator tiles per warp.
+    pub warp_m_tiles: u32,
+    /// `n8` accumulator tiles per warp (even: B fragments come in `ldmatrix.x4` pairs).
+    pub warp_n_tiles: u32,
+    /// Ring slots.
+    pub stages: u32,
+}
+
+impl Geometry {
+    /// The 64 × 64 tile of the constants above: 4 warps as 2 × 2 quadrants of 32 × 32
+    /// (2 × 4 accumulators), 3 stages; 2 matrices read per mma plus 1 wavefront of copies.
+    pub const SQUARE: Self = Self {
+        warps_m: 2,
+        warps_n: 2,
+        warp_m_tiles: WARP_M_TILES,
+        warp_n_tiles: WARP_N_TILES,
+        stages: STAGES,
+    };
+
+    /// 128 × 128: 4 warps as 2 × 2 quadrants of 64 × 64 (4 × 8 accumulators, 128 f32
+    /// registers a thread), 3 stages (60 KiB of rings: dynamic shared memory). Per 16-deep
+    /// slice a warp reads 4 A and 4 B `ldmatrix.x4` (32 matrices) for 32 mma, 1.0 per mma,
+    /// and the copies write 0.5 wavefronts per mma: half of [`Self::SQUARE`]'s traffic.
+    pub const WIDE: Self = Self {
+        warps_m: 2,
+        warps_n: 2,
+        warp_m_tiles: 4,
+        warp_n_tiles: 8,
+        stages: 3,
+    };
+
+    /// 128 × 64 for two B operands that share the A tile (two accumulator sets: 2 × 64 f32
+    /// registers a thread, as [`Self::WIDE`]'s one set): 4 warps as 2 × 2 quadrants of
+    /// 64 × 32 (4 × 4 accumulators per set). Per slice a warp reads 4 A and 2 + 2 B
+    /// `ldmatrix.x4` for 32 mma (1.0 per mma) and the copies write 128 + 64 + 64 rows for
+    /// 128 mma (0.5); a 64 × 128 tile would read 1.25 and copy 0.625.
+    pub const TALL: Self = Self {
+        warps_m: 2,
+        warps_n: 2,
+        warp_m_tiles: 4,
+        warp_n_tiles: 4,
+        stages: 3,
+    };
+
+    /// Warps per block.
+    pub const fn warps(self) -> u32 {
+        self.warps_m * self.warps_n
+    }
+
+    /// Threads per block.
+    pub const fn threads(self) -> u32 {
+        32 * self.warps()
+    }
+
+    /// Output rows of one warp's quadrant.
+    pub const fn warp_rows(self) -> u32 {
+        16 * self.warp_m_tiles
+    }
+
+    /// Output columns of one warp's quadrant.
+    pub const fn warp_cols(self) -> u32 {
+        8 * self.warp_n_tiles
+    }
+
+    /// Output rows per block (A tile rows).
+    pub const fn block_m(self) -> u32 {
+        self.warps_m * self.warp_rows()
+    }
+
+    /// Output columns per block (B tile rows).
+    pub const fn block_n(self) -> u32 {
+        self.warps_n * self.warp_cols()
+    }
+
+    /// Tile rows of operand `side`.
+    pub const fn rows(self, side: Side) -> u32 {
+        match side {
+            Side::A => self.block_m(),
+            Side::B => self.block_n(),
+        }
+    }
+
+    /// Bytes of one stage of operand `side` (staged [`Staging::ByRow`]).
+    pub const fn stage_bytes(self, side: Side) -> u32 {
+        self.rows(side) * ROW_BYTES
+    }
+
+    /// Pieces of `piece_bytes` (16, 8, 4 or 2) of one stage of `rows` tile rows each thread
+    /// copies ([`Self::piece_slot_bytes`]).
+    pub const fn pieces_per_thread(self, rows: u32, piece_bytes: u32) -> u32 {
+        rows * (TILE_K_BYTES / piece_bytes) / self.threads()
+    }
+
+    /// Tile rows from one piece of a thread to its next ([`Self::piece_slot_bytes`]).
+    pub const fn piece_row_stride(self, piece_bytes: u32) -> u32 {
+        self.threads() / (TILE_K_BYTES / piece_bytes)
+    }
+
+    /// Stage bytes from one piece of a thread to its next: the same for every piece, as
+    /// every piece of a thread has the same column.
+    pub const fn piece_stride_bytes(self, piece_bytes: u32) -> u32 {
+        self.piece_row_stride(piece_bytes) * ROW_BYTES
+    }
+
+    /// Piece `i` of thread `tid` of a stage dealt in pieces of `piece_bytes`: its tile row,
+    /// its first column and its byte offset within the stage. Piece `j = i · threads + tid`
+    /// of the stage is piece `j mod (TILE_K_BYTES / piece_bytes)` of row `j / (TILE_K_BYTES /
+    /// piece_bytes)` ([`staged_chunk`]), so the lanes of a warp copy whole row segments
+    /// together: a request of 4-byte pieces reads two rows' 64 contiguous bytes (2 or 3
+    /// sectors each) rather than 4 bytes at a 16-byte stride from each of eight rows. As the
+    /// threads are a multiple of the pieces per row, every piece of a thread has the same
+    /// column.
+    pub fn piece_slot_bytes(
+        self,
+        k: &mut KernelBuilder,
+        (tid, i): (Reg<U32>, u32),
+        elem_bytes: u32,
+        piece_bytes: u32,
+    ) -> (Reg<U32>, Reg<U32>, Reg<U32>) {
+        let per_row = TILE_K_BYTES / piece_bytes;
+        let piece = k.add(tid, i * self.threads());
+        let (row, in_row) = staged_chunk(k, piece, per_row);
+        let col = k.mul_lo(in_row, piece_bytes / elem_bytes);
+        let slot = k.mad_lo(row, ROW_BYTES / elem_bytes, col);
+        let slot_bytes = k.mul_lo(slot, elem_bytes);
+        (row, col, slot_bytes)
+    }
+}
+
+const _: () = assert!(
+    Geometry::SQUARE.block_m() == TILE_M
+        && Geometry::SQUARE.block_n() == TILE_N
+        && Geometry::SQUARE.threads() == THREADS
+        && Geometry::SQUARE.warp_rows() == WARP_TILE
+        && Geometry::SQUARE.warp_cols() == WARP_TILE
+);
+
 /// Which operand of the tile's GEMM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
@@ -115,8 +276,13 @@ pub trait TileElem: Scalar {
     /// Reduction depth per pipeline step, in elements.
     const TILE_K: u32 = TILE_K_BYTES / Self::TYPE.bytes();
 
-    /// The warp's accumulators, zero.
-    fn zero_acc(k: &mut KernelBuilder) -> Accumulators<Self::Shape>;
+    /// The warp's accumulators of the [`Geometry::SQUARE`] tile, zero.
+    fn zero_acc(k: &mut KernelBuilder) -> Accumulators<Self::Shape> {
+        Self::zero_acc_in(k, Geometry::SQUARE)
+    }
+
+    /// The warp's accumulators of geometry `g`, zero.
+    fn zero_acc_in(k: &mut KernelBuilder, g: Geometry) -> Accumulators<Self::Shape>;
 
     /// One K tile of the warp's 32 × 32 quadrant for every B operand (`b_at[o]` → `acc[o]`).
     fn multiply_tile(
@@ -124,10 +290,21 @@ pub trait TileElem: Scalar {
         acc: &mut [Accumulators<Self::Shape>],
         a_at: Reg<U32>,
         b_at: &[Reg<U32>],
+    ) {
+        Self::multiply_tile_in(k, Geometry::SQUARE, acc, a_at, b_at)
+    }
+
+    /// [`Self::multiply_tile`] of the warp's quadrant in geometry `g`.
+    fn multiply_tile_in(
+        k: &mut KernelBuilder,
+        g: Geometry,
+        acc: &mut [Accumulators<Self::Shape>],
+        a_at: Reg<U32>,
+        b_at: &[Reg<U32>],
     );
 
     /// Whether the mma needs its operands converted after they land in shared memory
-    /// ([`Self::round_landed`], then [`Self::multiply_landed_tile`]): tf32 only.
+    /// ([`Self::round_landed`], then [`Self::multiply_landed_tile_in`]): tf32 only.
     const ROUNDS_ON_LANDING: bool = false;
 
     /// Rewrites in place, in the form the mma takes, the `elems` elements at `[addr+offset]`
@@ -135,14 +312,15 @@ pub trait TileElem: Scalar {
     /// nothing for f16/bf16.
     fn round_landed(_k: &mut KernelBuilder, _addr: Reg<U32>, _offset: i32, _elems: u32) {}
 
-    /// [`Self::multiply_tile`] of tiles [`Self::round_landed`] already converted.
-    fn multiply_landed_tile(
+    /// [`Self::multiply_tile_in`] of tiles [`Self::round_landed`] already converted.
+    fn multiply_landed_tile_in(
         k: &mut KernelBuilder,
+        g: Geometry,
         acc: &mut [Accumulators<Self::Shape>],
         a_at: Reg<U32>,
         b_at: &[Reg<U32>],
     ) {
-        Self::multiply_tile(k, acc, a_at, b_at)
+        Self::multiply_tile_in(k, g, acc, a_at, b_at)
     }
 
     /// Stores outputs `lo`, `hi`, rounded to `Self`, as the two elements at global byte
@@ -177,17 +355,18 @@ macro_rules! half_tile_elem {
             type Shape = M16N8K16;
             type Bits = U16;
 
-            fn zero_acc(k: &mut KernelBuilder) -> Accumulators {
-                zero_acc::<$t>(k)
+            fn zero_acc_in(k: &mut KernelBuilder, g: Geometry) -> Accumulators {
+                zero_acc_in::<$t>(k, g)
             }
 
-            fn multiply_tile(
+            fn multiply_tile_in(
                 k: &mut KernelBuilder,
+                g: Geometry,
                 acc: &mut [Accumulators],
                 a_at: Reg<U32>,
                 b_at: &[Reg<U32>],
             ) {
-                multiply_tile::<$t>(k, acc, a_at, b_at)
+                multiply_tile_in::<$t>(k, g, acc, a_at, b_at)
             }
 
             const STAGES_BY_K: bool = true;
@@ -219,28 +398,41 @@ macro_rules! half_tile_elem {
 
 half_tile_elem!(F16, BF16);
 
-/// The thread's place in the block: lane, and the warp's quadrant.
+/// The thread's place in the block: lane, and the warp's quadrant in its geometry.
 #[derive(Clone, Copy)]
 pub struct WarpPos {
     pub lane: Reg<U32>,
     pub warp_m: Reg<U32>,
     pub warp_n: Reg<U32>,
+    /// The block tile the quadrant belongs to.
+    pub geometry: Geometry,
 }
 
 impl WarpPos {
-    /// Reads `tid.x` and splits it.
+    /// Reads `tid.x` and splits it for the [`Geometry::SQUARE`] tile.
     pub fn of_thread(k: &mut KernelBuilder) -> (Reg<U32>, Self) {
+        Self::of_thread_in(k, Geometry::SQUARE)
+    }
+
+    /// Reads `tid.x` and splits it for geometry `g`: warp `w` owns quadrant
+    /// `(w / warps_n, w mod warps_n)`.
+    pub fn of_thread_in(k: &mut KernelBuilder, g: Geometry) -> (Reg<U32>, Self) {
+        assert!(
+            g.warps_n.is_power_of_two(),
+            "{g:?}: warps_n is a power of two"
+        );
         let tid = k.tid_x();
         let lane = k.and(tid, 31u32);
         let warp = k.shr(tid, 5u32);
-        let warp_m = k.shr(warp, 1u32);
-        let warp_n = k.and(warp, 1u32);
+        let warp_m = k.shr(warp, g.warps_n.trailing_zeros());
+        let warp_n = k.and(warp, g.warps_n - 1);
         (
             tid,
             Self {
                 lane,
                 warp_m,
                 warp_n,
+                geometry: g,
             },
         )
     }
@@ -258,8 +450,9 @@ impl WarpPos {
     /// as `staging`. Columns count `elem_bytes`-wide elements: 8 halves or 4 f32 per 16-byte
     /// chunk.
     ///
-    /// [`Staging::ByRow`]: A at row `32·warp_m + l % 16`, column `8 · (l / 16)`; B (n-major)
-    /// at row `32·warp_n + 8 · (l / 16) + l % 8`, column `8 · ((l / 8) % 2)`.
+    /// [`Staging::ByRow`]: A at row `wr·warp_m + l % 16`, column `8 · (l / 16)`; B (n-major)
+    /// at row `wc·warp_n + 8 · (l / 16) + l % 8`, column `8 · ((l / 8) % 2)`, with `wr × wc`
+    /// the geometry's quadrant (32 × 32 for [`Geometry::SQUARE`]).
     ///
     /// [`Staging::ByK`] (f16/bf16): `ldmatrix.x4.trans` matrix `j = l / 8` is 8 reduction
     /// rows × 8 tile rows. For A (registers `a0..a3`: tile rows `+0, +8, +0, +8`, k `+0,
@@ -275,19 +468,20 @@ impl WarpPos {
         elem_bytes: u32,
     ) -> Reg<U32> {
         let half = k.shr(self.lane, 4u32);
+        let (warp_rows, warp_cols) = (self.geometry.warp_rows(), self.geometry.warp_cols());
         match staging {
             Staging::ByRow => {
                 let (chunk, row) = (CHUNK_BYTES / elem_bytes, ROW_BYTES / elem_bytes);
                 let (tile_row, col) = match side {
                     Side::A => {
                         let l16 = k.and(self.lane, 15u32);
-                        let a_row = k.mad_lo(self.warp_m, WARP_TILE, l16);
+                        let a_row = k.mad_lo(self.warp_m, warp_rows, l16);
                         (a_row, k.mul_lo(half, chunk))
                     }
                     Side::B => {
                         let l8 = k.and(self.lane, 7u32);
                         let b_row = k.mad_lo(half, 8u32, l8);
-                        let b_row = k.mad_lo(self.warp_n, WARP_TILE, b_row);
+                        let b_row = k.mad_lo(self.warp_n, warp_cols, b_row);
                         let which = k.shr(self.lane, 3u32);
                         let which = k.and(which, 1u32);
                         (b_row, k.mul_lo(which, chunk))
@@ -298,6 +492,7 @@ impl WarpPos {
             }
             Staging::ByK => {
                 assert_eq!(elem_bytes, 2, "ldmatrix.trans moves 16-bit elements");
+                assert_eq!(self.geometry, Geometry::SQUARE, "K_ROW_BYTES holds 64 rows");
                 let (k_row, tile_row) = match side {
                     Side::A => {
                         let l8 = k.and(self.lane, 7u32);
@@ -324,8 +519,8 @@ impl WarpPos {
     pub fn output_origin(&self, k: &mut KernelBuilder) -> (Reg<U32>, Reg<U32>) {
         let quad_row = k.shr(self.lane, 2u32);
         let quad = k.and(self.lane, 3u32);
-        let row0 = k.mad_lo(self.warp_m, WARP_TILE, quad_row);
-        let warp_col = k.mul_lo(self.warp_n, WARP_TILE);
+        let row0 = k.mad_lo(self.warp_m, self.geometry.warp_rows(), quad_row);
+        let warp_col = k.mul_lo(self.warp_n, self.geometry.warp_cols());
         let col0 = k.mad_lo(quad, 2u32, warp_col);
         (row0, col0)
     }
@@ -388,42 +583,15 @@ const _: () = assert!(
     "by_k_chunks deals 4 threads × 2 chunks per 8-chunk row"
 );
 
-/// Pieces of `piece_bytes` (16, 8, 4 or 2) of one operand stage each thread copies.
-pub const fn pieces_per_thread(piece_bytes: u32) -> u32 {
-    TILE_M * (TILE_K_BYTES / piece_bytes) / THREADS
-}
-
-/// Tile rows from one piece of a thread to its next ([`piece_slot_bytes`]).
-pub const fn piece_row_stride(piece_bytes: u32) -> u32 {
-    THREADS / (TILE_K_BYTES / piece_bytes)
-}
-
-/// Stage bytes from one piece of a thread to its next ([`piece_slot_bytes`]): the same for
-/// every piece, as every piece of a thread has the same column.
-pub const fn piece_stride_bytes(piece_bytes: u32) -> u32 {
-    piece_row_stride(piece_bytes) * ROW_BYTES
-}
-
-/// Piece `i` of [`pieces_per_thread`]`(piece_bytes)` of thread `tid`: its tile row, its first
-/// column and its byte offset within a stage. Piece `j = i · THREADS + tid` of the stage is
-/// piece `j mod (TILE_K_BYTES / piece_bytes)` of row `j / (TILE_K_BYTES / piece_bytes)`, so
-/// the lanes of a warp copy whole row segments together: a request of 4-byte pieces reads two
-/// rows' 64 contiguous bytes (2 or 3 sectors each) rather than 4 bytes at a 16-byte stride
-/// from each of eight rows. As `THREADS` is a multiple of the pieces per row, every piece of
-/// a thread has the same column.
+/// Piece `i` of thread `tid` of the [`Geometry::SQUARE`] tile: its tile row, its first column and its byte offset within a
+/// stage ([`Geometry::piece_slot_bytes`]).
 pub fn piece_slot_bytes(
     k: &mut KernelBuilder,
     (tid, i): (Reg<U32>, u32),
     elem_bytes: u32,
     piece_bytes: u32,
 ) -> (Reg<U32>, Reg<U32>, Reg<U32>) {
-    let per_row = TILE_K_BYTES / piece_bytes;
-    let piece = k.add(tid, i * THREADS);
-    let (row, in_row) = staged_chunk(k, piece, per_row);
-    let col = k.mul_lo(in_row, piece_bytes / elem_bytes);
-    let slot = k.mad_lo(row, ROW_BYTES / elem_bytes, col);
-    let slot_bytes = k.mul_lo(slot, elem_bytes);
-    (row, col, slot_bytes)
+    Geometry::SQUARE.piece_slot_bytes(k, (tid, i), elem_bytes, piece_bytes)
 }
 
 /// Tile `(row, chunk column)` of 16-byte staging chunk `c` (`c % 32` the lane that copies it)
@@ -467,14 +635,14 @@ pub fn ring<T: Scalar>(k: &mut KernelBuilder, name: &str) -> SharedArr<T> {
     k.shared_array::<T>(name, STAGES * STAGE_BYTES / T::TYPE.bytes())
 }
 
-/// The warp's accumulators, zero.
-pub fn zero_acc<T: PackedHalf>(k: &mut KernelBuilder) -> Accumulators
+/// The warp's accumulators of geometry `g`, zero.
+pub fn zero_acc_in<T: PackedHalf>(k: &mut KernelBuilder, g: Geometry) -> Accumulators
 where
     M16N8K16: MmaInput<T>,
 {
-    (0..WARP_M_TILES)
+    (0..g.warp_m_tiles)
         .map(|_| {
-            (0..WARP_N_TILES)
+            (0..g.warp_n_tiles)
                 .map(|_| k.frag_c_zero::<M16N8K16, T, F32>())
                 .collect()
         })
@@ -509,9 +677,22 @@ pub fn run_ring_landing(
     landed: Option<LandedFn<'_>>,
     multiply: &mut dyn FnMut(&mut KernelBuilder, Reg<U32>),
 ) {
+    run_ring_of(k, STAGES, k_tiles, fill, landed, multiply);
+}
+
+/// [`run_ring_landing`] with a ring of `stages` slots ([`Geometry::stages`]).
+pub fn run_ring_of(
+    k: &mut KernelBuilder,
+    stages: u32,
+    k_tiles: impl Into<Val<U32>>,
+    fill: FillFn<'_>,
+    landed: Option<LandedFn<'_>>,
+    multiply: &mut dyn FnMut(&mut KernelBuilder, Reg<U32>),
+) {
+    assert!(stages >= 2, "a ring needs two slots");
     let k_tiles = k_tiles.into();
     k.comment("prologue: start the first stages");
-    for s in 0..STAGES - 1 {
+    for s in 0..stages - 1 {
         let tile = k.var::<U32>(s);
         let present = k.setp_lt(tile, k_tiles);
         k.if_then(present, |k| fill(k, tile, tile));
@@ -519,29 +700,29 @@ pub fn run_ring_landing(
     }
     k.for_range(0u32, k_tiles, 1u32, |k, tile| {
         k.comment("wait for this tile, then refill the slot freed last iteration");
-        k.cp_async_wait_group(STAGES - 2);
+        k.cp_async_wait_group(stages - 2);
         let landed_slot = landed.map(|landed| {
-            let slot = k.rem(tile, STAGES);
+            let slot = k.rem(tile, stages);
             landed(k, slot);
             slot
         });
         k.bar_sync();
-        let next = k.add(tile, STAGES - 1);
+        let next = k.add(tile, stages - 1);
         let present = k.setp_lt(next, k_tiles);
         k.if_then(present, |k| {
-            let slot = k.rem(next, STAGES);
+            let slot = k.rem(next, stages);
             fill(k, next, slot);
         });
         k.cp_async_commit();
         k.comment("multiply the tile on the tensor cores");
-        let slot = landed_slot.unwrap_or_else(|| k.rem(tile, STAGES));
+        let slot = landed_slot.unwrap_or_else(|| k.rem(tile, stages));
         multiply(k, slot);
     });
     k.cp_async_wait_all();
 }
 
 /// One K tile of the warp's 32 × 32 quadrant with each operand staged as `(at, staging)`
-/// says (`at`: the stage plus the lane's [`WarpPos::fragment_offset`]): [`multiply_tile`] of
+/// says (`at`: the stage plus the lane's [`WarpPos::fragment_offset`]): [`multiply_tile_in`] of
 /// one B operand, each fragment read by `ldmatrix.x4` untransposed from a
 /// [`Staging::ByRow`] stage and `.trans` from a [`Staging::ByK`] one. The mma chain per
 /// accumulator runs over `k` in the same order either way.
@@ -553,27 +734,31 @@ pub fn multiply_staged_tile<T: PackedHalf>(
 ) where
     M16N8K16: MmaInput<T>,
 {
-    multiply_staged::<T>(k, std::slice::from_mut(acc), a, (&[b_at], b_staging));
+    let g = Geometry::SQUARE;
+    multiply_staged::<T>(k, g, std::slice::from_mut(acc), a, (&[b_at], b_staging));
 }
 
-/// One K tile of the warp's 32 × 32 quadrant for every B operand (`b_at[o]` → `acc[o]`; MoE's
-/// SwiGLU shares the A fragments between W1 and W3): per 16-deep slice, two A fragments
-/// (`ldmatrix.x4`), four B fragments per operand (two untransposed `ldmatrix.x4`), eight
-/// `mma.m16n8k16` per operand.
-pub fn multiply_tile<T: PackedHalf>(
+/// One K tile of the warp's quadrant in geometry `g` for every B operand (`b_at[o]` →
+/// `acc[o]`; MoE's SwiGLU shares the A fragments between W1 and W3): per 16-deep slice `wm`
+/// A fragments (`ldmatrix.x4`), `wn` B fragments per operand (`wn / 2` untransposed
+/// `ldmatrix.x4`), `wm · wn` `mma.m16n8k16` per operand (2, 4 and 8 in the 32 × 32
+/// quadrant of [`Geometry::SQUARE`]).
+pub fn multiply_tile_in<T: PackedHalf>(
     k: &mut KernelBuilder,
+    g: Geometry,
     acc: &mut [Accumulators],
     a_at: Reg<U32>,
     b_at: &[Reg<U32>],
 ) where
     M16N8K16: MmaInput<T>,
 {
-    multiply_staged::<T>(k, acc, (a_at, Staging::ByRow), (b_at, Staging::ByRow));
+    multiply_staged::<T>(k, g, acc, (a_at, Staging::ByRow), (b_at, Staging::ByRow));
 }
 
-/// [`multiply_tile`] with the A stage and every B stage staged as given.
+/// [`multiply_tile_in`] with the A stage and every B stage staged as given.
 fn multiply_staged<T: PackedHalf>(
     k: &mut KernelBuilder,
+    g: Geometry,
     acc: &mut [Accumulators],
     (a_at, a_staging): (Reg<U32>, Staging),
     (b_at, b_staging): (&[Reg<U32>], Staging),
@@ -590,14 +775,14 @@ fn multiply_staged<T: PackedHalf>(
         at as i32
     };
     for ks in 0..TILE_K / 16 {
-        let a: Vec<FragA<M16N8K16, T>> = (0..WARP_M_TILES)
+        let a: Vec<FragA<M16N8K16, T>> = (0..g.warp_m_tiles)
             .map(|mi| match a_staging {
                 Staging::ByRow => k.ldmatrix(a_at, offset(a_staging, mi, ks)),
                 Staging::ByK => k.ldmatrix_trans(a_at, offset(a_staging, mi, ks)),
             })
             .collect();
         for (&b_at, acc) in b_at.iter().zip(acc.iter_mut()) {
-            let b: Vec<FragB<M16N8K16, T>> = (0..WARP_N_TILES / 2)
+            let b: Vec<FragB<M16N8K16, T>> = (0..g.warp_n_tiles / 2)
                 .flat_map(|pair| {
                     let at = offset(b_staging, pair, ks);
                     let (lo, hi) = match b_staging {

@@ -740,7 +740,9 @@ fn moe(rows: &mut Vec<Modelled>) -> Result<()> {
     const TOP: u32 = 2;
     const H: u32 = 4096;
     const F: u32 = 14336;
-    const FS: u32 = 64;
+    // A multiple of every expert tile's width (128), so the sampled launch has no padding
+    // columns the scaling would multiply.
+    const FS: u32 = 128;
     let mut rng = SplitMix64::new(24);
     for tokens in [16u32, 128, 512] {
         let logits: Vec<bf16> = rng
@@ -795,7 +797,7 @@ fn moe(rows: &mut Vec<Modelled>) -> Result<()> {
             rows.push(Modelled::new(
                 format!("Mixtral expert up-projection bf16 T={tokens} (E=8 top-2 H=4096 F=14336, linear)"),
                 (arch, path),
-                format!("F=64, H=128/256 → 4096, expert launches ×{}", F / FS),
+                format!("F={FS}, H=128/256 → 4096, expert launches ×{}", F / FS),
                 t * f,
                 Job {
                     compulsory_bytes: bytes,
@@ -1056,6 +1058,16 @@ mod tests {
     #[ignore]
     fn nf4_m256_rows() {
         nf4_rows_of(256);
+    }
+
+    /// The MoE expert up-projection rows alone (T = 16, 128, 512), both tables: `cargo test
+    /// --release -p xtask -- --ignored moe_rows --nocapture`.
+    #[test]
+    #[ignore]
+    fn moe_rows() {
+        let mut jobs = Vec::new();
+        super::moe(&mut jobs).expect("rows");
+        print_tables(jobs, "ptxforge-realistic-moe");
     }
 
     /// The attention rows alone (full and causal, CUDA cores and the sm_80 path), both tables:

@@ -39,10 +39,10 @@ use crate::launch::{
 
 use super::config::{Ffn, MoeConfig, MoeRunShape, MoeShapeError};
 use super::kernels::{
-    expert_threads, gating_tokens_per_block, max_work_items, permute_blocks,
-    unpermute_tokens_per_block, EXPERT_LINEAR, EXPERT_SWIGLU_DOWN, EXPERT_SWIGLU_UP, GATING,
-    GATING_BLOCK, PERMUTE, PERMUTE_BLOCK, SCHEDULE, SCHEDULE_BLOCK, TILE_N, UNPERMUTE,
-    UNPERMUTE_BLOCK,
+    expert_dynamic_shared_bytes, expert_threads, expert_tile_n, gating_tokens_per_block, item_rows,
+    max_work_items, permute_blocks, unpermute_tokens_per_block, EXPERT_LINEAR, EXPERT_SWIGLU_DOWN,
+    EXPERT_SWIGLU_UP, GATING, GATING_BLOCK, PERMUTE, PERMUTE_BLOCK, SCHEDULE, SCHEDULE_BLOCK,
+    UNPERMUTE, UNPERMUTE_BLOCK,
 };
 
 /// Headroom kept below `u32::MAX` for every loop bound, so `i + step` (steps ≤ 256) and tile
@@ -393,16 +393,19 @@ impl<'a, B: Backend> MoeLaunch<'a, B> {
             self.cfg.experts,
             self.capacity(),
             pairs.min(self.shape.rows),
+            item_rows(self.cfg),
         )
     }
 
-    /// Grouped expert GEMM grid for `width` output columns: `(n_max, ceil(width / TILE_N))`,
-    /// with the block of `entry`'s path (tensor-core or CUDA-core).
+    /// Grouped expert GEMM grid for `width` output columns: `(n_max, ceil(width / tile_n))`,
+    /// with the tile width, block and dynamic shared memory of `entry`'s path (tensor-core
+    /// or CUDA-core).
     fn expert_config(&self, entry: &str, width: u32) -> LaunchConfig {
+        let tile_n = expert_tile_n(self.cfg, entry);
         LaunchConfig {
-            grid: Dim3::new(self.max_work_items(), width.div_ceil(TILE_N), 1),
+            grid: Dim3::new(self.max_work_items(), width.div_ceil(tile_n), 1),
             block: Dim3::x(expert_threads(self.cfg, entry)),
-            dynamic_shared_bytes: 0,
+            dynamic_shared_bytes: expert_dynamic_shared_bytes(self.cfg, entry),
         }
     }
 

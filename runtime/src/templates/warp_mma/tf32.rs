@@ -6,7 +6,7 @@
 //! A caller that owns its ring ([`super::run_ring_landing`], MoE's expert GEMMs) may instead
 //! round each element once where it lands ([`TileElem::round_landed`]: every thread its own
 //! copies, before the barrier that publishes the slot) and load the stored `cvt` results
-//! unchanged ([`TileElem::multiply_landed_tile`]): each staged element is converted once per
+//! unchanged ([`TileElem::multiply_landed_tile_in`]): each staged element is converted once per
 //! block instead of once per warp that loads it.
 //!
 //! Numerics: each operand is rounded to 10 fraction bits (relative error ≤ 2⁻¹¹), products are
@@ -14,9 +14,7 @@
 //! `2⁻¹¹ · √K · max|a|·max|b|` for random-signed data (≤ `2⁻¹⁰ · K · …` in the worst case)
 //! instead of f32's `2⁻²⁴`-scale error.
 
-use super::{
-    Accumulators, TileElem, CHUNK_BYTES, ROW_BYTES, TILE_K_BYTES, WARP_M_TILES, WARP_N_TILES,
-};
+use super::{Accumulators, Geometry, TileElem, CHUNK_BYTES, ROW_BYTES, TILE_K_BYTES};
 use crate::builder::{FragA, FragB, KernelBuilder, Reg, F32, M16N8K8, TF32, U32, U64};
 
 /// Bytes of K one `m16n8k8` tf32 mma consumes (8 f32).
@@ -26,23 +24,24 @@ impl TileElem for F32 {
     type Shape = M16N8K8;
     type Bits = U32;
 
-    fn zero_acc(k: &mut KernelBuilder) -> Accumulators<M16N8K8> {
-        (0..WARP_M_TILES)
+    fn zero_acc_in(k: &mut KernelBuilder, g: Geometry) -> Accumulators<M16N8K8> {
+        (0..g.warp_m_tiles)
             .map(|_| {
-                (0..WARP_N_TILES)
+                (0..g.warp_n_tiles)
                     .map(|_| k.frag_c_zero::<M16N8K8, TF32, F32>())
                     .collect()
             })
             .collect()
     }
 
-    fn multiply_tile(
+    fn multiply_tile_in(
         k: &mut KernelBuilder,
+        g: Geometry,
         acc: &mut [Accumulators<M16N8K8>],
         a_at: Reg<U32>,
         b_at: &[Reg<U32>],
     ) {
-        multiply(k, acc, a_at, b_at, &LOADS_ROUNDING);
+        multiply(k, g, acc, a_at, b_at, &LOADS_ROUNDING);
     }
 
     const ROUNDS_ON_LANDING: bool = true;
@@ -63,13 +62,14 @@ impl TileElem for F32 {
         }
     }
 
-    fn multiply_landed_tile(
+    fn multiply_landed_tile_in(
         k: &mut KernelBuilder,
+        g: Geometry,
         acc: &mut [Accumulators<M16N8K8>],
         a_at: Reg<U32>,
         b_at: &[Reg<U32>],
     ) {
-        multiply(k, acc, a_at, b_at, &LOADS_STORED);
+        multiply(k, g, acc, a_at, b_at, &LOADS_STORED);
     }
 
     /// Two `st.global.f32` (the outputs stay f32).
@@ -100,21 +100,23 @@ const LOADS_STORED: Loads = Loads {
     b_pair: KernelBuilder::ldmatrix_tf32_b_pair_stored,
 };
 
-/// One K tile of the warp's 32 × 32 quadrant for every B operand: per 8-deep slice two A
-/// fragments, four B fragments per operand (`loads`), eight `mma.m16n8k8` per operand.
+/// One K tile of the warp's quadrant in geometry `g` for every B operand: per 8-deep slice
+/// `wm` A fragments, `wn` B fragments per operand (`loads`), `wm · wn` `mma.m16n8k8` per
+/// operand (32 × 32, 2 × 4, for [`Geometry::SQUARE`]).
 fn multiply(
     k: &mut KernelBuilder,
+    g: Geometry,
     acc: &mut [Accumulators<M16N8K8>],
     a_at: Reg<U32>,
     b_at: &[Reg<U32>],
     loads: &Loads,
 ) {
     for ks in 0..TILE_K_BYTES / SLICE_BYTES {
-        let a: Vec<FragA<M16N8K8, TF32>> = (0..WARP_M_TILES)
+        let a: Vec<FragA<M16N8K8, TF32>> = (0..g.warp_m_tiles)
             .map(|mi| (loads.a)(k, a_at, (mi * 16 * ROW_BYTES + ks * SLICE_BYTES) as i32))
             .collect();
         for (&b_at, acc) in b_at.iter().zip(acc.iter_mut()) {
-            let b: Vec<FragB<M16N8K8, TF32>> = (0..WARP_N_TILES / 2)
+            let b: Vec<FragB<M16N8K8, TF32>> = (0..g.warp_n_tiles / 2)
                 .flat_map(|pair| {
                     let off = pair * 16 * ROW_BYTES + ks * SLICE_BYTES;
                     let (lo, hi) = (loads.b_pair)(k, b_at, off as i32);

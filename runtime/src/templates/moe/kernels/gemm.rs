@@ -168,9 +168,9 @@ pub(crate) struct WorkItem {
 
 /// Decodes the grid: `ctaid.x` = work item (a block whose item is
 /// [`NO_ITEM`](super::schedule::NO_ITEM), past the list, gets `count = 0`), `ctaid.y` = column
-/// tile of [`TILE_N`] columns; reads the item (one `ld.global.v2`), `counts[e]` and
-/// `offsets[e]`.
-pub(crate) fn work_item(k: &mut KernelBuilder, schedule: Schedule) -> WorkItem {
+/// tile of `tile_n` columns ([`TILE_N`] here, the tile's width on tensor cores); reads the
+/// item (one `ld.global.v2`), `counts[e]` and `offsets[e]`.
+pub(crate) fn work_item(k: &mut KernelBuilder, schedule: Schedule, tile_n: u32) -> WorkItem {
     let item = k.ctaid_x();
     let at = k.mul_lo(item, 2u32);
     let addr = k.elem_addr(schedule.work_items, at);
@@ -193,7 +193,7 @@ pub(crate) fn work_item(k: &mut KernelBuilder, schedule: Schedule) -> WorkItem {
         k.assign(out_start, o);
     });
     let by = k.ctaid_y();
-    let n0 = k.mul_lo(by, TILE_N);
+    let n0 = k.mul_lo(by, tile_n);
     WorkItem {
         expert,
         m0,
@@ -267,7 +267,7 @@ pub(crate) fn tile_coords<T: MoeElem>(
         n0,
         count,
         out_start,
-    } = work_item(k, schedule);
+    } = work_item(k, schedule, TILE_N);
     Tile {
         expert,
         m0,

@@ -5,21 +5,26 @@
 //! | [`GATING`] | softmax + top-k + weights | `ceil(T/4)` × 128 (a warp per token, `E ≥ 32`); `ceil(T/128)` × 128 (a thread per token, `E < 32`) |
 //! | [`PERMUTE`] | slot assignment | `⌈E / 32⌉` × 256 (a block per group of 32 experts; one block for `E ≤ 32`) |
 //! | [`SCHEDULE`] | bin offsets + GEMM work list | 1 × 32 |
-//! | [`EXPERT_LINEAR`] | `Y = X·Wᵀ` (ffn = linear) | `(n_max, ceil(F/64))` × 256 (128 on tensor cores) |
-//! | [`EXPERT_SWIGLU_UP`] | `G = silu(X·W1ᵀ) ⊙ X·W3ᵀ` (ffn = swiglu) | `(n_max, ceil(F/64))` × 256 (128) |
-//! | [`EXPERT_SWIGLU_DOWN`] | `Y = G·W2ᵀ` (ffn = swiglu) | `(n_max, ceil(H/64))` × 256 (128) |
+//! | [`EXPERT_LINEAR`] | `Y = X·Wᵀ` (ffn = linear) | `(n_max, ceil(F/64))` × 256 (tensor cores: `ceil(F/128)`, see [`expert_tile_n`], × 128) |
+//! | [`EXPERT_SWIGLU_UP`] | `G = silu(X·W1ᵀ) ⊙ X·W3ᵀ` (ffn = swiglu) | `(n_max, ceil(F/64))` × 256 (`ceil(F/64)` × 128) |
+//! | [`EXPERT_SWIGLU_DOWN`] | `Y = G·W2ᵀ` (ffn = swiglu) | `(n_max, ceil(H/64))` × 256 (`ceil(H/128)` × 128) |
 //! | [`UNPERMUTE`] | weighted combine | `ceil(T/TB)` × 256 (`TB` = [`unpermute_tokens_per_block`], 16 for `K ≤ 16`) |
 //!
 //! The configuration's `experts`, `top_k`, `hidden` and `expert_dim` are baked into the PTX as
 //! immediates; the token count `T` and capacity `C` are kernel parameters. Every element index
 //! is `u32` (byte addresses `u64` via `mul.wide`); the launch functions check the sizes first.
 //! The expert GEMMs are one grouped launch each: `n_max` ([`max_work_items`]) blocks along x,
-//! each taking one `(expert, row tile)` item of the list [`SCHEDULE`] built from the counts.
+//! each taking one `(expert, row tile)` item of the list [`SCHEDULE`] built from the counts,
+//! row tiles of [`item_rows`] rows.
 //!
 //! The expert GEMMs run on tensor cores (`mma.m16n8k16`, 3-stage `cp.async` ring, see
 //! `tc.rs`) for f16/bf16 on sm_80+, and for f32 with `allow_tf32` (tf32 `mma.m16n8k8`), any
-//! reduction length ([`tensor_cores`]); other f32, f64 and older targets keep the CUDA-core
-//! GEMMs (`gemm.rs`), silently. Launchers size the block with [`expert_threads`].
+//! reduction length ([`tensor_cores`]): 128-row tiles (128 × 128; 128 × 64 for the SwiGLU
+//! up-projection's two weight sets and for `N ≤ 64`) in dynamic shared memory when every reduction length is
+//! a whole number of 16-byte pieces, the 64 × 64 tile otherwise; other f32, f64 and older
+//! targets keep the CUDA-core GEMMs (`gemm.rs`), silently. Launchers size the grid and block
+//! with [`item_rows`], [`expert_tile_n`], [`expert_threads`] and
+//! [`expert_dynamic_shared_bytes`].
 
 mod common;
 mod expert;
@@ -34,7 +39,7 @@ pub use gating::{gating_tokens_per_block, GATING_BLOCK, GATING_WARPS, GATING_WAR
 pub use gemm::{GEMM_THREADS, TILE_M, TILE_N};
 pub use permute::{permute_blocks, EXPERTS_PER_BLOCK as PERMUTE_EXPERTS_PER_BLOCK, PERMUTE_BLOCK};
 pub use schedule::{max_work_items, SCHEDULE_BLOCK};
-pub use tc::{takes as tensor_cores, TC_THREADS};
+pub use tc::{takes as tensor_cores, TC_THREADS, WIDE_ITEM_ROWS};
 pub use unpermute::{unpermute_tokens_per_block, UNPERMUTE_BLOCK};
 
 use crate::arch::Arch;
@@ -71,6 +76,10 @@ pub(crate) struct MoeShape {
     pub expert_dim: u32,
     pub out_width: u32,
     pub normalize_topk: bool,
+    /// Rows per work item ([`item_rows`]).
+    pub item_rows: u32,
+    /// Whether the tensor-core entries take the 128-row tiles (`tc::wide`).
+    pub wide_tiles: bool,
 }
 
 impl MoeShape {
@@ -82,6 +91,8 @@ impl MoeShape {
             expert_dim: cfg.expert_dim,
             out_width: cfg.out_width(),
             normalize_topk: cfg.normalize_topk,
+            item_rows: item_rows(cfg),
+            wide_tiles: wide_tiles(cfg),
         }
     }
 }
@@ -115,6 +126,44 @@ pub fn expert_threads(cfg: &MoeConfig, entry: &str) -> u32 {
         TC_THREADS
     } else {
         GEMM_THREADS
+    }
+}
+
+/// Whether `cfg`'s expert entries run on tensor cores in the 128-row tiles.
+fn wide_tiles(cfg: &MoeConfig) -> bool {
+    tensor_cores(cfg, EXPERT_LINEAR) && tc::wide(cfg)
+}
+
+/// Rows per work item of `cfg`'s expert GEMMs (the row tile [`SCHEDULE`] cuts the bins
+/// into): [`WIDE_ITEM_ROWS`] (128) when the tensor-core entries take the 128-row tiles,
+/// [`TILE_M`] (64) otherwise. Small bins waste rows of a 128-row tile, but not its weight
+/// traffic or shared-memory traffic per output column (one item per bin either way), and
+/// bins past their counts cost no item.
+pub fn item_rows(cfg: &MoeConfig) -> u32 {
+    if wide_tiles(cfg) {
+        WIDE_ITEM_ROWS
+    } else {
+        TILE_M
+    }
+}
+
+/// Output columns per block of expert entry `entry` of `cfg` (the grid's y is
+/// `ceil(N / expert_tile_n)`).
+pub fn expert_tile_n(cfg: &MoeConfig, entry: &str) -> u32 {
+    if tensor_cores(cfg, entry) {
+        tc::geometry(wide_tiles(cfg), entry, tc::entry_width(cfg, entry)).block_n()
+    } else {
+        TILE_N
+    }
+}
+
+/// Dynamic shared memory bytes a launch of expert entry `entry` of `cfg` passes (the
+/// 128-row tiles' rings, over the static limit); 0 for the others.
+pub fn expert_dynamic_shared_bytes(cfg: &MoeConfig, entry: &str) -> u32 {
+    if wide_tiles(cfg) {
+        tc::dynamic_shared_bytes(cfg, entry)
+    } else {
+        0
     }
 }
 

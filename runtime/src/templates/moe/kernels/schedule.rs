@@ -6,7 +6,8 @@
 //!   sum of the counts, so bins are packed back to back and the outputs hold exactly the `T·K`
 //!   routed rows. Capacity-limited (`packed = 0`): `e·C`, the Switch/GShard layout.
 //! - `work_items [n_max][2]`: item `i` is `(e, m0)` at words `2i, 2i + 1` (one 8-byte
-//!   vector), one per [`TILE_M`](super::TILE_M)-row tile of a non-empty bin, experts ascending;
+//!   vector), one per row tile of a non-empty bin ([`item_rows`](super::item_rows) rows: 128
+//!   when the tensor-core entries take the 128-row tiles, else 64), experts ascending;
 //!   the `n_max − n` items after the `n` real ones are [`NO_ITEM`] `(u32::MAX, 0)`. The GEMM
 //!   grid is `n_max` ([`max_work_items`]) blocks wide; block `i` reads item `i` and exits on
 //!   [`NO_ITEM`], so empty bins and unused capacity cost a block that reads one vector.
@@ -25,19 +26,17 @@ use crate::ir::CmpOp;
 
 use super::common::warp_inclusive_sum;
 
-use super::gemm::TILE_M;
 use super::MoeShape;
 
 /// Threads of the schedule block (one warp).
 pub const SCHEDULE_BLOCK: u32 = 32;
 
-/// Upper bound on the work items for `experts` bins of at most `capacity` rows holding at most
-/// `kept` rows in total: `Σ ceil(count_e / TILE_M) ≤ min(E · ceil(C / TILE_M),
-/// (kept + (TILE_M − 1) · E) / TILE_M)`.
-pub fn max_work_items(experts: u32, capacity: u32, kept: u32) -> u32 {
-    let per_bin = u64::from(capacity.div_ceil(TILE_M)) * u64::from(experts);
-    let by_rows =
-        (u64::from(kept) + u64::from(TILE_M - 1) * u64::from(experts)) / u64::from(TILE_M);
+/// Upper bound on the work items of `rows` rows each for `experts` bins of at most `capacity`
+/// rows holding at most `kept` rows in total: `Σ ceil(count_e / rows) ≤ min(E · ceil(C /
+/// rows), (kept + (rows − 1) · E) / rows)`.
+pub fn max_work_items(experts: u32, capacity: u32, kept: u32, rows: u32) -> u32 {
+    let per_bin = u64::from(capacity.div_ceil(rows)) * u64::from(experts);
+    let by_rows = (u64::from(kept) + u64::from(rows - 1) * u64::from(experts)) / u64::from(rows);
     u32::try_from(per_bin.min(by_rows)).unwrap_or(u32::MAX)
 }
 
@@ -64,6 +63,7 @@ pub(crate) fn build(shape: &MoeShape, k: &mut KernelBuilder) {
     let packed = k.setp(CmpOp::Ne, packed, 0u32);
     let max_items = k.load_param(max_items);
     let lane = k.tid_x();
+    let item_rows = shape.item_rows;
     let rows_before = k.var::<U32>(0u32);
     let items_before = k.var::<U32>(0u32);
     k.comment("bin offsets and row tiles, 32 experts per step, experts in order");
@@ -76,8 +76,8 @@ pub(crate) fn build(shape: &MoeShape, k: &mut KernelBuilder) {
             let c = k.ld_global::<U32>(addr, 0);
             k.assign(count, c);
         });
-        let rounded = k.add(count, TILE_M - 1);
-        let tiles = k.div_int(rounded, TILE_M);
+        let rounded = k.add(count, item_rows - 1);
+        let tiles = k.div_int(rounded, item_rows);
         let rows_through = warp_inclusive_sum(k, lane, count);
         let items_through = warp_inclusive_sum(k, lane, tiles);
         k.if_then(valid, |k| {
@@ -98,7 +98,7 @@ pub(crate) fn build(shape: &MoeShape, k: &mut KernelBuilder) {
             tiles,
             group,
         };
-        write_items(k, &share, work_items, lane, last, max_items);
+        write_items(k, &share, work_items, (lane, item_rows), last, max_items);
         let group_rows = k.shfl_idx(rows_through, 31u32);
         k.add_into(rows_before, rows_before, group_rows);
         k.add_into(items_before, items_before, group_items);
@@ -121,14 +121,14 @@ struct GroupItems {
 
 /// Items `first + j` of the group, `j = lane, lane + 32, …`: the expert `group + l` whose items
 /// hold `j` (`l` = lanes with `items_through ≤ j`, by binary search over the lanes) and
-/// `m0 = (j − items ahead of l) · TILE_M`, one `st.global.v2` per item. The last group
+/// `m0 = (j − items ahead of l) · item_rows`, one `st.global.v2` per item. The last group
 /// (`last` on its lanes; uniform) goes on to `max_items` with [`NO_ITEM`]. The loop is
 /// warp-uniform, so every shuffle sees the whole warp.
 fn write_items(
     k: &mut KernelBuilder,
     g: &GroupItems,
     work_items: GlobalPtr<U32>,
-    lane: Reg<U32>,
+    (lane, item_rows): (Reg<U32>, u32),
     last: Pred,
     max_items: Reg<U32>,
 ) {
@@ -153,7 +153,7 @@ fn write_items(
         let e = k.add(g.group, owner);
         let expert = k.selp(e, NO_ITEM, real);
         let tile = k.sub(j, ahead);
-        let m0 = k.mul_lo(tile, TILE_M);
+        let m0 = k.mul_lo(tile, item_rows);
         let m0 = k.selp(m0, 0u32, real);
         let listed = k.setp_lt(item, end);
         k.if_then(listed, |k| {

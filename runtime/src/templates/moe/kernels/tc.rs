@@ -1,10 +1,19 @@
 //! The expert GEMMs on tensor cores (f16/bf16 on sm_80+, and f32 on tf32 tensor cores when
 //! the configuration sets `allow_tf32`): the same grouped GEMMs as
-//! [`super::expert`] — same entries, parameters, grid `(n_max, ceil(N / 64))` and work list —
-//! computed by the shared 64 × 64 `mma.m16n8k16` block tile of [`crate::templates::warp_mma`]
-//! (4 warps, 3-stage `cp.async` ring, padded rows, `ldmatrix`, f32 accumulators).
+//! [`super::expert`] — same entries and parameters, a work list built the same way — computed
+//! by the shared `mma.m16n8k16` block tile of [`crate::templates::warp_mma`] (4 warps,
+//! 3-stage `cp.async` ring, padded rows, `ldmatrix`, f32 accumulators).
 //!
-//! - **A** (the bin's rows, `TILE_M` slots from `m0`): `moe_expert_linear` and
+//! - **Tile** ([`wide`], [`geometry`]): f16/bf16 with every reduction length a whole number of
+//!   16-byte pieces take 128-row work items and the 128 × 128 tile ([`Geometry::WIDE`]: per
+//!   `mma` 1 `ldmatrix` matrix and 0.5 wavefronts of copies, where the 64 × 64 tile reads 2
+//!   and copies 1; shared memory bounds these GEMMs), or 128 × 64 ([`Geometry::TALL`]) for
+//!   SwiGLU's up-projection (two accumulator sets: 128 × 128 would need 256 registers a
+//!   thread) and for outputs that 128 columns would pad more than 64. Their rings (60 KiB at
+//!   most, 3 stages) go in dynamic shared memory when over the static 48 KiB, and the launch
+//!   passes the same bytes ([`dynamic_shared_bytes`]). tf32 and ragged lengths keep the
+//!   64 × 64 tile and 64-row items ([`wide`] says why). Grid `(n_max, ceil(N / block_n))`.
+//! - **A** (the bin's rows, `block_m` slots from `m0`): `moe_expert_linear` and
 //!   `moe_expert_swiglu_up` gather `X[token_ids[e·C + s]]` (the token id read once per staged
 //!   row, outside the K loop); `moe_expert_swiglu_down` reads the permuted rows
 //!   `G[offsets[e] + s]`. Rows past `counts[e]` are zero-filled (`cp.async` src-size 0).
@@ -35,20 +44,107 @@
 use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, F32, U32, U64};
 use crate::dtype::DType;
 use crate::ir::VoteMode;
+use crate::templates::moe::Ffn;
 use crate::templates::moe::MoeConfig;
 use crate::templates::staging::{copy_elems, copy_piece_from};
-use crate::templates::warp_mma::{self as tile, Accumulators, LandedFn, TileElem, WarpPos, TILE_M};
+use crate::templates::warp_mma::{
+    self as tile, Accumulators, Geometry, LandedFn, Side, TileElem, WarpPos,
+};
 
 use super::common::{narrow, MoeElem};
 use super::gemm::{gathered_row, permuted_row, silu_times, weight_row, work_item, Schedule};
 use super::gemm::{TILE_M as GEMM_TILE_M, TILE_N as GEMM_TILE_N};
-use super::MoeShape;
+use super::{MoeShape, EXPERT_SWIGLU_DOWN, EXPERT_SWIGLU_UP};
 
-/// Threads per tensor-core expert-GEMM block.
+/// Threads per tensor-core expert-GEMM block (every geometry: 4 warps).
 pub const TC_THREADS: u32 = tile::THREADS;
 
-// The work list and the grid are shared with the CUDA-core entries.
-const _: () = assert!(TILE_M == GEMM_TILE_M && tile::TILE_N == GEMM_TILE_N);
+/// Rows per work item when the tensor-core entries take the 128-row tiles (see
+/// [`item_rows`](super::item_rows)).
+pub const WIDE_ITEM_ROWS: u32 = Geometry::WIDE.block_m();
+
+const _: () = assert!(
+    Geometry::WIDE.threads() == TC_THREADS
+        && Geometry::TALL.threads() == TC_THREADS
+        && Geometry::TALL.block_m() == WIDE_ITEM_ROWS
+        && Geometry::SQUARE.block_m() == GEMM_TILE_M
+        && Geometry::SQUARE.block_n() == GEMM_TILE_N
+);
+
+/// Whether the tensor-core entries of `cfg` take the 128-row tiles ([`Geometry::WIDE`],
+/// [`Geometry::TALL`]): f16/bf16, with every expert GEMM's reduction length (`H`; and `F`
+/// for SwiGLU) a whole number of 16-byte pieces. Ragged lengths copy 8-, 4- or 2-byte
+/// pieces, up to 16 times as many per thread, each with its own row address and predicate,
+/// beside 128 accumulator registers; tf32's SwiGLU down-projection spills at 128 × 128
+/// (ptxas: 255 registers, 60 to 72 bytes of spill stores on sm_80 to sm_89). Those
+/// configurations keep the 64 × 64 tile ([`Geometry::SQUARE`]) for every entry (the work
+/// list has one row-tile size per configuration).
+pub fn wide(cfg: &MoeConfig) -> bool {
+    if !matches!(cfg.dtype, DType::F16 | DType::BF16) {
+        return false;
+    }
+    let per_chunk = tile::CHUNK_BYTES / cfg.dtype.size_bytes();
+    let lens: &[u32] = match cfg.ffn {
+        Ffn::Linear => &[cfg.hidden],
+        Ffn::Swiglu => &[cfg.hidden, cfg.expert_dim],
+    };
+    lens.iter().all(|len| len.is_multiple_of(per_chunk))
+}
+
+/// The block tile of tensor-core expert entry `entry` of `width` output columns when the
+/// configuration's tiles are `wide`: [`Geometry::TALL`] (128 × 64) for the SwiGLU
+/// up-projection, whose two accumulator sets (W1, W3) would need 256 registers a thread at
+/// 128 × 128, and for widths that 128-column tiles would pad more than 64-column ones (`N =
+/// 64`: half of every block's columns); [`Geometry::WIDE`] (128 × 128) for the others;
+/// [`Geometry::SQUARE`] when not `wide`.
+pub(crate) fn geometry(wide: bool, entry: &str, width: u32) -> Geometry {
+    let wide_pads_more =
+        2 * width.div_ceil(Geometry::WIDE.block_n()) > width.div_ceil(Geometry::TALL.block_n());
+    match (wide, entry) {
+        (false, _) => Geometry::SQUARE,
+        (true, EXPERT_SWIGLU_UP) => Geometry::TALL,
+        (true, _) if wide_pads_more => Geometry::TALL,
+        (true, _) => Geometry::WIDE,
+    }
+}
+
+/// Output columns of expert entry `entry` of `cfg`: `H` for the SwiGLU down-projection, `F`
+/// for the others.
+pub(crate) fn entry_width(cfg: &MoeConfig, entry: &str) -> u32 {
+    if entry == EXPERT_SWIGLU_DOWN {
+        cfg.hidden
+    } else {
+        cfg.expert_dim
+    }
+}
+
+/// B operands (weights) of tensor-core entry `entry`: W1 and W3 for the SwiGLU
+/// up-projection, one otherwise.
+fn weight_operands(entry: &str) -> u32 {
+    if entry == EXPERT_SWIGLU_UP {
+        2
+    } else {
+        1
+    }
+}
+
+/// Bytes of the rings of geometry `g` with `weights` B operands: `stages` slots of one A
+/// stage and `weights` B stages.
+pub(crate) fn ring_bytes(g: Geometry, weights: u32) -> u32 {
+    g.stages * (g.stage_bytes(Side::A) + weights * g.stage_bytes(Side::B))
+}
+
+/// The dynamic shared memory a launch of tensor-core entry `entry` passes: its rings' bytes
+/// when they exceed the static limit (the 128-row tiles' 60 KiB), else 0.
+pub(crate) fn dynamic_shared_bytes(cfg: &MoeConfig, entry: &str) -> u32 {
+    let g = geometry(wide(cfg), entry, entry_width(cfg, entry));
+    let bytes = ring_bytes(g, weight_operands(entry));
+    if bytes > cfg.arch.max_static_shared_bytes() {
+        bytes
+    } else {
+        0
+    }
+}
 
 /// Whether expert entry `entry` of `cfg` runs on tensor cores: f16/bf16, or f32 with
 /// `allow_tf32` (tf32 `mma.m16n8k8`, see `warp_mma/tf32.rs`), on a target with `mma.m16n8k16`,
@@ -87,27 +183,37 @@ struct Piece {
 
 /// Where a piece reads K tile `t`.
 enum Source {
-    /// 16-byte pieces (at most two per operand and thread), addressing hoisted out of the K
-    /// loop: `from + t · step` (`step` = the tile's bytes, 0 for a missing row, which keeps
-    /// reading the operand's first element with source size 0).
-    Hoisted { from: Reg<U64>, step: Reg<U32> },
+    /// 16-byte pieces (at most four per operand and thread), addressing hoisted out of the K
+    /// loop: `from + t · TILE_K_BYTES`. A missing row reads the operand's first row instead,
+    /// with source size 0: in bounds for every tile the column test lets through, and the
+    /// step stays an immediate (a register per piece fewer beside the 128-row tiles'
+    /// accumulators).
+    Hoisted { from: Reg<U64> },
     /// Narrower pieces (up to 16 per operand and thread: hoisting them all would cost about
     /// three registers each): element `base + t · TILE_K + col`, formed each stage.
     Row { base: Reg<U32> },
 }
 
-/// The operands' rings in one shared array: ring slot `s` holds operand `o`'s tile at byte
-/// `(s · operands + o) · STAGE_BYTES`, so every piece of every operand sits at a constant
-/// offset from this thread's first piece (`dst`) within a slot.
+/// The operands' rings in one shared array: ring slot `s` holds the A tile at byte
+/// `s · slot_bytes` and B operand `o`'s tile `a_bytes + o · b_bytes` further on, so every
+/// piece of every operand sits at a constant offset from this thread's first piece (`dst`)
+/// within a slot.
 struct Ring {
-    operands: u32,
+    geometry: Geometry,
+    weights: u32,
     dst: Reg<U32>,
 }
 
 impl Ring {
     /// Bytes of one ring slot (every operand's tile).
     fn slot_bytes(&self) -> u32 {
-        self.operands * tile::STAGE_BYTES
+        ring_bytes(self.geometry, self.weights) / self.geometry.stages
+    }
+
+    /// Offset of B operand `o`'s tile within a slot.
+    fn weight_offset(&self, o: u32) -> u32 {
+        let g = self.geometry;
+        g.stage_bytes(Side::A) + o * g.stage_bytes(Side::B)
     }
 
     /// This thread's first piece in ring slot `slot`.
@@ -123,8 +229,10 @@ fn hoisted(piece_bytes: u32) -> bool {
 
 /// The pieces this thread copies per stage of one operand whose rows are `rows`:
 /// piece `i` of row `rows[i]` at columns `col..`, byte `offset` of the slot.
+#[allow(clippy::too_many_arguments)]
 fn pieces<T: TileElem>(
     k: &mut KernelBuilder,
+    g: Geometry,
     src: GlobalPtr<T>,
     rows: &[Row],
     col: Reg<U32>,
@@ -137,15 +245,14 @@ fn pieces<T: TileElem>(
         .map(|(i, &(base, row_ok))| {
             let source = if hoisted(piece_bytes) {
                 let index = k.add(base, col);
-                let index = k.selp(index, 0u32, row_ok);
+                let index = k.selp(index, col, row_ok);
                 Source::Hoisted {
                     from: k.elem_addr(src, index),
-                    step: k.selp(tile::TILE_K_BYTES, 0u32, row_ok),
                 }
             } else {
                 Source::Row { base }
             };
-            let offset = operand_offset + i as u32 * tile::piece_stride_bytes(piece_bytes);
+            let offset = operand_offset + i as u32 * g.piece_stride_bytes(piece_bytes);
             Piece {
                 source,
                 row_ok,
@@ -157,9 +264,10 @@ fn pieces<T: TileElem>(
 }
 
 /// The grouped GEMM of one work item: `acc[o] = A · B_oᵀ` over `len`, A rows from `a_row(r)`,
-/// B rows `W_o[e, n0 + r, :]`. Blocks whose tile holds no routed row (past the work list)
-/// skip the loop (a block-uniform branch). tf32 operands are rounded once where they land
-/// ([`TileElem::round_landed`]: each thread its own pieces, before the publishing barrier).
+/// B rows `W_o[e, n0 + r, :]`, in the block tile of `pos.geometry`. Blocks whose tile holds
+/// no routed row (past the work list) skip the loop (a block-uniform branch). tf32 operands
+/// are rounded once where they land ([`TileElem::round_landed`]: each thread its own pieces,
+/// before the publishing barrier).
 #[allow(clippy::too_many_arguments)]
 fn grouped_gemm<T: MoeElem + TileElem>(
     k: &mut KernelBuilder,
@@ -172,14 +280,17 @@ fn grouped_gemm<T: MoeElem + TileElem>(
     n_total: u32,
     len: u32,
 ) -> Vec<Accumulators<T::Shape>> {
+    let g = pos.geometry;
     let bytes = T::TYPE.bytes();
     let elems = copy_elems(len, tile::CHUNK_BYTES / bytes);
     let piece_bytes = elems * bytes;
-    let (row0, col, at) = tile::piece_slot_bytes(k, (tid, 0), bytes, piece_bytes);
-    let rows: Vec<Reg<U32>> = (0..tile::pieces_per_thread(piece_bytes))
+    let (row0, col, at) = g.piece_slot_bytes(k, (tid, 0), bytes, piece_bytes);
+    // Both operands deal their rows alike, B's (block_n ≤ block_m) being A's first ones.
+    let b_pieces = g.pieces_per_thread(g.block_n(), piece_bytes) as usize;
+    let rows: Vec<Reg<U32>> = (0..g.pieces_per_thread(g.block_m(), piece_bytes))
         .map(|i| match i {
             0 => row0,
-            _ => k.add(row0, i * tile::piece_row_stride(piece_bytes)),
+            _ => k.add(row0, i * g.piece_row_stride(piece_bytes)),
         })
         .collect();
     let whole_tiles = len.is_multiple_of(T::TILE_K);
@@ -188,33 +299,38 @@ fn grouped_gemm<T: MoeElem + TileElem>(
     let a_rows: Vec<Row> = rows.iter().map(|&r| a_row(k, r)).collect();
     let mut copies = vec![(
         a_src,
-        pieces(k, a_src, &a_rows, col, piece_bytes, whole_tiles, 0),
+        pieces(k, g, a_src, &a_rows, col, piece_bytes, whole_tiles, 0),
     )];
+    let weights = b_srcs.len() as u32;
+    let ring_bytes = ring_bytes(g, weights);
+    let rings = if ring_bytes > k.arch().max_static_shared_bytes() {
+        k.dynamic_shared::<T>(ring_bytes)
+    } else {
+        k.shared_array::<T>("rings", ring_bytes / bytes)
+    };
+    let rings = k.shared_base(rings);
+    let ring = Ring {
+        geometry: g,
+        weights,
+        dst: k.add(rings, at),
+    };
     for (o, &src) in b_srcs.iter().enumerate() {
-        let b_rows: Vec<Row> = rows
+        let b_rows: Vec<Row> = rows[..b_pieces]
             .iter()
             .map(|&r| weight_row(k, item, n_total, len, r))
             .collect();
-        let offset = (1 + o as u32) * tile::STAGE_BYTES;
-        let b = pieces(k, src, &b_rows, col, piece_bytes, whole_tiles, offset);
+        let offset = ring.weight_offset(o as u32);
+        let b = pieces(k, g, src, &b_rows, col, piece_bytes, whole_tiles, offset);
         copies.push((src, b));
     }
-    let rings = k.shared_array::<T>(
-        "rings",
-        tile::STAGES * copies.len() as u32 * tile::STAGE_BYTES / bytes,
-    );
-    let rings = k.shared_base(rings);
-    let ring = Ring {
-        operands: copies.len() as u32,
-        dst: k.add(rings, at),
-    };
-    let mut acc: Vec<Accumulators<T::Shape>> = b_srcs.iter().map(|_| T::zero_acc(k)).collect();
+    let mut acc: Vec<Accumulators<T::Shape>> =
+        b_srcs.iter().map(|_| T::zero_acc_in(k, g)).collect();
     let (a_lane, b_lane) = pos.fragment_offsets(k, bytes);
     let a_lane = k.add(rings, a_lane);
-    let b_lanes: Vec<Reg<U32>> = (0..b_srcs.len() as u32)
+    let b_lanes: Vec<Reg<U32>> = (0..weights)
         .map(|o| {
             let lane = k.add(rings, b_lane);
-            k.add(lane, (1 + o) * tile::STAGE_BYTES)
+            k.add(lane, ring.weight_offset(o))
         })
         .collect();
     let fill = |k: &mut KernelBuilder, k_tile: Reg<U32>, slot: Reg<U32>| {
@@ -232,8 +348,8 @@ fn grouped_gemm<T: MoeElem + TileElem>(
                     None => p.row_ok,
                 };
                 let from = match p.source {
-                    Source::Hoisted { from, step } => {
-                        let from = k.mad_wide(k_tile, step, from);
+                    Source::Hoisted { from } => {
+                        let from = k.mad_wide(k_tile, tile::TILE_K_BYTES, from);
                         match col_ok {
                             Some(_) => k.selp(from, src.addr, ok),
                             None => from,
@@ -265,11 +381,11 @@ fn grouped_gemm<T: MoeElem + TileElem>(
     let has_rows = k.vote(VoteMode::Any, has_rows);
     k.if_then(has_rows, |k| {
         let k_tiles = len.div_ceil(T::TILE_K);
-        tile::run_ring_landing(k, k_tiles, &fill, landed, &mut |k, slot| {
+        tile::run_ring_of(k, g.stages, k_tiles, &fill, landed, &mut |k, slot| {
             let slot_at = k.mul_lo(slot, ring.slot_bytes());
             let a_at = k.add(a_lane, slot_at);
             let b_at: Vec<Reg<U32>> = b_lanes.iter().map(|&b| k.add(b, slot_at)).collect();
-            T::multiply_landed_tile(k, &mut acc, a_at, &b_at);
+            T::multiply_landed_tile_in(k, g, &mut acc, a_at, &b_at);
         });
     });
     acc
@@ -301,7 +417,8 @@ fn store<T: MoeElem + TileElem>(
         .collect();
     // Columns `col0 + 8·ni + j` stored separately: j = 0 only for packed pairs.
     let singles = if n_total.is_multiple_of(2) { 1 } else { 2 };
-    let col_ok: Vec<Vec<Pred>> = (0..tile::WARP_N_TILES)
+    let g = pos.geometry;
+    let col_ok: Vec<Vec<Pred>> = (0..g.warp_n_tiles)
         .map(|ni| {
             (0..singles)
                 .map(|j| {
@@ -312,7 +429,7 @@ fn store<T: MoeElem + TileElem>(
         })
         .collect();
     let bytes = T::TYPE.bytes() as i32;
-    for mi in 0..tile::WARP_M_TILES as usize {
+    for mi in 0..g.warp_m_tiles as usize {
         for h in 0..2usize {
             let r = k.add(row0, 16 * mi as u32 + 8 * h as u32);
             let slot = k.add(item.m0, r);
@@ -371,6 +488,7 @@ fn gathering<T: MoeElem + TileElem>(
     value: Epilogue<'_>,
 ) {
     k.require_block([TC_THREADS, 1, 1]);
+    let g = geometry(shape.wide_tiles, k.name(), shape.expert_dim);
     let x = k.param_ptr::<T>("x");
     let token_ids = k.param_ptr::<U32>("token_ids");
     let schedule = schedule(k);
@@ -382,8 +500,8 @@ fn gathering<T: MoeElem + TileElem>(
     let ws: Vec<GlobalPtr<T>> = ws.into_iter().map(|w| k.global_ptr(w)).collect();
     let tokens = k.load_param(tokens);
     let capacity = k.load_param(capacity);
-    let (tid, pos) = WarpPos::of_thread(k);
-    let item = work_item(k, schedule);
+    let (tid, pos) = WarpPos::of_thread_in(k, g);
+    let item = work_item(k, schedule, g.block_n());
     let bin_start = k.mul_lo(item.expert, capacity);
     let hidden = shape.hidden;
     let acc = grouped_gemm(
@@ -416,13 +534,14 @@ pub(crate) fn build_swiglu_up<T: MoeElem + TileElem>(shape: &MoeShape, k: &mut K
 /// [`super::expert::build_swiglu_down`]).
 pub(crate) fn build_swiglu_down<T: MoeElem + TileElem>(shape: &MoeShape, k: &mut KernelBuilder) {
     k.require_block([TC_THREADS, 1, 1]);
+    let g = geometry(shape.wide_tiles, k.name(), shape.hidden);
     let gated = k.param_ptr::<T>("gated");
     let schedule = schedule(k);
     let w2 = k.param_ptr::<T>("w2");
     let y = k.param_ptr::<T>("y");
     let (gated, w2, y) = (k.global_ptr(gated), k.global_ptr(w2), k.global_ptr(y));
-    let (tid, pos) = WarpPos::of_thread(k);
-    let item = work_item(k, schedule);
+    let (tid, pos) = WarpPos::of_thread_in(k, g);
+    let item = work_item(k, schedule, g.block_n());
     let len = shape.expert_dim;
     let acc = grouped_gemm(
         k,
