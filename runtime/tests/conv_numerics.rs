@@ -639,6 +639,15 @@ fn tensor_core_counters_resnet_3x3() {
                     assert!(c.cp_async_requests > 0);
                     assert_eq!(c.global_load_requests, 4 * 4 * 8);
                 }
+                if channels_last {
+                    // The staged epilogue: 16-byte runs along the pixels, whole sectors.
+                    let stores = c.global_store_efficiency();
+                    assert!(
+                        stores >= 0.99,
+                        "{}: store efficiency {stores}",
+                        record.entry
+                    );
+                }
             } else if record.entry.ends_with("to_channels_last") {
                 // The pre-passes: whole sectors both ways, conflict-free tiles.
                 assert!(c.global_load_efficiency() >= 0.99, "{}", record.entry);
@@ -936,7 +945,10 @@ fn tensor_core_forward_every_case_both_layouts() {
 /// copy's load width follows `H·W` (16-byte loads for multiples of 8, then 8, 4 and 2
 /// bytes) and its lane tiling `C_in` (8, 16 or 32 channels per warp): the cases reach every
 /// width (143 odd, 54 and 306 ≡ 2 mod 4, 196 ≡ 4 mod 8, 120 and 256 multiples of 8 that
-/// leave a partial pixel tile) and every tiling (24, 16, 40, 64 and 128 channels).
+/// leave a partial pixel tile) and every tiling (24, 16, 40, 64 and 128 channels). The GEMM
+/// stages its NCHW output where `OH·OW` is a multiple of 8 (40 over batch 3, 48 over batch
+/// 2: tiles across images and past `M`, channel tiles past `C_out`) and stores elements
+/// otherwise (66, 49, 108, 306, 35).
 fn channels_last_cases() -> Vec<Case> {
     let c = Conv2dConfig::new;
     vec![
@@ -980,6 +992,11 @@ fn channels_last_cases() -> Vec<Case> {
             name: "cl 3x3 p1 128→8, batch 2, 5 × 7 (four channel warps, 2-byte loads)",
             cfg: c(128, 8, 3).with_padding(1, 1),
             shape: shape(2, 5, 7),
+        },
+        Case {
+            name: "cl 3x3 p1 32→72 + bias, batch 2, 8 × 6 (staged NCHW stores across images)",
+            cfg: c(32, 72, 3).with_padding(1, 1).with_bias(true),
+            shape: shape(2, 8, 6),
         },
     ]
 }
