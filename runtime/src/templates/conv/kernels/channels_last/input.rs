@@ -33,7 +33,7 @@ const WARPS: u32 = THREADS / 32;
 const LOW_HALVES: u32 = 0x5410;
 const HIGH_HALVES: u32 = 0x7632;
 
-/// How a block covers channels × pixels, from `C_in` (a multiple of [`BLOCK`]).
+/// How a block covers channels × pixels, from `C_in` (a multiple of 8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InputTiling {
     /// Channel octets per warp (1, 2 or 4: the largest dividing `C_in / 8`).

@@ -40,8 +40,8 @@
 //! forward about four times the instructions per output of NHWC's 16-byte chunks (measured
 //! on ResNet-50's 3 × 3 128 → 128: 571 vs 137). So, as cuDNN does for NCHW tensor-core
 //! convolutions, the host first copies `x` to NHWC and `w` to `[C_out, KH, KW, Cg]`
-//! (`conv2d_to_channels_last`, `conv2d_filter_to_channels_last`: coalesced, conflict-free
-//! shared-memory transposes) and this entry is then the NHWC forward — same gathers, tiles,
+//! (`conv2d_to_channels_last`: 8 × 8 register blocks, 16-byte loads and stores;
+//! `conv2d_filter_to_channels_last`: a conflict-free shared-memory transpose) and this entry is then the NHWC forward — same gathers, tiles,
 //! grid and reduction order `(kh, kw, ci)` per output — with NCHW's epilogue indexing
 //! (`y[n, g·Og + o, oh, ow]`): where `OH·OW` is a multiple of 8 the rounded tile is staged
 //! in the free ring and stored as 16-byte runs along the pixels ([`staged_store`]), else
