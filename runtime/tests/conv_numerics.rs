@@ -639,10 +639,24 @@ fn tensor_core_counters_resnet_3x3() {
                     assert!(c.cp_async_requests > 0);
                     assert_eq!(c.global_load_requests, 4 * 4 * 8);
                 }
+                if channels_last {
+                    // The staged epilogue: 16-byte runs along the pixels, whole sectors.
+                    let stores = c.global_store_efficiency();
+                    assert!(
+                        stores >= 0.99,
+                        "{}: store efficiency {stores}",
+                        record.entry
+                    );
+                }
             } else if record.entry.ends_with("to_channels_last") {
-                // The pre-pass: whole sectors both ways, conflict-free tile.
+                // The pre-passes: whole sectors both ways, conflict-free tiles.
                 assert!(c.global_load_efficiency() >= 0.99, "{}", record.entry);
                 assert!(c.shared_bank_conflict_factor() <= 1.0 + 1e-9);
+                if record.entry == "conv2d_to_channels_last" {
+                    // 16-byte loads along the pixels and stores along the channels, no tile.
+                    assert!(c.global_store_efficiency() >= 0.99);
+                    assert_eq!(c.shared_wavefronts, 0);
+                }
                 assert_eq!(c.mma_instructions, 0);
             } else {
                 assert_eq!(c.mma_instructions, 0);
@@ -927,7 +941,14 @@ fn tensor_core_forward_every_case_both_layouts() {
 
 /// NCHW shapes of the channels-last forward (`C_in` and `Cg` multiples of 8, filters wider
 /// than 1): the pre-pass's ragged tiles in both directions (40 channels, 11 × 13 = 143
-/// pixels), groups, rectangular filters, stride 2 and dilation, bias, batch 3.
+/// pixels), groups, rectangular filters, stride 2 and dilation, bias, batch 3. The input
+/// copy's load width follows `H·W` (16-byte loads for multiples of 8, then 8, 4 and 2
+/// bytes) and its lane tiling `C_in` (8, 16 or 32 channels per warp): the cases reach every
+/// width (143 odd, 54 and 306 ≡ 2 mod 4, 196 ≡ 4 mod 8, 120 and 256 multiples of 8 that
+/// leave a partial pixel tile) and every tiling (24, 16, 40, 64 and 128 channels). The GEMM
+/// stages its NCHW output where `OH·OW` is a multiple of 8 (40 over batch 3, 48 over batch
+/// 2: tiles across images and past `M`, channel tiles past `C_out`) and stores elements
+/// otherwise (66, 49, 108, 306, 35).
 fn channels_last_cases() -> Vec<Case> {
     let c = Conv2dConfig::new;
     vec![
@@ -952,6 +973,30 @@ fn channels_last_cases() -> Vec<Case> {
             name: "cl 3x3 p1 64→72 + bias (two channel tiles, 18 × 17 image: 5 pixel tiles)",
             cfg: c(64, 72, 3).with_padding(1, 1).with_bias(true),
             shape: shape(1, 18, 17),
+        },
+        Case {
+            name: "cl 3x3 s2 p1 24→40, batch 2, 14 × 14 (8-byte input loads, 8 channels a warp)",
+            cfg: c(24, 40, 3).with_stride(2, 2).with_padding(1, 1),
+            shape: shape(2, 14, 14),
+        },
+        Case {
+            name: "cl 3x2 groups 2 (Cg 8) 16→20 + bias, batch 3, 12 × 10 (16-byte loads, ragged)",
+            cfg: c(16, 20, 3)
+                .with_kernel(3, 2)
+                .with_groups(2)
+                .with_padding(1, 0)
+                .with_bias(true),
+            shape: shape(3, 12, 10),
+        },
+        Case {
+            name: "cl 3x3 p1 128→8, batch 2, 5 × 7 (four channel warps, 2-byte loads)",
+            cfg: c(128, 8, 3).with_padding(1, 1),
+            shape: shape(2, 5, 7),
+        },
+        Case {
+            name: "cl 3x3 p1 32→72 + bias, batch 2, 8 × 6 (staged NCHW stores across images)",
+            cfg: c(32, 72, 3).with_padding(1, 1).with_bias(true),
+            shape: shape(2, 8, 6),
         },
     ]
 }

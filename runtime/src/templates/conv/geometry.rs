@@ -5,9 +5,10 @@
 
 use super::config::{Conv2dConfig, DirectTile, Layout};
 use super::kernels::{
-    bias_block_channels, bias_block_pixels, BLOCK_1D, BWD_BIAS_THREADS, BWD_FILTER_REDUCE_THREADS,
-    CHANNELS_LAST_BLOCK_ROWS, CHANNELS_LAST_TILE, FILTER_TO_CHANNELS_LAST_THREADS,
-    IMPLICIT_THREADS, IMPLICIT_TILE_M, IMPLICIT_TILE_N, NHWC_THREADS, NHWC_TILE_M, NHWC_TILE_N,
+    bias_block_channels, bias_block_pixels, ChannelsLastTiling, BLOCK_1D, BWD_BIAS_THREADS,
+    BWD_FILTER_REDUCE_THREADS, CHANNELS_LAST_THREADS, CHANNELS_LAST_TILE,
+    FILTER_TO_CHANNELS_LAST_THREADS, IMPLICIT_THREADS, IMPLICIT_TILE_M, IMPLICIT_TILE_N,
+    NHWC_THREADS, NHWC_TILE_M, NHWC_TILE_N,
 };
 use super::shapes::ConvDims;
 use crate::dtype::DType;
@@ -187,28 +188,30 @@ impl Conv2dConfig {
         })
     }
 
-    /// `conv2d_to_channels_last` over `planes` planes of `rows × cols`: block `(32, 8)`; grid
-    /// `(⌈cols / 32⌉, ⌈rows / 32⌉, planes)`.
+    /// `conv2d_to_channels_last` over `batch` images of `pixels` pixels: block 128; grid
+    /// `(⌈pixels / Pb⌉, ⌈C_in / Cb⌉, batch)` for the tile `Pb × Cb` the kernel was built with
+    /// ([`ChannelsLastTiling`], from `C_in`).
     pub fn to_channels_last_launch_config(
-        planes: u32,
-        rows: u32,
-        cols: u32,
+        &self,
+        batch: u32,
+        pixels: u32,
     ) -> Result<LaunchConfig, LaunchError> {
+        let tiling = ChannelsLastTiling::new(self.in_channels);
         Ok(LaunchConfig {
             grid: Dim3::new(
                 grid_dim(
-                    "channels-last column tiles",
-                    u64::from(cols.div_ceil(CHANNELS_LAST_TILE)),
+                    "channels-last pixel tiles",
+                    u64::from(pixels.div_ceil(tiling.block_pixels())),
                     MAX_GRID_X,
                 )?,
                 grid_dim(
-                    "channels-last row tiles",
-                    u64::from(rows.div_ceil(CHANNELS_LAST_TILE)),
+                    "channels-last channel tiles",
+                    u64::from(self.in_channels.div_ceil(tiling.block_channels())),
                     MAX_GRID_YZ,
                 )?,
-                grid_dim("channels-last planes", u64::from(planes), MAX_GRID_YZ)?,
+                grid_dim("channels-last images", u64::from(batch), MAX_GRID_YZ)?,
             ),
-            block: Dim3::new(CHANNELS_LAST_TILE, CHANNELS_LAST_BLOCK_ROWS, 1),
+            block: Dim3::x(CHANNELS_LAST_THREADS),
             dynamic_shared_bytes: 0,
         })
     }

@@ -408,8 +408,8 @@ impl<B: Backend> Call<'_, B> {
         ];
         let prep = self.prepare(ENTRY_IMPLICIT_GEMM_CHANNELS_LAST, &args)?;
         let d = prep.dims;
-        let (pixels, channels) = (d.in_h * d.in_w, cfg.in_channels);
-        let input_grid = Conv2dConfig::to_channels_last_launch_config(d.batch, channels, pixels)?;
+        let pixels = d.in_h * d.in_w;
+        let input_grid = cfg.to_channels_last_launch_config(d.batch, pixels)?;
         let filter_grid = cfg.filter_to_channels_last_launch_config()?;
         let gemm = cfg.implicit_gemm_launch_config(&d)?;
         let (dev, ptx) = (self.dev, self.ptx);
@@ -420,7 +420,6 @@ impl<B: Backend> Call<'_, B> {
         let args = [
             KernelArg::buffer(x),
             KernelArg::buffer(&input),
-            KernelArg::U32(channels),
             KernelArg::U32(pixels),
         ];
         dev.launch(ptx, ENTRY_TO_CHANNELS_LAST, input_grid, &args)?;

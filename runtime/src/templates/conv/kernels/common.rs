@@ -64,7 +64,7 @@ impl ConvElem for F16 {
     fn channels_last(cfg: &Conv2dConfig, arch: Arch) -> Option<[KernelBuilder; 3]> {
         implicit_gemm::channels_last_available(cfg).then(|| {
             [
-                channels_last::build::<F16>(arch),
+                channels_last::build::<F16>(cfg.in_channels, arch),
                 channels_last::build_filter::<F16>(cfg, arch),
                 implicit_gemm::build_channels_last::<F16>(cfg, arch),
             ]
@@ -89,7 +89,7 @@ impl ConvElem for BF16 {
     fn channels_last(cfg: &Conv2dConfig, arch: Arch) -> Option<[KernelBuilder; 3]> {
         implicit_gemm::channels_last_available(cfg).then(|| {
             [
-                channels_last::build::<BF16>(arch),
+                channels_last::build::<BF16>(cfg.in_channels, arch),
                 channels_last::build_filter::<BF16>(cfg, arch),
                 implicit_gemm::build_channels_last::<BF16>(cfg, arch),
             ]

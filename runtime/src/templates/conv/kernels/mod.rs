@@ -8,7 +8,7 @@
 //! | `gemm` | `y = W_g · cols_g (+ b)` | (16, 16) | `(⌈N·OH·OW/64⌉, ⌈Og/block_m⌉, G)` |
 //! | `1x1` (1×1 kernels only) | `y` from `x` (implicit GEMM) | (16, 16) | as `gemm` |
 //! | `implicit_gemm` (f16/bf16, sm_80+) | `y` from `x` on tensor cores, NCHW or NHWC | 128 | `(⌈N·OH·OW/64⌉, ⌈Og/64⌉, G)` |
-//! | `to_channels_last` (with the next two) | `[P][R][C]` planes transposed to `[P][C][R]` (NCHW `x` → NHWC) | (32, 8) | `(⌈C/32⌉, ⌈R/32⌉, P)` |
+//! | `to_channels_last` (with the next two) | NCHW `x` → NHWC, 8 × 8 blocks per thread through registers | 128 | `(⌈H·W/Pb⌉, ⌈C_in/Cb⌉, N)`, `Pb × Cb` from `C_in` (`ChannelsLastTiling`) |
 //! | `filter_to_channels_last` | `w` → `[C_out, KH, KW, Cg]` | 256 | `(C_out, ⌈Cg/32⌉)` |
 //! | `implicit_gemm_channels_last` (NCHW f16/bf16, sm_80+, `Cg` and `C_in` multiples of 8, `KW > 1`) | NCHW `y` from the channels-last copies on tensor cores (16-byte `cp.async` A chunks) | 128 | as `implicit_gemm` |
 //! | `nhwc` (NHWC only) | `y` from `x` on CUDA cores (tiled implicit GEMM, 16-byte loads and stores) | 128 | `(⌈N·OH·OW/64⌉, ⌈Og/64⌉, G)` |
@@ -51,9 +51,10 @@ pub use backward_filter::{
     ENTRY_SPLIT as ENTRY_BWD_FILTER_CUDA_SPLIT,
 };
 pub use channels_last::{
-    BLOCK_ROWS as CHANNELS_LAST_BLOCK_ROWS, ENTRY as ENTRY_TO_CHANNELS_LAST,
+    InputTiling as ChannelsLastTiling, ENTRY as ENTRY_TO_CHANNELS_LAST,
     ENTRY_FILTER as ENTRY_FILTER_TO_CHANNELS_LAST,
-    FILTER_THREADS as FILTER_TO_CHANNELS_LAST_THREADS, TILE as CHANNELS_LAST_TILE,
+    FILTER_THREADS as FILTER_TO_CHANNELS_LAST_THREADS, INPUT_THREADS as CHANNELS_LAST_THREADS,
+    TILE as CHANNELS_LAST_TILE,
 };
 pub use common::{fast_div_constants, DIM_PARAMS, DIVISOR_PARAMS};
 pub use direct::ENTRY as ENTRY_DIRECT;

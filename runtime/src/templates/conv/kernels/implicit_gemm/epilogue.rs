@@ -6,12 +6,13 @@ use super::super::common::{load_or_zero, ConvElem};
 use super::split::Slice;
 use super::{Conv, Pass};
 use crate::builder::{GlobalPtr, KernelBuilder, ParamHandle, Pred, Reg, F32, U32};
+use crate::ir::CmpOp;
 use crate::templates::conv::Layout;
 use crate::templates::warp_mma::{Accumulators, TileElem, WARP_N_TILES};
 
 /// One output column of this lane: the column within the group's GEMM, whether it exists,
 /// and its bias.
-type OutputColumn<A> = (Reg<U32>, Pred, Option<Reg<A>>);
+pub(super) type OutputColumn<A> = (Reg<U32>, Pred, Option<Reg<A>>);
 
 /// Where the epilogue writes.
 pub(super) enum Output<T: ConvElem> {
@@ -94,6 +95,43 @@ impl<T: ConvElem + TileElem> Conv<T> {
                 (o, o_ok, bias)
             })
             .collect();
+        if self.stages_output() {
+            // `OH·OW` is uniform over the grid: no warp diverges at the barriers.
+            let rest = k.and(self.d.ohw, 7u32);
+            let whole_runs = k.setp(CmpOp::Eq, rest, 0u32);
+            k.if_else(
+                whole_runs,
+                |k| self.store_staged(k, acc, (row0, col0), &columns, first_channel),
+                |k| self.store_elements(k, acc, row_base, &columns, first_channel),
+            );
+        } else {
+            self.store_elements(k, acc, row_base, &columns, first_channel);
+        }
+    }
+
+    /// Whether the output is staged through shared memory when `OH·OW` allows
+    /// ([`super::staged_store`]): the channels-last entry's NCHW halves. (The NCHW
+    /// `conv2d_implicit_gemm` keeps its element stores: its element-wise A gathers leave no
+    /// registers for the staged code on a 7 × 7 filter, where ptxas spilled on sm_90.)
+    fn stages_output(&self) -> bool {
+        let storage = matches!(self.out, Output::Storage(_));
+        storage
+            && self.pass == Pass::Forward
+            && self.layout == Layout::Nhwc
+            && self.out_layout == Layout::Nchw
+            && T::TYPE.bytes() == 2
+            && self.slab_tile().is_none()
+    }
+
+    /// Stores each accumulator inside `M × N` from registers, one element per store.
+    fn store_elements(
+        &self,
+        k: &mut KernelBuilder,
+        acc: &Accumulators<T::Shape>,
+        row_base: Reg<U32>,
+        columns: &[OutputColumn<T::Acc>],
+        first_channel: Reg<U32>,
+    ) {
         for (mi, row_accs) in acc.iter().enumerate() {
             for half in 0..2u32 {
                 let m = k.add(row_base, mi as u32 * 16 + half * 8);

@@ -40,10 +40,12 @@
 //! forward about four times the instructions per output of NHWC's 16-byte chunks (measured
 //! on ResNet-50's 3 × 3 128 → 128: 571 vs 137). So, as cuDNN does for NCHW tensor-core
 //! convolutions, the host first copies `x` to NHWC and `w` to `[C_out, KH, KW, Cg]`
-//! (`conv2d_to_channels_last`, `conv2d_filter_to_channels_last`: coalesced, conflict-free
-//! shared-memory transposes) and this entry is then the NHWC forward — same gathers, tiles,
+//! (`conv2d_to_channels_last`: 8 × 8 register blocks, 16-byte loads and stores;
+//! `conv2d_filter_to_channels_last`: a conflict-free shared-memory transpose) and this entry is then the NHWC forward — same gathers, tiles,
 //! grid and reduction order `(kh, kw, ci)` per output — with NCHW's epilogue indexing
-//! (`y[n, g·Og + o, oh, ow]`). 1 × 1 filters keep `conv2d_implicit_gemm`: their NCHW A is
+//! (`y[n, g·Og + o, oh, ow]`): where `OH·OW` is a multiple of 8 the rounded tile is staged
+//! in the free ring and stored as 16-byte runs along the pixels ([`staged_store`]), else
+//! element by element. 1 × 1 filters keep `conv2d_implicit_gemm`: their NCHW A is
 //! read lane → pixel along contiguous rows already, and the copy adds `x`'s bytes twice
 //! (modelled on ResNet-50's 1 × 1 128 → 512: 33.5 → 21.7 instructions per output but
 //! 32.2 → 45.4 MB of DRAM traffic, bound 12.9 → 13.5 µs).
@@ -113,6 +115,7 @@ mod epilogue;
 mod gather;
 mod slab_tile;
 mod split;
+mod staged_store;
 mod window;
 
 use super::common::{conv_kernel, div_const, rem_const, ConvElem, DimParams, Dims, Problem};

@@ -1,0 +1,99 @@
+//! The staged epilogue of `conv2d_implicit_gemm_channels_last` (halves): NCHW `y` is contiguous along the pixels, the
+//! GEMM's rows, while a lane's accumulators hold 2 columns (channels) of each of its rows, so
+//! stored straight from registers a warp's request writes 4 channels × 16 bytes (half of
+//! every sector). Instead, after the K loop, the block rounds its 64 × 64 tile into the free
+//! A ring as `[channel][pixel]` (rows of [`STAGE_ROW`] halves) and stores it back as 16-byte
+//! runs of 8 pixels of one channel: a warp writes 4 channels × 128 contiguous bytes. This
+//! needs `OH·OW` a multiple of 8 (a run then never crosses an image and is aligned); the
+//! caller keeps the element stores otherwise. Values and rounding are those of the element
+//! stores: the f32 sum plus the bias, rounded once.
+
+use super::super::common::ConvElem;
+use super::epilogue::{Output, OutputColumn};
+use super::Conv;
+use crate::builder::{KernelBuilder, Reg, U32};
+use crate::templates::warp_mma::{Accumulators, TileElem, STAGES, STAGE_BYTES, THREADS};
+
+/// Halves per staged channel row: 64 pixels and 8 halves of padding (36 words, 4 banks
+/// further per row), so the 4 channels × 8 pixels a warp writes per accumulator register
+/// fall in distinct banks and each 16-byte row read stays 16-byte aligned.
+const STAGE_ROW: u32 = 72;
+/// Pixels per store (16 bytes of halves).
+const RUN: u32 = 8;
+/// Channels of the tile.
+const CHANNELS: u32 = 64;
+/// Channel rows one pass of the block reads (8 runs per row).
+const ROWS_PER_PASS: u32 = THREADS / (CHANNELS / RUN);
+
+const _: () = assert!(CHANNELS * STAGE_ROW * 2 <= STAGES * STAGE_BYTES);
+
+impl<T: ConvElem + TileElem> Conv<T> {
+    /// Stages the warp's accumulators (bias added, rounded) and stores the block's tile
+    /// inside `M × Og` as 16-byte runs along the pixels. `(row0, col0)`: the lane's first
+    /// accumulator row and column within the block tile; `columns`: its 8 columns' biases.
+    pub(super) fn store_staged(
+        &self,
+        k: &mut KernelBuilder,
+        acc: &Accumulators<T::Shape>,
+        (row0, col0): (Reg<U32>, Reg<U32>),
+        columns: &[OutputColumn<T::Acc>],
+        first_channel: Reg<U32>,
+    ) {
+        let Output::Storage(out) = self.out else {
+            unreachable!("the staged epilogue stores the output tensor")
+        };
+        k.comment("epilogue: round the tile into the free ring as [channel][pixel]");
+        // Every warp has read its last ring slot.
+        k.bar_sync();
+        let base = k.shared_base(self.a.ring);
+        let at = k.mad_lo(col0, STAGE_ROW, row0);
+        let at = k.mad_lo(at, 2u32, base);
+        for (mi, row_accs) in acc.iter().enumerate() {
+            for half in 0..2u32 {
+                for (ni, frag) in row_accs.iter().enumerate() {
+                    let regs = frag.f32_regs();
+                    for j in 0..2u32 {
+                        let (_, _, bias) = columns[2 * ni + j as usize];
+                        let value: Reg<T::Acc> = regs[(2 * half + j) as usize].retype();
+                        let value = bias.map_or(value, |b| k.add(value, b));
+                        let value = T::narrow(k, value);
+                        let channel = 8 * ni as u32 + j;
+                        let pixel = 16 * mi as u32 + 8 * half;
+                        k.st_shared(at, ((channel * STAGE_ROW + pixel) * 2) as i32, value);
+                    }
+                }
+            }
+        }
+        k.bar_sync();
+
+        k.comment("epilogue: 16-byte runs of 8 pixels of one channel");
+        let tid = k.tid_x();
+        let run = k.and(tid, CHANNELS / RUN - 1);
+        let row = k.shr(tid, (CHANNELS / RUN).trailing_zeros());
+        let pixel = k.mul_lo(run, RUN);
+        let read = k.mad_lo(row, STAGE_ROW, pixel);
+        let read = k.mad_lo(read, 2u32, base);
+        let m = k.add(self.block_m, pixel);
+        let m_ok = k.setp_lt(m, self.m_len);
+        let (image, pix) = self.d.ohw_div.divmod(k, m);
+        let o = k.add(self.block_n, row);
+        let plane = k.mad_lo(image, self.p.c_out, first_channel);
+        let plane = k.add(plane, o);
+        let index = k.mad_lo(plane, self.d.ohw, pix);
+        let mut to = k.elem_addr(out, index);
+        let step = k.mul_wide(self.d.ohw, ROWS_PER_PASS * T::TYPE.bytes());
+        for pass in 0..CHANNELS / ROWS_PER_PASS {
+            if pass > 0 {
+                to = k.add(to, step);
+            }
+            let o = k.add(o, pass * ROWS_PER_PASS);
+            let o_ok = k.setp_lt(o, self.n_len());
+            let ok = k.and_pred(m_ok, o_ok);
+            let offset = (pass * ROWS_PER_PASS * STAGE_ROW * 2) as i32;
+            k.if_then(ok, |k| {
+                let v = k.ld_shared_v4::<U32>(read, offset);
+                k.st_global_v4::<U32>(to, 0, v);
+            });
+        }
+    }
+}
