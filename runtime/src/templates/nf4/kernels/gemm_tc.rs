@@ -1,9 +1,13 @@
 //! Tiled forward GEMM on tensor cores (sm_80+, f16/bf16): `C[i, j] = Σ_l A[i, l] · Ŵ[j, l]`.
 //!
 //! Same grid and tile as the CUDA-core [`super::gemm`] (64 × 64 of `C` per block of 256
-//! threads), fed by the [`super::tc`] ring ([`TC_K`] = 64 reduction elements per stage). Warp `w`
-//! owns columns `n_base + 8w .. + 8` and all 64 rows (4 m16 accumulators), so every weight is
-//! dequantised exactly once per block.
+//! threads), fed by the [`super::tc`] ring ([`TC_K`] = 64 reduction elements per stage), its 8
+//! warps 2 × 4 ([`Shape::FORWARD`]): warp `w` owns rows `32 · (w / 4) ..` (2 m16 accumulators
+//! per n8 tile) and columns `n_base + 16 · (w mod 4) .. + 16` (two n8 tiles `j`, a lane
+//! dequantising one weight row of each), so every weight is dequantised by both warp rows and
+//! each warp reads only its half of the activation tile: per k16 step 2 `ldmatrix.x4` serve 4
+//! `mma` (2 shared wavefronts per `mma`, where one warp over all 64 rows read 4). At `m ≤ 32`
+//! the second warp row's rows all lie past `m` and it skips the slices' work.
 //!
 //! The tall entry (`nf4_gemm_tall`, [`build_tall`]) runs 128 rows × 64 columns per block
 //! ([`Shape::FORWARD_TALL`], 2 stages) for large `m`, its 8 warps 2 × 4: warp `w` owns rows
@@ -18,7 +22,7 @@
 //!
 //! B fragments straight from the codes (PTX ISA, `mma.m16n8k16` B layout): B's column `n` is
 //! `Ŵ` row `n`, so lane (`g = lane / 4`, `t = lane % 4`) needs `Ŵ[n_base + c + g, k]` (`c` the
-//! n8 tile's first column: `8w` on 64 rows, `16 · (w mod 4) + 8j` on 128) at
+//! n8 tile's first column `16 · (w mod 4) + 8j`) at
 //! `k = 16s + 2t, 2t + 1` (register 0) and `16s + 2t + 8, 2t + 9` (register 1) of step `s`:
 //! one packed byte each (high nibble = the even `k`). Those are bytes `t + 4q` (`q = 2s, 2s+1`)
 //! of the row's 32 staged bytes, i.e. byte `t` of word `q`: one pair of 16-byte shared loads
@@ -117,15 +121,17 @@ fn new_kernel(name: &str, cfg: &Nf4Config, shape: Shape) -> KernelBuilder {
     k
 }
 
-/// The register cap of the forward on `shape`. 64 rows: 64 × 256 threads, 4 blocks per SM's
-/// 64 K registers (ptxas otherwise takes up to 75 under double quantisation with
-/// `k % block ≠ 0`, leaving room for 3), without spills. 128 rows: 32 accumulators per thread
-/// and two weight rows' codes, scales and absmax windows per lane (the 2 × 4 warps of
-/// [`Shape::FORWARD_TALL`]): ptxas spills at 80 and 96 (3 and 2 blocks per SM), so 128, which
-/// still leaves 2 blocks per SM (their 42–46 KiB of shared memory fit too).
+/// The register cap of the forward on `shape`. One warp row (64 rows, one weight row per
+/// lane): 64 × 256 threads, 4 blocks per SM's 64 K registers, without spills. Two warp rows
+/// (two weight rows' codes, scales and absmax windows per lane) on 64 rows: ptxas spills at
+/// 64, so 80 (3 blocks per SM); on 128 rows, with 32 accumulators per thread, it spills at
+/// 80 and 96, so 128, which still leaves 2 blocks per SM (their 42–46 KiB of shared memory
+/// fit too).
 const fn max_registers(shape: Shape) -> u32 {
     if shape.rows > 64 {
         128
+    } else if shape.warp_rows > 1 {
+        80
     } else {
         64
     }

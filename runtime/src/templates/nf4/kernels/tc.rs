@@ -25,8 +25,8 @@
 //! code rows likewise ([`Pipeline::fix_code_rows`]); each stage then issues `add`, `mad.wide`,
 //! `cp.async` per chunk. Warps whose rows below `m` fit their first `short_tiles` m16 tiles
 //! (one: every block at `m ≤ 16` on 64 rows) load and multiply only those
-//! ([`Pipeline::mma_steps`]), warps of the 128-row tile's second warp row whose rows all lie
-//! past `m` skip the slice ([`Pipeline::busy_warp`]), and outputs are stored two columns per
+//! ([`Pipeline::mma_steps`]), warps of the forward's second warp row whose rows all lie past
+//! `m` skip the slice ([`Pipeline::busy_warp`]), and outputs are stored two columns per
 //! 32-bit word when rows have an even length.
 //!
 //! The ring (`stages` deep): tiles `t + 1 .. t + stages − 1` are in flight while tile `t` is
@@ -81,12 +81,15 @@ pub(super) struct Shape {
 }
 
 impl Shape {
-    /// The forward: 64 activation rows, 64 weight rows × 32 bytes (the slice's 64 codes), 3
-    /// stages; a block whose rows below `m` fit one m16 tile multiplies only that one.
+    /// The forward: 64 activation rows in two warp rows of 32 (2 × 4 warps, each 32 rows × 16
+    /// columns: per k16 step 2 `ldmatrix.x4` serve 4 `mma`, where one warp over all 64 rows
+    /// and 8 columns needed 4), 64 weight rows × 32 bytes (the slice's 64 codes), 3 stages; a
+    /// warp whose rows below `m` fit one m16 tile multiplies only that one, and one whose
+    /// rows all lie past `m` (the second warp row at `m ≤ 32`) skips the slice's work.
     pub const FORWARD: Self = Self {
         stages: 3,
         rows: 64,
-        warp_rows: 1,
+        warp_rows: 2,
         short_tiles: 1,
         code_width: TC_K / 2,
         code_stride: W_STRIDE,
