@@ -1189,3 +1189,40 @@ fn one_slice_bits<T: Nf4Activation + HostFloat>(case: &Case, cfg: &Nf4Config) ->
     }
     results.try_into().unwrap()
 }
+
+/// The tall tensor-core forward's 2 × 4 warps (each 64 rows × 16 columns of the 128 × 64
+/// block tile), whole and split over `k`, on shapes that would catch a warp given the wrong
+/// rows or columns: `m` = 70 (the second warp row holds 6 rows: its one-m16-tile branch), 100
+/// (both warp rows full-width), 150 (the last block's second warp row lies wholly past `m`
+/// and skips its work), 200 (two blocks, a short second warp row in the second); `n` = 100
+/// and 72 (the last block's warps own columns past `n`, one of them partly), `k` ragged
+/// against 64 (rows off 4-byte words) or aligned, plain and double-quantised absmax, f16 and
+/// bf16.
+#[test]
+fn tall_forward_warp_rows_and_columns_on_ragged_edges() {
+    let shapes = [
+        (70, 100, 192),
+        (100, 72, 130),
+        (150, 100, 256),
+        (200, 72, 192),
+    ];
+    let mut seed = 1300;
+    for (si, &(m, n, k)) in shapes.iter().enumerate() {
+        for (di, dtype) in [DType::F16, DType::BF16].into_iter().enumerate() {
+            seed += 1;
+            let case = Case {
+                m,
+                n,
+                k,
+                block: [64, 32][(si + di) % 2],
+                double_quant: (si + di) % 2 == 1,
+                dtype,
+                seed,
+            };
+            let cfg = case.config();
+            assert!(nf4_launch::gemm_tall(&cfg, m), "{case:?}");
+            run_on(case, cfg, Path::Forward);
+            run_on(case, cfg, Path::ForwardSliced(Slices::Exactly(2)));
+        }
+    }
+}

@@ -13,13 +13,15 @@ use ptxforge_runtime::templates::nf4::kernels::tensor_cores;
 use ptxforge_runtime::templates::nf4::{matrix_configs, Nf4Config};
 use ptxforge_runtime::templates::KernelFamily;
 
-/// Registers per thread of the f16/bf16 tensor-core forward: 64 × 256 threads, so 4 blocks fit
-/// an SM's 64 K registers (its 37–41 KiB of shared memory allow 5 on sm_80).
-const FORWARD_REGISTERS: u32 = 64;
+/// Registers per thread of the f16/bf16 tensor-core forward (64-row tiles, 2 × 4 warps: two
+/// weight rows' codes, scales and absmax windows per lane): 80 × 256 threads, so 3 blocks fit
+/// an SM's 64 K registers (at 64, 4 would, but ptxas spills).
+const FORWARD_REGISTERS: u32 = 80;
 /// Registers per thread of `nf4_gemm_tall` and `nf4_gemm_tall_split` (32 accumulators per
-/// thread, twice the 64-row entry's): 80 × 256 threads, so 3 blocks fit an SM's 64 K registers (their 43–46 KiB of
-/// shared memory allow 3 on sm_80 too).
-const TALL_FORWARD_REGISTERS: u32 = 80;
+/// thread, twice the 64-row entry's, and two weight rows' codes, scales and absmax windows per
+/// lane): 128 × 256 threads, so 2 blocks fit an SM's 64 K registers (at 80, 3 would, but
+/// ptxas spills; up to 128 the blocks per SM stay 2).
+const TALL_FORWARD_REGISTERS: u32 = 128;
 
 fn edge_configs() -> Vec<Nf4Config> {
     let mut out = Vec::new();

@@ -232,11 +232,13 @@ fn check_shapes(
     }
 }
 
-/// The tall forward (`nf4_gemm_tall`, 128-row tiles: what the unsplit forward runs above 64
-/// rows) on shapes that take its full branch with a ragged last row (`m` = 250: rows 128..250
-/// in the second block), its four-m16-tile branch (`m` = 130 and 190: the second block's rows
-/// below `m` fit its first 64), a block of one row tile (`m` = 65), every copy width of the
-/// ring, odd `n`, and double quantisation with `k % block ≠ 0` (absmax staged with the codes).
+/// The tall forward (`nf4_gemm_tall`, 128-row tiles in two warp rows of 64: what the unsplit
+/// forward runs above 64 rows) on shapes that take its full branch with a ragged last row
+/// (`m` = 250: rows 128..250 in the second block, 58 of them in its second warp row), a second
+/// warp row wholly past `m` that skips its work (`m` = 130, whose first warp row runs the
+/// one-m16-tile branch, and 190), a block of one row tile (`m` = 65: the second warp row's
+/// one-m16-tile branch), every copy width of the ring, odd `n`, and double quantisation with
+/// `k % block ≠ 0` (absmax staged with the codes).
 #[test]
 fn tall_forward_matches_a_kernel_exact_reference() {
     let shapes = [

@@ -45,6 +45,7 @@ const N_TILES: u32 = COLS / 8 / super::WARPS;
 const SHAPE: Shape = Shape {
     stages: 2,
     rows: 64,
+    warp_rows: 1,
     short_tiles: 1,
     code_width: COLS / 2,
     code_stride: COLS / 2 + 16,

@@ -168,15 +168,15 @@ pub const TILE_N: u32 = 64;
 pub const TILE_M_TALL: u32 = 128;
 
 /// Whether the module has [`GEMM_TALL_ENTRY`]: f16/bf16 on [`tensor_cores`], where each warp
-/// dequantises its B fragments in registers and 128 rows reuse each one over 8 `mma` (4 at 64
-/// rows).
+/// dequantises its B fragments in registers and its 64 of the 128 rows reuse each one over 4
+/// `mma` while reading half the activation tile.
 pub fn has_gemm_tall(cfg: &Nf4Config) -> bool {
     matches!(cfg.dtype, DType::F16 | DType::BF16) && tensor_cores(cfg)
 }
 
 /// Whether the module has [`GEMM_TALL_SPLIT_ENTRY`]: with [`GEMM_TALL_ENTRY`], except under
 /// double quantisation with `k % block ≠ 0` (the ring's shared absmax staging), where at the
-/// 80-register cap that keeps 3 blocks per SM ptxas spills 4 bytes on sm_90 (the split's
+/// 80-register cap the 128-row tiles first had ptxas spilled 4 bytes on sm_90 (the split's
 /// slice bounds are live beside the staging's addresses); those splits keep 64-row tiles.
 pub fn has_gemm_tall_split(cfg: &Nf4Config) -> bool {
     has_gemm_tall(cfg) && (!cfg.double_quant || cfg.k.is_multiple_of(cfg.block))

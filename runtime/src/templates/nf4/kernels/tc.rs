@@ -23,9 +23,10 @@
 //! Copies that only move along the reduction are formed once per thread: the activation rows'
 //! starts and source sizes when rows are whole [`TC_K`] slices ([`ActCopies`]), the forward's
 //! code rows likewise ([`Pipeline::fix_code_rows`]); each stage then issues `add`, `mad.wide`,
-//! `cp.async` per chunk. Blocks whose rows below `m` fit the shape's first `short_tiles` m16
-//! tiles (one of the 64-row tile: every block at `m ≤ 16`; four of the 128-row one) load and
-//! multiply only those ([`Pipeline::mma_steps`]), and outputs are stored two columns per
+//! `cp.async` per chunk. Warps whose rows below `m` fit their first `short_tiles` m16 tiles
+//! (one: every block at `m ≤ 16` on 64 rows) load and multiply only those
+//! ([`Pipeline::mma_steps`]), warps of the forward's second warp row whose rows all lie past
+//! `m` skip the slice ([`Pipeline::busy_warp`]), and outputs are stored two columns per
 //! 32-bit word when rows have an even length.
 //!
 //! The ring (`stages` deep): tiles `t + 1 .. t + stages − 1` are in flight while tile `t` is
@@ -39,7 +40,7 @@ use crate::builder::{
     FragA, FragB, FragC, GlobalPtr, KernelBuilder, MmaInput, PackedHalf, Reg, Scalar, F32,
     M16N8K16, U32,
 };
-use crate::ir::CacheLevel;
+use crate::ir::{CacheLevel, VoteMode};
 use crate::templates::nf4::Nf4Config;
 use crate::templates::staging::{copy_elems, copy_piece};
 
@@ -63,10 +64,16 @@ pub const W_STRIDE: u32 = 48;
 pub(super) struct Shape {
     /// Pipeline depth.
     pub stages: u32,
-    /// Rows of the activation tile (output rows per block): every warp covers all of them,
-    /// `rows / 16` m16 tiles, so each B fragment it dequantises serves that many `mma`.
+    /// Rows of the activation tile (output rows per block).
     pub rows: u32,
-    /// m16 tiles a block multiplies when its rows below `m` fit them ([`Pipeline::mma_steps`]).
+    /// Warps stacked along the rows: warp `w` covers rows `(w / (8 / warp_rows)) · rows /
+    /// warp_rows ..` (`rows / (16 · warp_rows)` m16 tiles, so each B fragment it dequantises
+    /// serves that many `mma`) and is column warp `w mod (8 / warp_rows)` of its warp row.
+    /// More warp rows cut the activation `ldmatrix` traffic per `mma` (each warp reads only
+    /// its rows) at the price of more dequantisation per `mma` (each weight is dequantised
+    /// once per warp row).
+    pub warp_rows: u32,
+    /// m16 tiles a warp multiplies when its rows below `m` fit them ([`Pipeline::mma_steps`]).
     pub short_tiles: u32,
     /// Bytes of codes per staged row, and shared bytes from one staged row to the next.
     pub code_width: u32,
@@ -74,30 +81,48 @@ pub(super) struct Shape {
 }
 
 impl Shape {
-    /// The forward: 64 activation rows, 64 weight rows × 32 bytes (the slice's 64 codes), 3
-    /// stages; a block whose rows below `m` fit one m16 tile multiplies only that one.
+    /// The forward: 64 activation rows in two warp rows of 32 (2 × 4 warps, each 32 rows × 16
+    /// columns: per k16 step 2 `ldmatrix.x4` serve 4 `mma`, where one warp over all 64 rows
+    /// and 8 columns needed 4), 64 weight rows × 32 bytes (the slice's 64 codes), 3 stages; a
+    /// warp whose rows below `m` fit one m16 tile multiplies only that one, and one whose
+    /// rows all lie past `m` (the second warp row at `m ≤ 32`) skips the slice's work.
     pub const FORWARD: Self = Self {
         stages: 3,
         rows: 64,
+        warp_rows: 2,
         short_tiles: 1,
         code_width: TC_K / 2,
         code_stride: W_STRIDE,
     };
 
-    /// The tall forward (large `m`): 128 activation rows, so each dequantised B fragment
-    /// serves 8 `mma` instead of 4; 2 stages keep the activation ring (18 KiB a stage) and the
-    /// code ring within 48 KiB of static shared memory. A block whose rows below `m` fit four
-    /// m16 tiles (the last one of a ragged `m`) multiplies only those.
+    /// The tall forward (large `m`): 128 activation rows in two warp rows of 64 (2 × 4 warps,
+    /// each 64 rows × 16 columns): per k16 step a warp's 4 `ldmatrix.x4` serve 8 `mma` (2
+    /// shared wavefronts per `mma`, where one warp over all 128 rows and 8 columns read 4) and
+    /// each of its two dequantised B fragments serves 4. 2 stages keep the activation ring
+    /// (18 KiB a stage) and the code ring within 48 KiB of static shared memory. A warp whose
+    /// rows below `m` fit one m16 tile multiplies only that one, and one whose rows all lie
+    /// past `m` (the last block of a ragged `m`) skips the slice's work.
     pub const FORWARD_TALL: Self = Self {
         stages: 2,
         rows: 128,
-        short_tiles: 4,
+        warp_rows: 2,
+        short_tiles: 1,
         ..Self::FORWARD
     };
 
     /// Shared bytes of one activation stage.
     const fn a_stage_bytes(&self) -> u32 {
         self.rows * A_STRIDE * 2
+    }
+
+    /// Warps side by side in a warp row.
+    pub const fn warp_cols(&self) -> u32 {
+        super::WARPS / self.warp_rows
+    }
+
+    /// Rows each warp covers.
+    pub const fn warp_span(&self) -> u32 {
+        self.rows / self.warp_rows
     }
 }
 
@@ -129,9 +154,10 @@ pub(super) struct Pipeline<T: PackedHalf> {
     a_tiles: Reg<U32>,
     w_tiles: Reg<U32>,
     stages: u32,
-    /// Activation rows per block, shared bytes per activation stage, and the m16 tiles
-    /// multiplied when the block's rows below `m` fit them.
+    /// Activation rows per block and per warp, shared bytes per activation stage, and the m16
+    /// tiles a warp multiplies when its rows below `m` fit them.
     rows: u32,
+    warp_span: u32,
     a_stage_bytes: u32,
     short_tiles: u32,
     /// The staged code window: 64 rows × `code_width` bytes, rows `code_stride` apart.
@@ -142,12 +168,17 @@ pub(super) struct Pipeline<T: PackedHalf> {
     /// The window's absmax, when the GEMM stages them with its codes ([`Self::stage_absmax`]).
     pub absmax: Option<AbsmaxStage>,
     tid: Reg<U32>,
-    /// Rows of the activation matrix (`m`) and first row of this block's tile.
+    /// Rows of the activation matrix (`m`), first row of this block's tile and of this warp's
+    /// rows.
     m: Reg<U32>,
     m_base: Reg<U32>,
-    /// Whether the block's rows below `m` all lie in its first `short_tiles` m16 tiles
+    m_warp: Reg<U32>,
+    /// Whether the warp's rows below `m` all lie in its first `short_tiles` m16 tiles
     /// ([`Self::mma_steps`]).
     short: crate::builder::Pred,
+    /// Whether some of the warp's rows lie below `m`, when the block has several warp rows
+    /// ([`Self::busy_warp`]).
+    busy: Option<crate::builder::Pred>,
     pub lane: Reg<U32>,
     /// Shared byte address of this lane's `ldmatrix` row in slot 0 of the activation ring.
     a_lane0: Reg<U32>,
@@ -155,6 +186,9 @@ pub(super) struct Pipeline<T: PackedHalf> {
     /// whole slices of 16-byte chunks.
     act_copies: Option<ActCopies>,
     pub warp: Reg<U32>,
+    /// This warp's place among the warps of its warp row ([`Shape::warp_rows`]; the warp
+    /// itself when there is one warp row).
+    pub warp_col: Reg<U32>,
     /// `lane / 4` and `lane % 4`: the mma fragment coordinates.
     pub group: Reg<U32>,
     pub quad: Reg<U32>,
@@ -186,15 +220,41 @@ where
         let quad = k.and(lane, 3u32);
         let by = k.ctaid_y();
         let m_base = k.mul_lo(by, shape.rows);
+        let (warp_row, warp_col) = if shape.warp_rows == 1 {
+            (None, warp)
+        } else {
+            let cols = shape.warp_cols();
+            let row = k.shr(warp, cols.trailing_zeros());
+            (Some(row), k.and(warp, cols - 1))
+        };
+        let m_warp = match warp_row {
+            Some(r) => k.mad_lo(r, shape.warp_span(), m_base),
+            None => m_base,
+        };
         let row = k.and(lane, 15u32);
+        let row = match warp_row {
+            Some(r) => k.mad_lo(r, shape.warp_span(), row),
+            None => row,
+        };
         let lane_half = k.shr(lane, 4u32);
         let col = k.mul_lo(lane_half, 8u32);
         let halves = k.mad_lo(row, A_STRIDE, col);
         let a_lane_offset = k.mul_lo(halves, 2u32);
         let a_lane0 = k.add(a_tiles, a_lane_offset);
         let half = HalfCodes::new(k, tid);
-        let past_short = k.add(m_base, 16 * shape.short_tiles);
+        let past_short = k.add(m_warp, 16 * shape.short_tiles);
         let short = k.setp_ge(past_short, e.m);
+        let busy = warp_row.map(|_| k.setp_lt(m_warp, e.m));
+        // With several warp rows both depend on the warp (`tid / 32`), which the validator
+        // cannot tell apart from per-lane data: `vote.any` of a predicate every lane of the
+        // warp computes alike restates it as a visibly warp-uniform one for the branches.
+        let (short, busy) = match busy {
+            Some(busy) => {
+                let short = k.vote(VoteMode::Any, short);
+                (short, Some(k.vote(VoteMode::Any, busy)))
+            }
+            None => (short, None),
+        };
         let act_copies = ActCopies::new(k, (e.input, a_cols, e.m), (tid, m_base), shape.rows);
         Self {
             act: e.input,
@@ -203,6 +263,7 @@ where
             w_tiles,
             stages: shape.stages,
             rows: shape.rows,
+            warp_span: shape.warp_span(),
             a_stage_bytes: shape.a_stage_bytes(),
             short_tiles: shape.short_tiles,
             codes,
@@ -211,11 +272,14 @@ where
             tid,
             m: e.m,
             m_base,
+            m_warp,
             short,
+            busy,
             lane,
             a_lane0,
             act_copies,
             warp,
+            warp_col,
             group,
             quad,
             half,
@@ -319,7 +383,7 @@ where
     }
 
     /// This lane's `ldmatrix` row address in slot `slot` of the activation ring: row
-    /// `lane % 16`, column `8 · (lane / 16)` (add `16 · A_STRIDE · mi + 16 · s` halves for m16
+    /// `lane % 16` of the warp's rows, column `8 · (lane / 16)` (add `16 · A_STRIDE · mi + 16 · s` halves for m16
     /// tile `mi`, k16 step `s`).
     pub fn a_lane(&self, k: &mut KernelBuilder, slot: Reg<U32>) -> Reg<U32> {
         Self::slot_base(k, self.a_lane0, self.a_stage_bytes, slot)
@@ -328,8 +392,8 @@ where
     /// k16 steps `first ..` of the slice, `steps[i]` the n8 tiles `(b_regs, acc)` of step
     /// `first + i`: per step and m16 tile `mi` its A fragment by `ldmatrix.x4`, then for each
     /// n8 tile (B fragment from its two packed registers) `acc[mi] += A[mi] · B` (one A
-    /// fragment live at a time). When the block's rows below `m` fit its first `short_tiles`
-    /// m16 tiles (`m_base + 16 · short_tiles ≥ m`: every block at `m ≤ 16` on the 64-row
+    /// fragment live at a time). When the warp's rows below `m` fit its first `short_tiles`
+    /// m16 tiles (`m_warp + 16 · short_tiles ≥ m`: every block at `m ≤ 16` on the 64-row
     /// forward) only those are loaded and multiplied: the others hold rows past `m`,
     /// zero-filled, whose results are never stored (one warp-uniform branch per call).
     pub fn mma_steps(
@@ -354,12 +418,26 @@ where
                 }
             }
         };
-        let all = self.rows / 16;
+        let all = self.warp_span / 16;
+        if self.short_tiles >= all {
+            return multiply(k, all);
+        }
         k.if_else(
             self.short,
             |k| multiply(k, self.short_tiles),
             |k| multiply(k, all),
         );
+    }
+
+    /// Runs `body` (a slice's dequantisation and `mma`) in warps that have rows below `m`:
+    /// with several warp rows, the last block of a ragged `m` may hold warps whose rows all
+    /// lie past it, whose results are never stored (a warp-uniform branch, no barrier
+    /// inside).
+    pub fn busy_warp(&self, k: &mut KernelBuilder, body: impl FnOnce(&mut KernelBuilder)) {
+        match self.busy {
+            Some(busy) => k.if_then(busy, body),
+            None => body(k),
+        }
     }
 
     /// The A fragment of k16 step `s` for m16 tile `mi`.
@@ -417,9 +495,10 @@ where
         }
     }
 
-    /// The warp's accumulators (one 16 × 8 per m16 tile of the block's rows), zeroed.
+    /// The warp's accumulators of one n8 tile (one 16 × 8 per m16 tile of the warp's rows),
+    /// zeroed.
     pub fn zero_acc(&self, k: &mut KernelBuilder) -> Vec<FragC<M16N8K16, F32>> {
-        (0..self.rows / 16)
+        (0..self.warp_span / 16)
             .map(|_| k.frag_c_zero::<M16N8K16, T, F32>())
             .collect()
     }
@@ -473,7 +552,7 @@ where
         k.cp_async_wait_all();
     }
 
-    /// `out[m_base + 16·mi + g (+8), tile_col + 2t + {0, 1}] = acc[mi]` inside `m × cols`,
+    /// `out[m_warp + 16·mi + g (+8), tile_col + 2t + {0, 1}] = acc[mi]` inside `m × cols`,
     /// `tile_col` the warp's n8 tile (the accumulator layout: registers 0, 1 on row `g`, 2, 3
     /// on row `g + 8`): the output rounded to `O`, or a K slice's f32 partials in its part of
     /// the workspace (`range`).
@@ -485,7 +564,7 @@ where
         acc: &[FragC<M16N8K16, F32>],
     ) {
         let col0 = k.mad_lo(self.quad, 2u32, tile_col);
-        let row0 = k.add(self.m_base, self.group);
+        let row0 = k.add(self.m_warp, self.group);
         if cols.is_multiple_of(2) {
             let to = (e.output, range);
             return Self::store_pairs(k, to, (row0, self.m), (col0, cols), acc);
