@@ -488,20 +488,24 @@ fn tensor_cores_every_head_dim_and_target() {
 
 /// The K/V ring is three deep where two blocks of that footprint fit the target (D = 32 and 64
 /// on sm_80, D = 32 on sm_86), two deep otherwise (D = 64 on sm_86, D = 128 on sm_90): the
-/// launch asks for exactly `(64 + 2 · stages · 64) · (D + 8) · 2` bytes (tiles 64 × 64), and
-/// with 6 KV tiles every slot is refilled at least once while its neighbours are in flight.
+/// launch asks for exactly `(block_m + 2 · stages · block_n) · (D + 8) · 2` bytes (default
+/// tiles: 128 × 64 in warps of 32 rows where they fit, else 64 × 64), and with 6 KV tiles
+/// every slot is refilled at least once while its neighbours are in flight.
 #[test]
 fn tensor_cores_kv_ring_depth_follows_shared_memory() {
     let dev = device();
-    for (head_dim, arch, stages, dtype) in [
-        (32, Arch::Sm80, 3, DType::BF16),
-        (64, Arch::Sm80, 3, DType::F16),
-        (32, Arch::Sm86, 3, DType::F16),
-        (64, Arch::Sm86, 2, DType::BF16),
-        (128, Arch::Sm90, 2, DType::F16),
+    for (head_dim, arch, stages, dtype, tiles) in [
+        (32, Arch::Sm80, 3, DType::BF16, (128, 64)),
+        (64, Arch::Sm80, 3, DType::F16, (128, 64)),
+        (32, Arch::Sm86, 3, DType::F16, (128, 64)),
+        (64, Arch::Sm86, 2, DType::BF16, (128, 64)),
+        (128, Arch::Sm90, 2, DType::F16, (64, 64)),
     ] {
         for causal in [false, true] {
             let cfg = tc_config(head_dim, dtype, causal, arch);
+            let t = cfg.tiles();
+            assert_eq!((t.block_m, t.block_n), tiles, "{}", cfg.matrix_name());
+            assert_eq!(cfg.tc_stages_for(t.block_m, t.block_n), stages);
             let _ = dev.take_launch_log();
             check(
                 &dev,
@@ -513,7 +517,7 @@ fn tensor_cores_kv_ring_depth_follows_shared_memory() {
                 },
             );
             let log = dev.take_launch_log();
-            let footprint = (64 + 2 * stages * 64) * (head_dim + 8) * 2;
+            let footprint = (tiles.0 + 2 * stages * tiles.1) * (head_dim + 8) * 2;
             assert_eq!(
                 log[0].config.dynamic_shared_bytes,
                 footprint,
@@ -556,6 +560,48 @@ fn tensor_cores_explicit_tilings_and_scale_override() {
                 seed: u64::from(block_m + block_n),
             },
         );
+    }
+}
+
+/// Warps of 32 query rows (two m16 tiles sharing each K and V fragment; 128-row blocks of 4
+/// warps): shapes where a mis-assigned second tile would show. `Sq = 70`: warp 2's first tile
+/// holds rows 64..80 (6 valid) and its second tile, rows 80..96, lies wholly past `Sq`, as
+/// does warp 3; `Sq = Skv = 150` causal: the diagonal crosses both tiles of every warp (and
+/// the second block); `Sq = 45 < Skv = 150` causal: the bottom-right diagonal starts inside
+/// warp 1's second tile. Q in registers (D ≤ 64) and re-read from shared memory (D = 128),
+/// negative and zero scales, GQA and a batch.
+#[test]
+fn tensor_cores_warps_of_32_rows() {
+    let dev = device();
+    for (head_dim, block_n, dtype, arch, scale) in [
+        (128, 32, DType::F16, Arch::Sm80, None),
+        (64, 64, DType::BF16, Arch::Sm80, Some(-0.4)),
+        (32, 128, DType::F16, Arch::Sm86, Some(0.0)),
+        (64, 32, DType::F16, Arch::Sm90, None),
+        (96, 32, DType::BF16, Arch::Sm89, Some(1.5)),
+    ] {
+        for causal in [false, true] {
+            let cfg = AttentionConfig {
+                block_m: 128,
+                block_n,
+                ..tc_config(head_dim, dtype, causal, arch)
+            };
+            assert_eq!(cfg.tc_warp_rows(128, block_n), 32, "{}", cfg.matrix_name());
+            assert_eq!(cfg.tiles().threads, 128);
+            for (b, hq, hkv, sq, skv) in
+                [(1, 2, 1, 70, 90), (1, 1, 1, 150, 150), (2, 4, 2, 45, 150)]
+            {
+                check(
+                    &dev,
+                    Case {
+                        cfg,
+                        shape: shape(b, hq, hkv, sq, skv),
+                        scale,
+                        seed: u64::from(head_dim + sq) + u64::from(causal),
+                    },
+                );
+            }
+        }
     }
 }
 

@@ -52,7 +52,8 @@ pub enum AttentionPath {
     /// One query row per `threads_per_row` threads, scalar FMAs, K/V staged as the accumulator
     /// type.
     CudaCores,
-    /// One warp per 16 query rows, `S = Q·Kᵀ` and `O += P·V` on `mma.m16n8k16`, K/V tiles
+    /// One warp per 16 or 32 query rows ([`AttentionConfig::tc_warp_rows`]), `S = Q·Kᵀ` and
+    /// `O += P·V` on `mma.m16n8k16`, K/V tiles
     /// streamed through a 2- or 3-stage `cp.async` ring in their storage type.
     TensorCores,
 }
@@ -87,10 +88,11 @@ pub enum SharedMemoryKind {
 
 /// The resolved tiling of an attention kernel: tile sizes and the thread → data mapping.
 ///
-/// On the [`AttentionPath::TensorCores`] path a warp owns 16 query rows; the fields then read:
-/// `threads_per_row` = 4 (the lanes of an mma fragment sharing a row), `cols_per_thread` =
-/// `D / 4` (of two rows), `vector` = the elements of a 16-byte `cp.async` chunk (8, or 4 for
-/// tf32), `threads` = `2 · block_m`, `p_row_stride` = 0 (P stays in registers).
+/// On the [`AttentionPath::TensorCores`] path a warp owns 16 or 32 query rows
+/// ([`AttentionConfig::tc_warp_rows`]); the fields then read: `threads_per_row` = 4 (the lanes
+/// of an mma fragment sharing a row), `cols_per_thread` = `D / 4` (of each m16 tile's two
+/// rows), `vector` = the elements of a 16-byte `cp.async` chunk (8, or 4 for tf32), `threads`
+/// = `32 · block_m / warp rows`, `p_row_stride` = 0 (P stays in registers).
 ///
 /// Each query row of the `block_m`-row tile is owned by `threads_per_row` adjacent threads (a
 /// power of two, at most 16, so a row never straddles a warp); thread `g` of a row owns the
@@ -293,9 +295,12 @@ impl AttentionConfig {
         }
     }
 
-    /// Tile pairs the tensor-core defaults are picked from, in order of preference: 64 query
-    /// rows (4 warps) and the widest KV tile whose registers and shared memory fit.
-    pub const TC_TILE_CANDIDATES: [(u32, u32); 4] = [(64, 64), (64, 32), (32, 32), (16, 16)];
+    /// Tile pairs the tensor-core defaults are picked from, in order of preference: 128 query
+    /// rows as 4 warps of 32 ([`Self::tc_warp_rows`]; a 128-row candidate is taken only when
+    /// its warps own 32 rows), else 64 rows (4 warps of 16), with the widest KV tile whose
+    /// registers and shared memory fit.
+    pub const TC_TILE_CANDIDATES: [(u32, u32); 6] =
+        [(128, 64), (128, 32), (64, 64), (64, 32), (32, 32), (16, 16)];
 
     /// The tf32 candidates: at most 32 keys per tile, as S and P each take `block_n / 2`
     /// registers per lane (P twice the halves'; before the kernel declared `.maxnreg`, ptxas
@@ -331,8 +336,13 @@ impl AttentionConfig {
     /// the block's threads (every round is round 0 shifted by constants), else
     /// `⌈block_n · chunks per row / threads⌉` (D = 96, and D = 256 tf32 on one warp).
     pub fn tc_chunk_rounds(&self, block_m: u32, block_n: u32) -> u32 {
+        self.tc_chunk_rounds_for(self.threads_for(block_m, block_n), block_n)
+    }
+
+    /// [`Self::tc_chunk_rounds`] for a block of `threads`.
+    fn tc_chunk_rounds_for(&self, threads: u32, block_n: u32) -> u32 {
         let per_row = self.head_dim * self.dtype.size_bytes() / 16;
-        let threads = self.threads_for(block_m, block_n).max(1);
+        let threads = threads.max(1);
         if per_row == 0 || threads.is_multiple_of(per_row) {
             0
         } else {
@@ -447,18 +457,52 @@ impl AttentionConfig {
         self.head_dim * self.dtype.size_bytes() + TC_ROW_PAD * 2
     }
 
-    /// Whether a tensor-core warp keeps its Q fragments in registers: when they take at most
-    /// 64 registers (`D ≤ 128` halves, `D ≤ 64` for tf32); larger heads re-read them from the
-    /// Q tile each KV tile, as the O accumulators need the registers.
-    pub const fn tc_q_in_registers(&self) -> bool {
-        self.head_dim * self.dtype.size_bytes() <= 256
+    /// Whether a tensor-core warp keeps its Q fragments in registers for tiles `block_m ×
+    /// block_n`: when one m16 tile's fragments take at most 64 registers (`D ≤ 128` halves,
+    /// `D ≤ 64` for tf32) and, on a warp of 32 rows ([`Self::tc_warp_rows`]), both tiles'
+    /// fragments still fit beside the doubled O accumulators and scores. Otherwise the warp
+    /// re-reads them from the Q tile each KV tile.
+    pub fn tc_q_in_registers(&self, block_m: u32, block_n: u32) -> bool {
+        let small = self.head_dim * self.dtype.size_bytes() <= 256;
+        small
+            && match self.tc_warp_rows(block_m, block_n) {
+                16 => true,
+                rows => self.tc_fits(
+                    block_m,
+                    rows,
+                    self.tc_registers(block_m, block_n, rows, true),
+                ),
+            }
     }
 
+    /// Query rows one tensor-core warp owns for tiles `block_m × block_n`: 32 (two m16 tiles
+    /// sharing every K and V fragment the warp loads, half the `ldmatrix` traffic per mma, as
+    /// FlashAttention-2's 4 warps × 32 rows) when the storage type is f16/bf16, the block
+    /// keeps at least [`Self::TC_WIDE_MIN_BLOCK_M`] / 32 warps and the registers of 32 rows
+    /// fit without spilling (Q re-read from shared memory if need be); else 16. The choice
+    /// follows from the tiling alone, and a tiling that fits at 32 rows also fits at 16, so
+    /// the tilings [`Self::validate`] accepts are those that fit at 16 rows.
+    pub fn tc_warp_rows(&self, block_m: u32, block_n: u32) -> u32 {
+        let halves = matches!(self.dtype, DType::F16 | DType::BF16);
+        let wide = halves
+            && block_m >= Self::TC_WIDE_MIN_BLOCK_M
+            && self.tc_fits(block_m, 32, self.tc_registers(block_m, block_n, 32, false));
+        if wide {
+            32
+        } else {
+            16
+        }
+    }
+
+    /// The smallest `block_m` whose warps own 32 query rows ([`Self::tc_warp_rows`]): 128, so
+    /// such a block still has four warps to share its copies and hide latency.
+    pub const TC_WIDE_MIN_BLOCK_M: u32 = 128;
+
     /// Threads per block for tiles `block_m × block_n`.
-    /// On tensor cores one warp per 16 query rows: `2 · block_m`.
+    /// On tensor cores one warp per [`Self::tc_warp_rows`] query rows.
     pub fn threads_for(&self, block_m: u32, block_n: u32) -> u32 {
         if self.tensor_cores() {
-            return block_m / 16 * 32;
+            return block_m / self.tc_warp_rows(block_m, block_n) * 32;
         }
         block_m * self.threads_per_row_for(block_n)
     }
@@ -470,41 +514,87 @@ impl AttentionConfig {
     /// [`Self::REGISTER_OVERHEAD`] for addresses, loop state and loaded values. Used to reject
     /// tilings that would spill.
     ///
-    /// On tensor cores, per lane: the O accumulators (`D / 2` f32), the Q fragments (`D / 4`
-    /// packed pairs or `D / 2` tf32, kept in registers per [`Self::tc_q_in_registers`]), the
-    /// scores (`block_n / 2` f32; P takes no registers of its own, as each P register is made
-    /// from scores that die with it: two packed halves or one tf32), the K/V copy geometry
+    /// On tensor cores, per lane and m16 tile of the warp ([`Self::tc_warp_rows`]): the O
+    /// accumulators (`D / 2` f32), the Q fragments (`D / 4` packed pairs or `D / 2` tf32, kept
+    /// in registers per [`Self::tc_q_in_registers`]), the scores (`block_n / 2` f32; P takes
+    /// no registers of its own, as each P register is made from scores that die with it: two
+    /// packed halves or one tf32); then, per lane, [`Self::TC_WIDE_REGISTERS`] for a second
+    /// tile, the K/V copy geometry
     /// ([`Self::TC_REGISTERS_PER_CHUNK_ROUND`] per [`Self::tc_chunk_rounds`]), the causal mask
     /// ([`Self::TC_CAUSAL_REGISTERS`]) and sm_90 ([`Self::TC_SM90_REGISTERS`]), plus
     /// [`Self::TC_REGISTER_OVERHEAD`].
     pub fn registers_estimate(&self, block_m: u32, block_n: u32) -> u32 {
         if self.tensor_cores() {
-            // Q fragments of 16 rows per warp, in 32-bit registers per lane: `D · size / 8`.
-            let (d, size) = (self.head_dim, self.dtype.size_bytes());
-            let q = if self.tc_q_in_registers() {
-                d * size / 8
-            } else {
-                0
-            };
-            let copies =
-                Self::TC_REGISTERS_PER_CHUNK_ROUND * self.tc_chunk_rounds(block_m, block_n);
-            let mask = if self.causal {
-                Self::TC_CAUSAL_REGISTERS
-            } else {
-                0
-            };
-            let target = if self.arch.at_least(Arch::Sm90) {
-                Self::TC_SM90_REGISTERS
-            } else {
-                0
-            };
-            return d / 2 + q + block_n / 2 + copies + mask + target + Self::TC_REGISTER_OVERHEAD;
+            let rows = self.tc_warp_rows(block_m, block_n);
+            let q = self.tc_q_in_registers(block_m, block_n);
+            return self.tc_registers(block_m, block_n, rows, q);
         }
         let g = self.threads_per_row_for(block_n);
         let words = self.acc_bytes() / 4;
         let live_partials = g.trailing_zeros() + 1;
         words * (2 * (self.head_dim / g) + live_partials + block_n / g) + Self::REGISTER_OVERHEAD
     }
+
+    /// The tensor-core register estimate for warps of `warp_rows` query rows (`warp_rows /
+    /// 16` m16 tiles, each with its O accumulators, scores and, when `q_in_registers`, Q
+    /// fragments) in blocks of `block_m` rows.
+    fn tc_registers(
+        &self,
+        block_m: u32,
+        block_n: u32,
+        warp_rows: u32,
+        q_in_registers: bool,
+    ) -> u32 {
+        let row_tiles = warp_rows / 16;
+        // Q fragments of one m16 tile, in 32-bit registers per lane: `D · size / 8`.
+        let (d, size) = (self.head_dim, self.dtype.size_bytes());
+        let q = if q_in_registers { d * size / 8 } else { 0 };
+        let threads = block_m / warp_rows * 32;
+        let copies =
+            Self::TC_REGISTERS_PER_CHUNK_ROUND * self.tc_chunk_rounds_for(threads, block_n);
+        let wide = row_tiles > 1;
+        // Wide warps: the mask's limits are part of `TC_WIDE_REGISTERS` (measured: causal
+        // kernels took no more registers than full ones at 32 rows).
+        let mask = if self.causal && !wide {
+            Self::TC_CAUSAL_REGISTERS
+        } else {
+            0
+        };
+        let target = if self.arch.at_least(Arch::Sm90) {
+            Self::TC_SM90_REGISTERS
+        } else {
+            0
+        };
+        let wide = match (wide, q_in_registers) {
+            (false, _) => 0,
+            (true, true) => Self::TC_WIDE_REGISTERS,
+            (true, false) => Self::TC_WIDE_REGISTERS + Self::TC_WIDE_Q_SHARED_REGISTERS,
+        };
+        row_tiles * (d / 2 + q + block_n / 2)
+            + copies
+            + mask
+            + target
+            + wide
+            + Self::TC_REGISTER_OVERHEAD
+    }
+
+    /// Whether `registers` per thread fit the `.maxnreg` of a block of `block_m` rows in warps
+    /// of `warp_rows`.
+    fn tc_fits(&self, block_m: u32, warp_rows: u32, registers: u32) -> bool {
+        registers <= max_registers(self.arch, block_m / warp_rows * 32)
+    }
+
+    /// Registers a 32-row warp needs beyond its two tiles' fragments (the second tile's
+    /// softmax state and mask limits, the P fragments of both tiles live across `P·V`).
+    /// Fitted with ptxas 12.9 over every 128-row f16/bf16 tiling on every target, with
+    /// [`Self::TC_WIDE_Q_SHARED_REGISTERS`]: every 32-row tiling the estimate accepts
+    /// assembles without spilling (measured spills at estimates of 256 and more: D = 96 with
+    /// 64 keys, D = 128 with 64 keys, D = 64 with 128 keys, D = 128 with 32 keys on sm_90).
+    pub const TC_WIDE_REGISTERS: u32 = 35;
+
+    /// Registers a 32-row warp adds when it re-reads its Q fragments from shared memory each
+    /// KV tile (both tiles' fragments of a step live at once, and their addresses).
+    pub const TC_WIDE_Q_SHARED_REGISTERS: u32 = 10;
 
     /// Registers a thread needs beyond its data (addresses, indices, loaded vectors).
     pub const REGISTER_OVERHEAD: u32 = 40;
@@ -522,15 +612,18 @@ impl AttentionConfig {
     /// footprint fits the arch's dynamic maximum.
     pub fn default_tiles(&self) -> (u32, u32) {
         if self.tensor_cores() {
-            let candidates = if self.dtype == DType::F32 {
-                Self::TF32_TILE_CANDIDATES
+            let candidates: &[(u32, u32)] = if self.dtype == DType::F32 {
+                &Self::TF32_TILE_CANDIDATES
             } else {
-                Self::TC_TILE_CANDIDATES
+                &Self::TC_TILE_CANDIDATES
             };
             return candidates
-                .into_iter()
+                .iter()
+                .copied()
                 .find(|&(m, n)| {
-                    self.registers_estimate(m, n) <= self.register_limit(self.threads_for(m, n))
+                    (m < Self::TC_WIDE_MIN_BLOCK_M || self.tc_warp_rows(m, n) == 32)
+                        && self.registers_estimate(m, n)
+                            <= self.register_limit(self.threads_for(m, n))
                         && self.shared_bytes_for(m, n) <= self.arch.max_dynamic_shared_bytes()
                 })
                 .unwrap_or((16, 16));
@@ -809,14 +902,18 @@ mod tests {
                 );
             }
         }
-        // 64 query rows (4 warps); the widest KV tile that fits: D = 256 takes 32 keys where
+        // 128 query rows in 4 warps of 32 where their registers fit (D = 128: 32 keys, Q
+        // re-read from shared memory; not on sm_90, whose 8 more registers would spill), else
+        // 64 rows in 4 warps of 16; the widest KV tile that fits: D = 256 takes 32 keys where
         // 99 KiB of shared memory is the limit (sm_86) and 64 where 227 KiB is (sm_90).
-        for (d, arch, tiles) in [
-            (32, Arch::Sm80, (64, 64)),
-            (128, Arch::Sm86, (64, 64)),
-            (256, Arch::Sm80, (64, 32)),
-            (256, Arch::Sm86, (64, 32)),
-            (256, Arch::Sm90, (64, 64)),
+        for (d, arch, tiles, warp_rows) in [
+            (32, Arch::Sm80, (128, 64), 32),
+            (64, Arch::Sm90, (128, 64), 32),
+            (128, Arch::Sm86, (128, 32), 32),
+            (128, Arch::Sm90, (64, 64), 16),
+            (256, Arch::Sm80, (64, 32), 16),
+            (256, Arch::Sm86, (64, 32), 16),
+            (256, Arch::Sm90, (64, 64), 16),
         ] {
             let cfg = AttentionConfig {
                 dtype: DType::BF16,
@@ -825,6 +922,13 @@ mod tests {
             };
             let t = cfg.tiles();
             assert_eq!((t.block_m, t.block_n), tiles, "d={d} {arch}");
+            assert_eq!(
+                cfg.tc_warp_rows(t.block_m, t.block_n),
+                warp_rows,
+                "d={d} {arch}"
+            );
+            let q_in_registers = d <= 64 || (d == 128 && warp_rows == 16);
+            assert_eq!(cfg.tc_q_in_registers(t.block_m, t.block_n), q_in_registers);
             assert_eq!(t.threads, 128);
             assert_eq!(t.vector, 8);
             assert_eq!(t.shared_kind, SharedMemoryKind::Dynamic);

@@ -41,13 +41,15 @@ pub(in crate::templates::attention::kernels) trait TcElem:
     /// The A fragment of Q at this lane's `ldmatrix.x4` row address plus `offset` bytes.
     fn load_q(k: &mut KernelBuilder, q_lane: Reg<U32>, offset: i32) -> Self::QFrag;
 
-    /// `s[0] = c[0] + Q·K[16j .. 16j + 8]ᵀ`, `s[1] = c[1] + Q·K[16j + 8 .. 16j + 16]ᵀ` for one
-    /// step: one untransposed `ldmatrix.x4` of 16 key rows at `k_lane + offset` and two mmas.
+    /// For each m16 tile `i` of the warp, `s[i][0] = c[i][0] + Q_i·K[16j .. 16j + 8]ᵀ` and
+    /// `s[i][1] = c[i][1] + Q_i·K[16j + 8 .. 16j + 16]ᵀ` for one step: one untransposed
+    /// `ldmatrix.x4` of 16 key rows at `k_lane + offset`, shared by every tile, and two mmas
+    /// per tile.
     fn score_pair(
         k: &mut KernelBuilder,
-        s: &[FragC<Self::Shape, F32>],
-        c: &[FragC<Self::Shape, F32>],
-        q: &Self::QFrag,
+        s: &[&[FragC<Self::Shape, F32>]],
+        c: &[&[FragC<Self::Shape, F32>]],
+        q: &[Self::QFrag],
         k_lane: Reg<U32>,
         offset: i32,
     );
@@ -66,12 +68,13 @@ pub(in crate::templates::attention::kernels) trait TcElem:
     /// tile) as A fragments.
     fn p_fragments(k: &mut KernelBuilder, p: &[[Reg<F32>; 4]]) -> Vec<Self::PFrag>;
 
-    /// `O += P·V` for the tile from the V stage at this lane's `v_lane`.
+    /// `O_i += P_i·V` for each m16 tile `i` of the warp (`o[i]`, `p[i]`) from the V stage at
+    /// this lane's `v_lane`, each V fragment loaded once for every tile.
     fn accumulate_pv(
         k: &mut KernelBuilder,
         plan: &TcPlan,
-        o: &[FragC<Self::Shape, F32>],
-        p: &[Self::PFrag],
+        o: &[&[FragC<Self::Shape, F32>]],
+        p: &[&[Self::PFrag]],
         v_lane: Reg<U32>,
     );
 
@@ -107,15 +110,17 @@ macro_rules! half_elem {
 
             fn score_pair(
                 k: &mut KernelBuilder,
-                s: &[FragC<M16N8K16, F32>],
-                c: &[FragC<M16N8K16, F32>],
-                q: &Self::QFrag,
+                s: &[&[FragC<M16N8K16, F32>]],
+                c: &[&[FragC<M16N8K16, F32>]],
+                q: &[Self::QFrag],
                 k_lane: Reg<U32>,
                 offset: i32,
             ) {
                 let (b0, b1) = k.ldmatrix_b_pair::<$t>(k_lane, offset);
-                k.mma_into(&s[0], q, &b0, &c[0]);
-                k.mma_into(&s[1], q, &b1, &c[1]);
+                for ((s, c), q) in s.iter().zip(c).zip(q) {
+                    k.mma_into(&s[0], q, &b0, &c[0]);
+                    k.mma_into(&s[1], q, &b1, &c[1]);
+                }
             }
 
             /// Key `lane % 16`, byte `16 · (lane / 16)`: the row of an `ldmatrix.x4.trans`.
@@ -136,8 +141,8 @@ macro_rules! half_elem {
             fn accumulate_pv(
                 k: &mut KernelBuilder,
                 plan: &TcPlan,
-                o: &[FragC<M16N8K16, F32>],
-                p: &[Self::PFrag],
+                o: &[&[FragC<M16N8K16, F32>]],
+                p: &[&[Self::PFrag]],
                 v_lane: Reg<U32>,
             ) {
                 half_accumulate_pv::<$t>(k, plan, o, p, v_lane)
@@ -183,23 +188,26 @@ where
 }
 
 /// For each `k16` step `i` of the keys and each pair of O column tiles, one
-/// `ldmatrix.x4.trans` of V (rows are keys, so `.trans` gives the column-major B) and two mmas.
+/// `ldmatrix.x4.trans` of V (rows are keys, so `.trans` gives the column-major B) and two mmas
+/// per m16 tile of the warp.
 fn half_accumulate_pv<T: PackedHalf>(
     k: &mut KernelBuilder,
     plan: &TcPlan,
-    o: &[FragC<M16N8K16, F32>],
-    p: &[FragA<M16N8K16, T>],
+    o: &[&[FragC<M16N8K16, F32>]],
+    p: &[&[FragA<M16N8K16, T>]],
     v_lane: Reg<U32>,
 ) where
     M16N8K16: MmaInput<T>,
 {
-    for (i, a) in p.iter().enumerate() {
+    for i in 0..plan.key_steps() as usize {
         for dp in 0..plan.d_steps() {
             let offset = i as u32 * 16 * plan.row_bytes() + dp * 32;
             let (b0, b1) = k.ldmatrix_b_pair_trans::<T>(v_lane, offset as i32);
-            let (lo, hi) = (&o[2 * dp as usize], &o[2 * dp as usize + 1]);
-            k.mma_into(lo, a, &b0, lo);
-            k.mma_into(hi, a, &b1, hi);
+            for (o, p) in o.iter().zip(p) {
+                let (lo, hi) = (&o[2 * dp as usize], &o[2 * dp as usize + 1]);
+                k.mma_into(lo, &p[i], &b0, lo);
+                k.mma_into(hi, &p[i], &b1, hi);
+            }
         }
     }
 }

@@ -1,9 +1,13 @@
 //! The tensor-core forward kernel (f16/bf16 on sm_80+, FlashAttention-2 on `mma.m16n8k16`;
 //! f32 with `allow_tf32` on tf32 `mma.m16n8k8`, [`tf32`]).
 //!
-//! Each warp owns 16 query rows. The block's Q tile goes to shared memory once by `cp.async`
-//! and into registers as `ldmatrix` A fragments; K and V tiles stream through a two- or
-//! three-stage (`TcPlan::kv_stages`, `R` below) `cp.async` ring of padded rows (conflict-free `ldmatrix`). Per KV tile a warp computes
+//! Each warp owns one or two m16 tiles of query rows (16 or 32 rows,
+//! `AttentionConfig::tc_warp_rows`): with two, every K and V fragment the warp loads serves
+//! both tiles' mmas, halving the `ldmatrix` traffic per mma. The block's Q tile goes to shared
+//! memory once by `cp.async` and into registers as `ldmatrix` A fragments (or is re-read per KV
+//! tile where they would not fit); K and V tiles stream through a two- or three-stage
+//! (`TcPlan::kv_stages`, `R` below) `cp.async` ring of padded rows (conflict-free
+//! `ldmatrix`). Per KV tile a warp computes
 //! `S = Q·Kᵀ` on the tensor cores, runs the online softmax on the S fragments, packs P into
 //! A fragments in registers and accumulates `O += P·V`. Phases: [`plan`] (geometry, lane
 //! addresses), [`copy`] (the asynchronous tile copies), [`scores`] (the tile arithmetic),
@@ -37,7 +41,7 @@ use scores::{FragState, QFragments};
 /// Ks, Vs[i] ← KV tile i, 0 < i < R − 1             one group each (empty past the last)
 /// wait_group R − 2                                  Q and tile 0 landed (this thread's)
 /// Qs ← −Qs if scale < 0 (this thread's chunks); bar so the softmax scales by f = |scale|·log2 e
-/// Qa ← ldmatrix(Qs)                                 registers for the whole kernel (D ≤ 128)
+/// Qa ← ldmatrix(Qs)                                 registers for the whole kernel (if they fit)
 /// m = −∞, ℓ = 0, O = 0
 /// for each KV tile t visible to some row of the block (unmasked tiles first, then masked):
 ///     wait_group R − 2; bar                         tile t landed; slot (t−1) mod R free
@@ -54,6 +58,9 @@ use scores::{FragState, QFragments};
 /// (at most the diagonal tiles and the one across `Skv`) a loop with it. KV tiles below `Skv`
 /// are copied from precomputed per-thread streams ([`copy::KvStreams`]), the last ragged one
 /// by the zero-filling copy.
+///
+/// S, the mask, the online softmax and O are per m16 tile of the warp; the K and V fragments
+/// are loaded once for all of them.
 ///
 /// Both tile counts are uniform in the block and every lane runs every iteration, so all
 /// barriers are reached by the whole block; rows past `Sq` only skip their stores.
@@ -94,19 +101,25 @@ pub(super) fn forward_kernel<T: TcElem>(cfg: &AttentionConfig) -> KernelBuilder 
     k.bar_sync();
     let q_lane = k.add(shared, lane.q_ldm);
     let q = QFragments::<T>::new(&mut k, &plan, q_lane);
-    let state = FragState::<T>::new(&mut k, &plan);
+    let states: Vec<FragState<T>> = (0..plan.row_tiles)
+        .map(|_| FragState::<T>::new(&mut k, &plan))
+        .collect();
     let zero = T::zero_acc(&mut k);
     let magnitude = k.abs(params.scale);
     let factor = k.mul(magnitude, std::f32::consts::LOG2_E);
-    // Key `8j + e` of the tile at `kv0` is visible to row half `h` iff
-    // `8j + e < visible_end(row_h) − kv0 − 2·quad`.
+    // Key `8j + e` of the tile at `kv0` is visible to row half `h` of m16 tile `i` iff
+    // `8j + e < visible_end(row_ih) − kv0 − 2·quad`.
     let quad_keys = k.shl(lane.quad, 1u32);
     let quad_keys = k.cvt::<S32, _>(quad_keys, None);
-    let own_end: [_; 2] = std::array::from_fn(|h| {
-        let row = lane.row(&mut k, h as u32);
-        let end = row_visible_end(&mut k, plan.causal, row, seqs);
-        k.sub(end, quad_keys)
-    });
+    let own_end: Vec<[_; 2]> = (0..plan.row_tiles)
+        .map(|tile| {
+            std::array::from_fn(|h| {
+                let row = lane.row(&mut k, tile, h as u32);
+                let end = row_visible_end(&mut k, plan.causal, row, seqs);
+                k.sub(end, quad_keys)
+            })
+        })
+        .collect();
     let unmasked = unmasked_tile_count(&mut k, &plan, lane.tile_start, seqs);
     let k_lane = k.add(shared, lane.k_ldm);
     let k_lane = k.add(k_lane, plan.k_ring());
@@ -130,23 +143,28 @@ pub(super) fn forward_kernel<T: TcElem>(cfg: &AttentionConfig) -> KernelBuilder 
         let k_stage = k.add(k_lane, slot_bytes);
         let v_stage = k.add(v_lane, slot_bytes);
         let s = score_tile::<T>(k, &plan, &q, k_stage, &zero);
-        let p = if masked {
+        let kv0 = masked.then(|| {
             let kv0 = k.mul_lo(tile, plan.block_n);
-            let kv0 = k.cvt::<S32, _>(kv0, None);
-            let limit = own_end.map(|end| k.sub(end, kv0));
-            let m = mask_scores(k, &s, limit);
-            online_softmax_update::<T>(k, &state, &m.scores, Some(&m.visible), factor)
-        } else {
-            online_softmax_update::<T>(k, &state, &raw_scores(&s), None, factor)
-        };
-        accumulate_pv::<T>(k, &plan, &state, &p, v_stage);
+            k.cvt::<S32, _>(kv0, None)
+        });
+        let p: Vec<_> = (s.iter().zip(&states).zip(&own_end))
+            .map(|((s, state), own_end)| match kv0 {
+                Some(kv0) => {
+                    let limit = own_end.map(|end| k.sub(end, kv0));
+                    let m = mask_scores(k, s, limit);
+                    online_softmax_update::<T>(k, state, &m.scores, Some(&m.visible), factor)
+                }
+                None => online_softmax_update::<T>(k, state, &raw_scores(s), None, factor),
+            })
+            .collect();
+        accumulate_pv::<T>(k, &plan, &states, &p, v_stage);
     };
     k.comment("KV tiles every row of the block sees whole: no mask");
     k.for_range(0u32, unmasked, 1u32, |k, tile| tile_body(k, tile, false));
     k.comment("the rest (past Skv, the causal diagonal): masked");
     k.for_range(unmasked, tiles, 1u32, |k, tile| tile_body(k, tile, true));
     k.cp_async_wait_all();
-    store_output(&mut k, &plan, &params, &lane, &state, shared);
+    store_output(&mut k, &plan, &params, &lane, &states, shared);
     k
 }
 

@@ -4,12 +4,12 @@ use super::super::ext::AttentionBuilderExt;
 use super::super::output::log_sum_exp;
 use super::super::plan::Params;
 use super::elem::TcElem;
-use super::plan::{LanePlace, TcPlan, WARP_ROWS};
+use super::plan::{LanePlace, TcPlan, TILE_ROWS};
 use super::scores::{row_sum, FragState};
 use crate::builder::{KernelBuilder, Reg, F32, U32};
 use crate::ir::CmpOp;
 
-/// Normalises and stores this lane's two rows, per row half `h`:
+/// Normalises and stores this lane's two rows of each m16 tile, per row half `h`:
 ///
 /// ```text
 /// ℓ        = Σ over the row's 4 lanes of their shares
@@ -17,7 +17,7 @@ use crate::ir::CmpOp;
 /// LSE[row] = ℓ > 0 ? (m + log2 ℓ) · ln 2 : −∞
 /// ```
 ///
-/// A lane's O fragment holds column pairs (4 or 8 bytes), so the warp first stages its 16 × D
+/// A lane's O fragment holds column pairs (4 or 8 bytes), so the warp first stages its rows × D
 /// tile in shared memory (no longer needed: every warp is past its last tile) at its own rows
 /// of [`stage_row_bytes`], and then stores it in 16-byte row chunks: whole sectors instead of
 /// half-used ones. Rows past `Sq` store nothing; the lane with
@@ -27,7 +27,7 @@ pub(super) fn store_output<T: TcElem>(
     plan: &TcPlan,
     p: &Params<T, F32>,
     lane: &LanePlace,
-    state: &FragState<T>,
+    states: &[FragState<T>],
     shared: Reg<U32>,
 ) {
     k.comment("normalise: O / l and LSE; O staged in the warp's Q rows");
@@ -37,6 +37,24 @@ pub(super) fn store_output<T: TcElem>(
     let quad_bytes = k.shl(lane.quad, (2 * T::BYTES).trailing_zeros());
     let stage = k.mad_lo(own_row, stage_row, quad_bytes);
     let stage = k.add(shared, stage);
+    for (tile, state) in states.iter().enumerate() {
+        normalise_tile(k, p, lane, state, tile as u32, stage, stage_row);
+    }
+    k.bar_sync();
+    store_staged_rows(k, plan, p, lane, shared);
+}
+
+/// [`store_output`]'s normalisation of m16 tile `tile` (its state `state`): O pairs staged at
+/// `stage` (this lane's first pair of the warp's first row) plus the tile's rows, LSE stored.
+fn normalise_tile<T: TcElem>(
+    k: &mut KernelBuilder,
+    p: &Params<T, F32>,
+    lane: &LanePlace,
+    state: &FragState<T>,
+    tile: u32,
+    stage: Reg<U32>,
+    stage_row: u32,
+) {
     for h in 0..2u32 {
         let l = row_sum(k, state.l[h as usize]);
         let has_mass = k.setp(CmpOp::Gt, l, 0.0f32);
@@ -46,12 +64,12 @@ pub(super) fn store_output<T: TcElem>(
             let regs = o.f32_regs();
             let lo = k.mul(regs[2 * h as usize], inv);
             let hi = k.mul(regs[2 * h as usize + 1], inv);
-            let offset = h * 8 * stage_row + j as u32 * 8 * T::BYTES;
+            let offset = (TILE_ROWS * tile + 8 * h) * stage_row + j as u32 * 8 * T::BYTES;
             T::stage_pair(k, stage, offset as i32, lo, hi);
         }
         let lse = log_sum_exp::<F32>(k, state.m[h as usize], l);
         let lse = k.selp(lse, f32::NEG_INFINITY, has_mass);
-        let row = lane.row(k, h);
+        let row = lane.row(k, tile, h);
         let valid = k.setp_lt(row, p.seq_q);
         let first_in_row = k.setp(CmpOp::Eq, lane.quad, 0u32);
         let stores_lse = k.and_pred(valid, first_in_row);
@@ -65,8 +83,6 @@ pub(super) fn store_output<T: TcElem>(
             k.st_global(addr, 0, lse);
         });
     }
-    k.bar_sync();
-    store_staged_rows(k, plan, p, lane, shared);
 }
 
 /// Bytes between the rows of the staged O tile: `D` elements and
@@ -83,8 +99,8 @@ fn stage_row_bytes<T: TcElem>(plan: &TcPlan) -> u32 {
     bytes
 }
 
-/// The row and 16-byte chunk of the staged 16 × D tile that `lane` copies in round `i`
-/// (`C` chunks per row, `16 · C / 32` rounds), chosen so that each quarter-warp of the 16-byte
+/// The row and 16-byte chunk of the warp's staged rows × D tile that `lane` copies in round
+/// `i` (`C` chunks per row, `rows · C / 32` rounds), chosen so that each quarter-warp of the 16-byte
 /// reads (one phase) covers all 32 banks:
 ///
 /// ```text
@@ -118,7 +134,7 @@ fn staged_chunk(
     (k.mad_lo(band, 8u32, row_in_band), k.rem(r, per_row))
 }
 
-/// Copies the warp's staged 16 × D output tile to O in 16-byte chunks, lane by lane as
+/// Copies the warp's staged rows × D output tile to O in 16-byte chunks, lane by lane as
 /// [`staged_chunk`] deals them (`E` elements per chunk: chunk `j` of a row holds columns
 /// `E·j ..`).
 fn store_staged_rows<T: TcElem>(
@@ -136,7 +152,7 @@ fn store_staged_rows<T: TcElem>(
     let o_seq = p.o_layout.seq(k);
     let o = k.global_ptr(p.o);
     let stage_row = stage_row_bytes::<T>(plan);
-    for i in 0..WARP_ROWS * per_row / 32 {
+    for i in 0..plan.warp_rows() * per_row / 32 {
         let (row, chunk) = staged_chunk(k, lane.lane, i, per_row, stage_row);
         let tile_row = k.add(lane.warp_row, row);
         let chunk_bytes = k.shl(chunk, 4u32);

@@ -5,8 +5,8 @@ use super::elem::TcElem;
 use crate::builder::{KernelBuilder, Reg, U32};
 use crate::templates::attention::config::{AttentionConfig, SharedMemoryKind};
 
-/// Query rows one warp owns (the `m` of the mma).
-pub(super) const WARP_ROWS: u32 = 16;
+/// Query rows of one m16 tile (the `m` of the mma); a warp owns `row_tiles` of them.
+pub(super) const TILE_ROWS: u32 = 16;
 
 /// Everything about the tensor-core kernel's shape that is fixed at build time.
 ///
@@ -32,8 +32,11 @@ pub(in crate::templates::attention::kernels) struct TcPlan {
     pub kv_stages: u32,
     /// Whether the warp keeps its Q fragments in registers or re-reads them from the Q tile
     /// each KV tile ([`AttentionConfig::tc_q_in_registers`]: large Q fragments would spill next
-    /// to the `D / 2` O accumulators).
+    /// to the `D / 2` O accumulators of each m16 tile).
     pub q_in_registers: bool,
+    /// m16 tiles of query rows per warp, 1 or 2 ([`AttentionConfig::tc_warp_rows`]): the
+    /// tiles share every K and V fragment the warp loads.
+    pub row_tiles: u32,
 }
 
 impl TcPlan {
@@ -50,8 +53,19 @@ impl TcPlan {
             shared_bytes: t.shared_bytes,
             shared_kind: t.shared_kind,
             kv_stages: cfg.tc_stages_for(t.block_m, t.block_n),
-            q_in_registers: cfg.tc_q_in_registers(),
+            q_in_registers: cfg.tc_q_in_registers(t.block_m, t.block_n),
+            row_tiles: cfg.tc_warp_rows(t.block_m, t.block_n) / TILE_ROWS,
         }
+    }
+
+    /// Query rows one warp owns: `16 · row_tiles`.
+    pub fn warp_rows(&self) -> u32 {
+        TILE_ROWS * self.row_tiles
+    }
+
+    /// Byte offset of m16 tile `tile`'s rows from the warp's first row in a tile of rows.
+    pub fn tile_offset(&self, tile: u32) -> u32 {
+        tile * TILE_ROWS * self.row_bytes()
     }
 
     /// Bytes between consecutive shared rows: `D` elements and 16 bytes of padding.
@@ -127,10 +141,11 @@ pub(super) struct LanePlace {
     pub quad: Reg<U32>,
     /// First query row of the block, `ctaid.x · block_m`.
     pub tile_start: Reg<U32>,
-    /// The warp's first query row in the block tile, `16 · warp`.
+    /// The warp's first query row in the block tile, `warp_rows · warp`.
     pub warp_row: Reg<U32>,
-    /// Byte offset in the Q tile of this lane's `ldmatrix.x4` row for an A fragment: row
-    /// `16 · warp + lane % 16`, byte `16 · (lane / 16)` (8 halves or 4 f32 in).
+    /// Byte offset in the Q tile of this lane's `ldmatrix.x4` row for an A fragment of the
+    /// warp's first m16 tile: row `warp_rows · warp + lane % 16`, byte `16 · (lane / 16)` (8
+    /// halves or 4 f32 in); tile `i` is [`TcPlan::tile_offset`] further.
     pub q_ldm: Reg<U32>,
     /// Byte offset in a K stage of this lane's row for two B fragments of `Kᵀ` (no `.trans`:
     /// keys are the B columns): key `lane % 8 + 8 · (lane / 16)`, byte `16 · ((lane / 8) % 2)`.
@@ -148,7 +163,7 @@ impl LanePlace {
         let warp = k.shr(tid, 5u32);
         let half = k.shr(lane, 4u32);
         let half_bytes = k.shl(half, 4u32);
-        let warp_row = k.mul_lo(warp, WARP_ROWS);
+        let warp_row = k.mul_lo(warp, plan.warp_rows());
         let lane16 = k.and(lane, 15u32);
         let q_row = k.add(warp_row, lane16);
         let q_ldm = k.mad_lo(q_row, row_bytes, half_bytes);
@@ -174,10 +189,11 @@ impl LanePlace {
         }
     }
 
-    /// Global query row of fragment row half `h` (0: `lane / 4`, 1: `lane / 4 + 8`).
-    pub fn row(&self, k: &mut KernelBuilder, h: u32) -> Reg<U32> {
+    /// Global query row of fragment row half `h` (0: `lane / 4`, 1: `lane / 4 + 8`) of the
+    /// warp's m16 tile `tile`.
+    pub fn row(&self, k: &mut KernelBuilder, tile: u32, h: u32) -> Reg<U32> {
         let r = k.add(self.tile_start, self.warp_row);
         let r = k.add(r, self.group);
-        k.add(r, 8 * h)
+        k.add(r, TILE_ROWS * tile + 8 * h)
     }
 }

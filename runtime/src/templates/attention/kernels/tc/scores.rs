@@ -6,11 +6,11 @@ use super::plan::TcPlan;
 use crate::builder::{FragC, KernelBuilder, Pred, Reg, F32, S32, U32};
 use crate::ir::{CmpOp, VoteMode};
 
-/// The warp's Q rows as A fragments, one per 32-byte step of the head dimension.
+/// The warp's Q rows as A fragments, per m16 tile one per 32-byte step of the head dimension.
 #[derive(Debug, Clone)]
 pub(super) enum QFragments<T: TcElem> {
-    /// Loaded once from the Q tile (`ldmatrix.x4`) and kept for every KV tile.
-    Registers(Vec<T::QFrag>),
+    /// Loaded once from the Q tile (`ldmatrix.x4`) and kept for every KV tile, `[tile][step]`.
+    Registers(Vec<Vec<T::QFrag>>),
     /// Re-read from the Q tile (this lane's `ldmatrix` row address) when needed.
     Shared(Reg<U32>),
 }
@@ -23,28 +23,42 @@ impl<T: TcElem> QFragments<T> {
         }
         k.comment("Q fragments: ldmatrix.x4 once, kept in registers");
         Self::Registers(
-            (0..plan.d_steps())
-                .map(|kk| T::load_q(k, q_lane, (kk * 32) as i32))
+            (0..plan.row_tiles)
+                .map(|tile| {
+                    (0..plan.d_steps())
+                        .map(|kk| T::load_q(k, q_lane, q_offset(plan, tile, kk)))
+                        .collect()
+                })
                 .collect(),
         )
     }
 
-    /// The A fragment of step `kk`.
-    fn step(&self, k: &mut KernelBuilder, kk: u32) -> T::QFrag {
+    /// The A fragments of step `kk`, one per m16 tile of the warp.
+    fn step(&self, k: &mut KernelBuilder, plan: &TcPlan, kk: u32) -> Vec<T::QFrag> {
         match self {
-            Self::Registers(frags) => frags[kk as usize].clone(),
-            Self::Shared(q_lane) => T::load_q(k, *q_lane, (kk * 32) as i32),
+            Self::Registers(frags) => frags.iter().map(|t| t[kk as usize].clone()).collect(),
+            Self::Shared(q_lane) => (0..plan.row_tiles)
+                .map(|tile| T::load_q(k, *q_lane, q_offset(plan, tile, kk)))
+                .collect(),
         }
     }
 }
 
-/// `S = Q·Kᵀ` for the warp's 16 rows and the tile's `block_n` keys, as `block_n / 8`
-/// accumulators of 16 × 8, per 32-byte step `kk` of the head dimension (16 halves or 8 f32):
+/// Byte offset from this lane's Q `ldmatrix` address of m16 tile `tile`, step `kk`.
+fn q_offset(plan: &TcPlan, tile: u32, kk: u32) -> i32 {
+    (plan.tile_offset(tile) + kk * 32) as i32
+}
+
+/// `S = Q·Kᵀ` for each of the warp's m16 tiles of rows and the tile's `block_n` keys, as
+/// `block_n / 8` accumulators of 16 × 8 per m16 tile `i`, per 32-byte step `kk` of the head
+/// dimension (16 halves or 8 f32):
 ///
 /// ```text
-/// S[:, 16j .. 16j + 16] = zero + Qa[0] · Ks[16j .. 16j + 16, step 0]ᵀ
-/// S[:, 16j .. 16j + 16] += Qa[kk] · Ks[16j .. 16j + 16, step kk]ᵀ     kk > 0
+/// S_i[:, 16j .. 16j + 16] = zero + Qa_i[0] · Ks[16j .. 16j + 16, step 0]ᵀ
+/// S_i[:, 16j .. 16j + 16] += Qa_i[kk] · Ks[16j .. 16j + 16, step kk]ᵀ     kk > 0
 /// ```
+///
+/// Each K fragment is loaded once and serves every m16 tile of the warp.
 ///
 /// `zero` is one zeroed accumulator made once per kernel: the first step's mma reads it as C,
 /// so S needs no zeroing moves per tile.
@@ -57,17 +71,24 @@ pub(super) fn score_tile<T: TcElem>(
     q: &QFragments<T>,
     k_lane: Reg<U32>,
     zero: &FragC<T::Shape, F32>,
-) -> Vec<FragC<T::Shape, F32>> {
+) -> Vec<Vec<FragC<T::Shape, F32>>> {
     k.comment("S = Q * K^T on the tensor cores");
-    let s: Vec<FragC<T::Shape, F32>> = (0..2 * plan.key_steps()).map(|_| T::new_acc(k)).collect();
+    let s: Vec<Vec<FragC<T::Shape, F32>>> = (0..plan.row_tiles)
+        .map(|_| (0..2 * plan.key_steps()).map(|_| T::new_acc(k)).collect())
+        .collect();
     let zeros = [zero.clone(), zero.clone()];
     for kk in 0..plan.d_steps() {
-        let a = &q.step(k, kk);
-        for j in 0..plan.key_steps() {
-            let offset = j * 16 * plan.row_bytes() + kk * 32;
-            let pair = &s[2 * j as usize..2 * j as usize + 2];
-            let c = if kk == 0 { &zeros[..] } else { pair };
-            T::score_pair(k, pair, c, a, k_lane, offset as i32);
+        let a = q.step(k, plan, kk);
+        for j in 0..plan.key_steps() as usize {
+            let offset = j as u32 * 16 * plan.row_bytes() + kk * 32;
+            let pairs: Vec<&[FragC<T::Shape, F32>]> =
+                s.iter().map(|t| &t[2 * j..2 * j + 2]).collect();
+            let c: Vec<&[FragC<T::Shape, F32>]> = if kk == 0 {
+                pairs.iter().map(|_| &zeros[..]).collect()
+            } else {
+                pairs.clone()
+            };
+            T::score_pair(k, &pairs, &c, &a, k_lane, offset as i32);
         }
     }
     s
@@ -127,7 +148,7 @@ pub(super) struct Masked {
     pub visible: Vec<[Pred; 4]>,
 }
 
-/// The running softmax state of this lane's two rows (`lane / 4` and `+ 8`): the running
+/// The running softmax state of this lane's two rows of one m16 tile (`lane / 4` and `+ 8`): the running
 /// maximum `m` (log2 units, equal in the row's four lanes), this lane's share `ℓ` of the
 /// running sum, and the O accumulators, `D / 8` tiles of 16 × 8.
 #[derive(Debug, Clone)]
@@ -230,17 +251,19 @@ pub(super) fn online_softmax_update<T: TcElem>(
     T::p_fragments(k, &p)
 }
 
-/// `O += P·V` for the tile, on the tensor cores with P from registers
-/// ([`TcElem::accumulate_pv`]).
+/// `O += P·V` for the tile and each m16 tile of the warp (`states[i]`, `p[i]`), on the tensor
+/// cores with P from registers ([`TcElem::accumulate_pv`]).
 pub(super) fn accumulate_pv<T: TcElem>(
     k: &mut KernelBuilder,
     plan: &TcPlan,
-    state: &FragState<T>,
-    p: &[T::PFrag],
+    states: &[FragState<T>],
+    p: &[Vec<T::PFrag>],
     v_lane: Reg<U32>,
 ) {
     k.comment("O += P * V on the tensor cores (P from registers)");
-    T::accumulate_pv(k, plan, &state.o, p, v_lane);
+    let o: Vec<_> = states.iter().map(|s| &s.o[..]).collect();
+    let p: Vec<_> = p.iter().map(|p| &p[..]).collect();
+    T::accumulate_pv(k, plan, &o, &p, v_lane);
 }
 
 /// `ℓ` of row half `h`: the sum of the four lanes' shares (`shfl.bfly` 1, 2).

@@ -44,15 +44,17 @@ impl TcElem for F32 {
 
     fn score_pair(
         k: &mut KernelBuilder,
-        s: &[FragC<M16N8K8, F32>],
-        c: &[FragC<M16N8K8, F32>],
-        q: &Self::QFrag,
+        s: &[&[FragC<M16N8K8, F32>]],
+        c: &[&[FragC<M16N8K8, F32>]],
+        q: &[Self::QFrag],
         k_lane: Reg<U32>,
         offset: i32,
     ) {
         let (b0, b1) = k.ldmatrix_tf32_b_pair(k_lane, offset);
-        k.mma_into(&s[0], q, &b0, &c[0]);
-        k.mma_into(&s[1], q, &b1, &c[1]);
+        for ((s, c), q) in s.iter().zip(c).zip(q) {
+            k.mma_into(&s[0], q, &b0, &c[0]);
+            k.mma_into(&s[1], q, &b1, &c[1]);
+        }
     }
 
     /// Key `2·quad`, column `group` (`quad = lane % 4`, `group = lane / 4`).
@@ -80,24 +82,26 @@ impl TcElem for F32 {
     }
 
     /// Per 8-key tile `i` and 8-column O tile `n`: `b = (V[8i + 2t][8n + g], V[8i + 2t + 1][8n
-    /// + g])` rounded to tf32, one mma.
+    /// + g])` rounded to tf32, one mma per m16 tile of the warp.
     fn accumulate_pv(
         k: &mut KernelBuilder,
         plan: &TcPlan,
-        o: &[FragC<M16N8K8, F32>],
-        p: &[Self::PFrag],
+        o: &[&[FragC<M16N8K8, F32>]],
+        p: &[&[Self::PFrag]],
         v_lane: Reg<U32>,
     ) {
         let row = plan.row_bytes();
-        for (i, a) in p.iter().enumerate() {
-            for (n, acc) in o.iter().enumerate() {
+        for i in 0..plan.block_n as usize / 8 {
+            for n in 0..o.first().map_or(0, |o| o.len()) {
                 let offset = i as u32 * 8 * row + n as u32 * 32;
                 let regs = [0, row].map(|r| {
                     let x = k.ld_shared::<F32>(v_lane, (offset + r) as i32);
                     k.to_tf32(x)
                 });
                 let b = FragB::from_regs(&regs);
-                k.mma_into(acc, a, &b, acc);
+                for (o, p) in o.iter().zip(p) {
+                    k.mma_into(&o[n], &p[i], &b, &o[n]);
+                }
             }
         }
     }
