@@ -29,7 +29,7 @@
 
 use super::absmax_stage::AbsmaxStage;
 use super::slice_reduce::SumRange;
-use super::tc::{CodeWindow, Pipeline, Shape, TileSpan, TC_K};
+use super::tc::{CodeLookup, CodeWindow, Pipeline, Shape, TileSpan, TC_K};
 use super::{entry_prologue_table, CodeTable, BACKWARD_INPUT_ENTRY, THREADS};
 use crate::builder::{Float, KernelBuilder, MmaInput, PackedHalf, Reg, M16N8K16, U32};
 use crate::templates::nf4::Nf4Config;
@@ -49,6 +49,7 @@ const SHAPE: Shape = Shape {
     short_tiles: 1,
     code_width: COLS / 2,
     code_stride: COLS / 2 + 16,
+    lookup: CodeLookup::Shared,
 };
 /// Words between staged absmax rows for `per_row` slots a row: 4 up to 4 slots, else
 /// `per_row + 4` (12 or 20), so the rows `2t` one request reads start 8 banks apart (`8t`,

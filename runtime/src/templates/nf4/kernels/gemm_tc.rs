@@ -205,9 +205,9 @@ struct LaneCodes {
     n_row: Reg<U32>,
     /// Shared byte of the lane's first code word in slot 0 of the code ring.
     code_lane: Reg<U32>,
-    /// Bit offsets of the odd (low) and even (high) nibble of the lane's byte in a word.
-    byte_shift: Reg<U32>,
-    high_shift: Reg<U32>,
+    /// The `prmt` selector taking the lane's byte of two words
+    /// ([`HalfCodes::pairs_of_bytes`](super::half_dequant::HalfCodes::pairs_of_bytes)).
+    gather: Reg<U32>,
     absmax_window: Option<AbsmaxWindow>,
 }
 
@@ -231,26 +231,25 @@ impl LaneCodes {
         // word `q + (lead + t) / 4`, byte `(lead + t) mod 4` (`lead` = 0 for rows of 4-byte
         // multiples).
         let code_row = k.mul_lo(block_row, W_STRIDE);
-        let (code_row, byte_shift) = match p.codes.lead(k, n_row, 0u32) {
-            None => (code_row, k.shl(p.quad, 3u32)),
+        let (code_row, byte) = match p.codes.lead(k, n_row, 0u32) {
+            None => (code_row, p.quad),
             Some(lead) => {
                 let pos = k.add(p.quad, lead);
                 let step = k.shr(pos, 2u32);
                 let row_at = k.mad_lo(step, 4u32, code_row);
-                let byte = k.and(pos, 3u32);
-                (row_at, k.shl(byte, 3u32))
+                (row_at, k.and(pos, 3u32))
             }
         };
         let code_lane = p.code_lane(k, code_row);
-        // Element `2b` is the high nibble of byte `b`.
-        let high_shift = k.add(byte_shift, 4u32);
+        // Byte `byte` of the first word (selector nibble 0) and of the second (nibble 1: `4 +
+        // byte`).
+        let gather = k.mad_lo(byte, 0x11u32, 0x40u32);
         let absmax_window = AbsmaxWindow::new(k, (cfg, e), (n_row, first_col), (p.lane, p.quad, 1));
         Self {
             block_row,
             n_row,
             code_lane,
-            byte_shift,
-            high_shift,
+            gather,
             absmax_window,
         }
     }
@@ -298,8 +297,7 @@ impl LaneCodes {
         SliceCodes {
             words,
             scales,
-            byte_shift: self.byte_shift,
-            high_shift: self.high_shift,
+            gather: self.gather,
         }
     }
 }
@@ -309,8 +307,7 @@ impl LaneCodes {
 struct SliceCodes<T: PackedHalf> {
     words: Vec<Reg<U32>>,
     scales: Vec<Reg<T::Pair>>,
-    byte_shift: Reg<U32>,
-    high_shift: Reg<U32>,
+    gather: Reg<U32>,
 }
 
 impl<T: PackedHalf> SliceCodes<T> {
@@ -319,13 +316,12 @@ impl<T: PackedHalf> SliceCodes<T> {
     where
         M16N8K16: MmaInput<T, Packed = T::Pair>,
     {
-        (2 * s as usize..2 * s as usize + 2)
-            .map(|q| {
-                let even = k.bit_field(self.words[q], self.high_shift, 4u32);
-                let odd = k.bit_field(self.words[q], self.byte_shift, 4u32);
-                p.half.pair(k, (even, odd), self.scales[q])
-            })
-            .collect()
+        let q = 2 * s as usize;
+        let words = (self.words[q], self.words[q + 1]);
+        let scales = (self.scales[q], self.scales[q + 1]);
+        p.half
+            .pairs_of_bytes(k, words, self.gather, scales)
+            .to_vec()
     }
 }
 

@@ -35,18 +35,78 @@ use crate::templates::nf4::format::NF4_CODE;
 /// `prmt` selector: bytes 0–1 of the first word (the even weight), bytes 2–3 of the second.
 const LO_OF_A_HI_OF_B: u32 = 0x7610;
 
-/// The shared code table in `T` and the packed `−0` addend.
+/// Where [`HalfCodes`] looks codes up.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum CodeLookup {
+    /// A 16-word shared table ([`HalfCodes::pair`]): any two nibbles, two `ld.shared` each.
+    Shared,
+    /// Byte planes in registers ([`HalfCodes::pairs_of_bytes`]): two bytes at a time, no
+    /// shared memory.
+    Registers,
+}
+
+/// The code table in `T` (a shared table or register byte planes) and the packed `−0` addend.
 #[derive(Clone, Copy)]
 pub(super) struct HalfCodes<T: PackedHalf> {
-    /// Shared byte address of the 16-word table.
-    table: Reg<U32>,
+    /// Shared byte address of the 16-word table ([`CodeLookup::Shared`]).
+    table: Option<Reg<U32>>,
+    /// The byte planes ([`CodeLookup::Registers`]).
+    planes: Option<BytePlanes>,
     neg_zero: Reg<T::Pair>,
 }
 
+/// The 16 codes rounded to `T`, split into byte planes of eight codes: `low[h]` holds the low
+/// bytes of codes `8h .. 8h + 8` (byte `c mod 8` of the word pair), `high[h]` their high
+/// bytes. A `prmt` over one plane looks up four codes' bytes at once (its selector nibbles
+/// are the codes' low three bits); 8 registers in all.
+#[derive(Clone, Copy)]
+struct BytePlanes {
+    low: [(Reg<U32>, Reg<U32>); 2],
+    high: [(Reg<U32>, Reg<U32>); 2],
+}
+
+impl BytePlanes {
+    fn new<T: Scalar>(k: &mut KernelBuilder) -> Self {
+        let plane = |k: &mut KernelBuilder, half: usize, byte: u32| {
+            let word = |k: &mut KernelBuilder, first: usize| {
+                let bits = (0..4).fold(0u32, |w, i| {
+                    let code = u32::from(half_bits::<T>(NF4_CODE[first + i]));
+                    w | ((code >> (8 * byte)) & 0xFF) << (8 * i)
+                });
+                k.var::<U32>(bits)
+            };
+            (word(k, 8 * half), word(k, 8 * half + 4))
+        };
+        let low = [plane(k, 0, 0), plane(k, 1, 0)];
+        let high = [plane(k, 0, 1), plane(k, 1, 1)];
+        Self { low, high }
+    }
+}
+
+/// `prmt` selectors of [`HalfCodes::pairs_of_bytes`] (PTX ISA `prmt`, generic form: nibble
+/// `i` of the selector picks byte `i` of the result from the eight bytes `{b, a}`; nibbles
+/// here stay below 8, so no sign replication): the low three bits of each code nibble, and
+/// bytes `(1, 5, 0, 4)` / `(3, 7, 2, 6)` of `{high, low}` (low and high byte of the even
+/// code, then of the odd code, of the first / second byte).
+const CODE_LOW_BITS: u32 = 0x7777;
+const FIRST_PAIR: u32 = 0x4051;
+const SECOND_PAIR: u32 = 0x6273;
+
 impl<T: PackedHalf> HalfCodes<T> {
-    /// Declares the table and has thread `tid = 0` write it; the caller synchronises before
-    /// the first lookup (the pipeline's first step does).
-    pub fn new(k: &mut KernelBuilder, tid: Reg<U32>) -> Self {
+    /// Sets up `lookup`'s table. [`CodeLookup::Shared`]: declares it and has thread `tid = 0`
+    /// write it; the caller synchronises before the first lookup (the pipeline's first step
+    /// does). [`CodeLookup::Registers`]: eight constant registers.
+    pub fn new(k: &mut KernelBuilder, tid: Reg<U32>, lookup: CodeLookup) -> Self {
+        let neg_zero = |k: &mut KernelBuilder| k.var::<U32>(0x8000_8000u32).retype();
+        if lookup == CodeLookup::Registers {
+            let planes = Some(BytePlanes::new::<T>(k));
+            let neg_zero = neg_zero(k);
+            return Self {
+                table: None,
+                planes,
+                neg_zero,
+            };
+        }
         let arr = k.shared_array::<U32>("nf4_code_half", NF4_CODE.len() as u32);
         let table = k.shared_base(arr);
         k.comment("NF4 code table rounded to the activation type (both halves) -> shared memory");
@@ -57,8 +117,11 @@ impl<T: PackedHalf> HalfCodes<T> {
                 k.st_shared(table, 4 * i as i32, bits | (bits << 16));
             }
         });
-        let neg_zero = k.var::<U32>(0x8000_8000u32).retype();
-        Self { table, neg_zero }
+        Self {
+            table: Some(table),
+            planes: None,
+            neg_zero: neg_zero(k),
+        }
     }
 
     /// `(lo, hi)` absmax rounded to `T` and packed: the scale of a pair whose two weights
@@ -89,20 +152,77 @@ impl<T: PackedHalf> HalfCodes<T> {
             .collect()
     }
 
-    /// One B register: `(NF4_CODE[even], NF4_CODE[odd])` in `T`, times `scale`.
+    /// One B register: `(NF4_CODE[even], NF4_CODE[odd])` in `T`, times `scale`
+    /// ([`CodeLookup::Shared`]).
     pub fn pair(
         &self,
         k: &mut KernelBuilder,
         (even, odd): (Reg<U32>, Reg<U32>),
         scale: Reg<T::Pair>,
     ) -> Reg<T::Pair> {
+        let table = self.table.expect("pair() needs the shared code table");
         let lookup = |k: &mut KernelBuilder, code: Reg<U32>| {
-            let at = k.mad_lo(code, 4u32, self.table);
+            let at = k.mad_lo(code, 4u32, table);
             k.ld_shared::<U32>(at, 0)
         };
         let lo = lookup(k, even);
         let hi = lookup(k, odd);
         let codes = k.prmt(lo, hi, LO_OF_A_HI_OF_B).retype::<T::Pair>();
+        self.scaled(k, codes, scale)
+    }
+
+    /// Two B registers from two packed bytes ([`CodeLookup::Registers`]): byte `first` of
+    /// `words.0` and byte `second` of `words.1`, where `gather` is the `prmt` selector putting
+    /// those two bytes in bytes 0 and 1; each byte's high nibble is the even weight (the low
+    /// half of its B register), its low nibble the odd one, scaled by `scales.0` / `scales.1`.
+    ///
+    /// ```text
+    /// s    = prmt(word0, word1, gather)              // nibbles (odd0, even0, odd1, even1)
+    /// s7   = s & 0x7777                              // each code's low three bits
+    /// lo_h = prmt(low[h].0, low[h].1, s7)            // low bytes of codes 8h + s7's nibbles
+    /// hi_h = prmt(high[h].0, high[h].1, s7)          // h = 0, 1: four plane lookups
+    /// pick = ((s >> 1) & 0x4444) | 0x3210            // nibble i: i, + 4 when code i ≥ 8
+    /// lo   = prmt(lo_0, lo_1, pick)                  // byte i: low byte of code i
+    /// hi   = prmt(hi_0, hi_1, pick)
+    /// B0   = prmt(lo, hi, 0x4051), B1 = prmt(lo, hi, 0x6273)   // then the scale's fma
+    /// ```
+    ///
+    /// 15 instructions per two registers (the shared lookups: 16, with two `bfe`, two `mad`
+    /// and two `ld.shared` per register, and one shared wavefront per lookup); the values
+    /// are bit for bit those of [`Self::pair`].
+    pub fn pairs_of_bytes(
+        &self,
+        k: &mut KernelBuilder,
+        words: (Reg<U32>, Reg<U32>),
+        gather: Reg<U32>,
+        scales: (Reg<T::Pair>, Reg<T::Pair>),
+    ) -> [Reg<T::Pair>; 2] {
+        let planes = self.planes.expect("pairs_of_bytes() needs the byte planes");
+        let s = k.prmt(words.0, words.1, gather);
+        let low_bits = k.and(s, CODE_LOW_BITS);
+        let look = |k: &mut KernelBuilder, plane: [(Reg<U32>, Reg<U32>); 2]| {
+            plane.map(|(a, b)| k.prmt(a, b, low_bits))
+        };
+        let [lo_0, lo_1] = look(k, planes.low);
+        let [hi_0, hi_1] = look(k, planes.high);
+        let bit3 = k.shr(s, 1u32);
+        let bit3 = k.and(bit3, 0x4444u32);
+        let pick = k.or(bit3, 0x3210u32);
+        let lo = k.prmt(lo_0, lo_1, pick);
+        let hi = k.prmt(hi_0, hi_1, pick);
+        [(FIRST_PAIR, scales.0), (SECOND_PAIR, scales.1)].map(|(sel, scale)| {
+            let codes = k.prmt(lo, hi, sel).retype::<T::Pair>();
+            self.scaled(k, codes, scale)
+        })
+    }
+
+    /// `fma.rn(codes, scale, −0)`: the product rounded once to `T`.
+    fn scaled(
+        &self,
+        k: &mut KernelBuilder,
+        codes: Reg<T::Pair>,
+        scale: Reg<T::Pair>,
+    ) -> Reg<T::Pair> {
         let d = k.reg::<T::Pair>();
         k.push(
             Op::Fma {

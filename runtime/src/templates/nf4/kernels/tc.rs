@@ -47,6 +47,7 @@ use crate::templates::staging::{copy_elems, copy_piece};
 use super::absmax_stage::AbsmaxStage;
 pub(super) use super::code_stage::CodeWindow;
 use super::code_stage::{CodeStage, FixedRowCopies};
+pub(super) use super::half_dequant::CodeLookup;
 use super::half_dequant::HalfCodes;
 use super::U8;
 
@@ -78,6 +79,8 @@ pub(super) struct Shape {
     /// Bytes of codes per staged row, and shared bytes from one staged row to the next.
     pub code_width: u32,
     pub code_stride: u32,
+    /// Where B fragments' codes are looked up ([`HalfCodes`]).
+    pub lookup: CodeLookup,
 }
 
 impl Shape {
@@ -93,6 +96,7 @@ impl Shape {
         short_tiles: 1,
         code_width: TC_K / 2,
         code_stride: W_STRIDE,
+        lookup: CodeLookup::Registers,
     };
 
     /// The tall forward (large `m`): 128 activation rows in two warp rows of 64 (2 × 4 warps,
@@ -241,7 +245,7 @@ where
         let halves = k.mad_lo(row, A_STRIDE, col);
         let a_lane_offset = k.mul_lo(halves, 2u32);
         let a_lane0 = k.add(a_tiles, a_lane_offset);
-        let half = HalfCodes::new(k, tid);
+        let half = HalfCodes::new(k, tid, shape.lookup);
         let past_short = k.add(m_warp, 16 * shape.short_tiles);
         let short = k.setp_ge(past_short, e.m);
         let busy = warp_row.map(|_| k.setp_lt(m_warp, e.m));
