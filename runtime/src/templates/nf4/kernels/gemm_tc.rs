@@ -32,8 +32,10 @@
 //! `q + (t + lead) / 4`, eight 4-byte loads (a quad reads at most two words of its row, the
 //! eight rows' words in distinct banks).
 //! Each pair of codes becomes one B register in the activation type ([`super::half_dequant`]:
-//! two lookups in a 16-word table of the codes rounded to `T`, one `prmt`, one packed `fma` by
-//! the block's absmax rounded to `T` once per stage); nothing dequantised is written back.
+//! a k16 step's two bytes (words `2s`, `2s + 1`) gathered by one `prmt` and looked up in byte
+//! planes of the codes rounded to `T` held in registers, `prmt` only, then one packed `fma` by
+//! the block's absmax rounded to `T` once per stage); no shared table, and nothing
+//! dequantised is written back.
 //!
 //! Absmax: each quad keeps a sliding two-sector window of its row's absmax in registers
 //! ([`AbsmaxWindow`]: whole-sector loads, values shuffled within the quad). Under double

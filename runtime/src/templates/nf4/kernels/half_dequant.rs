@@ -2,20 +2,33 @@
 //! straight into `mma.m16n8k16` B-fragment registers.
 //!
 //! A B register holds two weights of one quantisation block (`lo`: the even reduction index,
-//! the high nibble of its byte; `hi`: the odd one). It is built as
+//! the high nibble of its byte; `hi`: the odd one): their codes rounded to `T`, times the
+//! block's absmax rounded to `T`,
 //!
 //! ```text
-//! pair  = prmt(table[even], table[odd], 0x7610)   // lo half of one word, hi half of the other
 //! B     = fma.rn.T×2(pair, scale, −0)             // one rounding per half: pair · scale
 //! scale = cvt.rn.T×2.f32(absmax_hi, absmax_lo)    // once per block (pair) and lane, not per weight
 //! ```
 //!
-//! with `table` 16 shared words, word `c` holding `NF4_CODE[c]` rounded to `T` (nearest even)
-//! in both halves: 16 words in 16 banks, so any warp-wide lookup is one wavefront. Per pair
-//! that is two table addresses (`mad`), two `ld.shared.b32`, one `prmt` and one `fma` (the
-//! caller extracts the two nibbles), where rounding `NF4_CODE[c] · absmax` from f32 took a
-//! `mul.f32` per weight and a `cvt` per pair. (`fma` with a `−0` addend is the product rounded
-//! once, with the product's sign even when it is zero: `mul.rn.bf16x2` needs sm_90.)
+//! (`fma` with a `−0` addend is the product rounded once, with the product's sign even when it
+//! is zero: `mul.rn.bf16x2` needs sm_90.) `pair`, the two codes `NF4_CODE[c]` rounded to `T`
+//! (nearest even), is looked up one of two ways ([`CodeLookup`]):
+//!
+//! - **Shared table** (the backward, whose pairs take nibbles of two different rows' words):
+//!   16 shared words, word `c` holding the code in both halves (16 banks, so any warp-wide
+//!   lookup is one wavefront); per pair two table addresses (`mad`), two `ld.shared.b32` and
+//!   one `prmt` (`pair = prmt(table[even], table[odd], 0x7610)`).
+//! - **Register byte planes** (the forward, whose pairs are whole bytes, two per lane and k16
+//!   step): the codes' low and high bytes in eight constant registers, four per byte, eight
+//!   codes per register pair, and per two pairs one `prmt` gathering the two bytes, four
+//!   `prmt` plane lookups, two `prmt` choosing each code's plane and two assembling the B
+//!   registers (three `and`/`shr`/`or` form the selectors): 15 instructions per two B
+//!   registers where the shared table took 16 (with the two `bfe` extracting each pair's
+//!   nibbles) and four shared wavefronts. In the tall forward
+//!   those lookups were a quarter of the shared-memory traffic (1 wavefront per `mma` of
+//!   4.07).
+//!
+//! Both give the same bits: the table entries are the same rounded codes.
 //!
 //! Rounding: `ŵ' = rn(rn(code) · rn(absmax))` against the host's `ŵ = code · absmax` in f32 —
 //! three roundings to `T` instead of one, so `|ŵ' − ŵ| ≤ ((1 + u)³ − 1) · |ŵ| ≈ 3u · |ŵ|`

@@ -39,9 +39,10 @@
 //! activations by a 3-stage `cp.async` ring into padded shared memory and `ldmatrix`,
 //! packed codes by `cp.async` into shared memory (`code_stage`: whole chunks, or the aligned
 //! words covering rows that are not 4-byte multiples) and dequantised in registers straight
-//! into `mma.m16n8k16` B fragments in the activation type (`half_dequant`: a 16-word table of
-//! the codes rounded to `T`, one `prmt` and one packed `fma` by the block's absmax rounded to
-//! `T` per pair of weights), f32 accumulators. f32 activations with `allow_tf32` take `tc_tf32` (tf32 `mma.m16n8k8` on the
+//! into `mma.m16n8k16` B fragments in the activation type (`half_dequant`: the codes rounded
+//! to `T`, looked up by `prmt` from byte planes in registers in the forward and from a
+//! 16-word shared table in the backward, then one packed `fma` by the block's absmax rounded
+//! to `T` per pair of weights), f32 accumulators. f32 activations with `allow_tf32` take `tc_tf32` (tf32 `mma.m16n8k8` on the
 //! shared `warp_mma` tile, blocks of 128 threads: [`gemm_threads`], the backward's A tile
 //! against 4 B tiles, 256 columns; its codes ride the same ring,
 //! the forward's 32 bytes per weight row every 4 stages (`code_stage::CodeRing`), and are
@@ -78,7 +79,8 @@
 //! (as bitsandbytes' 4-bit kernels do; within `3u · |ŵ|`, `u` = 2⁻¹¹ f16, 2⁻⁸ bf16: the error
 //! budget is in `half_dequant`). The 16 code values live in a 64-byte shared table, in f32 or
 //! in `T` (16 words in 16 banks, so any warp-wide lookup is one wavefront): the f16/bf16
-//! tensor-core GEMMs declare only the `T` one, the GEMV its f32 one on a 256-byte boundary
+//! tensor-core backward declares only the `T` one (the forward keeps its codes in registers,
+//! `half_dequant::CodeLookup::Registers`), the GEMV its f32 one on a 256-byte boundary
 //! (one `prmt` forms a lookup's address, `CodeTable::Aligned256`), the others the plain f32
 //! one.
 
@@ -174,12 +176,13 @@ pub fn has_gemm_tall(cfg: &Nf4Config) -> bool {
     matches!(cfg.dtype, DType::F16 | DType::BF16) && tensor_cores(cfg)
 }
 
-/// Whether the module has [`GEMM_TALL_SPLIT_ENTRY`]: with [`GEMM_TALL_ENTRY`], except under
-/// double quantisation with `k % block ≠ 0` (the ring's shared absmax staging), where at the
-/// 80-register cap the 128-row tiles first had ptxas spilled 4 bytes on sm_90 (the split's
-/// slice bounds are live beside the staging's addresses); those splits keep 64-row tiles.
+/// Whether the module has [`GEMM_TALL_SPLIT_ENTRY`]: whenever it has [`GEMM_TALL_ENTRY`].
+/// Under double quantisation with `k % block ≠ 0` (the ring's shared absmax staging, the
+/// split's slice bounds live beside its addresses) ptxas spilled 4 bytes on sm_90 at the old
+/// 80-register cap; at today's 128 it takes 104–114 registers without spills
+/// (`runtime/tests/nf4_ptxas.rs`), so those splits run 128-row tiles too.
 pub fn has_gemm_tall_split(cfg: &Nf4Config) -> bool {
-    has_gemm_tall(cfg) && (!cfg.double_quant || cfg.k.is_multiple_of(cfg.block))
+    has_gemm_tall(cfg)
 }
 
 /// An unsigned byte: the element type of packed codes and double-quantised absmax codes. Loaded
