@@ -422,7 +422,8 @@ mod tests {
     fn families_section_runs() {
         let ptxas =
             ptxforge_runtime::ptxas::locate().expect("ptxas (cargo xtask test installs it)");
-        let scratch = std::env::temp_dir().join("ptxforge-families-section");
+        let scratch =
+            std::env::temp_dir().join(format!("ptxforge-families-section-{}", std::process::id()));
         let mut md = String::new();
         section(&mut md, &ptxas, &scratch).expect("section");
         println!("{md}");

@@ -1085,14 +1085,15 @@ mod tests {
         let mut jobs = Vec::new();
         let mut rng = ptxforge_runtime::templates::testing::SplitMix64::new(21);
         super::nf4_rows(&mut jobs, m, &mut rng).expect("rows");
-        print_tables(jobs, "ptxforge-realistic-nf4");
+        print_tables(jobs, &format!("ptxforge-realistic-nf4-m{m}"));
     }
 
     /// Prints both tables of `jobs` (ptxas from `PTXAS`, scratch files under the temporary
-    /// directory's `scratch`).
+    /// directory's `scratch`, suffixed by the process id: tests running at once, in one
+    /// process or several, never share a scratch directory).
     fn print_tables(jobs: Vec<super::Modelled>, scratch: &str) {
         let ptxas = ptxforge_runtime::ptxas::locate().expect("ptxas (set PTXAS)");
-        let scratch = std::env::temp_dir().join(scratch);
+        let scratch = std::env::temp_dir().join(format!("{scratch}-{}", std::process::id()));
         let (rows, waves): (Vec<_>, Vec<_>) = jobs
             .into_iter()
             .map(|m| (m.row, (m.arch, m.sampled)))
@@ -1143,7 +1144,8 @@ mod tests {
     fn realistic_section() {
         let t = std::time::Instant::now();
         let ptxas = ptxforge_runtime::ptxas::locate().expect("ptxas (set PTXAS)");
-        let scratch = std::env::temp_dir().join("ptxforge-realistic-section");
+        let scratch =
+            std::env::temp_dir().join(format!("ptxforge-realistic-section-{}", std::process::id()));
         let mut md = String::new();
         super::section(&mut md, &ptxas, &scratch).expect("section");
         println!("{md}\n{:.1} s", t.elapsed().as_secs_f64());
