@@ -9,7 +9,7 @@ use ptxforge_runtime::arch::Arch;
 use ptxforge_runtime::ptxas::{assemble_each, locate_or_skip};
 use ptxforge_runtime::templates::conv::kernels::{
     matrix_configs, ENTRY_BWD_BIAS, ENTRY_BWD_FILTER_REDUCE, ENTRY_FILTER_TO_CHANNELS_LAST,
-    ENTRY_TO_CHANNELS_LAST,
+    ENTRY_GRADIENT_TO_CHANNELS_LAST, ENTRY_TO_CHANNELS_LAST,
 };
 use ptxforge_runtime::templates::conv::Conv2dConfig;
 use ptxforge_runtime::templates::KernelFamily;
@@ -30,6 +30,7 @@ fn conv_modules_assemble_without_warnings_or_spills() {
                 e.entry.contains("implicit_gemm")
                     || e.entry == ENTRY_BWD_FILTER_REDUCE
                     || e.entry == ENTRY_TO_CHANNELS_LAST
+                    || e.entry == ENTRY_GRADIENT_TO_CHANNELS_LAST
                     || e.entry == ENTRY_FILTER_TO_CHANNELS_LAST
                     || e.entry.starts_with(ENTRY_BWD_BIAS)
             }) {

@@ -196,24 +196,17 @@ impl Conv2dConfig {
         batch: u32,
         pixels: u32,
     ) -> Result<LaunchConfig, LaunchError> {
-        let tiling = ChannelsLastTiling::new(self.in_channels);
-        Ok(LaunchConfig {
-            grid: Dim3::new(
-                grid_dim(
-                    "channels-last pixel tiles",
-                    u64::from(pixels.div_ceil(tiling.block_pixels())),
-                    MAX_GRID_X,
-                )?,
-                grid_dim(
-                    "channels-last channel tiles",
-                    u64::from(self.in_channels.div_ceil(tiling.block_channels())),
-                    MAX_GRID_YZ,
-                )?,
-                grid_dim("channels-last images", u64::from(batch), MAX_GRID_YZ)?,
-            ),
-            block: Dim3::x(CHANNELS_LAST_THREADS),
-            dynamic_shared_bytes: 0,
-        })
+        channels_last_copy_launch_config(self.in_channels, batch, pixels)
+    }
+
+    /// `conv2d_gradient_to_channels_last` over `batch` images of `pixels` output pixels: as
+    /// [`Self::to_channels_last_launch_config`] with `C_out` channels.
+    pub fn gradient_to_channels_last_launch_config(
+        &self,
+        batch: u32,
+        pixels: u32,
+    ) -> Result<LaunchConfig, LaunchError> {
+        channels_last_copy_launch_config(self.out_channels, batch, pixels)
     }
 
     /// `conv2d_filter_to_channels_last`: block 256; grid `(C_out, ⌈Cg / 32⌉)`.
@@ -549,6 +542,34 @@ fn tile_grid(
             grid_dim(z_name, z, MAX_GRID_YZ)?,
         ),
         block: Dim3::new(tiling.threads, 1, 1),
+        dynamic_shared_bytes: 0,
+    })
+}
+
+/// A channels-last copy of `channels` channels over `batch` images of `pixels` pixels: block
+/// 128; grid `(⌈pixels / Pb⌉, ⌈channels / Cb⌉, batch)` for the tile `Pb × Cb` the kernel was
+/// built with ([`ChannelsLastTiling`], from `channels`).
+fn channels_last_copy_launch_config(
+    channels: u32,
+    batch: u32,
+    pixels: u32,
+) -> Result<LaunchConfig, LaunchError> {
+    let tiling = ChannelsLastTiling::new(channels);
+    Ok(LaunchConfig {
+        grid: Dim3::new(
+            grid_dim(
+                "channels-last pixel tiles",
+                u64::from(pixels.div_ceil(tiling.block_pixels())),
+                MAX_GRID_X,
+            )?,
+            grid_dim(
+                "channels-last channel tiles",
+                u64::from(channels.div_ceil(tiling.block_channels())),
+                MAX_GRID_YZ,
+            )?,
+            grid_dim("channels-last images", u64::from(batch), MAX_GRID_YZ)?,
+        ),
+        block: Dim3::x(CHANNELS_LAST_THREADS),
         dynamic_shared_bytes: 0,
     })
 }

@@ -24,9 +24,11 @@ use super::config::{Conv2dConfig, Layout};
 use super::geometry::{slice_tiles, INDEX_LIMIT, MAX_GRID_YZ};
 use super::kernels::{
     bias_block_pixels, fast_div_constants, ENTRY_1X1, ENTRY_BWD_BIAS, ENTRY_BWD_BIAS_REDUCE,
-    ENTRY_BWD_BIAS_SPLIT, ENTRY_BWD_DATA, ENTRY_BWD_DATA_IMPLICIT_GEMM, ENTRY_BWD_FILTER,
-    ENTRY_BWD_FILTER_CUDA_SPLIT, ENTRY_BWD_FILTER_IMPLICIT_GEMM, ENTRY_BWD_FILTER_REDUCE,
-    ENTRY_BWD_FILTER_SPLIT, ENTRY_DIRECT, ENTRY_FILTER_TO_CHANNELS_LAST, ENTRY_GEMM, ENTRY_IM2COL,
+    ENTRY_BWD_BIAS_SPLIT, ENTRY_BWD_DATA, ENTRY_BWD_DATA_CHANNELS_LAST,
+    ENTRY_BWD_DATA_IMPLICIT_GEMM, ENTRY_BWD_FILTER, ENTRY_BWD_FILTER_CHANNELS_LAST,
+    ENTRY_BWD_FILTER_CHANNELS_LAST_SPLIT, ENTRY_BWD_FILTER_CUDA_SPLIT,
+    ENTRY_BWD_FILTER_IMPLICIT_GEMM, ENTRY_BWD_FILTER_REDUCE, ENTRY_BWD_FILTER_SPLIT, ENTRY_DIRECT,
+    ENTRY_FILTER_TO_CHANNELS_LAST, ENTRY_GEMM, ENTRY_GRADIENT_TO_CHANNELS_LAST, ENTRY_IM2COL,
     ENTRY_IMPLICIT_GEMM, ENTRY_IMPLICIT_GEMM_CHANNELS_LAST, ENTRY_NHWC, ENTRY_TO_CHANNELS_LAST,
 };
 use super::shapes::{ConvDims, ConvError, ConvShape};
@@ -246,6 +248,13 @@ type ForwardBuffers<'a, B, T> = (
     &'a DeviceBuffer<B, T>,
 );
 
+/// `(gy, w, dx)` of a backward-data entry.
+type BackwardDataBuffers<'a, B, T> = (
+    &'a DeviceBuffer<B, T>,
+    &'a DeviceBuffer<B, T>,
+    &'a DeviceBuffer<B, T>,
+);
+
 impl<B: Backend> Call<'_, B> {
     /// Checks the call ([`Prepared::new`]) and every buffer of `args` and of `later` (the
     /// buffers of a launch that follows in the same call, so that nothing runs when any of
@@ -408,21 +417,11 @@ impl<B: Backend> Call<'_, B> {
         ];
         let prep = self.prepare(ENTRY_IMPLICIT_GEMM_CHANNELS_LAST, &args)?;
         let d = prep.dims;
-        let pixels = d.in_h * d.in_w;
-        let input_grid = cfg.to_channels_last_launch_config(d.batch, pixels)?;
-        let filter_grid = cfg.filter_to_channels_last_launch_config()?;
+        let filter_copy = LayoutCopy::filter(cfg)?;
+        let input_copy = LayoutCopy::input(cfg, &d)?;
         let gemm = cfg.implicit_gemm_launch_config(&d)?;
-        let (dev, ptx) = (self.dev, self.ptx);
-        let filter = dev.alloc::<T>(ConvDims::weight_len(cfg))?;
-        let args = [KernelArg::buffer(w), KernelArg::buffer(&filter)];
-        dev.launch(ptx, ENTRY_FILTER_TO_CHANNELS_LAST, filter_grid, &args)?;
-        let input = dev.alloc::<T>(d.input_len(cfg))?;
-        let args = [
-            KernelArg::buffer(x),
-            KernelArg::buffer(&input),
-            KernelArg::U32(pixels),
-        ];
-        dev.launch(ptx, ENTRY_TO_CHANNELS_LAST, input_grid, &args)?;
+        let filter = self.copy(&filter_copy, w)?;
+        let input = self.copy(&input_copy, x)?;
         let mut buffers = vec![KernelArg::buffer(&input), KernelArg::buffer(&filter)];
         buffers.extend(bias.map(KernelArg::buffer));
         buffers.push(KernelArg::buffer(y));
@@ -435,6 +434,69 @@ impl<B: Backend> Call<'_, B> {
         )?;
         Ok(d)
     }
+}
+
+/// One channels-last layout copy ahead of a `…_channels_last` GEMM: its entry, grid,
+/// destination length and trailing pixel count (`None`: the filter copy, which takes none).
+struct LayoutCopy {
+    entry: &'static str,
+    grid: LaunchConfig,
+    len: usize,
+    pixels: Option<u32>,
+}
+
+impl LayoutCopy {
+    /// `conv2d_filter_to_channels_last`: `w` → `[C_out, KH, KW, Cg]`.
+    fn filter(cfg: &Conv2dConfig) -> Result<Self, LaunchError> {
+        Ok(Self {
+            entry: ENTRY_FILTER_TO_CHANNELS_LAST,
+            grid: cfg.filter_to_channels_last_launch_config()?,
+            len: ConvDims::weight_len(cfg),
+            pixels: None,
+        })
+    }
+
+    /// `conv2d_to_channels_last`: `x` → `[N, H, W, C_in]`.
+    fn input(cfg: &Conv2dConfig, d: &ConvDims) -> Result<Self, LaunchError> {
+        let pixels = d.in_h * d.in_w;
+        Ok(Self {
+            entry: ENTRY_TO_CHANNELS_LAST,
+            grid: cfg.to_channels_last_launch_config(d.batch, pixels)?,
+            len: d.input_len(cfg),
+            pixels: Some(pixels),
+        })
+    }
+
+    /// `conv2d_gradient_to_channels_last`: `gy` → `[N, OH, OW, C_out]`.
+    fn gradient(cfg: &Conv2dConfig, d: &ConvDims) -> Result<Self, LaunchError> {
+        let pixels = d.out_h * d.out_w;
+        Ok(Self {
+            entry: ENTRY_GRADIENT_TO_CHANNELS_LAST,
+            grid: cfg.gradient_to_channels_last_launch_config(d.batch, pixels)?,
+            len: d.output_len(cfg),
+            pixels: Some(pixels),
+        })
+    }
+}
+
+impl<B: Backend> Call<'_, B> {
+    /// Runs `copy` of `src` into a workspace the backend allocates, and returns it.
+    fn copy<T: Element>(
+        &self,
+        copy: &LayoutCopy,
+        src: &DeviceBuffer<B, T>,
+    ) -> Result<DeviceBuffer<B, T>, LaunchError> {
+        let dst = self.dev.alloc::<T>(copy.len)?;
+        let mut args = vec![KernelArg::buffer(src), KernelArg::buffer(&dst)];
+        args.extend(copy.pixels.map(KernelArg::U32));
+        self.dev.launch(self.ptx, copy.entry, copy.grid, &args)?;
+        Ok(dst)
+    }
+}
+
+/// Whether the channels-last copies' grids fit the shape: `N` and `C_out` at most 65535.
+fn channels_last_fits(cfg: &Conv2dConfig, shape: &ConvShape) -> bool {
+    shape.batch <= MAX_GRID_YZ && cfg.out_channels <= MAX_GRID_YZ
 }
 
 /// Forward on CUDA cores in the NHWC layout (`conv2d_nhwc`): `y = conv(x, w) (+ bias)` with
@@ -481,8 +543,7 @@ pub fn forward<B: Backend, T: Element>(
     bias: Option<&DeviceBuffer<B, T>>,
     y: &mut DeviceBuffer<B, T>,
 ) -> Result<ConvDims, LaunchError> {
-    let pre_pass_fits = shape.batch <= MAX_GRID_YZ && cfg.out_channels <= MAX_GRID_YZ;
-    if cfg.has_channels_last_forward() && pre_pass_fits {
+    if cfg.has_channels_last_forward() && channels_last_fits(cfg, shape) {
         forward_channels_last(cfg, dev, ptx, shape, x, w, bias, y)
     } else if cfg.has_tensor_core_forward() {
         forward_implicit_gemm(cfg, dev, ptx, shape, x, w, bias, y)
@@ -574,8 +635,11 @@ pub fn forward_1x1<B: Backend, T: Element>(
 }
 
 /// Backward-data: `dx = conv_transpose(gy, w)`, the adjoint of the bias-free forward, with the
-/// fastest entry the module has: the tensor-core `conv2d_bwd_data_implicit_gemm` where the
-/// config has it ([`Conv2dConfig::has_tensor_core_backward_data`]), else (silently: f32
+/// fastest entry the module has: in NCHW the channels-last copies and
+/// `conv2d_bwd_data_implicit_gemm_channels_last` where the config has them
+/// ([`Conv2dConfig::has_channels_last_backward`]; `N` and `C_out` at most 65535), the
+/// tensor-core `conv2d_bwd_data_implicit_gemm` where the config has it
+/// ([`Conv2dConfig::has_tensor_core_backward_data`]), else (silently: f32
 /// without `allow_tf32`, f64 and pre-sm_80 targets) the CUDA-core `conv2d_bwd_data`, in the
 /// config's layout. `shape` is the *input* shape.
 pub fn backward_data<B: Backend, T: Element>(
@@ -587,7 +651,9 @@ pub fn backward_data<B: Backend, T: Element>(
     w: &DeviceBuffer<B, T>,
     dx: &mut DeviceBuffer<B, T>,
 ) -> Result<ConvDims, LaunchError> {
-    let entry = if cfg.has_tensor_core_backward_data() {
+    let entry = if cfg.has_channels_last_backward() && channels_last_fits(cfg, shape) {
+        ENTRY_BWD_DATA_CHANNELS_LAST
+    } else if cfg.has_tensor_core_backward_data() {
         ENTRY_BWD_DATA_IMPLICIT_GEMM
     } else {
         ENTRY_BWD_DATA
@@ -595,10 +661,14 @@ pub fn backward_data<B: Backend, T: Element>(
     backward_data_with(cfg, dev, ptx, shape, entry, gy, w, dx)
 }
 
-/// Backward-data with a named entry: `conv2d_bwd_data` (CUDA cores, every config) or
-/// `conv2d_bwd_data_implicit_gemm` (tensor cores; an entry the module lacks is
-/// [`LaunchError::InvalidDim`] `layout`, listing the entries it has). [`backward_data`]
-/// picks the fastest automatically; this one lets a caller compare them.
+/// Backward-data with a named entry: `conv2d_bwd_data` (CUDA cores, every config),
+/// `conv2d_bwd_data_implicit_gemm` (tensor cores) or
+/// `conv2d_bwd_data_implicit_gemm_channels_last` (NCHW on tensor cores: first
+/// `conv2d_filter_to_channels_last` writes `w` as `[C_out, KH, KW, Cg]` and
+/// `conv2d_gradient_to_channels_last` `gy` as `[N, OH, OW, C_out]` into two workspaces the
+/// backend allocates); an entry the module lacks is [`LaunchError::InvalidDim`] `layout`,
+/// listing the entries it has. [`backward_data`] picks the fastest automatically; this one
+/// lets a caller compare them.
 #[allow(clippy::too_many_arguments)]
 pub fn backward_data_with<B: Backend, T: Element>(
     cfg: &Conv2dConfig,
@@ -616,24 +686,56 @@ pub fn backward_data_with<B: Backend, T: Element>(
         ptx,
         shape,
     };
-    let geometry: Geometry = if entry == ENTRY_BWD_DATA_IMPLICIT_GEMM {
-        Conv2dConfig::backward_data_implicit_gemm_launch_config
-    } else {
-        Conv2dConfig::backward_data_launch_config
-    };
     let args = [
         Buffer::Tensor("gy", Tensor::Output, gy),
         Buffer::Tensor("w", Tensor::Weight, w),
         Buffer::Tensor("dx", Tensor::Input, dx),
     ];
+    if entry == ENTRY_BWD_DATA_CHANNELS_LAST {
+        return call.backward_data_channels_last(&args, (gy, w, dx));
+    }
+    let geometry: Geometry = if entry == ENTRY_BWD_DATA_IMPLICIT_GEMM {
+        Conv2dConfig::backward_data_implicit_gemm_launch_config
+    } else {
+        Conv2dConfig::backward_data_launch_config
+    };
     Ok(call.launch(entry, geometry, &args, &[])?.dims)
+}
+
+impl<B: Backend> Call<'_, B> {
+    /// `conv2d_bwd_data_implicit_gemm_channels_last` after the copies of `w` and `gy`
+    /// ([`backward_data_with`]); `args` are the checked buffers.
+    fn backward_data_channels_last<T: Element>(
+        &self,
+        args: &[Buffer<'_, B, T>],
+        (gy, w, dx): BackwardDataBuffers<'_, B, T>,
+    ) -> Result<ConvDims, LaunchError> {
+        let cfg = self.cfg;
+        let prep = self.prepare(ENTRY_BWD_DATA_CHANNELS_LAST, args)?;
+        let d = prep.dims;
+        let filter_copy = LayoutCopy::filter(cfg)?;
+        let gradient_copy = LayoutCopy::gradient(cfg, &d)?;
+        let gemm = cfg.backward_data_implicit_gemm_launch_config(&d)?;
+        let filter = self.copy(&filter_copy, w)?;
+        let gradient = self.copy(&gradient_copy, gy)?;
+        let buffers = vec![
+            KernelArg::buffer(&gradient),
+            KernelArg::buffer(&filter),
+            KernelArg::buffer(dx),
+        ];
+        let entry = ENTRY_BWD_DATA_CHANNELS_LAST;
+        prep.launch(self.dev, self.ptx, entry, gemm, buffers)?;
+        Ok(d)
+    }
 }
 
 /// Backward-filter: `dw[oc, ci, kh, kw] = Σ_{n, oh, ow} gy · x`, then (`conv2d_bwd_bias`, or
 /// its split pair where the grid is small: [`backward_bias_sliced`] with [`Slices::Auto`],
 /// when the config has a bias) `db[oc] = Σ_{n, oh, ow} gy`, each summed in a fixed order
-/// (deterministic), with the fastest weight-gradient entry the module has: the tensor-core
-/// `conv2d_bwd_filter_implicit_gemm` where the config has it
+/// (deterministic), with the fastest weight-gradient entry the module has: in NCHW the
+/// channels-last copies of `x` and `gy` and `conv2d_bwd_filter_implicit_gemm_channels_last`
+/// where the config has them ([`Conv2dConfig::has_channels_last_backward`]; `N` and `C_out`
+/// at most 65535), the tensor-core `conv2d_bwd_filter_implicit_gemm` where the config has it
 /// ([`Conv2dConfig::has_tensor_core_backward_filter`]), else (silently: f32 without
 /// `allow_tf32`, f64 and pre-sm_80 targets) the CUDA-core `conv2d_bwd_filter`, in the
 /// config's layout. `db` must be `Some` exactly when `cfg.bias`.
@@ -648,7 +750,9 @@ pub fn backward_filter<B: Backend, T: Element>(
     dw: &mut DeviceBuffer<B, T>,
     db: Option<&mut DeviceBuffer<B, T>>,
 ) -> Result<ConvDims, LaunchError> {
-    let entry = if cfg.has_tensor_core_backward_filter() {
+    let entry = if cfg.has_channels_last_backward() && channels_last_fits(cfg, shape) {
+        ENTRY_BWD_FILTER_CHANNELS_LAST
+    } else if cfg.has_tensor_core_backward_filter() {
         ENTRY_BWD_FILTER_IMPLICIT_GEMM
     } else {
         ENTRY_BWD_FILTER
@@ -657,8 +761,11 @@ pub fn backward_filter<B: Backend, T: Element>(
 }
 
 /// Backward-filter with a named weight-gradient entry: `conv2d_bwd_filter` (CUDA cores, every
-/// config) or `conv2d_bwd_filter_implicit_gemm` (tensor cores; an entry the module lacks is
-/// [`LaunchError::InvalidDim`] `layout`, listing the entries it has), then `conv2d_bwd_bias`
+/// config), `conv2d_bwd_filter_implicit_gemm` (tensor cores) or
+/// `conv2d_bwd_filter_implicit_gemm_channels_last` (NCHW on tensor cores, after the
+/// channels-last copies of `x` and `gy`: [`backward_filter_channels_last_sliced`]); an entry
+/// the module lacks is [`LaunchError::InvalidDim`] `layout`, listing the entries it has; each
+/// split by [`Slices::Auto`], then `conv2d_bwd_bias`
 /// when the config has a bias. [`backward_filter`] picks the fastest automatically; this one
 /// lets a caller compare them.
 #[allow(clippy::too_many_arguments)]
@@ -675,6 +782,8 @@ pub fn backward_filter_with<B: Backend, T: Element>(
 ) -> Result<ConvDims, LaunchError> {
     let reduction = if entry == ENTRY_BWD_FILTER_IMPLICIT_GEMM {
         Reduction::TENSOR_CORE
+    } else if entry == ENTRY_BWD_FILTER_CHANNELS_LAST {
+        Reduction::CHANNELS_LAST
     } else if entry == ENTRY_BWD_FILTER {
         Reduction::CUDA_CORE
     } else {
@@ -725,6 +834,33 @@ pub fn backward_filter_sliced<B: Backend, T: Element>(
     backward_filter_split(cfg, dev, ptx, shape, reduction, slices, x, gy, dw, db)
 }
 
+/// Backward-filter of an NCHW config on tensor cores through channels-last copies, with a
+/// chosen split of the reduction over the `N·OH·OW` pixels ([`Slices`]; [`backward_filter`]
+/// uses [`Slices::Auto`] where the config has these entries,
+/// [`Conv2dConfig::has_channels_last_backward`]): `conv2d_to_channels_last` writes `x` as
+/// `[N, H, W, C_in]` and `conv2d_gradient_to_channels_last` `gy` as `[N, OH, OW, C_out]` into
+/// two workspaces the backend allocates, then one slice runs
+/// `conv2d_bwd_filter_implicit_gemm_channels_last`, `S > 1` its split form and
+/// `conv2d_bwd_filter_reduce` as [`backward_filter_sliced`] does, `dw` in NCHW; then
+/// `conv2d_bwd_bias` (on the NCHW `gy`) when the config has a bias. A config without the
+/// entries is [`LaunchError::InvalidDim`] `layout`; `S = 0`, `S·G` past the grid limit, `N` or
+/// `C_out` past 65535 or a workspace past the index limit is [`LaunchError::InvalidDim`].
+#[allow(clippy::too_many_arguments)]
+pub fn backward_filter_channels_last_sliced<B: Backend, T: Element>(
+    cfg: &Conv2dConfig,
+    dev: &B,
+    ptx: &str,
+    shape: &ConvShape,
+    slices: Slices,
+    x: &DeviceBuffer<B, T>,
+    gy: &DeviceBuffer<B, T>,
+    dw: &mut DeviceBuffer<B, T>,
+    db: Option<&mut DeviceBuffer<B, T>>,
+) -> Result<ConvDims, LaunchError> {
+    let reduction = Reduction::CHANNELS_LAST;
+    backward_filter_split(cfg, dev, ptx, shape, reduction, slices, x, gy, dw, db)
+}
+
 /// Backward-filter on CUDA cores (`conv2d_bwd_filter`, every config) with a chosen split of
 /// the reduction over the `N·OH·OW` pixels ([`Slices`]; [`backward_filter_with`] naming
 /// `conv2d_bwd_filter` uses [`Slices::Auto`]), then `conv2d_bwd_bias` when the config has a
@@ -762,6 +898,8 @@ struct Reduction {
     auto: fn(&Conv2dConfig, &ConvDims) -> u32,
     /// The entry's reduction tiles, `⌈N·OH·OW / K⌉`.
     tiles: fn(&Conv2dConfig, &ConvDims) -> u64,
+    /// Whether both entries read channels-last copies of `x` and `gy`.
+    channels_last: bool,
 }
 
 impl Reduction {
@@ -772,6 +910,15 @@ impl Reduction {
         split_grid: Conv2dConfig::backward_filter_split_launch_config,
         auto: Conv2dConfig::backward_filter_slices,
         tiles: Conv2dConfig::backward_filter_tiles,
+        channels_last: false,
+    };
+
+    /// The tensor-core pair over channels-last copies: the same grids and split rule.
+    const CHANNELS_LAST: Self = Self {
+        whole: ENTRY_BWD_FILTER_CHANNELS_LAST,
+        split: ENTRY_BWD_FILTER_CHANNELS_LAST_SPLIT,
+        channels_last: true,
+        ..Self::TENSOR_CORE
     };
 
     const CUDA_CORE: Self = Self {
@@ -781,6 +928,7 @@ impl Reduction {
         split_grid: Conv2dConfig::backward_filter_cuda_core_split_launch_config,
         auto: Conv2dConfig::backward_filter_cuda_core_slices,
         tiles: Conv2dConfig::backward_filter_cuda_core_tiles,
+        channels_last: false,
     };
 }
 
@@ -817,23 +965,37 @@ fn backward_filter_split<B: Backend, T: Element>(
         Slices::Exactly(s) => s,
     };
     let workspace = workspace_len(slices, cfg.weight_elements())?;
+    let grid = if slices == 1 {
+        (reduction.whole_grid)(cfg)?
+    } else {
+        (reduction.split_grid)(cfg, slices)?
+    };
+    let reduce_grid = cfg.backward_filter_reduce_launch_config()?;
+    // The GEMM's operands: `x` and `gy`, or their channels-last copies.
+    let copies = if reduction.channels_last {
+        let d = &prep.dims;
+        let copies = [LayoutCopy::input(cfg, d)?, LayoutCopy::gradient(cfg, d)?];
+        Some((call.copy(&copies[0], x)?, call.copy(&copies[1], gy)?))
+    } else {
+        None
+    };
+    let operands = copies.as_ref().map_or((x, gy), |(x, gy)| (x, gy));
     if slices == 1 {
-        let config = (reduction.whole_grid)(cfg)?;
-        let args = vec![x, gy, &*dw]
+        let args = vec![operands.0, operands.1, &*dw]
             .into_iter()
             .map(KernelArg::buffer)
             .collect();
-        prep.launch(dev, ptx, reduction.whole, config, args)?;
+        prep.launch(dev, ptx, reduction.whole, grid, args)?;
     } else {
         let tiles = (reduction.tiles)(cfg, &prep.dims);
         let split = SplitLaunch {
             prep: &prep,
             entry: reduction.split,
-            grid: (reduction.split_grid)(cfg, slices)?,
-            inputs: vec![x, gy],
+            grid,
+            inputs: vec![operands.0, operands.1],
             slice_len: slice_tiles(tiles, slices),
             reduce: ENTRY_BWD_FILTER_REDUCE,
-            reduce_grid: cfg.backward_filter_reduce_launch_config()?,
+            reduce_grid,
             slices,
             workspace,
         };

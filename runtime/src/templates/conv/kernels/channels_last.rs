@@ -1,8 +1,9 @@
-//! The layout pre-pass of the NCHW tensor-core forward (`conv2d_implicit_gemm_channels_last`,
-//! as cuDNN runs NCHW tensor-core convolutions), bit-exact copies:
+//! The layout pre-passes of the NCHW tensor-core passes over channels-last operands
+//! (`conv2d_implicit_gemm_channels_last` and the two backward `…_channels_last` entries, as
+//! cuDNN runs NCHW tensor-core convolutions), bit-exact copies:
 //! - `conv2d_to_channels_last` writes `x [N, C_in, H·W]` as `[N, H·W, C_in]` (NHWC), so the implicit GEMM's A
 //!   windows are 16-byte `cp.async` chunks of 8 consecutive channels instead of per-tap
-//!   element gathers;
+//!   element gathers; `conv2d_gradient_to_channels_last` the same for `gy [N, C_out, OH·OW]`;
 //! - `conv2d_filter_to_channels_last` writes `w [C_out, Cg, KH·KW]` as `[C_out, KH·KW, Cg]`
 //!   (few taps per row: the square tile would leave most lanes idle, see [`build_filter`]).
 //!
@@ -17,7 +18,7 @@ use crate::builder::{KernelBuilder, Scalar};
 use crate::templates::conv::Conv2dConfig;
 
 pub(crate) use input::build;
-pub use input::{InputTiling, ENTRY, THREADS as INPUT_THREADS};
+pub use input::{InputTiling, ENTRY, ENTRY_GRADIENT, THREADS as INPUT_THREADS};
 
 /// The filter transpose's entry name.
 pub const ENTRY_FILTER: &str = "conv2d_filter_to_channels_last";

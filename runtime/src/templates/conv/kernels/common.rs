@@ -45,6 +45,11 @@ pub(crate) trait ConvElem: Float {
     fn channels_last(_cfg: &Conv2dConfig, _arch: Arch) -> Option<[KernelBuilder; 3]> {
         None
     }
+    /// The NCHW channels-last backward's four entries (the `gy` pre-pass, backward-data,
+    /// backward-filter and its split) where this type and `cfg` have them, else `None`.
+    fn channels_last_backward(_cfg: &Conv2dConfig, _arch: Arch) -> Option<[KernelBuilder; 4]> {
+        None
+    }
 }
 
 impl ConvElem for F16 {
@@ -64,11 +69,15 @@ impl ConvElem for F16 {
     fn channels_last(cfg: &Conv2dConfig, arch: Arch) -> Option<[KernelBuilder; 3]> {
         implicit_gemm::channels_last_available(cfg).then(|| {
             [
-                channels_last::build::<F16>(cfg.in_channels, arch),
+                channels_last::build::<F16>(channels_last::ENTRY, cfg.in_channels, arch),
                 channels_last::build_filter::<F16>(cfg, arch),
-                implicit_gemm::build_channels_last::<F16>(cfg, arch),
+                implicit_gemm::build_channels_last::<F16>(cfg, arch, Pass::Forward),
             ]
         })
+    }
+    fn channels_last_backward(cfg: &Conv2dConfig, arch: Arch) -> Option<[KernelBuilder; 4]> {
+        implicit_gemm::channels_last_backward_available(cfg)
+            .then(|| implicit_gemm::build_channels_last_backward::<F16>(cfg, arch))
     }
 }
 
@@ -89,11 +98,15 @@ impl ConvElem for BF16 {
     fn channels_last(cfg: &Conv2dConfig, arch: Arch) -> Option<[KernelBuilder; 3]> {
         implicit_gemm::channels_last_available(cfg).then(|| {
             [
-                channels_last::build::<BF16>(cfg.in_channels, arch),
+                channels_last::build::<BF16>(channels_last::ENTRY, cfg.in_channels, arch),
                 channels_last::build_filter::<BF16>(cfg, arch),
-                implicit_gemm::build_channels_last::<BF16>(cfg, arch),
+                implicit_gemm::build_channels_last::<BF16>(cfg, arch, Pass::Forward),
             ]
         })
+    }
+    fn channels_last_backward(cfg: &Conv2dConfig, arch: Arch) -> Option<[KernelBuilder; 4]> {
+        implicit_gemm::channels_last_backward_available(cfg)
+            .then(|| implicit_gemm::build_channels_last_backward::<BF16>(cfg, arch))
     }
 }
 

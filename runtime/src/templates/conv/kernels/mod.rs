@@ -20,6 +20,10 @@
 //! | `bwd_filter_implicit_gemm` (f16/bf16, sm_80+) | `dw` from `x`, `gy` on tensor cores | 128 | `(⌈Og/64⌉, ⌈Cg·KH·KW/64⌉, G)` |
 //! | `bwd_filter_implicit_gemm_split` (with the above) | f32 partials of `dw` over `S` pixel slices | 128 | `(⌈Og/64⌉, ⌈Cg·KH·KW/64⌉, S·G)` |
 //! | `bwd_filter_reduce` | `dw` = the partials summed in slice order (f32 partials; f64 for f64) | 256 | `⌈C_out·Cg·KH·KW/256⌉` |
+//! | `gradient_to_channels_last` (NCHW f16/bf16, sm_80+, `Cg`, `C_in`, `Og`, `C_out` multiples of 8, `KW > 1`; with the next three) | NCHW `gy` → NHWC, as `to_channels_last` | 128 | `(⌈OH·OW/Pb⌉, ⌈C_out/Cb⌉, N)` |
+//! | `bwd_data_implicit_gemm_channels_last` | NCHW `dx` from the channels-last `gy` and `w` copies on tensor cores (16-byte `cp.async` chunks of both operands) | 128 | as `bwd_data_implicit_gemm` |
+//! | `bwd_filter_implicit_gemm_channels_last` | NCHW `dw` from the channels-last `x` and `gy` copies on tensor cores (both operands staged by pixel in 16-byte `cp.async` chunks) | 128 | as `bwd_filter_implicit_gemm` |
+//! | `bwd_filter_implicit_gemm_channels_last_split` (with `bwd_filter_reduce`) | its f32 partials over `S` pixel slices, in the NCHW weight's order | 128 | as `bwd_filter_implicit_gemm_split` |
 //! | `bwd_bias` (with bias) | `db` from `gy` (NCHW or NHWC), channel tiles of 1 (NCHW) or 32 (NHWC) | 256 | `⌈C_out / tile⌉` |
 //! | `bwd_bias_split` (with bias) | partials of `db` (accumulation type) over `S` pixel slices | 256 | `(⌈C_out / tile⌉, S)` |
 //! | `bwd_bias_reduce` (with bias) | `db` = the partials summed in slice order | 256 | `⌈C_out/256⌉` |
@@ -53,6 +57,7 @@ pub use backward_filter::{
 pub use channels_last::{
     InputTiling as ChannelsLastTiling, ENTRY as ENTRY_TO_CHANNELS_LAST,
     ENTRY_FILTER as ENTRY_FILTER_TO_CHANNELS_LAST,
+    ENTRY_GRADIENT as ENTRY_GRADIENT_TO_CHANNELS_LAST,
     FILTER_THREADS as FILTER_TO_CHANNELS_LAST_THREADS, INPUT_THREADS as CHANNELS_LAST_THREADS,
     TILE as CHANNELS_LAST_TILE,
 };
@@ -62,9 +67,10 @@ pub use gemm::{ENTRY_1X1, ENTRY_GEMM};
 pub use im2col::ENTRY as ENTRY_IM2COL;
 pub use implicit_gemm::{
     ENTRY as ENTRY_IMPLICIT_GEMM, ENTRY_BWD_DATA as ENTRY_BWD_DATA_IMPLICIT_GEMM,
-    ENTRY_BWD_FILTER as ENTRY_BWD_FILTER_IMPLICIT_GEMM,
-    ENTRY_CHANNELS_LAST as ENTRY_IMPLICIT_GEMM_CHANNELS_LAST,
+    ENTRY_BWD_DATA_CHANNELS_LAST, ENTRY_BWD_FILTER as ENTRY_BWD_FILTER_IMPLICIT_GEMM,
+    ENTRY_BWD_FILTER_CHANNELS_LAST, ENTRY_CHANNELS_LAST as ENTRY_IMPLICIT_GEMM_CHANNELS_LAST,
     ENTRY_REDUCE as ENTRY_BWD_FILTER_REDUCE, ENTRY_SPLIT as ENTRY_BWD_FILTER_SPLIT,
+    ENTRY_SPLIT_CHANNELS_LAST as ENTRY_BWD_FILTER_CHANNELS_LAST_SPLIT,
     REDUCE_THREADS as BWD_FILTER_REDUCE_THREADS, THREADS as IMPLICIT_THREADS,
     TILE_M as IMPLICIT_TILE_M, TILE_N as IMPLICIT_TILE_N,
 };
@@ -103,6 +109,15 @@ impl Conv2dConfig {
     /// with `mma.m16n8k16`, `C_in` and `C_in/groups` multiples of 8, a filter wider than 1).
     pub fn has_channels_last_forward(&self) -> bool {
         implicit_gemm::channels_last_available(self)
+    }
+
+    /// Whether the NCHW module has the channels-last tensor-core backward passes
+    /// (`conv2d_gradient_to_channels_last`, `conv2d_bwd_data_implicit_gemm_channels_last`,
+    /// `conv2d_bwd_filter_implicit_gemm_channels_last` and its split, beside the forward's
+    /// copies): the channels-last forward's conditions
+    /// ([`Self::has_channels_last_forward`]) with `C_out` and `C_out/groups` multiples of 8.
+    pub fn has_channels_last_backward(&self) -> bool {
+        implicit_gemm::channels_last_backward_available(self)
     }
 
     /// Whether the module has the tensor-core backward-data `conv2d_bwd_data_implicit_gemm`
@@ -159,6 +174,14 @@ impl Conv2dConfig {
         } else {
             names.push(ENTRY_BWD_FILTER_REDUCE);
         }
+        if self.has_channels_last_backward() {
+            names.extend([
+                ENTRY_GRADIENT_TO_CHANNELS_LAST,
+                ENTRY_BWD_DATA_CHANNELS_LAST,
+                ENTRY_BWD_FILTER_CHANNELS_LAST,
+                ENTRY_BWD_FILTER_CHANNELS_LAST_SPLIT,
+            ]);
+        }
         if self.bias {
             names.extend([ENTRY_BWD_BIAS, ENTRY_BWD_BIAS_SPLIT, ENTRY_BWD_BIAS_REDUCE]);
         }
@@ -204,6 +227,9 @@ fn build_module<T: backward_filter::FilterElem>(cfg: &Conv2dConfig, arch: Arch) 
     }
     for split in T::split_filter(cfg, arch).into_iter().flatten() {
         m.push(split);
+    }
+    for entry in T::channels_last_backward(cfg, arch).into_iter().flatten() {
+        m.push(entry);
     }
     if let Some(reduce) = reduce {
         m.push(reduce);

@@ -1,5 +1,7 @@
 //! `conv2d_to_channels_last(src, dst, pixels)`: `x [N, C_in, P]` → `[N, P, C_in]` (NHWC) for
-//! `P = H·W` pixels, `C_in` (a multiple of 8) fixed by the configuration.
+//! `P = H·W` pixels, `C_in` (a multiple of 8) fixed by the configuration; the same copy of
+//! the output gradient, `conv2d_gradient_to_channels_last`: `gy [N, C_out, OH·OW]` →
+//! `[N, OH·OW, C_out]` (the NCHW backward passes through channels-last copies).
 //!
 //! Each thread moves an 8 × 8 block, 8 consecutive channels × 8 consecutive pixels, through
 //! its registers: 8 loads along the pixels (one 16-byte `ld.global.v4` per channel where
@@ -23,6 +25,8 @@ use crate::ir::CmpOp;
 
 /// The entry name.
 pub const ENTRY: &str = "conv2d_to_channels_last";
+/// The output gradient's copy (`C_out` channels, `OH·OW` pixels).
+pub const ENTRY_GRADIENT: &str = "conv2d_gradient_to_channels_last";
 /// Threads per block.
 pub const THREADS: u32 = 128;
 /// Channels and pixels one thread moves (one 16-byte vector of halves each way).
@@ -78,10 +82,11 @@ impl InputTiling {
     }
 }
 
-/// Builds `conv2d_to_channels_last(src, dst, pixels)`: `dst[n][p][c] = src[n][c][p]` for
-/// `n = ctaid.z`, `c < channels`, `p < pixels`; block [`THREADS`], grid
-/// `(⌈pixels / block_pixels⌉, ⌈channels / block_channels⌉, N)` ([`InputTiling`]).
-pub(crate) fn build<T: Scalar>(channels: u32, arch: Arch) -> KernelBuilder {
+/// Builds `entry(src, dst, pixels)` ([`ENTRY`] for `x`, [`ENTRY_GRADIENT`] for `gy`):
+/// `dst[n][p][c] = src[n][c][p]` for `n = ctaid.z`, `c < channels`, `p < pixels`; block
+/// [`THREADS`], grid `(⌈pixels / block_pixels⌉, ⌈channels / block_channels⌉, N)`
+/// ([`InputTiling`]).
+pub(crate) fn build<T: Scalar>(entry: &str, channels: u32, arch: Arch) -> KernelBuilder {
     assert_eq!(
         T::TYPE.bytes(),
         2,
@@ -89,10 +94,10 @@ pub(crate) fn build<T: Scalar>(channels: u32, arch: Arch) -> KernelBuilder {
     );
     assert!(
         channels.is_multiple_of(BLOCK),
-        "channels-last copies need C_in a multiple of 8"
+        "channels-last copies need a multiple of 8 channels"
     );
     let tiling = InputTiling::new(channels);
-    let mut k = conv_kernel(ENTRY, arch);
+    let mut k = conv_kernel(entry, arch);
     k.require_block([THREADS, 1, 1]);
     let src = k.param_ptr::<T>("src");
     let dst = k.param_ptr::<T>("dst");

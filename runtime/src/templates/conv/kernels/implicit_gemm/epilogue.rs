@@ -2,7 +2,7 @@
 //! store of every accumulator inside `M × N` (the split backward-filter: the f32 sums,
 //! unrounded, into its slice of the partials).
 
-use super::super::common::{load_or_zero, ConvElem};
+use super::super::common::{div_const, load_or_zero, rem_const, ConvElem};
 use super::split::Slice;
 use super::{Conv, Pass};
 use crate::builder::{GlobalPtr, KernelBuilder, ParamHandle, Pred, Reg, F32, U32};
@@ -65,7 +65,8 @@ impl<T: ConvElem + TileElem> Conv<T> {
     /// `block_m + 32·warp_m + 16·mi + {l/4, l/4 + 8}` and columns `block_n + 32·warp_n +
     /// 8·ni + 2·(l % 4) + {0, 1}`; forward `y[pixel, g·Og + o] = acc + bias`, backward-data
     /// `dx[n, g·Cg + c, pixel] = acc` (NHWC `dx[n, pixel, g·Cg + c]`), backward-filter
-    /// `dw[g·Og + o, f] = acc` (the weight's order in both layouts), rounded once.
+    /// `dw[g·Og + o, f] = acc` (the weight's order in both layouts; [`Self::output_column`]
+    /// where the operands are channels-last and `dw` NCHW), rounded once.
     pub(super) fn store(&self, k: &mut KernelBuilder, acc: &Accumulators<T::Shape>) {
         k.comment("epilogue: bias, round, store inside M x N");
         let (row0, col0) = self.pos.output_origin(k);
@@ -92,7 +93,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
                     let channel = k.add(first_channel, o);
                     load_or_zero::<T>(k, b, channel, o_ok)
                 });
-                (o, o_ok, bias)
+                (self.output_column(k, o), o_ok, bias)
             })
             .collect();
         if self.stages_output() {
@@ -107,6 +108,18 @@ impl<T: ConvElem + TileElem> Conv<T> {
         } else {
             self.store_elements(k, acc, row_base, &columns, first_channel);
         }
+    }
+
+    /// Where GEMM column `o` goes in its output row: `o` itself, but for the backward-filter
+    /// over channels-last operands into NCHW `dw` (or its partials), whose column `o = tap·Cg +
+    /// ci` (the NHWC weight's order) is stored at `ci·KH·KW + tap`.
+    fn output_column(&self, k: &mut KernelBuilder, o: Reg<U32>) -> Reg<U32> {
+        if self.pass != Pass::BackwardFilter || self.layout == self.out_layout {
+            return o;
+        }
+        let tap = div_const(k, o, self.p.cg);
+        let ci = rem_const(k, o, self.p.cg);
+        k.mad_lo(ci, self.p.taps, tap)
     }
 
     /// Whether the output is staged through shared memory when `OH·OW` allows

@@ -143,6 +143,13 @@ pub const ENTRY_CHANNELS_LAST: &str = "conv2d_implicit_gemm_channels_last";
 pub const ENTRY_BWD_DATA: &str = "conv2d_bwd_data_implicit_gemm";
 /// The backward-filter entry name.
 pub const ENTRY_BWD_FILTER: &str = "conv2d_bwd_filter_implicit_gemm";
+/// The NCHW backward-data over channels-last copies of `gy` and `w`, storing `dx` in NCHW.
+pub const ENTRY_BWD_DATA_CHANNELS_LAST: &str = "conv2d_bwd_data_implicit_gemm_channels_last";
+/// The NCHW backward-filter over channels-last copies of `x` and `gy`, storing `dw` in NCHW.
+pub const ENTRY_BWD_FILTER_CHANNELS_LAST: &str = "conv2d_bwd_filter_implicit_gemm_channels_last";
+/// The split form of [`ENTRY_BWD_FILTER_CHANNELS_LAST`] (f32 partials in NCHW weight order,
+/// summed by [`ENTRY_REDUCE`]).
+pub const ENTRY_SPLIT_CHANNELS_LAST: &str = "conv2d_bwd_filter_implicit_gemm_channels_last_split";
 
 /// The largest filter (`KH·KW`) whose backward-data B is gathered by filter slabs: each
 /// thread keeps `⌈64·KH·KW / 128⌉` carried slab elements live across the K loop (ptxas gave
@@ -170,6 +177,15 @@ impl Pass {
             Pass::Forward => ENTRY,
             Pass::BackwardData => ENTRY_BWD_DATA,
             Pass::BackwardFilter => ENTRY_BWD_FILTER,
+        }
+    }
+
+    /// The entry over channels-last copies of the operands with the output in NCHW.
+    const fn channels_last_entry(self) -> &'static str {
+        match self {
+            Pass::Forward => ENTRY_CHANNELS_LAST,
+            Pass::BackwardData => ENTRY_BWD_DATA_CHANNELS_LAST,
+            Pass::BackwardFilter => ENTRY_BWD_FILTER_CHANNELS_LAST,
         }
     }
 
@@ -254,17 +270,60 @@ pub(crate) fn channels_last_available(cfg: &Conv2dConfig) -> bool {
         && cfg.in_channels.is_multiple_of(chunk)
 }
 
-/// Builds `conv2d_implicit_gemm_channels_last(x, w, [bias,] y, dims…)`: the NHWC forward
-/// (`x [N, H, W, C_in]`, `w [C_out, KH, KW, Cg]`) storing `y [N, C_out, OH, OW]`.
+/// Whether an NCHW configuration has the channels-last backward entries
+/// ([`ENTRY_BWD_DATA_CHANNELS_LAST`], [`ENTRY_BWD_FILTER_CHANNELS_LAST`] and its split):
+/// those of the forward ([`channels_last_available`]) with `Og` and `C_out` multiples of 8
+/// too, so every operand of both NHWC backward GEMMs moves in 16-byte `cp.async` chunks
+/// (backward-data's `gy` A, and both of backward-filter's operands staged by pixel).
+pub(crate) fn channels_last_backward_available(cfg: &Conv2dConfig) -> bool {
+    let chunk = CHUNK_BYTES / 2;
+    channels_last_available(cfg)
+        && cfg.out_per_group().is_multiple_of(chunk)
+        && cfg.out_channels.is_multiple_of(chunk)
+}
+
+/// Builds `pass` over channels-last operands (`x`/`dx [N, H, W, C_in]`, `gy [N, OH, OW,
+/// C_out]`, `w [C_out, KH, KW, Cg]`) with the output in NCHW:
+/// `conv2d_implicit_gemm_channels_last(x, w, [bias,] y, dims…)`,
+/// `conv2d_bwd_data_implicit_gemm_channels_last(gy, w, dx, dims…)` or
+/// `conv2d_bwd_filter_implicit_gemm_channels_last(x, gy, dw, dims…)` (`dw` in the NCHW
+/// weight's order `[C_out, Cg, KH, KW]`).
 pub(crate) fn build_channels_last<T: ConvElem + SlabStaged>(
     cfg: &Conv2dConfig,
     arch: Arch,
+    pass: Pass,
 ) -> KernelBuilder {
-    let operands = Conv2dConfig {
+    build_with::<T>(&channels_last_operands(cfg), arch, pass, None, Layout::Nchw)
+}
+
+/// The NCHW channels-last backward's entries, in module order: the `gy` copy
+/// (`conv2d_gradient_to_channels_last`), backward-data, backward-filter and its split
+/// (`conv2d_bwd_filter_implicit_gemm_channels_last_split(x, gy, partials, dims…,
+/// slice_tiles)`, partials in the NCHW weight's order).
+pub(crate) fn build_channels_last_backward<T: ConvElem + SlabStaged>(
+    cfg: &Conv2dConfig,
+    arch: Arch,
+) -> [KernelBuilder; 4] {
+    let operands = channels_last_operands(cfg);
+    let split = Some(ENTRY_SPLIT_CHANNELS_LAST);
+    [
+        super::channels_last::build::<T>(
+            super::channels_last::ENTRY_GRADIENT,
+            cfg.out_channels,
+            arch,
+        ),
+        build_channels_last::<T>(cfg, arch, Pass::BackwardData),
+        build_channels_last::<T>(cfg, arch, Pass::BackwardFilter),
+        build_with::<T>(&operands, arch, Pass::BackwardFilter, split, Layout::Nchw),
+    ]
+}
+
+/// `cfg` with the operands in NHWC (the channels-last entries' view of an NCHW config).
+fn channels_last_operands(cfg: &Conv2dConfig) -> Conv2dConfig {
+    Conv2dConfig {
         layout: Layout::Nhwc,
         ..*cfg
-    };
-    build_with::<T>(&operands, arch, Pass::Forward, None, Layout::Nchw)
+    }
 }
 
 /// The split backward-filter's entries ([`split`]): `conv2d_bwd_filter_implicit_gemm_split(x,
@@ -300,7 +359,7 @@ fn build_with<T: ConvElem + SlabStaged>(
 ) -> KernelBuilder {
     let entry = match split {
         Some(entry) => entry,
-        None if out_layout != cfg.layout => ENTRY_CHANNELS_LAST,
+        None if out_layout != cfg.layout => pass.channels_last_entry(),
         None => pass.entry(),
     };
     let mut k = conv_kernel(entry, arch);
