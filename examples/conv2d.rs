@@ -2,8 +2,8 @@
 //! the im2col + GEMM paths, then both backward passes (data and filter + bias), through the
 //! wrappers `#[conv2d_kernel]` generated, each compared with the host reference (f64 on the
 //! same f32 inputs). Then the same layer in f16 on sm_80, where `forward` runs the tensor-core
-//! implicit GEMM, in the NCHW layout and in channels-last (`layout = nhwc`), whose backward
-//! passes run on tensor cores too.
+//! implicit GEMM, in the NCHW layout and in channels-last (`layout = nhwc`), and both
+//! backward passes on tensor cores in each layout (NCHW through channels-last copies).
 //!
 //! Run: `cargo run --example conv2d`. Exits non-zero if any comparison fails.
 
@@ -143,8 +143,8 @@ fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {
     Ok(report.exit_code())
 }
 
-/// The f16 layer through `forward` (tensor cores) in NCHW and NHWC, and the NHWC backward
-/// passes, against the reference on the same f16-rounded inputs.
+/// The f16 layer through `forward` (tensor cores) in NCHW and NHWC, and the backward passes
+/// in both layouts, against the reference on the same f16-rounded inputs.
 fn half_precision_forward(
     dev: &SimBackend,
     shape: &ConvShape,
@@ -222,6 +222,27 @@ fn half_precision_forward(
         &want_db.unwrap_or_default(),
         TOLERANCE_F16,
     );
+
+    // The NCHW backward passes of halves go through channels-last copies of their operands.
+    let mut dx = dev.alloc::<f16>(dims.input_len(&cfg))?;
+    let (gy_nchw, w_nchw) = (upload(&gy)?, upload(&w)?);
+    ResNetConvF16.backward_data(dev, shape, &gy_nchw, &w_nchw, &mut dx)?;
+    report.compare(
+        "f16 backward_data (channels-last copies + tensor-core implicit GEMM, NCHW) dx vs host \
+         reference",
+        &download(&dx)?,
+        &want_dx,
+        TOLERANCE_F16,
+    );
+    let mut dw = dev.alloc::<f16>(cfg.weight_elements() as usize)?;
+    ResNetConvF16.backward_filter(dev, shape, &upload(&x)?, &gy_nchw, &mut dw, &mut db)?;
+    report.compare(
+        "f16 backward_filter (channels-last copies + tensor-core implicit GEMM, NCHW) dw vs \
+         host reference",
+        &download(&dw)?,
+        &want_dw,
+        TOLERANCE_F16,
+    );
     let log = dev.take_launch_log();
     let on_tensor_cores = |entry: &str| {
         log.iter()
@@ -238,6 +259,11 @@ fn half_precision_forward(
         "the NHWC backward passes ran their implicit GEMMs on tensor cores",
         on_tensor_cores("conv2d_bwd_data_implicit_gemm") == 1
             && on_tensor_cores("conv2d_bwd_filter_implicit_gemm") == 1,
+    );
+    report.check(
+        "the NCHW backward passes ran their channels-last implicit GEMMs on tensor cores",
+        on_tensor_cores("conv2d_bwd_data_implicit_gemm_channels_last") == 1
+            && on_tensor_cores("conv2d_bwd_filter_implicit_gemm_channels_last") == 1,
     );
     Ok(())
 }

@@ -337,9 +337,13 @@ fn outputs(job: &Job, entry: &str) -> Option<u64> {
         .map(|&(_, n)| n)
 }
 
-/// The NCHW f16/bf16 forward's layout copies on sm_80+ (ahead of its channels-last GEMM): they
-/// move data only, so no `mma` is expected of them.
-const LAYOUT_COPIES: [&str; 2] = ["conv2d_to_channels_last", "conv2d_filter_to_channels_last"];
+/// The NCHW f16/bf16 passes' layout copies on sm_80+ (ahead of their channels-last GEMMs):
+/// they move data only, so no `mma` is expected of them.
+const LAYOUT_COPIES: [&str; 3] = [
+    "conv2d_to_channels_last",
+    "conv2d_filter_to_channels_last",
+    "conv2d_gradient_to_channels_last",
+];
 
 fn registers(reports: &[EntryReport], entry: &str) -> String {
     match reports.iter().find(|r| r.entry == entry) {
@@ -357,9 +361,10 @@ pub fn section(md: &mut String, ptxas: &Path, scratch: &Path) -> Result<()> {
          numerics tests check both paths against host references); the `f32 allow_tf32` rows \
          are the same jobs in f32 on sm_80's tf32 tensor cores (`mma.m16n8k8`, every operand \
          rounded by `cvt.rna.tf32.f32`), and every sm_80 row issued mma but the NCHW f16 \
-         forward's two layout copies (`conv2d_to_channels_last`, \
-         `conv2d_filter_to_channels_last`, ahead of its channels-last GEMM; their rows count \
-         per conv output). Instructions are dynamic \
+         passes' layout copies (`conv2d_to_channels_last`, `conv2d_filter_to_channels_last`, \
+         `conv2d_gradient_to_channels_last`, ahead of their channels-last GEMMs, in the order \
+         each pass launches them; their rows count per output of the pass). Instructions are \
+         dynamic \
          thread-instructions per output element of that entry (a warp-wide `mma` counts 32); \
          ldmatrix is wavefronts per 8×8 matrix (1.00 = conflict-free); smem is the ordinary \
          shared requests' wavefronts ÷ the fewest they could take (1.00 = conflict-free, \

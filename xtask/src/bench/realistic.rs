@@ -635,98 +635,132 @@ fn layout_name(layout: Layout) -> &'static str {
     }
 }
 
-/// ResNet-50's 3×3 128→128 28×28 batch-32 weight gradient, f16, NHWC, on sm_80's tensor-core
-/// backward-filter: unsplit (`conv2d_bwd_filter_implicit_gemm`: ⌈128/64⌉·⌈128·9/64⌉ = 36
-/// blocks, each reducing over all 25088 pixels) and split as [`Slices::Auto`] splits the real
-/// shape (`conv2d_bwd_filter_implicit_gemm_split` into S slices, then
-/// `conv2d_bwd_filter_reduce`). Sample: 64 output channels (× 2), batch ∈ {8, 16} → 32 (linear
-/// in the pixels reduced), with the real shape's S at every sample.
+/// ResNet-50's 3×3 128→128 28×28 batch-32 weight gradient, f16, on sm_80's tensor-core
+/// backward-filter. NHWC: unsplit (`conv2d_bwd_filter_implicit_gemm`: ⌈128/64⌉·⌈128·9/64⌉ =
+/// 36 blocks, each reducing over all 25088 pixels) and split as [`Slices::Auto`] splits the
+/// real shape (`conv2d_bwd_filter_implicit_gemm_split` into S slices, then
+/// `conv2d_bwd_filter_reduce`). NCHW, split likewise: the NCHW implicit GEMM's element
+/// gathers, and the path `conv::backward_filter` takes, the channels-last copies of `x` and
+/// `gy` (`conv2d_to_channels_last`, `conv2d_gradient_to_channels_last`, counted in the
+/// footprint) and `conv2d_bwd_filter_implicit_gemm_channels_last_split`. Sample: 64 output
+/// channels (× 2; the `x` copy × 1), batch ∈ {8, 16} → 32 (linear in the pixels reduced),
+/// with the real shape's S at every sample.
 fn resnet_backward_filter(rows: &mut Vec<Modelled>) -> Result<()> {
     const BATCH: u32 = 32;
     const HW: u32 = 28;
     const C: u32 = 128;
     const COUT_SAMPLE: u32 = 64;
-    let real = Conv2dConfig {
-        padding_h: 1,
-        padding_w: 1,
-        dtype: DType::F16,
-        layout: Layout::Nhwc,
-        arch: Arch::Sm80,
-        ..Conv2dConfig::new(C, C, 3)
-    };
-    let dims = real
-        .check_shape(
-            &ConvShape {
-                batch: BATCH,
-                height: HW,
-                width: HW,
-            },
-            false,
-        )
-        .map_err(err)?;
-    let auto = real.backward_filter_slices(&dims);
-    let cfg = Conv2dConfig {
-        out_channels: COUT_SAMPLE,
-        ..real
-    };
-    let ptx = cfg.compile().map_err(err)?.ptx;
+    /// How a row runs the weight gradient.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Route {
+        InLayout,
+        ChannelsLast,
+    }
     let mut rng = SplitMix64::new(25);
-    for (slices, path) in [
-        (1, "sm_80, unsplit".to_string()),
-        (auto, format!("sm_80, split in {auto} (Slices::Auto)")),
-    ] {
-        let sampled = sampled(
-            &[8, 16],
-            BATCH,
-            |batch| {
-                let shape = ConvShape {
-                    batch,
+    for layout in [Layout::Nhwc, Layout::Nchw] {
+        let real = Conv2dConfig {
+            padding_h: 1,
+            padding_w: 1,
+            dtype: DType::F16,
+            layout,
+            arch: Arch::Sm80,
+            ..Conv2dConfig::new(C, C, 3)
+        };
+        let dims = real
+            .check_shape(
+                &ConvShape {
+                    batch: BATCH,
                     height: HW,
                     width: HW,
-                };
-                let pixels = (batch * HW * HW) as usize;
-                let dev = backend();
-                let x = dev
-                    .upload(&halves(&mut rng, C as usize * pixels, -1.0, 1.0))
-                    .map_err(err)?;
-                let gy = dev
-                    .upload(&halves(&mut rng, COUT_SAMPLE as usize * pixels, -1.0, 1.0))
-                    .map_err(err)?;
-                let mut dw = dev
-                    .alloc::<f16>((COUT_SAMPLE * C * 9) as usize)
-                    .map_err(err)?;
-                conv::backward_filter_sliced(
-                    &cfg,
-                    &dev,
-                    &ptx,
-                    &shape,
-                    Slices::Exactly(slices),
-                    &x,
-                    &gy,
-                    &mut dw,
-                    None,
-                )
-                .map_err(err)?;
-                Ok((ptx.clone(), dev.take_launch_log()))
-            },
-            |_| f64::from(C / COUT_SAMPLE),
-        )?;
-        let (n, p, c) = (f64::from(BATCH), f64::from(HW * HW), f64::from(C));
-        let bytes = 2.0 * (2.0 * n * p * c + c * c * 9.0);
-        let workspace = 4.0 * f64::from(slices) * c * c * 9.0;
-        rows.push(Modelled::new(
-            "ResNet-50 conv 3×3 128→128 28×28 batch 32 f16 backward-filter, NHWC".to_string(),
-            (Arch::Sm80, path.as_str()),
-            "C_out=64, batch 8/16 → 32, ×2".to_string(),
-            c * c * 9.0,
-            Job {
-                compulsory_bytes: bytes,
-                footprint_bytes: bytes + 2.0 * workspace,
-                flops: 2.0 * n * p * c * c * 9.0,
-                precision: Precision::F16Tensor,
-            },
-            sampled,
-        ));
+                },
+                false,
+            )
+            .map_err(err)?;
+        let auto = real.backward_filter_slices(&dims);
+        let cfg = Conv2dConfig {
+            out_channels: COUT_SAMPLE,
+            ..real
+        };
+        let ptx = cfg.compile().map_err(err)?.ptx;
+        let split = format!("split in {auto} (Slices::Auto)");
+        let paths = match layout {
+            Layout::Nhwc => vec![
+                (1, Route::InLayout, "sm_80, unsplit".to_string()),
+                (auto, Route::InLayout, format!("sm_80, {split}")),
+            ],
+            Layout::Nchw => vec![
+                (
+                    auto,
+                    Route::InLayout,
+                    format!("sm_80 NCHW gathers, {split}"),
+                ),
+                (
+                    auto,
+                    Route::ChannelsLast,
+                    format!("sm_80 path: channels-last copies, {split}"),
+                ),
+            ],
+        };
+        for (slices, route, path) in paths {
+            let sampled = sampled(
+                &[8, 16],
+                BATCH,
+                |batch| {
+                    let shape = ConvShape {
+                        batch,
+                        height: HW,
+                        width: HW,
+                    };
+                    let pixels = (batch * HW * HW) as usize;
+                    let dev = backend();
+                    let x = dev
+                        .upload(&halves(&mut rng, C as usize * pixels, -1.0, 1.0))
+                        .map_err(err)?;
+                    let gy = dev
+                        .upload(&halves(&mut rng, COUT_SAMPLE as usize * pixels, -1.0, 1.0))
+                        .map_err(err)?;
+                    let mut dw = dev
+                        .alloc::<f16>((COUT_SAMPLE * C * 9) as usize)
+                        .map_err(err)?;
+                    let run = match route {
+                        Route::InLayout => conv::backward_filter_sliced,
+                        Route::ChannelsLast => conv::backward_filter_channels_last_sliced,
+                    };
+                    let slices = Slices::Exactly(slices);
+                    run(&cfg, &dev, &ptx, &shape, slices, &x, &gy, &mut dw, None).map_err(err)?;
+                    Ok((ptx.clone(), dev.take_launch_log()))
+                },
+                // The `x` copy moves the whole input whatever the sampled output channels.
+                |entry| match entry {
+                    ENTRY_TO_CHANNELS_LAST => 1.0,
+                    _ => f64::from(C / COUT_SAMPLE),
+                },
+            )?;
+            let (n, p, c) = (f64::from(BATCH), f64::from(HW * HW), f64::from(C));
+            let bytes = 2.0 * (2.0 * n * p * c + c * c * 9.0);
+            let workspace = 4.0 * f64::from(slices) * c * c * 9.0;
+            // The copies of `x` and `gy`, each written once and read once.
+            let copies = match route {
+                Route::InLayout => 0.0,
+                Route::ChannelsLast => 2.0 * 2.0 * (2.0 * n * p * c),
+            };
+            rows.push(Modelled::new(
+                format!(
+                    "ResNet-50 conv 3×3 128→128 28×28 batch 32 f16 backward-filter, {}",
+                    layout_name(layout)
+                ),
+                (Arch::Sm80, path.as_str()),
+                "C_out=64, batch 8/16 → 32, ×2".to_string(),
+                c * c * 9.0,
+                Job {
+                    compulsory_bytes: bytes,
+                    footprint_bytes: bytes + 2.0 * workspace + copies,
+                    flops: 2.0 * n * p * c * c * 9.0,
+                    precision: Precision::F16Tensor,
+                },
+                sampled,
+            ));
+        }
     }
     Ok(())
 }

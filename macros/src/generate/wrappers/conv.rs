@@ -138,14 +138,39 @@ pub(crate) fn wrappers(c: &Conv2dConfig, t: &WrapperTypes) -> Vec<Wrapper> {
         param("dw", t.output()),
     ];
     filter_params.extend(db_param);
+    // Whether the NCHW backward passes go through channels-last copies on targets with
+    // `mma.m16n8k16` (the config's own arch decides only whether the target has it).
+    let backward_copies = (Conv2dConfig {
+        arch: Arch::Sm80,
+        ..*c
+    })
+    .has_channels_last_backward();
+    let through_copies = |copies: &str, entry: &str| {
+        if backward_copies {
+            format!(
+                "the channels-last copies of {copies} (into backend-allocated workspaces) and \
+                 `{entry}` (tensor cores) where the target has `mma.m16n8k16`, else "
+            )
+        } else {
+            String::new()
+        }
+    };
+    let data_copies = through_copies(
+        "`w` and `gy` (`conv2d_filter_to_channels_last`, `conv2d_gradient_to_channels_last`)",
+        "conv2d_bwd_data_implicit_gemm_channels_last",
+    );
+    let filter_copies = through_copies(
+        "`x` and `gy` (`conv2d_to_channels_last`, `conv2d_gradient_to_channels_last`)",
+        "conv2d_bwd_filter_implicit_gemm_channels_last",
+    );
     wrappers.extend([
         Wrapper {
             name: "backward_data",
             doc: format!(
                 "Gradient with respect to the input through the fastest entry of the target \
-                 the module runs on: `conv2d_bwd_data_implicit_gemm` (tensor cores) for \
-                 f16/bf16 on sm_80+, else `conv2d_bwd_data`: `dx {x_layout}` from `gy \
-                 {y_layout}` and `w {w_layout}`. `dx` is overwritten."
+                 the module runs on: {data_copies}`conv2d_bwd_data_implicit_gemm` (tensor \
+                 cores) for f16/bf16 on sm_80+, else `conv2d_bwd_data`: `dx {x_layout}` from \
+                 `gy {y_layout}` and `w {w_layout}`. `dx` is overwritten."
             ),
             lifetimes: quote!(),
             params: vec![
@@ -162,9 +187,9 @@ pub(crate) fn wrappers(c: &Conv2dConfig, t: &WrapperTypes) -> Vec<Wrapper> {
             name: "backward_filter",
             doc: format!(
                 "Gradient with respect to the weights through the fastest entry of the target \
-                 the module runs on, `conv2d_bwd_filter_implicit_gemm` (tensor cores) for \
-                 f16/bf16 on sm_80+, else `conv2d_bwd_filter`{}: `dw {w_layout}` from `x \
-                 {x_layout}` and `gy {y_layout}`. Outputs are overwritten.",
+                 the module runs on, {filter_copies}`conv2d_bwd_filter_implicit_gemm` (tensor \
+                 cores) for f16/bf16 on sm_80+, else `conv2d_bwd_filter`{}: `dw {w_layout}` \
+                 from `x {x_layout}` and `gy {y_layout}`. Outputs are overwritten.",
                 if c.bias {
                     ", and to the bias, entry `conv2d_bwd_bias`: `db [out_channels]`"
                 } else {
