@@ -1161,12 +1161,7 @@ fn run_backward_data_on<T: HostFloat + Element>(
     let x = random::<T>(&dev, &mut rng, dims.input_len(&cfg));
     let want = reference::backward_data(&cfg, s, &gy.host, &w.host).expect("reference");
     let mut ran = Vec::new();
-    let entries = [
-        ENTRY_BWD_DATA,
-        ENTRY_BWD_DATA_IMPLICIT_GEMM,
-        ENTRY_BWD_DATA_CHANNELS_LAST,
-    ];
-    for entry in entries {
+    for entry in DATA_ENTRIES {
         if !cfg.entry_names().contains(&entry) {
             continue;
         }
@@ -1263,6 +1258,37 @@ fn backward_cases(seed: u64) -> Vec<Case> {
     cases
 }
 
+/// Every backward-data entry: CUDA cores, tensor cores, NCHW tensor cores over channels-last
+/// copies.
+const DATA_ENTRIES: [&str; 3] = [
+    ENTRY_BWD_DATA,
+    ENTRY_BWD_DATA_IMPLICIT_GEMM,
+    ENTRY_BWD_DATA_CHANNELS_LAST,
+];
+
+/// Every weight-gradient entry, in the same order.
+const FILTER_ENTRIES: [&str; 3] = [
+    ENTRY_BWD_FILTER,
+    ENTRY_BWD_FILTER_IMPLICIT_GEMM,
+    ENTRY_BWD_FILTER_CHANNELS_LAST,
+];
+
+/// [`run_backward_data_on`] in `dtype`'s host type: the entries it ran explicitly.
+fn backward_data_entries(case: &Case, dtype: DType, arch: Arch, seed: u64) -> Vec<&'static str> {
+    match dtype {
+        DType::BF16 => run_backward_data_on::<bf16>(case, dtype, arch, seed).1,
+        _ => run_backward_data_on::<f16>(case, dtype, arch, seed).1,
+    }
+}
+
+/// [`run_backward_filter_on`] in `dtype`'s host type: the entries it ran explicitly.
+fn backward_filter_entries(case: &Case, dtype: DType, arch: Arch, seed: u64) -> Vec<&'static str> {
+    match dtype {
+        DType::BF16 => run_backward_filter_on::<bf16>(case, dtype, arch, seed).1,
+        _ => run_backward_filter_on::<f16>(case, dtype, arch, seed).1,
+    }
+}
+
 /// Runs every case through a backward pass's entries (`[CUDA cores, tensor cores, NCHW
 /// tensor cores over channels-last copies]`) with `run(case, dtype, arch, seed)`, which
 /// returns the entries it ran explicitly: f16 on sm_80 and bf16 on sm_90 must run the first
@@ -1301,19 +1327,11 @@ fn both_backward_entries(
 /// backward-data entry.
 #[test]
 fn tensor_core_backward_data_every_case() {
-    let entries = [
-        ENTRY_BWD_DATA,
-        ENTRY_BWD_DATA_IMPLICIT_GEMM,
-        ENTRY_BWD_DATA_CHANNELS_LAST,
-    ];
     let channels_last = both_backward_entries(
         &backward_cases(4048),
         500,
-        entries,
-        |case, dtype, arch, seed| match dtype {
-            DType::BF16 => run_backward_data_on::<bf16>(case, dtype, arch, seed).1,
-            _ => run_backward_data_on::<f16>(case, dtype, arch, seed).1,
-        },
+        DATA_ENTRIES,
+        backward_data_entries,
     );
     assert!(channels_last >= 2, "cases with the channels-last backward");
 }
@@ -1332,13 +1350,8 @@ fn tensor_core_backward_data_counters_resnet_3x3() {
     let pixels = 16 * 16u64;
     let outputs = (pixels * 64) as f64;
     let (dev, ran) = run_backward_data_on::<f16>(&case, DType::F16, Arch::Sm80, 13);
-    let entries = [
-        ENTRY_BWD_DATA,
-        ENTRY_BWD_DATA_IMPLICIT_GEMM,
-        ENTRY_BWD_DATA_CHANNELS_LAST,
-    ];
-    assert_eq!(ran, entries);
-    // The log was drained after the explicit runs; rerun both for their counters.
+    assert_eq!(ran, DATA_ENTRIES);
+    // The log was drained after the explicit runs; rerun each for its counters.
     let cfg = Conv2dConfig {
         dtype: DType::F16,
         arch: Arch::Sm80,
@@ -1350,7 +1363,7 @@ fn tensor_core_backward_data_counters_resnet_3x3() {
     let gy = random::<f16>(&dev, &mut rng, dims.output_len(&cfg));
     let w = random::<f16>(&dev, &mut rng, ConvDims::weight_len(&cfg));
     dev.take_launch_log();
-    for entry in entries {
+    for entry in DATA_ENTRIES {
         let mut dx = dev.alloc::<f16>(dims.input_len(&cfg)).expect("alloc");
         must(
             "counters",
@@ -1445,12 +1458,7 @@ fn run_backward_filter_on<T: HostFloat + Element>(
         }
     };
     let mut ran = Vec::new();
-    let entries = [
-        ENTRY_BWD_FILTER,
-        ENTRY_BWD_FILTER_IMPLICIT_GEMM,
-        ENTRY_BWD_FILTER_CHANNELS_LAST,
-    ];
-    for entry in entries {
+    for entry in FILTER_ENTRIES {
         if cfg.entry_names().contains(&entry) {
             run(Some(entry));
             ran.push(entry);
@@ -1489,21 +1497,7 @@ fn run_backward_filter_on<T: HostFloat + Element>(
 fn tensor_core_backward_filter_every_case() {
     let mut cases = backward_cases(6072);
     cases.extend(backward_filter_cases());
-    let entries = [
-        ENTRY_BWD_FILTER,
-        ENTRY_BWD_FILTER_IMPLICIT_GEMM,
-        ENTRY_BWD_FILTER_CHANNELS_LAST,
-    ];
-    let channels_last =
-        both_backward_entries(
-            &cases,
-            700,
-            entries,
-            |case, dtype, arch, seed| match dtype {
-                DType::BF16 => run_backward_filter_on::<bf16>(case, dtype, arch, seed).1,
-                _ => run_backward_filter_on::<f16>(case, dtype, arch, seed).1,
-            },
-        );
+    let channels_last = both_backward_entries(&cases, 700, FILTER_ENTRIES, backward_filter_entries);
     assert!(channels_last >= 2, "cases with the channels-last backward");
 }
 
@@ -1529,25 +1523,9 @@ fn channels_last_backward_every_case() {
         5,
         "channels-last cases with the backward entries"
     );
-    let data = [
-        ENTRY_BWD_DATA,
-        ENTRY_BWD_DATA_IMPLICIT_GEMM,
-        ENTRY_BWD_DATA_CHANNELS_LAST,
-    ];
-    let ran = both_backward_entries(&cases, 900, data, |case, dtype, arch, seed| match dtype {
-        DType::BF16 => run_backward_data_on::<bf16>(case, dtype, arch, seed).1,
-        _ => run_backward_data_on::<f16>(case, dtype, arch, seed).1,
-    });
+    let ran = both_backward_entries(&cases, 900, DATA_ENTRIES, backward_data_entries);
     assert_eq!(ran, cases.len());
-    let filter = [
-        ENTRY_BWD_FILTER,
-        ENTRY_BWD_FILTER_IMPLICIT_GEMM,
-        ENTRY_BWD_FILTER_CHANNELS_LAST,
-    ];
-    let ran = both_backward_entries(&cases, 950, filter, |case, dtype, arch, seed| match dtype {
-        DType::BF16 => run_backward_filter_on::<bf16>(case, dtype, arch, seed).1,
-        _ => run_backward_filter_on::<f16>(case, dtype, arch, seed).1,
-    });
+    let ran = both_backward_entries(&cases, 950, FILTER_ENTRIES, backward_filter_entries);
     assert_eq!(ran, cases.len());
 }
 
@@ -1723,12 +1701,7 @@ fn tensor_core_backward_filter_counters_resnet_3x3() {
         shape: shape(2, 16, 16),
     };
     let (log, ran) = run_backward_filter_on::<f16>(&case, DType::F16, Arch::Sm80, 19);
-    let entries = [
-        ENTRY_BWD_FILTER,
-        ENTRY_BWD_FILTER_IMPLICIT_GEMM,
-        ENTRY_BWD_FILTER_CHANNELS_LAST,
-    ];
-    assert_eq!(ran, entries);
+    assert_eq!(ran, FILTER_ENTRIES);
     let outputs = (64 * 64 * 9) as f64;
     let mut checked = 0;
     for record in log {

@@ -50,6 +50,20 @@
 //! (modelled on ResNet-50's 1 × 1 128 → 512: 33.5 → 21.7 instructions per output but
 //! 32.2 → 45.4 MB of DRAM traffic, bound 12.9 → 13.5 µs).
 //!
+//! **NCHW backward through channels-last copies** (halves with `Cg`, `C_in`, `Og` and
+//! `C_out` multiples of 8 and `KW > 1`). The NCHW backward GEMMs gather `gy` (and, for the
+//! weight gradient, `x`) element by element, about five times the instructions per output of
+//! the NHWC passes, whose operands all move in 16-byte `cp.async` chunks (3 × 3 64 → 64 on
+//! 16 × 16, f16: backward-data 468.0 vs 86.0, backward-filter at batch 2 381.6 vs 71.2). So
+//! the host copies the operands channels-last as the forward does — `gy` by
+//! `conv2d_gradient_to_channels_last` (the input copy's kernel over `C_out` channels and
+//! `OH·OW` pixels), `w` and `x` by the forward's two copies — and
+//! `conv2d_bwd_data_implicit_gemm_channels_last` and
+//! `conv2d_bwd_filter_implicit_gemm_channels_last` (and its split) are the NHWC passes with
+//! NCHW outputs: `dx[n, g·Cg + c, pixel]`, and `dw` in the NCHW weight's order, the NHWC
+//! filter column `tap·Cg + ci` stored at `ci·KH·KW + tap` (`Conv::output_column`); the
+//! reduction order per output is the NHWC pass's.
+//!
 //! **Backward-data.** Per image `n` and group `g`, `dX [M, Cg] = A [M, K] · B [K, Cg]`
 //! with `M = H·W` input pixels, `K = Og·KH·KW` and `k = o·KH·KW + kh·KW + kw`:
 //! `A[(h, w), k] = gy[n, g·Og + o, oh, ow]` where `oh·SH = h + PH − kh·DH` exactly and
