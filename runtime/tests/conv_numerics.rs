@@ -1390,8 +1390,10 @@ fn tensor_core_backward_data_counters_resnet_3x3() {
             // tile cuts wait in registers for the next tile).
             assert!(c.global_load_efficiency() >= 0.9);
         } else if record.entry == ENTRY_BWD_DATA_CHANNELS_LAST {
-            // Both operands in 16-byte `cp.async` chunks: no `ld.global` at all.
+            // Both operands in 16-byte `cp.async` chunks: no `ld.global` at all; `dx` staged
+            // and stored as 16-byte runs along the pixels (H·W = 256).
             assert_eq!(c.mma_instructions, tiles * 4 * 16);
+            assert!(c.global_store_efficiency() >= 0.99);
             assert_eq!(c.global_load_requests, 0);
             assert!(c.cp_async_requests > 0);
             assert!(c.cp_async_bank_conflict_factor() <= 1.0 + 1e-9);

@@ -97,8 +97,9 @@ impl<T: ConvElem + TileElem> Conv<T> {
             })
             .collect();
         if self.stages_output() {
-            // `OH·OW` is uniform over the grid: no warp diverges at the barriers.
-            let rest = k.and(self.d.ohw, 7u32);
+            // The image's pixels are uniform over the grid: no warp diverges at the barriers.
+            let pixels = self.image_pixels(k);
+            let rest = k.and(pixels, 7u32);
             let whole_runs = k.setp(CmpOp::Eq, rest, 0u32);
             k.if_else(
                 whole_runs,
@@ -122,14 +123,23 @@ impl<T: ConvElem + TileElem> Conv<T> {
         k.mad_lo(ci, self.p.taps, tap)
     }
 
-    /// Whether the output is staged through shared memory when `OH·OW` allows
-    /// ([`super::staged_store`]): the channels-last entry's NCHW halves. (The NCHW
-    /// `conv2d_implicit_gemm` keeps its element stores: its element-wise A gathers leave no
-    /// registers for the staged code on a 7 × 7 filter, where ptxas spilled on sm_90.)
+    /// Pixels of one output image: `OH·OW` (forward), `H·W` (backward-data).
+    pub(super) fn image_pixels(&self, k: &mut KernelBuilder) -> Reg<U32> {
+        match self.pass {
+            Pass::BackwardData => k.mul_lo(self.d.h, self.d.w),
+            _ => self.d.ohw,
+        }
+    }
+
+    /// Whether the output is staged through shared memory when the image's pixels allow
+    /// ([`super::staged_store`]): the channels-last entries' NCHW halves, forward and
+    /// backward-data. (The NCHW `conv2d_implicit_gemm` keeps its element stores: its
+    /// element-wise A gathers leave no registers for the staged code on a 7 × 7 filter, where
+    /// ptxas spilled on sm_90.)
     fn stages_output(&self) -> bool {
         let storage = matches!(self.out, Output::Storage(_));
         storage
-            && self.pass == Pass::Forward
+            && matches!(self.pass, Pass::Forward | Pass::BackwardData)
             && self.layout == Layout::Nhwc
             && self.out_layout == Layout::Nchw
             && T::TYPE.bytes() == 2

@@ -1,16 +1,18 @@
-//! The staged epilogue of `conv2d_implicit_gemm_channels_last` (halves): NCHW `y` is contiguous along the pixels, the
-//! GEMM's rows, while a lane's accumulators hold 2 columns (channels) of each of its rows, so
-//! stored straight from registers a warp's request writes 4 channels × 16 bytes (half of
-//! every sector). Instead, after the K loop, the block rounds its 64 × 64 tile into the free
-//! A ring as `[channel][pixel]` (rows of [`STAGE_ROW`] halves) and stores it back as 16-byte
-//! runs of 8 pixels of one channel: a warp writes 4 channels × 128 contiguous bytes. This
-//! needs `OH·OW` a multiple of 8 (a run then never crosses an image and is aligned); the
-//! caller keeps the element stores otherwise. Values and rounding are those of the element
-//! stores: the f32 sum plus the bias, rounded once.
+//! The staged epilogue of `conv2d_implicit_gemm_channels_last` and
+//! `conv2d_bwd_data_implicit_gemm_channels_last` (halves): NCHW `y` (`dx`) is contiguous
+//! along the pixels, the GEMM's rows, while a lane's accumulators hold 2 columns (channels)
+//! of each of its rows, so stored straight from registers a warp's request writes 4 channels
+//! × 16 bytes (half of every sector). Instead, after the K loop, the block rounds its 64 × 64
+//! tile into the free A ring as `[channel][pixel]` (rows of [`STAGE_ROW`] halves) and stores
+//! it back as 16-byte runs of 8 pixels of one channel: a warp writes 4 channels × 128
+//! contiguous bytes. This needs the image's pixels (`OH·OW`, `H·W`) a multiple of 8 (a run
+//! then never crosses an image and is aligned); the caller keeps the element stores
+//! otherwise. Values and rounding are those of the element stores: the f32 sum (plus the
+//! forward's bias), rounded once.
 
 use super::super::common::ConvElem;
 use super::epilogue::{Output, OutputColumn};
-use super::Conv;
+use super::{Conv, Pass};
 use crate::builder::{KernelBuilder, Reg, U32};
 use crate::templates::warp_mma::{Accumulators, TileElem, STAGES, STAGE_BYTES, THREADS};
 
@@ -75,13 +77,24 @@ impl<T: ConvElem + TileElem> Conv<T> {
         let read = k.mad_lo(read, 2u32, base);
         let m = k.add(self.block_m, pixel);
         let m_ok = k.setp_lt(m, self.m_len);
-        let (image, pix) = self.d.ohw_div.divmod(k, m);
+        // The run's image, its first pixel there, the image's pixels and channels.
+        let (image, pix, pixels, channels) = match self.pass {
+            Pass::Forward => {
+                let (image, pix) = self.d.ohw_div.divmod(k, m);
+                (image, pix, self.d.ohw, self.p.c_out)
+            }
+            Pass::BackwardData => {
+                let image = self.image.expect("backward-data blocks have an image");
+                (image, m, self.image_pixels(k), self.p.c_in)
+            }
+            Pass::BackwardFilter => unreachable!("the weight gradient is not staged"),
+        };
         let o = k.add(self.block_n, row);
-        let plane = k.mad_lo(image, self.p.c_out, first_channel);
+        let plane = k.mad_lo(image, channels, first_channel);
         let plane = k.add(plane, o);
-        let index = k.mad_lo(plane, self.d.ohw, pix);
+        let index = k.mad_lo(plane, pixels, pix);
         let mut to = k.elem_addr(out, index);
-        let step = k.mul_wide(self.d.ohw, ROWS_PER_PASS * T::TYPE.bytes());
+        let step = k.mul_wide(pixels, ROWS_PER_PASS * T::TYPE.bytes());
         for pass in 0..CHANNELS / ROWS_PER_PASS {
             if pass > 0 {
                 to = k.add(to, step);
