@@ -1186,11 +1186,15 @@ fn run_backward_data_on<T: HostFloat + Element>(
     );
     let picked: Vec<String> = dev.take_launch_log().into_iter().map(|r| r.entry).collect();
     let expected = if cfg.has_channels_last_backward() {
-        vec![
-            ENTRY_FILTER_TO_CHANNELS_LAST,
-            ENTRY_GRADIENT_TO_CHANNELS_LAST,
-            ENTRY_BWD_DATA_CHANNELS_LAST,
-        ]
+        // A 1 × 1 filter is channels-last already: no copy of `w`.
+        let filter_copy = (!cfg.has_pointwise()).then_some(ENTRY_FILTER_TO_CHANNELS_LAST);
+        filter_copy
+            .into_iter()
+            .chain([
+                ENTRY_GRADIENT_TO_CHANNELS_LAST,
+                ENTRY_BWD_DATA_CHANNELS_LAST,
+            ])
+            .collect()
     } else if cfg.has_tensor_core_backward_data() {
         vec![ENTRY_BWD_DATA_IMPLICIT_GEMM]
     } else {
@@ -1505,11 +1509,11 @@ fn tensor_core_backward_filter_every_case() {
 
 /// The NCHW backward passes over channels-last copies on the channels-last forward's cases
 /// that have them ([`channels_last_cases`]: every load width and lane tiling of the copies,
-/// ragged pixel and channel tiles, groups, strides, dilation, batches of 2 and 3), both
-/// passes through every entry, f16 on sm_80 and bf16 on sm_90.
+/// ragged pixel and channel tiles, groups, strides, dilation, batches of 2 and 3) and a 3 × 1
+/// filter, both passes through every entry, f16 on sm_80 and bf16 on sm_90.
 #[test]
 fn channels_last_backward_every_case() {
-    let cases: Vec<Case> = channels_last_cases()
+    let mut cases: Vec<Case> = channels_last_cases()
         .into_iter()
         .filter(|case| {
             let cfg = Conv2dConfig {
@@ -1525,6 +1529,17 @@ fn channels_last_backward_every_case() {
         5,
         "channels-last cases with the backward entries"
     );
+    // `KW = 1` but `KH > 1`: no channels-last forward, so the backward brings the `x` and
+    // `w` copies itself.
+    cases.push(Case {
+        name: "cl 3x1 s(2,1) p(1,0) 16→24 + bias, batch 2 (backward copies of its own)",
+        cfg: Conv2dConfig::new(16, 24, 3)
+            .with_kernel(3, 1)
+            .with_stride(2, 1)
+            .with_padding(1, 0)
+            .with_bias(true),
+        shape: shape(2, 9, 7),
+    });
     let ran = both_backward_entries(&cases, 900, DATA_ENTRIES, backward_data_entries);
     assert_eq!(ran, cases.len());
     let ran = both_backward_entries(&cases, 950, FILTER_ENTRIES, backward_filter_entries);
@@ -2126,5 +2141,63 @@ fn tf32_counters_resnet_3x3() {
         for arch in [Arch::Sm80, Arch::Sm90] {
             run_tf32(&case, layout, arch, 11);
         }
+    }
+}
+
+/// The 1 × 1 layer's backward passes (64 → 64, 16 × 16, batch 2, f16 on sm_80): the NCHW
+/// implicit GEMMs (no `cp.async` operand: lane → pixel and lane → channel gathers) vs the
+/// channels-last route, whose GEMMs read every operand by `cp.async` (no `ld.global`) and,
+/// copies included, issue under half the instructions (the numerics of both routes:
+/// `tensor_core_backward_*_every_case`, whose 1 × 1 32 → 72 case takes the copies).
+#[test]
+fn channels_last_backward_counters_1x1() {
+    let cfg = Conv2dConfig {
+        dtype: DType::F16,
+        arch: Arch::Sm80,
+        ..Conv2dConfig::new(64, 64, 1)
+    };
+    assert!(cfg.has_channels_last_backward() && !cfg.has_channels_last_forward());
+    let s = shape(2, 16, 16);
+    let ptx = cfg.compile().expect("compiles").ptx;
+    let dims = cfg.check_shape(&s, false).expect("valid shape");
+    let dev = SimBackend::new();
+    let mut rng = SplitMix64::new(41);
+    let x = random::<f16>(&dev, &mut rng, dims.input_len(&cfg));
+    let w = random::<f16>(&dev, &mut rng, ConvDims::weight_len(&cfg));
+    let gy = random::<f16>(&dev, &mut rng, dims.output_len(&cfg));
+    let alloc = |len: usize| dev.alloc::<f16>(len).expect("alloc");
+    let passes = [
+        (DATA_ENTRIES[1], DATA_ENTRIES[2], dims.input_len(&cfg)),
+        (
+            FILTER_ENTRIES[1],
+            FILTER_ENTRIES[2],
+            ConvDims::weight_len(&cfg),
+        ),
+    ];
+    for (nchw, channels_last, outputs) in passes {
+        let mut instructions = [0u64; 2];
+        for (route, entry) in [nchw, channels_last].into_iter().enumerate() {
+            let mut out = alloc(outputs);
+            let run = if entry.starts_with("conv2d_bwd_data") {
+                backward_data_with(&cfg, &dev, &ptx, &s, entry, &gy.dev, &w.dev, &mut out)
+            } else {
+                backward_filter_with(&cfg, &dev, &ptx, &s, entry, &x.dev, &gy.dev, &mut out, None)
+            };
+            must(entry, run);
+            for r in dev.take_launch_log() {
+                print_counters("1x1", &r, outputs as f64);
+                instructions[route] += r.counters.instructions.total();
+                if r.entry == channels_last {
+                    assert_eq!(r.counters.global_load_requests, 0, "{entry}");
+                    assert!(r.counters.cp_async_requests > 0, "{entry}");
+                    assert!(r.counters.global_load_efficiency() >= 0.99, "{entry}");
+                } else if r.entry == nchw {
+                    assert_eq!(r.counters.cp_async_requests, 0, "{entry}");
+                }
+            }
+        }
+        let [gathers, copies] = instructions;
+        println!("{nchw}: {gathers} instructions; channels-last with copies: {copies}");
+        assert!(2 * copies < gathers, "{nchw}: {copies} vs {gathers}");
     }
 }

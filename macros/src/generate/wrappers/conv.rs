@@ -156,7 +156,11 @@ pub(crate) fn wrappers(c: &Conv2dConfig, t: &WrapperTypes) -> Vec<Wrapper> {
         }
     };
     let data_copies = through_copies(
-        "`w` and `gy` (`conv2d_filter_to_channels_last`, `conv2d_gradient_to_channels_last`)",
+        if c.has_pointwise() {
+            "`gy` (`conv2d_gradient_to_channels_last`; a 1 × 1 `w` is channels-last already)"
+        } else {
+            "`w` and `gy` (`conv2d_filter_to_channels_last`, `conv2d_gradient_to_channels_last`)"
+        },
         "conv2d_bwd_data_implicit_gemm_channels_last",
     );
     let filter_copies = through_copies(

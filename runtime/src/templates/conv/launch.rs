@@ -713,14 +713,16 @@ impl<B: Backend> Call<'_, B> {
         let cfg = self.cfg;
         let prep = self.prepare(ENTRY_BWD_DATA_CHANNELS_LAST, args)?;
         let d = prep.dims;
-        let filter_copy = LayoutCopy::filter(cfg)?;
+        // A filter of one tap is channels-last already: `[C_out, Cg, 1, 1]`.
+        let taps = cfg.kernel_h * cfg.kernel_w;
+        let filter_copy = (taps > 1).then(|| LayoutCopy::filter(cfg)).transpose()?;
         let gradient_copy = LayoutCopy::gradient(cfg, &d)?;
         let gemm = cfg.backward_data_implicit_gemm_launch_config(&d)?;
-        let filter = self.copy(&filter_copy, w)?;
+        let filter = filter_copy.map(|copy| self.copy(&copy, w)).transpose()?;
         let gradient = self.copy(&gradient_copy, gy)?;
         let buffers = vec![
             KernelArg::buffer(&gradient),
-            KernelArg::buffer(&filter),
+            KernelArg::buffer(filter.as_ref().unwrap_or(w)),
             KernelArg::buffer(dx),
         ];
         let entry = ENTRY_BWD_DATA_CHANNELS_LAST;

@@ -45,9 +45,10 @@ pub(crate) trait ConvElem: Float {
     fn channels_last(_cfg: &Conv2dConfig, _arch: Arch) -> Option<[KernelBuilder; 3]> {
         None
     }
-    /// The NCHW channels-last backward's four entries (the `gy` pre-pass, backward-data,
-    /// backward-filter and its split) where this type and `cfg` have them, else `None`.
-    fn channels_last_backward(_cfg: &Conv2dConfig, _arch: Arch) -> Option<[KernelBuilder; 4]> {
+    /// The NCHW channels-last backward's entries (the pre-passes the forward does not bring,
+    /// backward-data, backward-filter and its split) where this type and `cfg` have them,
+    /// else `None`.
+    fn channels_last_backward(_cfg: &Conv2dConfig, _arch: Arch) -> Option<Vec<KernelBuilder>> {
         None
     }
 }
@@ -75,7 +76,7 @@ impl ConvElem for F16 {
             ]
         })
     }
-    fn channels_last_backward(cfg: &Conv2dConfig, arch: Arch) -> Option<[KernelBuilder; 4]> {
+    fn channels_last_backward(cfg: &Conv2dConfig, arch: Arch) -> Option<Vec<KernelBuilder>> {
         implicit_gemm::channels_last_backward_available(cfg)
             .then(|| implicit_gemm::build_channels_last_backward::<F16>(cfg, arch))
     }
@@ -104,7 +105,7 @@ impl ConvElem for BF16 {
             ]
         })
     }
-    fn channels_last_backward(cfg: &Conv2dConfig, arch: Arch) -> Option<[KernelBuilder; 4]> {
+    fn channels_last_backward(cfg: &Conv2dConfig, arch: Arch) -> Option<Vec<KernelBuilder>> {
         implicit_gemm::channels_last_backward_available(cfg)
             .then(|| implicit_gemm::build_channels_last_backward::<BF16>(cfg, arch))
     }

@@ -20,7 +20,7 @@
 //! | `bwd_filter_implicit_gemm` (f16/bf16, sm_80+) | `dw` from `x`, `gy` on tensor cores | 128 | `(⌈Og/64⌉, ⌈Cg·KH·KW/64⌉, G)` |
 //! | `bwd_filter_implicit_gemm_split` (with the above) | f32 partials of `dw` over `S` pixel slices | 128 | `(⌈Og/64⌉, ⌈Cg·KH·KW/64⌉, S·G)` |
 //! | `bwd_filter_reduce` | `dw` = the partials summed in slice order (f32 partials; f64 for f64) | 256 | `⌈C_out·Cg·KH·KW/256⌉` |
-//! | `gradient_to_channels_last` (NCHW f16/bf16, sm_80+, `Cg`, `C_in`, `Og`, `C_out` multiples of 8, `KW > 1`; with the next three) | NCHW `gy` → NHWC, as `to_channels_last` | 128 | `(⌈OH·OW/Pb⌉, ⌈C_out/Cb⌉, N)` |
+//! | `gradient_to_channels_last` (NCHW f16/bf16, sm_80+, `Cg`, `C_in`, `Og`, `C_out` multiples of 8; with the next three, and for 1 × 1 filters the two copies above) | NCHW `gy` → NHWC, as `to_channels_last` | 128 | `(⌈OH·OW/Pb⌉, ⌈C_out/Cb⌉, N)` |
 //! | `bwd_data_implicit_gemm_channels_last` | NCHW `dx` from the channels-last `gy` and `w` copies on tensor cores (16-byte `cp.async` chunks of both operands) | 128 | as `bwd_data_implicit_gemm` |
 //! | `bwd_filter_implicit_gemm_channels_last` | NCHW `dw` from the channels-last `x` and `gy` copies on tensor cores (both operands staged by pixel in 16-byte `cp.async` chunks) | 128 | as `bwd_filter_implicit_gemm` |
 //! | `bwd_filter_implicit_gemm_channels_last_split` (with `bwd_filter_reduce`) | its f32 partials over `S` pixel slices, in the NCHW weight's order | 128 | as `bwd_filter_implicit_gemm_split` |
@@ -114,8 +114,8 @@ impl Conv2dConfig {
     /// Whether the NCHW module has the channels-last tensor-core backward passes
     /// (`conv2d_gradient_to_channels_last`, `conv2d_bwd_data_implicit_gemm_channels_last`,
     /// `conv2d_bwd_filter_implicit_gemm_channels_last` and its split, beside the forward's
-    /// copies): the channels-last forward's conditions
-    /// ([`Self::has_channels_last_forward`]) with `C_out` and `C_out/groups` multiples of 8.
+    /// copies, or with its own copies of `x` and `w` for a 1 × 1 filter): f16/bf16 on targets
+    /// with `mma.m16n8k16`, `C_in`, `C_out` and both per-group counts multiples of 8.
     pub fn has_channels_last_backward(&self) -> bool {
         implicit_gemm::channels_last_backward_available(self)
     }
@@ -175,6 +175,12 @@ impl Conv2dConfig {
             names.push(ENTRY_BWD_FILTER_REDUCE);
         }
         if self.has_channels_last_backward() {
+            if !self.has_channels_last_forward() {
+                names.push(ENTRY_TO_CHANNELS_LAST);
+                if !self.has_pointwise() {
+                    names.push(ENTRY_FILTER_TO_CHANNELS_LAST);
+                }
+            }
             names.extend([
                 ENTRY_GRADIENT_TO_CHANNELS_LAST,
                 ENTRY_BWD_DATA_CHANNELS_LAST,

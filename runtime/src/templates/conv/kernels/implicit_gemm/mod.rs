@@ -51,13 +51,15 @@
 //! 32.2 → 45.4 MB of DRAM traffic, bound 12.9 → 13.5 µs).
 //!
 //! **NCHW backward through channels-last copies** (halves with `Cg`, `C_in`, `Og` and
-//! `C_out` multiples of 8 and `KW > 1`). The NCHW backward GEMMs gather `gy` (and, for the
+//! `C_out` multiples of 8, any filter). The NCHW backward GEMMs gather `gy` (and, for the
 //! weight gradient, `x`) element by element, about five times the instructions per output of
 //! the NHWC passes, whose operands all move in 16-byte `cp.async` chunks (3 × 3 64 → 64 on
-//! 16 × 16, f16: backward-data 468.0 vs 86.0, backward-filter at batch 2 381.6 vs 71.2). So
-//! the host copies the operands channels-last as the forward does — `gy` by
-//! `conv2d_gradient_to_channels_last` (the input copy's kernel over `C_out` channels and
-//! `OH·OW` pixels), `w` and `x` by the forward's two copies — and
+//! 16 × 16, f16: backward-data 468.0 vs 86.0, backward-filter at batch 2 381.6 vs 71.2; 1 × 1
+//! at batch 2, copies included: 59.5 vs 18.8 and 378.0 vs 94.2). So the host copies the
+//! operands channels-last as the forward does — `gy` by `conv2d_gradient_to_channels_last`
+//! (the input copy's kernel over `C_out` channels and `OH·OW` pixels), `w` and `x` by the
+//! forward's two copies (in the module for the backward alone where `KW = 1`; a 1 × 1 `w` is
+//! channels-last already and is read as it is) — and
 //! `conv2d_bwd_data_implicit_gemm_channels_last` and
 //! `conv2d_bwd_filter_implicit_gemm_channels_last` (and its split) are the NHWC passes with
 //! NCHW outputs: `dx[n, g·Cg + c, pixel]`, and `dw` in the NCHW weight's order, the NHWC
@@ -272,13 +274,18 @@ pub(crate) fn build<T: ConvElem + SlabStaged>(
 /// chunks, and filters wider than 1 (an NCHW 1 × 1 A is already read lane → pixel along
 /// contiguous rows).
 pub(crate) fn channels_last_available(cfg: &Conv2dConfig) -> bool {
+    input_channels_last(cfg) && cfg.kernel_w > 1
+}
+
+/// Whether an NCHW configuration of halves on tensor cores has `Cg` and `C_in` multiples of
+/// 8, so its `x` copies channels-last in 16-byte chunks of one group.
+fn input_channels_last(cfg: &Conv2dConfig) -> bool {
     let halves = matches!(cfg.dtype, DType::F16 | DType::BF16);
     let chunk = CHUNK_BYTES / 2;
     let cg = cfg.in_per_group();
     available(cfg)
         && halves
         && cfg.layout == Layout::Nchw
-        && cfg.kernel_w > 1
         && cg > 0
         && cg.is_multiple_of(chunk)
         && cfg.in_channels.is_multiple_of(chunk)
@@ -286,12 +293,13 @@ pub(crate) fn channels_last_available(cfg: &Conv2dConfig) -> bool {
 
 /// Whether an NCHW configuration has the channels-last backward entries
 /// ([`ENTRY_BWD_DATA_CHANNELS_LAST`], [`ENTRY_BWD_FILTER_CHANNELS_LAST`] and its split):
-/// those of the forward ([`channels_last_available`]) with `Og` and `C_out` multiples of 8
-/// too, so every operand of both NHWC backward GEMMs moves in 16-byte `cp.async` chunks
-/// (backward-data's `gy` A, and both of backward-filter's operands staged by pixel).
+/// halves on tensor cores with `Cg`, `C_in`, `Og` and `C_out` multiples of 8, so every
+/// operand of both NHWC backward GEMMs moves in 16-byte `cp.async` chunks (backward-data's
+/// `gy` A and `w` B, both of backward-filter's operands staged by pixel) — 1 × 1 filters
+/// included, whose NCHW backward GEMMs have no `cp.async` operand at all.
 pub(crate) fn channels_last_backward_available(cfg: &Conv2dConfig) -> bool {
     let chunk = CHUNK_BYTES / 2;
-    channels_last_available(cfg)
+    input_channels_last(cfg)
         && cfg.out_per_group().is_multiple_of(chunk)
         && cfg.out_channels.is_multiple_of(chunk)
 }
@@ -310,26 +318,34 @@ pub(crate) fn build_channels_last<T: ConvElem + SlabStaged>(
     build_with::<T>(&channels_last_operands(cfg), arch, pass, None, Layout::Nchw)
 }
 
-/// The NCHW channels-last backward's entries, in module order: the `gy` copy
+/// The NCHW channels-last backward's entries, in module order: the `x` and `w` copies where
+/// the module has no channels-last forward to bring them (`KW = 1`; a 1 × 1 filter needs no
+/// copy of `w`), the `gy` copy
 /// (`conv2d_gradient_to_channels_last`), backward-data, backward-filter and its split
 /// (`conv2d_bwd_filter_implicit_gemm_channels_last_split(x, gy, partials, dims…,
 /// slice_tiles)`, partials in the NCHW weight's order).
 pub(crate) fn build_channels_last_backward<T: ConvElem + SlabStaged>(
     cfg: &Conv2dConfig,
     arch: Arch,
-) -> [KernelBuilder; 4] {
+) -> Vec<KernelBuilder> {
+    use super::channels_last::{build as copy, build_filter, ENTRY, ENTRY_GRADIENT};
+    let mut entries = Vec::new();
+    if !channels_last_available(cfg) {
+        entries.push(copy::<T>(ENTRY, cfg.in_channels, arch));
+        // A filter of one tap is channels-last already.
+        if cfg.kernel_h > 1 {
+            entries.push(build_filter::<T>(cfg, arch));
+        }
+    }
     let operands = channels_last_operands(cfg);
     let split = Some(ENTRY_SPLIT_CHANNELS_LAST);
-    [
-        super::channels_last::build::<T>(
-            super::channels_last::ENTRY_GRADIENT,
-            cfg.out_channels,
-            arch,
-        ),
+    entries.extend([
+        copy::<T>(ENTRY_GRADIENT, cfg.out_channels, arch),
         build_channels_last::<T>(cfg, arch, Pass::BackwardData),
         build_channels_last::<T>(cfg, arch, Pass::BackwardFilter),
         build_with::<T>(&operands, arch, Pass::BackwardFilter, split, Layout::Nchw),
-    ]
+    ]);
+    entries
 }
 
 /// `cfg` with the operands in NHWC (the channels-last entries' view of an NCHW config).
