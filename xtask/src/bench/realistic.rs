@@ -23,7 +23,8 @@ use ptxforge_runtime::templates::attention::launch::{
 };
 use ptxforge_runtime::templates::attention::{AttentionConfig, AttentionShape};
 use ptxforge_runtime::templates::conv::kernels::{
-    ENTRY_FILTER_TO_CHANNELS_LAST, ENTRY_TO_CHANNELS_LAST,
+    ENTRY_BWD_DATA_IMPLICIT_GEMM, ENTRY_FILTER_TO_CHANNELS_LAST, ENTRY_GRADIENT_TO_CHANNELS_LAST,
+    ENTRY_TO_CHANNELS_LAST,
 };
 use ptxforge_runtime::templates::conv::launch as conv;
 use ptxforge_runtime::templates::conv::launch::Slices;
@@ -765,6 +766,109 @@ fn resnet_backward_filter(rows: &mut Vec<Modelled>) -> Result<()> {
     Ok(())
 }
 
+/// ResNet-50's 3×3 128→128 28×28 batch-32 input gradient, f16, on sm_80's tensor cores:
+/// NHWC (`conv2d_bwd_data_implicit_gemm`), and NCHW through its element gathers (the same
+/// entry in NCHW, by `backward_data_with`) and through the path `conv::backward_data` takes,
+/// the channels-last copies of `w` and `gy` (`conv2d_filter_to_channels_last`,
+/// `conv2d_gradient_to_channels_last`, counted in the footprint) and
+/// `conv2d_bwd_data_implicit_gemm_channels_last`. Sample: batch 1, 64 input channels (× 2),
+/// C_out ∈ {16, 32} → 128 (linear in the reduction); the `gy` copy × 32 (the batch), the `w`
+/// copy × 2, the GEMM × 64.
+fn resnet_backward_data(rows: &mut Vec<Modelled>) -> Result<()> {
+    const BATCH: u32 = 32;
+    const HW: u32 = 28;
+    const C: u32 = 128;
+    const CIN_SAMPLE: u32 = 64;
+    let mut rng = SplitMix64::new(26);
+    let paths = [
+        (
+            Layout::Nhwc,
+            Some(ENTRY_BWD_DATA_IMPLICIT_GEMM),
+            "sm_80 path",
+        ),
+        (
+            Layout::Nchw,
+            Some(ENTRY_BWD_DATA_IMPLICIT_GEMM),
+            "sm_80 NCHW gathers",
+        ),
+        (Layout::Nchw, None, "sm_80 path: channels-last copies"),
+    ];
+    for (layout, entry, path) in paths {
+        let shape = ConvShape {
+            batch: 1,
+            height: HW,
+            width: HW,
+        };
+        let sampled = sampled(
+            &[16, 32],
+            C,
+            |cout| {
+                let cfg = Conv2dConfig {
+                    padding_h: 1,
+                    padding_w: 1,
+                    dtype: DType::F16,
+                    layout,
+                    arch: Arch::Sm80,
+                    ..Conv2dConfig::new(CIN_SAMPLE, cout, 3)
+                };
+                let ptx = cfg.compile().map_err(err)?.ptx;
+                let dev = backend();
+                let pixels = (HW * HW) as usize;
+                let gy = dev
+                    .upload(&halves(&mut rng, cout as usize * pixels, -1.0, 1.0))
+                    .map_err(err)?;
+                let wlen = (cout * CIN_SAMPLE * 9) as usize;
+                let w = dev
+                    .upload(&halves(&mut rng, wlen, -0.3, 0.3))
+                    .map_err(err)?;
+                let mut dx = dev
+                    .alloc::<f16>(CIN_SAMPLE as usize * pixels)
+                    .map_err(err)?;
+                match entry {
+                    Some(entry) => {
+                        conv::backward_data_with(&cfg, &dev, &ptx, &shape, entry, &gy, &w, &mut dx)
+                    }
+                    None => conv::backward_data(&cfg, &dev, &ptx, &shape, &gy, &w, &mut dx),
+                }
+                .map_err(err)?;
+                Ok((ptx, dev.take_launch_log()))
+            },
+            |entry| match entry {
+                ENTRY_GRADIENT_TO_CHANNELS_LAST => f64::from(BATCH),
+                ENTRY_FILTER_TO_CHANNELS_LAST => f64::from(C / CIN_SAMPLE),
+                _ => f64::from(BATCH * C / CIN_SAMPLE),
+            },
+        )?;
+        let (n, p, c) = (f64::from(BATCH), f64::from(HW * HW), f64::from(C));
+        let bytes = 2.0 * (2.0 * n * p * c + c * c * 9.0);
+        // The copies of `gy` and `w`, each written once and read once.
+        let copies = match entry {
+            Some(_) => 0.0,
+            None => 2.0 * 2.0 * (n * p * c + c * c * 9.0),
+        };
+        rows.push(Modelled::new(
+            format!(
+                "ResNet-50 conv 3×3 128→128 28×28 batch 32 f16 backward-data, {}",
+                layout_name(layout)
+            ),
+            (Arch::Sm80, path),
+            format!(
+                "batch 1, C_in=64, C_out=16/32 → 128, ×{}",
+                BATCH * C / CIN_SAMPLE
+            ),
+            n * p * c,
+            Job {
+                compulsory_bytes: bytes,
+                footprint_bytes: bytes + copies,
+                flops: 2.0 * n * p * c * c * 9.0,
+                precision: Precision::F16Tensor,
+            },
+            sampled,
+        ));
+    }
+    Ok(())
+}
+
 /// Mixtral-8x7B expert up-projection as a linear-expert MoE layer, bf16: E=8, top-2, H=4096,
 /// F=14336, T ∈ {16, 128, 512}. Sample: F=64, H ∈ {128, 256} → 4096; the expert GEMM and
 /// unpermute launches (work ∝ F) × 224, routing launches as run. The gating logits are the
@@ -867,6 +971,7 @@ fn jobs() -> Result<Vec<Modelled>> {
     nf4_backward(&mut rows)?;
     attention(&mut rows)?;
     resnet(&mut rows)?;
+    resnet_backward_data(&mut rows)?;
     resnet_backward_filter(&mut rows)?;
     Ok(rows)
 }
@@ -1162,8 +1267,18 @@ mod tests {
         print_tables(jobs, "ptxforge-realistic-nf4-backward");
     }
 
-    /// The ResNet-50 NHWC backward-filter rows alone, both tables: `cargo test --release -p
-    /// xtask -- --ignored resnet_backward_filter_rows --nocapture`.
+    /// The ResNet-50 backward-data rows alone, both tables: `cargo test --release -p xtask --
+    /// --ignored resnet_backward_data_rows --nocapture`.
+    #[test]
+    #[ignore]
+    fn resnet_backward_data_rows() {
+        let mut jobs = Vec::new();
+        super::resnet_backward_data(&mut jobs).expect("rows");
+        print_tables(jobs, "ptxforge-realistic-dgrad");
+    }
+
+    /// The ResNet-50 backward-filter rows (NHWC and NCHW) alone, both tables: `cargo test
+    /// --release -p xtask -- --ignored resnet_backward_filter_rows --nocapture`.
     #[test]
     #[ignore]
     fn resnet_backward_filter_rows() {
