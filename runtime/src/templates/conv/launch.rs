@@ -665,8 +665,8 @@ pub fn backward_data<B: Backend, T: Element>(
 /// `conv2d_bwd_data_implicit_gemm` (tensor cores) or
 /// `conv2d_bwd_data_implicit_gemm_channels_last` (NCHW on tensor cores: first
 /// `conv2d_filter_to_channels_last` writes `w` as `[C_out, KH, KW, Cg]` and
-/// `conv2d_gradient_to_channels_last` `gy` as `[N, OH, OW, C_out]` into two workspaces the
-/// backend allocates); an entry the module lacks is [`LaunchError::InvalidDim`] `layout`,
+/// `conv2d_gradient_to_channels_last` `gy` as `[N, OH, OW, C_out]` into workspaces the
+/// backend allocates; a 1 × 1 `w` is read as it is); an entry the module lacks is [`LaunchError::InvalidDim`] `layout`,
 /// listing the entries it has. [`backward_data`] picks the fastest automatically; this one
 /// lets a caller compare them.
 #[allow(clippy::too_many_arguments)]
@@ -713,9 +713,10 @@ impl<B: Backend> Call<'_, B> {
         let cfg = self.cfg;
         let prep = self.prepare(ENTRY_BWD_DATA_CHANNELS_LAST, args)?;
         let d = prep.dims;
-        // A filter of one tap is channels-last already: `[C_out, Cg, 1, 1]`.
-        let taps = cfg.kernel_h * cfg.kernel_w;
-        let filter_copy = (taps > 1).then(|| LayoutCopy::filter(cfg)).transpose()?;
+        // A 1 × 1 filter is channels-last already: `[C_out, Cg, 1, 1]`.
+        let filter_copy = (!cfg.has_pointwise())
+            .then(|| LayoutCopy::filter(cfg))
+            .transpose()?;
         let gradient_copy = LayoutCopy::gradient(cfg, &d)?;
         let gemm = cfg.backward_data_implicit_gemm_launch_config(&d)?;
         let filter = filter_copy.map(|copy| self.copy(&copy, w)).transpose()?;
