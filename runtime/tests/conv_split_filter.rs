@@ -20,7 +20,9 @@ use ptxforge_runtime::launch::{
     Backend, DeviceBuffer, Element, LaunchError, LaunchRecord, SimBackend,
 };
 use ptxforge_runtime::templates::conv::kernels::{
-    ENTRY_BWD_BIAS, ENTRY_BWD_FILTER_IMPLICIT_GEMM, ENTRY_BWD_FILTER_REDUCE, ENTRY_BWD_FILTER_SPLIT,
+    ENTRY_BWD_BIAS, ENTRY_BWD_FILTER_CHANNELS_LAST_SPLIT, ENTRY_BWD_FILTER_IMPLICIT_GEMM,
+    ENTRY_BWD_FILTER_REDUCE, ENTRY_BWD_FILTER_SPLIT, ENTRY_GRADIENT_TO_CHANNELS_LAST,
+    ENTRY_TO_CHANNELS_LAST,
 };
 use ptxforge_runtime::templates::conv::launch::{
     backward_filter, backward_filter_sliced, backward_filter_with, Slices,
@@ -300,7 +302,8 @@ fn one_slice_is_the_unsplit_entry() {
 }
 
 /// `backward_filter` follows the slice rule: a 1 × 1 8 → 8 layer over 4 × 16 × 16 pixels (1
-/// block, 32 tiles of 32) splits into 2 slices of 16 tiles, and matches the reference.
+/// block, 32 tiles of 32) splits into 2 slices of 16 tiles (in NCHW the split entry over the
+/// channels-last copies), and matches the reference.
 #[test]
 fn backward_filter_splits_by_the_rule() {
     let case = Case {
@@ -327,7 +330,17 @@ fn backward_filter_splits_by_the_rule() {
             .into_iter()
             .map(|r| r.entry)
             .collect();
-        assert_eq!(entries, [ENTRY_BWD_FILTER_SPLIT, ENTRY_BWD_FILTER_REDUCE]);
+        // NCHW halves with channels in multiples of 8 reduce over channels-last copies.
+        let expected: &[&str] = match layout {
+            Layout::Nchw => &[
+                ENTRY_TO_CHANNELS_LAST,
+                ENTRY_GRADIENT_TO_CHANNELS_LAST,
+                ENTRY_BWD_FILTER_CHANNELS_LAST_SPLIT,
+                ENTRY_BWD_FILTER_REDUCE,
+            ],
+            Layout::Nhwc => &[ENTRY_BWD_FILTER_SPLIT, ENTRY_BWD_FILTER_REDUCE],
+        };
+        assert_eq!(entries, expected, "{layout}");
         let (want, _) = run.reference(&x, &gy);
         let got = download(&run.dev, &dw);
         assert_close(&run.label, &got, &want, tolerance(DType::F16));
