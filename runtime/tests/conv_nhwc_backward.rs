@@ -37,7 +37,7 @@ use ptxforge_sim::Counters;
 
 use conv_support::{
     assert_close, bias_entries, download, fuzz_cases_with, must, shape, tensor_core_cases,
-    tolerance, Case, Prepared,
+    tolerance, Case, GemmTiles, Prepared,
 };
 
 /// Seeded random cases with 1, 2, 3, 8 or 16 channels per group on each side (16-byte `gy`
@@ -321,6 +321,16 @@ fn resnet_3x3(batch: u32) -> Case {
     }
 }
 
+/// The NHWC ResNet layer's config as the tests run it (f16, sm_80).
+fn sm80_f16(batch: u32) -> Conv2dConfig {
+    Conv2dConfig {
+        dtype: DType::F16,
+        arch: Arch::Sm80,
+        layout: Layout::Nhwc,
+        ..resnet_3x3(batch).cfg
+    }
+}
+
 /// The launch record of `entry` among `log`, its summary printed per output.
 fn record<'a>(log: &'a [LaunchRecord], entry: &str, outputs: u64) -> &'a LaunchRecord {
     for r in log {
@@ -331,13 +341,16 @@ fn record<'a>(log: &'a [LaunchRecord], entry: &str, outputs: u64) -> &'a LaunchR
         .unwrap_or_else(|| panic!("{entry} did not run"))
 }
 
-/// The counters of a tensor-core launch of `tiles` block K tiles: exactly 64 `m16n8k16` per
-/// tile (4 warps × 16), conflict-free `ldmatrix` (one wavefront per 8 × 8 matrix, `.trans`
+/// The counters of a tensor-core launch of `tiles`: exactly the `m16n8k16` count its tile
+/// implies ([`GemmTiles::mma`]), every operand byte by `cp.async` and no `ld.global` at all
+/// (the ResNet layer's operands all move in 16-byte chunks), conflict-free `ldmatrix` (one wavefront per 8 × 8 matrix, `.trans`
 /// or not), global load efficiency ≥ 0.9, at most `instructions` per output and
 /// `factor` shared wavefronts ÷ the fewest possible, and at least `share` of the
 /// instructions on the tensor cores.
-fn assert_tensor_core(c: &Counters, tiles: u64, outputs: u64, bounds: Bounds) {
-    assert_eq!(c.mma_instructions, tiles * 4 * 16);
+fn assert_tensor_core(c: &Counters, tiles: GemmTiles, outputs: u64, bounds: Bounds) {
+    assert_eq!(c.mma_instructions, tiles.mma());
+    assert_eq!(c.cp_async_bytes, tiles.cp_async_bytes());
+    assert_eq!(c.global_load_requests, 0);
     assert_eq!(
         c.mma_flops,
         c.mma_instructions * 2 * 16 * 8 * 16,
@@ -374,23 +387,19 @@ struct Bounds {
     share: f64,
 }
 
-/// Bytes of one operand's K tile that arrive by `cp.async`, for halves: 64 rows × 32
-/// reduction indices × 2 bytes, staged by row or by reduction index alike.
-const TILE_BYTES: u64 = 64 * 32 * 2;
-
-/// Backward-data counters of the ResNet 3 × 3 layer (f16, sm_80): the tensor-core entry
-/// issues exactly `⌈H·W/64⌉ · ⌈Cg/64⌉ · N·G` blocks × `⌈9·Og/32⌉` K tiles × 64 mma; every
+/// Backward-data counters of the ResNet 3 × 3 layer (f16, sm_80): the tensor-core entry, on
+/// 128 × 64 tiles (`⌈H·W/128⌉ · ⌈Cg/64⌉ · N·G` blocks × `⌈9·Og/32⌉` K tiles × 128 mma); every
 /// `gy` and weight byte arrives by 16-byte `cp.async` (the weight staged by reduction
 /// index, read by `ldmatrix.trans`): no `ld.global` at all; `ldmatrix` conflict-free.
 #[test]
 fn nhwc_backward_data_counters_resnet_3x3() {
     let (log, _) = run_backward_data::<f16>(&resnet_3x3(1), DType::F16, Arch::Sm80, 21);
     let outputs = 16 * 16 * 64;
-    let c = &record(&log, ENTRY_BWD_DATA_IMPLICIT_GEMM, outputs).counters;
-    let (blocks, k_tiles) = ((16 * 16u64).div_ceil(64), (9 * 64u64).div_ceil(32));
-    assert_eq!(c.cp_async_bytes, blocks * k_tiles * 2 * TILE_BYTES);
-    assert_eq!(c.global_load_requests, 0);
-    assert_tensor_core(c, blocks * k_tiles, outputs, BWD_DATA_BOUNDS);
+    let entry = ENTRY_BWD_DATA_IMPLICIT_GEMM;
+    let c = &record(&log, entry, outputs).counters;
+    let tiles = GemmTiles::new(&sm80_f16(1), entry, [16 * 16, 64, 9 * 64], 1);
+    assert_eq!(tiles.tile, [128, 64]);
+    assert_tensor_core(c, tiles, outputs, BWD_DATA_BOUNDS);
 }
 
 /// Backward-filter counters of the ResNet 3 × 3 layer (batch 2, f16, sm_80): the tensor-core
@@ -402,11 +411,11 @@ fn nhwc_backward_data_counters_resnet_3x3() {
 fn nhwc_backward_filter_counters_resnet_3x3() {
     let (log, _) = run_backward_filter::<f16>(&resnet_3x3(2), DType::F16, Arch::Sm80, 23);
     let outputs = 64 * 9 * 64;
-    let c = &record(&log, ENTRY_BWD_FILTER_IMPLICIT_GEMM, outputs).counters;
-    let (blocks, k_tiles) = ((9 * 64u64).div_ceil(64), (2 * 16 * 16u64).div_ceil(32));
-    assert_eq!(c.cp_async_bytes, blocks * k_tiles * 2 * TILE_BYTES);
-    assert_eq!(c.global_load_requests, 0);
-    assert_tensor_core(c, blocks * k_tiles, outputs, BWD_FILTER_BOUNDS);
+    let entry = ENTRY_BWD_FILTER_IMPLICIT_GEMM;
+    let c = &record(&log, entry, outputs).counters;
+    let tiles = GemmTiles::new(&sm80_f16(2), entry, [64, 9 * 64, 2 * 16 * 16], 1);
+    assert_eq!(tiles.tile, [64, 64]);
+    assert_tensor_core(c, tiles, outputs, BWD_FILTER_BOUNDS);
 }
 
 /// The tensor-core backward-data on the ResNet layer (f16, sm_80). Instructions per `dx`

@@ -40,7 +40,7 @@ use ptxforge_runtime::Arch;
 
 use conv_support::{
     assert_close, backward_filter_cases, bias_entries, download, fuzz_cases_with, must, prepare,
-    shape, tensor_core_cases, tolerance, Case,
+    shape, tensor_core_cases, tolerance, Case, GemmTiles,
 };
 
 /// Seeded random cases of 1–3 channels per group ([`fuzz_cases_with`]).
@@ -617,8 +617,9 @@ fn resnet_3x3() -> Case {
 /// A small ResNet-like 3×3 layer (64 → 64 channels, padding 1, bias, 16 × 16 image) in f16 on
 /// sm_80, in both layouts: the CUDA-core kernel (`conv2d_direct` / `conv2d_nhwc`) vs the
 /// tensor-core implicit GEMM, all checked against the reference; the implicit GEMM issues
-/// exactly the mma count its tiling implies (`⌈M/64⌉ · ⌈Og/64⌉ · ⌈K/32⌉` tiles × 4 warps × 16)
-/// with conflict-free `ldmatrix`, and in NHWC moves A and B with 16-byte `cp.async` only.
+/// exactly the mma count its tile implies (`GemmTiles`: the NCHW gathers' 64 × 64, the
+/// 128 × 64 of NHWC and the channels-last entry, asserted) with conflict-free `ldmatrix`, and
+/// in NHWC moves A and B with 16-byte `cp.async` only.
 #[test]
 fn tensor_core_counters_resnet_3x3() {
     let case = resnet_3x3();
@@ -632,16 +633,24 @@ fn tensor_core_counters_resnet_3x3() {
             print_counters(&layout.to_string(), &record, outputs);
             let channels_last = record.entry == "conv2d_implicit_gemm_channels_last";
             if record.entry == "conv2d_implicit_gemm" || channels_last {
-                let tiles = pixels.div_ceil(64) * (64u64 * 9).div_ceil(32);
-                assert_eq!(c.mma_instructions, tiles * 4 * 16);
+                let cfg = Conv2dConfig {
+                    dtype: DType::F16,
+                    arch: Arch::Sm80,
+                    layout,
+                    ..case.cfg
+                };
+                let tiles = GemmTiles::new(&cfg, &record.entry, [pixels, 64, 64 * 9], 1);
+                let tall = layout == Layout::Nhwc || channels_last;
+                assert_eq!(tiles.tile, if tall { [128, 64] } else { [64, 64] });
+                assert_eq!(c.mma_instructions, tiles.mma());
                 assert!(c.ldmatrix_wavefronts_per_request() <= 4.0 + 1e-9);
                 // NCHW gathers A lane → pixel: a warp reads 32 consecutive `iw` of one tap.
                 assert!(c.global_load_efficiency() >= 0.9, "{layout}");
                 if layout == Layout::Nhwc || channels_last {
                     // Every operand byte arrives by cp.async; the only global loads left are
                     // the epilogue's 8 bias reads per warp.
-                    assert!(c.cp_async_requests > 0);
-                    assert_eq!(c.global_load_requests, 4 * 4 * 8);
+                    assert_eq!(c.cp_async_bytes, tiles.cp_async_bytes());
+                    assert_eq!(c.global_load_requests, tiles.blocks * 4 * 8);
                 }
                 if channels_last {
                     // The staged epilogue: 16-byte runs along the pixels, whole sectors.
@@ -1341,9 +1350,9 @@ fn tensor_core_backward_data_every_case() {
 }
 
 /// Counters of the small ResNet-like 3×3 layer's backward-data (64 → 64, padding 1, 16 × 16,
-/// f16 on sm_80): the CUDA-core gather vs the tensor-core implicit GEMM, which issues exactly
-/// the mma count its tiling implies (`⌈H·W/64⌉ · ⌈Cg/64⌉ · N·G · ⌈Og·9/32⌉` tiles × 4 warps ×
-/// 16) with conflict-free `ldmatrix` and coalesced gathers.
+/// f16 on sm_80): the CUDA-core gather vs the tensor-core implicit GEMMs, which issue exactly
+/// the mma count their tiles imply (`GemmTiles`: the NCHW gathers' 64 × 64, the channels-last
+/// entry's 128 × 64) with conflict-free `ldmatrix` and coalesced gathers.
 #[test]
 fn tensor_core_backward_data_counters_resnet_3x3() {
     let case = Case {
@@ -1386,9 +1395,10 @@ fn tensor_core_backward_data_counters_resnet_3x3() {
     for record in dev.take_launch_log() {
         let c = &record.counters;
         print_counters("bwd-data", &record, outputs);
-        let tiles = pixels.div_ceil(64) * (64u64 * 9).div_ceil(32);
+        let tiles = |entry: &str| GemmTiles::new(&cfg, entry, [pixels, 64, 64 * 9], 1);
         if record.entry == ENTRY_BWD_DATA_IMPLICIT_GEMM {
-            assert_eq!(c.mma_instructions, tiles * 4 * 16);
+            assert_eq!(tiles(&record.entry).tile, [64, 64]);
+            assert_eq!(c.mma_instructions, tiles(&record.entry).mma());
             assert!(c.ldmatrix_wavefronts_per_request() <= 4.0 + 1e-9);
             // A lane → pixel, B by filter slabs, each slab element loaded once (the taps a K
             // tile cuts wait in registers for the next tile).
@@ -1396,7 +1406,9 @@ fn tensor_core_backward_data_counters_resnet_3x3() {
         } else if record.entry == ENTRY_BWD_DATA_CHANNELS_LAST {
             // Both operands in 16-byte `cp.async` chunks: no `ld.global` at all; `dx` staged
             // and stored as 16-byte runs along the pixels (H·W = 256).
-            assert_eq!(c.mma_instructions, tiles * 4 * 16);
+            assert_eq!(tiles(&record.entry).tile, [128, 64]);
+            assert_eq!(c.mma_instructions, tiles(&record.entry).mma());
+            assert_eq!(c.cp_async_bytes, tiles(&record.entry).cp_async_bytes());
             assert!(c.global_store_efficiency() >= 0.99);
             assert_eq!(c.global_load_requests, 0);
             assert!(c.cp_async_requests > 0);

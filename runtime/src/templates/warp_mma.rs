@@ -331,11 +331,12 @@ pub trait TileElem: Scalar {
     /// 16-bit elements only: f16/bf16).
     const STAGES_BY_K: bool = false;
 
-    /// [`Self::multiply_tile`] of one B operand with each operand staged as `(at, staging)`
+    /// [`Self::multiply_tile_in`] of one B operand with each operand staged as `(at, staging)`
     /// says (the lane's fragment address from [`WarpPos::fragment_offset`]); only
     /// [`Staging::ByRow`] unless [`Self::STAGES_BY_K`].
     fn multiply_staged_tile(
         k: &mut KernelBuilder,
+        g: Geometry,
         acc: &mut Accumulators<Self::Shape>,
         a: (Reg<U32>, Staging),
         b: (Reg<U32>, Staging),
@@ -345,7 +346,7 @@ pub trait TileElem: Scalar {
             "{:?} operands are staged by row only",
             Self::TYPE
         );
-        Self::multiply_tile(k, std::slice::from_mut(acc), a.0, &[b.0])
+        Self::multiply_tile_in(k, g, std::slice::from_mut(acc), a.0, &[b.0])
     }
 }
 
@@ -373,11 +374,12 @@ macro_rules! half_tile_elem {
 
             fn multiply_staged_tile(
                 k: &mut KernelBuilder,
+                g: Geometry,
                 acc: &mut Accumulators,
                 a: (Reg<U32>, Staging),
                 b: (Reg<U32>, Staging),
             ) {
-                multiply_staged_tile::<$t>(k, acc, a, b)
+                multiply_staged_tile::<$t>(k, g, acc, a, b)
             }
 
             /// One packed 32-bit word.
@@ -492,7 +494,11 @@ impl WarpPos {
             }
             Staging::ByK => {
                 assert_eq!(elem_bytes, 2, "ldmatrix.trans moves 16-bit elements");
-                assert_eq!(self.geometry, Geometry::SQUARE, "K_ROW_BYTES holds 64 rows");
+                assert_eq!(
+                    self.geometry.rows(side),
+                    TILE_M,
+                    "K_ROW_BYTES holds 64 rows"
+                );
                 let (k_row, tile_row) = match side {
                     Side::A => {
                         let l8 = k.and(self.lane, 7u32);
@@ -500,12 +506,12 @@ impl WarpPos {
                         let right = k.shr(self.lane, 3u32);
                         let right = k.and(right, 1u32);
                         let right = k.mul_lo(right, 8u32);
-                        (k_row, k.mad_lo(self.warp_m, WARP_TILE, right))
+                        (k_row, k.mad_lo(self.warp_m, warp_rows, right))
                     }
                     Side::B => {
                         let k_row = k.and(self.lane, 15u32);
                         let right = k.mul_lo(half, 8u32);
-                        (k_row, k.mad_lo(self.warp_n, WARP_TILE, right))
+                        (k_row, k.mad_lo(self.warp_n, warp_cols, right))
                     }
                 };
                 let row_bytes = k.mul_lo(tile_row, elem_bytes);
@@ -626,13 +632,34 @@ pub fn stage_base<T: Scalar>(
     tiles: SharedArr<T>,
     slot: Reg<U32>,
 ) -> Reg<U32> {
+    stage_base_of(k, tiles, slot, STAGE_BYTES)
+}
+
+/// Shared byte address of ring slot `slot` of `tiles`, slots `stage_bytes` apart.
+pub fn stage_base_of<T: Scalar>(
+    k: &mut KernelBuilder,
+    tiles: SharedArr<T>,
+    slot: Reg<U32>,
+    stage_bytes: u32,
+) -> Reg<U32> {
     let base = k.shared_base(tiles);
-    k.mad_lo(slot, STAGE_BYTES, base)
+    k.mad_lo(slot, stage_bytes, base)
 }
 
 /// A ring of [`STAGES`] operand tiles.
 pub fn ring<T: Scalar>(k: &mut KernelBuilder, name: &str) -> SharedArr<T> {
-    k.shared_array::<T>(name, STAGES * STAGE_BYTES / T::TYPE.bytes())
+    ring_in::<T>(k, name, Geometry::SQUARE, Side::A)
+}
+
+/// The ring of operand `side`'s tiles in geometry `g` (`g.stages` slots of
+/// [`Geometry::stage_bytes`]).
+pub fn ring_in<T: Scalar>(
+    k: &mut KernelBuilder,
+    name: &str,
+    g: Geometry,
+    side: Side,
+) -> SharedArr<T> {
+    k.shared_array::<T>(name, g.stages * g.stage_bytes(side) / T::TYPE.bytes())
 }
 
 /// The warp's accumulators of geometry `g`, zero.
@@ -721,20 +748,20 @@ pub fn run_ring_of(
     k.cp_async_wait_all();
 }
 
-/// One K tile of the warp's 32 × 32 quadrant with each operand staged as `(at, staging)`
-/// says (`at`: the stage plus the lane's [`WarpPos::fragment_offset`]): [`multiply_tile_in`] of
-/// one B operand, each fragment read by `ldmatrix.x4` untransposed from a
-/// [`Staging::ByRow`] stage and `.trans` from a [`Staging::ByK`] one. The mma chain per
-/// accumulator runs over `k` in the same order either way.
+/// One K tile of the warp's quadrant in geometry `g` with each operand staged as `(at,
+/// staging)` says (`at`: the stage plus the lane's [`WarpPos::fragment_offset`]):
+/// [`multiply_tile_in`] of one B operand, each fragment read by `ldmatrix.x4` untransposed
+/// from a [`Staging::ByRow`] stage and `.trans` from a [`Staging::ByK`] one. The mma chain
+/// per accumulator runs over `k` in the same order either way.
 pub fn multiply_staged_tile<T: PackedHalf>(
     k: &mut KernelBuilder,
+    g: Geometry,
     acc: &mut Accumulators,
     a: (Reg<U32>, Staging),
     (b_at, b_staging): (Reg<U32>, Staging),
 ) where
     M16N8K16: MmaInput<T>,
 {
-    let g = Geometry::SQUARE;
     multiply_staged::<T>(k, g, std::slice::from_mut(acc), a, (&[b_at], b_staging));
 }
 

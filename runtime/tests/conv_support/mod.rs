@@ -395,3 +395,44 @@ pub fn run_backward_data_every_dtype(cases: &[Case], seed: u64) {
         run_backward_data::<bf16>(case, DType::BF16, Arch::Sm80, seed);
     }
 }
+
+/// A tensor-core implicit GEMM launch of f16/bf16 entry `entry` of `cfg` (dtype and target
+/// set) over an `m × n` GEMM reduced over `k` halves, per `z` grid slice, as its block tile
+/// implies ([`Conv2dConfig::implicit_gemm_tile`]).
+#[derive(Debug, Clone, Copy)]
+pub struct GemmTiles {
+    /// Blocks: `⌈m / rows⌉ · ⌈n / columns⌉ · z`.
+    pub blocks: u64,
+    /// K tiles per block, `⌈k / 32⌉`.
+    pub k_tiles: u64,
+    /// The tile `[rows, columns]`.
+    pub tile: [u32; 2],
+}
+
+impl GemmTiles {
+    pub fn new(cfg: &Conv2dConfig, entry: &str, [m, n, k]: [u64; 3], z: u64) -> Self {
+        let tile = cfg
+            .implicit_gemm_tile(entry)
+            .unwrap_or_else(|| panic!("{entry} is a tensor-core GEMM"));
+        let [rows, columns] = tile.map(u64::from);
+        Self {
+            blocks: m.div_ceil(rows) * n.div_ceil(columns) * z,
+            k_tiles: k.div_ceil(32),
+            tile,
+        }
+    }
+
+    /// `mma.m16n8k16` issued: per block K tile, one per 16 × 8 output piece per 16-deep
+    /// slice, two slices.
+    pub fn mma(&self) -> u64 {
+        let [rows, columns] = self.tile.map(u64::from);
+        self.blocks * self.k_tiles * (rows / 16) * (columns / 8) * 2
+    }
+
+    /// Bytes both operands' K tiles take when every element arrives by `cp.async`: per
+    /// block K tile, `rows + columns` tile rows × 32 halves.
+    pub fn cp_async_bytes(&self) -> u64 {
+        let [rows, columns] = self.tile.map(u64::from);
+        self.blocks * self.k_tiles * (rows + columns) * 32 * 2
+    }
+}

@@ -7,8 +7,9 @@ use super::config::{Conv2dConfig, DirectTile, Layout};
 use super::kernels::{
     bias_block_channels, bias_block_pixels, ChannelsLastTiling, BLOCK_1D, BWD_BIAS_THREADS,
     BWD_FILTER_REDUCE_THREADS, CHANNELS_LAST_THREADS, CHANNELS_LAST_TILE,
-    FILTER_TO_CHANNELS_LAST_THREADS, IMPLICIT_THREADS, IMPLICIT_TILE_M, IMPLICIT_TILE_N,
-    NHWC_THREADS, NHWC_TILE_M, NHWC_TILE_N,
+    ENTRY_BWD_DATA_CHANNELS_LAST, ENTRY_BWD_DATA_IMPLICIT_GEMM, ENTRY_IMPLICIT_GEMM,
+    ENTRY_IMPLICIT_GEMM_CHANNELS_LAST, FILTER_TO_CHANNELS_LAST_THREADS, IMPLICIT_THREADS,
+    IMPLICIT_TILE_M, IMPLICIT_TILE_N, NHWC_THREADS, NHWC_TILE_M, NHWC_TILE_N,
 };
 use super::shapes::ConvDims;
 use crate::dtype::DType;
@@ -226,17 +227,41 @@ impl Conv2dConfig {
         })
     }
 
-    /// `conv2d_implicit_gemm`: block 128; grid `(ceil(N·OH·OW / 64), ceil(Og / 64), groups)`.
+    /// `conv2d_implicit_gemm`: block 128; grid `(⌈N·OH·OW / rows⌉, ⌈Og / columns⌉, groups)`
+    /// for its tile `[rows, columns]` ([`Self::implicit_gemm_tile`]).
     pub fn implicit_gemm_launch_config(
         &self,
         dims: &ConvDims,
     ) -> Result<LaunchConfig, LaunchError> {
+        self.forward_gemm_grid(ENTRY_IMPLICIT_GEMM, dims)
+    }
+
+    /// `conv2d_implicit_gemm_channels_last`: as [`Self::implicit_gemm_launch_config`] with
+    /// that entry's tile.
+    pub fn implicit_gemm_channels_last_launch_config(
+        &self,
+        dims: &ConvDims,
+    ) -> Result<LaunchConfig, LaunchError> {
+        self.forward_gemm_grid(ENTRY_IMPLICIT_GEMM_CHANNELS_LAST, dims)
+    }
+
+    fn forward_gemm_grid(&self, entry: &str, dims: &ConvDims) -> Result<LaunchConfig, LaunchError> {
         let pixels = u64::from(dims.batch) * dims.out_pixels() as u64;
-        implicit_gemm_grid(
-            pixels,
-            self.out_per_group(),
-            ("groups", u64::from(self.groups)),
-        )
+        let z = ("groups", u64::from(self.groups));
+        tile_grid(self.gemm_tiling(entry), pixels, self.out_per_group(), z)
+    }
+
+    /// The grid tiling of tensor-core entry `entry`.
+    fn gemm_tiling(&self, entry: &str) -> TileGrid {
+        let g = self
+            .implicit_gemm_geometry(entry)
+            .expect("a tensor-core implicit GEMM entry");
+        TileGrid {
+            tile_m: g.block_m(),
+            tile_n: g.block_n(),
+            threads: g.threads(),
+            ..IMPLICIT_GRID
+        }
     }
 
     /// `conv2d_nhwc`: block 128; grid `(⌈N·OH·OW / 64⌉, ⌈Og / 64⌉, groups)`.
@@ -283,15 +308,34 @@ impl Conv2dConfig {
         )
     }
 
-    /// `conv2d_bwd_data_implicit_gemm`: block 128; grid `(ceil(H·W / 64), ceil(Cg / 64),
-    /// N·groups)` (a pixel tile stays within one image).
+    /// `conv2d_bwd_data_implicit_gemm`: block 128; grid `(⌈H·W / rows⌉, ⌈Cg / columns⌉,
+    /// N·groups)` for its tile `[rows, columns]` ([`Self::implicit_gemm_tile`]; a pixel tile
+    /// stays within one image).
     pub fn backward_data_implicit_gemm_launch_config(
         &self,
         dims: &ConvDims,
     ) -> Result<LaunchConfig, LaunchError> {
+        self.backward_data_gemm_grid(ENTRY_BWD_DATA_IMPLICIT_GEMM, dims)
+    }
+
+    /// `conv2d_bwd_data_implicit_gemm_channels_last`: as
+    /// [`Self::backward_data_implicit_gemm_launch_config`] with that entry's tile.
+    pub fn backward_data_implicit_gemm_channels_last_launch_config(
+        &self,
+        dims: &ConvDims,
+    ) -> Result<LaunchConfig, LaunchError> {
+        self.backward_data_gemm_grid(ENTRY_BWD_DATA_CHANNELS_LAST, dims)
+    }
+
+    fn backward_data_gemm_grid(
+        &self,
+        entry: &str,
+        dims: &ConvDims,
+    ) -> Result<LaunchConfig, LaunchError> {
         let pixels = u64::from(dims.in_h) * u64::from(dims.in_w);
         let planes = u64::from(dims.batch) * u64::from(self.groups);
-        implicit_gemm_grid(pixels, self.in_per_group(), ("images × groups", planes))
+        let z = ("images × groups", planes);
+        tile_grid(self.gemm_tiling(entry), pixels, self.in_per_group(), z)
     }
 
     /// `conv2d_bwd_filter_implicit_gemm`: block 128; grid `(⌈Og / 64⌉, ⌈Cg·KH·KW / 64⌉, G)`
@@ -391,7 +435,8 @@ impl Conv2dConfig {
         &self,
         slices: u32,
     ) -> Result<LaunchConfig, LaunchError> {
-        implicit_gemm_grid(
+        tile_grid(
+            IMPLICIT_GRID,
             u64::from(self.out_per_group()),
             self.filter_len(),
             (
@@ -488,7 +533,8 @@ struct TileGrid {
     threads: u32,
 }
 
-/// The tensor-core implicit GEMMs' tiling.
+/// The tensor-core implicit GEMMs' 64 × 64 tiling (backward-filter's; the others' tiles are
+/// the entry's, [`Conv2dConfig::implicit_gemm_tile`]).
 const IMPLICIT_GRID: TileGrid = TileGrid {
     axes: ["implicit GEMM pixel tiles", "implicit GEMM channel tiles"],
     tile_m: IMPLICIT_TILE_M,
@@ -512,14 +558,6 @@ const FILTER_GRID: TileGrid = TileGrid {
     tile_n: NHWC_TILE_N,
     threads: NHWC_THREADS,
 };
-
-fn implicit_gemm_grid(
-    rows: u64,
-    columns: u32,
-    z: (&'static str, u64),
-) -> Result<LaunchConfig, LaunchError> {
-    tile_grid(IMPLICIT_GRID, rows, columns, z)
-}
 
 fn tile_grid(
     tiling: TileGrid,

@@ -419,7 +419,7 @@ impl<B: Backend> Call<'_, B> {
         let d = prep.dims;
         let filter_copy = LayoutCopy::filter(cfg)?;
         let input_copy = LayoutCopy::input(cfg, &d)?;
-        let gemm = cfg.implicit_gemm_launch_config(&d)?;
+        let gemm = cfg.implicit_gemm_channels_last_launch_config(&d)?;
         let filter = self.copy(&filter_copy, w)?;
         let input = self.copy(&input_copy, x)?;
         let mut buffers = vec![KernelArg::buffer(&input), KernelArg::buffer(&filter)];
@@ -718,7 +718,7 @@ impl<B: Backend> Call<'_, B> {
             .then(|| LayoutCopy::filter(cfg))
             .transpose()?;
         let gradient_copy = LayoutCopy::gradient(cfg, &d)?;
-        let gemm = cfg.backward_data_implicit_gemm_launch_config(&d)?;
+        let gemm = cfg.backward_data_implicit_gemm_channels_last_launch_config(&d)?;
         let filter = filter_copy.map(|copy| self.copy(&copy, w)).transpose()?;
         let gradient = self.copy(&gradient_copy, gy)?;
         let buffers = vec![

@@ -88,6 +88,7 @@ use crate::arch::Arch;
 use crate::builder::{ModuleBuilder, BF16, F16, F32, F64};
 use crate::dtype::DType;
 use crate::templates::conv::{Conv2dConfig, Layout};
+use crate::templates::warp_mma::Geometry;
 use crate::templates::{CompiledFamily, KernelFamily, TemplateError};
 
 impl Conv2dConfig {
@@ -118,6 +119,38 @@ impl Conv2dConfig {
     /// with `mma.m16n8k16`, `C_in`, `C_out` and both per-group counts multiples of 8.
     pub fn has_channels_last_backward(&self) -> bool {
         implicit_gemm::channels_last_backward_available(self)
+    }
+
+    /// The block tile `[rows, columns]` of the GEMM that tensor-core entry `entry` computes
+    /// (`None` for any other entry): its grid is `(⌈M / rows⌉, ⌈N / columns⌉, …)` blocks of
+    /// [`Self::implicit_gemm_threads`]. `[128, 64]` where the forward or backward-data GEMM moves both operands in 16-byte
+    /// `cp.async` chunks (halves: NHWC with the channel counts multiples of 8, and the
+    /// `…_channels_last` entries), else `[64, 64]` (backward-filter, tf32, element gathers).
+    pub fn implicit_gemm_tile(&self, entry: &str) -> Option<[u32; 2]> {
+        let g = self.implicit_gemm_geometry(entry)?;
+        Some([g.block_m(), g.block_n()])
+    }
+
+    /// Threads per block of tensor-core entry `entry` (128 for every tile).
+    pub fn implicit_gemm_threads(&self, entry: &str) -> Option<u32> {
+        Some(self.implicit_gemm_geometry(entry)?.threads())
+    }
+
+    /// The [`implicit_gemm`] entry's block tile.
+    pub(crate) fn implicit_gemm_geometry(&self, entry: &str) -> Option<Geometry> {
+        use implicit_gemm::{channels_last_tile_geometry as channels_last, tile_geometry};
+        let g = match entry {
+            ENTRY_IMPLICIT_GEMM => tile_geometry(self, Pass::Forward),
+            ENTRY_BWD_DATA_IMPLICIT_GEMM => tile_geometry(self, Pass::BackwardData),
+            ENTRY_IMPLICIT_GEMM_CHANNELS_LAST => channels_last(self, Pass::Forward),
+            ENTRY_BWD_DATA_CHANNELS_LAST => channels_last(self, Pass::BackwardData),
+            ENTRY_BWD_FILTER_IMPLICIT_GEMM
+            | ENTRY_BWD_FILTER_SPLIT
+            | ENTRY_BWD_FILTER_CHANNELS_LAST
+            | ENTRY_BWD_FILTER_CHANNELS_LAST_SPLIT => Geometry::SQUARE,
+            _ => return None,
+        };
+        Some(g)
     }
 
     /// Whether the module has the tensor-core backward-data `conv2d_bwd_data_implicit_gemm`

@@ -8,7 +8,7 @@ use super::{Conv, Pass};
 use crate::builder::{GlobalPtr, KernelBuilder, ParamHandle, Pred, Reg, F32, U32};
 use crate::ir::CmpOp;
 use crate::templates::conv::Layout;
-use crate::templates::warp_mma::{Accumulators, TileElem, WARP_N_TILES};
+use crate::templates::warp_mma::{Accumulators, TileElem};
 
 /// One output column of this lane: the column within the group's GEMM, whether it exists,
 /// and its bias.
@@ -62,8 +62,9 @@ impl<T: ConvElem> OutputParam<T> {
 
 impl<T: ConvElem + TileElem> Conv<T> {
     /// Stores the warp's accumulators inside `M × N`: accumulator `(mi, ni)` covers rows
-    /// `block_m + 32·warp_m + 16·mi + {l/4, l/4 + 8}` and columns `block_n + 32·warp_n +
-    /// 8·ni + 2·(l % 4) + {0, 1}`; forward `y[pixel, g·Og + o] = acc + bias`, backward-data
+    /// `block_m + wr·warp_m + 16·mi + {l/4, l/4 + 8}` and columns `block_n + wc·warp_n +
+    /// 8·ni + 2·(l % 4) + {0, 1}` (`wr × wc` the warp's quadrant: 32 × 32, or 64 × 32 in
+    /// [`Geometry::TALL`](crate::templates::warp_mma::Geometry::TALL)); forward `y[pixel, g·Og + o] = acc + bias`, backward-data
     /// `dx[n, g·Cg + c, pixel] = acc` (NHWC `dx[n, pixel, g·Cg + c]`), backward-filter
     /// `dw[g·Og + o, f] = acc` (the weight's order in both layouts; [`Self::output_column`]
     /// where the operands are channels-last and `dw` NCHW), rounded once.
@@ -83,9 +84,9 @@ impl<T: ConvElem + TileElem> Conv<T> {
         };
         let column = |ni: u32, j: u32| slab.map_or(ni * 8 + j, |tile| tile.column(ni, j));
         let first_channel = k.mul_lo(self.group, self.n_len());
-        // This lane's 8 output columns (per n8 accumulator, 2 columns) and their biases,
+        // This lane's output columns (per n8 accumulator, 2 columns) and their biases,
         // loaded once for all its rows.
-        let columns: Vec<OutputColumn<T::Acc>> = (0..WARP_N_TILES * 2)
+        let columns: Vec<OutputColumn<T::Acc>> = (0..self.geometry.warp_n_tiles * 2)
             .map(|c| {
                 let o = k.add(col_base, column(c / 2, c % 2));
                 let o_ok = k.setp_lt(o, self.n_len());

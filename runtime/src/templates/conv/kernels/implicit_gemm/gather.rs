@@ -1,12 +1,14 @@
 //! How the [`THREADS`] threads fill one ring slot of an operand tile ([`TILE_M`] rows ×
-//! `K = T::TILE_K` reduction indices: 32 halves or 16 f32), chosen per operand so that a
-//! warp's global requests cover whole 32-byte sectors. `E = 64·K / 128` (16 halves or 8 f32)
-//! is each thread's share.
+//! `K = T::TILE_K` reduction indices: 32 halves or 16 f32; [`Strategy::Chunks`] also the
+//! 128-row A tiles of [`Geometry::TALL`]), chosen per operand so that a warp's global
+//! requests cover whole 32-byte sectors. `E = 64·K / 128` (16 halves or 8 f32) is each
+//! thread's share of a 64-row tile.
 //!
 //! - [`Gather::Chunks`]: 16-byte `cp.async` of one chunk (8 halves or 4 f32) of consecutive
 //!   reduction indices of one row (zero-filled, `src-size 0`, outside the problem or in the
 //!   padding), where those elements are contiguous and 16-byte aligned in global memory; the
-//!   warp_mma chunk assignment ([`tile::chunk_slot_bytes`]).
+//!   warp_mma piece assignment of the block's geometry ([`Geometry::piece_slot_bytes`]:
+//!   the only gather that also fills the 128-row A tiles of [`Geometry::TALL`]).
 //! - [`Gather::ChunksByK`] (halves; NHWC operands whose tile rows are contiguous
 //!   channels: backward-filter's `gy` and `x`, backward-data's weight), the stage staged
 //!   by reduction index ([`Staging::ByK`], `[k][row]`): 16-byte `cp.async` of 8
@@ -56,8 +58,7 @@ use super::Conv;
 use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, Scalar, SharedArr, Val, U32};
 use crate::ir::{CacheLevel, Imm};
 use crate::templates::warp_mma::{
-    self as tile, Staging, TileElem, CHUNKS_PER_THREAD, CHUNK_BYTES, ROW_BYTES, THREADS, TILE_M,
-    TILE_N,
+    self as tile, Geometry, Staging, TileElem, CHUNK_BYTES, ROW_BYTES, THREADS, TILE_M, TILE_N,
 };
 use std::marker::PhantomData;
 
@@ -153,18 +154,31 @@ impl<T: ConvElem + TileElem> Conv<T> {
         strategy: Strategy,
     ) -> Gather<T::Bits> {
         let bytes = T::TYPE.bytes();
+        let g = self.geometry;
+        // Only the chunk gathers are dealt by the geometry; the others assume 64-row tiles
+        // of 128 threads ([`super::tile_geometry`]).
+        assert!(
+            g == Geometry::SQUARE || matches!(strategy, Strategy::Chunks | Strategy::ChunksByK),
+            "{strategy:?} gathers fill 64-row tiles"
+        );
         match strategy {
             Strategy::Chunks => Gather::Chunks(
-                (0..CHUNKS_PER_THREAD)
+                (0..g.pieces_per_thread(g.rows(side), CHUNK_BYTES))
                     .map(|i| {
                         // Quarter-warp chunk columns: the gathered chunks are stored with
                         // `st.shared.v4`, conflict-free per quarter-warp only that way.
-                        let (row, col, slot_bytes) = tile::chunk_slot_bytes(k, (tid, i), bytes);
+                        let piece = (tid, i);
+                        let (row, col, slot_bytes) =
+                            g.piece_slot_bytes(k, piece, bytes, CHUNK_BYTES);
                         (self.row_coord(k, side, row), col, slot_bytes)
                     })
                     .collect(),
             ),
             Strategy::ChunksByK => {
+                assert!(
+                    g.rows(side) == TILE_M && g.threads() == THREADS,
+                    "by_k_chunks deals 64 rows over 128 threads"
+                );
                 let tile::ByKChunks { k_row, chunks } = tile::by_k_chunks(k, tid);
                 let chunks = chunks
                     .into_iter()
@@ -230,7 +244,8 @@ impl<T: ConvElem + TileElem> Conv<T> {
 
     fn fill_operand(&self, k: &mut KernelBuilder, op: &Operand<T>, k0: Reg<U32>, slot: Reg<U32>) {
         let bytes = T::TYPE.bytes();
-        let stage = tile::stage_base(k, op.ring, slot);
+        let stage_bytes = self.geometry.stage_bytes(op.side);
+        let stage = tile::stage_base_of(k, op.ring, slot, stage_bytes);
         let bits = k.cast_ptr::<T, T::Bits>(op.src);
         match &op.gather {
             Gather::Chunks(chunks) => {

@@ -18,10 +18,13 @@
 //! (untransposed) `ldmatrix`.
 //!
 //! The block tile is the shared [`crate::templates::warp_mma`] one (MoE's expert GEMMs run
-//! the same): [`THREADS`] threads (4 warps, 2 × 2) compute a [`TILE_M`] × [`TILE_N`] tile
-//! (pixels × output channels of one group); grid `(⌈M / 64⌉, ⌈Og / 64⌉, groups)`. The
-//! `cp.async` ring, the `ldmatrix` fragment loads from padded rows and the `mma` loop are
-//! that module's; this one only fills ring slots (the im2col addressing) and stores.
+//! the same): [`THREADS`] threads (4 warps, 2 × 2) compute a tile of pixels × output
+//! channels of one group, [`Geometry::TALL`]'s 128 × 64 where both operands move in 16-byte
+//! `cp.async` chunks (NHWC halves with channel counts multiples of 8, and the channels-last
+//! entries), else [`TILE_M`] × [`TILE_N`] ([`tile_geometry`]); grid `(⌈M / rows⌉, ⌈Og /
+//! columns⌉, groups)`. The `cp.async` ring, the `ldmatrix` fragment loads from padded rows
+//! and the `mma` loop are that module's; this one only fills ring slots (the im2col
+//! addressing) and stores.
 //!
 //! A ring slot is filled per operand by the gather that makes its global loads coalesce
 //! ([`gather`]): 16-byte `cp.async` chunks where a chunk's consecutive reduction indices (8
@@ -73,7 +76,8 @@
 //! stride, or fall outside the output); `B[k, c] = w[g·Og + o, c, kh, kw]`, stored `[c][k]`
 //! like the forward's B so the same untransposed `ldmatrix` reads it (f32 B gathered by
 //! filter slabs: in slab order instead, read by `ld.shared`, [`slab_tile`]). The grid is
-//! `(⌈H·W / 64⌉, ⌈Cg / 64⌉, N·G)`: a tile never spans two images, so no run-time division
+//! `(⌈H·W / rows⌉, ⌈Cg / columns⌉, N·G)` (the NHWC chunked passes' 128 × 64 tile, else
+//! 64 × 64): a tile never spans two images, so no run-time division
 //! by `H·W` is needed. A is gathered lane → pixel (consecutive `w`, consecutive `ow` of one
 //! tap; without dilation along `w`, for halves at any stride and f32 at stride 1, each `(o,
 //! kh)` row of `gy` read once as whole sectors, [`window`]); B in 16-byte chunks when `KH·KW` is a multiple of the chunk (8 halves, 4 f32: a
@@ -139,7 +143,7 @@ use crate::arch::Arch;
 use crate::builder::{GlobalPtr, KernelBuilder, Reg, Val, F32, U32};
 use crate::dtype::DType;
 use crate::templates::conv::{Conv2dConfig, Layout};
-use crate::templates::warp_mma::{self as tile, Staging, TileElem, WarpPos, CHUNK_BYTES};
+use crate::templates::warp_mma::{self as tile, Geometry, Staging, TileElem, WarpPos, CHUNK_BYTES};
 use addressing::Side;
 use epilogue::Output;
 use gather::{Operand, Strategy};
@@ -240,6 +244,8 @@ struct Conv<T: ConvElem + TileElem> {
     group: Reg<U32>,
     block_m: Reg<U32>,
     block_n: Reg<U32>,
+    /// The block tile: [`Geometry::TALL`] or [`Geometry::SQUARE`] ([`tile_geometry`]).
+    geometry: Geometry,
     /// The thread's lane and warp quadrant.
     pos: WarpPos,
     a: Operand<T>,
@@ -256,6 +262,37 @@ pub(crate) fn available(cfg: &Conv2dConfig) -> bool {
         DType::F64 => false,
     };
     tensor_dtype && cfg.arch.has_mma_m16n8k16()
+}
+
+/// The block tile of `pass` over `cfg`'s operands (for the `…_channels_last` entries, the
+/// NHWC view of the config: [`channels_last_operands`]). [`Geometry::TALL`] (128 × 64: 4
+/// warps of 64 × 32, 4 × 4 accumulators; 46080 bytes of rings) where both operands move
+/// in 16-byte `cp.async` chunks and the block's M side is the pixels — the forward and
+/// backward-data of halves with A in [`Strategy::Chunks`] and B in chunks of either
+/// staging (B keeps 64 rows, so its [`Staging::ByK`] stage is the usual one): per 16-deep
+/// slice a warp reads 24 `ldmatrix` matrices for 16 mma (1.5 per mma against 2.0) and the
+/// copies write 0.75 wavefronts per mma against 1.0, the shared traffic that bounds these
+/// GEMMs. Every other pass and gather keeps [`Geometry::SQUARE`] (their thread
+/// assignments are written for 64-row tiles; backward-filter's 64-row `[k][row]` stages).
+pub(crate) fn tile_geometry(cfg: &Conv2dConfig, pass: Pass) -> Geometry {
+    let halves = matches!(cfg.dtype, DType::F16 | DType::BF16);
+    let p = Problem::new(cfg);
+    let strategy = |side| strategy(&p, pass, cfg.layout, (2, true), side);
+    let tall = halves
+        && available(cfg)
+        && pass != Pass::BackwardFilter
+        && strategy(Side::A) == Strategy::Chunks
+        && matches!(strategy(Side::B), Strategy::Chunks | Strategy::ChunksByK);
+    if tall {
+        Geometry::TALL
+    } else {
+        Geometry::SQUARE
+    }
+}
+
+/// [`tile_geometry`] of `pass`'s `…_channels_last` entry of an NCHW `cfg`.
+pub(crate) fn channels_last_tile_geometry(cfg: &Conv2dConfig, pass: Pass) -> Geometry {
+    tile_geometry(&channels_last_operands(cfg), pass)
 }
 
 /// Builds `conv2d_implicit_gemm(x, w, [bias,] y, dims…)`,
@@ -395,7 +432,8 @@ fn build_with<T: ConvElem + SlabStaged>(
     let mut k = conv_kernel(entry, arch);
     let mut c = Conv::<T>::setup(&mut k, cfg, pass, split.is_some());
     c.out_layout = out_layout;
-    let mut acc = [T::zero_acc(&mut k)];
+    let g = c.geometry;
+    let mut acc = [T::zero_acc_in(&mut k, g)];
     let bytes = T::TYPE.bytes();
     let a_lane = c.pos.fragment_offset(&mut k, Side::A, c.a.staging, bytes);
     let b_lane = c.pos.fragment_offset(&mut k, Side::B, c.b.staging, bytes);
@@ -419,14 +457,15 @@ fn build_with<T: ConvElem + SlabStaged>(
         c.fill(k, k_tile, slot)
     };
     tile::run_ring(&mut k, k_tiles, &fill, &mut |k, slot| {
-        let a_stage = tile::stage_base(k, c.a.ring, slot);
-        let b_stage = tile::stage_base(k, c.b.ring, slot);
+        let a_stage = tile::stage_base_of(k, c.a.ring, slot, g.stage_bytes(Side::A));
+        let b_stage = tile::stage_base_of(k, c.b.ring, slot, g.stage_bytes(Side::B));
         let a_at = k.add(a_stage, a_lane);
         match &slab_reads {
             Some(reads) => T::multiply_slab_tile(k, &mut acc[0], a_at, b_stage, reads),
             None => {
                 let b_at = k.add(b_stage, b_lane);
-                T::multiply_staged_tile(k, &mut acc[0], (a_at, c.a.staging), (b_at, c.b.staging));
+                let (a, b) = ((a_at, c.a.staging), (b_at, c.b.staging));
+                T::multiply_staged_tile(k, g, &mut acc[0], a, b);
             }
         }
     });
@@ -440,7 +479,9 @@ impl<T: ConvElem + TileElem> Conv<T> {
     /// `split`: backward-filter's split entry (f32 `partials`, a `slice_tiles` parameter).
     fn setup(k: &mut KernelBuilder, cfg: &Conv2dConfig, pass: Pass, split: bool) -> Self {
         let p = Problem::new(cfg);
-        k.require_block([THREADS, 1, 1]);
+        let geometry = tile_geometry(cfg, pass);
+        let g = geometry;
+        k.require_block([g.threads(), 1, 1]);
         let [first, second, out_name] = pass.buffers();
         let first = k.param_ptr::<T>(first);
         let second = k.param_ptr::<T>(second);
@@ -455,13 +496,13 @@ impl<T: ConvElem + TileElem> Conv<T> {
         };
         let bias = bias.map(|b| k.global_ptr(b));
         let d = dims.load(k);
-        let a_ring = tile::ring::<T>(k, "a_tiles");
-        let b_ring = tile::ring::<T>(k, "b_tiles");
-        let (tid, pos) = WarpPos::of_thread(k);
+        let a_ring = tile::ring_in::<T>(k, "a_tiles", g, Side::A);
+        let b_ring = tile::ring_in::<T>(k, "b_tiles", g, Side::B);
+        let (tid, pos) = WarpPos::of_thread_in(k, g);
         let bx = k.ctaid_x();
-        let block_m = k.mul_lo(bx, TILE_M);
+        let block_m = k.mul_lo(bx, g.block_m());
         let by = k.ctaid_y();
-        let block_n = k.mul_lo(by, TILE_N);
+        let block_n = k.mul_lo(by, g.block_n());
         let z = k.ctaid_z();
         let groups = p.c_in / p.cg;
         let (slice, z) = match slice_tiles {
@@ -509,6 +550,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
             group,
             block_m,
             block_n,
+            geometry,
             pos,
             a: placeholder(Side::A, a_src, a_ring),
             b: placeholder(Side::B, b_src, b_ring),
@@ -526,71 +568,10 @@ impl<T: ConvElem + TileElem> Conv<T> {
         c
     }
 
-    /// How `side` is gathered (see [`gather`]): 16-byte chunks where a chunk's consecutive
-    /// reduction indices (8 halves, 4 f32) are contiguous and aligned (NHWC forward A with
-    /// `Cg` and `C_in`, NHWC backward-data A with `Og` and `C_out` multiples of the chunk;
-    /// NCHW forward B with `K`, NCHW backward-data B with `KH·KW` a multiple of it); for
-    /// halves, 16-byte chunks of 8 consecutive tile rows staged by reduction index
-    /// ([`Strategy::ChunksByK`]) where the rows are contiguous channels (NHWC backward-data B
-    /// with `Cg`, NHWC backward-filter A with `Og` and `C_out`, B with `Cg` and `C_in`
-    /// multiples of 8); lane →
-    /// row where consecutive rows are consecutive addresses (NCHW forward A and backward-data
-    /// A: pixels along `ow`, and without dilation along `w` — forward of stride 1 or 2,
-    /// backward-data of halves at any stride and of f32 at stride 1, whose `gy` runs need
-    /// consecutive pixels on consecutive elements — each `(channel, kh)` row read once as
-    /// whole sectors and regrouped by shuffles, [`window`]); NCHW
-    /// backward-data B of a 1 × 1 filter and every NHWC backward operand with channel rows:
-    /// channels); filter slabs for NCHW backward-data B of up to [`MAX_SLAB_TAPS`] taps; lane
-    /// → reduction index otherwise (forward weights, NHWC windows and `gy` pixels of few
-    /// channels, NCHW backward-filter's pixel-indexed operands, NCHW backward-data B of
-    /// larger filters, whose runs of taps fill most of a warp), with backward-filter B's `(ci,
-    /// kh)` rows read once per tile as whole sectors ([`window`]) without dilation along `w`
-    /// at stride 1 or 2.
+    /// How `side` is gathered ([`strategy`]).
     fn strategy(&self, side: Side) -> Strategy {
-        let p = &self.p;
-        let nhwc = self.layout == Layout::Nhwc;
-        let chunk = CHUNK_BYTES / T::TYPE.bytes();
-        // Tile rows that are `per_group` contiguous channels of a tensor of `channels` per
-        // position may be staged by reduction index: 16-byte chunks stay in one group and
-        // are aligned.
-        let by_k = |per_group: u32, channels: u32| {
-            nhwc && T::STAGES_BY_K
-                && per_group.is_multiple_of(chunk)
-                && channels.is_multiple_of(chunk)
-        };
-        match (self.pass, side) {
-            (Pass::Forward, Side::A)
-                if nhwc && p.cg.is_multiple_of(chunk) && p.c_in.is_multiple_of(chunk) =>
-            {
-                Strategy::Chunks
-            }
-            (Pass::Forward, Side::A) if nhwc => Strategy::Columns,
-            (Pass::BackwardData, Side::A)
-                if nhwc && p.og.is_multiple_of(chunk) && p.c_out.is_multiple_of(chunk) =>
-            {
-                Strategy::Chunks
-            }
-            (Pass::BackwardData, Side::A) if nhwc => Strategy::Columns,
-            (Pass::BackwardData, Side::B) if by_k(p.cg, p.cg) => Strategy::ChunksByK,
-            (Pass::BackwardFilter, Side::A) if by_k(p.og, p.c_out) => Strategy::ChunksByK,
-            (Pass::BackwardFilter, Side::B) if by_k(p.cg, p.c_in) => Strategy::ChunksByK,
-            (Pass::BackwardData, Side::B) | (Pass::BackwardFilter, _) if nhwc => Strategy::Rows,
-            (Pass::Forward, Side::A) if p.sw <= 2 && p.dw == 1 && p.kw > 1 => Strategy::Windows,
-            (Pass::BackwardData, Side::A)
-                if p.dw == 1 && p.kw > 1 && (T::TYPE.bytes() == 2 || p.sw == 1) =>
-            {
-                Strategy::Windows
-            }
-            (Pass::Forward | Pass::BackwardData, Side::A) => Strategy::Rows,
-            (Pass::Forward, Side::B) if p.filter_len().is_multiple_of(chunk) => Strategy::Chunks,
-            (Pass::BackwardData, Side::B) if p.taps.is_multiple_of(chunk) => Strategy::Chunks,
-            (Pass::BackwardData, Side::B) if p.taps == 1 => Strategy::Rows,
-            (Pass::BackwardData, Side::B) if p.taps <= MAX_SLAB_TAPS => Strategy::Slabs,
-            (Pass::BackwardFilter, Side::B) if p.sw <= 2 && p.dw == 1 && p.kw > 1 => {
-                Strategy::Windows
-            }
-            _ => Strategy::Columns,
-        }
+        let elem = (T::TYPE.bytes(), T::STAGES_BY_K);
+        strategy(&self.p, self.pass, self.layout, elem, side)
     }
 
     /// The slab-ordered B stage ([`slab_tile`]) where B is gathered by filter slabs in f32
@@ -618,5 +599,74 @@ impl<T: ConvElem + TileElem> Conv<T> {
             Pass::BackwardData => self.p.og * self.p.taps,
             Pass::BackwardFilter => unreachable!("backward-filter reduces over N·OH·OW"),
         }
+    }
+}
+
+/// How `side` of `pass` is gathered (see [`gather`]) for elements of `elem_bytes`
+/// (`stages_by_k`: whether they may be staged [`Staging::ByK`]): 16-byte chunks where a chunk's consecutive
+/// reduction indices (8 halves, 4 f32) are contiguous and aligned (NHWC forward A with
+/// `Cg` and `C_in`, NHWC backward-data A with `Og` and `C_out` multiples of the chunk;
+/// NCHW forward B with `K`, NCHW backward-data B with `KH·KW` a multiple of it); for
+/// halves, 16-byte chunks of 8 consecutive tile rows staged by reduction index
+/// ([`Strategy::ChunksByK`]) where the rows are contiguous channels (NHWC backward-data B
+/// with `Cg`, NHWC backward-filter A with `Og` and `C_out`, B with `Cg` and `C_in`
+/// multiples of 8); lane →
+/// row where consecutive rows are consecutive addresses (NCHW forward A and backward-data
+/// A: pixels along `ow`, and without dilation along `w` — forward of stride 1 or 2,
+/// backward-data of halves at any stride and of f32 at stride 1, whose `gy` runs need
+/// consecutive pixels on consecutive elements — each `(channel, kh)` row read once as
+/// whole sectors and regrouped by shuffles, [`window`]); NCHW
+/// backward-data B of a 1 × 1 filter and every NHWC backward operand with channel rows:
+/// channels); filter slabs for NCHW backward-data B of up to [`MAX_SLAB_TAPS`] taps; lane
+/// → reduction index otherwise (forward weights, NHWC windows and `gy` pixels of few
+/// channels, NCHW backward-filter's pixel-indexed operands, NCHW backward-data B of
+/// larger filters, whose runs of taps fill most of a warp), with backward-filter B's `(ci,
+/// kh)` rows read once per tile as whole sectors ([`window`]) without dilation along `w`
+/// at stride 1 or 2.
+fn strategy(
+    p: &Problem,
+    pass: Pass,
+    layout: Layout,
+    (elem_bytes, stages_by_k): (u32, bool),
+    side: Side,
+) -> Strategy {
+    let nhwc = layout == Layout::Nhwc;
+    let chunk = CHUNK_BYTES / elem_bytes;
+    // Tile rows that are `per_group` contiguous channels of a tensor of `channels` per
+    // position may be staged by reduction index: 16-byte chunks stay in one group and
+    // are aligned.
+    let by_k = |per_group: u32, channels: u32| {
+        nhwc && stages_by_k && per_group.is_multiple_of(chunk) && channels.is_multiple_of(chunk)
+    };
+    match (pass, side) {
+        (Pass::Forward, Side::A)
+            if nhwc && p.cg.is_multiple_of(chunk) && p.c_in.is_multiple_of(chunk) =>
+        {
+            Strategy::Chunks
+        }
+        (Pass::Forward, Side::A) if nhwc => Strategy::Columns,
+        (Pass::BackwardData, Side::A)
+            if nhwc && p.og.is_multiple_of(chunk) && p.c_out.is_multiple_of(chunk) =>
+        {
+            Strategy::Chunks
+        }
+        (Pass::BackwardData, Side::A) if nhwc => Strategy::Columns,
+        (Pass::BackwardData, Side::B) if by_k(p.cg, p.cg) => Strategy::ChunksByK,
+        (Pass::BackwardFilter, Side::A) if by_k(p.og, p.c_out) => Strategy::ChunksByK,
+        (Pass::BackwardFilter, Side::B) if by_k(p.cg, p.c_in) => Strategy::ChunksByK,
+        (Pass::BackwardData, Side::B) | (Pass::BackwardFilter, _) if nhwc => Strategy::Rows,
+        (Pass::Forward, Side::A) if p.sw <= 2 && p.dw == 1 && p.kw > 1 => Strategy::Windows,
+        (Pass::BackwardData, Side::A)
+            if p.dw == 1 && p.kw > 1 && (elem_bytes == 2 || p.sw == 1) =>
+        {
+            Strategy::Windows
+        }
+        (Pass::Forward | Pass::BackwardData, Side::A) => Strategy::Rows,
+        (Pass::Forward, Side::B) if p.filter_len().is_multiple_of(chunk) => Strategy::Chunks,
+        (Pass::BackwardData, Side::B) if p.taps.is_multiple_of(chunk) => Strategy::Chunks,
+        (Pass::BackwardData, Side::B) if p.taps == 1 => Strategy::Rows,
+        (Pass::BackwardData, Side::B) if p.taps <= MAX_SLAB_TAPS => Strategy::Slabs,
+        (Pass::BackwardFilter, Side::B) if p.sw <= 2 && p.dw == 1 && p.kw > 1 => Strategy::Windows,
+        _ => Strategy::Columns,
     }
 }
