@@ -388,7 +388,8 @@ struct Bounds {
 }
 
 /// Backward-data counters of the ResNet 3 × 3 layer (f16, sm_80): the tensor-core entry, on
-/// 128 × 64 tiles (`⌈H·W/128⌉ · ⌈Cg/64⌉ · N·G` blocks × `⌈9·Og/32⌉` K tiles × 128 mma); every
+/// 64 × 64 tiles (`Cg = 64`: `⌈H·W/64⌉ · ⌈Cg/64⌉ · N·G` blocks × `⌈9·Og/32⌉` K tiles × 64
+/// mma); every
 /// `gy` and weight byte arrives by 16-byte `cp.async` (the weight staged by reduction
 /// index, read by `ldmatrix.trans`): no `ld.global` at all; `ldmatrix` conflict-free.
 #[test]
@@ -398,7 +399,7 @@ fn nhwc_backward_data_counters_resnet_3x3() {
     let entry = ENTRY_BWD_DATA_IMPLICIT_GEMM;
     let c = &record(&log, entry, outputs).counters;
     let tiles = GemmTiles::new(&sm80_f16(1), entry, [16 * 16, 64, 9 * 64], 1);
-    assert_eq!(tiles.tile, [128, 64]);
+    assert_eq!(tiles.tile, [64, 64]);
     assert_tensor_core(c, tiles, outputs, BWD_DATA_BOUNDS);
 }
 

@@ -1032,7 +1032,7 @@ fn channels_last_forward_every_case() {
         .collect();
     assert_eq!(
         cases.len(),
-        3,
+        4,
         "tensor-core cases with the channels-last forward"
     );
     cases.extend(channels_last_cases());
@@ -1351,8 +1351,8 @@ fn tensor_core_backward_data_every_case() {
 
 /// Counters of the small ResNet-like 3×3 layer's backward-data (64 → 64, padding 1, 16 × 16,
 /// f16 on sm_80): the CUDA-core gather vs the tensor-core implicit GEMMs, which issue exactly
-/// the mma count their tiles imply (`GemmTiles`: the NCHW gathers' 64 × 64, the channels-last
-/// entry's 128 × 64) with conflict-free `ldmatrix` and coalesced gathers.
+/// the mma count their tiles imply (`GemmTiles`: 64 × 64 for `Cg = 64`) with conflict-free
+/// `ldmatrix` and coalesced gathers.
 #[test]
 fn tensor_core_backward_data_counters_resnet_3x3() {
     let case = Case {
@@ -1406,7 +1406,7 @@ fn tensor_core_backward_data_counters_resnet_3x3() {
         } else if record.entry == ENTRY_BWD_DATA_CHANNELS_LAST {
             // Both operands in 16-byte `cp.async` chunks: no `ld.global` at all; `dx` staged
             // and stored as 16-byte runs along the pixels (H·W = 256).
-            assert_eq!(tiles(&record.entry).tile, [128, 64]);
+            assert_eq!(tiles(&record.entry).tile, [64, 64]);
             assert_eq!(c.mma_instructions, tiles(&record.entry).mma());
             assert_eq!(c.cp_async_bytes, tiles(&record.entry).cp_async_bytes());
             assert!(c.global_store_efficiency() >= 0.99);
@@ -1552,6 +1552,27 @@ fn channels_last_backward_every_case() {
             .with_bias(true),
         shape: shape(2, 9, 7),
     });
+    // 120 channels per group: backward-data on 64 × 128 tiles over `Cg`, backward-filter on
+    // 128 × 64 tiles over `Og`, both ragged; `H·W = 48` stages `dx` through the B ring.
+    let wide = Case {
+        name: "cl 3x3 p1 120→120, batch 2, 6 × 8 (128-channel backward tiles, ragged)",
+        cfg: Conv2dConfig::new(120, 120, 3).with_padding(1, 1),
+        shape: shape(2, 6, 8),
+    };
+    let tiles = Conv2dConfig {
+        dtype: DType::F16,
+        arch: Arch::Sm80,
+        ..wide.cfg
+    };
+    assert_eq!(
+        tiles.implicit_gemm_tile(ENTRY_BWD_DATA_CHANNELS_LAST),
+        Some([64, 128])
+    );
+    assert_eq!(
+        tiles.implicit_gemm_tile(ENTRY_BWD_FILTER_CHANNELS_LAST),
+        Some([128, 64])
+    );
+    cases.push(wide);
     let ran = both_backward_entries(&cases, 900, DATA_ENTRIES, backward_data_entries);
     assert_eq!(ran, cases.len());
     let ran = both_backward_entries(&cases, 950, FILTER_ENTRIES, backward_filter_entries);

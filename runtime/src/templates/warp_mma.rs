@@ -5,7 +5,8 @@
 //! tile of the constants below ([`Geometry::SQUARE`], conv and NF4, and every tf32 user), or
 //! the 128-row tiles of MoE's f16/bf16 expert GEMMs ([`Geometry::WIDE`], 128 × 128 with
 //! 64 × 64 warp quadrants, and [`Geometry::TALL`], 128 × 64), which read half the shared
-//! memory per `mma`. The `_in` functions take the geometry; the others are the 64 × 64 tile.
+//! memory per `mma`, and conv's chunked implicit GEMMs (TALL, and [`Geometry::FLAT`], 64 ×
+//! 128), which read three quarters of it. The `_in` functions take the geometry; the others are the 64 × 64 tile.
 //!
 //! The geometry is fixed in **bytes**, so one layout serves every element width
 //! ([`TileElem`]): a stage row holds 64 bytes of K (32 halves or 16 f32) padded to 80 bytes,
@@ -82,12 +83,23 @@ pub const WARP_M_TILES: u32 = 2;
 pub const WARP_N_TILES: u32 = 4;
 /// 16-byte chunks of one operand stage each thread copies.
 pub const CHUNKS_PER_THREAD: u32 = TILE_M * (TILE_K / CHUNK) / THREADS;
-/// Padded shared row length in bytes of a stage staged by reduction index ([`Staging::ByK`]):
-/// the 64 tile rows' f16/bf16 elements of one `k` (128 bytes) and 16 bytes of padding, so the
-/// eight rows of an `ldmatrix` phase start 36 words apart, in distinct 4-bank groups.
-pub const K_ROW_BYTES: u32 = TILE_M * 2 + CHUNK_BYTES;
+/// Padded shared row length in bytes of a stage staged by reduction index ([`Staging::ByK`])
+/// of 64 tile rows ([`k_row_bytes`]).
+pub const K_ROW_BYTES: u32 = k_row_bytes(TILE_M);
 
-const _: () = assert!(TILE_M == TILE_N && TILE_K * K_ROW_BYTES <= STAGE_BYTES);
+/// Padded shared row length in bytes of a stage of `rows` tile rows staged by reduction index
+/// ([`Staging::ByK`]): their f16/bf16 elements of one `k` and 16 bytes of padding, so the
+/// eight rows of an `ldmatrix` phase start `rows / 2 + 4` words apart (36 for 64 rows, 68
+/// for 128), in distinct 4-bank groups.
+pub const fn k_row_bytes(rows: u32) -> u32 {
+    rows * 2 + CHUNK_BYTES
+}
+
+const _: () = assert!(
+    TILE_M == TILE_N
+        && TILE_K * K_ROW_BYTES <= STAGE_BYTES
+        && TILE_K * k_row_bytes(2 * TILE_M) <= 2 * STAGE_BYTES
+);
 
 /// A block tile's shape: warps along each output dimension, each warp's accumulators and the
 /// ring's depth. Everything else — the 80-byte stage rows, the 16-byte copies, the fragments'
@@ -150,6 +162,18 @@ impl Geometry {
         stages: 3,
     };
 
+    /// 64 × 128, [`Self::TALL`] turned on its side for GEMMs whose N side is the longer one
+    /// (conv's backward-data over 128 input channels): 4 warps as 2 × 2 quadrants of 32 × 64
+    /// (2 × 8 accumulators). Per slice a warp reads 2 A and 4 B `ldmatrix.x4` (24 matrices)
+    /// for 16 mma (1.5 per mma) and the copies write 0.75 wavefronts per mma, as TALL's.
+    pub const FLAT: Self = Self {
+        warps_m: 2,
+        warps_n: 2,
+        warp_m_tiles: 2,
+        warp_n_tiles: 8,
+        stages: 3,
+    };
+
     /// Warps per block.
     pub const fn warps(self) -> u32 {
         self.warps_m * self.warps_n
@@ -188,9 +212,15 @@ impl Geometry {
         }
     }
 
-    /// Bytes of one stage of operand `side` (staged [`Staging::ByRow`]).
+    /// Bytes of one stage of operand `side` (staged [`Staging::ByRow`]; a [`Staging::ByK`]
+    /// stage takes less).
     pub const fn stage_bytes(self, side: Side) -> u32 {
         self.rows(side) * ROW_BYTES
+    }
+
+    /// Padded row length in bytes of operand `side` staged [`Staging::ByK`].
+    pub const fn k_row_bytes(self, side: Side) -> u32 {
+        k_row_bytes(self.rows(side))
     }
 
     /// Pieces of `piece_bytes` (16, 8, 4 or 2) of one stage of `rows` tile rows each thread
@@ -494,11 +524,6 @@ impl WarpPos {
             }
             Staging::ByK => {
                 assert_eq!(elem_bytes, 2, "ldmatrix.trans moves 16-bit elements");
-                assert_eq!(
-                    self.geometry.rows(side),
-                    TILE_M,
-                    "K_ROW_BYTES holds 64 rows"
-                );
                 let (k_row, tile_row) = match side {
                     Side::A => {
                         let l8 = k.and(self.lane, 7u32);
@@ -515,7 +540,7 @@ impl WarpPos {
                     }
                 };
                 let row_bytes = k.mul_lo(tile_row, elem_bytes);
-                k.mad_lo(k_row, K_ROW_BYTES, row_bytes)
+                k.mad_lo(k_row, self.geometry.k_row_bytes(side), row_bytes)
             }
         }
     }
@@ -542,9 +567,6 @@ pub fn chunk_slot_bytes(
     piece_slot_bytes(k, (tid, i), elem_bytes, CHUNK_BYTES)
 }
 
-/// 16-byte chunks of one operand stage staged [`Staging::ByK`] each thread copies.
-pub const BY_K_CHUNKS_PER_THREAD: u32 = TILE_K * (TILE_M * 2 / CHUNK_BYTES) / THREADS;
-
 /// A thread's share of a stage staged [`Staging::ByK`] ([`by_k_chunks`]).
 pub struct ByKChunks {
     /// The reduction row all its chunks lie in.
@@ -553,17 +575,21 @@ pub struct ByKChunks {
     pub chunks: Vec<(Reg<U32>, Reg<U32>)>,
 }
 
-/// Thread `tid`'s share of a stage staged [`Staging::ByK`]: its reduction row, and per
-/// chunk `i` of [`BY_K_CHUNKS_PER_THREAD`] the chunk's first tile row and byte offset in
-/// the stage. All of a thread's chunks lie in one reduction row (one address computation
-/// per operand and tile): four threads share a row, thread `t` taking chunks `t mod 4 + 4i`
-/// (tile rows `8·(t mod 4 + 4i)..+8`), so a request reads 64 contiguous bytes (whole
-/// sectors) of each row it touches. A quarter-warp takes rows `r` and `r + 4` (`r = (t /
-/// 8) mod 4 + 8·(t / 32)`): row `r + 1` starts 36 words (4 banks) after row `r`, so its
-/// four chunks would share 12 banks with row `r`'s, while row `r + 4` starts 16 banks on
-/// and its four chunks fill exactly the banks the other four leave: every `cp.async` write
-/// phase is conflict-free.
-pub fn by_k_chunks(k: &mut KernelBuilder, tid: Reg<U32>) -> ByKChunks {
+/// Thread `tid`'s share (of [`THREADS`]) of a stage of `rows` tile rows (64 or 128) staged
+/// [`Staging::ByK`]: its reduction row, and per chunk `i` of `rows / 32` the chunk's first
+/// tile row and byte offset in the stage. All of a thread's chunks lie in one reduction row
+/// (one address computation per operand and tile): four threads share a row, thread `t`
+/// taking chunks `t mod 4 + 4i` (tile rows `8·(t mod 4 + 4i)..+8`), so a request reads 64
+/// contiguous bytes (whole sectors) of each row it touches. A quarter-warp takes rows `r`
+/// and `r + 4` (`r = (t / 8) mod 4 + 8·(t / 32)`): row `r + 1` starts `rows / 2 + 4` words
+/// (4 banks) after row `r` ([`k_row_bytes`]), so its four chunks would share 12 banks with
+/// row `r`'s, while row `r + 4` starts 16 banks on and its four chunks fill exactly the
+/// banks the other four leave: every `cp.async` write phase is conflict-free.
+pub fn by_k_chunks(k: &mut KernelBuilder, tid: Reg<U32>, rows: u32) -> ByKChunks {
+    assert!(
+        rows.is_multiple_of(64),
+        "{rows} rows: rows r and r + 4 start 16 banks apart"
+    );
     let quad = k.shr(tid, 3u32);
     let quad = k.and(quad, 3u32);
     let second = k.shr(tid, 2u32);
@@ -571,9 +597,9 @@ pub fn by_k_chunks(k: &mut KernelBuilder, tid: Reg<U32>) -> ByKChunks {
     let warp = k.shr(tid, 5u32);
     let k_row = k.mad_lo(second, 4u32, quad);
     let k_row = k.mad_lo(warp, 8u32, k_row);
-    let row_at = k.mul_lo(k_row, K_ROW_BYTES);
+    let row_at = k.mul_lo(k_row, k_row_bytes(rows));
     let in_row = k.and(tid, 3u32);
-    let chunks = (0..BY_K_CHUNKS_PER_THREAD)
+    let chunks = (0..rows / 32)
         .map(|i| {
             let chunk = k.add(in_row, 4 * i);
             let first_row = k.mul_lo(chunk, CHUNK);
@@ -585,8 +611,8 @@ pub fn by_k_chunks(k: &mut KernelBuilder, tid: Reg<U32>) -> ByKChunks {
 }
 
 const _: () = assert!(
-    THREADS == 4 * TILE_K && BY_K_CHUNKS_PER_THREAD == 2 && TILE_M * 2 / CHUNK_BYTES == 8,
-    "by_k_chunks deals 4 threads × 2 chunks per 8-chunk row"
+    THREADS == 4 * TILE_K,
+    "by_k_chunks deals 4 threads per reduction row"
 );
 
 /// Piece `i` of thread `tid` of the [`Geometry::SQUARE`] tile: its tile row, its first column and its byte offset within a
@@ -793,25 +819,26 @@ fn multiply_staged<T: PackedHalf>(
     M16N8K16: MmaInput<T>,
 {
     let bytes = T::TYPE.bytes();
-    // Byte offset of fragment (pair) `i`, 16 tile rows each, in K slice `ks` (16 deep).
-    let offset = |staging, i: u32, ks: u32| -> i32 {
+    // Byte offset of fragment (pair) `i` of operand `side`, 16 tile rows each, in K slice
+    // `ks` (16 deep).
+    let offset = |(side, staging), i: u32, ks: u32| -> i32 {
         let at = match staging {
             Staging::ByRow => (i * 16 * ROW + ks * 16) * bytes,
-            Staging::ByK => ks * 16 * K_ROW_BYTES + i * 16 * bytes,
+            Staging::ByK => ks * 16 * g.k_row_bytes(side) + i * 16 * bytes,
         };
         at as i32
     };
     for ks in 0..TILE_K / 16 {
         let a: Vec<FragA<M16N8K16, T>> = (0..g.warp_m_tiles)
             .map(|mi| match a_staging {
-                Staging::ByRow => k.ldmatrix(a_at, offset(a_staging, mi, ks)),
-                Staging::ByK => k.ldmatrix_trans(a_at, offset(a_staging, mi, ks)),
+                Staging::ByRow => k.ldmatrix(a_at, offset((Side::A, a_staging), mi, ks)),
+                Staging::ByK => k.ldmatrix_trans(a_at, offset((Side::A, a_staging), mi, ks)),
             })
             .collect();
         for (&b_at, acc) in b_at.iter().zip(acc.iter_mut()) {
             let b: Vec<FragB<M16N8K16, T>> = (0..g.warp_n_tiles / 2)
                 .flat_map(|pair| {
-                    let at = offset(b_staging, pair, ks);
+                    let at = offset((Side::B, b_staging), pair, ks);
                     let (lo, hi) = match b_staging {
                         Staging::ByRow => k.ldmatrix_b_pair::<T>(b_at, at),
                         Staging::ByK => k.ldmatrix_b_pair_trans::<T>(b_at, at),

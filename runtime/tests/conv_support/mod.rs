@@ -216,6 +216,11 @@ pub fn tensor_core_cases() -> Vec<Case> {
             shape: shape(1, 7, 6),
         },
         Case {
+            name: "tc 3x3 p1 120→120 (NHWC backward on 128-channel tiles, ragged)",
+            cfg: c(120, 120, 3).with_padding(1, 1),
+            shape: shape(1, 5, 6),
+        },
+        Case {
             name: "tc 5x5 p2 12→20 groups 4 (Cg 3, K 75) + bias",
             cfg: c(12, 20, 5)
                 .with_padding(2, 2)

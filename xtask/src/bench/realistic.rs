@@ -637,20 +637,21 @@ fn layout_name(layout: Layout) -> &'static str {
 }
 
 /// ResNet-50's 3×3 128→128 28×28 batch-32 weight gradient, f16, on sm_80's tensor-core
-/// backward-filter. NHWC: unsplit (`conv2d_bwd_filter_implicit_gemm`: ⌈128/64⌉·⌈128·9/64⌉ =
-/// 36 blocks, each reducing over all 25088 pixels) and split as [`Slices::Auto`] splits the
+/// backward-filter. NHWC: unsplit (`conv2d_bwd_filter_implicit_gemm` on 128 × 64 tiles:
+/// ⌈128/128⌉·⌈128·9/64⌉ = 18 blocks, each reducing over all 25088 pixels) and split as [`Slices::Auto`] splits the
 /// real shape (`conv2d_bwd_filter_implicit_gemm_split` into S slices, then
 /// `conv2d_bwd_filter_reduce`). NCHW, split likewise: the NCHW implicit GEMM's element
 /// gathers, and the path `conv::backward_filter` takes, the channels-last copies of `x` and
 /// `gy` (`conv2d_to_channels_last`, `conv2d_gradient_to_channels_last`, counted in the
-/// footprint) and `conv2d_bwd_filter_implicit_gemm_channels_last_split`. Sample: 64 output
-/// channels (× 2; the `x` copy × 1), batch ∈ {8, 16} → 32 (linear in the pixels reduced),
-/// with the real shape's S at every sample.
+/// footprint) and `conv2d_bwd_filter_implicit_gemm_channels_last_split`. Sample: all 128
+/// output channels (the GEMM's 128-row tile over them), batch ∈ {8, 16} → 32 (linear in the
+/// pixels reduced), with the real shape's S at every sample.
 fn resnet_backward_filter(rows: &mut Vec<Modelled>) -> Result<()> {
     const BATCH: u32 = 32;
     const HW: u32 = 28;
     const C: u32 = 128;
-    const COUT_SAMPLE: u32 = 64;
+    // All 128 output channels: the GEMM's 128 × 64 tile spans them (64 would take 64 × 64).
+    const COUT_SAMPLE: u32 = C;
     /// How a row runs the weight gradient.
     #[derive(Clone, Copy, PartialEq)]
     enum Route {
@@ -683,24 +684,27 @@ fn resnet_backward_filter(rows: &mut Vec<Modelled>) -> Result<()> {
             ..real
         };
         let ptx = cfg.compile().map_err(err)?.ptx;
-        let split = format!("split in {auto} (Slices::Auto)");
+        let split = |slices| format!("split in {slices} (Slices::Auto)");
         let paths = match layout {
             Layout::Nhwc => vec![
                 (1, Route::InLayout, "sm_80, unsplit".to_string()),
-                (auto, Route::InLayout, format!("sm_80, {split}")),
+                (auto, Route::InLayout, format!("sm_80, {}", split(auto))),
             ],
-            Layout::Nchw => vec![
-                (
-                    auto,
-                    Route::InLayout,
-                    format!("sm_80 NCHW gathers, {split}"),
-                ),
-                (
-                    auto,
-                    Route::ChannelsLast,
-                    format!("sm_80 path: channels-last copies, {split}"),
-                ),
-            ],
+            Layout::Nchw => {
+                let copied = real.backward_filter_channels_last_slices(&dims);
+                vec![
+                    (
+                        auto,
+                        Route::InLayout,
+                        format!("sm_80 NCHW gathers, {}", split(auto)),
+                    ),
+                    (
+                        copied,
+                        Route::ChannelsLast,
+                        format!("sm_80 path: channels-last copies, {}", split(copied)),
+                    ),
+                ]
+            }
         };
         for (slices, route, path) in paths {
             let sampled = sampled(
@@ -751,7 +755,7 @@ fn resnet_backward_filter(rows: &mut Vec<Modelled>) -> Result<()> {
                     layout_name(layout)
                 ),
                 (Arch::Sm80, path.as_str()),
-                "C_out=64, batch 8/16 → 32, ×2".to_string(),
+                format!("C_out={COUT_SAMPLE}, batch 8/16 → 32, ×{}", C / COUT_SAMPLE),
                 c * c * 9.0,
                 Job {
                     compulsory_bytes: bytes,
@@ -771,14 +775,15 @@ fn resnet_backward_filter(rows: &mut Vec<Modelled>) -> Result<()> {
 /// entry in NCHW, by `backward_data_with`) and through the path `conv::backward_data` takes,
 /// the channels-last copies of `w` and `gy` (`conv2d_filter_to_channels_last`,
 /// `conv2d_gradient_to_channels_last`, counted in the footprint) and
-/// `conv2d_bwd_data_implicit_gemm_channels_last`. Sample: batch 1, 64 input channels (× 2),
-/// C_out ∈ {16, 32} → 128 (linear in the reduction); the `gy` copy × 32 (the batch), the `w`
-/// copy × 2, the GEMM × 64.
+/// `conv2d_bwd_data_implicit_gemm_channels_last`. Sample: batch 1, all 128 input channels,
+/// C_out ∈ {32, 64} → 128 (linear in the reduction); the `gy` copy × 32 (the batch), the GEMM
+/// × 32.
 fn resnet_backward_data(rows: &mut Vec<Modelled>) -> Result<()> {
     const BATCH: u32 = 32;
     const HW: u32 = 28;
     const C: u32 = 128;
-    const CIN_SAMPLE: u32 = 64;
+    // All 128 input channels: the GEMM's 64 × 128 tile spans them (64 would take 64 × 64).
+    const CIN_SAMPLE: u32 = C;
     let mut rng = SplitMix64::new(26);
     let paths = [
         (
@@ -799,8 +804,10 @@ fn resnet_backward_data(rows: &mut Vec<Modelled>) -> Result<()> {
             height: HW,
             width: HW,
         };
+        // K = 9·C_out: 9 and 18 whole K tiles (at 16 or 32 output channels ptxas unrolls
+        // the short K loop and the module takes 238 registers; the real one 141).
         let sampled = sampled(
-            &[16, 32],
+            &[32, 64],
             C,
             |cout| {
                 let cfg = Conv2dConfig {
@@ -853,7 +860,7 @@ fn resnet_backward_data(rows: &mut Vec<Modelled>) -> Result<()> {
             ),
             (Arch::Sm80, path),
             format!(
-                "batch 1, C_in=64, C_out=16/32 → 128, ×{}",
+                "batch 1, C_in={CIN_SAMPLE}, C_out=32/64 → 128, ×{}",
                 BATCH * C / CIN_SAMPLE
             ),
             n * p * c,

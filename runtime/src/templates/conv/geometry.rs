@@ -7,9 +7,10 @@ use super::config::{Conv2dConfig, DirectTile, Layout};
 use super::kernels::{
     bias_block_channels, bias_block_pixels, ChannelsLastTiling, BLOCK_1D, BWD_BIAS_THREADS,
     BWD_FILTER_REDUCE_THREADS, CHANNELS_LAST_THREADS, CHANNELS_LAST_TILE,
-    ENTRY_BWD_DATA_CHANNELS_LAST, ENTRY_BWD_DATA_IMPLICIT_GEMM, ENTRY_IMPLICIT_GEMM,
-    ENTRY_IMPLICIT_GEMM_CHANNELS_LAST, FILTER_TO_CHANNELS_LAST_THREADS, IMPLICIT_THREADS,
-    IMPLICIT_TILE_M, IMPLICIT_TILE_N, NHWC_THREADS, NHWC_TILE_M, NHWC_TILE_N,
+    ENTRY_BWD_DATA_CHANNELS_LAST, ENTRY_BWD_DATA_IMPLICIT_GEMM, ENTRY_BWD_FILTER_CHANNELS_LAST,
+    ENTRY_BWD_FILTER_CHANNELS_LAST_SPLIT, ENTRY_BWD_FILTER_IMPLICIT_GEMM, ENTRY_BWD_FILTER_SPLIT,
+    ENTRY_IMPLICIT_GEMM, ENTRY_IMPLICIT_GEMM_CHANNELS_LAST, FILTER_TO_CHANNELS_LAST_THREADS,
+    NHWC_THREADS, NHWC_TILE_M, NHWC_TILE_N,
 };
 use super::shapes::ConvDims;
 use crate::dtype::DType;
@@ -260,7 +261,7 @@ impl Conv2dConfig {
             tile_m: g.block_m(),
             tile_n: g.block_n(),
             threads: g.threads(),
-            ..IMPLICIT_GRID
+            axes: IMPLICIT_AXES,
         }
     }
 
@@ -357,10 +358,19 @@ impl Conv2dConfig {
     /// The rule depends on the shape only, so a shape always gets the same `S` and the same
     /// bits.
     pub fn backward_filter_slices(&self, dims: &ConvDims) -> u32 {
-        self.split_slices(
-            self.backward_filter_blocks(),
-            self.backward_filter_tiles(dims),
-        )
+        self.gemm_filter_slices(ENTRY_BWD_FILTER_IMPLICIT_GEMM, dims)
+    }
+
+    /// [`Self::backward_filter_slices`] of the NCHW backward-filter over channels-last
+    /// copies (`conv2d_bwd_filter_implicit_gemm_channels_last` and its split), whose `B` is
+    /// that entry's blocks.
+    pub fn backward_filter_channels_last_slices(&self, dims: &ConvDims) -> u32 {
+        self.gemm_filter_slices(ENTRY_BWD_FILTER_CHANNELS_LAST, dims)
+    }
+
+    fn gemm_filter_slices(&self, entry: &str, dims: &ConvDims) -> u32 {
+        let blocks = self.filter_grid_blocks(self.gemm_tiling(entry));
+        self.split_slices(blocks, self.backward_filter_tiles(dims))
     }
 
     /// The number `S` of pixel slices the CUDA-core `conv2d_bwd_filter` splits its reduction
@@ -415,10 +425,16 @@ impl Conv2dConfig {
         self.in_per_group() * self.kernel_h * self.kernel_w
     }
 
-    /// Blocks of the unsplit backward-filter grid, `⌈Og/64⌉·⌈Cg·KH·KW/64⌉·G`.
+    /// Blocks of the unsplit CUDA-core backward-filter grid, `⌈Og/64⌉·⌈Cg·KH·KW/64⌉·G`
+    /// (the tensor-core entries' where their tile is 64 × 64).
     pub(crate) fn backward_filter_blocks(&self) -> u64 {
-        u64::from(self.out_per_group().div_ceil(IMPLICIT_TILE_M))
-            * u64::from(self.filter_len().div_ceil(IMPLICIT_TILE_N))
+        self.filter_grid_blocks(FILTER_GRID)
+    }
+
+    /// Blocks of an unsplit backward-filter grid of `tiling`.
+    fn filter_grid_blocks(&self, tiling: TileGrid) -> u64 {
+        u64::from(self.out_per_group().div_ceil(tiling.tile_m))
+            * u64::from(self.filter_len().div_ceil(tiling.tile_n))
             * u64::from(self.groups)
     }
 
@@ -429,14 +445,34 @@ impl Conv2dConfig {
         (u64::from(dims.batch) * dims.out_pixels() as u64).div_ceil(depth)
     }
 
-    /// `conv2d_bwd_filter_implicit_gemm_split`: block 128; grid `(⌈Og / 64⌉, ⌈Cg·KH·KW /
-    /// 64⌉, S·G)`.
+    /// `conv2d_bwd_filter_implicit_gemm_split`: block 128; grid `(⌈Og / rows⌉, ⌈Cg·KH·KW /
+    /// columns⌉, S·G)` for its tile `[rows, columns]` ([`Self::implicit_gemm_tile`]).
     pub(crate) fn backward_filter_split_launch_config(
         &self,
         slices: u32,
     ) -> Result<LaunchConfig, LaunchError> {
+        self.filter_gemm_grid(ENTRY_BWD_FILTER_SPLIT, slices)
+    }
+
+    /// `conv2d_bwd_filter_implicit_gemm_channels_last_split`: as
+    /// [`Self::backward_filter_split_launch_config`] with that entry's tile.
+    pub(crate) fn backward_filter_channels_last_split_launch_config(
+        &self,
+        slices: u32,
+    ) -> Result<LaunchConfig, LaunchError> {
+        self.filter_gemm_grid(ENTRY_BWD_FILTER_CHANNELS_LAST_SPLIT, slices)
+    }
+
+    /// `conv2d_bwd_filter_implicit_gemm_channels_last`: its split's grid with one slice.
+    pub fn backward_filter_implicit_gemm_channels_last_launch_config(
+        &self,
+    ) -> Result<LaunchConfig, LaunchError> {
+        self.backward_filter_channels_last_split_launch_config(1)
+    }
+
+    fn filter_gemm_grid(&self, entry: &str, slices: u32) -> Result<LaunchConfig, LaunchError> {
         tile_grid(
-            IMPLICIT_GRID,
+            self.gemm_tiling(entry),
             u64::from(self.out_per_group()),
             self.filter_len(),
             (
@@ -533,14 +569,9 @@ struct TileGrid {
     threads: u32,
 }
 
-/// The tensor-core implicit GEMMs' 64 × 64 tiling (backward-filter's; the others' tiles are
-/// the entry's, [`Conv2dConfig::implicit_gemm_tile`]).
-const IMPLICIT_GRID: TileGrid = TileGrid {
-    axes: ["implicit GEMM pixel tiles", "implicit GEMM channel tiles"],
-    tile_m: IMPLICIT_TILE_M,
-    tile_n: IMPLICIT_TILE_N,
-    threads: IMPLICIT_THREADS,
-};
+/// The tensor-core implicit GEMMs' grid axes (each entry's tile is its own,
+/// [`Conv2dConfig::implicit_gemm_tile`]).
+const IMPLICIT_AXES: [&str; 2] = ["implicit GEMM pixel tiles", "implicit GEMM channel tiles"];
 
 /// `conv2d_nhwc`'s tiling.
 const NHWC_GRID: TileGrid = TileGrid {

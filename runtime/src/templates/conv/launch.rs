@@ -916,10 +916,14 @@ impl Reduction {
         channels_last: false,
     };
 
-    /// The tensor-core pair over channels-last copies: the same grids and split rule.
+    /// The tensor-core pair over channels-last copies: the same split rule over its own
+    /// tile's grid.
     const CHANNELS_LAST: Self = Self {
         whole: ENTRY_BWD_FILTER_CHANNELS_LAST,
+        whole_grid: Conv2dConfig::backward_filter_implicit_gemm_channels_last_launch_config,
         split: ENTRY_BWD_FILTER_CHANNELS_LAST_SPLIT,
+        split_grid: Conv2dConfig::backward_filter_channels_last_split_launch_config,
+        auto: Conv2dConfig::backward_filter_channels_last_slices,
         channels_last: true,
         ..Self::TENSOR_CORE
     };

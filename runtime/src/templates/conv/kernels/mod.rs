@@ -71,8 +71,7 @@ pub use implicit_gemm::{
     ENTRY_BWD_FILTER_CHANNELS_LAST, ENTRY_CHANNELS_LAST as ENTRY_IMPLICIT_GEMM_CHANNELS_LAST,
     ENTRY_REDUCE as ENTRY_BWD_FILTER_REDUCE, ENTRY_SPLIT as ENTRY_BWD_FILTER_SPLIT,
     ENTRY_SPLIT_CHANNELS_LAST as ENTRY_BWD_FILTER_CHANNELS_LAST_SPLIT,
-    REDUCE_THREADS as BWD_FILTER_REDUCE_THREADS, THREADS as IMPLICIT_THREADS,
-    TILE_M as IMPLICIT_TILE_M, TILE_N as IMPLICIT_TILE_N,
+    REDUCE_THREADS as BWD_FILTER_REDUCE_THREADS,
 };
 pub use nhwc::{
     ENTRY as ENTRY_NHWC, THREADS as NHWC_THREADS, TILE_M as NHWC_TILE_M, TILE_N as NHWC_TILE_N,
@@ -123,9 +122,9 @@ impl Conv2dConfig {
 
     /// The block tile `[rows, columns]` of the GEMM that tensor-core entry `entry` computes
     /// (`None` for any other entry): its grid is `(⌈M / rows⌉, ⌈N / columns⌉, …)` blocks of
-    /// [`Self::implicit_gemm_threads`]. `[128, 64]` where the forward or backward-data GEMM moves both operands in 16-byte
-    /// `cp.async` chunks (halves: NHWC with the channel counts multiples of 8, and the
-    /// `…_channels_last` entries), else `[64, 64]` (backward-filter, tf32, element gathers).
+    /// [`Self::implicit_gemm_threads`]. `[128, 64]` where the GEMM moves both operands in
+    /// 16-byte `cp.async` chunks (halves: NHWC with the channel counts multiples of 8, and
+    /// the `…_channels_last` entries), else `[64, 64]` (tf32, element gathers).
     pub fn implicit_gemm_tile(&self, entry: &str) -> Option<[u32; 2]> {
         let g = self.implicit_gemm_geometry(entry)?;
         Some([g.block_m(), g.block_n()])
@@ -144,10 +143,12 @@ impl Conv2dConfig {
             ENTRY_BWD_DATA_IMPLICIT_GEMM => tile_geometry(self, Pass::BackwardData),
             ENTRY_IMPLICIT_GEMM_CHANNELS_LAST => channels_last(self, Pass::Forward),
             ENTRY_BWD_DATA_CHANNELS_LAST => channels_last(self, Pass::BackwardData),
-            ENTRY_BWD_FILTER_IMPLICIT_GEMM
-            | ENTRY_BWD_FILTER_SPLIT
-            | ENTRY_BWD_FILTER_CHANNELS_LAST
-            | ENTRY_BWD_FILTER_CHANNELS_LAST_SPLIT => Geometry::SQUARE,
+            ENTRY_BWD_FILTER_IMPLICIT_GEMM | ENTRY_BWD_FILTER_SPLIT => {
+                tile_geometry(self, Pass::BackwardFilter)
+            }
+            ENTRY_BWD_FILTER_CHANNELS_LAST | ENTRY_BWD_FILTER_CHANNELS_LAST_SPLIT => {
+                channels_last(self, Pass::BackwardFilter)
+            }
             _ => return None,
         };
         Some(g)

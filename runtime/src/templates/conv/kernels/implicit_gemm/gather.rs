@@ -175,11 +175,8 @@ impl<T: ConvElem + TileElem> Conv<T> {
                     .collect(),
             ),
             Strategy::ChunksByK => {
-                assert!(
-                    g.rows(side) == TILE_M && g.threads() == THREADS,
-                    "by_k_chunks deals 64 rows over 128 threads"
-                );
-                let tile::ByKChunks { k_row, chunks } = tile::by_k_chunks(k, tid);
+                assert_eq!(g.threads(), THREADS, "by_k_chunks deals 128 threads");
+                let tile::ByKChunks { k_row, chunks } = tile::by_k_chunks(k, tid, g.rows(side));
                 let chunks = chunks
                     .into_iter()
                     .map(|(first_row, slot_bytes)| (self.row_coord(k, side, first_row), slot_bytes))

@@ -18,11 +18,11 @@
 //! (untransposed) `ldmatrix`.
 //!
 //! The block tile is the shared [`crate::templates::warp_mma`] one (MoE's expert GEMMs run
-//! the same): [`THREADS`] threads (4 warps, 2 × 2) compute a tile of pixels × output
+//! the same): [`tile::THREADS`] threads (4 warps, 2 × 2) compute a tile of pixels × output
 //! channels of one group, [`Geometry::TALL`]'s 128 × 64 where both operands move in 16-byte
 //! `cp.async` chunks (NHWC halves with channel counts multiples of 8, and the channels-last
-//! entries), else [`TILE_M`] × [`TILE_N`] ([`tile_geometry`]); grid `(⌈M / rows⌉, ⌈Og /
-//! columns⌉, groups)`. The `cp.async` ring, the `ldmatrix` fragment loads from padded rows
+//! entries), else [`Geometry::SQUARE`]'s 64 × 64 ([`tile_geometry`]; the backward passes'
+//! tiles likewise); grid `(⌈M / rows⌉, ⌈Og / columns⌉, groups)`. The `cp.async` ring, the `ldmatrix` fragment loads from padded rows
 //! and the `mma` loop are that module's; this one only fills ring slots (the im2col
 //! addressing) and stores.
 //!
@@ -152,8 +152,6 @@ use split::Slice;
 
 pub use split::{ENTRY_REDUCE, ENTRY_SPLIT, REDUCE_THREADS};
 
-pub use crate::templates::warp_mma::{THREADS, TILE_M, TILE_N};
-
 /// The forward entry name.
 pub const ENTRY: &str = "conv2d_implicit_gemm";
 /// The NCHW forward over channels-last copies of `x` and `w` (the layout pre-pass,
@@ -265,29 +263,41 @@ pub(crate) fn available(cfg: &Conv2dConfig) -> bool {
 }
 
 /// The block tile of `pass` over `cfg`'s operands (for the `…_channels_last` entries, the
-/// NHWC view of the config: [`channels_last_operands`]). [`Geometry::TALL`] (128 × 64: 4
-/// warps of 64 × 32, 4 × 4 accumulators; 46080 bytes of rings) where both operands move
-/// in 16-byte `cp.async` chunks and the block's M side is the pixels — the forward and
-/// backward-data of halves with A in [`Strategy::Chunks`] and B in chunks of either
-/// staging (B keeps 64 rows, so its [`Staging::ByK`] stage is the usual one): per 16-deep
-/// slice a warp reads 24 `ldmatrix` matrices for 16 mma (1.5 per mma against 2.0) and the
-/// copies write 0.75 wavefronts per mma against 1.0, the shared traffic that bounds these
-/// GEMMs. Every other pass and gather keeps [`Geometry::SQUARE`] (their thread
-/// assignments are written for 64-row tiles; backward-filter's 64-row `[k][row]` stages).
+/// NHWC view of the config: [`channels_last_operands`]). A 128 × 64 or 64 × 128 tile (4
+/// warps of 64 × 32 or 32 × 64, 4 × 4 or 2 × 8 accumulators; 46080 bytes of rings) where
+/// both operands of halves move in 16-byte `cp.async` chunks: per 16-deep slice a warp
+/// reads 24 `ldmatrix` matrices for 16 mma (1.5 per mma against [`Geometry::SQUARE`]'s 2.0)
+/// and the copies write 0.75 wavefronts per mma against 1.0, the shared traffic that bounds
+/// these GEMMs. The long side goes where it pads no more than 64 would:
+/// - forward (A in [`Strategy::Chunks`], B in chunks): [`Geometry::TALL`], 128 pixels × 64
+///   output channels (the pixels run across images: at most one ragged tile);
+/// - backward-data (A in chunks, B staged [`Strategy::ChunksByK`]): [`Geometry::FLAT`], 64
+///   pixels × 128 input channels, where `Cg` pads to 128 no further than to 64 (a pixel
+///   tile stays in one image, so 128 pixels would double the work of a 7 × 7 image);
+/// - backward-filter (both staged by reduction index): [`Geometry::TALL`], 128 output
+///   channels × 64 filter columns, where `Og` pads to 128 no further than to 64.
+///
+/// Everything else keeps [`Geometry::SQUARE`] (the other gathers' thread assignments are
+/// written for 64-row tiles).
 pub(crate) fn tile_geometry(cfg: &Conv2dConfig, pass: Pass) -> Geometry {
     let halves = matches!(cfg.dtype, DType::F16 | DType::BF16);
     let p = Problem::new(cfg);
     let strategy = |side| strategy(&p, pass, cfg.layout, (2, true), side);
-    let tall = halves
-        && available(cfg)
-        && pass != Pass::BackwardFilter
-        && strategy(Side::A) == Strategy::Chunks
-        && matches!(strategy(Side::B), Strategy::Chunks | Strategy::ChunksByK);
-    if tall {
-        Geometry::TALL
-    } else {
-        Geometry::SQUARE
-    }
+    // Whether `len` rows pad to 128-row tiles no further than to 64-row ones.
+    let long_fits = |len: u32| 2 * len.div_ceil(128) == len.div_ceil(64);
+    let chunks = |side| strategy(side) == Strategy::Chunks;
+    let by_k = |side| strategy(side) == Strategy::ChunksByK;
+    let g = match pass {
+        _ if !(halves && available(cfg)) => None,
+        Pass::Forward => (chunks(Side::A) && chunks(Side::B)).then_some(Geometry::TALL),
+        Pass::BackwardData => {
+            (chunks(Side::A) && by_k(Side::B) && long_fits(p.cg)).then_some(Geometry::FLAT)
+        }
+        Pass::BackwardFilter => {
+            (by_k(Side::A) && by_k(Side::B) && long_fits(p.og)).then_some(Geometry::TALL)
+        }
+    };
+    g.unwrap_or(Geometry::SQUARE)
 }
 
 /// [`tile_geometry`] of `pass`'s `…_channels_last` entry of an NCHW `cfg`.

@@ -3,13 +3,13 @@
 //! along the pixels, the GEMM's rows, while a lane's accumulators hold 2 columns (channels)
 //! of each of its rows, so stored straight from registers a warp's request writes 4 channels
 //! × 16 bytes (half of every sector). Instead, after the K loop, the block rounds its tile
-//! (64 × 64, or 128 pixels × 64 channels in [`Geometry::TALL`]) into the free A ring as
-//! `[channel][pixel]` ([`Stage`]) and stores it back as 16-byte runs of 8 pixels of one
-//! channel: a warp writes 4 channels × 128
-//! contiguous bytes. This needs the image's pixels (`OH·OW`, `H·W`) a multiple of 8 (a run
-//! then never crosses an image and is aligned); the caller keeps the element stores
-//! otherwise. Values and rounding are those of the element stores: the f32 sum (plus the
-//! forward's bias), rounded once.
+//! (64 × 64, 128 pixels × 64 channels in [`Geometry::TALL`], 64 × 128 in
+//! [`Geometry::FLAT`]) into the larger operand's free ring as `[channel][pixel]`
+//! ([`Stage`]) and stores it back as 16-byte runs of 8 pixels of one channel: a warp writes
+//! 4 channels × 128 contiguous bytes. This needs the image's pixels (`OH·OW`, `H·W`) a
+//! multiple of 8 (a run then never crosses an image and is aligned); the caller keeps the
+//! element stores otherwise. Values and rounding are those of the element stores: the f32
+//! sum (plus the forward's bias), rounded once.
 
 use super::super::common::ConvElem;
 use super::epilogue::{Output, OutputColumn};
@@ -35,7 +35,8 @@ struct Stage {
 }
 
 impl Stage {
-    fn of(g: Geometry) -> Self {
+    /// The staged tile of `g` and the operand whose ring holds it (the larger).
+    fn of(g: Geometry) -> (Self, Side) {
         let (pixels, channels) = (g.block_m(), g.block_n());
         let stage = Self {
             row: pixels + RUN,
@@ -43,9 +44,14 @@ impl Stage {
             rows_per_pass: g.threads() / (pixels / RUN),
             channels,
         };
+        let ring = if g.block_n() > g.block_m() {
+            Side::B
+        } else {
+            Side::A
+        };
         assert!(stage.runs.is_power_of_two() && (stage.row / 2) % 32 == 4);
-        assert!(channels * stage.row * 2 <= g.stages * g.stage_bytes(Side::A));
-        stage
+        assert!(channels * stage.row * 2 <= g.stages * g.stage_bytes(ring));
+        (stage, ring)
     }
 }
 
@@ -67,8 +73,12 @@ impl<T: ConvElem + TileElem> Conv<T> {
         k.comment("epilogue: round the tile into the free ring as [channel][pixel]");
         // Every warp has read its last ring slot.
         k.bar_sync();
-        let stage = Stage::of(self.geometry);
-        let base = k.shared_base(self.a.ring);
+        let (stage, ring) = Stage::of(self.geometry);
+        let ring = match ring {
+            Side::A => self.a.ring,
+            Side::B => self.b.ring,
+        };
+        let base = k.shared_base(ring);
         let at = k.mad_lo(col0, stage.row, row0);
         let at = k.mad_lo(at, 2u32, base);
         for (mi, row_accs) in acc.iter().enumerate() {
