@@ -22,7 +22,8 @@ use ptxforge_runtime::templates::conv::kernels::{
     ENTRY_BWD_DATA, ENTRY_BWD_DATA_CHANNELS_LAST, ENTRY_BWD_DATA_IMPLICIT_GEMM, ENTRY_BWD_FILTER,
     ENTRY_BWD_FILTER_CHANNELS_LAST, ENTRY_BWD_FILTER_CHANNELS_LAST_SPLIT,
     ENTRY_BWD_FILTER_IMPLICIT_GEMM, ENTRY_BWD_FILTER_REDUCE, ENTRY_BWD_FILTER_SPLIT,
-    ENTRY_FILTER_TO_CHANNELS_LAST, ENTRY_GRADIENT_TO_CHANNELS_LAST, ENTRY_TO_CHANNELS_LAST,
+    ENTRY_FILTER_TO_CHANNELS_LAST, ENTRY_GRADIENT_TO_CHANNELS_LAST,
+    ENTRY_IMPLICIT_GEMM_CHANNELS_LAST, ENTRY_TO_CHANNELS_LAST,
 };
 use ptxforge_runtime::templates::conv::launch::{
     backward_data, backward_data_with, backward_filter, backward_filter_channels_last_sliced,
@@ -1036,6 +1037,20 @@ fn channels_last_forward_every_case() {
         "tensor-core cases with the channels-last forward"
     );
     cases.extend(channels_last_cases());
+    // Output channels that pad to 128 no further than to 64 (72, 120) take the 128 × 128
+    // tile (its rings in dynamic shared memory), the others 128 × 64.
+    let tile = |case: &Case| {
+        let cfg = Conv2dConfig {
+            dtype: DType::F16,
+            arch: Arch::Sm80,
+            ..case.cfg
+        };
+        cfg.implicit_gemm_tile(ENTRY_IMPLICIT_GEMM_CHANNELS_LAST)
+    };
+    let wide = cases.iter().filter(|&case| tile(case) == Some([128, 128]));
+    assert!(wide.count() >= 3, "cases on the 128 × 128 tile");
+    let tall = cases.iter().filter(|&case| tile(case) == Some([128, 64]));
+    assert!(tall.count() >= 3, "cases on the 128 × 64 tile");
     for (i, case) in cases.iter().enumerate() {
         let seed = 700 + i as u64;
         for (dtype, arch) in [(DType::F16, Arch::Sm80), (DType::BF16, Arch::Sm90)] {

@@ -262,6 +262,9 @@ impl Conv2dConfig {
             tile_n: g.block_n(),
             threads: g.threads(),
             axes: IMPLICIT_AXES,
+            dynamic_shared_bytes: self
+                .implicit_gemm_dynamic_shared_bytes(entry)
+                .expect("a tensor-core implicit GEMM entry"),
         }
     }
 
@@ -567,6 +570,8 @@ struct TileGrid {
     tile_m: u32,
     tile_n: u32,
     threads: u32,
+    /// What each launch passes.
+    dynamic_shared_bytes: u32,
 }
 
 /// The tensor-core implicit GEMMs' grid axes (each entry's tile is its own,
@@ -579,6 +584,7 @@ const NHWC_GRID: TileGrid = TileGrid {
     tile_m: NHWC_TILE_M,
     tile_n: NHWC_TILE_N,
     threads: NHWC_THREADS,
+    dynamic_shared_bytes: 0,
 };
 
 /// The CUDA-core `conv2d_bwd_filter`'s tiling (`conv2d_nhwc`'s, over output channels ×
@@ -588,6 +594,7 @@ const FILTER_GRID: TileGrid = TileGrid {
     tile_m: NHWC_TILE_M,
     tile_n: NHWC_TILE_N,
     threads: NHWC_THREADS,
+    dynamic_shared_bytes: 0,
 };
 
 fn tile_grid(
@@ -611,7 +618,7 @@ fn tile_grid(
             grid_dim(z_name, z, MAX_GRID_YZ)?,
         ),
         block: Dim3::new(tiling.threads, 1, 1),
-        dynamic_shared_bytes: 0,
+        dynamic_shared_bytes: tiling.dynamic_shared_bytes,
     })
 }
 

@@ -135,6 +135,14 @@ impl Conv2dConfig {
         Some(self.implicit_gemm_geometry(entry)?.threads())
     }
 
+    /// The dynamic shared memory a launch of tensor-core entry `entry` passes: its rings'
+    /// bytes where they exceed the target's static limit (the 128 × 128 tile's 60 KiB),
+    /// else 0.
+    pub(crate) fn implicit_gemm_dynamic_shared_bytes(&self, entry: &str) -> Option<u32> {
+        let g = self.implicit_gemm_geometry(entry)?;
+        Some(implicit_gemm::dynamic_shared_bytes(g, self.arch))
+    }
+
     /// The [`implicit_gemm`] entry's block tile.
     pub(crate) fn implicit_gemm_geometry(&self, entry: &str) -> Option<Geometry> {
         use implicit_gemm::{channels_last_tile_geometry as channels_last, tile_geometry};
@@ -327,16 +335,18 @@ impl KernelFamily for Conv2dConfig {
 }
 
 /// The emit-matrix configurations: every dtype × four representative NCHW shapes (ResNet 3×3
-/// with bias, the 7×7 stride-2 stem, a strided grouped 1×1 with bias, a dilated depthwise 3×3)
-/// and three NHWC ones (ResNet 3×3 with bias: 16-byte forward A and backward-data `gy`
-/// chunks; the stem: element-wise forward A, `gy` chunks; the dilated depthwise 3×3:
-/// element-wise everywhere) ×
+/// 128 → 128 with bias: for halves the channels-last entries on every tile shape but the
+/// 64 × 64 one; the 7×7 stride-2 stem, a strided grouped 1×1 with bias, a dilated depthwise
+/// 3×3) and four NHWC ones (ResNet 3×3 128 → 128 and 64 → 64 with bias: 16-byte forward A
+/// and backward-data `gy` chunks, on 128 × 128, 64 × 128 and 128 × 64 tiles and on 128 × 64
+/// and 64 × 64 ones; the stem: element-wise forward A, `gy` chunks; the dilated depthwise
+/// 3×3: element-wise everywhere) ×
 /// every target (every dtype is supported on every arch; f16/bf16 on sm_80+ add the
 /// tensor-core entry), plus f32 with `allow_tf32` for every shape on every target (tf32
 /// tensor-core entries on sm_80+, the CUDA-core module before).
 pub fn matrix_configs() -> Vec<Conv2dConfig> {
     let shapes = [
-        Conv2dConfig::new(64, 64, 3)
+        Conv2dConfig::new(128, 128, 3)
             .with_padding(1, 1)
             .with_bias(true),
         Conv2dConfig::new(3, 64, 7)
@@ -350,6 +360,10 @@ pub fn matrix_configs() -> Vec<Conv2dConfig> {
             .with_groups(32)
             .with_padding(2, 2)
             .with_dilation(2, 2),
+        Conv2dConfig::new(128, 128, 3)
+            .with_padding(1, 1)
+            .with_bias(true)
+            .with_layout(Layout::Nhwc),
         Conv2dConfig::new(64, 64, 3)
             .with_padding(1, 1)
             .with_bias(true)

@@ -55,7 +55,7 @@ use super::addressing::{Coord, Side};
 use super::slab_tile::SlabTile;
 use super::window::WindowLane;
 use super::Conv;
-use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, Scalar, SharedArr, Val, U32};
+use crate::builder::{GlobalPtr, KernelBuilder, Pred, Reg, Scalar, Val, U32};
 use crate::ir::{CacheLevel, Imm};
 use crate::templates::warp_mma::{
     self as tile, Geometry, Staging, TileElem, CHUNK_BYTES, ROW_BYTES, THREADS, TILE_M, TILE_N,
@@ -130,7 +130,6 @@ pub(super) enum Gather<B: Scalar> {
 pub(super) struct Operand<T: TileElem> {
     pub side: Side,
     pub src: GlobalPtr<T>,
-    pub ring: SharedArr<T>,
     pub gather: Gather<T::Bits>,
     pub staging: Staging,
 }
@@ -241,8 +240,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
 
     fn fill_operand(&self, k: &mut KernelBuilder, op: &Operand<T>, k0: Reg<U32>, slot: Reg<U32>) {
         let bytes = T::TYPE.bytes();
-        let stage_bytes = self.geometry.stage_bytes(op.side);
-        let stage = tile::stage_base_of(k, op.ring, slot, stage_bytes);
+        let stage = self.rings.stage(k, op.side, slot);
         let bits = k.cast_ptr::<T, T::Bits>(op.src);
         match &op.gather {
             Gather::Chunks(chunks) => {

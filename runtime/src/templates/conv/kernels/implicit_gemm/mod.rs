@@ -133,6 +133,7 @@
 mod addressing;
 mod epilogue;
 mod gather;
+mod rings;
 mod slab_tile;
 mod split;
 mod staged_store;
@@ -147,6 +148,8 @@ use crate::templates::warp_mma::{self as tile, Geometry, Staging, TileElem, Warp
 use addressing::Side;
 use epilogue::Output;
 use gather::{Operand, Strategy};
+pub(crate) use rings::dynamic_shared_bytes;
+use rings::Rings;
 use slab_tile::{SlabStaged, SlabTile};
 use split::Slice;
 
@@ -246,6 +249,8 @@ struct Conv<T: ConvElem + TileElem> {
     geometry: Geometry,
     /// The thread's lane and warp quadrant.
     pos: WarpPos,
+    /// Both operands' rings.
+    rings: Rings<T>,
     a: Operand<T>,
     b: Operand<T>,
 }
@@ -289,7 +294,11 @@ pub(crate) fn tile_geometry(cfg: &Conv2dConfig, pass: Pass) -> Geometry {
     let by_k = |side| strategy(side) == Strategy::ChunksByK;
     let g = match pass {
         _ if !(halves && available(cfg)) => None,
-        Pass::Forward => (chunks(Side::A) && chunks(Side::B)).then_some(Geometry::TALL),
+        Pass::Forward if chunks(Side::A) && chunks(Side::B) => match long_fits(p.og) {
+            true => Some(Geometry::WIDE),
+            false => Some(Geometry::TALL),
+        },
+        Pass::Forward => None,
         Pass::BackwardData => {
             (chunks(Side::A) && by_k(Side::B) && long_fits(p.cg)).then_some(Geometry::FLAT)
         }
@@ -440,7 +449,7 @@ fn build_with<T: ConvElem + SlabStaged>(
         None => pass.entry(),
     };
     let mut k = conv_kernel(entry, arch);
-    let mut c = Conv::<T>::setup(&mut k, cfg, pass, split.is_some());
+    let mut c = Conv::<T>::setup(&mut k, (cfg, arch), pass, split.is_some());
     c.out_layout = out_layout;
     let g = c.geometry;
     let mut acc = [T::zero_acc_in(&mut k, g)];
@@ -467,8 +476,8 @@ fn build_with<T: ConvElem + SlabStaged>(
         c.fill(k, k_tile, slot)
     };
     tile::run_ring(&mut k, k_tiles, &fill, &mut |k, slot| {
-        let a_stage = tile::stage_base_of(k, c.a.ring, slot, g.stage_bytes(Side::A));
-        let b_stage = tile::stage_base_of(k, c.b.ring, slot, g.stage_bytes(Side::B));
+        let a_stage = c.rings.stage(k, Side::A, slot);
+        let b_stage = c.rings.stage(k, Side::B, slot);
         let a_at = k.add(a_stage, a_lane);
         match &slab_reads {
             Some(reads) => T::multiply_slab_tile(k, &mut acc[0], a_at, b_stage, reads),
@@ -487,7 +496,12 @@ impl<T: ConvElem + TileElem> Conv<T> {
     /// Declares the parameters and shared tiles and locates the block, the thread and its
     /// share of both operand tiles.
     /// `split`: backward-filter's split entry (f32 `partials`, a `slice_tiles` parameter).
-    fn setup(k: &mut KernelBuilder, cfg: &Conv2dConfig, pass: Pass, split: bool) -> Self {
+    fn setup(
+        k: &mut KernelBuilder,
+        (cfg, arch): (&Conv2dConfig, Arch),
+        pass: Pass,
+        split: bool,
+    ) -> Self {
         let p = Problem::new(cfg);
         let geometry = tile_geometry(cfg, pass);
         let g = geometry;
@@ -506,8 +520,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
         };
         let bias = bias.map(|b| k.global_ptr(b));
         let d = dims.load(k);
-        let a_ring = tile::ring_in::<T>(k, "a_tiles", g, Side::A);
-        let b_ring = tile::ring_in::<T>(k, "b_tiles", g, Side::B);
+        let rings = Rings::declare(k, g, arch);
         let (tid, pos) = WarpPos::of_thread_in(k, g);
         let bx = k.ctaid_x();
         let block_m = k.mul_lo(bx, g.block_m());
@@ -538,10 +551,9 @@ impl<T: ConvElem + TileElem> Conv<T> {
             Pass::BackwardData => (p.og * p.taps).into(),
             Pass::BackwardFilter => k.mul_lo(d.batch, d.ohw).into(),
         };
-        let placeholder = |side, src, ring| Operand {
+        let placeholder = |side, src| Operand {
             side,
             src,
-            ring,
             gather: gather::Gather::Chunks(Vec::new()),
             staging: Staging::ByRow,
         };
@@ -562,8 +574,9 @@ impl<T: ConvElem + TileElem> Conv<T> {
             block_n,
             geometry,
             pos,
-            a: placeholder(Side::A, a_src, a_ring),
-            b: placeholder(Side::B, b_src, b_ring),
+            rings,
+            a: placeholder(Side::A, a_src),
+            b: placeholder(Side::B, b_src),
         };
         k.comment("this thread's share of the operand tiles");
         for side in [Side::A, Side::B] {

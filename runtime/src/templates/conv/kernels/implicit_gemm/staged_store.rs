@@ -4,7 +4,8 @@
 //! of each of its rows, so stored straight from registers a warp's request writes 4 channels
 //! × 16 bytes (half of every sector). Instead, after the K loop, the block rounds its tile
 //! (64 × 64, 128 pixels × 64 channels in [`Geometry::TALL`], 64 × 128 in
-//! [`Geometry::FLAT`]) into the larger operand's free ring as `[channel][pixel]`
+//! [`Geometry::FLAT`], 128 × 128 in [`Geometry::WIDE`]) into the free rings
+//! ([`super::rings::Rings::free_space`]) as `[channel][pixel]`
 //! ([`Stage`]) and stores it back as 16-byte runs of 8 pixels of one channel: a warp writes
 //! 4 channels × 128 contiguous bytes. This needs the image's pixels (`OH·OW`, `H·W`) a
 //! multiple of 8 (a run then never crosses an image and is aligned); the caller keeps the
@@ -15,7 +16,7 @@ use super::super::common::ConvElem;
 use super::epilogue::{Output, OutputColumn};
 use super::{Conv, Pass};
 use crate::builder::{KernelBuilder, Reg, U32};
-use crate::templates::warp_mma::{Accumulators, Geometry, Side, TileElem};
+use crate::templates::warp_mma::{Accumulators, Geometry, TileElem};
 
 /// Pixels per store (16 bytes of halves).
 const RUN: u32 = 8;
@@ -35,8 +36,8 @@ struct Stage {
 }
 
 impl Stage {
-    /// The staged tile of `g` and the operand whose ring holds it (the larger).
-    fn of(g: Geometry) -> (Self, Side) {
+    /// The staged tile of `g`, which must fit `space` bytes.
+    fn of(g: Geometry, space: u32) -> Self {
         let (pixels, channels) = (g.block_m(), g.block_n());
         let stage = Self {
             row: pixels + RUN,
@@ -44,14 +45,12 @@ impl Stage {
             rows_per_pass: g.threads() / (pixels / RUN),
             channels,
         };
-        let ring = if g.block_n() > g.block_m() {
-            Side::B
-        } else {
-            Side::A
-        };
         assert!(stage.runs.is_power_of_two() && (stage.row / 2) % 32 == 4);
-        assert!(channels * stage.row * 2 <= g.stages * g.stage_bytes(ring));
-        (stage, ring)
+        assert!(
+            channels * stage.row * 2 <= space,
+            "{g:?}: the staged tile fits"
+        );
+        stage
     }
 }
 
@@ -73,12 +72,8 @@ impl<T: ConvElem + TileElem> Conv<T> {
         k.comment("epilogue: round the tile into the free ring as [channel][pixel]");
         // Every warp has read its last ring slot.
         k.bar_sync();
-        let (stage, ring) = Stage::of(self.geometry);
-        let ring = match ring {
-            Side::A => self.a.ring,
-            Side::B => self.b.ring,
-        };
-        let base = k.shared_base(ring);
+        let (base, space) = self.rings.free_space(k);
+        let stage = Stage::of(self.geometry, space);
         let at = k.mad_lo(col0, stage.row, row0);
         let at = k.mad_lo(at, 2u32, base);
         for (mi, row_accs) in acc.iter().enumerate() {
