@@ -530,12 +530,14 @@ fn attention(rows: &mut Vec<Modelled>) -> Result<()> {
 /// [`conv::forward`] (the entry the family chooses for the target and layout: the tensor-core
 /// implicit GEMM on sm_80 — for the NCHW 3×3 after the channels-last pre-passes, whose
 /// copies count in the footprint — `conv2d_1x1` / `conv2d_direct` / `conv2d_nhwc` on sm_70).
-/// Sample: batch 1, 64 output channels, C_in ∈ {16, 32} → 128 (linear in the reduction).
+/// Sample: batch 1, 128 output channels (the 128 × 128 tile's width, as at the real 128 and
+/// 512), C_in ∈ {32, 64} → 128 (linear in the reduction: whole 32-deep K tiles, 9 and 18 for
+/// the 3×3, 1 and 2 for the 1×1).
 fn resnet(rows: &mut Vec<Modelled>) -> Result<()> {
     const BATCH: u32 = 32;
     const HW: u32 = 28;
     const CIN: u32 = 128;
-    const COUT_SAMPLE: u32 = 64;
+    const COUT_SAMPLE: u32 = 128;
     let mut rng = SplitMix64::new(23);
     for (kernel, cout) in [(3u32, 128u32), (1, 512)] {
         for layout in [Layout::Nchw, Layout::Nhwc] {
@@ -546,7 +548,7 @@ fn resnet(rows: &mut Vec<Modelled>) -> Result<()> {
                     width: HW,
                 };
                 let sampled = sampled(
-                    &[16, 32],
+                    &[32, 64],
                     CIN,
                     |cin| {
                         let cfg = Conv2dConfig {
@@ -611,7 +613,7 @@ fn resnet(rows: &mut Vec<Modelled>) -> Result<()> {
                     ),
                     (arch, path),
                     format!(
-                        "batch 1, C_out=64, C_in=16/32 → 128, ×{}",
+                        "batch 1, C_out={COUT_SAMPLE}, C_in=32/64 → 128, ×{}",
                         BATCH * cout / COUT_SAMPLE
                     ),
                     n * p * co,
