@@ -50,8 +50,10 @@
 //! in the free ring and stored as 16-byte runs along the pixels ([`staged_store`]), else
 //! element by element. 1 × 1 filters keep `conv2d_implicit_gemm`: their NCHW A is
 //! read lane → pixel along contiguous rows already, and the copy adds `x`'s bytes twice
-//! (modelled on ResNet-50's 1 × 1 128 → 512: 33.5 → 21.7 instructions per output but
-//! 32.2 → 45.4 MB of DRAM traffic, bound 12.9 → 13.5 µs).
+//! (32.2 → 45.4 MB of DRAM traffic on ResNet-50's 1 × 1 128 → 512: 13.5 µs at DRAM
+//! speed). That choice was modelled at 12.9 µs for the gathers, from samples that read one
+//! K tile at both sizes; with whole K tiles they model at 29.2 µs, issue-bound (76.1
+//! instructions per output), so the copies would now win: not switched yet.
 //!
 //! **NCHW backward through channels-last copies** (halves with `Cg`, `C_in`, `Og` and
 //! `C_out` multiples of 8, any filter). The NCHW backward GEMMs gather `gy` (and, for the
