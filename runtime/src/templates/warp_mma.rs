@@ -2,11 +2,12 @@
 //! contiguous along the reduction (conv's implicit GEMM, MoE's expert GEMMs): `C [M, N] +=
 //! A [M, K] · Bᵀ` with `B [N, K]` stored n-major, f16/bf16 inputs (or f32 inputs on tf32
 //! tensor cores, see [`tf32`]), f32 accumulators. Its shape is a [`Geometry`]: the 64 × 64
-//! tile of the constants below ([`Geometry::SQUARE`], conv and NF4, and every tf32 user), or
-//! the 128-row tiles of MoE's f16/bf16 expert GEMMs ([`Geometry::WIDE`], 128 × 128 with
-//! 64 × 64 warp quadrants, and [`Geometry::TALL`], 128 × 64), which read half the shared
-//! memory per `mma`, and conv's chunked implicit GEMMs (TALL, and [`Geometry::FLAT`], 64 ×
-//! 128), which read three quarters of it. The `_in` functions take the geometry; the others are the 64 × 64 tile.
+//! tile of the constants below ([`Geometry::SQUARE`]: NF4, every tf32 user, conv's element
+//! gathers), [`Geometry::WIDE`] (128 × 128 with 64 × 64 warp quadrants: half the shared
+//! memory per `mma`), or [`Geometry::TALL`] and [`Geometry::FLAT`] (128 × 64 and 64 × 128:
+//! three quarters of it) — the larger ones for MoE's f16/bf16 expert GEMMs and conv's
+//! chunked implicit GEMMs. The `_in` functions take the geometry; the others are the 64 × 64
+//! tile.
 //!
 //! The geometry is fixed in **bytes**, so one layout serves every element width
 //! ([`TileElem`]): a stage row holds 64 bytes of K (32 halves or 16 f32) padded to 80 bytes,
@@ -24,8 +25,8 @@
 //! - **Operands staged by reduction index** ([`Staging::ByK`], f16/bf16 only): an operand
 //!   whose global memory holds its *rows* contiguously and its reduction strided (NHWC
 //!   backward-filter: channels of one pixel) is staged `[k][row]` instead, [`TILE_K`] rows of
-//!   the 64 tile rows' elements padded to [`K_ROW_BYTES`] (144 bytes, 36 words: the eight
-//!   16-byte rows of an `ldmatrix` phase start in distinct 4-bank groups), filled by 16-byte
+//!   the tile rows' elements padded to [`k_row_bytes`] (144 bytes, 36 words for 64 rows: the
+//!   eight 16-byte rows of an `ldmatrix` phase start in distinct 4-bank groups), filled by 16-byte
 //!   chunks of 8 consecutive tile rows ([`by_k_chunks`]) and read by
 //!   `ldmatrix.x4.trans`: each 8 × 8 block stored `[k][row]` lands transposed, lane `l`
 //!   holding row `l / 4`, reduction pair `2·(l % 4)`, which is the A fragment (rows are
@@ -285,11 +286,11 @@ pub enum Side {
 /// How an operand's ring stage holds its tile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Staging {
-    /// `[row][k]`: each of the 64 tile rows holds its [`TILE_K_BYTES`] of reduction in a
-    /// [`ROW_BYTES`] row; read by `ldmatrix` (A) and untransposed `ldmatrix` (B).
+    /// `[row][k]`: each tile row holds its [`TILE_K_BYTES`] of reduction in a [`ROW_BYTES`]
+    /// row; read by `ldmatrix` (A) and untransposed `ldmatrix` (B).
     ByRow,
-    /// `[k][row]` (f16/bf16 only): each of the [`TILE_K`] reduction indices holds the 64 tile
-    /// rows' elements in a [`K_ROW_BYTES`] row; both operands read by `ldmatrix.trans`.
+    /// `[k][row]` (f16/bf16 only): each of the [`TILE_K`] reduction indices holds the tile
+    /// rows' elements in a [`k_row_bytes`] row; both operands read by `ldmatrix.trans`.
     ByK,
 }
 

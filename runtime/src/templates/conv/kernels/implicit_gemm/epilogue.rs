@@ -63,8 +63,9 @@ impl<T: ConvElem> OutputParam<T> {
 impl<T: ConvElem + TileElem> Conv<T> {
     /// Stores the warp's accumulators inside `M × N`: accumulator `(mi, ni)` covers rows
     /// `block_m + wr·warp_m + 16·mi + {l/4, l/4 + 8}` and columns `block_n + wc·warp_n +
-    /// 8·ni + 2·(l % 4) + {0, 1}` (`wr × wc` the warp's quadrant: 32 × 32, or 64 × 32 in
-    /// [`Geometry::TALL`](crate::templates::warp_mma::Geometry::TALL)); forward `y[pixel, g·Og + o] = acc + bias`, backward-data
+    /// 8·ni + 2·(l % 4) + {0, 1}` (`wr × wc` the warp's quadrant of the block's
+    /// [`Geometry`](crate::templates::warp_mma::Geometry): 32 × 32, 64 × 32, 32 × 64 or
+    /// 64 × 64); forward `y[pixel, g·Og + o] = acc + bias`, backward-data
     /// `dx[n, g·Cg + c, pixel] = acc` (NHWC `dx[n, pixel, g·Cg + c]`), backward-filter
     /// `dw[g·Og + o, f] = acc` (the weight's order in both layouts; [`Self::output_column`]
     /// where the operands are channels-last and `dw` NCHW), rounded once.

@@ -22,9 +22,9 @@
 //! channels of one group, [`Geometry::TALL`]'s 128 × 64 where both operands move in 16-byte
 //! `cp.async` chunks (NHWC halves with channel counts multiples of 8, and the channels-last
 //! entries), else [`Geometry::SQUARE`]'s 64 × 64 ([`tile_geometry`]; the backward passes'
-//! tiles likewise); grid `(⌈M / rows⌉, ⌈Og / columns⌉, groups)`. The `cp.async` ring, the `ldmatrix` fragment loads from padded rows
-//! and the `mma` loop are that module's; this one only fills ring slots (the im2col
-//! addressing) and stores.
+//! tiles likewise); grid `(⌈M / rows⌉, ⌈Og / columns⌉, groups)`. The `cp.async` ring, the
+//! `ldmatrix` fragment loads from padded rows and the `mma` loop are that module's; this one
+//! only fills ring slots (the im2col addressing) and stores.
 //!
 //! A ring slot is filled per operand by the gather that makes its global loads coalesce
 //! ([`gather`]): 16-byte `cp.async` chunks where a chunk's consecutive reduction indices (8
@@ -628,9 +628,10 @@ impl<T: ConvElem + TileElem> Conv<T> {
 }
 
 /// How `side` of `pass` is gathered (see [`gather`]) for elements of `elem_bytes`
-/// (`stages_by_k`: whether they may be staged [`Staging::ByK`]): 16-byte chunks where a chunk's consecutive
-/// reduction indices (8 halves, 4 f32) are contiguous and aligned (NHWC forward A with
-/// `Cg` and `C_in`, NHWC backward-data A with `Og` and `C_out` multiples of the chunk;
+/// (`stages_by_k`: whether they may be staged [`Staging::ByK`]): 16-byte chunks where a
+/// chunk's consecutive reduction indices (8 halves, 4 f32) are contiguous and aligned (NHWC
+/// forward A with `Cg` and `C_in`, NHWC backward-data A with `Og` and `C_out` multiples of
+/// the chunk;
 /// NCHW forward B with `K`, NCHW backward-data B with `KH·KW` a multiple of it); for
 /// halves, 16-byte chunks of 8 consecutive tile rows staged by reduction index
 /// ([`Strategy::ChunksByK`]) where the rows are contiguous channels (NHWC backward-data B
