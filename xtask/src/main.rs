@@ -58,9 +58,12 @@ fn run(cmd: &mut Command) -> Result<(), String> {
     }
 }
 
+/// Cargo in the workspace root. Every xtask command is one full build, never an edit loop, so
+/// incremental caches (2.6 GB over the suite) would only take disk.
 fn cargo() -> Command {
     let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    c.current_dir(workspace_root());
+    c.current_dir(workspace_root())
+        .env("CARGO_INCREMENTAL", "0");
     c
 }
 
