@@ -2,6 +2,7 @@
 //! same configuration: the same module text, and the same results from the same inputs on the
 //! interpreter, through the same wrapper surface.
 
+use ptxforge::conv::{ConvDims, Layout};
 use ptxforge::moe::{ExpertWeights, MoeConfig};
 use ptxforge::nf4::Nf4Config;
 use ptxforge::prelude::*;
@@ -13,6 +14,15 @@ pub struct Proj;
 #[moe_kernel(experts = 4, top_k = 2, hidden = 32, expert_dim = 64, dtype = f32, ffn = linear)]
 #[derive(Debug)]
 pub struct Moe;
+
+#[conv2d_kernel(in_channels = 16, out_channels = 32, kernel = 1, dtype = f16, arch = sm_80)]
+#[derive(Debug)]
+pub struct Pointwise;
+
+#[conv2d_kernel(in_channels = 16, out_channels = 32, kernel = 3, padding = 1, dtype = f16,
+                arch = sm_80, layout = nhwc)]
+#[derive(Debug)]
+pub struct ChannelsLast;
 
 fn values(n: usize, seed: usize) -> Vec<f32> {
     (0..n)
@@ -87,4 +97,57 @@ fn moe_handle_matches_the_attribute() {
         dev.download(&by_macro).unwrap(),
         dev.download(&by_handle).unwrap()
     );
+}
+
+/// A conv handle's `forward` launches what the attribute's does (the NCHW 1 × 1 on the
+/// pointwise tensor-core GEMM, the NHWC 3 × 3 on the NHWC one) with the same results.
+#[test]
+fn conv_handle_forward_takes_the_attributes_entries() {
+    let shape = ConvShape {
+        batch: 2,
+        height: 4,
+        width: 6,
+    };
+    let cases = [
+        (
+            Pointwise::CONFIG,
+            Pointwise::PTX,
+            "conv2d_implicit_gemm_pointwise",
+        ),
+        (
+            ChannelsLast::CONFIG,
+            ChannelsLast::PTX,
+            "conv2d_implicit_gemm",
+        ),
+    ];
+    for (config, ptx, entry) in cases {
+        let handle = config.compile_cached().expect("compiles");
+        assert_eq!(handle.ptx(), ptx);
+        let dev = SimBackend::new();
+        let dims = config.check_shape(&shape, false).expect("valid shape");
+        let upload = |n: usize, seed: usize| {
+            let v: Vec<f16> = values(n, seed).into_iter().map(f16::from_f32).collect();
+            dev.upload(&v).unwrap()
+        };
+        let x = upload(dims.input_len(&config), 3);
+        let w = upload(ConvDims::weight_len(&config), 4);
+        let mut by_macro = dev.alloc::<f16>(dims.output_len(&config)).unwrap();
+        let mut by_handle = dev.alloc::<f16>(dims.output_len(&config)).unwrap();
+        match config.layout {
+            Layout::Nchw => Pointwise.forward(&dev, &shape, &x, &w, &mut by_macro),
+            Layout::Nhwc => ChannelsLast.forward(&dev, &shape, &x, &w, &mut by_macro),
+        }
+        .unwrap();
+        handle
+            .forward(&dev, &shape, &x, &w, None, &mut by_handle)
+            .unwrap();
+        let entries: Vec<String> = dev.take_launch_log().into_iter().map(|r| r.entry).collect();
+        assert_eq!(entries, [entry, entry]);
+        let (want, got) = (
+            dev.download(&by_macro).unwrap(),
+            dev.download(&by_handle).unwrap(),
+        );
+        assert_eq!(want, got);
+        assert!(want.iter().any(|&y| y != f16::ZERO));
+    }
 }

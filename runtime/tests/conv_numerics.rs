@@ -23,15 +23,17 @@ use ptxforge_runtime::templates::conv::kernels::{
     ENTRY_BWD_FILTER_CHANNELS_LAST, ENTRY_BWD_FILTER_CHANNELS_LAST_SPLIT,
     ENTRY_BWD_FILTER_IMPLICIT_GEMM, ENTRY_BWD_FILTER_REDUCE, ENTRY_BWD_FILTER_SPLIT,
     ENTRY_FILTER_TO_CHANNELS_LAST, ENTRY_GRADIENT_TO_CHANNELS_LAST,
-    ENTRY_IMPLICIT_GEMM_CHANNELS_LAST, ENTRY_TO_CHANNELS_LAST,
+    ENTRY_IMPLICIT_GEMM_CHANNELS_LAST, ENTRY_IMPLICIT_GEMM_POINTWISE, ENTRY_TO_CHANNELS_LAST,
 };
 use ptxforge_runtime::templates::conv::launch::{
     backward_data, backward_data_with, backward_filter, backward_filter_channels_last_sliced,
     backward_filter_with, forward, forward_1x1, forward_channels_last, forward_direct,
-    forward_im2col, forward_implicit_gemm, forward_nhwc, Slices,
+    forward_im2col, forward_implicit_gemm, forward_implicit_gemm_pointwise, forward_nhwc, Slices,
 };
 use ptxforge_runtime::templates::conv::reference::{self, to_channels_last};
-use ptxforge_runtime::templates::conv::{Conv2dConfig, ConvDims, ConvShape, Layout};
+use ptxforge_runtime::templates::conv::{
+    Conv2dConfig, ConvDims, ConvShape, Layout, POINTWISE_PIXEL_RUN,
+};
 use ptxforge_runtime::templates::testing::{
     counters_summary, error_relative_to_max, from_f64, to_f64, HostFloat, SplitMix64,
 };
@@ -681,7 +683,8 @@ fn tensor_core_counters_resnet_3x3() {
 
 /// The implicit GEMMs' done-when bars on three 64 → 64 layers on a 16 × 16 image (the ResNet
 /// 3 × 3, a 1 × 1 and a stride-2 3 × 3): every tensor-core entry (forward NCHW and NHWC,
-/// the NCHW channels-last forward and its two pre-passes, backward-data, backward-filter), f16
+/// the NCHW channels-last forward and its two pre-passes, the NCHW pointwise forward,
+/// backward-data, backward-filter), f16
 /// and tf32, fetches at most 1/0.9 sectors per useful
 /// byte (global load efficiency ≥ 0.9) and stores to shared memory within 5% of the fewest
 /// wavefronts (bank conflict factor ≤ 1.05). The 28-wide rows (112 bytes of f32, so a
@@ -717,9 +720,13 @@ fn implicit_gemm_counter_bars() {
                 DType::F16 => implicit_gemm_records::<f16>(&cfg, size),
                 _ => implicit_gemm_records::<f32>(&cfg, size),
             };
-            // The channels-last forward adds its two pre-passes and its GEMM (f16, KW > 1).
-            let channels_last = dtype == DType::F16 && layer.kernel_w > 1;
-            let expected = if channels_last { 9 } else { 6 };
+            // The channels-last forward adds its two pre-passes and its GEMM (f16, KW > 1),
+            // the pointwise forward one GEMM (f16 1 × 1 at stride 1).
+            let expected = match (dtype, layer.kernel_w) {
+                (DType::F16, 1) => 7,
+                (DType::F16, _) => 9,
+                _ => 6,
+            };
             assert_eq!(records.len(), expected, "{name} {dtype}");
             for (pass, record, outputs) in records {
                 let tag = format!("{name} {dtype} {pass}");
@@ -770,6 +777,12 @@ fn implicit_gemm_records<T: HostFloat + Element>(
             Layout::Nhwc => ["forward nhwc", "backward-data nhwc", "backward-filter nhwc"],
         };
         runs.push((forward, y.len()));
+        if cfg.has_pointwise_implicit_gemm() {
+            let run =
+                forward_implicit_gemm_pointwise(&cfg, &dev, &ptx, &s, &x.dev, &w.dev, bias, &mut y);
+            must("forward pointwise", run);
+            runs.push(("forward pointwise", y.len()));
+        }
         if cfg.has_channels_last_forward() {
             let run = forward_channels_last(&cfg, &dev, &ptx, &s, &x.dev, &w.dev, bias, &mut y);
             must("forward channels-last", run);
@@ -796,9 +809,14 @@ fn implicit_gemm_records<T: HostFloat + Element>(
     dev.take_launch_log()
         .into_iter()
         .filter(|r| {
-            ["implicit_gemm", "implicit_gemm_split", "channels_last"]
-                .iter()
-                .any(|end| r.entry.ends_with(end))
+            [
+                "implicit_gemm",
+                "implicit_gemm_split",
+                "channels_last",
+                "pointwise",
+            ]
+            .iter()
+            .any(|end| r.entry.ends_with(end))
         })
         .zip(runs)
         .map(|(record, (pass, outputs))| (pass, record, outputs))
@@ -883,10 +901,14 @@ fn run_forward_on<T: HostFloat + Element>(
         Option<&DeviceBuffer<SimBackend, T>>,
         &mut DeviceBuffer<SimBackend, T>,
     ) -> Result<ConvDims, LaunchError>;
-    let paths: [(&'static str, Forward<T>); 4] = [
+    let paths: [(&'static str, Forward<T>); 5] = [
         (
             "conv2d_implicit_gemm",
             forward_implicit_gemm::<SimBackend, T>,
+        ),
+        (
+            "conv2d_implicit_gemm_pointwise",
+            forward_implicit_gemm_pointwise::<SimBackend, T>,
         ),
         (
             "conv2d_implicit_gemm_channels_last",
@@ -895,8 +917,11 @@ fn run_forward_on<T: HostFloat + Element>(
         ("conv2d_nhwc", forward_nhwc::<SimBackend, T>),
         ("conv2d_direct", forward_direct::<SimBackend, T>),
     ];
+    // The pointwise entry needs whole runs of 8 pixels per image.
+    let whole_runs = dims.out_pixels().is_multiple_of(POINTWISE_PIXEL_RUN);
     for (entry, launch) in paths {
-        if !cfg.entry_names().contains(&entry) {
+        let fits = entry != ENTRY_IMPLICIT_GEMM_POINTWISE || whole_runs;
+        if !cfg.entry_names().contains(&entry) || !fits {
             continue;
         }
         let mut y = dev.alloc::<T>(dims.output_len(&cfg)).expect("alloc");
@@ -1137,6 +1162,215 @@ fn channels_last_forward_rejects_what_it_does_not_cover() {
         "{err:?}"
     );
     assert!(dev.take_launch_log().is_empty());
+}
+
+/// NCHW 1 × 1 layers at stride 1 without padding (`conv2d_implicit_gemm_pointwise`: `x`
+/// read in 16-byte chunks of 8 pixels of one channel): pixel tiles across images and past
+/// `M` (72 and 160 pixels over batch 3 and 2), a ragged last K tile (`Cg` 40 and 24),
+/// groups, dilation (no effect on one tap), bias, output channels on the 128 × 64 tile (24,
+/// 64) and on the 128 × 128 tile (72 per group, 120, 200: three column tiles of 128, rings
+/// in dynamic shared memory). f16 on sm_80 and bf16 on sm_90 against the reference, with
+/// `forward` choosing the entry; per launch exactly the mma count and `cp.async` bytes the
+/// tile implies, no other global loads but the bias, whole sectors both ways (the staged
+/// NCHW stores), conflict-free shared memory.
+#[test]
+fn pointwise_forward_every_case() {
+    let c = Conv2dConfig::new;
+    let cases = [
+        Case {
+            name: "1x1 64→64 + bias, 16 × 16",
+            cfg: c(64, 64, 1).with_bias(true),
+            shape: shape(1, 16, 16),
+        },
+        Case {
+            name: "1x1 40→24 + bias, batch 3, 4 × 6 (tiles across images, ragged K)",
+            cfg: c(40, 24, 1).with_bias(true),
+            shape: shape(3, 4, 6),
+        },
+        Case {
+            name: "1x1 groups 2 (Cg 24, Og 72) 48→144, batch 2, 10 × 8",
+            cfg: c(48, 144, 1).with_groups(2),
+            shape: shape(2, 10, 8),
+        },
+        Case {
+            name: "1x1 120→120 d2, batch 2, 8 × 8",
+            cfg: c(120, 120, 1).with_dilation(2, 2),
+            shape: shape(2, 8, 8),
+        },
+        Case {
+            name: "1x1 16→200 + bias, 12 × 12 (three 128-channel tiles)",
+            cfg: c(16, 200, 1).with_bias(true),
+            shape: shape(1, 12, 12),
+        },
+    ];
+    let mut tiles_seen = Vec::new();
+    for (i, case) in cases.iter().enumerate() {
+        let seed = 900 + i as u64;
+        for (dtype, arch) in [(DType::F16, Arch::Sm80), (DType::BF16, Arch::Sm90)] {
+            let cfg = Conv2dConfig {
+                dtype,
+                arch,
+                ..case.cfg
+            };
+            assert!(cfg.has_pointwise_implicit_gemm(), "{}", case.name);
+            let (dev, ran) = match dtype {
+                DType::F16 => run_forward_on::<f16>(case, dtype, arch, Layout::Nchw, seed),
+                _ => run_forward_on::<bf16>(case, dtype, arch, Layout::Nchw, seed),
+            };
+            assert!(
+                ran.contains(&ENTRY_IMPLICIT_GEMM_POINTWISE),
+                "{}: {ran:?}",
+                case.name
+            );
+            let log = dev.take_launch_log();
+            assert_eq!(
+                log.last().map(|r| r.entry.as_str()),
+                Some(ENTRY_IMPLICIT_GEMM_POINTWISE),
+                "{}: forward's choice",
+                case.name
+            );
+            let s = &case.shape;
+            let pixels = u64::from(s.batch * s.height * s.width);
+            let (og, cg) = (cfg.out_per_group(), cfg.in_per_group());
+            let mnk = [pixels, u64::from(og), u64::from(cg)];
+            let tiles = GemmTiles::new(&cfg, ENTRY_IMPLICIT_GEMM_POINTWISE, mnk, cfg.groups.into());
+            tiles_seen.push(tiles.tile);
+            for record in log
+                .iter()
+                .filter(|r| r.entry == ENTRY_IMPLICIT_GEMM_POINTWISE)
+            {
+                let c = &record.counters;
+                let label = format!("{} {dtype}", case.name);
+                print_counters(
+                    &label,
+                    record,
+                    (pixels * u64::from(cfg.out_channels)) as f64,
+                );
+                assert_eq!(c.mma_instructions, tiles.mma(), "{label}");
+                assert_eq!(c.cp_async_bytes, tiles.cp_async_bytes(), "{label}");
+                assert_eq!(
+                    c.global_load_requests,
+                    bias_requests(&cfg, &tiles),
+                    "{label}"
+                );
+                assert!(c.global_store_efficiency() >= 0.99, "{label}: stores");
+                assert!(
+                    c.shared_bank_conflict_factor() <= 1.0 + 1e-9,
+                    "{label}: banks"
+                );
+                assert!(c.ldmatrix_wavefronts_per_request() <= 4.0 + 1e-9, "{label}");
+            }
+        }
+    }
+    assert!(tiles_seen.contains(&[128, 64]) && tiles_seen.contains(&[128, 128]));
+}
+
+/// The global load requests of a forward GEMM's epilogue whose operands all arrive by
+/// `cp.async`: where the config has a bias, each warp (2 × 2 per block) loads its lanes' two
+/// columns of each n8 accumulator once, a request wherever its first lane's column is inside
+/// `Og`.
+fn bias_requests(cfg: &Conv2dConfig, tiles: &GemmTiles) -> u64 {
+    if !cfg.bias {
+        return 0;
+    }
+    let [_, columns] = tiles.tile;
+    let og = cfg.out_per_group();
+    let column_tiles = og.div_ceil(columns);
+    let per_row_of_blocks = (0..column_tiles * columns)
+        .filter(|&c| c % 8 < 2 && c < og)
+        .count() as u64;
+    // Blocks along the pixels and groups, times the 2 warps along the pixels.
+    let row_blocks = tiles.blocks / u64::from(column_tiles);
+    row_blocks * 2 * per_row_of_blocks
+}
+
+/// The pointwise entry's limits: `OH·OW` not a multiple of 8 (7 × 7, 14 × 14 over batch 2) is
+/// a typed error naming `out_pixels` and launches nothing, while `forward` takes another
+/// entry and matches the reference; configs without the entry (stride 2, padding, a 3 × 3,
+/// `Cg` 12, NHWC, tf32) have none in the module and are a typed error naming the layout.
+#[test]
+fn pointwise_forward_rejects_what_it_does_not_cover() {
+    let base = Conv2dConfig {
+        dtype: DType::F16,
+        arch: Arch::Sm80,
+        ..Conv2dConfig::new(16, 16, 1)
+    };
+    let dev = SimBackend::new();
+    let ptx = base.compile().expect("compiles").ptx;
+    for (i, s) in [shape(2, 7, 7), shape(2, 14, 14)].into_iter().enumerate() {
+        let err = pointwise_with::<f16>(&base, &dev, &ptx, &s);
+        assert!(
+            matches!(
+                err,
+                Err(LaunchError::InvalidDim {
+                    name: "out_pixels",
+                    ..
+                })
+            ),
+            "{s:?}: {err:?}"
+        );
+        assert!(dev.take_launch_log().is_empty());
+        let case = Case {
+            name: "1x1 16→16, pixels not a multiple of 8",
+            cfg: base,
+            shape: s,
+        };
+        let (dev, _) =
+            run_forward_on::<f16>(&case, DType::F16, Arch::Sm80, Layout::Nchw, 40 + i as u64);
+        let last = dev.take_launch_log().pop().expect("forward launched").entry;
+        assert_ne!(last, ENTRY_IMPLICIT_GEMM_POINTWISE, "{s:?}");
+    }
+    let refused = [
+        base.with_stride(2, 2),
+        base.with_padding(1, 1),
+        Conv2dConfig::new(16, 16, 3).with_padding(1, 1),
+        Conv2dConfig::new(36, 12, 1).with_groups(3),
+        base.with_layout(Layout::Nhwc),
+        Conv2dConfig::new(16, 16, 1).with_allow_tf32(true),
+    ];
+    let s = shape(1, 8, 8);
+    for cfg in refused {
+        let cfg = Conv2dConfig {
+            dtype: if cfg.allow_tf32 {
+                DType::F32
+            } else {
+                DType::F16
+            },
+            arch: Arch::Sm80,
+            ..cfg
+        };
+        assert!(!cfg.has_pointwise_implicit_gemm(), "{}", cfg.matrix_name());
+        assert!(!cfg.entry_names().contains(&ENTRY_IMPLICIT_GEMM_POINTWISE));
+        let ptx = cfg.compile().expect("compiles").ptx;
+        let err = match cfg.dtype {
+            DType::F32 => pointwise_with::<f32>(&cfg, &dev, &ptx, &s),
+            _ => pointwise_with::<f16>(&cfg, &dev, &ptx, &s),
+        };
+        assert!(
+            matches!(err, Err(LaunchError::InvalidDim { name: "layout", .. })),
+            "{}: {err:?}",
+            cfg.matrix_name()
+        );
+    }
+    assert!(dev.take_launch_log().is_empty());
+}
+
+/// `forward_implicit_gemm_pointwise` of `cfg` with buffers of the right lengths (never
+/// initialised: only for calls that must fail before launching).
+fn pointwise_with<T: Element>(
+    cfg: &Conv2dConfig,
+    dev: &SimBackend,
+    ptx: &str,
+    s: &ConvShape,
+) -> Result<ConvDims, LaunchError> {
+    let d = cfg.check_shape(s, false).expect("valid shape");
+    let buf = |len: usize| dev.alloc::<T>(len).expect("alloc");
+    let (x, w, mut y) = (
+        buf(d.input_len(cfg)),
+        buf(ConvDims::weight_len(cfg)),
+        buf(d.output_len(cfg)),
+    );
+    forward_implicit_gemm_pointwise(cfg, dev, ptx, s, &x, &w, None, &mut y)
 }
 
 /// `forward_channels_last` of `cfg` with an `x` of `x_len` elements and `w`, `y` of their

@@ -327,7 +327,9 @@ impl CompiledKernel<AttentionConfig> {
 /// The wrappers of `#[conv2d_kernel]`, for a configuration compiled at run time. `bias` and
 /// `db` are `Some` exactly when the configuration has `bias = true`.
 impl CompiledKernel<Conv2dConfig> {
-    /// Forward: the 1×1 entry for 1×1 kernels, the direct entry otherwise.
+    /// Forward through the fastest entry of the module, as the attribute's `forward`
+    /// ([`conv::launch::forward`]): the tensor-core implicit GEMMs where the config has them,
+    /// else `conv2d_nhwc`, `conv2d_1x1` or `conv2d_direct`.
     pub fn forward<B: Backend, T: Element>(
         &self,
         dev: &B,
@@ -337,11 +339,7 @@ impl CompiledKernel<Conv2dConfig> {
         bias: Option<&DeviceBuffer<B, T>>,
         y: &mut DeviceBuffer<B, T>,
     ) -> Result<ConvDims, LaunchError> {
-        if self.config.has_pointwise() {
-            self.forward_1x1(dev, shape, x, w, bias, y)
-        } else {
-            self.forward_direct(dev, shape, x, w, bias, y)
-        }
+        conv::launch::forward(self.config, dev, self.ptx, shape, x, w, bias, y)
     }
 
     /// Forward through entry `conv2d_direct`.

@@ -529,7 +529,8 @@ fn attention(rows: &mut Vec<Modelled>) -> Result<()> {
 /// in NCHW and NHWC (PyTorch's channels_last, the layout tensor-core convolutions use), through
 /// [`conv::forward`] (the entry the family chooses for the target and layout: the tensor-core
 /// implicit GEMM on sm_80 — for the NCHW 3×3 after the channels-last pre-passes, whose
-/// copies count in the footprint — `conv2d_1x1` / `conv2d_direct` / `conv2d_nhwc` on sm_70).
+/// copies count in the footprint, for the NCHW 1×1 `conv2d_implicit_gemm_pointwise`, which
+/// reads `x` as it is — `conv2d_1x1` / `conv2d_direct` / `conv2d_nhwc` on sm_70).
 /// Sample: batch 1, 128 output channels (the 128 × 128 tile's width, as at the real 128 and
 /// 512), C_in ∈ {32, 64} → 128 (linear in the reduction: whole 32-deep K tiles, 9 and 18 for
 /// the 3×3, 1 and 2 for the 1×1).

@@ -60,6 +60,12 @@ pub(crate) fn wrappers(c: &Conv2dConfig, t: &WrapperTypes) -> Vec<Wrapper> {
     );
     // Inside the formula's code span: never a nested backtick.
     let bias_term = if c.bias { " + bias" } else { "" };
+    // The config on a target with `mma.m16n8k16`: the config's own arch decides only whether
+    // the target has it, which the docs state.
+    let sm80 = Conv2dConfig {
+        arch: Arch::Sm80,
+        ..*c
+    };
     let forward = Wrapper {
         name: "forward",
         doc: format!(
@@ -68,12 +74,11 @@ pub(crate) fn wrappers(c: &Conv2dConfig, t: &WrapperTypes) -> Vec<Wrapper> {
              {}. {layouts}. Returns the checked dimensions.",
             // Whichever of the attribute's targets the module is for: the config's arch decides
             // only whether the target has `mma.m16n8k16`, which the sentence states.
-            if (Conv2dConfig {
-                arch: Arch::Sm80,
-                ..*c
-            })
-            .has_channels_last_forward()
-            {
+            if sm80.has_pointwise_implicit_gemm() {
+                "`conv2d_implicit_gemm_pointwise` (tensor cores, `x` read in 16-byte chunks of 8 \
+                 pixels) where the target has `mma.m16n8k16` and `out_height · out_width` is a \
+                 multiple of 8, else "
+            } else if sm80.has_channels_last_forward() {
                 "the channels-last copies of `x` and `w` (`conv2d_to_channels_last`, \
                  `conv2d_filter_to_channels_last`, into backend-allocated workspaces) and \
                  `conv2d_implicit_gemm_channels_last` (tensor cores) where the target has \
@@ -139,12 +144,8 @@ pub(crate) fn wrappers(c: &Conv2dConfig, t: &WrapperTypes) -> Vec<Wrapper> {
     ];
     filter_params.extend(db_param);
     // Whether the NCHW backward passes go through channels-last copies on targets with
-    // `mma.m16n8k16` (the config's own arch decides only whether the target has it).
-    let backward_copies = (Conv2dConfig {
-        arch: Arch::Sm80,
-        ..*c
-    })
-    .has_channels_last_backward();
+    // `mma.m16n8k16`.
+    let backward_copies = sm80.has_channels_last_backward();
     let through_copies = |copies: &str, entry: &str| {
         if backward_copies {
             format!(

@@ -9,14 +9,18 @@ use super::kernels::{
     BWD_FILTER_REDUCE_THREADS, CHANNELS_LAST_THREADS, CHANNELS_LAST_TILE,
     ENTRY_BWD_DATA_CHANNELS_LAST, ENTRY_BWD_DATA_IMPLICIT_GEMM, ENTRY_BWD_FILTER_CHANNELS_LAST,
     ENTRY_BWD_FILTER_CHANNELS_LAST_SPLIT, ENTRY_BWD_FILTER_IMPLICIT_GEMM, ENTRY_BWD_FILTER_SPLIT,
-    ENTRY_IMPLICIT_GEMM, ENTRY_IMPLICIT_GEMM_CHANNELS_LAST, FILTER_TO_CHANNELS_LAST_THREADS,
-    NHWC_THREADS, NHWC_TILE_M, NHWC_TILE_N,
+    ENTRY_IMPLICIT_GEMM, ENTRY_IMPLICIT_GEMM_CHANNELS_LAST, ENTRY_IMPLICIT_GEMM_POINTWISE,
+    FILTER_TO_CHANNELS_LAST_THREADS, NHWC_THREADS, NHWC_TILE_M, NHWC_TILE_N,
 };
 use super::shapes::ConvDims;
 use crate::dtype::DType;
 use crate::launch::{Dim3, LaunchConfig, LaunchError};
 use crate::templates::attention::SharedMemoryKind;
 use crate::templates::warp_mma::TILE_K_BYTES;
+
+/// The pixels of one 16-byte chunk of `conv2d_implicit_gemm_pointwise`'s `x` reads: `OH·OW`
+/// must be a multiple of it.
+pub const POINTWISE_PIXEL_RUN: usize = 8;
 
 /// The largest `gridDim.y` / `gridDim.z`.
 pub const MAX_GRID_YZ: u32 = 65535;
@@ -244,6 +248,39 @@ impl Conv2dConfig {
         dims: &ConvDims,
     ) -> Result<LaunchConfig, LaunchError> {
         self.forward_gemm_grid(ENTRY_IMPLICIT_GEMM_CHANNELS_LAST, dims)
+    }
+
+    /// `conv2d_implicit_gemm_pointwise`: as [`Self::implicit_gemm_launch_config`] with that
+    /// entry's tile. A config without the entry ([`Self::has_pointwise_implicit_gemm`]) is
+    /// [`LaunchError::InvalidDim`] `layout`, and `OH·OW` not a multiple of 8 (its 16-byte
+    /// chunks of 8 pixels would cross images, unaligned) [`LaunchError::InvalidDim`]
+    /// `out_pixels`.
+    pub fn implicit_gemm_pointwise_launch_config(
+        &self,
+        dims: &ConvDims,
+    ) -> Result<LaunchConfig, LaunchError> {
+        if !self.has_pointwise_implicit_gemm() {
+            return Err(LaunchError::InvalidDim {
+                name: "layout",
+                value: 0,
+                reason: "conv2d_implicit_gemm_pointwise needs an NCHW f16/bf16 1 x 1 filter at \
+                         stride 1 without padding, C_in/groups a multiple of 8, on a target with \
+                         mma.m16n8k16"
+                    .into(),
+            });
+        }
+        let pixels = dims.out_pixels();
+        if !pixels.is_multiple_of(POINTWISE_PIXEL_RUN) {
+            return Err(LaunchError::InvalidDim {
+                name: "out_pixels",
+                value: pixels as u64,
+                reason: format!(
+                    "conv2d_implicit_gemm_pointwise reads x in runs of {POINTWISE_PIXEL_RUN} \
+                     pixels, so OH*OW must be a multiple of {POINTWISE_PIXEL_RUN}"
+                ),
+            });
+        }
+        self.forward_gemm_grid(ENTRY_IMPLICIT_GEMM_POINTWISE, dims)
     }
 
     fn forward_gemm_grid(&self, entry: &str, dims: &ConvDims) -> Result<LaunchConfig, LaunchError> {

@@ -21,7 +21,7 @@
 //! written completely (every element), inputs never.
 
 use super::config::{Conv2dConfig, Layout};
-use super::geometry::{slice_tiles, INDEX_LIMIT, MAX_GRID_YZ};
+use super::geometry::{slice_tiles, INDEX_LIMIT, MAX_GRID_YZ, POINTWISE_PIXEL_RUN};
 use super::kernels::{
     bias_block_pixels, fast_div_constants, ENTRY_1X1, ENTRY_BWD_BIAS, ENTRY_BWD_BIAS_REDUCE,
     ENTRY_BWD_BIAS_SPLIT, ENTRY_BWD_DATA, ENTRY_BWD_DATA_CHANNELS_LAST,
@@ -29,7 +29,8 @@ use super::kernels::{
     ENTRY_BWD_FILTER_CHANNELS_LAST_SPLIT, ENTRY_BWD_FILTER_CUDA_SPLIT,
     ENTRY_BWD_FILTER_IMPLICIT_GEMM, ENTRY_BWD_FILTER_REDUCE, ENTRY_BWD_FILTER_SPLIT, ENTRY_DIRECT,
     ENTRY_FILTER_TO_CHANNELS_LAST, ENTRY_GEMM, ENTRY_GRADIENT_TO_CHANNELS_LAST, ENTRY_IM2COL,
-    ENTRY_IMPLICIT_GEMM, ENTRY_IMPLICIT_GEMM_CHANNELS_LAST, ENTRY_NHWC, ENTRY_TO_CHANNELS_LAST,
+    ENTRY_IMPLICIT_GEMM, ENTRY_IMPLICIT_GEMM_CHANNELS_LAST, ENTRY_IMPLICIT_GEMM_POINTWISE,
+    ENTRY_NHWC, ENTRY_TO_CHANNELS_LAST,
 };
 use super::shapes::{ConvDims, ConvError, ConvShape};
 use crate::dtype::DType;
@@ -372,6 +373,44 @@ pub fn forward_implicit_gemm<B: Backend, T: Element>(
     )
 }
 
+/// The NCHW tensor-core forward of a 1 × 1 filter at stride 1 without padding
+/// (`conv2d_implicit_gemm_pointwise`; f16/bf16 on sm_80+ with `C_in/groups` a multiple of 8,
+/// [`Conv2dConfig::has_pointwise_implicit_gemm`]): `y = conv(x, w) (+ bias)`, reading `x` in
+/// 16-byte `cp.async` chunks of 8 pixels of one channel, no copy. A config without the entry
+/// is [`LaunchError::InvalidDim`] `layout`, `OH·OW` not a multiple of 8
+/// [`LaunchError::InvalidDim`] `out_pixels`; [`forward`] picks the entry where it can.
+#[allow(clippy::too_many_arguments)]
+pub fn forward_implicit_gemm_pointwise<B: Backend, T: Element>(
+    cfg: &Conv2dConfig,
+    dev: &B,
+    ptx: &str,
+    shape: &ConvShape,
+    x: &DeviceBuffer<B, T>,
+    w: &DeviceBuffer<B, T>,
+    bias: Option<&DeviceBuffer<B, T>>,
+    y: &mut DeviceBuffer<B, T>,
+) -> Result<ConvDims, LaunchError> {
+    let call = Call {
+        cfg,
+        dev,
+        ptx,
+        shape,
+    };
+    call.forward(
+        ENTRY_IMPLICIT_GEMM_POINTWISE,
+        Conv2dConfig::implicit_gemm_pointwise_launch_config,
+        (x, w, bias, y),
+    )
+}
+
+/// Whether [`forward`] takes `conv2d_implicit_gemm_pointwise` for `shape`: the config has it
+/// and `OH·OW` is a multiple of 8.
+fn pointwise_fits(cfg: &Conv2dConfig, shape: &ConvShape) -> bool {
+    let whole_runs =
+        |(h, w): (u32, u32)| (h as usize * w as usize).is_multiple_of(POINTWISE_PIXEL_RUN);
+    cfg.has_pointwise_implicit_gemm() && cfg.output_size(shape).is_ok_and(whole_runs)
+}
+
 /// The NCHW tensor-core forward through channels-last copies (f16/bf16 on sm_80+ with `C_in`
 /// and `C_in/groups` multiples of 8 and a filter wider than 1,
 /// [`Conv2dConfig::has_channels_last_forward`]; [`forward`] picks it there):
@@ -526,9 +565,11 @@ pub fn forward_nhwc<B: Backend, T: Element>(
     )
 }
 
-/// Forward with the fastest entry the module has: in NCHW the channels-last pre-pass and
-/// tensor-core implicit GEMM where the config has them ([`forward_channels_last`]; `N` and
-/// `C_out` at most 65535), the tensor-core implicit GEMM where the config has it
+/// Forward with the fastest entry the module has: in NCHW the 1 × 1 tensor-core GEMM over
+/// chunks of pixels where the config has it and `OH·OW` is a multiple of 8
+/// ([`forward_implicit_gemm_pointwise`]), the channels-last pre-pass and tensor-core
+/// implicit GEMM where the config has them ([`forward_channels_last`]; `N` and `C_out` at
+/// most 65535), the tensor-core implicit GEMM where the config has it
 /// ([`Conv2dConfig::has_tensor_core_forward`]), else (silently: f32 without
 /// `allow_tf32`, f64 and pre-sm_80 targets) the CUDA-core path: `conv2d_1x1` for a 1 × 1
 /// kernel, `conv2d_direct` otherwise, `conv2d_nhwc` in the NHWC layout.
@@ -543,7 +584,9 @@ pub fn forward<B: Backend, T: Element>(
     bias: Option<&DeviceBuffer<B, T>>,
     y: &mut DeviceBuffer<B, T>,
 ) -> Result<ConvDims, LaunchError> {
-    if cfg.has_channels_last_forward() && channels_last_fits(cfg, shape) {
+    if pointwise_fits(cfg, shape) {
+        forward_implicit_gemm_pointwise(cfg, dev, ptx, shape, x, w, bias, y)
+    } else if cfg.has_channels_last_forward() && channels_last_fits(cfg, shape) {
         forward_channels_last(cfg, dev, ptx, shape, x, w, bias, y)
     } else if cfg.has_tensor_core_forward() {
         forward_implicit_gemm(cfg, dev, ptx, shape, x, w, bias, y)

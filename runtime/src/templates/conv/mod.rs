@@ -19,7 +19,8 @@ mod shapes;
 
 pub use config::{Conv2dConfig, DirectTile, GemmTile, Layout, INDEX_BOUND};
 pub use geometry::{
-    INDEX_LIMIT, MAX_GRID_X, MAX_GRID_YZ, MIN_SLICE_TILES, SPLIT_TARGET_SMS, SPLIT_WAVES,
+    INDEX_LIMIT, MAX_GRID_X, MAX_GRID_YZ, MIN_SLICE_TILES, POINTWISE_PIXEL_RUN, SPLIT_TARGET_SMS,
+    SPLIT_WAVES,
 };
 pub use kernels::matrix_configs;
 pub use shapes::{output_len, ConvDims, ConvError, ConvShape};

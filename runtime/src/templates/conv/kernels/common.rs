@@ -34,6 +34,11 @@ pub(crate) trait ConvElem: Float {
     fn implicit_gemm(_cfg: &Conv2dConfig, _arch: Arch, _pass: Pass) -> Option<KernelBuilder> {
         None
     }
+    /// The NCHW 1 × 1 forward with A in chunks of pixels (`conv2d_implicit_gemm_pointwise`)
+    /// where this type and `cfg` have it (halves), else `None`.
+    fn pointwise(_cfg: &Conv2dConfig, _arch: Arch) -> Option<KernelBuilder> {
+        None
+    }
     /// The split backward-filter's two entries where this type and `cfg` have the
     /// tensor-core backward-filter, else `None`.
     fn split_filter(_cfg: &Conv2dConfig, _arch: Arch) -> Option<[KernelBuilder; 2]> {
@@ -64,6 +69,10 @@ impl ConvElem for F16 {
     fn implicit_gemm(cfg: &Conv2dConfig, arch: Arch, pass: Pass) -> Option<KernelBuilder> {
         implicit_gemm::available(cfg).then(|| implicit_gemm::build::<F16>(cfg, arch, pass))
     }
+    fn pointwise(cfg: &Conv2dConfig, arch: Arch) -> Option<KernelBuilder> {
+        implicit_gemm::pointwise_available(cfg)
+            .then(|| implicit_gemm::build_pointwise::<F16>(cfg, arch))
+    }
     fn split_filter(cfg: &Conv2dConfig, arch: Arch) -> Option<[KernelBuilder; 2]> {
         implicit_gemm::available(cfg).then(|| implicit_gemm::build_split::<F16>(cfg, arch))
     }
@@ -92,6 +101,10 @@ impl ConvElem for BF16 {
     }
     fn implicit_gemm(cfg: &Conv2dConfig, arch: Arch, pass: Pass) -> Option<KernelBuilder> {
         implicit_gemm::available(cfg).then(|| implicit_gemm::build::<BF16>(cfg, arch, pass))
+    }
+    fn pointwise(cfg: &Conv2dConfig, arch: Arch) -> Option<KernelBuilder> {
+        implicit_gemm::pointwise_available(cfg)
+            .then(|| implicit_gemm::build_pointwise::<BF16>(cfg, arch))
     }
     fn split_filter(cfg: &Conv2dConfig, arch: Arch) -> Option<[KernelBuilder; 2]> {
         implicit_gemm::available(cfg).then(|| implicit_gemm::build_split::<BF16>(cfg, arch))

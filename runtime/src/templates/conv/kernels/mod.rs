@@ -69,7 +69,8 @@ pub use implicit_gemm::{
     ENTRY as ENTRY_IMPLICIT_GEMM, ENTRY_BWD_DATA as ENTRY_BWD_DATA_IMPLICIT_GEMM,
     ENTRY_BWD_DATA_CHANNELS_LAST, ENTRY_BWD_FILTER as ENTRY_BWD_FILTER_IMPLICIT_GEMM,
     ENTRY_BWD_FILTER_CHANNELS_LAST, ENTRY_CHANNELS_LAST as ENTRY_IMPLICIT_GEMM_CHANNELS_LAST,
-    ENTRY_REDUCE as ENTRY_BWD_FILTER_REDUCE, ENTRY_SPLIT as ENTRY_BWD_FILTER_SPLIT,
+    ENTRY_POINTWISE as ENTRY_IMPLICIT_GEMM_POINTWISE, ENTRY_REDUCE as ENTRY_BWD_FILTER_REDUCE,
+    ENTRY_SPLIT as ENTRY_BWD_FILTER_SPLIT,
     ENTRY_SPLIT_CHANNELS_LAST as ENTRY_BWD_FILTER_CHANNELS_LAST_SPLIT,
     REDUCE_THREADS as BWD_FILTER_REDUCE_THREADS,
 };
@@ -101,6 +102,15 @@ impl Conv2dConfig {
     /// and older targets silently keep the CUDA-core entries only).
     pub fn has_tensor_core_forward(&self) -> bool {
         implicit_gemm::available(self)
+    }
+
+    /// Whether the NCHW module has the tensor-core 1 × 1 forward
+    /// `conv2d_implicit_gemm_pointwise`, which reads `x` in 16-byte `cp.async` chunks of 8
+    /// pixels of one channel without a copy: f16/bf16 on targets with `mma.m16n8k16`, a 1 × 1
+    /// filter at stride 1 without padding, `C_in/groups` a multiple of 8. A launch needs
+    /// `OH·OW` a multiple of 8.
+    pub fn has_pointwise_implicit_gemm(&self) -> bool {
+        implicit_gemm::pointwise_available(self)
     }
 
     /// Whether the NCHW module has the channels-last tensor-core forward
@@ -150,6 +160,9 @@ impl Conv2dConfig {
             ENTRY_IMPLICIT_GEMM => tile_geometry(self, Pass::Forward),
             ENTRY_BWD_DATA_IMPLICIT_GEMM => tile_geometry(self, Pass::BackwardData),
             ENTRY_IMPLICIT_GEMM_CHANNELS_LAST => channels_last(self, Pass::Forward),
+            ENTRY_IMPLICIT_GEMM_POINTWISE if self.has_pointwise_implicit_gemm() => {
+                implicit_gemm::pointwise_tile_geometry(self)
+            }
             ENTRY_BWD_DATA_CHANNELS_LAST => channels_last(self, Pass::BackwardData),
             ENTRY_BWD_FILTER_IMPLICIT_GEMM | ENTRY_BWD_FILTER_SPLIT => {
                 tile_geometry(self, Pass::BackwardFilter)
@@ -189,6 +202,9 @@ impl Conv2dConfig {
         }
         if self.has_tensor_core_forward() {
             names.push(ENTRY_IMPLICIT_GEMM);
+        }
+        if self.has_pointwise_implicit_gemm() {
+            names.push(ENTRY_IMPLICIT_GEMM_POINTWISE);
         }
         if self.has_channels_last_forward() {
             names.extend([
@@ -246,6 +262,9 @@ fn build_module<T: backward_filter::FilterElem>(cfg: &Conv2dConfig, arch: Arch) 
     }
     if let Some(tc) = T::implicit_gemm(cfg, arch, Pass::Forward) {
         m.push(tc);
+    }
+    if let Some(pointwise) = T::pointwise(cfg, arch) {
+        m.push(pointwise);
     }
     for entry in T::channels_last(cfg, arch).into_iter().flatten() {
         m.push(entry);
@@ -334,10 +353,11 @@ impl KernelFamily for Conv2dConfig {
     }
 }
 
-/// The emit-matrix configurations: every dtype × four representative NCHW shapes (ResNet 3×3
+/// The emit-matrix configurations: every dtype × six representative NCHW shapes (ResNet 3×3
 /// 128 → 128 with bias: for halves the channels-last entries on every tile shape but the
-/// 64 × 64 one; the 7×7 stride-2 stem, a strided grouped 1×1 with bias, a dilated depthwise
-/// 3×3) and four NHWC ones (ResNet 3×3 128 → 128 and 64 → 64 with bias: 16-byte forward A
+/// 64 × 64 one; the 7×7 stride-2 stem, a strided grouped 1×1 with bias, ResNet's
+/// bottleneck 1×1s 64 → 256 with bias and 256 → 64: for halves the pointwise GEMM on its
+/// 128 × 128 and 128 × 64 tiles; a dilated depthwise 3×3) and four NHWC ones (ResNet 3×3 128 → 128 and 64 → 64 with bias: 16-byte forward A
 /// and backward-data `gy` chunks, on 128 × 128, 64 × 128 and 128 × 64 tiles and on 128 × 64
 /// and 64 × 64 ones; the stem: element-wise forward A, `gy` chunks; the dilated depthwise
 /// 3×3: element-wise everywhere) ×
@@ -356,6 +376,8 @@ pub fn matrix_configs() -> Vec<Conv2dConfig> {
             .with_stride(2, 2)
             .with_groups(4)
             .with_bias(true),
+        Conv2dConfig::new(64, 256, 1).with_bias(true),
+        Conv2dConfig::new(256, 64, 1),
         Conv2dConfig::new(32, 32, 3)
             .with_groups(32)
             .with_padding(2, 2)

@@ -4,7 +4,7 @@
 
 use super::super::common::{div_const, load_or_zero, rem_const, ConvElem};
 use super::split::Slice;
-use super::{Conv, Pass};
+use super::{Conv, Pass, Reads};
 use crate::builder::{GlobalPtr, KernelBuilder, ParamHandle, Pred, Reg, F32, U32};
 use crate::ir::CmpOp;
 use crate::templates::conv::Layout;
@@ -134,15 +134,16 @@ impl<T: ConvElem + TileElem> Conv<T> {
     }
 
     /// Whether the output is staged through shared memory when the image's pixels allow
-    /// ([`super::staged_store`]): the channels-last entries' NCHW halves, forward and
-    /// backward-data. (The NCHW `conv2d_implicit_gemm` keeps its element stores: its
-    /// element-wise A gathers leave no registers for the staged code on a 7 × 7 filter, where
-    /// ptxas spilled on sm_90.)
+    /// ([`super::staged_store`]): the NCHW halves of the channels-last entries, forward and
+    /// backward-data, and of `conv2d_implicit_gemm_pointwise`. (The NCHW
+    /// `conv2d_implicit_gemm` keeps its element stores: its element-wise A gathers leave no
+    /// registers for the staged code on a 7 × 7 filter, where ptxas spilled on sm_90.)
     fn stages_output(&self) -> bool {
         let storage = matches!(self.out, Output::Storage(_));
+        let chunked_reads = self.layout == Layout::Nhwc || self.reads == Reads::PixelChunks;
         storage
             && matches!(self.pass, Pass::Forward | Pass::BackwardData)
-            && self.layout == Layout::Nhwc
+            && chunked_reads
             && self.out_layout == Layout::Nchw
             && T::TYPE.bytes() == 2
             && self.slab_tile().is_none()

@@ -19,10 +19,10 @@
 //!
 //! The block tile is the shared [`crate::templates::warp_mma`] one (MoE's expert GEMMs run
 //! the same): [`tile::THREADS`] threads (4 warps, 2 × 2) compute a tile of pixels × output
-//! channels of one group, [`Geometry::TALL`]'s 128 × 64 where both operands move in 16-byte
-//! `cp.async` chunks (NHWC halves with channel counts multiples of 8, and the channels-last
-//! entries), else [`Geometry::SQUARE`]'s 64 × 64 ([`tile_geometry`]; the backward passes'
-//! tiles likewise); grid `(⌈M / rows⌉, ⌈Og / columns⌉, groups)`. The `cp.async` ring, the
+//! channels of one group, [`Geometry::WIDE`]'s 128 × 128 or [`Geometry::TALL`]'s 128 × 64
+//! where both operands move in 16-byte `cp.async` chunks (NHWC halves with channel counts
+//! multiples of 8, the channels-last entries and the pointwise one), else
+//! [`Geometry::SQUARE`]'s 64 × 64 ([`tile_geometry`]; the backward passes' tiles likewise); grid `(⌈M / rows⌉, ⌈Og / columns⌉, groups)`. The `cp.async` ring, the
 //! `ldmatrix` fragment loads from padded rows and the `mma` loop are that module's; this one
 //! only fills ring slots (the im2col addressing) and stores.
 //!
@@ -48,12 +48,23 @@
 //! grid and reduction order `(kh, kw, ci)` per output — with NCHW's epilogue indexing
 //! (`y[n, g·Og + o, oh, ow]`): where `OH·OW` is a multiple of 8 the rounded tile is staged
 //! in the free ring and stored as 16-byte runs along the pixels ([`staged_store`]), else
-//! element by element. 1 × 1 filters keep `conv2d_implicit_gemm`: their NCHW A is
-//! read lane → pixel along contiguous rows already, and the copy adds `x`'s bytes twice
-//! (32.2 → 45.4 MB of DRAM traffic on ResNet-50's 1 × 1 128 → 512: 13.5 µs at DRAM
-//! speed). That choice was modelled at 12.9 µs for the gathers, from samples that read one
-//! K tile at both sizes; with whole K tiles they model at 29.2 µs, issue-bound (76.1
-//! instructions per output), so the copies would now win: not switched yet.
+//! element by element. 1 × 1 filters have no channels-last forward: a copy would add `x`'s
+//! bytes twice (32.2 → 45.4 MB of DRAM traffic on ResNet-50's 1 × 1 128 → 512), and at
+//! stride 1 without padding their NCHW A needs none (below).
+//!
+//! **NCHW 1 × 1 over chunks of pixels** (`conv2d_implicit_gemm_pointwise`, halves with `Cg` a
+//! multiple of 8, stride 1, no padding). Output pixel `m` of image `n` reads input pixel
+//! `m − n·H·W` of the same image, so A's column `ci` is `x[n, g·Cg + ci, ..]` itself,
+//! contiguous along the tile's rows: where `H·W` is a multiple of 8 (the launch's
+//! condition) 8 consecutive pixels of one channel are one aligned 16-byte chunk inside one
+//! image. A is then staged by reduction index ([`Staging::ByK`]: `[ci][pixel]`, the
+//! backward-filter's stage, read by `ldmatrix.trans`), filled by `cp.async` chunks with no
+//! copy, and the tile is the NHWC forward's (128 × 128 or 128 × 64,
+//! [`pointwise_tile_geometry`]); the NCHW `y` is staged through the free rings and stored as
+//! 16-byte runs ([`staged_store`]). ResNet-50's 1 × 1 128 → 512 on 28 × 28 at batch 32:
+//! 76.1 → 14.7 instructions per output, modelled at its DRAM bound (29.2 → 9.62 µs). The
+//! GEMM's rows and reduction order per output are `conv2d_implicit_gemm`'s. Where `H·W` is
+//! not a multiple of 8 (ResNet's 14 × 14 and 7 × 7) the host keeps `conv2d_implicit_gemm`.
 //!
 //! **NCHW backward through channels-last copies** (halves with `Cg`, `C_in`, `Og` and
 //! `C_out` multiples of 8, any filter). The NCHW backward GEMMs gather `gy` (and, for the
@@ -162,6 +173,10 @@ pub const ENTRY: &str = "conv2d_implicit_gemm";
 /// The NCHW forward over channels-last copies of `x` and `w` (the layout pre-pass,
 /// `conv2d_to_channels_last`), storing `y` in NCHW.
 pub const ENTRY_CHANNELS_LAST: &str = "conv2d_implicit_gemm_channels_last";
+/// The NCHW forward of a 1 × 1 filter at stride 1 without padding (halves, `Cg` a multiple of
+/// 8) whose A is read in 16-byte `cp.async` chunks of 8 consecutive pixels of one channel
+/// ([`Conv2dConfig::has_pointwise_implicit_gemm`]); a launch needs `OH·OW` a multiple of 8.
+pub const ENTRY_POINTWISE: &str = "conv2d_implicit_gemm_pointwise";
 /// The backward-data entry name.
 pub const ENTRY_BWD_DATA: &str = "conv2d_bwd_data_implicit_gemm";
 /// The backward-filter entry name.
@@ -226,6 +241,7 @@ impl Pass {
 struct Conv<T: ConvElem + TileElem> {
     p: Problem,
     pass: Pass,
+    reads: Reads,
     /// The operands' layout.
     layout: Layout,
     /// The output's layout: the operands' except for [`ENTRY_CHANNELS_LAST`] (NCHW `y`).
@@ -276,8 +292,10 @@ pub(crate) fn available(cfg: &Conv2dConfig) -> bool {
 /// reads 24 `ldmatrix` matrices for 16 mma (1.5 per mma against [`Geometry::SQUARE`]'s 2.0)
 /// and the copies write 0.75 wavefronts per mma against 1.0, the shared traffic that bounds
 /// these GEMMs. The long side goes where it pads no more than 64 would:
-/// - forward (A in [`Strategy::Chunks`], B in chunks): [`Geometry::TALL`], 128 pixels × 64
-///   output channels (the pixels run across images: at most one ragged tile);
+/// - forward (A in [`Strategy::Chunks`], B in chunks): [`Geometry::WIDE`], 128 pixels × 128
+///   output channels where `Og` pads to 128 no further than to 64, else
+///   [`Geometry::TALL`], 128 × 64 (the pixels run across images: at most one ragged tile;
+///   [`pointwise_tile_geometry`] likewise);
 /// - backward-data (A in chunks, B staged [`Strategy::ChunksByK`]): [`Geometry::FLAT`], 64
 ///   pixels × 128 input channels, where `Cg` pads to 128 no further than to 64 (a pixel
 ///   tile stays in one image, so 128 pixels would double the work of a 7 × 7 image);
@@ -290,16 +308,11 @@ pub(crate) fn tile_geometry(cfg: &Conv2dConfig, pass: Pass) -> Geometry {
     let halves = matches!(cfg.dtype, DType::F16 | DType::BF16);
     let p = Problem::new(cfg);
     let strategy = |side| strategy(&p, pass, cfg.layout, (2, true), side);
-    // Whether `len` rows pad to 128-row tiles no further than to 64-row ones.
-    let long_fits = |len: u32| 2 * len.div_ceil(128) == len.div_ceil(64);
     let chunks = |side| strategy(side) == Strategy::Chunks;
     let by_k = |side| strategy(side) == Strategy::ChunksByK;
     let g = match pass {
         _ if !(halves && available(cfg)) => None,
-        Pass::Forward if chunks(Side::A) && chunks(Side::B) => match long_fits(p.og) {
-            true => Some(Geometry::WIDE),
-            false => Some(Geometry::TALL),
-        },
+        Pass::Forward if chunks(Side::A) && chunks(Side::B) => Some(forward_chunks_geometry(&p)),
         Pass::Forward => None,
         Pass::BackwardData => {
             (chunks(Side::A) && by_k(Side::B) && long_fits(p.cg)).then_some(Geometry::FLAT)
@@ -309,6 +322,26 @@ pub(crate) fn tile_geometry(cfg: &Conv2dConfig, pass: Pass) -> Geometry {
         }
     };
     g.unwrap_or(Geometry::SQUARE)
+}
+
+/// Whether `len` rows pad to 128-row tiles no further than to 64-row ones.
+fn long_fits(len: u32) -> bool {
+    2 * len.div_ceil(128) == len.div_ceil(64)
+}
+
+/// The tile of a forward whose operands both move in 16-byte chunks: [`Geometry::WIDE`] where
+/// the output channels pad to 128 no further than to 64, else [`Geometry::TALL`].
+fn forward_chunks_geometry(p: &Problem) -> Geometry {
+    match long_fits(p.og) {
+        true => Geometry::WIDE,
+        false => Geometry::TALL,
+    }
+}
+
+/// The block tile of [`ENTRY_POINTWISE`] (both operands in 16-byte chunks, A staged by
+/// channel): [`forward_chunks_geometry`].
+pub(crate) fn pointwise_tile_geometry(cfg: &Conv2dConfig) -> Geometry {
+    forward_chunks_geometry(&Problem::new(cfg))
 }
 
 /// [`tile_geometry`] of `pass`'s `…_channels_last` entry of an NCHW `cfg`.
@@ -325,6 +358,21 @@ pub(crate) fn build<T: ConvElem + SlabStaged>(
     pass: Pass,
 ) -> KernelBuilder {
     build_entry::<T>(cfg, arch, pass, false)
+}
+
+/// Whether an NCHW configuration has [`ENTRY_POINTWISE`]: halves on tensor cores, a 1 × 1
+/// filter at stride 1 without padding (output pixel `p` reads input pixel `p`, so 8
+/// consecutive pixels of one channel are contiguous wherever `OH·OW` is a multiple of 8, the
+/// launch's condition) and `Cg` a multiple of 8 (the weight rows in 16-byte chunks).
+pub(crate) fn pointwise_available(cfg: &Conv2dConfig) -> bool {
+    let halves = matches!(cfg.dtype, DType::F16 | DType::BF16);
+    available(cfg)
+        && halves
+        && cfg.layout == Layout::Nchw
+        && cfg.has_pointwise()
+        && (cfg.stride_h, cfg.stride_w) == (1, 1)
+        && (cfg.padding_h, cfg.padding_w) == (0, 0)
+        && cfg.in_per_group().is_multiple_of(CHUNK_BYTES / 2)
 }
 
 /// Whether an NCHW configuration has [`ENTRY_CHANNELS_LAST`]: halves (16-byte chunks of 8
@@ -436,6 +484,17 @@ fn build_entry<T: ConvElem + SlabStaged>(
     build_with::<T>(cfg, arch, pass, split, cfg.layout)
 }
 
+/// Builds [`ENTRY_POINTWISE`]: `conv2d_implicit_gemm_pointwise(x, w, [bias,] y, dims…)`.
+pub(crate) fn build_pointwise<T: ConvElem + SlabStaged>(
+    cfg: &Conv2dConfig,
+    arch: Arch,
+) -> KernelBuilder {
+    let mut k = conv_kernel(ENTRY_POINTWISE, arch);
+    let c = Conv::<T>::setup(&mut k, (cfg, arch), Pass::Forward, Reads::PixelChunks);
+    multiply_and_store(&mut k, c);
+    k
+}
+
 /// Builds `pass` (the split backward-filter where `split` names its entry) with the output in
 /// `out_layout`.
 fn build_with<T: ConvElem + SlabStaged>(
@@ -451,14 +510,24 @@ fn build_with<T: ConvElem + SlabStaged>(
         None => pass.entry(),
     };
     let mut k = conv_kernel(entry, arch);
-    let mut c = Conv::<T>::setup(&mut k, (cfg, arch), pass, split.is_some());
+    let reads = match split {
+        Some(_) => Reads::Split,
+        None => Reads::Whole,
+    };
+    let mut c = Conv::<T>::setup(&mut k, (cfg, arch), pass, reads);
     c.out_layout = out_layout;
+    multiply_and_store(&mut k, c);
+    k
+}
+
+/// The K loop over `c`'s ring and the epilogue.
+fn multiply_and_store<T: ConvElem + SlabStaged>(k: &mut KernelBuilder, c: Conv<T>) {
     let g = c.geometry;
-    let mut acc = [T::zero_acc_in(&mut k, g)];
+    let mut acc = [T::zero_acc_in(k, g)];
     let bytes = T::TYPE.bytes();
-    let a_lane = c.pos.fragment_offset(&mut k, Side::A, c.a.staging, bytes);
-    let b_lane = c.pos.fragment_offset(&mut k, Side::B, c.b.staging, bytes);
-    let slab_reads = c.slab_tile().map(|tile| tile.lane_reads(&mut k, &c.pos));
+    let a_lane = c.pos.fragment_offset(k, Side::A, c.a.staging, bytes);
+    let b_lane = c.pos.fragment_offset(k, Side::B, c.b.staging, bytes);
+    let slab_reads = c.slab_tile().map(|tile| tile.lane_reads(k, &c.pos));
     let k_tiles: Val<U32> = match c.reduction {
         Val::Reg(len) => {
             let padded = k.add(len, T::TILE_K - 1);
@@ -468,7 +537,7 @@ fn build_with<T: ConvElem + SlabStaged>(
     };
     let (first_tile, k_tiles) = match c.slice {
         Some(slice) => {
-            let (first, count) = slice.range(&mut k, k_tiles);
+            let (first, count) = slice.range(k, k_tiles);
             (Some(first), count.into())
         }
         None => (None, k_tiles),
@@ -477,7 +546,7 @@ fn build_with<T: ConvElem + SlabStaged>(
         let k_tile = first_tile.map_or(k_tile, |first| k.add(k_tile, first));
         c.fill(k, k_tile, slot)
     };
-    tile::run_ring(&mut k, k_tiles, &fill, &mut |k, slot| {
+    tile::run_ring(k, k_tiles, &fill, &mut |k, slot| {
         let a_stage = c.rings.stage(k, Side::A, slot);
         let b_stage = c.rings.stage(k, Side::B, slot);
         let a_at = k.add(a_stage, a_lane);
@@ -490,22 +559,34 @@ fn build_with<T: ConvElem + SlabStaged>(
             }
         }
     });
-    c.store(&mut k, &acc[0]);
-    k
+    c.store(k, &acc[0]);
+}
+
+/// What a kernel reads beyond its pass: the whole reduction, one slice of it (the split
+/// backward-filter's f32 partials, a `slice_tiles` parameter), or, for
+/// [`ENTRY_POINTWISE`], the whole reduction with A in chunks of pixels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reads {
+    Whole,
+    Split,
+    PixelChunks,
 }
 
 impl<T: ConvElem + TileElem> Conv<T> {
     /// Declares the parameters and shared tiles and locates the block, the thread and its
     /// share of both operand tiles.
-    /// `split`: backward-filter's split entry (f32 `partials`, a `slice_tiles` parameter).
     fn setup(
         k: &mut KernelBuilder,
         (cfg, arch): (&Conv2dConfig, Arch),
         pass: Pass,
-        split: bool,
+        reads: Reads,
     ) -> Self {
         let p = Problem::new(cfg);
-        let geometry = tile_geometry(cfg, pass);
+        let split = reads == Reads::Split;
+        let geometry = match reads {
+            Reads::PixelChunks => pointwise_tile_geometry(cfg),
+            _ => tile_geometry(cfg, pass),
+        };
         let g = geometry;
         k.require_block([g.threads(), 1, 1]);
         let [first, second, out_name] = pass.buffers();
@@ -562,6 +643,7 @@ impl<T: ConvElem + TileElem> Conv<T> {
         let mut c = Self {
             p,
             pass,
+            reads,
             layout: cfg.layout,
             out_layout: cfg.layout,
             d,
@@ -593,8 +675,12 @@ impl<T: ConvElem + TileElem> Conv<T> {
         c
     }
 
-    /// How `side` is gathered ([`strategy`]).
+    /// How `side` is gathered: [`strategy`], but [`ENTRY_POINTWISE`]'s A in chunks of 8
+    /// pixels staged by channel ([`Strategy::ChunksByK`]).
     fn strategy(&self, side: Side) -> Strategy {
+        if self.reads == Reads::PixelChunks && side == Side::A {
+            return Strategy::ChunksByK;
+        }
         let elem = (T::TYPE.bytes(), T::STAGES_BY_K);
         strategy(&self.p, self.pass, self.layout, elem, side)
     }
