@@ -720,11 +720,10 @@ fn implicit_gemm_counter_bars() {
                 DType::F16 => implicit_gemm_records::<f16>(&cfg, size),
                 _ => implicit_gemm_records::<f32>(&cfg, size),
             };
-            // The channels-last forward adds its two pre-passes and its GEMM (f16, KW > 1),
-            // the pointwise forward one GEMM (f16 1 × 1 at stride 1).
-            let expected = match (dtype, layer.kernel_w) {
-                (DType::F16, 1) => 7,
-                (DType::F16, _) => 9,
+            // f16 adds the channels-last forward: its pre-passes (no filter copy for a
+            // 1 × 1, which adds the pointwise forward instead) and its GEMM.
+            let expected = match dtype {
+                DType::F16 => 9,
                 _ => 6,
             };
             assert_eq!(records.len(), expected, "{name} {dtype}");
@@ -786,8 +785,10 @@ fn implicit_gemm_records<T: HostFloat + Element>(
         if cfg.has_channels_last_forward() {
             let run = forward_channels_last(&cfg, &dev, &ptx, &s, &x.dev, &w.dev, bias, &mut y);
             must("forward channels-last", run);
+            if !cfg.has_pointwise() {
+                runs.push(("filter pre-pass", y.len()));
+            }
             runs.extend([
-                ("filter pre-pass", y.len()),
                 ("input pre-pass", y.len()),
                 ("forward channels-last", y.len()),
             ]);
@@ -978,8 +979,8 @@ fn tensor_core_forward_every_case_both_layouts() {
     }
 }
 
-/// NCHW shapes of the channels-last forward (`C_in` and `Cg` multiples of 8, filters wider
-/// than 1): the pre-pass's ragged tiles in both directions (40 channels, 11 × 13 = 143
+/// NCHW shapes of the channels-last forward (`C_in` and `Cg` multiples of 8): the pre-pass's
+/// ragged tiles in both directions (40 channels, 11 × 13 = 143
 /// pixels), groups, rectangular filters, stride 2 and dilation, bias, batch 3. The input
 /// copy's load width follows `H·W` (16-byte loads for multiples of 8, then 8, 4 and 2
 /// bytes) and its lane tiling `C_in` (8, 16 or 32 channels per warp): the cases reach every
@@ -987,7 +988,8 @@ fn tensor_core_forward_every_case_both_layouts() {
 /// leave a partial pixel tile) and every tiling (24, 16, 40, 64 and 128 channels). The GEMM
 /// stages its NCHW output where `OH·OW` is a multiple of 8 (40 over batch 3, 48 over batch
 /// 2: tiles across images and past `M`, channel tiles past `C_out`) and stores elements
-/// otherwise (66, 49, 108, 306, 35).
+/// otherwise (66, 49, 108, 306, 35). Two 1 × 1 layers whose `OH·OW` (49, 196) keeps the
+/// pointwise GEMM out take this route without a filter copy.
 fn channels_last_cases() -> Vec<Case> {
     let c = Conv2dConfig::new;
     vec![
@@ -1037,6 +1039,16 @@ fn channels_last_cases() -> Vec<Case> {
             cfg: c(32, 72, 3).with_padding(1, 1).with_bias(true),
             shape: shape(2, 8, 6),
         },
+        Case {
+            name: "cl 1x1 24→16 + bias, batch 2, 7 × 7 (49 pixels: no pointwise GEMM, no w copy)",
+            cfg: c(24, 16, 1).with_bias(true),
+            shape: shape(2, 7, 7),
+        },
+        Case {
+            name: "cl 1x1 groups 2 (Cg 16) 32→48, batch 2, 14 × 14 (196 pixels)",
+            cfg: c(32, 48, 1).with_groups(2),
+            shape: shape(2, 14, 14),
+        },
     ]
 }
 
@@ -1058,10 +1070,12 @@ fn channels_last_forward_every_case() {
         .collect();
     assert_eq!(
         cases.len(),
-        4,
+        5,
         "tensor-core cases with the channels-last forward"
     );
     cases.extend(channels_last_cases());
+    let pointwise = cases.iter().filter(|case| case.cfg.has_pointwise());
+    assert!(pointwise.count() >= 3, "1 × 1 cases");
     // Output channels that pad to 128 no further than to 64 (72, 120) take the 128 × 128
     // tile (its rings in dynamic shared memory), the others 128 × 64.
     let tile = |case: &Case| {
@@ -1088,24 +1102,24 @@ fn channels_last_forward_every_case() {
                 "{}: {ran:?}",
                 case.name
             );
-            // `forward` (the last three launches) chose the pre-passes and the channels-last GEMM.
+            // `forward` (the last launches) chose the pre-passes and the channels-last GEMM;
+            // a 1 × 1 `w` is channels-last already.
             let log: Vec<String> = dev.take_launch_log().into_iter().map(|r| r.entry).collect();
-            assert_eq!(
-                log[log.len() - 3..],
-                [
-                    "conv2d_filter_to_channels_last",
-                    "conv2d_to_channels_last",
-                    "conv2d_implicit_gemm_channels_last"
-                ],
-                "{}",
-                case.name
-            );
+            let mut want = vec![
+                ENTRY_FILTER_TO_CHANNELS_LAST,
+                ENTRY_TO_CHANNELS_LAST,
+                ENTRY_IMPLICIT_GEMM_CHANNELS_LAST,
+            ];
+            if case.cfg.has_pointwise() {
+                want.remove(0);
+            }
+            assert_eq!(log[log.len() - want.len()..], want, "{}", case.name);
         }
     }
 }
 
-/// `forward_channels_last` on a config without the entries (NHWC, a 1 × 1 filter, odd
-/// channels per group, f32 with tf32) is a typed error naming the layout and launches nothing;
+/// `forward_channels_last` on a config without the entries (NHWC, odd channels per group,
+/// f32 with tf32) is a typed error naming the layout and launches nothing;
 /// a wrong `x` length is caught before the pre-passes run.
 #[test]
 fn channels_last_forward_rejects_what_it_does_not_cover() {
@@ -1118,13 +1132,6 @@ fn channels_last_forward_rejects_what_it_does_not_cover() {
     let dev = SimBackend::new();
     let refused = [
         base.with_layout(Layout::Nhwc),
-        Conv2dConfig {
-            kernel_h: 1,
-            kernel_w: 1,
-            padding_h: 0,
-            padding_w: 0,
-            ..base
-        },
         Conv2dConfig {
             in_channels: 12,
             out_channels: 12,
@@ -1787,13 +1794,12 @@ fn channels_last_backward_every_case() {
         .collect();
     assert_eq!(
         cases.len(),
-        5,
+        7,
         "channels-last cases with the backward entries"
     );
-    // `KW = 1` but `KH > 1`: no channels-last forward, so the backward brings the `x` and
-    // `w` copies itself.
+    // `KW = 1` but `KH > 1`: a `w` copy all the same.
     cases.push(Case {
-        name: "cl 3x1 s(2,1) p(1,0) 16→24 + bias, batch 2 (backward copies of its own)",
+        name: "cl 3x1 s(2,1) p(1,0) 16→24 + bias, batch 2 (a filter one tap wide)",
         cfg: Conv2dConfig::new(16, 24, 3)
             .with_kernel(3, 1)
             .with_stride(2, 1)
@@ -2438,7 +2444,7 @@ fn channels_last_backward_counters_1x1() {
         arch: Arch::Sm80,
         ..Conv2dConfig::new(64, 64, 1)
     };
-    assert!(cfg.has_channels_last_backward() && !cfg.has_channels_last_forward());
+    assert!(cfg.has_channels_last_backward());
     let s = shape(2, 16, 16);
     let ptx = cfg.compile().expect("compiles").ptx;
     let dims = cfg.check_shape(&s, false).expect("valid shape");

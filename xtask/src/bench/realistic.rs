@@ -593,20 +593,18 @@ fn resnet(rows: &mut Vec<Modelled>) -> Result<()> {
                     f64::from(kernel * kernel),
                 );
                 let bytes = 2.0 * (n * p * ci + co * ci * kk + n * p * co);
-                // The channels-last copies of `x` and `w`, written once and read once.
-                let real = Conv2dConfig {
-                    padding_h: kernel / 2,
-                    padding_w: kernel / 2,
-                    dtype: DType::F16,
-                    layout,
-                    arch,
-                    ..Conv2dConfig::new(CIN, cout, kernel)
+                // The channels-last copies of `x` and `w` the forward launched, each written
+                // once and read once.
+                let launched = |entry: &str, elements: f64| {
+                    let copied = sampled.launches.iter().any(|l| l.entry == entry);
+                    if copied {
+                        2.0 * 2.0 * elements
+                    } else {
+                        0.0
+                    }
                 };
-                let copies = if real.has_channels_last_forward() {
-                    2.0 * 2.0 * (n * p * ci + co * ci * kk)
-                } else {
-                    0.0
-                };
+                let copies = launched(ENTRY_TO_CHANNELS_LAST, n * p * ci)
+                    + launched(ENTRY_FILTER_TO_CHANNELS_LAST, co * ci * kk);
                 rows.push(Modelled::new(
                     format!(
                         "ResNet-50 conv {kernel}×{kernel} {CIN}→{cout} 28×28 batch 32 f16 fwd, {}",

@@ -412,10 +412,11 @@ fn pointwise_fits(cfg: &Conv2dConfig, shape: &ConvShape) -> bool {
 }
 
 /// The NCHW tensor-core forward through channels-last copies (f16/bf16 on sm_80+ with `C_in`
-/// and `C_in/groups` multiples of 8 and a filter wider than 1,
-/// [`Conv2dConfig::has_channels_last_forward`]; [`forward`] picks it there):
-/// `conv2d_filter_to_channels_last` writes `w` as `[C_out, KH, KW, Cg]` and
-/// `conv2d_to_channels_last` `x` as `[N, H, W, C_in]` into two workspaces the backend allocates (`C_out·Cg·KH·KW` and `N·C_in·H·W` elements),
+/// and `C_in/groups` multiples of 8, [`Conv2dConfig::has_channels_last_forward`]; [`forward`]
+/// picks it there but for the 1 × 1 filters [`forward_implicit_gemm_pointwise`] takes):
+/// `conv2d_filter_to_channels_last` writes `w` as `[C_out, KH, KW, Cg]` (not for a 1 × 1
+/// filter, channels-last already) and `conv2d_to_channels_last` `x` as `[N, H, W, C_in]` into
+/// workspaces the backend allocates (`C_out·Cg·KH·KW` and `N·C_in·H·W` elements),
 /// then `conv2d_implicit_gemm_channels_last` computes `y = conv(x, w) (+ bias)` in NCHW from
 /// them, reading A in 16-byte `cp.async` chunks. A config without those entries is
 /// [`LaunchError::InvalidDim`] `layout`; `N` or `C_out` past 65535 (the pre-pass's grid `z`)
@@ -441,8 +442,9 @@ pub fn forward_channels_last<B: Backend, T: Element>(
 }
 
 impl<B: Backend> Call<'_, B> {
-    /// The NCHW forward through channels-last copies ([`forward_channels_last`]): the two
-    /// pre-passes into workspaces the backend allocates, then `conv2d_implicit_gemm_channels_last` computes NCHW `y` from them.
+    /// The NCHW forward through channels-last copies ([`forward_channels_last`]): the
+    /// pre-passes into workspaces the backend allocates, then
+    /// `conv2d_implicit_gemm_channels_last` computes NCHW `y` from them.
     fn forward_channels_last<T: Element>(
         &self,
         (x, w, bias, y): ForwardBuffers<'_, B, T>,
@@ -456,12 +458,15 @@ impl<B: Backend> Call<'_, B> {
         ];
         let prep = self.prepare(ENTRY_IMPLICIT_GEMM_CHANNELS_LAST, &args)?;
         let d = prep.dims;
-        let filter_copy = LayoutCopy::filter(cfg)?;
+        let filter_copy = self.filter_copy()?;
         let input_copy = LayoutCopy::input(cfg, &d)?;
         let gemm = cfg.implicit_gemm_channels_last_launch_config(&d)?;
-        let filter = self.copy(&filter_copy, w)?;
+        let filter = filter_copy.map(|copy| self.copy(&copy, w)).transpose()?;
         let input = self.copy(&input_copy, x)?;
-        let mut buffers = vec![KernelArg::buffer(&input), KernelArg::buffer(&filter)];
+        let mut buffers = vec![
+            KernelArg::buffer(&input),
+            KernelArg::buffer(filter.as_ref().unwrap_or(w)),
+        ];
         buffers.extend(bias.map(KernelArg::buffer));
         buffers.push(KernelArg::buffer(y));
         prep.launch(
@@ -519,6 +524,15 @@ impl LayoutCopy {
 }
 
 impl<B: Backend> Call<'_, B> {
+    /// The filter copy ahead of a channels-last GEMM, `None` for a 1 × 1 filter: `[C_out, Cg,
+    /// 1, 1]` is channels-last already.
+    fn filter_copy(&self) -> Result<Option<LayoutCopy>, LaunchError> {
+        let cfg = self.cfg;
+        (!cfg.has_pointwise())
+            .then(|| LayoutCopy::filter(cfg))
+            .transpose()
+    }
+
     /// Runs `copy` of `src` into a workspace the backend allocates, and returns it.
     fn copy<T: Element>(
         &self,
@@ -756,10 +770,7 @@ impl<B: Backend> Call<'_, B> {
         let cfg = self.cfg;
         let prep = self.prepare(ENTRY_BWD_DATA_CHANNELS_LAST, args)?;
         let d = prep.dims;
-        // A 1 × 1 filter is channels-last already: `[C_out, Cg, 1, 1]`.
-        let filter_copy = (!cfg.has_pointwise())
-            .then(|| LayoutCopy::filter(cfg))
-            .transpose()?;
+        let filter_copy = self.filter_copy()?;
         let gradient_copy = LayoutCopy::gradient(cfg, &d)?;
         let gemm = cfg.backward_data_implicit_gemm_channels_last_launch_config(&d)?;
         let filter = filter_copy.map(|copy| self.copy(&copy, w)).transpose()?;

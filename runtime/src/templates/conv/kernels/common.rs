@@ -2,7 +2,6 @@
 //! shape parameters every entry takes, the compile-time problem constants, and a few builder
 //! helpers (predicated loads, warp sums in the accumulation type).
 
-use super::channels_last;
 use super::implicit_gemm::{self, Pass};
 use crate::arch::Arch;
 use crate::builder::{
@@ -44,10 +43,10 @@ pub(crate) trait ConvElem: Float {
     fn split_filter(_cfg: &Conv2dConfig, _arch: Arch) -> Option<[KernelBuilder; 2]> {
         None
     }
-    /// The NCHW channels-last forward's three entries (the activation and filter pre-passes
-    /// and the implicit GEMM over their output) where this type and `cfg` have them, else
-    /// `None`.
-    fn channels_last(_cfg: &Conv2dConfig, _arch: Arch) -> Option<[KernelBuilder; 3]> {
+    /// The NCHW channels-last forward's entries (the activation and, for filters of more
+    /// than one tap, filter pre-passes and the implicit GEMM over their output) where this
+    /// type and `cfg` have them, else `None`.
+    fn channels_last(_cfg: &Conv2dConfig, _arch: Arch) -> Option<Vec<KernelBuilder>> {
         None
     }
     /// The NCHW channels-last backward's entries (the pre-passes the forward does not bring,
@@ -76,14 +75,9 @@ impl ConvElem for F16 {
     fn split_filter(cfg: &Conv2dConfig, arch: Arch) -> Option<[KernelBuilder; 2]> {
         implicit_gemm::available(cfg).then(|| implicit_gemm::build_split::<F16>(cfg, arch))
     }
-    fn channels_last(cfg: &Conv2dConfig, arch: Arch) -> Option<[KernelBuilder; 3]> {
-        implicit_gemm::channels_last_available(cfg).then(|| {
-            [
-                channels_last::build::<F16>(channels_last::ENTRY, cfg.in_channels, arch),
-                channels_last::build_filter::<F16>(cfg, arch),
-                implicit_gemm::build_channels_last::<F16>(cfg, arch, Pass::Forward),
-            ]
-        })
+    fn channels_last(cfg: &Conv2dConfig, arch: Arch) -> Option<Vec<KernelBuilder>> {
+        implicit_gemm::channels_last_available(cfg)
+            .then(|| implicit_gemm::build_channels_last_forward::<F16>(cfg, arch))
     }
     fn channels_last_backward(cfg: &Conv2dConfig, arch: Arch) -> Option<Vec<KernelBuilder>> {
         implicit_gemm::channels_last_backward_available(cfg)
@@ -109,14 +103,9 @@ impl ConvElem for BF16 {
     fn split_filter(cfg: &Conv2dConfig, arch: Arch) -> Option<[KernelBuilder; 2]> {
         implicit_gemm::available(cfg).then(|| implicit_gemm::build_split::<BF16>(cfg, arch))
     }
-    fn channels_last(cfg: &Conv2dConfig, arch: Arch) -> Option<[KernelBuilder; 3]> {
-        implicit_gemm::channels_last_available(cfg).then(|| {
-            [
-                channels_last::build::<BF16>(channels_last::ENTRY, cfg.in_channels, arch),
-                channels_last::build_filter::<BF16>(cfg, arch),
-                implicit_gemm::build_channels_last::<BF16>(cfg, arch, Pass::Forward),
-            ]
-        })
+    fn channels_last(cfg: &Conv2dConfig, arch: Arch) -> Option<Vec<KernelBuilder>> {
+        implicit_gemm::channels_last_available(cfg)
+            .then(|| implicit_gemm::build_channels_last_forward::<BF16>(cfg, arch))
     }
     fn channels_last_backward(cfg: &Conv2dConfig, arch: Arch) -> Option<Vec<KernelBuilder>> {
         implicit_gemm::channels_last_backward_available(cfg)

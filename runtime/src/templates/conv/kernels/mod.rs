@@ -8,9 +8,10 @@
 //! | `gemm` | `y = W_g · cols_g (+ b)` | (16, 16) | `(⌈N·OH·OW/64⌉, ⌈Og/block_m⌉, G)` |
 //! | `1x1` (1×1 kernels only) | `y` from `x` (implicit GEMM) | (16, 16) | as `gemm` |
 //! | `implicit_gemm` (f16/bf16, sm_80+) | `y` from `x` on tensor cores, NCHW or NHWC | 128 | `(⌈N·OH·OW/64⌉, ⌈Og/64⌉, G)` |
+//! | `implicit_gemm_pointwise` (NCHW f16/bf16, sm_80+, 1 × 1 at stride 1 without padding, `Cg` a multiple of 8) | `y` from `x` on tensor cores, `x` in 16-byte `cp.async` chunks of 8 pixels (`OH·OW` a multiple of 8) | 128 | as `implicit_gemm` |
 //! | `to_channels_last` (with the next two) | NCHW `x` → NHWC, 8 × 8 blocks per thread through registers | 128 | `(⌈H·W/Pb⌉, ⌈C_in/Cb⌉, N)`, `Pb × Cb` from `C_in` (`ChannelsLastTiling`) |
-//! | `filter_to_channels_last` | `w` → `[C_out, KH, KW, Cg]` | 256 | `(C_out, ⌈Cg/32⌉)` |
-//! | `implicit_gemm_channels_last` (NCHW f16/bf16, sm_80+, `Cg` and `C_in` multiples of 8, `KW > 1`) | NCHW `y` from the channels-last copies on tensor cores (16-byte `cp.async` A chunks) | 128 | as `implicit_gemm` |
+//! | `filter_to_channels_last` (filters of more than one tap) | `w` → `[C_out, KH, KW, Cg]` | 256 | `(C_out, ⌈Cg/32⌉)` |
+//! | `implicit_gemm_channels_last` (NCHW f16/bf16, sm_80+, `Cg` and `C_in` multiples of 8) | NCHW `y` from the channels-last copies on tensor cores (16-byte `cp.async` A chunks) | 128 | as `implicit_gemm` |
 //! | `nhwc` (NHWC only) | `y` from `x` on CUDA cores (tiled implicit GEMM, 16-byte loads and stores) | 128 | `(⌈N·OH·OW/64⌉, ⌈Og/64⌉, G)` |
 //! | `direct` | `y` from `x` via shared tiles | (16, 16) | `(⌈OW/32⌉, min(N·⌈OH/32⌉·G·⌈Og/OCB⌉, 65535))`, blocks walking the rest |
 //! | `bwd_data` | `dx` from `gy`: NCHW the `direct` tiling of the flipped problem (shared `gy` window and taps; one stride phase of `dx` per block at strides above 1); NHWC the `nhwc` tiling | (16, 16); NHWC 128 | as `direct` with `G·⌈Cg/CB⌉·SH·SW` and `⌈H/SH⌉ × ⌈W/SW⌉` tiles; NHWC `(⌈H·W/64⌉, ⌈Cg/64⌉, N·G)` |
@@ -114,9 +115,9 @@ impl Conv2dConfig {
     }
 
     /// Whether the NCHW module has the channels-last tensor-core forward
-    /// (`conv2d_to_channels_last`, `conv2d_filter_to_channels_last` and
-    /// `conv2d_implicit_gemm_channels_last`: f16/bf16 on targets
-    /// with `mma.m16n8k16`, `C_in` and `C_in/groups` multiples of 8, a filter wider than 1).
+    /// (`conv2d_to_channels_last`, `conv2d_filter_to_channels_last` for filters of more than
+    /// one tap, and `conv2d_implicit_gemm_channels_last`: f16/bf16 on targets with
+    /// `mma.m16n8k16`, `C_in` and `C_in/groups` multiples of 8).
     pub fn has_channels_last_forward(&self) -> bool {
         implicit_gemm::channels_last_available(self)
     }
@@ -124,7 +125,7 @@ impl Conv2dConfig {
     /// Whether the NCHW module has the channels-last tensor-core backward passes
     /// (`conv2d_gradient_to_channels_last`, `conv2d_bwd_data_implicit_gemm_channels_last`,
     /// `conv2d_bwd_filter_implicit_gemm_channels_last` and its split, beside the forward's
-    /// copies, or with its own copies of `x` and `w` for a 1 × 1 filter): f16/bf16 on targets
+    /// copies of `x` and `w`): f16/bf16 on targets
     /// with `mma.m16n8k16`, `C_in`, `C_out` and both per-group counts multiples of 8.
     pub fn has_channels_last_backward(&self) -> bool {
         implicit_gemm::channels_last_backward_available(self)
@@ -207,11 +208,12 @@ impl Conv2dConfig {
             names.push(ENTRY_IMPLICIT_GEMM_POINTWISE);
         }
         if self.has_channels_last_forward() {
-            names.extend([
-                ENTRY_TO_CHANNELS_LAST,
-                ENTRY_FILTER_TO_CHANNELS_LAST,
-                ENTRY_IMPLICIT_GEMM_CHANNELS_LAST,
-            ]);
+            names.push(ENTRY_TO_CHANNELS_LAST);
+            // A filter of one tap is channels-last already.
+            if !self.has_pointwise() {
+                names.push(ENTRY_FILTER_TO_CHANNELS_LAST);
+            }
+            names.push(ENTRY_IMPLICIT_GEMM_CHANNELS_LAST);
         }
         match self.layout {
             Layout::Nhwc => names.push(ENTRY_NHWC),
@@ -233,12 +235,6 @@ impl Conv2dConfig {
             names.push(ENTRY_BWD_FILTER_REDUCE);
         }
         if self.has_channels_last_backward() {
-            if !self.has_channels_last_forward() {
-                names.push(ENTRY_TO_CHANNELS_LAST);
-                if !self.has_pointwise() {
-                    names.push(ENTRY_FILTER_TO_CHANNELS_LAST);
-                }
-            }
             names.extend([
                 ENTRY_GRADIENT_TO_CHANNELS_LAST,
                 ENTRY_BWD_DATA_CHANNELS_LAST,

@@ -39,18 +39,20 @@
 //! `M × Og` only.
 //!
 //! **NCHW through channels-last copies** (`conv2d_implicit_gemm_channels_last`, halves with
-//! `Cg` and `C_in` multiples of 8 and `KW > 1`). NCHW's element-wise A gathers cost an NCHW
+//! `Cg` and `C_in` multiples of 8). NCHW's element-wise A gathers cost an NCHW
 //! forward about four times the instructions per output of NHWC's 16-byte chunks (measured
 //! on ResNet-50's 3 × 3 128 → 128: 571 vs 137). So, as cuDNN does for NCHW tensor-core
 //! convolutions, the host first copies `x` to NHWC and `w` to `[C_out, KH, KW, Cg]`
 //! (`conv2d_to_channels_last`: 8 × 8 register blocks, 16-byte loads and stores;
-//! `conv2d_filter_to_channels_last`: a conflict-free shared-memory transpose) and this entry is then the NHWC forward — same gathers, tiles,
-//! grid and reduction order `(kh, kw, ci)` per output — with NCHW's epilogue indexing
+//! `conv2d_filter_to_channels_last`: a conflict-free shared-memory transpose; a 1 × 1 `w` is
+//! channels-last already) and this entry is then the NHWC forward — same gathers, tiles, grid
+//! and reduction order `(kh, kw, ci)` per output — with NCHW's epilogue indexing
 //! (`y[n, g·Og + o, oh, ow]`): where `OH·OW` is a multiple of 8 the rounded tile is staged
 //! in the free ring and stored as 16-byte runs along the pixels ([`staged_store`]), else
-//! element by element. 1 × 1 filters have no channels-last forward: a copy would add `x`'s
-//! bytes twice (32.2 → 45.4 MB of DRAM traffic on ResNet-50's 1 × 1 128 → 512), and at
-//! stride 1 without padding their NCHW A needs none (below).
+//! element by element. A 1 × 1 filter at stride 1 without padding takes this route only
+//! where `OH·OW` is not a multiple of 8 (ResNet's 14 × 14 and 7 × 7): elsewhere its NCHW A
+//! needs no copy (below), which would add `x`'s bytes twice (32.2 → 45.4 MB of DRAM traffic
+//! on ResNet-50's 1 × 1 128 → 512).
 //!
 //! **NCHW 1 × 1 over chunks of pixels** (`conv2d_implicit_gemm_pointwise`, halves with `Cg` a
 //! multiple of 8, stride 1, no padding). Output pixel `m` of image `n` reads input pixel
@@ -64,7 +66,7 @@
 //! 16-byte runs ([`staged_store`]). ResNet-50's 1 × 1 128 → 512 on 28 × 28 at batch 32:
 //! 76.1 → 14.7 instructions per output, modelled at its DRAM bound (29.2 → 9.62 µs). The
 //! GEMM's rows and reduction order per output are `conv2d_implicit_gemm`'s. Where `H·W` is
-//! not a multiple of 8 (ResNet's 14 × 14 and 7 × 7) the host keeps `conv2d_implicit_gemm`.
+//! not a multiple of 8 the host takes the channels-last copies (above).
 //!
 //! **NCHW backward through channels-last copies** (halves with `Cg`, `C_in`, `Og` and
 //! `C_out` multiples of 8, any filter). The NCHW backward GEMMs gather `gy` (and, for the
@@ -74,8 +76,7 @@
 //! at batch 2, copies included: 59.5 vs 18.8 and 378.0 vs 94.2). So the host copies the
 //! operands channels-last as the forward does — `gy` by `conv2d_gradient_to_channels_last`
 //! (the input copy's kernel over `C_out` channels and `OH·OW` pixels), `w` and `x` by the
-//! forward's two copies (in the module for the backward alone where `KW = 1`; a 1 × 1 `w` is
-//! channels-last already and is read as it is) — and
+//! forward's copies (a 1 × 1 `w` is channels-last already and is read as it is) — and
 //! `conv2d_bwd_data_implicit_gemm_channels_last` and
 //! `conv2d_bwd_filter_implicit_gemm_channels_last` (and its split) are the NHWC passes with
 //! NCHW outputs: `dx[n, g·Cg + c, pixel]`, and `dw` in the NCHW weight's order, the NHWC
@@ -375,17 +376,10 @@ pub(crate) fn pointwise_available(cfg: &Conv2dConfig) -> bool {
         && cfg.in_per_group().is_multiple_of(CHUNK_BYTES / 2)
 }
 
-/// Whether an NCHW configuration has [`ENTRY_CHANNELS_LAST`]: halves (16-byte chunks of 8
-/// channels) with `Cg` and `C_in` multiples of 8, so the channels-last A is gathered in
-/// chunks, and filters wider than 1 (an NCHW 1 × 1 A is already read lane → pixel along
-/// contiguous rows).
+/// Whether an NCHW configuration has [`ENTRY_CHANNELS_LAST`] and the copy of `x`: halves on
+/// tensor cores with `Cg` and `C_in` multiples of 8, so `x` copies channels-last in 16-byte
+/// chunks of one group and the channels-last A is gathered in chunks.
 pub(crate) fn channels_last_available(cfg: &Conv2dConfig) -> bool {
-    input_channels_last(cfg) && cfg.kernel_w > 1
-}
-
-/// Whether an NCHW configuration of halves on tensor cores has `Cg` and `C_in` multiples of
-/// 8, so its `x` copies channels-last in 16-byte chunks of one group.
-fn input_channels_last(cfg: &Conv2dConfig) -> bool {
     let halves = matches!(cfg.dtype, DType::F16 | DType::BF16);
     let chunk = CHUNK_BYTES / 2;
     let cg = cfg.in_per_group();
@@ -405,7 +399,7 @@ fn input_channels_last(cfg: &Conv2dConfig) -> bool {
 /// included, whose NCHW backward GEMMs have no `cp.async` operand at all.
 pub(crate) fn channels_last_backward_available(cfg: &Conv2dConfig) -> bool {
     let chunk = CHUNK_BYTES / 2;
-    input_channels_last(cfg)
+    channels_last_available(cfg)
         && cfg.out_per_group().is_multiple_of(chunk)
         && cfg.out_channels.is_multiple_of(chunk)
 }
@@ -424,25 +418,34 @@ pub(crate) fn build_channels_last<T: ConvElem + SlabStaged>(
     build_with::<T>(&channels_last_operands(cfg), arch, pass, None, Layout::Nchw)
 }
 
-/// The NCHW channels-last backward's entries, in module order: the `x` and `w` copies where
-/// the module has no channels-last forward to bring them (`KW = 1`; a 1 × 1 filter needs no
-/// copy of `w`), the `gy` copy
-/// (`conv2d_gradient_to_channels_last`), backward-data, backward-filter and its split
+/// The NCHW channels-last forward's entries, in module order: the `x` copy
+/// (`conv2d_to_channels_last`), the `w` copy (`conv2d_filter_to_channels_last`; a filter of
+/// one tap is channels-last already and has none) and the GEMM over them
+/// ([`ENTRY_CHANNELS_LAST`]).
+pub(crate) fn build_channels_last_forward<T: ConvElem + SlabStaged>(
+    cfg: &Conv2dConfig,
+    arch: Arch,
+) -> Vec<KernelBuilder> {
+    use super::channels_last::{build as copy, build_filter, ENTRY};
+    let mut entries = vec![copy::<T>(ENTRY, cfg.in_channels, arch)];
+    if !cfg.has_pointwise() {
+        entries.push(build_filter::<T>(cfg, arch));
+    }
+    entries.push(build_channels_last::<T>(cfg, arch, Pass::Forward));
+    entries
+}
+
+/// The NCHW channels-last backward's entries, in module order (after the forward's, whose
+/// copies of `x` and `w` it shares): the `gy` copy (`conv2d_gradient_to_channels_last`),
+/// backward-data, backward-filter and its split
 /// (`conv2d_bwd_filter_implicit_gemm_channels_last_split(x, gy, partials, dims…,
 /// slice_tiles)`, partials in the NCHW weight's order).
 pub(crate) fn build_channels_last_backward<T: ConvElem + SlabStaged>(
     cfg: &Conv2dConfig,
     arch: Arch,
 ) -> Vec<KernelBuilder> {
-    use super::channels_last::{build as copy, build_filter, ENTRY, ENTRY_GRADIENT};
+    use super::channels_last::{build as copy, ENTRY_GRADIENT};
     let mut entries = Vec::new();
-    if !channels_last_available(cfg) {
-        entries.push(copy::<T>(ENTRY, cfg.in_channels, arch));
-        // A filter of one tap is channels-last already.
-        if cfg.kernel_h > 1 {
-            entries.push(build_filter::<T>(cfg, arch));
-        }
-    }
     let operands = channels_last_operands(cfg);
     let split = Some(ENTRY_SPLIT_CHANNELS_LAST);
     entries.extend([
