@@ -1,13 +1,16 @@
-//! The numerics cases of the GPU suite: each family through its run-time handle
+//! The numerics cases of the GPU suite (the CUDA-core ones here, the tensor-core ones in
+//! [`super::tensor_cases`]): each family through its run-time handle
 //! (`compile_cached`), the same inputs on the device under test and on the interpreter, both
 //! compared with the host reference and with each other.
 
-use ptxforge_runtime::launch::{Backend, LaunchError, SimBackend};
+use half::{bf16, f16};
+use ptxforge_runtime::launch::{Backend, Element, LaunchError, SimBackend};
 use ptxforge_runtime::templates::attention::{self, AttentionConfig, AttentionShape};
 use ptxforge_runtime::templates::conv::{self, Conv2dConfig, ConvShape};
 use ptxforge_runtime::templates::moe::launch::ExpertWeights;
 use ptxforge_runtime::templates::moe::{self, Ffn, MoeConfig};
 use ptxforge_runtime::templates::nf4::{self, Nf4Config};
+use ptxforge_runtime::templates::testing::{to_f64, HostFloat};
 use ptxforge_runtime::templates::CompileCached;
 use ptxforge_runtime::DType;
 
@@ -34,21 +37,25 @@ pub type Case<B> = fn(&B, &SimBackend, Size) -> Result<Outputs, String>;
 
 /// Every case, by name.
 pub fn all<B: Backend>() -> Vec<(&'static str, Case<B>)> {
-    vec![
+    let cuda_cores: Vec<(&'static str, Case<B>)> = vec![
         ("nf4 gemv m=1", nf4_gemv::<B>),
         ("nf4 tiled m=33", nf4_tiled::<B>),
         ("moe linear forward", moe_forward::<B>),
         ("attention causal forward", attention_forward::<B>),
         ("conv2d 3x3 forward", conv_forward::<B>),
-    ]
+    ];
+    cuda_cores
+        .into_iter()
+        .chain(super::tensor_cases::all::<B>())
+        .collect()
 }
 
-fn err(e: impl std::fmt::Display) -> String {
+pub(super) fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
 /// Deterministic values in [−1, 1).
-fn values(n: usize, seed: u64) -> Vec<f32> {
+pub(super) fn values(n: usize, seed: u64) -> Vec<f32> {
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..n)
         .map(|_| {
@@ -65,11 +72,44 @@ fn widen(v: &[f32]) -> Vec<f64> {
 }
 
 /// Runs `run` on a backend and downloads its output as f64.
-fn on<D: Backend>(
+pub(super) fn on<D: Backend, T: HostFloat>(
     dev: &D,
-    run: impl Fn(&D) -> Result<Vec<f32>, LaunchError>,
+    run: impl Fn(&D) -> Result<Vec<T>, LaunchError>,
 ) -> Result<Vec<f64>, String> {
-    run(dev).map(|v| widen(&v)).map_err(err)
+    run(dev).map(|v| to_f64(&v)).map_err(err)
+}
+
+/// The element types of the cases, with the largest accepted `|a − b| / max(1, |b|)` of
+/// outputs up to about 8: f32 summation order only; for halves a few units in the last
+/// place (f32 accumulation in another order on the device, one rounding).
+pub(super) trait CaseElem: HostFloat + Element {
+    const DTYPE: DType;
+    const TOLERANCE: f64;
+}
+
+impl CaseElem for f32 {
+    const DTYPE: DType = DType::F32;
+    const TOLERANCE: f64 = 1e-4;
+}
+
+impl CaseElem for f16 {
+    const DTYPE: DType = DType::F16;
+    const TOLERANCE: f64 = 5e-3;
+}
+
+impl CaseElem for bf16 {
+    const DTYPE: DType = DType::BF16;
+    const TOLERANCE: f64 = 4e-2;
+}
+
+/// `n` deterministic values in `[−scale, scale)` rounded to `T`, and those values as f64.
+pub(super) fn rounded<T: CaseElem>(n: usize, seed: u64, scale: f64) -> (Vec<T>, Vec<f64>) {
+    let v: Vec<T> = values(n, seed)
+        .into_iter()
+        .map(|x| T::from_f64(f64::from(x) * scale))
+        .collect();
+    let wide = to_f64(&v);
+    (v, wide)
 }
 
 fn nf4_case<B: Backend>(
@@ -168,50 +208,34 @@ fn moe_forward<B: Backend>(dev: &B, sim: &SimBackend, size: Size) -> Result<Outp
 }
 
 fn attention_forward<B: Backend>(dev: &B, sim: &SimBackend, size: Size) -> Result<Outputs, String> {
+    attention_case::<B, f32>(dev, sim, size)
+}
+
+/// The causal attention forward in `T` through the run-time handle.
+pub(super) fn attention_case<B: Backend, T: CaseElem>(
+    dev: &B,
+    sim: &SimBackend,
+    size: Size,
+) -> Result<Outputs, String> {
     let (head_dim, shape) = match size {
-        Size::Tiny => (
-            32,
-            AttentionShape {
-                batch: 1,
-                heads_q: 2,
-                heads_kv: 1,
-                seq_q: 9,
-                seq_kv: 17,
-            },
-        ),
-        Size::Full => (
-            128,
-            AttentionShape {
-                batch: 2,
-                heads_q: 16,
-                heads_kv: 4,
-                seq_q: 512,
-                seq_kv: 512,
-            },
-        ),
+        Size::Tiny => (32, AttentionShape::new(1, 2, 1, 9, 17)),
+        Size::Full => (128, AttentionShape::new(2, 16, 4, 512, 512)),
     };
     let mut cfg = AttentionConfig::new(head_dim);
     cfg.causal = true;
-    cfg.dtype = DType::F32;
+    cfg.dtype = T::DTYPE;
     let handle = cfg.compile_cached().map_err(err)?;
-    let q = values(shape.q_len(head_dim), 6);
-    let k = values(shape.kv_len(head_dim), 7);
-    let v = values(shape.kv_len(head_dim), 8);
-    let want = attention::reference::forward(
-        &shape,
-        head_dim,
-        &widen(&q),
-        &widen(&k),
-        &widen(&v),
-        true,
-        cfg.default_scale(),
-    )
-    .map_err(err)?;
+    let (q, q_ref) = rounded::<T>(shape.q_len(head_dim), 6, 1.0);
+    let (k, k_ref) = rounded::<T>(shape.kv_len(head_dim), 7, 1.0);
+    let (v, v_ref) = rounded::<T>(shape.kv_len(head_dim), 8, 1.0);
+    let scale = cfg.default_scale();
+    let want = attention::reference::forward(&shape, head_dim, &q_ref, &k_ref, &v_ref, true, scale)
+        .map_err(err)?;
     macro_rules! run_on {
         ($d:expr) => {
             on($d, |d| {
                 let (qb, kb, vb) = (d.upload(&q)?, d.upload(&k)?, d.upload(&v)?);
-                let mut o = d.alloc::<f32>(shape.q_len(head_dim))?;
+                let mut o = d.alloc::<T>(shape.q_len(head_dim))?;
                 let mut lse = d.alloc::<f32>(shape.lse_len())?;
                 handle.forward(d, &shape, &qb, &kb, &vb, &mut o, &mut lse, None)?;
                 d.download(&o)
@@ -222,7 +246,7 @@ fn attention_forward<B: Backend>(dev: &B, sim: &SimBackend, size: Size) -> Resul
         device: run_on!(dev)?,
         interpreter: run_on!(sim)?,
         reference: want.o,
-        tolerance: 1e-4,
+        tolerance: T::TOLERANCE,
     })
 }
 

@@ -10,6 +10,7 @@
 #[cfg(feature = "cuda")]
 pub mod bench;
 pub mod cases;
+mod tensor_cases;
 pub mod timing;
 
 use ptxforge_runtime::launch::{Backend, SimBackend};
@@ -114,6 +115,7 @@ mod tests {
         let reports = run_suite(&stand_in, Size::Tiny).expect("suite runs");
         assert_eq!(reports.len(), cases::all::<SimBackend>().len());
         let (table, ok) = report(&reports);
+        eprintln!("{table}");
         assert!(ok, "{table}");
         for r in &reports {
             assert!(r.elements > 0, "{}", r.name);
