@@ -21,8 +21,8 @@ use ptxforge_runtime::launch::{
 use ptxforge_runtime::templates::conv::kernels::{
     ENTRY_BWD_DATA, ENTRY_BWD_DATA_CHANNELS_LAST, ENTRY_BWD_DATA_IMPLICIT_GEMM, ENTRY_BWD_FILTER,
     ENTRY_BWD_FILTER_CHANNELS_LAST, ENTRY_BWD_FILTER_CHANNELS_LAST_SPLIT,
-    ENTRY_BWD_FILTER_IMPLICIT_GEMM, ENTRY_BWD_FILTER_REDUCE, ENTRY_BWD_FILTER_SPLIT,
-    ENTRY_FILTER_TO_CHANNELS_LAST, ENTRY_GRADIENT_TO_CHANNELS_LAST,
+    ENTRY_BWD_FILTER_IMPLICIT_GEMM, ENTRY_BWD_FILTER_REDUCE, ENTRY_BWD_FILTER_SPLIT, ENTRY_DIRECT,
+    ENTRY_FILTER_TO_CHANNELS_LAST, ENTRY_GRADIENT_TO_CHANNELS_LAST, ENTRY_IMPLICIT_GEMM,
     ENTRY_IMPLICIT_GEMM_CHANNELS_LAST, ENTRY_IMPLICIT_GEMM_POINTWISE, ENTRY_TO_CHANNELS_LAST,
 };
 use ptxforge_runtime::templates::conv::launch::{
@@ -979,6 +979,52 @@ fn tensor_core_forward_every_case_both_layouts() {
     }
 }
 
+/// `forward`'s choice where no chunked route applies: NCHW layers of few output channels per
+/// group (depthwise; 5 per group) stay on `conv2d_direct`, whose tensor-core GEMM would be
+/// mostly padding, while 32 per group (`C_in` 3: no channels-last copy) and NHWC depthwise
+/// (`conv2d_nhwc` tiles the same columns) take `conv2d_implicit_gemm`; every entry matches the
+/// reference.
+#[test]
+fn forward_keeps_few_columns_per_group_on_cuda_cores() {
+    let c = Conv2dConfig::new;
+    let cases = [
+        (
+            "depthwise 3x3 24 groups 24",
+            c(24, 24, 3).with_groups(24),
+            Layout::Nchw,
+            ENTRY_DIRECT,
+        ),
+        (
+            "5x5 12→20 groups 4 (Og 5)",
+            c(12, 20, 5).with_groups(4),
+            Layout::Nchw,
+            ENTRY_DIRECT,
+        ),
+        (
+            "3x3 3→32 (Og 32, Cg 3)",
+            c(3, 32, 3),
+            Layout::Nchw,
+            ENTRY_IMPLICIT_GEMM,
+        ),
+        (
+            "depthwise 3x3 24 groups 24",
+            c(24, 24, 3).with_groups(24),
+            Layout::Nhwc,
+            ENTRY_IMPLICIT_GEMM,
+        ),
+    ];
+    for (i, (name, cfg, layout, entry)) in cases.into_iter().enumerate() {
+        let case = Case {
+            name,
+            cfg: cfg.with_padding(1, 1),
+            shape: shape(2, 7, 9),
+        };
+        let (dev, _) = run_forward_on::<f16>(&case, DType::F16, Arch::Sm80, layout, 60 + i as u64);
+        let last = dev.take_launch_log().pop().expect("forward launched").entry;
+        assert_eq!(last, entry, "{name} {layout}");
+    }
+}
+
 /// NCHW shapes of the channels-last forward (`C_in` and `Cg` multiples of 8): the pre-pass's
 /// ragged tiles in both directions (40 channels, 11 × 13 = 143
 /// pixels), groups, rectangular filters, stride 2 and dilation, bias, batch 3. The input
@@ -1460,7 +1506,7 @@ fn run_backward_data_on<T: HostFloat + Element>(
                 ENTRY_BWD_DATA_CHANNELS_LAST,
             ])
             .collect()
-    } else if cfg.has_tensor_core_backward_data() {
+    } else if cfg.prefers_tensor_core_backward_data() {
         vec![ENTRY_BWD_DATA_IMPLICIT_GEMM]
     } else {
         vec![ENTRY_BWD_DATA]
@@ -2124,8 +2170,8 @@ fn assert_tf32_mma(what: &str, dev: &SimBackend, entry: &str, [blocks, k, output
 }
 
 /// Forward, backward-data and backward-filter of `case` in `layout` in f32 with
-/// `allow_tf32` on `arch`, each through the entry the launch functions pick, against the
-/// exact and the tf32-rounded references. On sm_80+ each must run its implicit GEMM on tf32
+/// `allow_tf32` on `arch` (on sm_80+ the implicit GEMMs by name, before sm_80 the entries
+/// the launch functions pick), against the exact and the tf32-rounded references. On sm_80+ each must run its implicit GEMM on tf32
 /// (exact mma counts, [`assert_tf32`]); before sm_80 the CUDA-core entries, exact f32.
 fn run_tf32(case: &Case, layout: Layout, arch: Arch, seed: u64) {
     let cfg = Conv2dConfig {
@@ -2208,9 +2254,12 @@ fn run_tf32(case: &Case, layout: Layout, arch: Arch, seed: u64) {
     };
     let b_dev = cfg.bias.then_some(&b.dev);
     let mut y = dev.alloc::<f32>(d.output_len(&cfg)).expect("alloc");
+    // The tensor-core entries by name: `forward` and `backward_data` keep layers of few
+    // channels per group on CUDA cores.
+    let launch_forward = if tc { forward_implicit_gemm } else { forward };
     must(
         &label,
-        forward(&cfg, &dev, &ptx, s, &x_in, &w_in, b_dev, &mut y),
+        launch_forward(&cfg, &dev, &ptx, s, &x_in, &w_in, b_dev, &mut y),
     );
     let k = cg * taps;
     check("forward", &download(&dev, &y), &exact, &model, k);
@@ -2237,10 +2286,13 @@ fn run_tf32(case: &Case, layout: Layout, arch: Arch, seed: u64) {
         }
     };
     let mut dx = dev.alloc::<f32>(d.input_len(&cfg)).expect("alloc");
-    must(
-        &label,
-        backward_data(&cfg, &dev, &ptx, s, &gy_in, &w_in, &mut dx),
-    );
+    let run = if tc {
+        let entry = ENTRY_BWD_DATA_IMPLICIT_GEMM;
+        backward_data_with(&cfg, &dev, &ptx, s, entry, &gy_in, &w_in, &mut dx)
+    } else {
+        backward_data(&cfg, &dev, &ptx, s, &gy_in, &w_in, &mut dx)
+    };
+    must(&label, run);
     let k = og * taps;
     check("backward-data", &download(&dev, &dx), &exact, &model, k);
     let blocks = hw.div_ceil(64) * cg.div_ceil(64) * n * groups;

@@ -70,8 +70,7 @@ pub(crate) fn wrappers(c: &Conv2dConfig, t: &WrapperTypes) -> Vec<Wrapper> {
         name: "forward",
         doc: format!(
             "Forward `y = conv2d(x, w){bias_term}` through the fastest entry of the target the \
-             module runs on: {}`conv2d_implicit_gemm` (tensor cores) for f16/bf16 on sm_80+, else \
-             {}. {layouts}. Returns the checked dimensions.",
+             module runs on: {}{}{}. {layouts}. Returns the checked dimensions.",
             // Whichever of the attribute's targets the module is for: the config's arch decides
             // only whether the target has `mma.m16n8k16`, which the sentence states.
             if sm80.has_pointwise_implicit_gemm() {
@@ -83,6 +82,11 @@ pub(crate) fn wrappers(c: &Conv2dConfig, t: &WrapperTypes) -> Vec<Wrapper> {
                  `conv2d_filter_to_channels_last`, into backend-allocated workspaces) and \
                  `conv2d_implicit_gemm_channels_last` (tensor cores) where the target has \
                  `mma.m16n8k16`, else "
+            } else {
+                ""
+            },
+            if sm80.prefers_tensor_core_forward() {
+                "`conv2d_implicit_gemm` (tensor cores) for f16/bf16 on sm_80+, else "
             } else {
                 ""
             },
@@ -164,6 +168,11 @@ pub(crate) fn wrappers(c: &Conv2dConfig, t: &WrapperTypes) -> Vec<Wrapper> {
         },
         "conv2d_bwd_data_implicit_gemm_channels_last",
     );
+    let data_gemm = if sm80.prefers_tensor_core_backward_data() {
+        "`conv2d_bwd_data_implicit_gemm` (tensor cores) for f16/bf16 on sm_80+, else "
+    } else {
+        ""
+    };
     let filter_copies = through_copies(
         "`x` and `gy` (`conv2d_to_channels_last`, `conv2d_gradient_to_channels_last`)",
         "conv2d_bwd_filter_implicit_gemm_channels_last",
@@ -173,9 +182,8 @@ pub(crate) fn wrappers(c: &Conv2dConfig, t: &WrapperTypes) -> Vec<Wrapper> {
             name: "backward_data",
             doc: format!(
                 "Gradient with respect to the input through the fastest entry of the target \
-                 the module runs on: {data_copies}`conv2d_bwd_data_implicit_gemm` (tensor \
-                 cores) for f16/bf16 on sm_80+, else `conv2d_bwd_data`: `dx {x_layout}` from \
-                 `gy {y_layout}` and `w {w_layout}`. `dx` is overwritten."
+                 the module runs on: {data_copies}{data_gemm}`conv2d_bwd_data`: `dx {x_layout}` \
+                 from `gy {y_layout}` and `w {w_layout}`. `dx` is overwritten."
             ),
             lifetimes: quote!(),
             params: vec![

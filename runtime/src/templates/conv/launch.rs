@@ -583,9 +583,10 @@ pub fn forward_nhwc<B: Backend, T: Element>(
 /// chunks of pixels where the config has it and `OH·OW` is a multiple of 8
 /// ([`forward_implicit_gemm_pointwise`]), the channels-last pre-pass and tensor-core
 /// implicit GEMM where the config has them ([`forward_channels_last`]; `N` and `C_out` at
-/// most 65535), the tensor-core implicit GEMM where the config has it
-/// ([`Conv2dConfig::has_tensor_core_forward`]), else (silently: f32 without
-/// `allow_tf32`, f64 and pre-sm_80 targets) the CUDA-core path: `conv2d_1x1` for a 1 × 1
+/// most 65535), the tensor-core implicit GEMM where the config has it and its tiles are not
+/// mostly padding ([`Conv2dConfig::prefers_tensor_core_forward`]: depthwise and other NCHW
+/// layers of few output channels per group stay on CUDA cores), else (also silently: f32
+/// without `allow_tf32`, f64 and pre-sm_80 targets) the CUDA-core path: `conv2d_1x1` for a 1 × 1
 /// kernel, `conv2d_direct` otherwise, `conv2d_nhwc` in the NHWC layout.
 #[allow(clippy::too_many_arguments)]
 pub fn forward<B: Backend, T: Element>(
@@ -602,7 +603,7 @@ pub fn forward<B: Backend, T: Element>(
         forward_implicit_gemm_pointwise(cfg, dev, ptx, shape, x, w, bias, y)
     } else if cfg.has_channels_last_forward() && channels_last_fits(cfg, shape) {
         forward_channels_last(cfg, dev, ptx, shape, x, w, bias, y)
-    } else if cfg.has_tensor_core_forward() {
+    } else if cfg.prefers_tensor_core_forward() {
         forward_implicit_gemm(cfg, dev, ptx, shape, x, w, bias, y)
     } else if cfg.layout == Layout::Nhwc {
         forward_nhwc(cfg, dev, ptx, shape, x, w, bias, y)
@@ -695,10 +696,10 @@ pub fn forward_1x1<B: Backend, T: Element>(
 /// fastest entry the module has: in NCHW the channels-last copies and
 /// `conv2d_bwd_data_implicit_gemm_channels_last` where the config has them
 /// ([`Conv2dConfig::has_channels_last_backward`]; `N` and `C_out` at most 65535), the
-/// tensor-core `conv2d_bwd_data_implicit_gemm` where the config has it
-/// ([`Conv2dConfig::has_tensor_core_backward_data`]), else (silently: f32
-/// without `allow_tf32`, f64 and pre-sm_80 targets) the CUDA-core `conv2d_bwd_data`, in the
-/// config's layout. `shape` is the *input* shape.
+/// tensor-core `conv2d_bwd_data_implicit_gemm` where the config has it and its tiles are not
+/// mostly padding ([`Conv2dConfig::prefers_tensor_core_backward_data`]), else (also
+/// silently: f32 without `allow_tf32`, f64 and pre-sm_80 targets) the CUDA-core
+/// `conv2d_bwd_data`, in the config's layout. `shape` is the *input* shape.
 pub fn backward_data<B: Backend, T: Element>(
     cfg: &Conv2dConfig,
     dev: &B,
@@ -710,7 +711,7 @@ pub fn backward_data<B: Backend, T: Element>(
 ) -> Result<ConvDims, LaunchError> {
     let entry = if cfg.has_channels_last_backward() && channels_last_fits(cfg, shape) {
         ENTRY_BWD_DATA_CHANNELS_LAST
-    } else if cfg.has_tensor_core_backward_data() {
+    } else if cfg.prefers_tensor_core_backward_data() {
         ENTRY_BWD_DATA_IMPLICIT_GEMM
     } else {
         ENTRY_BWD_DATA

@@ -79,6 +79,13 @@ pub use nhwc::{
     ENTRY as ENTRY_NHWC, THREADS as NHWC_THREADS, TILE_M as NHWC_TILE_M, TILE_N as NHWC_TILE_N,
 };
 
+/// The fewest GEMM columns per group (forward: `C_out/groups`, backward-data:
+/// `C_in/groups`) at which the NCHW tensor-core GEMMs over element gathers beat the CUDA-core
+/// entries ([`Conv2dConfig::prefers_tensor_core_forward`],
+/// [`Conv2dConfig::prefers_tensor_core_backward_data`]): below, most of each 64-column tile
+/// is padding.
+pub const MIN_GATHER_GEMM_COLUMNS: (u32, u32) = (24, 32);
+
 /// Threads per block of the 1-D entries (im2col).
 pub const BLOCK_1D: u32 = 256;
 
@@ -103,6 +110,28 @@ impl Conv2dConfig {
     /// and older targets silently keep the CUDA-core entries only).
     pub fn has_tensor_core_forward(&self) -> bool {
         implicit_gemm::available(self)
+    }
+
+    /// Whether [`forward`](super::launch::forward) takes the tensor-core
+    /// `conv2d_implicit_gemm` where no chunked route applies: the module has it and, in NCHW,
+    /// the GEMM's columns (`C_out/groups`) fill at least [`MIN_GATHER_GEMM_COLUMNS`]`.0` of
+    /// the tile's 64 (else `conv2d_direct` or `conv2d_1x1`). A depthwise 3 × 3 on 28 × 28
+    /// (f16, sm_80) issued 1978.6 instructions per output on the tensor-core GEMM against
+    /// 147.3 on `conv2d_direct`; 8, 16 and 24 columns: 3.1×, 1.3–1.5× and 0.64× the direct
+    /// kernel's. NHWC keeps the GEMM: `conv2d_nhwc` tiles the same 64 columns.
+    pub fn prefers_tensor_core_forward(&self) -> bool {
+        let fills = self.out_per_group() >= MIN_GATHER_GEMM_COLUMNS.0;
+        self.has_tensor_core_forward() && (self.layout == Layout::Nhwc || fills)
+    }
+
+    /// Whether [`backward_data`](super::launch::backward_data) takes the tensor-core
+    /// `conv2d_bwd_data_implicit_gemm` where the channels-last route does not apply: the
+    /// module has it and, in NCHW, its columns (`C_in/groups`) number at least
+    /// [`MIN_GATHER_GEMM_COLUMNS`]`.1` (else `conv2d_bwd_data`: 8 and 16 columns issued 3.3×
+    /// and 2.0–2.2× its instructions per output, 32 the same).
+    pub fn prefers_tensor_core_backward_data(&self) -> bool {
+        let fills = self.in_per_group() >= MIN_GATHER_GEMM_COLUMNS.1;
+        self.has_tensor_core_backward_data() && (self.layout == Layout::Nhwc || fills)
     }
 
     /// Whether the NCHW module has the tensor-core 1 × 1 forward
