@@ -22,9 +22,10 @@
 //! channels of one group, [`Geometry::WIDE`]'s 128 × 128 or [`Geometry::TALL`]'s 128 × 64
 //! where both operands move in 16-byte `cp.async` chunks (NHWC halves with channel counts
 //! multiples of 8, the channels-last entries and the pointwise one), else
-//! [`Geometry::SQUARE`]'s 64 × 64 ([`tile_geometry`]; the backward passes' tiles likewise); grid `(⌈M / rows⌉, ⌈Og / columns⌉, groups)`. The `cp.async` ring, the
-//! `ldmatrix` fragment loads from padded rows and the `mma` loop are that module's; this one
-//! only fills ring slots (the im2col addressing) and stores.
+//! [`Geometry::SQUARE`]'s 64 × 64 ([`tile_geometry`]; the backward passes' tiles likewise);
+//! grid `(⌈M / rows⌉, ⌈Og / columns⌉, groups)`. The `cp.async` ring, the `ldmatrix` fragment
+//! loads from padded rows and the `mma` loop are that module's; this one only fills ring
+//! slots (the im2col addressing) and stores.
 //!
 //! A ring slot is filled per operand by the gather that makes its global loads coalesce
 //! ([`gather`]): 16-byte `cp.async` chunks where a chunk's consecutive reduction indices (8
@@ -445,16 +446,14 @@ pub(crate) fn build_channels_last_backward<T: ConvElem + SlabStaged>(
     arch: Arch,
 ) -> Vec<KernelBuilder> {
     use super::channels_last::{build as copy, ENTRY_GRADIENT};
-    let mut entries = Vec::new();
     let operands = channels_last_operands(cfg);
     let split = Some(ENTRY_SPLIT_CHANNELS_LAST);
-    entries.extend([
+    vec![
         copy::<T>(ENTRY_GRADIENT, cfg.out_channels, arch),
         build_channels_last::<T>(cfg, arch, Pass::BackwardData),
         build_channels_last::<T>(cfg, arch, Pass::BackwardFilter),
         build_with::<T>(&operands, arch, Pass::BackwardFilter, split, Layout::Nchw),
-    ]);
-    entries
+    ]
 }
 
 /// `cfg` with the operands in NHWC (the channels-last entries' view of an NCHW config).
