@@ -222,19 +222,25 @@ fn attention<T: JobElem>(arch: Arch, causal: bool) -> Result<(String, Vec<Launch
     Ok((ptx, dev.take_launch_log()))
 }
 
-// Conv: f16 (or f32 with allow_tf32), 3×3, stride 1, padding 1, N 1, 64 → 64 channels, 16×16.
+// Conv: f16 (or f32 with allow_tf32), stride 1, N 1, 64 → 64 channels, 16×16; a 3×3 with
+// padding 1 and a 1×1.
 const CONV: (u32, u32) = (64, 16);
 
-fn conv2d<T: JobElem>(arch: Arch, layout: Layout) -> Result<(String, Vec<LaunchRecord>)> {
+fn conv2d<T: JobElem>(
+    arch: Arch,
+    layout: Layout,
+    kernel: u32,
+) -> Result<(String, Vec<LaunchRecord>)> {
     let (c, hw) = CONV;
+    let taps = kernel * kernel;
     let cfg = Conv2dConfig {
-        padding_h: 1,
-        padding_w: 1,
+        padding_h: kernel / 2,
+        padding_w: kernel / 2,
         dtype: T::DTYPE,
         allow_tf32: tf32::<T>(),
         arch,
         layout,
-        ..Conv2dConfig::new(c, c, 3)
+        ..Conv2dConfig::new(c, c, kernel)
     };
     let ptx = cfg.compile().map_err(err)?.ptx;
     let shape = ConvShape {
@@ -247,13 +253,13 @@ fn conv2d<T: JobElem>(arch: Arch, layout: Layout) -> Result<(String, Vec<LaunchR
     let mut rng = SplitMix64::new(34);
     let mut up = |n: usize, r: f32| dev.upload(&values::<T>(&mut rng, n, -r, r)).map_err(err);
     let x = up(act, 1.0)?;
-    let w = up((c * c * 9) as usize, 0.2)?;
+    let w = up((c * c * taps) as usize, 0.2)?;
     let mut y = dev.alloc::<T>(act).map_err(err)?;
     conv::forward(&cfg, &dev, &ptx, &shape, &x, &w, None, &mut y).map_err(err)?;
     let gy = up(act, 1.0)?;
     let mut dx = dev.alloc::<T>(act).map_err(err)?;
     conv::backward_data(&cfg, &dev, &ptx, &shape, &gy, &w, &mut dx).map_err(err)?;
-    let mut dw = dev.alloc::<T>((c * c * 9) as usize).map_err(err)?;
+    let mut dw = dev.alloc::<T>((c * c * taps) as usize).map_err(err)?;
     conv::backward_filter(&cfg, &dev, &ptx, &shape, &x, &gy, &mut dw, None).map_err(err)?;
     Ok((ptx, dev.take_launch_log()))
 }
@@ -269,8 +275,14 @@ const CONV_REPORT: &[(&str, u64)] = &[
     ("conv2d_bwd_data", CONV_ACT),
     ("conv2d_bwd_filter", CONV_W),
 ];
+/// [`CONV_REPORT`] of the 1×1 layer.
+const CONV_1X1_REPORT: &[(&str, u64)] = &[
+    ("conv2d_", CONV_ACT),
+    ("conv2d_bwd_data", CONV_ACT),
+    ("conv2d_bwd_filter", CONV_W / 9),
+];
 
-const JOBS: [Job; 6] = [
+const JOBS: [Job; 7] = [
     Job {
         name: "MoE SwiGLU experts ({}, E 8, top-2, H 64, F 96, 256 tokens)",
         half: "bf16",
@@ -311,17 +323,26 @@ const JOBS: [Job; 6] = [
         name: "conv 3×3 64→64, NCHW ({}, N 1, 16×16, padding 1)",
         half: "f16",
         run: [
-            |arch| conv2d::<f16>(arch, Layout::Nchw),
-            |arch| conv2d::<f32>(arch, Layout::Nchw),
+            |arch| conv2d::<f16>(arch, Layout::Nchw, 3),
+            |arch| conv2d::<f32>(arch, Layout::Nchw, 3),
         ],
         report: CONV_REPORT,
+    },
+    Job {
+        name: "conv 1×1 64→64, NCHW ({}, N 1, 16×16)",
+        half: "f16",
+        run: [
+            |arch| conv2d::<f16>(arch, Layout::Nchw, 1),
+            |arch| conv2d::<f32>(arch, Layout::Nchw, 1),
+        ],
+        report: CONV_1X1_REPORT,
     },
     Job {
         name: "conv 3×3 64→64, NHWC ({}, same shape)",
         half: "f16",
         run: [
-            |arch| conv2d::<f16>(arch, Layout::Nhwc),
-            |arch| conv2d::<f32>(arch, Layout::Nhwc),
+            |arch| conv2d::<f16>(arch, Layout::Nhwc, 3),
+            |arch| conv2d::<f32>(arch, Layout::Nhwc, 3),
         ],
         report: CONV_REPORT,
     },
@@ -432,7 +453,12 @@ mod tests {
         let mut md = String::new();
         section(&mut md, &ptxas, &scratch).expect("section");
         println!("{md}");
-        for entry in ["moe_expert_swiglu_up", "nf4_gemm", "attention_forward"] {
+        for entry in [
+            "moe_expert_swiglu_up",
+            "nf4_gemm",
+            "attention_forward",
+            "conv2d_implicit_gemm_pointwise",
+        ] {
             assert!(
                 md.contains(&format!("| sm_80 | {entry}")),
                 "{entry} on sm_80"
