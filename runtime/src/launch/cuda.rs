@@ -40,7 +40,7 @@ use cudarc::nvrtc::Ptx;
 
 use super::{
     byte_len, check_write_len, from_le_bytes, to_le_bytes, Backend, DeviceBuffer, DriverError,
-    DriverErrorKind, Element, KernelArg, LaunchConfig, LaunchError,
+    DriverErrorKind, Element, KernelArg, LaunchConfig, LaunchError, VIEW_ALIGN_BYTES,
 };
 use crate::Arch;
 
@@ -363,7 +363,9 @@ impl<T: Element> DeviceBuffer<CudaBackend, T> {
     }
 
     /// A read-only view of `len` elements of `slice` from `offset`, usable wherever the
-    /// wrappers take an input buffer. Typed error if the range does not fit.
+    /// wrappers take an input buffer. Typed errors if the range does not fit
+    /// ([`LaunchError::ViewRange`]) or its start is not on a [`VIEW_ALIGN_BYTES`] boundary
+    /// ([`LaunchError::ViewAlignment`]: the kernels' 16-byte accesses would fault).
     pub fn view(
         slice: &CudaSlice<T>,
         offset: usize,
@@ -378,7 +380,7 @@ impl<T: Element> DeviceBuffer<CudaBackend, T> {
     }
 
     /// A writable view of `len` elements of `slice` from `offset`, usable wherever the wrappers
-    /// take an output buffer.
+    /// take an output buffer; the same checks as [`Self::view`].
     pub fn view_mut(
         slice: &mut CudaSlice<T>,
         offset: usize,
@@ -400,6 +402,7 @@ fn view_of<T: Element>(
 ) -> Result<(DeviceBuffer<CudaBackend, T>, Arc<AtomicBool>), LaunchError> {
     check_view_range(offset, len, slice.len())?;
     let size = T::KIND.size_bytes();
+    check_view_alignment(offset, size)?;
     let (base, _sync) = slice.device_ptr(slice.stream());
     let live = Arc::new(AtomicBool::new(true));
     let raw = CudaRawBuffer {
@@ -411,6 +414,21 @@ fn view_of<T: Element>(
         },
     };
     Ok((DeviceBuffer::from_raw(raw, len), live))
+}
+
+/// A view's start, `offset` elements of `size` bytes into its buffer, on a
+/// [`VIEW_ALIGN_BYTES`] boundary (the buffer's own start is: driver allocations are aligned to
+/// at least 256 bytes).
+fn check_view_alignment(offset: usize, size: usize) -> Result<(), LaunchError> {
+    let bytes = offset.saturating_mul(size);
+    match bytes.is_multiple_of(VIEW_ALIGN_BYTES) {
+        true => Ok(()),
+        false => Err(LaunchError::ViewAlignment {
+            offset,
+            bytes,
+            align: VIEW_ALIGN_BYTES,
+        }),
+    }
 }
 
 /// `offset .. offset + len` within `available` elements, without overflow.
@@ -702,6 +720,24 @@ mod tests {
         );
         assert!(check_view_range(11, 0, 10).is_err());
         assert!(check_view_range(usize::MAX, 2, 10).is_err());
+    }
+
+    #[test]
+    fn views_start_on_16_byte_boundaries() {
+        assert!(check_view_alignment(0, 2).is_ok());
+        assert!(check_view_alignment(8, 2).is_ok());
+        assert!(check_view_alignment(4, 4).is_ok());
+        assert!(check_view_alignment(2, 8).is_ok());
+        assert_eq!(
+            check_view_alignment(3, 2),
+            Err(LaunchError::ViewAlignment {
+                offset: 3,
+                bytes: 6,
+                align: 16
+            })
+        );
+        assert!(check_view_alignment(1, 8).is_err());
+        assert!(check_view_alignment(6, 4).is_err());
     }
 
     #[test]

@@ -124,6 +124,11 @@ pub struct DriverError {
     pub kind: DriverErrorKind,
 }
 
+/// The alignment in bytes of a view's start within its buffer (`CudaBackend`'s
+/// `DeviceBuffer::view` / `view_mut`): every buffer a kernel takes is read from its start
+/// with 16-byte accesses where the shapes allow.
+pub const VIEW_ALIGN_BYTES: usize = 16;
+
 /// A launch failed before, during or after running.
 ///
 /// Non-exhaustive: backends gain failure kinds; match the ones you handle and keep a `_` arm.
@@ -179,6 +184,18 @@ pub enum LaunchError {
     /// A borrowed view was used after the borrow it came from ended.
     #[error("a borrowed view of a caller's buffer was used after its borrow ended")]
     StaleView,
+    /// A view's first element is not [`VIEW_ALIGN_BYTES`]-aligned within its buffer: the
+    /// kernels read and write with 16-byte vector accesses and `cp.async` copies from each
+    /// buffer's start, which fault on a misaligned address (and leave the context unusable).
+    #[error(
+        "a view at element offset {offset} starts {bytes} bytes into its buffer, not a multiple \
+         of {align}: the kernels' 16-byte accesses need aligned starts"
+    )]
+    ViewAlignment {
+        offset: usize,
+        bytes: usize,
+        align: usize,
+    },
     /// A view of `len` elements at `offset` does not fit a buffer of `available` elements.
     #[error("a view of {len} elements at offset {offset} does not fit a buffer of {available}")]
     ViewRange {
