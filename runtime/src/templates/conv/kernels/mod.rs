@@ -146,7 +146,8 @@ impl Conv2dConfig {
     /// Whether the NCHW module has the channels-last tensor-core forward
     /// (`conv2d_to_channels_last`, `conv2d_filter_to_channels_last` for filters of more than
     /// one tap, and `conv2d_implicit_gemm_channels_last`: f16/bf16 on targets with
-    /// `mma.m16n8k16`, `C_in` and `C_in/groups` multiples of 8).
+    /// `mma.m16n8k16`, `C_in` and `C_in/groups` multiples of 8, a 1 × 1 filter only at
+    /// stride 1).
     pub fn has_channels_last_forward(&self) -> bool {
         implicit_gemm::channels_last_available(self)
     }
@@ -154,7 +155,8 @@ impl Conv2dConfig {
     /// Whether the NCHW module has the channels-last tensor-core backward passes
     /// (`conv2d_gradient_to_channels_last`, `conv2d_bwd_data_implicit_gemm_channels_last`,
     /// `conv2d_bwd_filter_implicit_gemm_channels_last` and its split, beside the forward's
-    /// copies of `x` and `w`): f16/bf16 on targets
+    /// copies of `x` and `w`, or with its own copy of `x` for a 1 × 1 at a stride above 1):
+    /// f16/bf16 on targets
     /// with `mma.m16n8k16`, `C_in`, `C_out` and both per-group counts multiples of 8.
     pub fn has_channels_last_backward(&self) -> bool {
         implicit_gemm::channels_last_backward_available(self)
@@ -264,6 +266,9 @@ impl Conv2dConfig {
             names.push(ENTRY_BWD_FILTER_REDUCE);
         }
         if self.has_channels_last_backward() {
+            if !self.has_channels_last_forward() {
+                names.push(ENTRY_TO_CHANNELS_LAST);
+            }
             names.extend([
                 ENTRY_GRADIENT_TO_CHANNELS_LAST,
                 ENTRY_BWD_DATA_CHANNELS_LAST,

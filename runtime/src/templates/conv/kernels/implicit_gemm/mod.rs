@@ -50,10 +50,11 @@
 //! and reduction order `(kh, kw, ci)` per output — with NCHW's epilogue indexing
 //! (`y[n, g·Og + o, oh, ow]`): where `OH·OW` is a multiple of 8 the rounded tile is staged
 //! in the free ring and stored as 16-byte runs along the pixels ([`staged_store`]), else
-//! element by element. A 1 × 1 filter at stride 1 without padding takes this route only
-//! where `OH·OW` is not a multiple of 8 (ResNet's 14 × 14 and 7 × 7): elsewhere its NCHW A
-//! needs no copy (below), which would add `x`'s bytes twice (32.2 → 45.4 MB of DRAM traffic
-//! on ResNet-50's 1 × 1 128 → 512).
+//! element by element. A 1 × 1 filter takes this route at stride 1 only (at larger strides
+//! the copy would move pixels the GEMM never reads), and without padding only where `OH·OW`
+//! is not a multiple of 8 (ResNet's 14 × 14 and 7 × 7): elsewhere its NCHW A needs no copy
+//! (below), which would add `x`'s bytes twice (32.2 → 45.4 MB of DRAM traffic on ResNet-50's
+//! 1 × 1 128 → 512).
 //!
 //! **NCHW 1 × 1 over chunks of pixels** (`conv2d_implicit_gemm_pointwise`, halves with `Cg` a
 //! multiple of 8, stride 1, no padding). Output pixel `m` of image `n` reads input pixel
@@ -77,7 +78,8 @@
 //! at batch 2, copies included: 59.5 vs 18.8 and 378.0 vs 94.2). So the host copies the
 //! operands channels-last as the forward does — `gy` by `conv2d_gradient_to_channels_last`
 //! (the input copy's kernel over `C_out` channels and `OH·OW` pixels), `w` and `x` by the
-//! forward's copies (a 1 × 1 `w` is channels-last already and is read as it is) — and
+//! forward's copies (in the module for the backward alone for a 1 × 1 at a stride above 1;
+//! a 1 × 1 `w` is channels-last already and is read as it is) — and
 //! `conv2d_bwd_data_implicit_gemm_channels_last` and
 //! `conv2d_bwd_filter_implicit_gemm_channels_last` (and its split) are the NHWC passes with
 //! NCHW outputs: `dx[n, g·Cg + c, pixel]`, and `dw` in the NCHW weight's order, the NHWC
@@ -377,10 +379,20 @@ pub(crate) fn pointwise_available(cfg: &Conv2dConfig) -> bool {
         && cfg.in_per_group().is_multiple_of(CHUNK_BYTES / 2)
 }
 
-/// Whether an NCHW configuration has [`ENTRY_CHANNELS_LAST`] and the copy of `x`: halves on
-/// tensor cores with `Cg` and `C_in` multiples of 8, so `x` copies channels-last in 16-byte
-/// chunks of one group and the channels-last A is gathered in chunks.
+/// Whether an NCHW configuration has [`ENTRY_CHANNELS_LAST`]: `x` copies channels-last
+/// ([`input_channels_last`]) and the copy pays: every filter of more than one tap, and a
+/// 1 × 1 only at stride 1 — at larger strides it would move pixels the GEMM never reads (a
+/// 1 × 1 stride-2 128 → 128 on 56 × 56 modelled about 19 µs at batch 32 through the copy,
+/// DRAM-bound, against 7.3 issue-bound on the element gathers).
 pub(crate) fn channels_last_available(cfg: &Conv2dConfig) -> bool {
+    let stride_one = (cfg.stride_h, cfg.stride_w) == (1, 1);
+    input_channels_last(cfg) && (!cfg.has_pointwise() || stride_one)
+}
+
+/// Whether an NCHW configuration of halves on tensor cores has `Cg` and `C_in` multiples of
+/// 8, so its `x` copies channels-last in 16-byte chunks of one group and the channels-last
+/// A is gathered in chunks.
+fn input_channels_last(cfg: &Conv2dConfig) -> bool {
     let halves = matches!(cfg.dtype, DType::F16 | DType::BF16);
     let chunk = CHUNK_BYTES / 2;
     let cg = cfg.in_per_group();
@@ -400,7 +412,7 @@ pub(crate) fn channels_last_available(cfg: &Conv2dConfig) -> bool {
 /// included, whose NCHW backward GEMMs have no `cp.async` operand at all.
 pub(crate) fn channels_last_backward_available(cfg: &Conv2dConfig) -> bool {
     let chunk = CHUNK_BYTES / 2;
-    channels_last_available(cfg)
+    input_channels_last(cfg)
         && cfg.out_per_group().is_multiple_of(chunk)
         && cfg.out_channels.is_multiple_of(chunk)
 }
@@ -437,23 +449,29 @@ pub(crate) fn build_channels_last_forward<T: ConvElem + SlabStaged>(
 }
 
 /// The NCHW channels-last backward's entries, in module order (after the forward's, whose
-/// copies of `x` and `w` it shares): the `gy` copy (`conv2d_gradient_to_channels_last`),
-/// backward-data, backward-filter and its split
-/// (`conv2d_bwd_filter_implicit_gemm_channels_last_split(x, gy, partials, dims…,
+/// copies of `x` and `w` it shares): the `x` copy where the module has no channels-last
+/// forward to bring it (a 1 × 1 at a stride above 1; its `w` is channels-last already), the
+/// `gy` copy (`conv2d_gradient_to_channels_last`), backward-data, backward-filter and its
+/// split (`conv2d_bwd_filter_implicit_gemm_channels_last_split(x, gy, partials, dims…,
 /// slice_tiles)`, partials in the NCHW weight's order).
 pub(crate) fn build_channels_last_backward<T: ConvElem + SlabStaged>(
     cfg: &Conv2dConfig,
     arch: Arch,
 ) -> Vec<KernelBuilder> {
-    use super::channels_last::{build as copy, ENTRY_GRADIENT};
+    use super::channels_last::{build as copy, ENTRY, ENTRY_GRADIENT};
     let operands = channels_last_operands(cfg);
     let split = Some(ENTRY_SPLIT_CHANNELS_LAST);
-    vec![
-        copy::<T>(ENTRY_GRADIENT, cfg.out_channels, arch),
-        build_channels_last::<T>(cfg, arch, Pass::BackwardData),
-        build_channels_last::<T>(cfg, arch, Pass::BackwardFilter),
-        build_with::<T>(&operands, arch, Pass::BackwardFilter, split, Layout::Nchw),
-    ]
+    let input_copy =
+        (!channels_last_available(cfg)).then(|| copy::<T>(ENTRY, cfg.in_channels, arch));
+    input_copy
+        .into_iter()
+        .chain([
+            copy::<T>(ENTRY_GRADIENT, cfg.out_channels, arch),
+            build_channels_last::<T>(cfg, arch, Pass::BackwardData),
+            build_channels_last::<T>(cfg, arch, Pass::BackwardFilter),
+            build_with::<T>(&operands, arch, Pass::BackwardFilter, split, Layout::Nchw),
+        ])
+        .collect()
 }
 
 /// `cfg` with the operands in NHWC (the channels-last entries' view of an NCHW config).
