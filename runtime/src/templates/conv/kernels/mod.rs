@@ -156,8 +156,8 @@ impl Conv2dConfig {
     /// (`conv2d_gradient_to_channels_last`, `conv2d_bwd_data_implicit_gemm_channels_last`,
     /// `conv2d_bwd_filter_implicit_gemm_channels_last` and its split, beside the forward's
     /// copies of `x` and `w`, or with its own copy of `x` for a 1 × 1 at a stride above 1):
-    /// f16/bf16 on targets
-    /// with `mma.m16n8k16`, `C_in`, `C_out` and both per-group counts multiples of 8.
+    /// f16/bf16 on targets with `mma.m16n8k16`, `C_in`, `C_out` and both per-group counts
+    /// multiples of 8.
     pub fn has_channels_last_backward(&self) -> bool {
         implicit_gemm::channels_last_backward_available(self)
     }
